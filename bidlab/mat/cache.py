@@ -1,0 +1,187 @@
+"""The result-container cache: BIDMat's ``newOrCheckFMat(nr, nc, out, guid, opHash)``.
+
+When caching is on (see :func:`caching`), every matrix operation asks this cache for its
+result container under a key made of the operator's name, its operands' GUIDs, the
+arguments that fix the result's shape and any Python scalar values. The first step of a
+minibatch loop allocates; every later step finds the same containers and writes into them,
+so the loop allocates nothing. A hit returns the *same* ``Mat`` object, GUID included,
+so keys of downstream operations are stable from one minibatch to the next.
+
+The switch is per thread (a training thread can cache while the notebook's thread does
+not); the store is shared by all threads and guarded by a lock.
+
+Policy when a byte limit is set (:func:`cache_limit`): after an insertion pushes the bytes
+held over the limit, the least recently used entries are evicted (never the one just
+inserted) until the total fits again. Evicted containers stay valid for whoever still
+holds them; the cache just forgets them. Entries keyed on a matrix that has been garbage
+collected can never be hit again and are dropped automatically.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from bidlab import backend
+
+_state = threading.local()
+
+
+def caching_enabled() -> bool:
+    """True when the calling thread has caching switched on."""
+    return getattr(_state, "enabled", False)
+
+
+@contextmanager
+def caching(enabled: bool = True) -> Iterator[None]:
+    """Switch result caching on (or off) for the calling thread inside a ``with`` block.
+
+    Example::
+
+        with bidlab.caching():
+            for batch in batches:
+                preds = bidlab.sddmm(mm, user, batch)   # allocates only on the first step
+    """
+    previous = caching_enabled()
+    _state.enabled = enabled
+    try:
+        yield
+    finally:
+        _state.enabled = previous
+
+
+def set_caching(enabled: bool) -> None:
+    """Switch caching on or off for the calling thread (the non-``with`` form)."""
+    _state.enabled = bool(enabled)
+
+
+def _nbytes(container: Any) -> int:
+    return int(getattr(container, "nbytes", 0))
+
+
+class ResultCache:
+    """Process-wide store of result containers keyed by (op, operand GUIDs, args)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._store: OrderedDict[Hashable, Any] = OrderedDict()
+        self._keys_by_guid: dict[int, set[Hashable]] = {}
+        self._watched: set[int] = set()
+        self.limit_bytes: int | None = None
+        self.hits = 0
+        self.misses = 0
+        self.evictions = 0
+        self.bytes_held = 0
+
+    # -- lookup ---------------------------------------------------------------------------
+    def get(self, key: Hashable, fits: Callable[[Any], bool]) -> Any | None:
+        """The container cached under ``key`` if ``fits(container)``; counts a hit."""
+        with self._lock:
+            found = self._store.get(key)
+            if found is None or not fits(found):
+                return None
+            self._store.move_to_end(key)
+            self.hits += 1
+            return found
+
+    def put(self, key: Hashable, container: Any, operands: tuple[Any, ...]) -> None:
+        """Remember ``container`` under ``key``; ``operands`` are watched for collection."""
+        with self._lock:
+            old = self._store.pop(key, None)
+            if old is not None:
+                self.bytes_held -= _nbytes(old)
+            self._store[key] = container
+            self.bytes_held += _nbytes(container)
+            self.misses += 1
+            for op in operands:
+                self._watch(op, key)
+            self._enforce_limit(keep=key)
+
+    def resized(self, old_nbytes: int, new_nbytes: int) -> None:
+        """Account for a cached sparse container that grew in place."""
+        with self._lock:
+            self.bytes_held += new_nbytes - old_nbytes
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def _watch(self, operand: Any, key: Hashable) -> None:
+        guid = getattr(operand, "guid", None)
+        if guid is None:
+            return
+        self._keys_by_guid.setdefault(guid, set()).add(key)
+        if guid not in self._watched:
+            self._watched.add(guid)
+            weakref.finalize(operand, self._forget_guid, guid)
+
+    def _forget_guid(self, guid: int) -> None:
+        with self._lock:
+            self._watched.discard(guid)
+            for key in self._keys_by_guid.pop(guid, ()):
+                old = self._store.pop(key, None)
+                if old is not None:
+                    self.bytes_held -= _nbytes(old)
+
+    def _enforce_limit(self, keep: Hashable) -> None:
+        if self.limit_bytes is None:
+            return
+        while self.bytes_held > self.limit_bytes and len(self._store) > 1:
+            key, old = next(iter(self._store.items()))
+            if key == keep:
+                self._store.move_to_end(key)
+                key, old = next(iter(self._store.items()))
+                if key == keep:
+                    break
+            del self._store[key]
+            self.bytes_held -= _nbytes(old)
+            self.evictions += 1
+
+    def clear(self) -> None:
+        """Forget every cached container (they stay valid for whoever still holds them)."""
+        with self._lock:
+            self._store.clear()
+            self._keys_by_guid.clear()
+            self.bytes_held = 0
+
+    def stats(self) -> dict[str, int | None]:
+        """Hits, misses, entries, bytes held, evictions, limit and the core's allocations."""
+        count, nbytes = backend.allocations.snapshot()
+        with self._lock:
+            return {
+                "hits": self.hits,
+                "misses": self.misses,
+                "entries": len(self._store),
+                "bytes_held": self.bytes_held,
+                "evictions": self.evictions,
+                "limit_bytes": self.limit_bytes,
+                "allocations": count,
+                "bytes_allocated": nbytes,
+            }
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+
+CACHE = ResultCache()
+
+
+def cache_stats() -> dict[str, int | None]:
+    """Statistics of the process-wide result cache (see :class:`ResultCache`)."""
+    return CACHE.stats()
+
+
+def clear_cache() -> None:
+    """Empty the result cache; the next step of a loop allocates again."""
+    CACHE.clear()
+
+
+def cache_limit(nbytes: int | None) -> None:
+    """Cap the bytes held by the cache (None: no cap). Least recently used entries go first."""
+    if nbytes is not None and (not isinstance(nbytes, int) or nbytes < 0):
+        raise ValueError(f"cache_limit takes a byte count >= 0 or None; got {nbytes!r}")
+    with CACHE._lock:
+        CACHE.limit_bytes = nbytes
+        if nbytes is not None:
+            CACHE._enforce_limit(keep=None)

@@ -1,0 +1,351 @@
+"""``SMat``: a CSR sparse matrix (scipy or cupyx) with a GUID and recyclable buffers.
+
+Two things make sparse matrices cheap in a minibatch loop:
+
+* **Growth.** An ``SMat`` owns index and value buffers that may be longer than its nnz.
+  :meth:`SMat.copy_from` refills them when a new minibatch arrives; while they are big
+  enough nothing is allocated, and when they are not they grow to ``ceil(nnz * growth)``
+  (default growth 1.2), so a stream of minibatches with varying nnz settles after a few
+  steps.
+* **Shared patterns.** A result with its operand's sparsity pattern (an SDDMM, ``S / P``,
+  ``exp(S)``) does not copy the pattern: it points at its *pattern root* and reads
+  ``indptr`` / ``indices`` from there. When the root is refilled with the next minibatch,
+  every derived result sees the new pattern at once; only its values buffer is its own.
+
+Element-wise operators act on the stored entries only (``S * 2`` scales them, ``S + 1``
+adds 1 to each stored entry, never to the implicit zeros).
+"""
+
+from __future__ import annotations
+
+import math
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from bidlab import backend
+from bidlab.mat.dense import Mat, new_guid
+
+DEFAULT_GROWTH = 1.2
+
+
+class SMat:
+    """A CSR sparse matrix with a GUID, growable buffers and an optional shared pattern."""
+
+    __slots__ = (
+        "guid",
+        "growth",
+        "_shape",
+        "_indptr",
+        "_indices",
+        "_values",
+        "_nnz",
+        "_root",
+        "_version",
+        "_owned",
+        "_csr",
+        "_csr_key",
+        "_rows",
+        "_rows_version",
+        "_t",
+        "__weakref__",
+    )
+
+    def __init__(self, matrix: Any, growth: float = DEFAULT_GROWTH) -> None:
+        """Wrap a scipy / cupyx sparse matrix (CSR is wrapped without copying)."""
+        if isinstance(matrix, SMat):
+            matrix = matrix.csr
+        if not backend.is_sparse(matrix):
+            raise TypeError(
+                f"SMat wraps a scipy.sparse or cupyx sparse matrix; got {type(matrix).__name__}"
+                " (use bidlab.Mat for dense arrays, or scipy.sparse.csr_matrix(x))"
+            )
+        if matrix.format != "csr":
+            matrix = matrix.tocsr()
+        if matrix.dtype.kind not in "biuf":
+            raise TypeError(f"an SMat holds numbers; got dtype {matrix.dtype}")
+        self._init_empty(tuple(matrix.shape), growth)
+        self._indptr = matrix.indptr
+        self._indices = matrix.indices
+        self._values = matrix.data
+        self._nnz = int(matrix.nnz)
+
+    def _init_empty(self, shape: tuple[int, int], growth: float) -> None:
+        if growth < 1.0:
+            raise ValueError(f"growth must be >= 1.0; got {growth}")
+        self.guid = new_guid()
+        self.growth = growth
+        self._shape = shape
+        self._root: SMat | None = None
+        self._version = 0
+        self._owned = False  # wrapping a caller's arrays: never write into them
+        self._csr = None
+        self._csr_key: tuple = ()
+        self._rows = None
+        self._rows_version = -1
+        self._t: SparseTranspose | None = None
+
+    @classmethod
+    def with_pattern_of(cls, source: SMat, dtype: Any) -> SMat:
+        """A new result sharing ``source``'s pattern root, with its own values buffer."""
+        root = source.root
+        out = cls.__new__(cls)
+        out._init_empty(root.shape, root.growth)
+        out._root = root
+        out._indptr = out._indices = None
+        out._nnz = 0
+        out._values = backend.empty((max(root.nnz, 1),), dtype, root.xp)
+        out._owned = True
+        return out
+
+    # -- pattern and buffers --------------------------------------------------------------
+    @property
+    def root(self) -> SMat:
+        """The SMat that owns this matrix's indptr/indices (itself when it owns them)."""
+        return self if self._root is None else self._root
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.root._shape
+
+    @property
+    def nnz(self) -> int:
+        return self.root._nnz
+
+    @property
+    def indptr(self) -> Any:
+        return self.root._indptr
+
+    @property
+    def indices(self) -> Any:
+        root = self.root
+        return root._indices[: root._nnz]
+
+    @property
+    def data(self) -> Any:
+        """The stored values (a view of the first nnz entries of the values buffer)."""
+        return self._values[: self.nnz]
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._values.dtype
+
+    @property
+    def nbytes(self) -> int:
+        own = int(self._values.nbytes)
+        if self._root is None:
+            own += int(self._indptr.nbytes) + int(self._indices.nbytes)
+        return own
+
+    @property
+    def capacity(self) -> int:
+        """How many entries the values buffer holds before it must grow."""
+        return int(self._values.shape[0])
+
+    @property
+    def xp(self) -> ModuleType:
+        return backend.namespace(self._values)
+
+    @property
+    def version(self) -> int:
+        """Incremented each time the pattern root is refilled."""
+        return self.root._version
+
+    def ensure_capacity(self) -> bool:
+        """Grow the values buffer to hold the root's nnz; True when it had to grow."""
+        need = self.nnz
+        if self._values.shape[0] >= need:
+            return False
+        from bidlab.mat.cache import CACHE
+
+        old = self.nbytes
+        self._values = backend.empty((math.ceil(need * self.growth),), self.dtype, self.xp)
+        CACHE.resized(old, self.nbytes)
+        return True
+
+    def copy_from(self, source: Any) -> SMat:
+        """Refill this matrix (which must own its pattern) with ``source``'s CSR contents.
+
+        Buffers are reused while they are big enough and grow by ``growth`` when not.
+        The row count must match; the column count must match too.
+        """
+        if self._root is not None:
+            raise ValueError(
+                "this SMat shares another matrix's pattern (it is a derived result); "
+                "refill its pattern root instead"
+            )
+        src = source.csr if isinstance(source, SMat) else source
+        if not backend.is_sparse(src):
+            raise TypeError(f"copy_from takes a sparse matrix; got {type(src).__name__}")
+        if src.format != "csr":
+            src = src.tocsr()
+        if tuple(src.shape) != self._shape:
+            raise ValueError(
+                f"cannot copy a sparse matrix of shape {tuple(src.shape)} into an SMat of "
+                f"shape {self._shape}: shapes must match"
+            )
+        backend.namespace(self._values, src.data)
+        nnz = int(src.nnz)
+        from bidlab.mat.cache import CACHE
+
+        old = self.nbytes
+        owned = self._owned
+        if not owned or self._indices.shape[0] < nnz:
+            cap = math.ceil(nnz * self.growth)
+            self._indices = backend.empty((cap,), self._indices.dtype, self.xp)
+        if not owned or self._values.shape[0] < nnz:
+            cap = max(self._indices.shape[0], nnz)
+            self._values = backend.empty((cap,), self._values.dtype, self.xp)
+        if not owned:
+            self._indptr = backend.empty(self._indptr.shape, self._indptr.dtype, self.xp)
+            self._owned = True
+        self._indptr[...] = src.indptr
+        self._indices[:nnz] = src.indices
+        self._values[:nnz] = src.data
+        self._nnz = nnz
+        self._version += 1
+        if self.nbytes != old:
+            CACHE.resized(old, self.nbytes)
+        return self
+
+    @property
+    def csr(self) -> Any:
+        """A scipy / cupyx ``csr_matrix`` viewing this matrix's buffers (no copy)."""
+        root = self.root
+        key = (root._version, id(self._values), id(root._indices), root._nnz)
+        if self._csr is None or self._csr_key != key:
+            csp = backend.sparse_module(self.xp)
+            self._csr = csp.csr_matrix(
+                (self.data, self.indices, self.indptr), shape=self.shape, copy=False
+            )
+            self._csr_key = key
+        return self._csr
+
+    def row_index(self) -> Any:
+        """For each stored entry, its row (cached on the pattern root per version)."""
+        root = self.root
+        if (
+            root._rows is None
+            or root._rows_version != root._version
+            or (root._rows.shape[0] < root._nnz)
+        ):
+            xp = self.xp
+            counts = xp.diff(root._indptr)
+            if root._rows is None or root._rows.shape[0] < root._nnz:
+                root._rows = backend.empty(
+                    (math.ceil(max(root._nnz, 1) * root.growth),), root._indices.dtype, xp
+                )
+            root._rows[: root._nnz] = xp.repeat(
+                xp.arange(root._shape[0], dtype=root._indices.dtype), counts
+            )
+            root._rows_version = root._version
+        return root._rows[: root._nnz]
+
+    # -- conversions ----------------------------------------------------------------------
+    @property
+    def T(self) -> SparseTranspose:
+        """A lazy transpose, understood by the products (never materialised)."""
+        if self._t is None:
+            self._t = SparseTranspose(self)
+        return self._t
+
+    def numpy(self) -> Any:
+        """A host scipy CSR copy."""
+        return backend.to_host(self.csr).copy()
+
+    def toarray(self) -> np.ndarray:
+        """A dense host copy (numpy)."""
+        return np.asarray(backend.to_host(self.csr.toarray()))
+
+    def copy(self) -> SMat:
+        """An independent copy that owns its pattern."""
+        return SMat(self.csr.copy())
+
+    def __repr__(self) -> str:
+        shared = "" if self._root is None else f", pattern of {self._root.guid:#x}"
+        return (
+            f"SMat({self.shape[0]}x{self.shape[1]} {self.dtype}, nnz={self.nnz} on "
+            f"{backend.backend_name(self._values)}, guid={self.guid:#x}{shared})"
+        )
+
+    def __ilshift__(self, other: Any) -> SMat:
+        from bidlab.mat.ops import copy_into
+
+        return copy_into(self, other)
+
+    # -- operators ------------------------------------------------------------------------
+    def __mul__(self, o):
+        return ops.multiply(self, o)
+
+    def __rmul__(self, o):
+        return ops.multiply(o, self)
+
+    def __truediv__(self, o):
+        return ops.divide(self, o)
+
+    def __rtruediv__(self, o):
+        return ops.divide(o, self)
+
+    def __add__(self, o):
+        return ops.add(self, o)
+
+    def __radd__(self, o):
+        return ops.add(o, self)
+
+    def __sub__(self, o):
+        return ops.subtract(self, o)
+
+    def __rsub__(self, o):
+        return ops.subtract(o, self)
+
+    def __pow__(self, o):
+        return ops.power(self, o)
+
+    def __neg__(self):
+        return ops.negative(self)
+
+    def __matmul__(self, o):
+        return ops.matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return ops.matmul(o, self)
+
+    def sum(self, axis: int | None = None, out: Mat | None = None) -> Mat:
+        """Sum over rows (axis=0 -> 1 x n dense), columns (axis=1 -> m x 1) or all (1 x 1)."""
+        return ops.reduce("sum", self, axis, out)
+
+
+class SparseTranspose:
+    """``S.T`` for an SMat: a marker the products use to pick the transposed kernel."""
+
+    __slots__ = ("parent", "guid")
+
+    def __init__(self, parent: SMat) -> None:
+        self.parent = parent
+        self.guid = parent.guid ^ (1 << 62)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        m, n = self.parent.shape
+        return (n, m)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.parent.dtype
+
+    @property
+    def T(self) -> SMat:
+        return self.parent
+
+    def __matmul__(self, o):
+        return ops.matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return ops.matmul(o, self)
+
+    def __repr__(self) -> str:
+        return f"SparseTranspose({self.parent!r})"
+
+
+from bidlab.mat import ops  # noqa: E402

@@ -1,0 +1,1 @@
+"""Live dashboards for bidlab learners (needs the ``viz`` extra)."""
