@@ -1,0 +1,90 @@
+"""LIBSVM / svmlight sparse files (``<label> <index>:<value> ...``), and a9a / w8a.
+
+Parsing is scikit-learn's ``load_svmlight_file`` (C speed, skips blank lines). Note from the
+shared data README: ``a9a.t`` never uses feature 123, so both a9a files load with
+``n_features=123``; ``w8a`` has 300 features and ends with an empty line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from bidlab.datasets.corpus import canonical_csr
+from bidlab.datasets.paths import resolve_shared
+
+A9A_FEATURES = 123
+W8A_FEATURES = 300
+
+
+class TrainTest(NamedTuple):
+    """A train/test pair; unpacks as ``Xtr, ytr, Xte, yte``."""
+
+    X_train: sp.csr_matrix
+    y_train: np.ndarray
+    X_test: sp.csr_matrix
+    y_test: np.ndarray
+
+
+def load_svmlight(
+    path: str | os.PathLike,
+    n_features: int | None = None,
+    dtype: np.dtype | type = np.float32,
+    zero_based: bool | str = "auto",
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Load an svmlight/LIBSVM file as ``(X, y)``: X canonical CSR (rows are samples).
+
+    ``n_features`` fixes the column count (needed when a file, like a9a.t, never uses the
+    last feature); ``zero_based="auto"`` treats indices as 1-based unless a 0 occurs.
+    ``y`` has the file's labels (e.g. +1/-1) as ``dtype``.
+    """
+    from sklearn.datasets import load_svmlight_file  # lazy: sklearn is slow to import
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} not found: expected an svmlight/LIBSVM text file "
+            "('<label> <index>:<value> ...' per line)"
+        )
+    try:
+        X, y = load_svmlight_file(
+            str(path), n_features=n_features, dtype=dtype, zero_based=zero_based
+        )
+    except ValueError as e:
+        raise ValueError(f"{path}: could not read as svmlight/LIBSVM ({e})") from e
+    return canonical_csr(X, dtype), y.astype(dtype)
+
+
+def _binary(y: np.ndarray, zero_one: bool) -> np.ndarray:
+    return (y > 0).astype(y.dtype) if zero_one else y
+
+
+def load_a9a(
+    shared: str | os.PathLike | None = None,
+    *,
+    zero_one: bool = False,
+    dtype: np.dtype | type = np.float32,
+) -> TrainTest:
+    """a9a (UCI Adult): train 32,561 x 123, test 16,281 x 123, labels +1/-1 (0/1 with
+    ``zero_one=True``)."""
+    folder = resolve_shared(shared, "libsvm-a9a")
+    Xtr, ytr = load_svmlight(folder / "a9a", n_features=A9A_FEATURES, dtype=dtype)
+    Xte, yte = load_svmlight(folder / "a9a.t", n_features=A9A_FEATURES, dtype=dtype)
+    return TrainTest(Xtr, _binary(ytr, zero_one), Xte, _binary(yte, zero_one))
+
+
+def load_w8a(
+    shared: str | os.PathLike | None = None,
+    *,
+    zero_one: bool = False,
+    dtype: np.dtype | type = np.float32,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """w8a: 49,749 x 300 binary features, 3% positive; only the training file exists, so
+    this returns ``(X, y)`` (split it yourself for validation)."""
+    folder = resolve_shared(shared, "libsvm-w8a")
+    X, y = load_svmlight(folder / "w8a", n_features=W8A_FEATURES, dtype=dtype)
+    return X, _binary(y, zero_one)

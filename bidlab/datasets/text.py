@@ -1,0 +1,217 @@
+"""Raw-text corpora: a folder (or ``.tar[.gz]``) of one-document-per-file text.
+
+Layout as in 20 Newsgroups: ``[split/]<label>/<doc>``. A document's label is the name of
+the folder that holds it, and ``subset="train"`` keeps the documents whose top folder is
+``train`` or ends in ``-train`` / ``_train`` / ``.train``. Archives are read member by
+member with :mod:`tarfile`; nothing is extracted to disk. Counting is scikit-learn's
+``CountVectorizer``; pass ``vocabulary=train.vocab`` to count a test split in the training
+split's columns.
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+
+from bidlab.datasets.corpus import Corpus, canonical_csr
+
+DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+_ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
+
+
+def is_archive(path: Path) -> bool:
+    """True for a ``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2`` or ``.tar.xz`` file."""
+    return path.is_file() and path.name.lower().endswith(_ARCHIVE_SUFFIXES)
+
+
+def _in_subset(parts: tuple[str, ...], subset: str | None) -> bool:
+    if subset is None:
+        return True
+    top = parts[0]
+    return len(parts) > 1 and (
+        top == subset or any(top.endswith(sep + subset) for sep in ("-", "_", "."))
+    )
+
+
+def _visible(parts: tuple[str, ...]) -> bool:
+    return bool(parts) and not any(p.startswith(".") or p == "__MACOSX" for p in parts)
+
+
+def _iter_folder(root: Path, subset: str | None) -> Iterator[tuple[tuple[str, ...], bytes]]:
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        parts = path.relative_to(root).parts
+        if _visible(parts) and _in_subset(parts, subset):
+            yield parts, path.read_bytes()
+
+
+def _iter_tar(path: Path, subset: str | None) -> Iterator[tuple[tuple[str, ...], bytes]]:
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            members = []
+            for member in tar:
+                if not member.isfile():
+                    continue
+                parts = tuple(p for p in PurePosixPath(member.name).parts if p not in (".", "/"))
+                if _visible(parts) and _in_subset(parts, subset):
+                    f = tar.extractfile(member)
+                    if f is not None:
+                        members.append((parts, f.read()))
+    except tarfile.TarError as e:
+        raise ValueError(f"{path}: not a readable tar archive ({e})") from e
+    members.sort(key=lambda item: item[0])
+    yield from members
+
+
+def _top_folders(path: Path) -> list[str]:
+    if path.is_dir():
+        return sorted(p.name for p in path.iterdir() if p.is_dir())
+    with tarfile.open(path, "r:*") as tar:
+        return sorted(
+            {PurePosixPath(m.name).parts[0] for m in tar if len(PurePosixPath(m.name).parts) > 1}
+        )
+
+
+def read_text_documents(
+    path: str | os.PathLike,
+    *,
+    subset: str | None = None,
+    categories: Iterable[str] | None = None,
+    encoding: str = "latin-1",
+) -> tuple[list[str], list[str], list[str | None]]:
+    """Read every file of a folder or tar archive: ``(texts, doc_ids, label_strings)``.
+
+    Documents come in sorted path order; a document's label is its parent folder (None
+    for files at the top level). ``categories`` keeps only those labels.
+    """
+    path = Path(path)
+    if is_archive(path):
+        items: Iterable = _iter_tar(path, subset)
+    elif path.is_dir():
+        items = _iter_folder(path, subset)
+    else:
+        raise FileNotFoundError(
+            f"{path} not found: expected a folder of text files or a .tar/.tar.gz of them"
+        )
+    wanted = None if categories is None else set(categories)
+    texts, ids, labels = [], [], []
+    for parts, raw in items:
+        label = parts[-2] if len(parts) > 1 else None
+        if wanted is not None and label not in wanted:
+            continue
+        name = "/".join(parts)
+        try:
+            texts.append(raw.decode(encoding))
+        except UnicodeDecodeError as e:
+            raise ValueError(
+                f"{path}: {name} is not valid {encoding} ({e}); pass encoding='latin-1', "
+                "which decodes any bytes"
+            ) from None
+        ids.append(name)
+        labels.append(label)
+    if not texts:
+        what = f"in {path}"
+        if subset is not None:
+            what += f" under a top folder named {subset!r} (or ending in -{subset})"
+        if wanted is not None:
+            what += f" with labels {sorted(wanted)}"
+        tops = _top_folders(path)
+        raise ValueError(
+            f"no text files found {what}; top-level folders there: "
+            f"{', '.join(tops) if tops else 'none'}"
+        )
+    return texts, ids, labels
+
+
+def _encode_labels(
+    labels: list[str | None], label_names: Sequence[str] | None, source: Path
+) -> tuple[np.ndarray | None, list[str] | None]:
+    if any(label is None for label in labels):
+        return None, None
+    names = sorted(set(labels)) if label_names is None else list(label_names)
+    index = {name: i for i, name in enumerate(names)}
+    unknown = sorted(set(labels) - index.keys())
+    if unknown:
+        raise ValueError(
+            f"{source}: documents labelled {unknown} are not in label_names "
+            f"({len(names)} names: {names[:5]}...); pass the full list or categories="
+        )
+    return np.fromiter((index[label] for label in labels), np.int64, len(labels)), names
+
+
+def load_text_folder(
+    path: str | os.PathLike,
+    *,
+    subset: str | None = None,
+    categories: Iterable[str] | None = None,
+    min_df: int | float = 2,
+    max_df: int | float = 0.95,
+    max_features: int | None = None,
+    stop_words: str | list[str] | None = "english",
+    lowercase: bool = True,
+    encoding: str = "latin-1",
+    token_pattern: str = DEFAULT_TOKEN_PATTERN,
+    vocabulary: Sequence[str] | None = None,
+    label_names: Sequence[str] | None = None,
+    preprocess: Callable[[str], str] | None = None,
+    dtype: np.dtype | type = np.float32,
+    name: str | None = None,
+) -> Corpus:
+    """Load a folder or tar archive of text files as a word-count :class:`Corpus`.
+
+    Args:
+        path: a folder, or a ``.tar``/``.tar.gz`` file, of one document per file.
+        subset: keep only documents under a top folder ``subset`` (or ``*-subset``).
+        categories: keep only documents whose parent folder is one of these.
+        min_df, max_df, max_features, stop_words, lowercase, token_pattern: as in
+            scikit-learn's ``CountVectorizer`` (ignored for pruning when ``vocabulary`` is
+            given).
+        encoding: text encoding of the files (Latin-1 decodes any bytes).
+        vocabulary: fixed column words, e.g. ``train.vocab`` to count a test split the same.
+        label_names: fixed label order, e.g. ``train.label_names`` (default: sorted names).
+        preprocess: applied to each document's text before tokenising (e.g. strip headers).
+        dtype: dtype of the count matrix.
+        name: the corpus name (default: the file or folder name).
+
+    Labels are the parent folder names, encoded as indices into ``label_names``; ``doc_ids``
+    are the paths relative to ``path``.
+    """
+    from sklearn.feature_extraction.text import CountVectorizer  # lazy: sklearn is slow to import
+
+    source = Path(path)
+    texts, ids, label_strings = read_text_documents(
+        source, subset=subset, categories=categories, encoding=encoding
+    )
+    if preprocess is not None:
+        texts = [preprocess(t) for t in texts]
+    vectorizer = CountVectorizer(
+        min_df=min_df,
+        max_df=max_df,
+        max_features=max_features,
+        stop_words=stop_words,
+        lowercase=lowercase,
+        token_pattern=token_pattern,
+        vocabulary=None if vocabulary is None else list(vocabulary),
+        dtype=np.int64,
+    )
+    try:
+        X = vectorizer.fit_transform(texts)
+    except ValueError as e:
+        raise ValueError(
+            f"{source}: could not build a vocabulary from {len(texts)} documents ({e}); "
+            "for a small corpus lower min_df (e.g. 1) and raise max_df (e.g. 1.0)"
+        ) from e
+    labels, names = _encode_labels(label_strings, label_names, source)
+    if name is None:
+        name = source.name + (f"[{subset}]" if subset else "")
+    return Corpus(
+        X=canonical_csr(X, dtype),
+        vocab=vectorizer.get_feature_names_out().tolist(),
+        labels=labels,
+        label_names=names,
+        doc_ids=np.array(ids),
+        name=name,
+    )
