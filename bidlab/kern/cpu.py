@@ -1,0 +1,271 @@
+"""The CPU kernels of :mod:`bidlab.kern`, in numba (parallel over cores).
+
+Every product works on *row views*: 2-D arrays whose rows are the k-vectors being combined
+(``A.T`` of a k x m matrix is such a view, free of copies). Three loops cover all products:
+
+* :func:`sddmm_rows`  ``out[p] = R[i] . C[j]`` for each stored (i, j);
+* :func:`gather_rows` ``out[i] = sum_p data[p] * G[indices[p]]`` (a CSR row pulls rows of G;
+  each output row belongs to one thread, no races);
+* :func:`scatter_rows` ``out[indices[p]] += data[p] * G[i]`` (a CSR row pushes into rows of
+  ``out``; each thread accumulates a private copy from a reusable workspace, then one
+  parallel pass sums the copies: no atomics, no per-call allocation).
+
+Rows are split between threads by nonzero count, not row count, so power-law data stays
+balanced. Accumulation is in the operands' own precision (float32 stays float32); NaN
+propagates (fastmath allows re-association and contraction only).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numba
+import numpy as np
+from numba import prange
+
+from bidlab import backend
+
+_FM = {"reassoc", "contract"}
+
+
+@numba.njit(inline="always")
+def _part(indptr, t, nparts):
+    """Rows [lo, hi) of part t when the nonzeros are split into nparts equal shares."""
+    m = indptr.shape[0] - 1
+    nnz = indptr[m]
+    lo = 0 if t == 0 else np.searchsorted(indptr, nnz * t // nparts, side="right") - 1
+    if t == nparts - 1:
+        return lo, m
+    hi = np.searchsorted(indptr, nnz * (t + 1) // nparts, side="right") - 1
+    return lo, hi
+
+
+
+def _nparts(indptr: Any) -> int:
+    """Four shares of the nonzeros per thread (work stealing evens out the rest)."""
+    return max(1, min(numba.get_num_threads() * 4, indptr.shape[0] - 1))
+
+
+# ----------------------------------------------------------------------------- SDDMM
+
+
+@numba.njit(parallel=True, fastmath=_FM, cache=True)
+def _sddmm(indptr, indices, R, C, out, nparts):
+    k = R.shape[1]
+    for t in prange(nparts):
+        lo, hi = _part(indptr, t, nparts)
+        for i in range(lo, hi):
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                s = R[i, 0] * C[j, 0]
+                for c in range(1, k):
+                    s += R[i, c] * C[j, c]
+                out[p] = s
+
+
+def sddmm_rows(indptr: Any, indices: Any, R: Any, C: Any, out: Any) -> None:
+    """out[p] = R[i] . C[indices[p]] for the p-th stored entry of CSR row i."""
+    if R.shape[1] == 0:
+        out[:] = 0
+        return
+    _sddmm(indptr, indices, R, C, out, _nparts(indptr))
+
+
+# ----------------------------------------------------------------------------- gather
+
+
+@numba.njit(parallel=True, fastmath=_FM, cache=True)
+def _gather(indptr, indices, data, G, out, nparts):
+    k = G.shape[1]
+    for t in prange(nparts):
+        lo, hi = _part(indptr, t, nparts)
+        for i in range(lo, hi):
+            for c in range(k):
+                out[i, c] = 0
+            for p in range(indptr[i], indptr[i + 1]):
+                j = indices[p]
+                v = data[p]
+                for c in range(k):
+                    out[i, c] += v * G[j, c]
+
+
+def gather_rows(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None:
+    """out[i] = sum_{p in row i} data[p] * G[indices[p]] (every row of out is written)."""
+    _gather(indptr, indices, data, G, out, _nparts(indptr))
+
+
+# ----------------------------------------------------------------------------- scatter
+
+
+@numba.njit(fastmath=_FM, cache=True)
+def _scatter_range(indptr, indices, data, G, dst, lo, hi):
+    k = G.shape[1]
+    dst[:, :] = 0
+    for i in range(lo, hi):
+        for p in range(indptr[i], indptr[i + 1]):
+            j = indices[p]
+            v = data[p]
+            for c in range(k):
+                dst[j, c] += v * G[i, c]
+
+
+@numba.njit(parallel=True, fastmath=_FM, cache=True)
+def _scatter(indptr, indices, data, G, out, work):
+    """Part t accumulates its rows into work[t - 1] (part 0 into out), then one sum."""
+    n, k = out.shape
+    nparts = work.shape[0] + 1
+    for t in prange(nparts):
+        lo, hi = _part(indptr, t, nparts)
+        if t == 0:
+            _scatter_range(indptr, indices, data, G, out, lo, hi)
+        else:
+            _scatter_range(indptr, indices, data, G, work[t - 1], lo, hi)
+    for j in prange(n):
+        for w in range(nparts - 1):
+            for c in range(k):
+                out[j, c] += work[w, j, c]
+
+
+@numba.njit(cache=True)
+def _scatter_serial(indptr, indices, data, G, out):
+    _scatter_range(indptr, indices, data, G, out, 0, indptr.shape[0] - 1)
+
+
+# Private accumulators may cost at most this many bytes; beyond it fewer threads scatter.
+WORKSPACE_LIMIT = 256 * 2**20
+# Below this many multiply-adds a serial loop beats the thread start-up and the final sum.
+PARALLEL_MIN_WORK = 1 << 18
+
+_workspaces = threading.local()
+
+
+def _workspace(copies: int, n: int, k: int, dtype: np.dtype) -> np.ndarray:
+    """Per-Python-thread private accumulators, reused while big enough (counted allocation).
+
+    Keyed by the calling thread, so a learner thread and the notebook's thread never share
+    one. It grows to the largest (copies, n, k) seen and is sliced for smaller calls.
+    """
+    cache = getattr(_workspaces, "by_dtype", None)
+    if cache is None:
+        cache = _workspaces.by_dtype = {}
+    need = copies * n * k
+    buf = cache.get(dtype)
+    if buf is None or buf.size < need:
+        buf = backend.empty((max(need, 1),), dtype, np)
+        cache[dtype] = buf
+    return buf[:need].reshape(copies, n, k)
+
+
+def scatter_rows(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None:
+    """out[indices[p]] += data[p] * G[i] for p in CSR row i, out zeroed first."""
+    n, k = out.shape
+    work_size = int(indptr[-1]) * k
+    threads = numba.get_num_threads()
+    if threads > 1 and work_size >= PARALLEL_MIN_WORK:
+        copies = min(threads - 1, WORKSPACE_LIMIT // max(n * k * out.itemsize, 1))
+    else:
+        copies = 0
+    if copies <= 0:
+        _scatter_serial(indptr, indices, data, G, out)
+        return
+    _scatter(indptr, indices, data, G, out, _workspace(copies, n, k, out.dtype))
+
+
+# ----------------------------------------------------------------------------- sums
+
+
+@numba.njit(parallel=True, cache=True)
+def _csr_row_sums(indptr, data, out):
+    for i in prange(indptr.shape[0] - 1):
+        s = out[i] * 0
+        for p in range(indptr[i], indptr[i + 1]):
+            s += data[p]
+        out[i] = s
+
+
+@numba.njit(cache=True)
+def _csr_col_sums(indices, data, nnz, out):
+    out[:] = 0
+    for p in range(nnz):
+        out[indices[p]] += data[p]
+
+
+def csr_row_sums(indptr: Any, data: Any, out: Any) -> None:
+    """out[i] = sum of CSR row i's stored values."""
+    out[:] = 0
+    _csr_row_sums(indptr, data, out)
+
+
+def csr_col_sums(indptr: Any, indices: Any, data: Any, out: Any) -> None:
+    """out[j] = sum of the stored values in column j (one sequential pass: memory-bound)."""
+    _csr_col_sums(indices, data, int(indptr[-1]), out)
+
+
+# ----------------------------------------------------------------------------- exp(digamma)
+
+
+@numba.njit(inline="always")
+def _digamma_pos(x):
+    acc = 0.0
+    while x < 6.0:
+        acc -= 1.0 / x
+        x += 1.0
+    r = 1.0 / x
+    r2 = r * r
+    series = r2 * (1.0 / 12 - r2 * (1.0 / 120 - r2 * (1.0 / 252 - r2 * (1.0 / 240 - r2 / 132))))
+    return acc + np.log(x) - 0.5 * r - series
+
+
+@numba.njit(inline="always")
+def _digamma(x):
+    if np.isnan(x):
+        return x
+    if x <= 0.0:
+        if x == np.floor(x):
+            return -np.inf if x == 0.0 else np.nan
+        return _digamma_pos(1.0 - x) - np.pi / np.tan(np.pi * x)
+    if np.isinf(x):
+        return x
+    return _digamma_pos(x)
+
+
+@numba.njit(parallel=True, cache=True)
+def _expdigamma_flat(x, out):
+    for i in prange(x.shape[0]):
+        out[i] = np.exp(_digamma(np.float64(x[i])))
+
+
+@numba.njit(parallel=True, cache=True)
+def _expdigamma_2d(x, out):
+    for i in prange(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = np.exp(_digamma(np.float64(x[i, j])))
+
+
+def digamma_scalar(x: float) -> float:
+    """digamma of one number by the same series the kernels use (for tests)."""
+    return float(_digamma_py(float(x)))
+
+
+@numba.njit
+def _digamma_py(x):
+    return _digamma(x)
+
+
+def _same_flat_layout(x: np.ndarray, out: np.ndarray) -> bool:
+    if x.shape != out.shape:
+        return False
+    if x.flags.c_contiguous and out.flags.c_contiguous:
+        return True
+    return x.flags.f_contiguous and out.flags.f_contiguous
+
+
+def expdigamma(x: np.ndarray, out: np.ndarray) -> None:
+    """out = exp(digamma(x)) element-wise; in place (x is out) is allowed."""
+    if _same_flat_layout(x, out):
+        _expdigamma_flat(x.ravel(order="K"), out.ravel(order="K"))
+    elif x.ndim == 2:
+        _expdigamma_2d(x, out)
+    else:
+        _expdigamma_flat(np.ravel(x), out.reshape(-1))
