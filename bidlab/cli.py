@@ -1,0 +1,89 @@
+"""The ``bidlab`` command: one subcommand per entry of :data:`COMMANDS`.
+
+Adding a subcommand means adding one line to :data:`COMMANDS`: its name, a one-line help
+and the module that implements it. That module provides::
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None   # declare its arguments
+    def run(args: argparse.Namespace) -> int                       # do it; the exit code
+
+and may set ``ACCEPTS_EXTRA = True`` to receive unparsed ``--name value`` pairs in
+``args.extra`` (``bidlab train`` does: they are learner options). Modules are imported
+only when their subcommand runs, so ``bidlab --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from dataclasses import dataclass
+
+__all__ = ["COMMANDS", "Command", "main", "build_parser"]
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: one-line help and the module with ``add_arguments`` and ``run``."""
+
+    help: str
+    module: str
+
+
+COMMANDS: dict[str, Command] = {
+    "train": Command("train a model on a data set, with progress and checkpoints",
+                     "bidlab.learn.train_cli"),
+    "demo": Command("train LDA on a demo corpus, print its topics, write a bubble chart",
+                    "bidlab.demo"),
+    "lab": Command("open JupyterLab (127.0.0.1, with a token) on a bidlab notebook",
+                   "bidlab.lab.launcher"),
+}
+
+
+def _module(name: str):
+    return importlib.import_module(COMMANDS[name].module)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The top-level parser; only ``command``'s module is imported (all when None)."""
+    parser = argparse.ArgumentParser(
+        prog="bidlab", description="bidlab: fast, interactive machine learning.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, cmd in COMMANDS.items():
+        sp = sub.add_parser(name, help=cmd.help, description=cmd.help,
+                            add_help=command != name or not _accepts_extra(name))
+        if command == name:
+            _module(name).add_arguments(sp)
+    return parser
+
+
+def _accepts_extra(name: str) -> bool:
+    return bool(getattr(_module(name), "ACCEPTS_EXTRA", False))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``bidlab COMMAND ...``; return the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command is not None and command not in COMMANDS:
+        known = ", ".join(COMMANDS)
+        print(f"bidlab: unknown command {command!r}; the commands are: {known} "
+              "(bidlab --help)", file=sys.stderr)
+        return 2
+    try:
+        parser = build_parser(command)
+    except ImportError as exc:
+        print(f"bidlab: the {command!r} command is not available: {exc} (module "
+              f"{COMMANDS[command].module}; is bidlab fully installed?)", file=sys.stderr)
+        return 2
+    if command is None:
+        parser.print_help(sys.stderr if argv else sys.stdout)
+        return 0 if argv else 2
+    args, extra = parser.parse_known_args(argv)
+    if extra and not _accepts_extra(command):
+        parser.error(f"unrecognised arguments: {' '.join(extra)}")
+    args.extra = extra
+    return int(_module(command).run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

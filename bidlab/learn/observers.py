@@ -1,0 +1,301 @@
+"""Observers: host snapshots of a training run, delivered at a bounded rate, never stalling it.
+
+``learner.observe(callback, rate=10, views={...})`` subscribes ``callback(snapshot)``.
+At most ``rate`` times a second, at a minibatch boundary, the training thread copies the
+metrics and the requested model views into the subscription's *back* host buffers and
+marks them ready; a separate publisher thread swaps front and back under a lock and calls
+the callback with the front ones. The training thread therefore never waits for a
+callback: a slow callback just sees fewer, newer snapshots.
+
+On a GPU the view is first copied device-to-device on the training stream (a consistent
+picture of the model at that boundary), then to pinned host memory on a separate stream,
+asynchronously; the publisher waits for that copy's event, not the training thread.
+
+Views (``views={name: spec}``):
+
+* ``i`` -- the whole model matrix ``i``;
+* ``(i, rows)`` -- its first ``rows`` rows (e.g. the top of a topics x words matrix);
+* ``(i, slice)`` -- a row slice;
+* a callable ``f(model) -> Mat or array`` evaluated in the training thread (keep it cheap).
+
+A snapshot's arrays belong to the subscription and are reused: copy what you keep.
+When training ends (done, stopped or failed) every subscriber gets a final snapshot
+with ``state`` set and, on failure, ``error`` holding the traceback text.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bidlab import backend
+
+__all__ = ["Snapshot", "Subscription", "ObserverHub"]
+
+
+@dataclass
+class Snapshot:
+    """What an observer receives: metrics (floats, strings) and host copies of model views."""
+
+    metrics: dict[str, Any]
+    views: dict[str, np.ndarray]
+    state: str
+    step: int
+    error: str | None = None
+
+
+@dataclass
+class _Buffer:
+    metrics: dict[str, Any] = field(default_factory=dict)
+    views: dict[str, np.ndarray] = field(default_factory=dict)
+    events: list[Any] = field(default_factory=list)
+    state: str = ""
+    step: int = 0
+    error: str | None = None
+
+
+class Subscription:
+    """One observer: its callback, rate, views and double buffer.
+
+    Attributes:
+        delivered: snapshots handed to the callback so far.
+        errors: exceptions the callback raised (the last 10); it stays subscribed.
+    """
+
+    def __init__(self, hub: ObserverHub, callback: Callable[[Snapshot], Any], rate: float,
+                 views: dict[str, Any] | None) -> None:
+        if not callable(callback):
+            raise TypeError(f"observe() needs a callable; got {type(callback).__name__}")
+        if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
+            raise ValueError(f"The 'rate' of an observer must be a float > 0 (calls per "
+                             f"second); got {rate!r} instead.")
+        self.hub = hub
+        self.callback = callback
+        self.rate = float(rate)
+        self.interval = 1.0 / self.rate
+        self.views = dict(views or {})
+        for name, spec in self.views.items():
+            _check_view(name, spec)
+        self.next_due = 0.0
+        self.delivered = 0
+        self.errors: list[BaseException] = []
+        self.active = True
+        self._front = _Buffer()
+        self._back = _Buffer()
+        self._ready = False
+        self._final = False
+        self._dev: dict[str, Any] = {}  # device-side staging (GPU)
+        self._copy_event: dict[str, Any] = {}
+
+    def cancel(self) -> None:
+        """Unsubscribe (no further calls)."""
+        self.active = False
+        self.hub._remove(self)
+
+    # -- training thread ------------------------------------------------------------------
+    def capture(self, metrics: dict[str, Any], model: Any, state: str, step: int,
+                error: str | None = None, final: bool = False) -> None:
+        """Copy metrics and views into the back buffer and mark it ready."""
+        with self.hub._lock:
+            back = self._back
+            back.metrics = dict(metrics)
+            back.state, back.step, back.error = state, step, error
+            back.events = []
+            for name, spec in self.views.items():
+                try:
+                    self._capture_view(back, name, spec, model)
+                except Exception as exc:  # a bad view must not kill training
+                    back.error = (back.error or "") + f"view {name!r}: {exc!r}"
+            self._ready = True
+            self._final = self._final or final
+            self.hub._cond.notify_all()
+
+    def _capture_view(self, back: _Buffer, name: str, spec: Any, model: Any) -> None:
+        src = _resolve_view(spec, model)
+        if src is None:
+            return
+        host = back.views.get(name)
+        if host is None or host.shape != src.shape or host.dtype != src.dtype:
+            host = _host_buffer(src)
+            back.views[name] = host
+        if not backend.is_cupy_array(src):
+            np.copyto(host, src)
+            return
+        cp = backend.cupy()
+        prev = self._copy_event.get(name)
+        if prev is not None and not prev.done:
+            # the previous asynchronous copy is still running: wait for it (it is short)
+            prev.synchronize()
+        dev = self._dev.get(name)
+        if dev is None or dev.shape != src.shape or dev.dtype != src.dtype:
+            dev = self._dev[name] = backend.empty(src.shape, src.dtype, cp)
+        cp.copyto(dev, src)  # a consistent device copy, on the training stream
+        ready = cp.cuda.get_current_stream().record()
+        stream = self.hub.copy_stream()
+        stream.wait_event(ready)
+        dev.get(stream=stream, out=host, blocking=False)
+        ev = stream.record()
+        self._copy_event[name] = ev
+        back.events.append(ev)
+
+    # -- publisher thread -----------------------------------------------------------------
+    def _take(self) -> _Buffer | None:
+        """Swap front and back when back is ready (caller holds the hub lock)."""
+        if not self._ready:
+            return None
+        self._front, self._back = self._back, self._front
+        self._ready = False
+        return self._front
+
+    def _deliver(self, buf: _Buffer) -> None:
+        for ev in buf.events:
+            ev.synchronize()
+        snap = Snapshot(buf.metrics, buf.views, buf.state, buf.step, buf.error)
+        try:
+            self.callback(snap)
+        except Exception as exc:
+            self.errors.append(exc)
+            del self.errors[:-10]
+        self.delivered += 1
+
+
+def _check_view(name: str, spec: Any) -> None:
+    if callable(spec) or isinstance(spec, int):
+        return
+    if (isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], int)
+            and isinstance(spec[1], (int, slice))):
+        return
+    raise ValueError(f"view {name!r}: give a model-matrix index i, (i, rows), (i, slice) or "
+                     f"a callable(model); got {spec!r}")
+
+
+def _resolve_view(spec: Any, model: Any) -> Any:
+    if callable(spec):
+        out = spec(model)
+        return getattr(out, "data", out) if out is not None else None
+    if not model.modelmats:
+        return None
+    if isinstance(spec, int):
+        return model.modelmats[spec].data
+    i, rows = spec
+    arr = model.modelmats[i].data
+    return arr[:rows] if isinstance(rows, int) else arr[rows]
+
+
+def _host_buffer(src: Any) -> np.ndarray:
+    if backend.is_cupy_array(src):
+        import cupyx
+
+        buf = cupyx.empty_pinned(src.shape, dtype=src.dtype)
+    else:
+        buf = np.empty(src.shape, dtype=src.dtype)
+    backend.allocations.record(buf.nbytes)
+    return buf
+
+
+class ObserverHub:
+    """All subscriptions of one learner and the publisher thread that calls them."""
+
+    def __init__(self, name: str = "learner") -> None:
+        self.name = name
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._subs: list[Subscription] = []
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._stream = None
+
+    def copy_stream(self) -> Any:
+        if self._stream is None:
+            self._stream = backend.cupy().cuda.Stream(non_blocking=True)
+        return self._stream
+
+    def subscribe(self, callback: Callable[[Snapshot], Any], rate: float = 10.0,
+                  views: dict[str, Any] | None = None) -> Subscription:
+        sub = Subscription(self, callback, rate, views)
+        with self._lock:
+            self._subs.append(sub)
+            self._ensure_thread()
+        return sub
+
+    def _remove(self, sub: Subscription) -> None:
+        with self._lock:
+            if sub in self._subs:
+                self._subs.remove(sub)
+
+    @property
+    def subscriptions(self) -> list[Subscription]:
+        with self._lock:
+            return list(self._subs)
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._closed = False
+            self._thread = threading.Thread(target=self._publish_loop, daemon=True,
+                                            name=f"bidlab-observers-{self.name}")
+            self._thread.start()
+
+    # -- training thread ------------------------------------------------------------------
+    def due(self, now: float) -> bool:
+        """Cheap check: is any subscription due for a snapshot?"""
+        for s in self._subs:
+            if now >= s.next_due:
+                return True
+        return False
+
+    def publish(self, now: float, metrics: dict[str, Any], model: Any, state: str,
+                step: int) -> None:
+        """Capture for every due subscription (the caller checked :meth:`due`)."""
+        for s in list(self._subs):
+            if s.active and now >= s.next_due:
+                s.next_due = now + s.interval
+                s.capture(metrics, model, state, step)
+
+    def final(self, metrics: dict[str, Any], model: Any, state: str, step: int,
+              error: str | None) -> None:
+        """Tell every subscriber how the run ended (done, stopped, failed)."""
+        for s in list(self._subs):
+            if s.active:
+                s.capture(metrics, model, state, step, error, final=True)
+
+    # -- publisher thread -----------------------------------------------------------------
+    def _publish_loop(self) -> None:
+        while True:
+            with self._lock:
+                work = []
+                while not self._closed:
+                    work = [(s, s._take()) for s in self._subs if s.active and s._ready]
+                    if work:
+                        break
+                    self._cond.wait(timeout=1.0)
+                if self._closed and not work:
+                    return
+            for sub, buf in work:
+                if buf is not None and sub.active:
+                    sub._deliver(buf)
+
+    def close(self) -> None:
+        """Stop the publisher thread (after it delivered what is ready)."""
+        with self._lock:
+            self._closed = True
+            self._cond.notify_all()
+
+    def wait_idle(self, timeout: float = 5.0) -> bool:
+        """Wait until no snapshot is waiting for delivery (tests, final deliveries)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with self._lock:
+                if not any(s._ready for s in self._subs if s.active):
+                    return True
+            time.sleep(0.005)
+        return False
+
+
+def format_error(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

@@ -1,0 +1,420 @@
+"""Declared, validated, flat options: one table per component, one merged set per learner.
+
+Every component of a learner (the learner itself, its model, updater and mixins) declares
+its options as a tuple of :class:`Option` rows: name, type, range, default, whether it may
+change while training runs (``live``) and a line of documentation. A learner merges the
+tables into one flat :class:`Options` set, which is what ``learner.opts`` is::
+
+    learner.opts.lrate = 0.05          # validated here, in the caller's thread
+    learner.set(lrate=0.05, l2=1e-4)   # same, several at once (all or nothing)
+    print(learner.opts.what())         # one line per option: name, value, doc
+
+Validation happens at once in the thread that sets the value, so a bad value raises
+there with one message shape, e.g.::
+
+    The 'lrate' option of Grad must be a float > 0 (or a vector of such, one per row of a
+    model matrix or one per model matrix); got -1 instead.
+
+A valid change is queued; the training thread takes the queued changes at the next
+minibatch boundary (:meth:`Options.take_changes`) and the ``version`` counter tells which
+set of values a minibatch used.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Option", "Options", "OptionError", "Configurable"]
+
+
+class OptionError(ValueError):
+    """An option was unknown, of the wrong type, out of range or not changeable now."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One declared option.
+
+    Attributes:
+        name: the flat name (``lrate``); unique within a learner.
+        type: ``float``, ``int``, ``bool``, ``str`` or ``"path"`` (a str or None).
+        default: the value used when nobody sets it.
+        doc: one line shown by :meth:`Options.what` and ``bidlab train --help``.
+        low, high: inclusive bounds for numbers (None: unbounded).
+        low_open, high_open: make the matching bound exclusive (``> 0`` rather than ``>= 0``).
+        choices: the allowed values of a ``str`` option.
+        live: True when the option may change while training runs (taking effect at the
+            next minibatch boundary); False means it is fixed once training has started.
+        vector: a float option that also takes a vector (one value per row of a model
+            matrix, or one value per model matrix): a hyperparameter.
+        none_ok: None is an allowed value (e.g. "no checkpoint").
+        owner: the component class that declared it (filled in by :class:`Configurable`).
+    """
+
+    name: str
+    type: Any
+    default: Any
+    doc: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple[str, ...] | None = None
+    live: bool = True
+    vector: bool = False
+    none_ok: bool = False
+    owner: str = ""
+
+    # -- description ---------------------------------------------------------------------
+    def allowed(self) -> str:
+        """The allowed values in words, e.g. ``a float > 0`` or ``an int in [1, 1000]``."""
+        if self.choices is not None:
+            text = "one of " + ", ".join(repr(c) for c in self.choices)
+        elif self.type is bool:
+            text = "a bool (True or False)"
+        elif self.type in ("path", str):
+            text = "a string"
+        else:
+            art = "an" if self.type is int else "a"
+            text = f"{art} {self.type.__name__}"
+            lo, hi = self.low, self.high
+            if lo is not None and hi is not None:
+                text += f" in {'(' if self.low_open else '['}{_num(lo)}, {_num(hi)}"
+                text += ")" if self.high_open else "]"
+            elif lo is not None:
+                text += f" {'>' if self.low_open else '>='} {_num(lo)}"
+            elif hi is not None:
+                text += f" {'<' if self.high_open else '<='} {_num(hi)}"
+        if self.vector:
+            text += " (or a per-row / per-model-matrix vector of such)"
+        if self.none_ok:
+            text += " or None"
+        return text
+
+    def error(self, value: Any, extra: str = "") -> OptionError:
+        """The one message shape for a bad value."""
+        owner = self.owner or "this learner"
+        return OptionError(
+            f"The {self.name!r} option of {owner} must be {self.allowed()}{extra}; "
+            f"got {_show(value)} instead."
+        )
+
+    # -- checking -------------------------------------------------------------------------
+    def check(self, value: Any, vector_lengths: set[int] | None = None) -> Any:
+        """Return ``value`` normalised (ints to float, vectors to tuples) or raise."""
+        if value is None:
+            if self.none_ok:
+                return None
+            raise self.error(value)
+        if self.vector and _is_sequence(value):
+            items = list(np.asarray(value, dtype=object).reshape(-1)) if not isinstance(
+                value, (list, tuple)) else list(value)
+            if len(items) == 0:
+                raise self.error(value)
+            checked = tuple(self._check_one(v, value) for v in items)
+            if len(checked) == 1:
+                return checked[0]
+            if vector_lengths is not None and len(checked) not in vector_lengths:
+                lengths = ", ".join(str(n) for n in sorted(vector_lengths))
+                raise self.error(value, f" with a vector length among {lengths} (rows of the "
+                                 "model matrices, or their number)")
+            return checked
+        return self._check_one(value, value)
+
+    def _check_one(self, v: Any, whole: Any) -> Any:
+        t = self.type
+        if t is bool:
+            if isinstance(v, (bool, np.bool_)):
+                return bool(v)
+            raise self.error(whole)
+        if t in ("path", str):
+            if not isinstance(v, str):
+                raise self.error(whole)
+            if self.choices is not None and v not in self.choices:
+                raise self.error(whole)
+            return v
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+            raise self.error(whole)
+        if t is int:
+            if not isinstance(v, numbers.Integral):
+                if isinstance(v, float) and v.is_integer():
+                    v = int(v)
+                else:
+                    raise self.error(whole)
+            v = int(v)
+        else:
+            v = float(v)
+            if not math.isfinite(v):
+                raise self.error(whole)
+        lo, hi = self.low, self.high
+        if lo is not None and (v < lo or (self.low_open and v == lo)):
+            raise self.error(whole)
+        if hi is not None and (v > hi or (self.high_open and v == hi)):
+            raise self.error(whole)
+        return v
+
+    def parse(self, text: str) -> Any:
+        """Turn command-line text into a value of this option's type (then :meth:`check`)."""
+        if text.lower() == "none" and self.none_ok:
+            return self.check(None)
+        if self.type is bool:
+            low = text.lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise self.error(text)
+        if self.type in ("path", str):
+            return self.check(text)
+        parts = text.split(",")
+        conv = int if self.type is int else float
+        try:
+            vals = [conv(p) for p in parts]
+        except ValueError:
+            raise self.error(text) from None
+        return self.check(vals if len(vals) > 1 else vals[0])
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value)) if abs(value) < 1e15 else repr(value)
+    text = repr(value)
+    return text if len(text) < 80 else text[:77] + "..."
+
+
+def _is_sequence(v: Any) -> bool:
+    if isinstance(v, (str, bytes)):
+        return False
+    return isinstance(v, (list, tuple)) or (hasattr(v, "shape") and getattr(v, "ndim", 0) > 0)
+
+
+@dataclass
+class Change:
+    """One accepted ``set``: the new version number and the values it changed."""
+
+    version: int
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+class Options:
+    """A flat, validated, thread-safe set of option values over one or more tables.
+
+    Attribute access reads (``opts.lrate``) and writes (``opts.lrate = 0.1``); writing is
+    :meth:`set` with one value. ``version`` grows by one per accepted :meth:`set` call.
+    """
+
+    def __init__(self, specs: Iterable[Option] = ()) -> None:
+        object.__setattr__(self, "_specs", {})
+        object.__setattr__(self, "_values", {})
+        object.__setattr__(self, "_lock", threading.Lock())
+        object.__setattr__(self, "_pending", {})
+        object.__setattr__(self, "_version", 0)
+        object.__setattr__(self, "_running", False)
+        object.__setattr__(self, "_vector_lengths", None)
+        object.__setattr__(self, "_validators", [])
+        object.__setattr__(self, "_history", [])
+        object.__setattr__(self, "_base", {})  # values before the oldest kept change
+        for spec in specs:
+            self.declare(spec)
+
+    # -- declaring ------------------------------------------------------------------------
+    def declare(self, spec: Option, value: Any = None, has_value: bool = False) -> None:
+        """Add one option (its default, or ``value`` when ``has_value``)."""
+        old = self._specs.get(spec.name)
+        if old is not None and (old.type, old.vector) != (spec.type, spec.vector):
+            raise OptionError(
+                f"option {spec.name!r} is declared by both {old.owner} and {spec.owner} with "
+                "different types: rename one of them"
+            )
+        self._specs[spec.name] = spec
+        self._values[spec.name] = spec.check(value) if has_value else (
+            spec.check(spec.default) if spec.default is not None or not spec.none_ok else None)
+        self._base[spec.name] = self._values[spec.name]
+
+    def add_validator(self, fn: Callable[[dict[str, Any]], None]) -> None:
+        """Register a cross-option check, called with the would-be values after a set."""
+        self._validators.append(fn)
+
+    @property
+    def specs(self) -> dict[str, Option]:
+        """name -> :class:`Option` (read-only view; do not mutate)."""
+        return self._specs
+
+    @property
+    def version(self) -> int:
+        """How many accepted :meth:`set` calls so far."""
+        return self._version
+
+    # -- reading --------------------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        raise AttributeError(self._unknown(name))
+
+    def get(self, name: str) -> Any:
+        """The current value of ``name``."""
+        return getattr(self, name)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A copy of every value, by name."""
+        with self._lock:
+            return dict(self._values)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._specs
+
+    def __iter__(self):
+        return iter(list(self._specs))
+
+    def _unknown(self, name: str) -> str:
+        import difflib
+
+        near = difflib.get_close_matches(name, list(self._specs), n=3)
+        hint = f" Did you mean {', '.join(repr(n) for n in near)}?" if near else ""
+        return (f"unknown option {name!r}.{hint} The options are listed by opts.what() "
+                f"(known: {', '.join(sorted(self._specs))}).")
+
+    # -- writing --------------------------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        self.set(**{name: value})
+
+    def set(self, **values: Any) -> int:
+        """Validate and set several options at once (all or nothing); return the new version.
+
+        While the owning learner runs, only ``live`` options may change, and the change
+        reaches the training thread at its next minibatch boundary.
+        """
+        if not values:
+            return self._version
+        checked = {}
+        for name, value in values.items():
+            spec = self._specs.get(name)
+            if spec is None:
+                raise OptionError(self._unknown(name))
+            if self._running and not spec.live:
+                raise OptionError(
+                    f"The {name!r} option of {spec.owner or 'this learner'} cannot change "
+                    "while training runs (it is not live): stop() the learner, set it, and "
+                    "start() again."
+                )
+            checked[name] = spec.check(value, self._vector_lengths if spec.vector else None)
+        with self._lock:
+            trial = dict(self._values)
+            trial.update(checked)
+            for fn in self._validators:
+                fn(trial)
+            self._values.update(checked)
+            object.__setattr__(self, "_version", self._version + 1)
+            self._pending.update(checked)
+            self._history.append(Change(self._version, dict(checked)))
+            if len(self._history) > 1000:
+                self._base.update(self._history.pop(0).values)
+            return self._version
+
+    def take_changes(self) -> tuple[int, dict[str, Any]]:
+        """(version, values changed since the last call): the training thread's side."""
+        with self._lock:
+            changes = self._pending
+            object.__setattr__(self, "_pending", {})
+            return self._version, changes
+
+    def history(self) -> list[Change]:
+        """The last 1000 accepted changes, oldest first."""
+        with self._lock:
+            return list(self._history)
+
+    def value_at(self, name: str, version: int) -> Any:
+        """The value ``name`` had at option-set ``version`` (from the change history)."""
+        with self._lock:
+            if name not in self._specs:
+                raise OptionError(self._unknown(name))
+            value = self._base[name]
+            for ch in self._history:
+                if ch.version > version:
+                    break
+                if name in ch.values:
+                    value = ch.values[name]
+            return value
+
+    def set_running(self, running: bool) -> None:
+        """Called by the learner: while running, non-live options refuse changes."""
+        object.__setattr__(self, "_running", bool(running))
+
+    def set_vector_lengths(self, lengths: set[int] | None) -> None:
+        """Called by the learner once the model has its shapes (for vector checks)."""
+        object.__setattr__(self, "_vector_lengths", None if lengths is None else set(lengths))
+
+    def restore(self, values: dict[str, Any]) -> None:
+        """Set values read from a checkpoint (known names only; each is validated)."""
+        known = {k: v for k, v in values.items() if k in self._specs}
+        known = {k: (list(v) if isinstance(v, list) else v) for k, v in known.items()}
+        running = self._running
+        object.__setattr__(self, "_running", False)
+        try:
+            self.set(**known)
+        finally:
+            object.__setattr__(self, "_running", running)
+
+    # -- printing -------------------------------------------------------------------------
+    def what(self) -> str:
+        """Every option on one line: name, value, owner, live or fixed, and its doc."""
+        width = max((len(n) for n in self._specs), default=0)
+        lines = []
+        for name, spec in self._specs.items():
+            value = self._values[name]
+            live = "live " if spec.live else "fixed"
+            lines.append(f"{name:<{width}} = {_show(value):<12} [{spec.owner}, {live}] {spec.doc}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={_show(v)}" for k, v in self._values.items())
+        return f"Options({inner})"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython
+        p.text(self.what())
+
+
+class Configurable:
+    """Base of every learner component: declares ``OPTIONS`` and takes their values.
+
+    A subclass lists its options in the class attribute ``OPTIONS`` (a tuple of
+    :class:`Option`); the options of its base classes are inherited. Keyword arguments
+    to ``__init__`` set option values (validated at once). When the component joins a
+    learner, ``self.opts`` becomes the learner's merged :class:`Options`, so the component
+    always reads the live value with ``self.opts.<name>``.
+    """
+
+    OPTIONS: Sequence[Option] = ()
+
+    def __init__(self, **options: Any) -> None:
+        self.opts = Options(self.option_table())
+        if options:
+            self.opts.set(**options)
+        self._given = dict(options)
+
+    @classmethod
+    def option_table(cls) -> list[Option]:
+        """This class's options with their owner filled in, base classes' first."""
+        seen: dict[str, Option] = {}
+        for klass in reversed(cls.__mro__):
+            for spec in klass.__dict__.get("OPTIONS", ()):
+                seen[spec.name] = Option(**{**spec.__dict__, "owner": cls.__name__})
+        return list(seen.values())
+
+    def attach(self, opts: Options) -> None:
+        """Read options from the learner's merged set from now on."""
+        self.opts = opts

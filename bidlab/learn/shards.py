@@ -1,0 +1,402 @@
+"""Data sets larger than memory: ``.npz`` shards plus a JSON manifest, read with prefetch.
+
+Samples are rows. :func:`write_shards` splits aligned matrices (features, targets, ...)
+row-wise into shard files ``shard-00000.npz``, ... (dense arrays as is, CSR matrices as
+their ``data`` / ``indices`` / ``indptr`` arrays; never pickled) and writes
+``manifest.json`` last, each file atomically (temporary name, fsync, rename)::
+
+    {"format": "bidlab-shards", "version": 1, "n_samples": 10000,
+     "matrices": [{"name": "X", "kind": "csr", "cols": 500, "dtype": "float32",
+                   "index_dtype": "int32"}, {"name": "y", "kind": "dense", ...}],
+     "shards": [{"file": "shard-00000.npz", "rows": 2500, "bytes": 123456}, ...]}
+
+:class:`ShardSource` streams them: a pass is the shards in order (or in a shuffled order,
+``shuffle_shards``), each shard's rows in order (or shuffled, ``shuffle_rows``), cut into
+minibatches *across* shard boundaries -- so without shuffling it yields exactly the
+minibatches of a :class:`~bidlab.learn.datasource.MemorySource` over the same data, and
+only the last minibatch of a pass is partial. A background thread loads the shards and
+plans the next ``prefetch`` minibatches while the model trains, so training runs at disk
+speed; the training thread only copies the planned rows into its reused containers.
+
+A missing shard is reported when the source is made; a corrupt or truncated one (a bad
+zip, a wrong shape, a size that disagrees with the manifest) when it is read -- each
+error names the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import queue
+import threading
+import weakref
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from bidlab.learn.datasource import (
+    DataInfo,
+    DataSource,
+    _as_matrix,
+    _clamp_batch,
+    check_aligned,
+    default_names,
+)
+from bidlab.learn.staging import MatSpec, Piece, Plan
+
+__all__ = ["write_shards", "ShardSource", "ShardError", "read_manifest"]
+
+MANIFEST = "manifest.json"
+FORMAT = "bidlab-shards"
+
+
+class ShardError(OSError):
+    """A shard folder is incomplete or a shard file is corrupt (the message names it)."""
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    """Write through ``write(fileobj)`` into a temporary file, fsync, then rename."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_shards(folder: str | os.PathLike, *mats: Any, rows_per_shard: int = 100_000,
+                 names: tuple[str, ...] | None = None, compress: bool = False) -> Path:
+    """Split aligned matrices (samples as rows) into ``.npz`` shards; return the manifest path.
+
+    Args:
+        folder: created if needed; existing shards of an earlier write are replaced.
+        *mats: features first, then targets, weights, ... (numpy arrays, 1-D becomes one
+            column; scipy sparse matrices, stored as CSR). All must have the same rows.
+        rows_per_shard: rows in each shard (the last may have fewer).
+        names: one per matrix (default ``("X", "y", "w")``).
+        compress: zip-deflate the shards (smaller, slower to read).
+    """
+    if not mats:
+        raise ValueError("write_shards needs at least one matrix (the features)")
+    if not isinstance(rows_per_shard, int) or rows_per_shard < 1:
+        raise ValueError(f"rows_per_shard must be an int >= 1; got {rows_per_shard!r}")
+    names = tuple(names) if names is not None else default_names(len(mats))
+    if len(names) != len(mats):
+        raise ValueError(f"got {len(names)} names for {len(mats)} matrices")
+    raws, specs = [], []
+    for i, (name, m) in enumerate(zip(names, mats, strict=True)):
+        raw, spec, host = _as_matrix(m, i, name)
+        if not host:
+            raise TypeError(f"write_shards takes host (numpy/scipy) data; {name!r} is on the GPU")
+        raws.append(raw)
+        specs.append(spec)
+    n = check_aligned(names, raws)
+    if n == 0:
+        raise ValueError("the data set is empty (0 samples): nothing to write")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("shard-*.npz"):
+        old.unlink()
+    save = np.savez_compressed if compress else np.savez
+    shards = []
+    hists: dict[str, dict[int, int]] = {nm: {} for nm, s in zip(names, specs, strict=True)
+                                         if s.sparse}
+    for k, a in enumerate(range(0, n, rows_per_shard)):
+        b = min(a + rows_per_shard, n)
+        arrays: dict[str, np.ndarray] = {}
+        for name, raw, spec in zip(names, raws, specs, strict=True):
+            part = raw[a:b]
+            if spec.sparse:
+                part = sp.csr_matrix(part)
+                arrays[f"{name}__data"] = part.data
+                arrays[f"{name}__indices"] = part.indices.astype(spec.index_dtype, copy=False)
+                arrays[f"{name}__indptr"] = part.indptr.astype(spec.index_dtype, copy=False)
+                lengths, counts = np.unique(np.diff(part.indptr), return_counts=True)
+                h = hists[name]
+                for ln, c in zip(lengths.tolist(), counts.tolist(), strict=True):
+                    h[ln] = h.get(ln, 0) + c
+            else:
+                arrays[name] = np.ascontiguousarray(part)
+        fname = f"shard-{k:05d}.npz"
+        _atomic_write(folder / fname, lambda f, arrays=arrays: save(f, **arrays))
+        shards.append({"file": fname, "rows": b - a, "bytes": (folder / fname).stat().st_size})
+    manifest = {
+        "format": FORMAT,
+        "version": 1,
+        "n_samples": n,
+        "matrices": [
+            {"name": nm, "kind": "csr" if s.sparse else "dense", "cols": s.cols,
+             "dtype": s.dtype.name,
+             **({"index_dtype": s.index_dtype.name,
+                 # row lengths (nnz per row) -> how many rows have it: sizes containers
+                 "row_nnz_hist": sorted(([ln, c] for ln, c in hists[nm].items()),
+                                        reverse=True)} if s.sparse else {})}
+            for nm, s in zip(names, specs, strict=True)],
+        "shards": shards,
+    }
+    path = folder / MANIFEST
+    _atomic_write(path, lambda f: f.write(json.dumps(manifest, indent=1).encode()))
+    return path
+
+
+def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
+    """The parsed, checked manifest of a shard folder (every shard file must exist)."""
+    folder = Path(folder)
+    path = folder / MANIFEST if folder.is_dir() else folder
+    folder = path.parent
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ShardError(f"no shard manifest at {path}: write one with "
+                         "bidlab.learn.write_shards(folder, X, y)") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ShardError(f"shard manifest {path} is not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ShardError(f"{path} is not a bidlab shard manifest (format != {FORMAT!r})")
+    try:
+        total = sum(int(s["rows"]) for s in manifest["shards"])
+        for m in manifest["matrices"]:
+            np.dtype(m["dtype"])
+            int(m["cols"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ShardError(f"shard manifest {path} is malformed ({exc!r})") from None
+    if total != manifest.get("n_samples"):
+        raise ShardError(f"shard manifest {path} lists {total} rows in its shards but "
+                         f"n_samples={manifest.get('n_samples')}")
+    missing = [s["file"] for s in manifest["shards"] if not (folder / s["file"]).is_file()]
+    if missing:
+        raise ShardError(f"shard folder {folder} is missing {len(missing)} shard file(s): "
+                         f"{', '.join(str(folder / f) for f in missing[:5])}; re-write the "
+                         "shards with write_shards(...)")
+    manifest["_folder"] = str(folder)
+    return manifest
+
+
+def _load_shard(folder: Path, entry: dict[str, Any], mspecs: list[dict[str, Any]]) -> tuple:
+    """The aligned matrices of one shard (CSR as scipy matrices), checked against the manifest."""
+    path = folder / entry["file"]
+    rows = int(entry["rows"])
+    try:
+        size = path.stat().st_size
+        if "bytes" in entry and size != int(entry["bytes"]):
+            raise ShardError(f"shard file {path} has {size} bytes but the manifest says "
+                             f"{entry['bytes']}: it is truncated or was changed; re-write it")
+        out = []
+        with np.load(path, allow_pickle=False) as z:
+            for m in mspecs:
+                name, cols = m["name"], int(m["cols"])
+                if m["kind"] == "csr":
+                    data, indices, indptr = (z[f"{name}__data"], z[f"{name}__indices"],
+                                             z[f"{name}__indptr"])
+                    if indptr.shape != (rows + 1,) or data.shape != indices.shape or (
+                            int(indptr[-1]) != data.shape[0]):
+                        raise ValueError(f"{name!r} is not a valid {rows}-row CSR matrix")
+                    out.append(sp.csr_matrix((data, indices, indptr), shape=(rows, cols)))
+                else:
+                    a = z[name]
+                    if a.shape != (rows, cols):
+                        raise ValueError(f"{name!r} has shape {a.shape}, expected {(rows, cols)}")
+                    out.append(a)
+        return tuple(out)
+    except ShardError:
+        raise
+    except FileNotFoundError:
+        raise ShardError(f"shard file {path} is missing; re-write the shards") from None
+    except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError) as exc:
+        raise ShardError(f"shard file {path} is corrupt or unreadable ({type(exc).__name__}: "
+                         f"{exc}); re-write the shards with write_shards(...)") from None
+
+
+class _Stop:
+    """Sentinel telling the consumer that the producer has ended (n_passes reached)."""
+
+
+def _produce(folder: Path, manifest: dict[str, Any], batch_size: int, shuffle_shards: bool,
+             shuffle_rows: bool, seed: int, n_passes: int | None, pass0: int, index0: int,
+             out: queue.Queue, stop: threading.Event) -> None:
+    """The prefetch thread: load shards ahead and plan minibatches into ``out``.
+
+    It holds no reference to the source object, so an abandoned source can be collected
+    (its finaliser sets ``stop``).
+    """
+    shards = manifest["shards"]
+    mspecs = manifest["matrices"]
+    sizes = np.array([int(s["rows"]) for s in shards], dtype=np.int64)
+    n = int(sizes.sum())
+    bpp = math.ceil(n / batch_size)
+
+    def put(item: Any) -> bool:
+        while not stop.is_set():
+            try:
+                out.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    try:
+        pass_, index = pass0, index0
+        loaded: dict[int, tuple] = {}
+        while n_passes is None or pass_ < n_passes:
+            order = (np.random.default_rng([seed, pass_, 1]).permutation(len(shards))
+                     if shuffle_shards else np.arange(len(shards)))
+            ends = np.cumsum(sizes[order])
+            starts = ends - sizes[order]
+            while index < bpp:
+                a = index * batch_size
+                b = min(a + batch_size, n)
+                pieces = []
+                k = int(np.searchsorted(ends, a, side="right"))
+                pos = a
+                while pos < b:
+                    sid = int(order[k])
+                    if sid not in loaded:
+                        mats = _load_shard(folder, shards[sid], mspecs)
+                        perm = (np.random.default_rng([seed, pass_, 2, sid]).permutation(
+                            int(sizes[sid])) if shuffle_rows else None)
+                        loaded = {sid: (mats, perm)}  # keep only the current shard
+                    mats, perm = loaded[sid]
+                    lo = pos - int(starts[k])
+                    hi = min(b, int(ends[k])) - int(starts[k])
+                    rows: Any = slice(lo, hi) if perm is None else perm[lo:hi]
+                    pieces.append(Piece(mats, rows))
+                    pos += hi - lo
+                    k += 1
+                if not put(Plan(pieces, pass_, index, b >= n, a)):
+                    return
+                index += 1
+            pass_, index = pass_ + 1, 0
+            loaded = {}
+        put(_Stop())
+    except BaseException as exc:  # surfaces in the consumer's thread
+        put(exc)
+
+
+class ShardSource(DataSource):
+    """Minibatches read from a shard folder written by :func:`write_shards`.
+
+    Args:
+        folder: the folder (or its ``manifest.json``).
+        batch_size: rows per minibatch (clamped to the number of samples, with a warning).
+        shuffle_shards: visit the shards in a new random order each pass.
+        shuffle_rows: visit each shard's rows in a new random order each pass.
+        seed: seeds both shuffles (with the pass number: a resumed run sees the same order).
+        prefetch: minibatches planned ahead by the background thread.
+        n_passes: stop after this many passes (None: repeat forever).
+        device: ``"cpu"`` (default) or ``"gpu"`` for the minibatch containers.
+    """
+
+    def __init__(self, folder: str | os.PathLike, batch_size: int = 1000,
+                 shuffle_shards: bool = False, shuffle_rows: bool = False, seed: int = 0,
+                 prefetch: int = 4, n_passes: int | None = None,
+                 device: str | None = None) -> None:
+        super().__init__(batch_size, n_passes, device)
+        if not isinstance(prefetch, int) or prefetch < 1:
+            raise ValueError(f"prefetch must be an int >= 1; got {prefetch!r}")
+        self.manifest = read_manifest(folder)
+        self.folder = Path(self.manifest["_folder"])
+        n = int(self.manifest["n_samples"])
+        specs = []
+        for m in self.manifest["matrices"]:
+            sparse = m["kind"] == "csr"
+            specs.append(MatSpec(int(m["cols"]), np.dtype(m["dtype"]), sparse,
+                                 np.dtype(m.get("index_dtype", "int32")) if sparse else None))
+        names = tuple(m["name"] for m in self.manifest["matrices"])
+        self.batch_size = _clamp_batch(self.batch_size, n)
+        self.shuffle_shards, self.shuffle_rows = bool(shuffle_shards), bool(shuffle_rows)
+        self.seed, self.prefetch = int(seed), prefetch
+        self._info = DataInfo(n, names, tuple(specs), device or "cpu", self.batch_size)
+        self._queue: queue.Queue | None = None
+        self._stop_event: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._finalizer: Any = None
+
+    # -- the prefetch thread --------------------------------------------------------------
+    def _start_thread(self) -> None:
+        self._halt_thread()
+        self._queue = queue.Queue(maxsize=self.prefetch)
+        self._stop_event = threading.Event()
+        self._thread = threading.Thread(
+            target=_produce, name=f"bidlab-shards-{self.folder.name}", daemon=True,
+            args=(self.folder, self.manifest, self.batch_size, self.shuffle_shards,
+                  self.shuffle_rows, self.seed, self.n_passes, self._pass, self._index,
+                  self._queue, self._stop_event))
+        self._thread.start()
+        self._finalizer = weakref.finalize(self, _halt, self._stop_event, self._thread)
+
+    def _halt_thread(self) -> None:
+        if self._thread is not None:
+            self._finalizer.detach()
+            _halt(self._stop_event, self._thread)
+            self._thread = None
+
+    def seek(self, pass_: int = 0, index: int = 0) -> None:
+        super().seek(pass_, index)
+        self._halt_thread()  # the next _next_plan restarts it at the new position
+
+    def _set_batch_size(self, n: int) -> None:
+        super()._set_batch_size(n)
+        self._halt_thread()
+
+    def nnz_bound(self, j: int, n: int) -> int | None:
+        hist = self.manifest["matrices"][j].get("row_nnz_hist")
+        if not hist:
+            return None
+        total, left = 0, n
+        for length, count in hist:  # longest rows first
+            take = min(left, int(count))
+            total += take * int(length)
+            left -= take
+            if left == 0:
+                break
+        return total
+
+    def _next_plan(self) -> Plan | None:
+        if self.n_passes is not None and self._pass >= self.n_passes:
+            return None
+        if self._thread is None:
+            self._start_thread()
+        item = self._queue.get()
+        if isinstance(item, _Stop):
+            self._thread = None
+            return None
+        if isinstance(item, BaseException):
+            self._halt_thread()
+            raise item
+        if item.last:
+            self._pass, self._index = item.pass_ + 1, 0
+        else:
+            self._pass, self._index = item.pass_, item.index + 1
+        return item
+
+    def release(self) -> None:
+        """Stop the prefetch thread; the next minibatch restarts it where the stream is."""
+        self._halt_thread()
+
+
+def _halt(stop: threading.Event, thread: threading.Thread) -> None:
+    stop.set()
+    if thread is not threading.current_thread():
+        thread.join(timeout=5.0)

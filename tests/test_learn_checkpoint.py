@@ -1,0 +1,194 @@
+"""Checkpoints: exact round trip, exact resume, atomic under SIGKILL, never unpickles."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bidlab.learn import (
+    ADAGrad,
+    CheckpointError,
+    Grad,
+    Learner,
+    LeastSquares,
+    MemorySource,
+    load_checkpoint,
+)
+
+
+def _data(seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((700, 8)).astype(np.float32)
+    Y = (X @ rng.standard_normal((8, 2)) + 0.3).astype(np.float32)
+    return X, Y
+
+
+def _learner(**opts):
+    X, Y = _data()
+    return Learner(LeastSquares(), MemorySource(X, Y, batch_size=64, shuffle=True, seed=4),
+                   ADAGrad(lrate=0.05, momentum=0.5), **opts)
+
+
+def test_round_trip_is_exact(tmp_path):
+    a = _learner(npasses=3, max_steps=17, lrate=0.03)
+    a.fit(progress=None)
+    path = a.save(str(tmp_path / "a.npz"))
+    b = _learner()
+    b.load(path)
+    for x, y in zip(a.model.modelmats, b.model.modelmats, strict=True):
+        np.testing.assert_array_equal(x.data, y.data)
+    sa, sb = a.updater.state(), b.updater.state()
+    assert sorted(sa) == sorted(sb) == ["sumsq0", "sumsq1", "velocity0", "velocity1"]
+    for k in sa:
+        np.testing.assert_array_equal(sa[k].data, sb[k].data)
+    assert b.updater.t == a.updater.t
+    assert b.opts.as_dict() == a.opts.as_dict()
+    assert (b.step, b.samples, b._pos) == (a.step, a.samples, a._pos) == (17, 700 + 6 * 64, (1, 6))
+    ck = load_checkpoint(path)
+    assert ck.meta["model"] == "LeastSquares" and ck.meta["updater"] == "ADAGrad"
+
+
+@pytest.mark.parametrize("stop_at", [22, 33], ids=["pass-end", "mid-pass"])
+def test_resuming_from_a_checkpoint_continues_exactly(tmp_path, stop_at):
+    straight = _learner(npasses=5)
+    straight.fit(progress=None)
+    first = _learner(npasses=5, max_steps=stop_at)  # 11 minibatches per pass
+    first.fit(progress=None)
+    first.save(str(tmp_path / "ck.npz"))
+    second = _learner()
+    second.load(str(tmp_path / "ck.npz"))
+    second.set(max_steps=None)
+    second.fit(progress=None)
+    assert second.step == straight.step == 55
+    for x, y in zip(straight.model.modelmats, second.model.modelmats, strict=True):
+        np.testing.assert_array_equal(x.data, y.data)
+
+
+def test_periodic_checkpoints_and_saving_while_running(tmp_path):
+    path = tmp_path / "run.npz"
+    lr = _learner(npasses=3, checkpoint=str(path))
+    lr.fit(progress=None)
+    ck = load_checkpoint(path)
+    assert ck.meta["progress"]["pass"] == 3
+    np.testing.assert_array_equal(ck.modelmats[0], lr.model.modelmats[0].data)
+    # while running: the training thread writes it at a minibatch boundary
+    lr.set(npasses=1_000_000, checkpoint=None)
+    lr.start()
+    saved = lr.save(str(tmp_path / "live.npz"), timeout=10)
+    lr.stop()
+    live = load_checkpoint(saved)
+    assert 3 * 11 <= live.meta["progress"]["step"] <= lr.step
+    assert not list(tmp_path.glob(".*tmp*"))  # no temporary files left behind
+
+
+def test_checkpoint_mismatches_are_explained(tmp_path):
+    a = _learner(npasses=1)
+    a.fit(progress=None)
+    a.save(str(tmp_path / "a.npz"))
+    rng = np.random.default_rng(0)
+    other = Learner(LeastSquares(), (rng.random((50, 3)), rng.random(50)), Grad(), batch_size=10)
+    with pytest.raises(CheckpointError, match=r"shapes \[\(2, 8\), \(2, 1\)\], but this model "
+                                              r"has \[\(1, 3\), \(1, 1\)\]"):
+        other.load(str(tmp_path / "a.npz"))
+    with pytest.raises(CheckpointError, match="no checkpoint file"):
+        a.load(str(tmp_path / "missing.npz"))
+    fresh = _learner()
+    with pytest.raises(RuntimeError, match="nothing to save yet"):
+        fresh.save(str(tmp_path / "b.npz"))
+    with pytest.raises(ValueError, match="needs a path"):
+        fresh.save()
+
+
+class _Evil:
+    """Unpickling this would create a marker file: proof that code ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_loading_crafted_files_never_runs_code(tmp_path):
+    marker = tmp_path / "pwned"
+    # 1. an npz whose array is a pickled object
+    evil_npz = tmp_path / "evil.npz"
+    np.savez(evil_npz, **{"model/0": np.array([_Evil(marker)], dtype=object),
+                          "__meta__": np.frombuffer(b'{"format": "bidlab-checkpoint"}',
+                                                    np.uint8)})
+    with pytest.raises(CheckpointError, match="cannot be read safely"):
+        load_checkpoint(evil_npz)
+    # 2. a bare pickle with the checkpoint's name
+    evil_pkl = tmp_path / "evil2.npz"
+    evil_pkl.write_bytes(pickle.dumps(_Evil(marker)))
+    with pytest.raises(CheckpointError):
+        load_checkpoint(evil_pkl)
+    # 3. an .npy holding a pickle
+    evil_npy = tmp_path / "evil3.npz"
+    np.save(evil_npy.with_suffix(".npy"), np.array([_Evil(marker)], dtype=object))
+    evil_npy.with_suffix(".npy").rename(evil_npy)
+    with pytest.raises(CheckpointError):
+        load_checkpoint(evil_npy)
+    # 4. through the learner
+    with pytest.raises(CheckpointError):
+        _learner().load(str(evil_npz))
+    # 5. numeric arrays but metadata that is not ours
+    other = tmp_path / "other.npz"
+    np.savez(other, x=np.ones(3), __meta__=np.frombuffer(b'{"format": "x"}', np.uint8))
+    with pytest.raises(CheckpointError, match="not a bidlab checkpoint"):
+        load_checkpoint(other)
+    assert not marker.exists()
+    # the real thing is of course unpickled correctly, and only the pickle-free way
+    assert pickle.loads(pickle.dumps(_Evil(marker))) is None and marker.exists()
+
+
+_WRITER = textwrap.dedent("""
+    import sys, numpy as np
+    from bidlab.learn.checkpoint import save_checkpoint
+    path = sys.argv[1]
+    big = np.empty((4_000_000, 2), np.float32)   # 32 MB: a write takes a while
+    k = 0
+    while True:
+        big.fill(k)
+        save_checkpoint(path, {"model/0": big}, {"progress": {"step": k}})
+        if k == 0:
+            print("ready", flush=True)
+        k += 1
+""")
+
+
+def test_writer_killed_mid_write_leaves_the_previous_checkpoint_loadable(tmp_path):
+    path = tmp_path / "ck.npz"
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    caught_mid_write = 0
+    for attempt in range(6):
+        proc = subprocess.Popen([sys.executable, str(script), str(path)],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == "ready"
+            time.sleep(0.05 + 0.07 * attempt)
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+            proc.stdout.close()
+        leftovers = list(tmp_path.glob(".ck.npz.tmp-*"))
+        caught_mid_write += bool(leftovers)
+        ck = load_checkpoint(path)  # whatever happened, the last complete one loads
+        k = ck.meta["progress"]["step"]
+        big = ck.modelmats[0]
+        assert big.shape == (4_000_000, 2) and big[0, 0] == k and big[-1, -1] == k
+        for f in leftovers:
+            f.unlink()
+        if caught_mid_write >= 2:
+            break
+    assert caught_mid_write >= 1, "no kill landed during a write; the test proved nothing"

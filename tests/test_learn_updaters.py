@@ -1,0 +1,197 @@
+"""Updaters and mixins against numpy oracles of their formulas."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import bidlab as bl
+from bidlab.learn import (
+    ADAGrad,
+    Batch,
+    Grad,
+    IncNorm,
+    L1Regularizer,
+    L2Regularizer,
+    Learner,
+    Model,
+)
+
+
+class Scripted(Model):
+    """A model whose update directions are a fixed random sequence (seeded by step)."""
+
+    def init(self, info):
+        rng = np.random.default_rng(0)
+        self.modelmats = [bl.Mat(rng.random((2, 3)).astype(np.float64)),
+                          bl.Mat(rng.random((4, 1)).astype(np.float64))]
+        self.updatemats = [bl.zeros((2, 3), np.float64), bl.zeros((4, 1), np.float64)]
+        self.calls = 0
+
+    @staticmethod
+    def direction(step):
+        rng = np.random.default_rng(100 + step)
+        return [rng.standard_normal((2, 3)), rng.standard_normal((4, 1))]
+
+    def update(self, batch):
+        for u, d in zip(self.updatemats, self.direction(self.calls), strict=True):
+            u.data[...] = d
+        self.calls += 1
+        return 0.0
+
+    def evaluate(self, batch):
+        return 0.0
+
+
+class Positive(Scripted):
+    """Non-negative directions (sufficient statistics, as IncNorm's isprob expects)."""
+
+    @staticmethod
+    def direction(step):
+        return [np.abs(d) for d in Scripted.direction(step)]
+
+    def update(self, batch):
+        for u, d in zip(self.updatemats, self.direction(self.calls), strict=True):
+            u.data[...] = d
+        self.calls += 1
+        return 0.0
+
+
+def _run(updater, steps, mixins=(), model_class=Scripted, **opts):
+    model = model_class()
+    data = np.zeros((steps, 1))
+    lr = Learner(model, data, updater, list(mixins), batch_size=1, npasses=1, val_every=0,
+                 **opts)
+    lr.init()
+    start = [m.data.copy() for m in model.modelmats]
+    lr.fit(progress=None)
+    assert model.calls == steps
+    return start, [m.data for m in model.modelmats]
+
+
+def test_grad_with_decay_momentum_and_per_row_lrate():
+    steps = 7
+    lrate = [0.5, 0.1]  # one per model matrix
+    start, end = _run(Grad(lrate=lrate, texp=0.5, t0=2.0, momentum=0.3), steps)
+    w = [s.copy() for s in start]
+    v = [np.zeros_like(s) for s in start]
+    for t in range(steps):
+        for i, d in enumerate(Scripted.direction(t)):
+            step = lrate[i] * (2.0 / (2.0 + t)) ** 0.5 * d
+            v[i] = 0.3 * v[i] + step
+            w[i] += v[i]
+    for a, b in zip(end, w, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_grad_per_row_vector_applies_row_by_row():
+    rows = [0.1, 0.2, 0.3, 0.4]  # fits the 4 rows of matrix 1 but not the 2 of matrix 0
+    model = Scripted()
+    lr = Learner(model, np.zeros((1, 1)), Grad(), batch_size=1, npasses=1, val_every=0)
+    lr.init()
+    with pytest.raises(ValueError, match="has 4 values, but the model matrices have 2, 4 rows"):
+        lr.updater.lrate.fill(rows)
+    with pytest.raises(ValueError, match="vector length among 2"):
+        lr.set(lrate=rows)  # refused in the caller's thread already
+    lr.updater.lrate.fill([0.5, 0.25])
+    np.testing.assert_array_equal(lr.updater.lrate[0].ravel(), [0.5, 0.5])
+    np.testing.assert_array_equal(lr.updater.lrate[1].ravel(), [0.25] * 4)
+
+
+def test_adagrad_matches_its_formula():
+    steps = 6
+    start, end = _run(ADAGrad(lrate=0.2, vexp=0.5, epsilon=1e-3, texp=0.5, t0=1.0), steps)
+    w = [s.copy() for s in start]
+    ss = [np.zeros_like(s) for s in start]
+    for t in range(steps):
+        for i, d in enumerate(Scripted.direction(t)):
+            ss[i] += (d * d - ss[i]) / (t + 1)
+            w[i] += 0.2 * (1.0 / (1.0 + t)) ** 0.5 * d / (np.sqrt(ss[i]) + 1e-3)
+    for a, b in zip(end, w, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_adagrad_general_vexp():
+    start, end = _run(ADAGrad(lrate=0.1, vexp=0.25, texp=0.0), 4)
+    w, ss = start[0].copy(), np.zeros_like(start[0])
+    for t in range(4):
+        d = Scripted.direction(t)[0]
+        ss += (d * d - ss) / (t + 1)
+        w += 0.1 * d / (ss ** 0.25 + 1e-5)
+    np.testing.assert_allclose(end[0], w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("isprob", [False, True])
+def test_incnorm_moving_average(isprob):
+    steps = 5
+    start, end = _run(IncNorm(power=0.6, t0=2.0, isprob=isprob), steps, model_class=Positive)
+    w = [s.copy() for s in start]
+    for t in range(1, steps + 1):
+        r = min(1.0, (2.0 / t) ** 0.6)
+        for i, d in enumerate(Positive.direction(t - 1)):
+            if isprob:
+                d = d / d.sum(axis=1, keepdims=True)
+            w[i] = (1 - r) * w[i] + r * d
+    for a, b in zip(end, w, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_batch_replace_and_step():
+    steps = 4  # one pass of 4 minibatches
+    _, end = _run(Batch(), steps)
+    total = [sum(Scripted.direction(t)[i] for t in range(steps)) for i in range(2)]
+    for a, b in zip(end, total, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+    start, end = _run(Batch(batch_mode="step", lrate=0.5), steps)
+    for i in range(2):
+        np.testing.assert_allclose(end[i], start[i] + 0.5 * total[i] / steps, rtol=1e-12)
+
+
+def test_batch_applies_only_at_the_pass_end():
+    model = Scripted()
+    lr = Learner(model, np.zeros((4, 1)), Batch(), batch_size=1, npasses=1, val_every=0,
+                 max_steps=3)
+    lr.init()
+    start = model.modelmats[0].data.copy()
+    lr.fit(progress=None)
+    np.testing.assert_array_equal(model.modelmats[0].data, start)  # pass not finished
+
+
+def test_l1_and_l2_mixins_add_their_gradients_and_report_kpis():
+    start, end = _run(Grad(lrate=0.1), 1, [L1Regularizer(l1=0.3, mats=[0]),
+                                           L2Regularizer(l2=[0.5, 2.0])])
+    d = Scripted.direction(0)
+    w0 = start[0] + 0.1 * (d[0] - 0.3 * np.sign(start[0]) - 0.5 * start[0])
+    w1 = start[1] + 0.1 * (d[1] - 2.0 * start[1])  # no L1 on matrix 1
+    np.testing.assert_allclose(end[0], w0, rtol=1e-12)
+    np.testing.assert_allclose(end[1], w1, rtol=1e-12)
+
+
+def test_mixin_kpis_in_metrics():
+    model = Scripted()
+    lr = Learner(model, np.zeros((3, 1)), Grad(lrate=0.1),
+                 [L1Regularizer(l1=0.3), L2Regularizer(l2=0.5)], batch_size=1, npasses=1,
+                 val_every=0)
+    lr.fit(progress=None)
+    w = [m.data for m in model.modelmats]
+    m = lr.metrics
+    assert m["kpi_l1"] == pytest.approx(0.3 * sum(np.abs(x).sum() for x in w))
+    assert m["kpi_l2"] == pytest.approx(0.25 * sum((x * x).sum() for x in w))
+
+
+def test_mixin_with_bad_matrix_index():
+    lr = Learner(Scripted(), np.zeros((3, 1)), Grad(), [L2Regularizer(mats=[5])], batch_size=1)
+    with pytest.raises(ValueError, match=r"mats=\[5\] names matrices \[5\], but the model has 2"):
+        lr.init()
+
+
+def test_live_hyperparameter_change_keeps_the_same_matrix():
+    model = Scripted()
+    lr = Learner(model, np.zeros((3, 1)), ADAGrad(), batch_size=1, val_every=0)
+    lr.init()
+    col = lr.updater.lrate.cols[0]
+    guid = col.guid
+    lr.set(lrate=0.7)
+    lr._apply_changes()  # what the training thread does at a boundary
+    assert lr.updater.lrate.cols[0] is col and col.guid == guid
+    np.testing.assert_array_equal(col.data, 0.7)
