@@ -1,0 +1,509 @@
+"""SAME Gibbs sampling for LDA, fused with its SDDMM: numba on the CPU, CUDA on the GPU.
+
+One call makes one sampling sweep over a minibatch (thesis ch. 4, Algorithm 3, with the
+coordinate-factored Poisson approximation). For each nonzero (d, w) of the documents x
+vocabulary count matrix X (count c) and each topic j::
+
+    mu    = sum_j theta[d, j] * phiT[w, j]                      # the SDDMM, fused in
+    lam_j = (m / T[w, j]) * c * theta[d, j] * phiT[w, j] / mu    # m = nsamps
+    z_j  ~ Poisson(lam_j)
+    theta_hat[d, j] += z_j * T[w, j] / m
+    phi_hat[w, j]   += z_j * T[w, j] / m
+
+m Gibbs samples of a token become one Poisson draw per topic. The temperature T (V x k,
+default all 1) scales a parameter's effective sample count to m / T: its expected
+contribution stays ``c * theta * phi / mu`` while the variance grows by T.
+
+Numpy oracle for the mean (the test compares averages over seeds against it)::
+
+    mu = np.einsum("dk,wk->dw", theta, phiT)[X.nonzero()]        # sddmm
+    R = X with values X.data / mu
+    E[theta_hat] = theta * (R @ phiT);   E[phi_hat] = phiT * (R.T @ theta)
+
+and each entry's variance is ``T / m`` times its mean (Poisson).
+
+``phiT`` may also be given as topic-word counts N with ``scale``, ``beta`` and ``invden``:
+the kernel then reads ``phi[w, j] = (scale * N[w, j] + beta) * invden[j]`` on the fly, so
+a trainer never writes a normalised copy; with ``rows`` (CPU) only the minibatch's rows of
+phi_hat are touched. Both keep a minibatch's cost proportional to its nonzeros.
+
+Random numbers come from a counter-based SplitMix64 stream per (nonzero, topic) keyed by
+(seed, step), identical in both kernels, so the draws do not depend on threads, launch
+shape or device: CPU and GPU differ only in float summation order.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import numba
+import numpy as np
+
+from bidlab import backend
+
+_M64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+
+
+def _mix64_py(x: int) -> int:
+    x &= _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+def stream_key(seed: int, step: int) -> int:
+    """The 64-bit key of one sweep: distinct (seed, step) pairs give independent streams."""
+    return _mix64_py(_mix64_py((int(seed) & _M64) + _GOLDEN) + (int(step) & _M64) * _GOLDEN)
+
+
+# ----------------------------------------------------------------------------- numba (CPU)
+
+_U30 = np.uint64(30)
+_U27 = np.uint64(27)
+_U31 = np.uint64(31)
+_U11 = np.uint64(11)
+_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_C2 = np.uint64(0x94D049BB133111EB)
+_CP = np.uint64(0xD1B54A32D192ED03)
+_GOLD = np.uint64(_GOLDEN)
+_TWO_M53 = 1.1102230246251565e-16  # 2**-53: 53 random bits to a double in [0, 1)
+_STRIDE = np.uint64((_GOLDEN << 20) & _M64)  # stream (p, j) starts j * 2^20 draws apart
+
+
+@numba.njit(inline="always")
+def _mix64(x):
+    x = (x ^ (x >> _U30)) * _C1
+    x = (x ^ (x >> _U27)) * _C2
+    return x ^ (x >> _U31)
+
+
+@numba.njit(inline="always")
+def _uniform(s):
+    s = s + _GOLD
+    return float(_mix64(s) >> _U11) * _TWO_M53, s
+
+
+# Poisson draws, shared step by step with the CUDA kernel (kernels/lda_sampler.cu):
+#   lam < LAM_INV: inversion from the stream's first uniform u, z = #{x : u > F(x)}, the
+#     CDF built term by term (p_x = p_{x-1} * lam / x) -- the first 4, 8 or 12 terms (by
+#     the largest rate of the nonzero) for every topic at once (branch-free, vectorised),
+#     then on until u <= F for the few left; the same z whatever the split;
+#   lam >= LAM_INV: PTRS (Hormann 1993), from the stream's following uniforms.
+LAM_INV = 10.0
+MAX_TERMS = 96
+_INV = np.array([0.0] + [1.0 / x for x in range(1, MAX_TERMS + 1)])  # correctly rounded 1/x
+# exp(-y) for 0 <= y < 0.625 (lam / 16): Taylor to degree 11, Horner, highest first
+_EXP_C = np.array([(-1.0) ** i / math.factorial(i) for i in range(11, -1, -1)])
+
+
+@numba.njit(inline="always")
+def _exp_neg(lam):
+    """exp(-lam) for 0 <= lam < 10 (relative error < 1e-8): exp(-lam/16) ** 16."""
+    y = lam * 0.0625
+    r = _EXP_C[0]
+    for i in range(1, 12):
+        r = r * y + _EXP_C[i]
+    r = r * r
+    r = r * r
+    r = r * r
+    return r * r
+
+
+def _make_invert(terms: int):
+    """The first ``terms`` inversion steps for every topic at once (vectorised: the terms
+    loop has a constant trip count, so it unrolls and the topic loop vectorises)."""
+
+    @numba.njit(fastmath={"contract"}, inline="always")
+    def invert(q, uu, zz, cdf, pr):
+        for j in range(q.shape[0]):
+            lam = min(max(q[j], 0.0), LAM_INV)
+            u = uu[j]
+            f = _exp_neg(lam)
+            t = f
+            z = 1.0 if u > f else 0.0
+            for x in range(1, terms):
+                t = t * (lam * _INV[x])
+                f = f + t
+                z += 1.0 if u > f else 0.0
+            zz[j] = z
+            cdf[j] = f
+            pr[j] = t
+        return terms
+
+    return invert
+
+
+_invert4 = _make_invert(4)
+_invert8 = _make_invert(8)
+_invert12 = _make_invert(12)
+
+
+@numba.njit(cache=True)
+def _ptrs(lam, s):
+    """Poisson(lam) for lam >= 10 by PTRS (transformed rejection), stream state ``s``."""
+    slam = math.sqrt(lam)
+    loglam = math.log(lam)
+    b = 0.931 + 2.53 * slam
+    a = -0.059 + 0.02483 * b
+    invalpha = 1.1239 + 1.1328 / (b - 3.4)
+    vr = 0.9277 - 3.6224 / (b - 2.0)
+    for _ in range(1000):
+        uu, s = _uniform(s)
+        uu -= 0.5
+        v, s = _uniform(s)
+        us = 0.5 - abs(uu)
+        kk = math.floor((2.0 * a / us + b) * uu + lam + 0.43)
+        if us >= 0.07 and v <= vr:
+            return int(kk)
+        if kk < 0.0 or (us < 0.013 and v > us):
+            continue
+        if (
+            math.log(v) + math.log(invalpha) - math.log(a / (us * us) + b)
+            <= -lam + kk * loglam - math.lgamma(kk + 1.0)
+        ):
+            return int(kk)
+    return int(math.floor(lam + 0.5))
+
+
+@numba.njit(fastmath={"reassoc", "contract"}, inline="always")
+def _products(th, cnt, a, beta, invden, q):
+    """q_j = th_j * phi_j with phi_j = (a cnt_j + beta) invden_j, and sum_j q_j (vectorised:
+    reassociation is allowed here only)."""
+    mu = 0.0
+    for j in range(q.shape[0]):
+        v = float(th[j]) * ((a * float(cnt[j]) + beta) * float(invden[j]))
+        q[j] = v
+        mu += v
+    return mu
+
+
+@numba.njit(cache=True, fastmath={"contract"})
+def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, temp, use_temp,
+                 theta_hat, out, with_phi, nsamps, key):
+    k = theta.shape[1]
+    inv_m = 1.0 / nsamps
+    q = np.empty(k)  # per-thread scratch: products, then rates
+    uu = np.empty(k)  # first uniform of each topic's stream
+    cdf = np.empty(k)  # inversion: P(Z <= x)
+    pr = np.empty(k)  # inversion: P(Z = x)
+    zz = np.empty(k)  # inversion: #{x : u > F(x)} so far
+    for d in range(lo, hi):
+        for j in range(k):
+            theta_hat[d, j] = 0
+        for p in range(indptr[d], indptr[d + 1]):
+            w = indices[p]
+            mu = _products(theta[d], cnt[w], a, beta, invden, q)
+            if not mu > 0.0:
+                continue
+            scale = nsamps * float(counts[p]) / mu
+            base = (key ^ _mix64(np.uint64(p) * _CP)) + _GOLD
+            # branch-free, vectorised over topics: rates, first uniforms, first terms
+            for j in range(k):
+                q[j] = q[j] * scale
+                uu[j] = float(_mix64(base + np.uint64(j) * _STRIDE) >> _U11) * _TWO_M53
+            if use_temp:
+                for j in range(k):
+                    q[j] = q[j] / float(temp[w, j])
+            lmax = 0.0
+            for j in range(k):
+                lmax = max(lmax, q[j])
+            # fewer terms when every rate is small; the rest follow term by term below
+            if lmax < 0.25:
+                terms = _invert4(q, uu, zz, cdf, pr)
+            elif lmax < 2.0:
+                terms = _invert8(q, uu, zz, cdf, pr)
+            else:
+                terms = _invert12(q, uu, zz, cdf, pr)
+            for j in range(k):  # the few draws the vectorised terms did not settle
+                lam = q[j]
+                if lam >= LAM_INV:
+                    zz[j] = _ptrs(lam, base + np.uint64(j) * _STRIDE)
+                elif zz[j] == terms and lam > 0.0:  # u beyond the first terms: go on
+                    z, f, t, u = terms, cdf[j], pr[j], uu[j]
+                    for x in range(terms, MAX_TERMS):
+                        t = t * (lam * _INV[x])
+                        f = f + t
+                        if not u > f:
+                            break
+                        z += 1
+                    zz[j] = z
+            if use_temp:
+                for j in range(k):
+                    zz[j] = zz[j] * float(temp[w, j])
+            for j in range(k):
+                theta_hat[d, j] += zz[j] * inv_m
+            if with_phi:
+                for j in range(k):
+                    out[w, j] += zz[j] * inv_m
+
+
+@numba.njit(parallel=True, cache=True)
+def _sample_cpu(indptr, indices, counts, theta, cnt, a, beta, invden, temp, use_temp,
+                theta_hat, phi_hat, with_phi, bufs, rows, nsamps, key):
+    ndocs = theta.shape[0]
+    nch = bufs.shape[0] + 1
+    nnz = indptr[ndocs]
+    k = phi_hat.shape[1]
+    if with_phi:
+        for i in numba.prange(rows.shape[0]):
+            w = rows[i]
+            phi_hat[w, :] = 0
+            for c in range(nch - 1):
+                bufs[c, w, :] = 0
+    for c in numba.prange(nch):
+        lo = np.searchsorted(indptr[:ndocs], (nnz * c) // nch)
+        hi = np.searchsorted(indptr[:ndocs], (nnz * (c + 1)) // nch) if c < nch - 1 else ndocs
+        if c == 0:
+            lo = 0
+            _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, temp,
+                         use_temp, theta_hat, phi_hat, with_phi, nsamps, key)
+        else:
+            _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, temp,
+                         use_temp, theta_hat, bufs[c - 1], with_phi, nsamps, key)
+    if nch > 1 and with_phi:
+        for i in numba.prange(rows.shape[0]):
+            w = rows[i]
+            for c in range(nch - 1):
+                for j in range(k):
+                    phi_hat[w, j] += bufs[c, w, j]
+
+
+@numba.njit(cache=True)
+def _sample_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, use_temp,
+                   theta_hat, phi_hat, with_phi, rows, nsamps, key):
+    if with_phi:
+        for i in range(rows.shape[0]):
+            phi_hat[rows[i], :] = 0
+    _sample_rows(0, theta.shape[0], indptr, indices, counts, theta, cnt, a, beta, invden,
+                 temp, use_temp, theta_hat, phi_hat, with_phi, nsamps, key)
+
+
+@numba.njit(cache=True)
+def _unique_cols(indices, stamp, tick, out):
+    """The distinct values of ``indices`` into ``out`` (first-seen order); returns how many.
+
+    ``stamp`` (one int64 per column) marks a column seen when it equals ``tick``; pass a
+    new tick per call and nothing needs clearing.
+    """
+    n = 0
+    for p in range(indices.shape[0]):
+        w = indices[p]
+        if stamp[w] != tick:
+            stamp[w] = tick
+            out[n] = w
+            n += 1
+    return n
+
+
+@numba.njit(cache=True)
+def _rows_step(counts, colsum, phi_hat, rows, s):
+    for i in range(rows.shape[0]):
+        w = rows[i]
+        for j in range(counts.shape[1]):
+            v = phi_hat[w, j]
+            counts[w, j] += s * v
+            colsum[j] += s * v
+            phi_hat[w, j] = 0
+
+
+def rows_step(counts: Any, colsum: Any, phi_hat: Any, rows: Any, s: float) -> None:
+    """``counts[rows] += s * phi_hat[rows]``, ``colsum += s * phi_hat[rows].sum(0)``, then
+    ``phi_hat[rows] = 0``: the sparse half of a moving-average step (host arrays)."""
+    _rows_step(counts, colsum, phi_hat, rows, float(s))
+
+
+# Below this many (nonzero, topic) pairs one thread is faster than waking the others (and
+# far faster when other processes keep the cores busy).
+PARALLEL_MIN_PAIRS = 1 << 17
+
+
+def workspace(vocab: int, k: int, dtype: Any, xp: Any = np) -> Any:
+    """Scratch for :func:`same_sample` (per-thread phi_hat copies on the CPU; none on GPU).
+
+    Allocate it once (through the counted allocator) and pass it on every call, so that a
+    minibatch loop allocates nothing.
+    """
+    if xp is not np:
+        return None
+    nthreads = max(numba.get_num_threads(), 1)
+    return backend.empty((nthreads - 1, vocab, k), dtype, np)
+
+
+# ----------------------------------------------------------------------------- CUDA
+
+
+@functools.cache
+def _cuda_kernel(device_id: int, dtype: str, itype: str) -> Any:
+    """The compiled kernel for one device, value type and index type (compiled once)."""
+    del device_id  # part of the memo key: one compiled module per device
+    cp = backend.cupy()
+    from bidlab._source_checkout import cuda_source_dir
+
+    src = (cuda_source_dir() / "lda_sampler.cu").read_text()
+    names = [
+        f"bidlab_same_sample<{t}, {i}>" for t in ("float", "double") for i in ("int", "long long")
+    ]
+    module = cp.RawModule(code=src, options=("--std=c++17",), name_expressions=names)
+    return module.get_function(f"bidlab_same_sample<{dtype}, {itype}>")
+
+
+def _same_sample_gpu(X, theta, cnt, a, beta, invden, temp, nsamps, key, theta_hat, phi_hat,
+                     with_phi):
+    cp = backend.cupy()
+    ctype = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}[theta.dtype]
+    itype = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}[X.indptr.dtype]
+    if X.indices.dtype != X.indptr.dtype:
+        raise TypeError(
+            f"CSR indptr ({X.indptr.dtype}) and indices ({X.indices.dtype}) must share a dtype"
+        )
+    kernel = _cuda_kernel(cp.cuda.Device().id, ctype, itype)
+    ndocs, k = theta.shape
+    if with_phi:
+        phi_hat.fill(0)
+    threads = 256
+    blocks = (ndocs * 32 + threads - 1) // threads
+    use_temp = temp is not None
+    if blocks == 0:
+        return
+    kernel(
+        (blocks,),
+        (threads,),
+        (
+            X.indptr,
+            X.indices,
+            X.data,
+            theta,
+            cnt,
+            np.float64(a),
+            np.float64(beta),
+            invden,
+            temp if use_temp else cnt,
+            np.int32(use_temp),
+            theta_hat,
+            phi_hat,
+            np.int32(with_phi),
+            np.int32(ndocs),
+            np.int32(k),
+            np.float64(nsamps),
+            np.uint64(key),
+        ),
+    )
+
+
+# ----------------------------------------------------------------------------- the API
+
+
+def _check(X, theta, phiT, temp, theta_hat, phi_hat, invden) -> None:
+    ndocs, vocab = X.shape
+    k = theta.shape[1]
+    want = {
+        "theta": (theta, (ndocs, k)),
+        "phiT": (phiT, (vocab, k)),
+        "theta_hat": (theta_hat, (ndocs, k)),
+        "phi_hat": (phi_hat, (vocab, k)),
+    }
+    if temp is not None:
+        want["temp"] = (temp, (vocab, k))
+    if invden is not None:
+        want["invden"] = (invden, (k,))
+    for name, (arr, shape) in want.items():
+        if tuple(arr.shape) != shape:
+            need = " x ".join(str(n) for n in shape)
+            raise ValueError(
+                f"same_sample: {name} has shape {tuple(arr.shape)} but X is {ndocs} x {vocab} "
+                f"with k={k}, so {name} must be {need}"
+            )
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"same_sample: {name} must be C-ordered (rows of k contiguous)")
+        if arr.dtype != theta.dtype or X.dtype != theta.dtype:
+            raise TypeError(
+                f"same_sample: {name} is {arr.dtype}, X is {X.dtype} and theta is "
+                f"{theta.dtype}; use one float dtype for all"
+            )
+
+
+def unique_columns(X: Any, stamp: Any, tick: int, out: Any) -> Any:
+    """The distinct column indices of CSR ``X`` (host), as a view of ``out``.
+
+    ``stamp`` is an int64 array with one entry per column and ``tick`` a number not used
+    with it before (e.g. a minibatch counter): nothing is cleared or allocated.
+    """
+    n = _unique_cols(X.indices, stamp, np.int64(tick), out)
+    return out[:n]
+
+
+def same_sample(
+    X: Any,
+    theta: Any,
+    phiT: Any,
+    nsamps: float,
+    seed: int,
+    step: int,
+    theta_hat: Any,
+    phi_hat: Any,
+    temp: Any = None,
+    work: Any = None,
+    *,
+    scale: float = 1.0,
+    beta: float = 0.0,
+    invden: Any = None,
+    rows: Any = None,
+    with_phi: bool = True,
+) -> None:
+    """One fused SAME sampling sweep over the CSR count matrix ``X`` (documents x vocab).
+
+    Parameters
+    ----------
+    X: scipy or cupyx CSR, ndocs x vocab, float32/float64 counts.
+    theta: ndocs x k (C-ordered) document-topic weights (any positive scale per row).
+    phiT: vocab x k (C-ordered) topic-word probabilities, transposed -- or, with ``invden``,
+        topic-word *counts* N from which the kernel forms
+        ``phi[w, j] = (scale * N[w, j] + beta) * invden[j]`` on the fly (no normalised copy).
+    nsamps: m, the number of samples per token (> 0).
+    seed, step: select the random stream; use a new ``step`` for every sweep.
+    theta_hat: ndocs x k output (overwritten): sum over words of z * T / m.
+    phi_hat: vocab x k output: sum over documents of z * T / m. All of it is overwritten,
+        or with ``rows`` (host int array, CPU) only those rows -- the distinct columns of X,
+        see :func:`unique_columns` -- the others are left as they are.
+    temp: vocab x k temperatures (> 0), or None for all 1.
+    work: scratch from :func:`workspace` (CPU); allocated on the fly when None.
+    with_phi: False skips phi_hat (not touched at all): a sweep that only refines theta.
+    """
+    if not nsamps > 0:
+        raise ValueError(f"nsamps (m, samples per token) must be > 0; got {nsamps}")
+    _check(X, theta, phiT, temp, theta_hat, phi_hat, invden)
+    key = stream_key(seed, step)
+    gpu = backend.is_cupy_array(theta)
+    if invden is None:
+        xp = backend.namespace(theta)
+        invden = xp.ones(theta.shape[1], dtype=theta.dtype)
+        scale, beta = 1.0, 0.0
+    if gpu:
+        backend.namespace(X, theta, phiT, theta_hat, phi_hat, temp, invden)
+        _same_sample_gpu(X, theta, phiT, float(scale), float(beta), invden, temp,
+                         float(nsamps), key, theta_hat, phi_hat, bool(with_phi))
+        return
+    if work is None:
+        work = workspace(phiT.shape[0], theta.shape[1], theta.dtype)
+    if work.shape[1:] != phiT.shape or work.dtype != theta.dtype:
+        raise ValueError(
+            f"same_sample: workspace has shape {work.shape[1:]} / {work.dtype}; need "
+            f"{phiT.shape} / {theta.dtype}: make it with workspace(vocab, k, dtype)"
+        )
+    if rows is None:
+        rows = _ALL_ROWS.get(phiT.shape[0])
+        if rows is None:
+            rows = _ALL_ROWS[phiT.shape[0]] = np.arange(phiT.shape[0], dtype=np.int64)
+    use_temp = temp is not None
+    args = (X.indptr, X.indices, X.data, theta, phiT, float(scale), float(beta), invden,
+            temp if use_temp else phiT, use_temp, theta_hat, phi_hat, bool(with_phi))
+    if X.nnz * theta.shape[1] < PARALLEL_MIN_PAIRS or work.shape[0] == 0:
+        _sample_serial(*args, rows, float(nsamps), np.uint64(key))
+        return
+    _sample_cpu(*args, work, rows, float(nsamps), np.uint64(key))
+
+
+_ALL_ROWS: dict[int, np.ndarray] = {}

@@ -1,0 +1,14 @@
+"""Models: one file per model, each with a scikit-learn surface and a live ``.learner()``.
+
+* :class:`LDA`: topic models by online or batch variational Bayes;
+* :class:`LDAGibbs`: SAME Gibbs sampling with per-parameter temperatures;
+* :class:`GLM`: linear / logistic / softmax / SVM, many targets (or a sweep) in one pass;
+* :class:`KMeans`: Lloyd's algorithm by GEMM distances, and a minibatch variant.
+"""
+
+from bidlab.models.glm import GLM
+from bidlab.models.kmeans import KMeans
+from bidlab.models.lda import LDA
+from bidlab.models.lda_gibbs import LDAGibbs
+
+__all__ = ["LDA", "LDAGibbs", "GLM", "KMeans"]

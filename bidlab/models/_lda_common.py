@@ -1,0 +1,302 @@
+"""What the three LDA trainers share: input checks, the one evaluator, topic inference.
+
+* :func:`check_params` -- one table of parameter rules, one message shape.
+* :func:`as_counts` -- documents x vocabulary counts (scipy.sparse, numpy, CuPy or a
+  ``Corpus``) to a canonical CSR on the data's own backend, refusing negative, NaN and
+  infinite counts (and, for Gibbs, non-integer ones) with the position of the first bad one.
+* :func:`infer_theta` -- the variational E-step with the topics held fixed; ``transform``
+  of every model and the evaluator use it.
+* :func:`heldout_loglik` -- document completion (Wallach et al. 2009): fit each test
+  document's topic proportions on half of its tokens with the topics fixed, then score the
+  other half. It needs only a normalised k x vocabulary matrix, so the benchmark scores
+  bidlab and every peer library with this one function.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+import bidlab as bl
+from bidlab import backend
+
+# ----------------------------------------------------------------------------- parameters
+
+
+def _positive(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def _int_at_least(lo: int):
+    def check(x: Any) -> bool:
+        return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= lo
+
+    return check
+
+
+def _in_unit(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and 0.5 < x <= 1.0
+
+
+_RULES: dict[str, tuple[Any, str]] = {
+    "k": (_int_at_least(1), "an int >= 1"),
+    "alpha": (_positive, "a float > 0"),
+    "beta": (_positive, "a float > 0"),
+    "batch_size": (_int_at_least(1), "an int >= 1"),
+    "n_passes": (_int_at_least(1), "an int >= 1"),
+    "total_docs": (_int_at_least(1), "an int >= 1 or None"),
+    "e_iters": (_int_at_least(1), "an int >= 1"),
+    "tau0": (lambda x: isinstance(x, numbers.Real) and x >= 0, "a float >= 0"),
+    "kappa": (_in_unit, "a float in (0.5, 1]"),
+    "nsamps": (_positive, "a float > 0"),
+    "temperature": (_positive, "a float > 0"),
+}
+
+
+def check_params(owner: str, **params: Any) -> None:
+    """Raise ValueError "The 'x' parameter of LDA must be ... Got ... instead." on a bad one."""
+    for name, value in params.items():
+        rule, what = _RULES[name]
+        if not rule(value):
+            raise ValueError(
+                f"The {name!r} parameter of {owner} must be {what}. Got {value!r} instead."
+            )
+
+
+def check_dtype(owner: str, dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(
+            f"The 'dtype' parameter of {owner} must be float32 or float64. Got {dt} instead."
+        )
+    return dt
+
+
+# ----------------------------------------------------------------------------- input data
+
+
+def _first_position(X: Any, mask: Any) -> tuple[int, int]:
+    """(document, word) of the first stored entry of CSR ``X`` flagged by ``mask``."""
+    p = int(np.flatnonzero(backend.to_host(mask))[0])
+    indptr = np.asarray(backend.to_host(X.indptr))
+    d = int(np.searchsorted(indptr, p, side="right") - 1)
+    return d, int(backend.to_host(X.indices[p : p + 1])[0])
+
+
+def as_counts(X: Any, *, owner: str, dtype: Any, integer: bool = False) -> Any:
+    """A canonical CSR copy of the documents x vocabulary counts ``X`` on its own backend.
+
+    Accepts scipy.sparse, numpy, CuPy / cupyx sparse, a ``bidlab.SMat`` or anything with
+    ``.X`` (a :class:`bidlab.datasets.Corpus`). Stored zeros are dropped and duplicates
+    summed. Raises ValueError naming the first (document, word) that is NaN, infinite,
+    negative, or -- when ``integer`` -- not a whole number.
+    """
+    if hasattr(X, "X") and hasattr(X, "vocab"):
+        X = X.X
+    if isinstance(X, bl.SMat):
+        X = X.csr
+    if isinstance(X, bl.Mat):
+        X = X.data
+    on_gpu = backend.is_cupy_array(X)
+    if backend.is_sparse(X):
+        if not on_gpu:
+            X = sp.csr_matrix(X, dtype=dtype, copy=True)
+        else:
+            csp = backend.sparse_module(backend.cupy())
+            X = csp.csr_matrix(X, dtype=dtype, copy=True)
+    else:
+        xp = backend.namespace(X) if on_gpu else np
+        arr = xp.asarray(X)
+        if arr.ndim != 2:
+            raise ValueError(
+                f"{owner}: X must be 2-D (documents x vocabulary); got shape {tuple(arr.shape)}"
+            )
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"{owner}: X must hold numbers; got dtype {arr.dtype}")
+        X = backend.sparse_module(xp).csr_matrix(arr.astype(dtype, copy=False))
+    if X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"{owner}: X is {X.shape[0]} x {X.shape[1]}; need at least 1 x 1")
+    xp = backend.namespace(X.data)
+    data = X.data
+    bad = ~xp.isfinite(data)
+    if bool(bad.any()):
+        d, w = _first_position(X, bad)
+        raise ValueError(
+            f"{owner}: X holds NaN or infinite counts (first at document {d}, word {w}); "
+            "counts must be finite: clean the data first"
+        )
+    bad = data < 0
+    if bool(bad.any()):
+        d, w = _first_position(X, bad)
+        raise ValueError(
+            f"{owner}: X holds negative counts (first at document {d}, word {w}); word counts "
+            "must be >= 0"
+        )
+    if integer:
+        bad = data != xp.floor(data)
+        if bool(bad.any()):
+            d, w = _first_position(X, bad)
+            value = float(backend.to_host(data[bad][:1])[0])
+            raise ValueError(
+                f"{owner}: X holds a non-integer count {value:g} at document {d}, word {w}; "
+                "the Gibbs sampler draws whole tokens, so it refuses fractional counts: round "
+                "them (X.data = np.rint(X.data)) or use bidlab.models.LDA, whose variational "
+                "update accepts fractional counts"
+            )
+    X.sum_duplicates()
+    X.eliminate_zeros()
+    if not X.has_sorted_indices:
+        X.sort_indices()
+    return X
+
+
+def mu_floor(dtype: Any) -> float:
+    """Added to the SDDMM's predictions before dividing by them.
+
+    A word that every topic has (nearly) forgotten gets exp E[log phi] below float32's
+    range; without a floor X / mu overflows to inf and inf * 0 makes NaNs. With it such a
+    word simply stops pulling on the document (BIDMach's ``weps``). The floor leaves
+    ~1e8 of headroom below the dtype's largest value for the products that follow.
+    """
+    return 1e-30 if np.dtype(dtype) == np.float32 else 1e-200
+
+
+def nonempty_rows(X: Any) -> Any:
+    """Boolean mask (host numpy) of documents with at least one token."""
+    indptr = np.asarray(backend.to_host(X.indptr))
+    return np.diff(indptr) > 0
+
+
+# ----------------------------------------------------------------------------- inference
+
+
+def infer_theta(
+    phiT: bl.Mat,
+    X: bl.SMat,
+    alpha: float,
+    *,
+    max_iter: int = 100,
+    tol: float = 1e-4,
+    check_every: int = 5,
+) -> bl.Mat:
+    """Variational E-step with the topics fixed: the documents' Dirichlet parameters gamma.
+
+    ``phiT`` is vocabulary x k (columns sum to 1), ``X`` documents x vocabulary counts.
+    Iterates ``gamma = alpha + exp(E[log theta]) o ((X / mu) @ phiT)`` with
+    ``mu = sddmm(exp(E[log theta]), phi, X)`` until the mean absolute change per entry is
+    below ``tol`` (checked every ``check_every`` steps) or ``max_iter`` steps. Empty
+    documents keep gamma = alpha (the prior mean: uniform). Returns documents x k.
+    """
+    xp = phiT.xp
+    ndocs = X.shape[0]
+    k = phiT.shape[1]
+    dtype = phiT.dtype
+    gamma = bl.Mat(backend.empty((ndocs, k), dtype, xp))
+    gamma.data.fill(alpha)
+    et = bl.Mat(backend.empty((ndocs, k), dtype, xp))
+    et.data.fill(1.0)  # uniform start: exp E[log theta] is constant per document
+    tiny = mu_floor(dtype)
+    with bl.caching():
+        for it in range(max_iter):
+            mu = bl.sddmm(et.T, phiT.T, X)
+            ratio = X / (mu + tiny)
+            gnew = et * (ratio @ phiT) + alpha
+            if (it + 1) % check_every == 0 or it == max_iter - 1:
+                change = float(xp.abs(gnew.data - gamma.data).mean())
+                gamma <<= gnew
+                if change < tol:
+                    break
+            else:
+                gamma <<= gnew
+            bl.expdigamma(gamma, out=et)
+    return gamma
+
+
+def split_halves(X: Any, seed: int = 0) -> tuple[Any, Any]:
+    """Split each document's tokens at random into an observed and a held-out half.
+
+    Each count c goes Binomial(c, 1/2) to the observed half (fractional parts go to one
+    half or the other with probability 1/2). Deterministic for a seed; host scipy CSRs.
+    """
+    Xh = sp.csr_matrix(backend.to_host(X))
+    rng = np.random.default_rng(seed)
+    whole = np.floor(Xh.data)
+    frac = Xh.data - whole
+    obs = rng.binomial(whole.astype(np.int64), 0.5).astype(Xh.dtype)
+    obs += frac * (rng.random(frac.shape[0]) < 0.5)
+    held = Xh.data - obs
+    A = sp.csr_matrix((obs, Xh.indices, Xh.indptr), shape=Xh.shape)
+    B = sp.csr_matrix((held, Xh.indices.copy(), Xh.indptr.copy()), shape=Xh.shape)
+    A.eliminate_zeros()
+    B.eliminate_zeros()
+    return A, B
+
+
+def normalise_topics(components: Any, *, owner: str = "heldout_loglik") -> np.ndarray:
+    """k x V host float64 topics with rows summing to 1; refuses negative or empty rows."""
+    c = np.asarray(backend.to_host(components), dtype=np.float64)
+    if c.ndim != 2:
+        raise ValueError(f"{owner}: topics must be k x vocabulary; got shape {c.shape}")
+    if not np.isfinite(c).all() or (c < 0).any():
+        raise ValueError(f"{owner}: topics must be finite and >= 0")
+    sums = c.sum(axis=1, keepdims=True)
+    if (sums <= 0).any():
+        raise ValueError(f"{owner}: topic {int(np.argmin(sums))} has no mass")
+    return c / sums
+
+
+def heldout_loglik(
+    components: Any,
+    X_test: Any,
+    alpha: float,
+    *,
+    seed: int = 0,
+    max_iter: int = 100,
+    tol: float = 1e-4,
+    details: bool = False,
+    device: str = "cpu",
+) -> float | dict[str, float]:
+    """Held-out per-word log-likelihood by document completion (the one evaluator).
+
+    ``components`` is any k x vocabulary non-negative matrix (rows are normalised here);
+    ``X_test`` documents x vocabulary counts. Each document's tokens are split in halves
+    (:func:`split_halves`); theta is fitted on the first with the topics fixed
+    (:func:`infer_theta`, prior ``alpha``) and the second half scores
+    ``sum log(theta_d . phi_w) / #held-out tokens``. Word probabilities are floored at
+    1e-300 so a topic matrix with exact zeros scores very badly rather than -inf.
+    Computed in float64. Higher is better; a uniform model scores -log(vocabulary).
+
+    With ``details=True`` returns a dict: loglik, tokens (held-out), docs (scored).
+    """
+    phi = normalise_topics(components)
+    X = as_counts(X_test, owner="heldout_loglik", dtype=np.float64)
+    X = sp.csr_matrix(backend.to_host(X))
+    if X.shape[1] != phi.shape[1]:
+        raise ValueError(
+            f"heldout_loglik: X_test has {X.shape[1]} words (columns) but the topics have "
+            f"{phi.shape[1]}: use the vocabulary the model was trained with"
+        )
+    obs, held = split_halves(X, seed)
+    tokens = float(held.sum())
+    if tokens <= 0:
+        raise ValueError("heldout_loglik: the test documents have no tokens to score")
+    phiT = np.ascontiguousarray(phi.T)
+    if device == "gpu":
+        phiT_m = bl.Mat(backend.to_device(phiT))
+        obs_m, held_m = bl.SMat(backend.to_device(obs)), bl.SMat(backend.to_device(held))
+    else:
+        phiT_m, obs_m, held_m = bl.Mat(phiT), bl.SMat(obs), bl.SMat(held)
+    gamma = infer_theta(phiT_m, obs_m, alpha, max_iter=max_iter, tol=tol)
+    theta = gamma / gamma.sum(axis=1)
+    prob = bl.sddmm(theta.T, phiT_m.T, held_m)
+    xp = phiT_m.xp
+    total = float(xp.sum(held_m.data * xp.log(xp.maximum(prob.data, 1e-300))))
+    ll = total / tokens
+    if details:
+        docs = int(np.count_nonzero(np.diff(held.indptr) > 0))
+        return {"loglik": ll, "tokens": tokens, "docs": docs}
+    return ll

@@ -1,0 +1,106 @@
+"""LDA's bad input: each error names the problem (both numbers for a mismatch) and the fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from bidlab.datasets import block_diagonal_corpus
+from bidlab.models import LDA, LDAGibbs
+
+
+@pytest.fixture(scope="module")
+def X():
+    return block_diagonal_corpus(k=3, words_per_topic=4, n_docs=60, doc_len=20).X
+
+
+@pytest.mark.parametrize("cls", [LDA, LDAGibbs])
+def test_negative_nan_and_infinite_counts_are_refused_with_their_position(cls, X):
+    for bad, what in ((-1.0, "negative"), (np.nan, "NaN or infinite"),
+                      (np.inf, "NaN or infinite")):
+        Y = X.copy().tolil()
+        Y[5, 2] = bad
+        with pytest.raises(ValueError, match=rf"{what} counts \(first at document 5, word 2\)"):
+            cls(3, n_passes=1).fit(Y.tocsr())
+    dense = X.toarray()
+    dense[7, 1] = -3
+    with pytest.raises(ValueError, match=r"negative counts \(first at document 7, word 1\)"):
+        cls(3, n_passes=1).fit(dense)
+
+
+def test_gibbs_refuses_fractional_counts_and_vb_accepts_them(X):
+    Y = X.copy()
+    Y.data = Y.data * 0.5
+    msg = r"non-integer count \d+\.5 at document 0, word \d+.*round them"
+    with pytest.raises(ValueError, match=msg):
+        LDAGibbs(3, n_passes=1).fit(Y)
+    model = LDA(3, n_passes=2, batch_size=20).fit(Y)  # variational LDA takes weights
+    assert np.isfinite(model.components_).all()
+
+
+@pytest.mark.parametrize("cls", [LDA, LDAGibbs])
+def test_vocabulary_mismatch_names_both_sizes(cls, X):
+    model = cls(3, n_passes=1).fit(X)
+    wrong = sp.csr_matrix((4, X.shape[1] + 5), dtype=np.float32)
+    for call in (model.transform, model.score, model.partial_fit):
+        with pytest.raises(ValueError, match=rf"X has {X.shape[1] + 5} words .* trained with "
+                                             rf"{X.shape[1]}"):
+            call(wrong)
+
+
+@pytest.mark.parametrize("cls", [LDA, LDAGibbs])
+@pytest.mark.parametrize("kw,msg", [
+    ({"k": 0}, r"'k' parameter of LDA\w* must be an int >= 1\. Got 0"),
+    ({"k": 2.5}, r"'k' parameter .* Got 2\.5"),
+    ({"alpha": 0.0}, r"'alpha' parameter .* > 0\. Got 0\.0"),
+    ({"alpha": -1}, r"'alpha' parameter .* Got -1"),
+    ({"beta": 0}, r"'beta' parameter .* Got 0"),
+    ({"beta": float("nan")}, r"'beta' parameter .* Got nan"),
+    ({"batch_size": 0}, r"'batch_size' parameter"),
+    ({"kappa": 0.3}, r"'kappa' parameter .* \(0\.5, 1\]"),
+    ({"dtype": np.int32}, r"'dtype' parameter .* float32 or float64"),
+    ({"init": "magic"}, r"'init' parameter .* 'random' or 'kmeans'"),
+])
+def test_bad_parameters(cls, kw, msg):
+    args = {"k": 3, **kw}
+    with pytest.raises(ValueError, match=msg):
+        cls(**args)
+
+
+def test_bad_method_and_sampler_parameters():
+    with pytest.raises(ValueError, match=r"'method' parameter of LDA .* Got 'gibbs'.*LDAGibbs"):
+        LDA(3, "gibbs")
+    with pytest.raises(ValueError, match=r"'nsamps' parameter .* > 0\. Got 0"):
+        LDAGibbs(3, nsamps=0)
+    with pytest.raises(ValueError, match=r"'anneal' parameter .* Got 'fast'"):
+        LDAGibbs(3, anneal="fast")
+
+
+def test_temperature_must_be_positive_and_inside_the_matrix(X):
+    model = LDAGibbs(3, 10, n_passes=1).fit(X)
+    V = X.shape[1]
+    for bad in (0.0, -2.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match=r"'temperature' parameter .* > 0"):
+            model.set_temperature(bad, topic=0, word=0)
+    with pytest.raises(IndexError, match=rf"\(topic=3, word=None\) is outside the k x "
+                                         rf"vocabulary = 3 x {V} temperature matrix"):
+        model.set_temperature(2.0, topic=3)
+    with pytest.raises(IndexError, match=rf"word must be in 0\.\.{V - 1}"):
+        model.set_temperature(2.0, topic=0, word=V)
+    with pytest.raises(IndexError, match="outside"):
+        model.set_temperature(2.0, word=-1)
+    with pytest.raises(TypeError, match="must be an int"):
+        model.set_temperature(2.0, topic=1.5)
+    assert model.temperature_log_ == [], "refused changes are not logged"
+    with pytest.raises(RuntimeError, match="not fitted yet"):
+        LDAGibbs(3).set_temperature(2.0)
+
+
+def test_not_fitted_and_wrong_shapes(X):
+    with pytest.raises(RuntimeError, match=r"not fitted yet: call fit\(X\)"):
+        LDA(3).transform(X)
+    with pytest.raises(ValueError, match=r"2-D \(documents x vocabulary\); got shape \(5,\)"):
+        LDA(3).fit(np.ones(5))
+    with pytest.raises(AttributeError, match="LDAGibbs"):
+        LDA(3, n_passes=1).learner(X).set_temperature(2.0)
