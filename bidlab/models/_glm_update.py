@@ -1,0 +1,140 @@
+"""GLM weight updates: plain gradient and ADAGrad, with per-target L1 / L2 and learning rates.
+
+Every hyperparameter is a 1 x T row (one value per weight column; the model expands its
+per-target 1 x K rows into these), so a sweep of configurations trains in one pass and a
+learning rate changed live costs nothing.
+
+On the CPU the whole update -- regularisation, the ADAGrad accumulator and the step -- is
+one fused numba pass over the d x T model (memory-bound: three reads, two writes per
+weight) instead of seven numpy passes. Any other backend (CuPy) takes the generic path
+below, written with ``xp`` ufuncs into preallocated buffers; tests run the generic path on
+numpy too and compare it with the fused one.
+
+Numpy oracle (ADAGrad; ``Grad`` skips the accumulator and divides by 1)::
+
+    g = G + l2 * W + l1 * sign(W)
+    S += g * g
+    W -= lr * g / (sqrt(S) + eps)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+from bidlab import backend
+
+UPDATERS = ("adagrad", "grad")
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def _adagrad_fused(W, G, S, lr, l1, l2, eps):  # pragma: no cover - compiled
+    d, T = W.shape
+    for i in numba.prange(d):
+        for j in range(T):
+            w = W[i, j]
+            g = G[i, j] + l2[j] * w
+            if w > 0:
+                g += l1[j]
+            elif w < 0:
+                g -= l1[j]
+            s = S[i, j] + g * g
+            S[i, j] = s
+            W[i, j] = w - lr[j] * g / (np.sqrt(s) + eps)
+
+
+@numba.njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def _grad_fused(W, G, lr, l1, l2):  # pragma: no cover - compiled
+    d, T = W.shape
+    for i in numba.prange(d):
+        for j in range(T):
+            w = W[i, j]
+            g = G[i, j] + l2[j] * w
+            if w > 0:
+                g += l1[j]
+            elif w < 0:
+                g -= l1[j]
+            W[i, j] = w - lr[j] * g
+
+
+class Updater:
+    """Owns the update's state (ADAGrad's squared-gradient sums) for a d x T model + bias.
+
+    ``fused=None`` picks the fused numba kernel for C-ordered numpy weights and the generic
+    ``xp`` path otherwise; ``fused=False`` forces the generic path (tests compare the two).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        W: Any,
+        b: Any,
+        *,
+        eps: float = 1e-8,
+        fused: bool | None = None,
+    ) -> None:
+        if kind not in UPDATERS:
+            raise ValueError(f"updater must be one of {list(UPDATERS)}; got {kind!r}")
+        self.kind, self.eps = kind, float(eps)
+        xp = backend.namespace(W)
+        self.xp = xp
+        can_fuse = xp is np and W.flags.c_contiguous
+        self.fused = can_fuse if fused is None else (bool(fused) and can_fuse)
+        self.S = self.Sb = None
+        if kind == "adagrad":
+            self.S = backend.zeros(W.shape, W.dtype, xp)
+            self.Sb = backend.zeros(b.shape, b.dtype, xp)
+        self._t1 = self._t2 = None
+        if not self.fused:
+            self._t1 = backend.empty(W.shape, W.dtype, xp)
+            self._t2 = backend.empty(W.shape, W.dtype, xp)
+        self._tb = backend.empty(b.shape, b.dtype, xp)
+        self._tb2 = backend.empty(b.shape, b.dtype, xp)
+
+    def reset(self) -> None:
+        """Forget the accumulated squared gradients (a fresh ``fit``)."""
+        if self.S is not None:
+            self.S.fill(0)
+            self.Sb.fill(0)
+
+    def apply(self, W: Any, G: Any, b: Any, gb: Any, lr: Any, l1: Any, l2: Any) -> None:
+        """Update W (d x T) and b (1 x T) in place from gradients G, gb; rows lr/l1/l2 1 x T."""
+        if self.fused:
+            if self.kind == "adagrad":
+                _adagrad_fused(W, G, self.S, lr[0], l1[0], l2[0], W.dtype.type(self.eps))
+            else:
+                _grad_fused(W, G, lr[0], l1[0], l2[0])
+        else:
+            self._generic(W, G, lr, l1, l2)
+        self._bias(b, gb, lr)
+
+    def _generic(self, W: Any, G: Any, lr: Any, l1: Any, l2: Any) -> None:
+        xp, g, t = self.xp, self._t1, self._t2
+        xp.multiply(W, l2, out=g)
+        xp.add(g, G, out=g)
+        xp.sign(W, out=t)
+        xp.multiply(t, l1, out=t)
+        xp.add(g, t, out=g)
+        if self.kind == "adagrad":
+            xp.multiply(g, g, out=t)
+            xp.add(self.S, t, out=self.S)
+            xp.sqrt(self.S, out=t)
+            xp.add(t, self.eps, out=t)
+            xp.divide(g, t, out=g)
+        xp.multiply(g, lr, out=g)
+        xp.subtract(W, g, out=W)
+
+    def _bias(self, b: Any, gb: Any, lr: Any) -> None:
+        xp, t, t2 = self.xp, self._tb, self._tb2
+        if self.kind == "adagrad":
+            xp.multiply(gb, gb, out=t)
+            xp.add(self.Sb, t, out=self.Sb)
+            xp.sqrt(self.Sb, out=t)
+            xp.add(t, self.eps, out=t)
+            xp.divide(gb, t, out=t2)
+        else:
+            t2[...] = gb
+        xp.multiply(t2, lr, out=t2)
+        xp.subtract(b, t2, out=b)
