@@ -18,3 +18,9 @@ __version__ = "0.1.0"
 __all__ = [*_mat_all, "abs", "gpu_available", "__version__"]
 
 _source_checkout.install()
+
+# Inside a Jupyter kernel, publish this kernel's learners to the JupyterLab extension's
+# "Learners" panel (a daemon thread; does nothing in plain Python, pytest or a terminal).
+from bidlab.lab import bridge as _bridge  # noqa: E402
+
+_bridge.install()

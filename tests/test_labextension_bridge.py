@@ -1,0 +1,329 @@
+"""The kernel side of the JupyterLab extension: bidlab.lab.snapshot and bidlab.lab.bridge.
+
+In-process tests drive a :class:`LearnerBridge` with a recording fake comm and real
+learners (least squares on synthetic data, slowed to a modest step rate). The last tests
+start a real IPython kernel and play the extension's part over the real comm protocol.
+"""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+import pytest
+
+from bidlab.lab import bridge as bridge_mod
+from bidlab.lab.bridge import TARGET, LearnerBridge
+from bidlab.lab.snapshot import applies_to, apply, dashboard_class, describe
+from bidlab.learn import Learner, LeastSquares, registry
+
+
+class PacedLeastSquares(LeastSquares):
+    """Least squares that sleeps 5 ms per minibatch: a learner that keeps running."""
+
+    def update(self, batch):
+        time.sleep(0.005)
+        return super().update(batch)
+
+
+@pytest.fixture
+def make():
+    """make(name) -> a fresh learner on 2,000 x 10 synthetic least squares; all stopped after."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((2000, 10)).astype(np.float32)
+    y = X @ rng.standard_normal((10, 1)).astype(np.float32)
+    made: list[Learner] = []
+
+    def make(name: str) -> Learner:
+        lr = Learner(PacedLeastSquares(), (X, y), batch_size=100, npasses=10_000, name=name)
+        made.append(lr)
+        return lr
+
+    yield make
+    for lr in made:
+        lr.stop(wait=True, timeout=5)
+
+
+class FakeComm:
+    """Records what the bridge sends; ``opened`` holds the data of comm_open."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.messages = [data]
+        self.on_msg_cb = None
+        self.on_close_cb = None
+
+    def send(self, data: dict[str, Any]) -> None:
+        self.messages.append(data)
+
+    def on_msg(self, cb) -> None:
+        self.on_msg_cb = cb
+
+    def on_close(self, cb) -> None:
+        self.on_close_cb = cb
+
+
+@pytest.fixture
+def comms() -> list[FakeComm]:
+    return []
+
+
+@pytest.fixture
+def bridge(comms) -> LearnerBridge:
+    """A bridge that sees only the learners made in this test (names start with 't-')."""
+
+    gc.collect()  # learners of earlier tests go away
+
+    def mine() -> list[Any]:
+        return [lr for lr in registry.learners() if lr.name.startswith("t-")]
+
+    def open_comm(data):
+        comms.append(FakeComm(data))
+        return comms[-1]
+
+    b = LearnerBridge(learners=mine, open_comm=open_comm, interval=0.05)
+    yield b
+    b.stop()
+
+
+def names(msg: dict[str, Any]) -> list[str]:
+    return [i["name"] for i in msg["learners"]]
+
+
+def wait_state(lr: Learner, state: str, timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while lr.state != state and time.monotonic() < end:
+        time.sleep(0.01)
+    assert lr.state == state
+
+
+# ---------------------------------------------------------------------------- snapshot
+def test_dashboard_class_is_a_css_safe_class_name():
+    assert dashboard_class("lda") == "bidlab-dashboard-lda"
+    assert dashboard_class("lda run/1.5") == "bidlab-dashboard-lda-run-1-5"
+
+
+def test_describe_reports_what_the_panel_shows_and_no_nan(make):
+    lr = make("t-describe")
+    info = describe(lr)
+    assert info == {"id": "t-describe", "name": "t-describe", "model": "PacedLeastSquares",
+                    "state": "created", "progress": 0.0, "train_score": None,
+                    "val_score": None, "samples_per_s": None,
+                    "dashboard": "bidlab-dashboard-t-describe"}
+    lr.start()
+    end = time.monotonic() + 10
+    while describe(lr)["val_score"] is None and time.monotonic() < end:
+        time.sleep(0.02)
+    info = describe(lr)
+    assert info["state"] == "running"
+    assert info["samples_per_s"] > 0 and info["train_score"] <= 0 and info["val_score"] <= 0
+    assert 0 <= info["progress"] < 1
+
+
+def test_apply_changes_state_and_refuses_unknown_commands(make):
+    lr = make("t-apply").start()
+    assert apply(lr, "pause") == "paused" and lr.state == "paused"
+    assert apply(lr, "resume") == "running"
+    assert apply(lr, "stop") == "stopped"
+    with pytest.raises(ValueError, match="unknown learner command 'explode'"):
+        apply(lr, "explode")
+    assert applies_to("pause", "running") and not applies_to("pause", "paused")
+    assert applies_to("stop", "paused") and not applies_to("stop", "done")
+
+
+# ------------------------------------------------------------------------------ bridge
+def test_no_comm_until_a_learner_exists(bridge, comms, make):
+    assert bridge.tick() is False and comms == []
+    make("t-first")
+    assert bridge.tick() is True
+    assert len(comms) == 1 and comms[0].messages[0]["type"] == "snapshot"
+    assert names(comms[0].messages[0]) == ["t-first"]
+    assert bridge.tick() is False, "nothing runs and nothing changed: nothing is sent"
+
+
+def test_publishes_while_running_then_once_after_the_last_stops(bridge, comms, make):
+    lr = make("t-run")
+    bridge.tick()
+    lr.start()
+    ticks = [bridge.tick() for _ in range(5)]
+    assert ticks == [True] * 5, "a snapshot on every tick while a learner runs"
+    lr.stop(wait=True)
+    assert bridge.tick() is True, "one final snapshot when the last learner stops"
+    assert comms[0].messages[-1]["learners"][0]["state"] == "stopped"
+    assert [bridge.tick() for _ in range(3)] == [False] * 3
+
+
+def test_pump_thread_sends_at_most_its_rate(comms, make):
+    lr = make("t-rate").start()
+    b = LearnerBridge(learners=lambda: [lr], open_comm=lambda d: comms.append(FakeComm(d))
+                      or comms[-1])  # default interval: 0.25 s
+    b.start()
+    time.sleep(1.6)
+    b.stop()
+    sent = len(comms[0].messages)
+    assert 4 <= sent <= 7, f"{sent} snapshots in 1.6 s: expected ~6 at 4 Hz"
+
+
+def test_commands_act_on_the_learner_and_reply_with_the_new_state(bridge, comms, make):
+    a, b = make("t-a").start(), make("t-b").start()
+    bridge.tick()
+    comm = comms[0]
+    comm.on_msg_cb({"content": {"data": {"action": "pause", "learner": "t-a", "request": "r1"}}})
+    reply = comm.messages[-1]
+    assert reply["type"] == "reply" and reply["request"] == "r1" and reply["ok"]
+    assert reply["states"] == {"t-a": "paused"} and a.state == "paused"
+    assert {i["name"]: i["state"] for i in reply["learners"]} == {"t-a": "paused",
+                                                                  "t-b": "running"}
+    # "every learner": pause all pauses the running one and leaves the paused one alone
+    reply = bridge.handle({"action": "pause", "learner": None, "request": "r2"})
+    assert reply["states"] == {"t-b": "paused"} and b.state == "paused"
+    reply = bridge.handle({"action": "stop", "learner": None, "request": "r3"})
+    assert reply["states"] == {"t-a": "stopped", "t-b": "stopped"}
+    assert a.state == b.state == "stopped"
+
+
+def test_bad_commands_answer_with_an_error_that_names_the_fix(bridge, comms, make):
+    make("t-only")
+    reply = bridge.handle({"action": "pause", "learner": "nope", "request": "x"})
+    assert not reply["ok"]
+    assert reply["error"] == "no live learner named 'nope'; live learners: ['t-only']"
+    reply = bridge.handle({"action": "explode", "learner": None, "request": "y"})
+    assert not reply["ok"] and "unknown command 'explode'" in reply["error"]
+    assert bridge.handle({"action": "refresh"})["type"] == "snapshot"
+
+
+def test_garbage_collected_learners_disappear_and_are_not_kept_alive(bridge, comms, make):
+    lr = Learner(PacedLeastSquares(), (np.ones((50, 2), np.float32),
+                                       np.ones((50, 1), np.float32)), batch_size=50, name="t-gc")
+    make("t-keep")
+    bridge.tick()
+    assert names(comms[0].messages[-1]) == ["t-gc", "t-keep"]
+    ref = weakref.ref(lr)
+    del lr
+    gc.collect()
+    assert ref() is None, "the bridge (or its snapshot) kept a learner alive"
+    assert bridge.tick() is True
+    assert names(comms[0].messages[-1]) == ["t-keep"]
+
+
+def test_a_closed_comm_is_reopened_on_the_next_send(bridge, comms, make):
+    lr = make("t-reopen").start()
+    bridge.tick()
+    comms[0].on_close_cb({})
+    bridge.tick()
+    assert len(comms) == 2 and names(comms[1].messages[0]) == ["t-reopen"]
+    lr.stop()
+
+
+def test_install_is_a_no_op_outside_a_kernel():
+    assert bridge_mod.in_kernel() is False
+    assert bridge_mod.install() is None
+    assert bridge_mod.current() is None
+
+
+def test_importing_bidlab_lab_stays_headless():
+    code = ("import sys, bidlab, bidlab.lab, bidlab.lab.bridge; "
+            "bad = [m for m in ('ipywidgets', 'bokeh', 'comm', 'ipykernel', 'jupyter_server')"
+            " if m in sys.modules]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]", f"importing bidlab.lab pulled in {out}"
+
+
+# ------------------------------------------------------------------- in a real kernel
+KERNEL_SETUP = """
+import time
+import numpy as np
+import bidlab
+import bidlab.lab
+from bidlab.learn import Learner, LeastSquares
+
+class Paced(LeastSquares):
+    def update(self, batch):
+        time.sleep(0.005)
+        return super().update(batch)
+
+rng = np.random.default_rng(0)
+X = rng.standard_normal((2000, 10)).astype(np.float32)
+y = X @ rng.standard_normal((10, 1)).astype(np.float32)
+"""
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    pytest.importorskip("ipykernel")
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3")
+    yield kc
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+def run(kc, code: str) -> dict[str, Any]:
+    reply = kc.execute_interactive(code, timeout=30, output_hook=lambda msg: None)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    return reply
+
+
+def comm_messages(kc, seconds: float) -> list[dict[str, Any]]:
+    """Every bidlab comm message on iopub during ``seconds``."""
+    out = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            msg = kc.get_iopub_msg(timeout=max(0.01, end - time.monotonic()))
+        except Exception:
+            break
+        t = msg["header"]["msg_type"]
+        if t == "comm_open" and msg["content"]["target_name"] == TARGET or t == "comm_msg":
+            out.append(msg)
+    return out
+
+
+def test_importing_bidlab_in_a_kernel_starts_the_bridge(kernel):
+    run(kernel, "import sys, bidlab")
+    bridge = "sys.modules.get('bidlab.lab.bridge')"
+    reply = kernel.execute_interactive(
+        "", user_expressions={"v": f"{bridge} is not None and {bridge}.current() is not None "
+                                   f"and {bridge}.current().running"},
+        timeout=10, output_hook=lambda msg: None)
+    value = reply["content"]["user_expressions"]["v"]
+    assert value.get("data", {}).get("text/plain") == "True", (
+        "`import bidlab` inside a kernel must start the learner bridge: bidlab/__init__.py "
+        "should call bidlab.lab.bridge.install()")
+
+
+def test_kernel_publishes_over_a_comm_and_obeys_commands(kernel):
+    run(kernel, KERNEL_SETUP)
+    run(kernel, "bidlab.lab.install()")  # idempotent; the test above checks the import hook
+    comm_messages(kernel, 0.3)  # drain
+    run(kernel, 'lr = Learner(Paced(), (X, y), batch_size=100, npasses=10_000, '
+                'name="k-lsq").start()')
+    msgs = comm_messages(kernel, 2.0)
+    opened = [m for m in msgs if m["header"]["msg_type"] == "comm_open"]
+    assert len(opened) == 1, "the bridge opens one comm on target bidlab.learners"
+    comm_id = opened[0]["content"]["comm_id"]
+    data = [m["content"]["data"] for m in msgs]
+    assert all(d["type"] == "snapshot" for d in data)
+    assert 5 <= len(data) <= 10, f"{len(data)} snapshots in 2 s: expected at most ~4 Hz"
+    assert data[-1]["learners"][0]["name"] == "k-lsq"
+    assert data[-1]["learners"][0]["state"] == "running"
+
+    # the extension's Pause button: a comm_msg on the shell channel
+    msg = kernel.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+        "action": "pause", "learner": "k-lsq", "request": "q1"}})
+    kernel.shell_channel.send(msg)
+    replies = [m["content"]["data"] for m in comm_messages(kernel, 1.5)
+               if m["content"]["data"].get("type") == "reply"]
+    assert replies and replies[0]["request"] == "q1" and replies[0]["states"] == {
+        "k-lsq": "paused"}
+    value = kernel.execute_interactive("", user_expressions={"s": "lr.state"}, timeout=10,
+                                       output_hook=lambda m: None)
+    assert value["content"]["user_expressions"]["s"]["data"]["text/plain"] == "'paused'"
+    assert comm_messages(kernel, 1.0) == [], "nothing runs: nothing is published"
+    run(kernel, "lr.stop()")
