@@ -476,7 +476,19 @@ class LDABase:
                 mu = bl.sddmm(et.T, phiT.T, sb)
                 gamma <<= et * ((sb / (mu + tiny)) @ phiT) + self.alpha_m
                 bl.expdigamma(gamma, out=et)
-            theta = gamma / gamma.sum(axis=1)
+        return self._score_with(sb, gamma)
+
+    def _score_with(self, sb: bl.SMat, doc_params: bl.Mat) -> bl.Mat:
+        """Per-word log-likelihood of ``sb`` under the current topics, each document's
+        proportions being its row of ``doc_params`` normalised (Dirichlet parameters or
+        topic counts); one SDDMM, a 1 x 1 Mat, allocation-free when cached.
+
+        The learner's training score: after a minibatch's E-step (or sampling sweeps) the
+        fitted parameters are at hand, so scoring costs one SDDMM instead of a new fit."""
+        phiT = self._topicsT()
+        tiny = common.mu_floor(self.dtype)
+        with bl.caching():
+            theta = doc_params / doc_params.sum(axis=1)
             prob = bl.sddmm(theta.T, phiT.T, sb)
             return (sb * bl.log(prob + tiny)).sum() / sb.sum()
 

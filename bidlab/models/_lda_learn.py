@@ -115,10 +115,12 @@ class LDALearnModel(Model):
             m = est._begin_batch({"pass": batch.pass_, "index": batch.index,
                                   "batch": est.n_batches_})
             est._sample(sb, m, n, sparse=False)
+            score = est._score_with(sb, est.theta)
             self._scale.set(est._total_docs / max(n, 1))
             self._upd <<= est.phi_hat * self._scale
         else:
             sstats = est._estep(sb, n)
+            score = est._score_with(sb, est.gamma)
             if est.method == "batch":
                 self._upd <<= sstats
             else:
@@ -126,7 +128,19 @@ class LDALearnModel(Model):
                 self._upd <<= sstats * self._scale + est.beta_m
         est.n_batches_ += 1
         est.n_docs_seen_ += n
-        return None
+        return score
+
+    def flops(self, batch: Minibatch) -> float:
+        """Per minibatch: each VB E-step iteration is an SDDMM and a sparse x dense product
+        (2 k nnz flops each), plus the sufficient statistics and the score; each Gibbs sweep
+        is the fused SDDMM and the accumulation of the draws (2 k nnz each)."""
+        est = self.estimator
+        x = batch.mats[0]
+        k_nnz = float(est.k) * (x.nnz if hasattr(x, "nnz") else x.data.size)
+        sweeps = est._n_e_iters()
+        if hasattr(est, "NT"):
+            return (4.0 * sweeps + 2.0) * k_nnz
+        return (4.0 * (sweeps + 1) + 2.0) * k_nnz
 
     def evaluate(self, batch: Minibatch) -> Any:
         est = self.estimator
