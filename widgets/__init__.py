@@ -1,1 +1,34 @@
-"""Live dashboards for bidlab learners (needs the ``viz`` extra)."""
+"""Live dashboards for bidlab learners in JupyterLab (needs the ``viz`` extra).
+
+Training runs in a background thread; one pump thread per learner turns its snapshots
+into widget and bokeh updates at most ten times a second (see ``_pump``). BokehJS is
+loaded inline, so the charts work offline.
+
+* :class:`Dashboard` -- buttons, state, progress, score curves, throughput and controls
+  generated from the learner's live options.
+* :class:`TopicBubbles` -- the LDA word x topic bubble chart with per-parameter
+  temperatures (SAME Gibbs).
+* :class:`SweepView` -- a GLM hyperparameter sweep, one curve per configuration.
+* :class:`KMeansView` -- k-means cluster sizes and centre movement.
+"""
+
+from ._bokeh import LiveBokeh, load_bokehjs
+from ._pump import MAX_RATE, Pump, View, pump_for
+from .dashboard import Dashboard
+from .kmeans_view import KMeansView
+from .sweep import SweepView
+from .topics import TopicBubbles, supports_temperature
+
+__all__ = [
+    "MAX_RATE",
+    "Dashboard",
+    "KMeansView",
+    "LiveBokeh",
+    "Pump",
+    "SweepView",
+    "TopicBubbles",
+    "View",
+    "load_bokehjs",
+    "pump_for",
+    "supports_temperature",
+]

@@ -1,0 +1,125 @@
+"""The frontend's messages, sent on the shell channel to a real kernel running 02_lda_live.
+
+No browser: nbclient runs the notebook and the test plays the frontend's part with
+``comm_msg`` messages of the shapes JupyterLab sends (see ../shared/recipes/JUPYTER.md):
+an ipywidgets slider ``update``, and a bokeh selection ``jsevent``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("jupyter_bokeh", reason="the notebooks need the viz extra")
+
+from conftest import SHARED_DATA  # noqa: E402
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+
+WAIT = '''
+import json, time
+def wait(pred, timeout=10.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False
+'''
+
+
+class Kernel:
+    """A notebook executed in a live kernel, plus ways to run code and send comm messages."""
+
+    def __init__(self, client: nbclient.NotebookClient, nb: nbformat.NotebookNode) -> None:
+        self.client, self.nb = client, nb
+
+    def run(self, code: str) -> dict:
+        """Execute ``code``; it must print one JSON object last, which is returned."""
+        cell = nbformat.v4.new_code_cell(code)
+        self.nb.cells.append(cell)
+        self.client.execute_cell(cell, len(self.nb.cells) - 1)
+        text = "".join(o.get("text", "") for o in cell.outputs
+                       if o.get("output_type") == "stream")
+        return json.loads(text.strip().splitlines()[-1])
+
+    def comm_msg(self, comm_id: str, data: dict) -> None:
+        kc = self.client.kc
+        kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": data}))
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    nb = nbformat.read(NOTEBOOKS / "02_lda_live.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    cell.source += f"\nDATA = {str(SHARED_DATA)!r}\nMAX_DOCS = 1000\nNPASSES = 100000"
+    client = nbclient.NotebookClient(nb, timeout=60, kernel_name="python3",
+                                     resources={"metadata": {"path": str(NOTEBOOKS)}})
+    with client.setup_kernel():
+        for i, c in enumerate(list(nb.cells)):
+            client.execute_cell(c, i)
+        k = Kernel(client, nb)
+        k.run(WAIT + "print(json.dumps(wait(lambda: bubbles.patches > 0 and dash.points > 0)))")
+        yield k
+        k.run("learner.stop(); dash.close(); bubbles.close(); print('{}')")
+
+
+def test_slider_update_reaches_the_learner(kernel):
+    ids = kernel.run("print(json.dumps({'alpha': dash.controls.widgets['alpha'].model_id, "
+                     "'before': learner.opts.alpha}))")
+    assert ids["before"] != pytest.approx(0.42)
+    kernel.comm_msg(ids["alpha"], {"method": "update", "state": {"value": 0.42},
+                                   "buffer_paths": []})
+    got = kernel.run(
+        "ok = wait(lambda: dash.controls.applied)\n"
+        "a = dash.controls.applied[-1] if ok else None\n"
+        "print(json.dumps({'alpha': learner.opts.alpha, 'ok': ok, 'step': a and a.step,\n"
+        "  'used': a and learner.option_used('alpha', a.step),\n"
+        "  'before': a and learner.option_used('alpha', a.step - 1),\n"
+        "  'delay': a and a.delay_s, 'msg': dash.message.value}))")
+    assert got["alpha"] == pytest.approx(0.42)
+    assert got["ok"], "the dashboard never saw the change take effect"
+    assert got["used"] == pytest.approx(0.42) and got["before"] != pytest.approx(0.42)
+    assert got["delay"] < 1.0
+    assert f"took effect at step {got['step']}" in got["msg"]
+
+
+def test_bubble_selection_sets_a_temperature(kernel):
+    ids = kernel.run("print(json.dumps({'chart': bubbles.chart.model_id, "
+                     "'sel': bubbles.source.selected.id, 'temp': bubbles.temperature.model_id,"
+                     " 'k': bubbles.k, 'row0': int(bubbles._row_words[0])}))")
+    topic, word = 2, ids["row0"]
+    assert word >= 0
+    kernel.comm_msg(ids["chart"], {"method": "custom", "content": {
+        "event": "jsevent", "kind": "ModelChanged", "model": {"id": ids["sel"]},
+        "attr": "indices", "new": [0 * ids["k"] + topic]}})
+    kernel.comm_msg(ids["temp"], {"method": "update", "state": {"value": 3.0},
+                                  "buffer_paths": []})
+    got = kernel.run(
+        f"ok = wait(lambda: ({topic}, {word}) in bubbles.heated)\n"
+        "print(json.dumps({'ok': ok, 'selected': bubbles.selected,\n"
+        "  'selections': bubbles.selections, 'log': learner.temperature_log,\n"
+        f"  'T': float(learner.temperature[{topic}, {word}])}}))")
+    assert got["selected"] == [topic, word]
+    assert got["selections"] == 1  # the selection was applied once, not twice
+    assert got["ok"], "the heated mark never appeared"
+    mine = [e for e in got["log"] if (e["topic"], e["word"], e["value"]) == (topic, word, 3.0)]
+    assert len(mine) == 1 and mine[0]["batch"] >= 0
+    assert got["T"] == pytest.approx(3.0)
+
+
+def test_browser_echo_of_a_stream_is_dropped(kernel):
+    ids = kernel.run("n0 = dash.points; dash.pump.stop()\n"
+                     "print(json.dumps({'chart': dash.chart.model_id, 'src': dash.source.id,"
+                     " 'n': len(dash.source.data['step']), 'points': dash.points}))")
+    assert ids["n"] == ids["points"]
+    kernel.comm_msg(ids["chart"], {"method": "custom", "content": {
+        "event": "jsevent", "kind": "ColumnsStreamed", "model": {"id": ids["src"]},
+        "data": {"step": [1e9], "train": [0.0], "val": [0.0]}, "rollover": 2000}})
+    got = kernel.run("print(json.dumps({'n': len(dash.source.data['step']), "
+                     "'points': dash.points}))")
+    assert got == {"n": ids["n"], "points": ids["points"]}

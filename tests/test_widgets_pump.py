@@ -1,0 +1,121 @@
+"""The pump (one update thread per learner, <= 10 Hz, stops on close) and the controls.
+
+In-process: widgets and bokeh documents work without a frontend (nothing is sent), so
+these check the threading contract cheaply; the kernel round trips are in
+test_widgets_comm.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ipywidgets", reason="bidlab.widgets needs the viz extra")
+pytest.importorskip("jupyter_bokeh", reason="bidlab.widgets needs the viz extra")
+
+from bidlab.widgets import MAX_RATE, Dashboard, Pump, View, pump_for  # noqa: E402
+
+from bidlab.learn import Grad, Learner, LeastSquares  # noqa: E402
+
+
+def _learner(name: str) -> Learner:
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((4000, 20)).astype(np.float32)
+    y = (X @ rng.standard_normal((20, 1))).astype(np.float32)
+    return Learner(LeastSquares(), (X, y), Grad(lrate=0.01), batch_size=50, npasses=100_000,
+                   name=name)
+
+
+def _pump_threads(lr: Learner) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"bidlab-pump-{lr.name}" and
+            t.is_alive()]
+
+
+@pytest.fixture
+def running():
+    lr = _learner("pumptest")
+    lr.start()
+    yield lr
+    lr.stop()
+    pump_for(lr).close()
+
+
+def test_pump_rate_at_most_10_hz_and_ticks(running):
+    stamps: list[float] = []
+    fresh: list[bool] = []
+
+    def render(snap):
+        stamps.append(time.monotonic())
+        fresh.append(snap is not None)
+
+    pump = pump_for(running)
+    pump.attach(View("probe", render))
+    time.sleep(2.0)
+    pump.detach("probe")
+    n = len(stamps)
+    span = stamps[-1] - stamps[0]
+    assert 15 <= n <= 2.0 * MAX_RATE + 1, n
+    assert (n - 1) / span <= MAX_RATE * 1.02
+    assert min(np.diff(stamps)) > 0.045  # no bursts to catch up after a late tick
+    assert sum(fresh) >= 0.8 * n  # a running learner gives a new snapshot nearly every tick
+
+
+def test_rate_above_10_refused(running):
+    with pytest.raises(ValueError, match="pump rate must be in"):
+        Pump(running, rate=30)
+
+
+def test_closing_the_dashboard_stops_its_pump(running):
+    dash = Dashboard(running)
+    time.sleep(0.3)
+    assert len(_pump_threads(running)) == 1
+    assert len(running.observers.subscriptions) == 1
+    dash.close()
+    time.sleep(0.1)
+    assert _pump_threads(running) == []
+    assert running.observers.subscriptions == []
+    assert dash.widget.comm is None  # its widgets are closed
+
+
+def test_rerunning_the_cell_keeps_one_loop(running):
+    first = Dashboard(running)
+    second = Dashboard(running)  # what re-running the notebook cell does
+    time.sleep(0.5)
+    assert len(_pump_threads(running)) == 1
+    assert len(running.observers.subscriptions) == 1
+    assert first.widget.comm is None and second.widget.comm is not None
+    assert second.view.renders > 0 and first.pump is second.pump
+    assert not first.view.errors and not second.view.errors
+    second.close()
+
+
+def test_dashboard_streams_points_and_confirms_a_control(running):
+    dash = Dashboard(running)
+    assert "lrate" in dash.controls.widgets
+    assert type(dash.controls.widgets["lrate"]).__name__ == "FloatLogSlider"
+    time.sleep(0.5)
+    dash.controls.widgets["lrate"].value = 0.02  # as the frontend does, in another thread
+    assert running.opts.lrate == pytest.approx(0.02)
+    deadline = time.monotonic() + 3
+    while not dash.controls.applied and time.monotonic() < deadline:
+        time.sleep(0.05)
+    applied = dash.controls.applied[0]
+    assert running.option_used("lrate", applied.step) == pytest.approx(0.02)
+    assert running.option_used("lrate", applied.step - 1) == pytest.approx(0.01)
+    assert 0 <= applied.delay_s < 0.5
+    assert "took effect at step" in dash.message.value
+    n = len(dash.source.data["step"])
+    assert n == dash.points > 0  # Python holds exactly the streamed points
+    assert np.all(np.diff(dash.source.data["step"]) > 0)
+    dash.close()
+
+
+def test_invalid_control_value_is_reported_not_raised(running):
+    dash = Dashboard(running)
+    dash.controls._changed({"owner": dash.controls.widgets["lrate"], "new": -1.0})
+    assert "must be a float > 0" in dash.controls.message
+    assert running.opts.lrate == pytest.approx(0.01)
+    dash.close()

@@ -1,0 +1,51 @@
+"""Small bokeh chart builders shared by the views (figures only; no threads, no widgets).
+
+Every data source gets a ``name`` so a browser test can find it with
+``Bokeh.documents[i].get_model_by_name(name)``. Curves grow by ``stream(rows, rollover)``
+(only the new rows travel to the browser), never by replacing ``.data``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.palettes import Category10_10
+from bokeh.plotting import figure
+
+__all__ = ["ROLLOVER", "score_figure", "stream_row", "palette"]
+
+ROLLOVER = 2000  # points kept per curve in the browser and in Python
+
+
+def palette(n: int) -> list[str]:
+    """``n`` distinct colours (Category10, repeated)."""
+    return [Category10_10[i % 10] for i in range(n)]
+
+
+def score_figure(title: str, y_label: str, series: Sequence[str], name: str,
+                 width: int = 520, height: int = 260) -> tuple[Any, ColumnDataSource]:
+    """A line chart of ``series`` against ``step``; one source with a column per series."""
+    data: dict[str, Any] = {"step": np.zeros(0, np.float64)}
+    for s in series:
+        data[s] = np.zeros(0, np.float64)
+    source = ColumnDataSource(data=data, name=name)
+    fig = figure(title=title, width=width, height=height, x_axis_label="minibatch",
+                 y_axis_label=y_label, tools="pan,wheel_zoom,box_zoom,reset,save",
+                 output_backend="canvas")
+    for s, color in zip(series, palette(len(series)), strict=False):
+        fig.line("step", s, source=source, color=color, line_width=2, legend_label=s)
+    fig.legend.location = "bottom_right"
+    fig.legend.click_policy = "hide"
+    fig.add_tools(HoverTool(tooltips=[("step", "@step"), *[(s, f"@{{{s}}}") for s in series]],
+                            mode="vline"))
+    return fig, source
+
+
+def stream_row(source: ColumnDataSource, row: dict[str, float],
+               rollover: int = ROLLOVER) -> None:
+    """Append one row (as one-element arrays: they travel as binary buffers)."""
+    source.stream({k: np.asarray([v], dtype=np.float64) for k, v in row.items()},
+                  rollover=rollover)

@@ -1,0 +1,194 @@
+"""Controls generated from a learner's live options, and when each change took effect.
+
+Each live scalar option becomes a widget: a log-scale slider for positive rates and
+strengths (learning rate, regularization, priors, sample counts), a linear slider for a
+bounded float, an int box or slider, a checkbox or a dropdown. A change calls
+``learner.set(name=value)`` in the shell thread (validated there; an invalid value is
+shown, not raised into the void) and remembers the option-set version it produced. The
+pump later finds, in the learner's per-minibatch record, the first minibatch that ran
+with that version and reports its step and the delay since the change.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import ipywidgets as W
+import numpy as np
+
+from bidlab.learn import Option
+
+__all__ = ["OptionControls", "Applied", "make_control"]
+
+#: Options shown by default only when asked for (file paths, record sizes, limits).
+HIDDEN = frozenset({"checkpoint", "checkpoint_every", "record_size", "max_steps"})
+#: Positive options that vary over decades: log-scale sliders.
+LOG_NAMES = frozenset({"lrate", "l1", "l2", "alpha", "beta", "nsamps", "epsilon", "tau0",
+                       "temperature", "t0"})
+
+
+def _is_log(spec: Option, value: float) -> bool:
+    if spec.name in LOG_NAMES and value > 0:
+        return True
+    return spec.low == 0 and spec.low_open and spec.high is None and value > 0
+
+
+def make_control(spec: Option, value: Any) -> W.ValueWidget | None:
+    """The widget for one option (None when it has no sensible widget, e.g. a vector)."""
+    desc = spec.name
+    style = {"description_width": "90px"}
+    layout = W.Layout(width="360px")
+    common = dict(description=desc, style=style, layout=layout, continuous_update=False)
+    if isinstance(value, tuple) or spec.type in ("path",):
+        return None
+    if spec.type is bool:
+        return W.Checkbox(value=bool(value), description=desc, indent=False)
+    if spec.type is str:
+        if spec.choices is None:
+            return None
+        return W.Dropdown(options=list(spec.choices), value=value, description=desc,
+                          style=style)
+    if value is None:
+        return None
+    if spec.type is int:
+        lo = int(spec.low) if spec.low is not None else None
+        hi = int(spec.high) if spec.high is not None else None
+        if lo is not None and hi is not None and hi - lo <= 1000:
+            return W.IntSlider(value=int(value), min=lo, max=hi, **common)
+        lo = lo if lo is not None else -(2**31)
+        hi = hi if hi is not None else max(4 * int(value), lo + 100)
+        return W.BoundedIntText(value=int(value), min=lo, max=hi, description=desc,
+                                style=style, layout=W.Layout(width="220px"))
+    value = float(value)
+    if _is_log(spec, value):
+        lo_e = math.floor(math.log10(value)) - 3
+        hi_e = math.ceil(math.log10(value)) + 2
+        if spec.low is not None and spec.low > 0:
+            lo_e = max(lo_e, math.ceil(math.log10(spec.low)))
+        if spec.high is not None and spec.high > 0:
+            hi_e = min(hi_e, math.floor(math.log10(spec.high)))
+        return W.FloatLogSlider(value=value, base=10, min=lo_e, max=hi_e, step=0.05,
+                                readout_format=".3g", **common)
+    if spec.low is not None and spec.high is not None:
+        return W.FloatSlider(value=value, min=float(spec.low), max=float(spec.high),
+                             step=(spec.high - spec.low) / 200, readout_format=".3g", **common)
+    return W.FloatText(value=value, description=desc, style=style,
+                       layout=W.Layout(width="220px"))
+
+
+@dataclass
+class Applied:
+    """One accepted control change and, once found in the record, where it took effect."""
+
+    name: str
+    value: Any
+    version: int
+    t_set: float  # perf_counter() when learner.set() returned
+    step: int | None = None  # first minibatch that ran with it
+    delay_s: float | None = None  # from the change to that minibatch's start
+
+
+class OptionControls:
+    """Widgets for a learner's live options; changes go to ``learner.set``.
+
+    Args:
+        learner: a :class:`bidlab.learn.Learner`.
+        names: the options to show (default: every live scalar option but :data:`HIDDEN`).
+    """
+
+    def __init__(self, learner: Any, names: Iterable[str] | None = None) -> None:
+        self.learner = learner
+        specs = learner.opts.specs
+        if names is None:
+            names = [n for n, s in specs.items() if s.live and n not in HIDDEN]
+        else:
+            names = list(names)
+            unknown = [n for n in names if n not in specs]
+            if unknown:
+                raise ValueError(f"unknown option(s) {unknown}: the learner's options are "
+                                 f"{sorted(specs)}")
+        self.widgets: dict[str, W.ValueWidget] = {}
+        for name in names:
+            w = make_control(specs[name], learner.opts.get(name))
+            if w is None:
+                continue
+            w.observe(self._changed, names="value")
+            self.widgets[name] = w
+        self.pending: list[Applied] = []
+        self.applied: list[Applied] = []
+        self.message = ""  # the last error or confirmation, shown by the dashboard
+        self._lock = threading.Lock()
+        self._syncing = False
+
+    # -- shell thread -------------------------------------------------------------------
+    def _changed(self, change: dict[str, Any]) -> None:
+        if self._syncing:
+            return
+        w = change["owner"]
+        name = w.description
+        try:
+            version = self.learner.set(**{name: change["new"]})
+        except ValueError as exc:  # OptionError: tell the user why, keep the old value
+            self.message = f"{exc}"
+            return
+        with self._lock:
+            self.pending.append(Applied(name, change["new"], version, time.perf_counter()))
+        self.message = f"{name} = {change['new']:.4g} queued" if isinstance(
+            change["new"], float) else f"{name} = {change['new']} queued"
+
+    # -- pump thread --------------------------------------------------------------------
+    def poll(self) -> list[Applied]:
+        """Move pending changes whose first minibatch is in the record to ``applied``."""
+        with self._lock:
+            if not self.pending:
+                return []
+            pending = list(self.pending)
+        last = self.learner.record.last()
+        if last is None or last["opts_version"] < min(a.version for a in pending):
+            return []
+        rec = self.learner.record.as_dict()
+        done = []
+        for a in pending:
+            hit = np.nonzero(rec["opts_version"] >= a.version)[0]
+            if hit.size == 0:
+                continue
+            i = int(hit[0])
+            start = rec["time"][i - 1] if i > 0 else rec["time"][i]
+            a.step = int(rec["step"][i])
+            a.delay_s = max(0.0, float(start) - a.t_set)
+            done.append(a)
+        with self._lock:
+            self.pending = [a for a in self.pending if a not in done]
+            self.applied.extend(done)
+            del self.applied[:-200]
+        if done:
+            a = done[-1]
+            self.message = (f"{a.name} = {a.value:.4g} took effect at step {a.step} "
+                            f"({a.delay_s * 1e3:.0f} ms after the change)"
+                            if isinstance(a.value, float) else
+                            f"{a.name} = {a.value} took effect at step {a.step}")
+        return done
+
+    def sync_from_learner(self) -> None:
+        """Show values set elsewhere (e.g. ``learner.opts.x = ...`` in a cell)."""
+        self._syncing = True
+        try:
+            for name, w in self.widgets.items():
+                v = self.learner.opts.get(name)
+                if isinstance(v, tuple) or v is None:
+                    continue
+                if w.value != v:
+                    try:
+                        w.value = v
+                    except Exception:  # outside the slider's range: leave it
+                        pass
+        finally:
+            self._syncing = False
+
+    def box(self) -> W.Box:
+        return W.VBox(list(self.widgets.values()))

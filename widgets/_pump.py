@@ -1,0 +1,194 @@
+"""The pump: the one thread that turns training snapshots into widget and chart updates.
+
+Why: the training thread must never wait for the browser, and ipywidgets / bokeh state
+must be touched by one thread at a bounded rate (unthrottled updates stall the kernel for
+seconds, and bokeh documents are not thread-safe). So:
+
+* the training thread only *produces* snapshots, through the learner's observer API
+  (``learner.observe``); the observer's callback just stores the newest one in a slot;
+* one :class:`Pump` per learner ticks at most ``rate`` (default 10) times a second and
+  calls each attached view's ``render(snapshot)`` under :data:`DOC_LOCK`;
+* a view is attached under a key (its kind): attaching a new view with the same key
+  closes the old one, so re-running a notebook cell never leaves two loops behind;
+* the pump thread is a daemon with a ``threading.Event``; :meth:`Pump.stop` joins it, and
+  it stops by itself when its last view is closed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bidlab.learn import Snapshot
+
+from ._bokeh import DOC_LOCK
+
+__all__ = ["MAX_RATE", "Pump", "View", "pump_for"]
+
+MAX_RATE = 10.0  # updates per second: the browser-side budget of JUPYTER.md
+
+_PUMPS: weakref.WeakKeyDictionary[Any, Pump] = weakref.WeakKeyDictionary()
+_PUMPS_LOCK = threading.Lock()
+
+
+def pump_for(learner: Any, rate: float = MAX_RATE) -> Pump:
+    """The learner's pump (created on first use): one pump thread per learner."""
+    with _PUMPS_LOCK:
+        pump = _PUMPS.get(learner)
+        if pump is None or pump.closed:
+            pump = _PUMPS[learner] = Pump(learner, rate)
+        return pump
+
+
+@dataclass
+class View:
+    """One attached view: what it asks the observer for and how it renders.
+
+    ``render(snapshot)`` runs in the pump thread with :data:`DOC_LOCK` held; it is called
+    with the newest snapshot since the last tick (or None when no new one came, so views
+    that poll the learner, e.g. for option changes, still tick). ``close()`` is called
+    once when the view is detached.
+    """
+
+    key: str
+    render: Callable[[Snapshot | None], Any]
+    views: dict[str, Any] = field(default_factory=dict)
+    close: Callable[[], Any] | None = None
+    observer_rate: float = 2 * MAX_RATE
+    renders: int = 0
+    errors: list[BaseException] = field(default_factory=list)
+    _latest: Snapshot | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _sub: Any = None
+
+    def _store(self, snap: Snapshot) -> None:
+        """Observer callback (publisher thread): keep a private copy of the newest snapshot."""
+        copy = Snapshot(dict(snap.metrics), {k: v.copy() for k, v in snap.views.items()},
+                        snap.state, snap.step, snap.error)
+        with self._lock:
+            self._latest = copy
+
+    def _take(self) -> Snapshot | None:
+        with self._lock:
+            snap, self._latest = self._latest, None
+            return snap
+
+
+class Pump:
+    """Ticks at most ``rate`` times a second; the only thread that renders views.
+
+    Use :func:`pump_for` (one pump per learner) rather than building one directly.
+    """
+
+    def __init__(self, learner: Any, rate: float = MAX_RATE) -> None:
+        if not 0 < rate <= MAX_RATE:
+            raise ValueError(f"the pump rate must be in (0, {MAX_RATE:g}] updates per second "
+                             f"(the browser cannot use more); got {rate!r}")
+        self._learner = weakref.ref(learner)
+        self.name = getattr(learner, "name", "learner")
+        self.rate = float(rate)
+        self.ticks = 0
+        self.closed = False
+        self._views: dict[str, View] = {}
+        self._views_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- views ----------------------------------------------------------------------------
+    def attach(self, view: View) -> View:
+        """Attach ``view`` (closing one attached under the same key) and start ticking."""
+        learner = self._learner()
+        if learner is None:
+            raise RuntimeError("the learner of this pump is gone")
+        with self._views_lock:
+            old = self._views.pop(view.key, None)
+        if old is not None:
+            self._close_view(old)
+        view._sub = learner.observe(view._store, rate=view.observer_rate, views=view.views)
+        with self._views_lock:
+            self._views[view.key] = view
+        self._ensure_thread()
+        return view
+
+    def detach(self, key: str) -> None:
+        """Close the view attached under ``key``; stop the thread when none is left."""
+        with self._views_lock:
+            view = self._views.pop(key, None)
+            empty = not self._views
+        if view is not None:
+            self._close_view(view)
+        if empty:
+            self.stop()
+
+    def views(self) -> dict[str, View]:
+        with self._views_lock:
+            return dict(self._views)
+
+    def _close_view(self, view: View) -> None:
+        if view._sub is not None:
+            view._sub.cancel()
+            view._sub = None
+        if view.close is not None:
+            with DOC_LOCK:
+                try:
+                    view.close()
+                except Exception as exc:  # closing must go on for the other views
+                    view.errors.append(exc)
+
+    # -- thread ---------------------------------------------------------------------------
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def _ensure_thread(self) -> None:
+        if self.alive:
+            return
+        self._stop.clear()
+        self.closed = False
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name=f"bidlab-pump-{self.name}")
+        self._thread.start()
+
+    def tick(self) -> None:
+        """One round: render every view with its newest snapshot (pump thread only)."""
+        for view in list(self.views().values()):
+            snap = view._take()
+            with DOC_LOCK:
+                try:
+                    view.render(snap)
+                    view.renders += 1
+                except Exception as exc:  # a broken view must not stop the others
+                    view.errors.append(exc)
+                    del view.errors[:-10]
+        self.ticks += 1
+
+    def _loop(self) -> None:
+        interval = 1.0 / self.rate
+        due = time.monotonic()
+        while not self._stop.is_set():
+            self.tick()
+            due += interval
+            now = time.monotonic()
+            if due < now:  # a late tick: skip ahead, never burst to catch up
+                due = now
+            # at least half an interval between ticks, even right after a late one
+            if self._stop.wait(max(due - now, interval / 2)):
+                break
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop ticking and join the thread (views stay attached; see :meth:`close`)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def close(self) -> None:
+        """Detach every view and stop the thread."""
+        for key in list(self.views()):
+            self.detach(key)
+        self.stop()
+        self.closed = True

@@ -1,0 +1,105 @@
+"""``KMeansView(learner)``: live cluster sizes and centre movement of a k-means learner.
+
+For ``bidlab.models.kmeans.KMeans(k).learner(X)``: a bar per cluster with the rows it has
+absorbed (``model.counts``), a curve of how far the centres moved between two updates of
+the view (mean and maximum Euclidean distance; it falls towards 0 as k-means converges),
+and the centres' first two coordinates. Bars and centres are ``patch``-ed in place; the
+movement curve is ``stream``-ed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as W
+import numpy as np
+from bokeh.layouts import row
+from bokeh.models import ColumnDataSource
+from bokeh.plotting import figure
+
+import bidlab as bl
+from bidlab.learn import Snapshot
+
+from ._bokeh import LiveBokeh
+from ._charts import palette, score_figure, stream_row
+from ._pump import MAX_RATE, View, pump_for
+
+__all__ = ["KMeansView"]
+
+
+def _counts(model: Any) -> Any:
+    """The rows each centre absorbed, 1 x k (a ``Mat``: the observer reads ``.data``)."""
+    counts = getattr(model, "counts", None)
+    return None if counts is None else bl.Mat(counts.reshape(1, -1))
+
+
+class KMeansView:
+    """Live view of a k-means learner (display it as a cell's last value)."""
+
+    def __init__(self, learner: Any, rate: float = MAX_RATE, key: str = "kmeans") -> None:
+        if not hasattr(learner.model, "counts") and learner.model.initialised:
+            raise TypeError("KMeansView needs a k-means learner: "
+                            "bidlab.models.kmeans.KMeans(k).learner(X)")
+        if not learner.model.initialised:
+            learner.init()
+        self.learner = learner
+        C = learner.model.host_modelmats()[0]
+        self.k = C.shape[0]
+        self.points = 0
+        self._prev = C.astype(np.float64)
+        self._last_step = -1
+        self._closed = False
+        colors = palette(self.k)
+        self.sizes = ColumnDataSource(name="bidlab-kmeans-sizes", data={
+            "cluster": [str(i) for i in range(self.k)], "size": np.zeros(self.k),
+            "color": colors})
+        bars = figure(x_range=[str(i) for i in range(self.k)], width=360, height=260,
+                      title="cluster sizes (rows absorbed)", tools="")
+        bars.vbar(x="cluster", top="size", width=0.8, color="color", source=self.sizes)
+        self.centers = ColumnDataSource(name="bidlab-kmeans-centers", data={
+            "x": C[:, 0].astype(np.float64), "y": (C[:, 1] if C.shape[1] > 1 else C[:, 0])
+            .astype(np.float64), "color": colors})
+        pos = figure(width=300, height=260, title="centres (first two coordinates)",
+                     tools="pan,wheel_zoom,reset")
+        pos.scatter("x", "y", size=12, color="color", source=self.centers)
+        move, self.movement = score_figure("centre movement per update", "distance",
+                                           ["mean", "max"], name="bidlab-kmeans-movement",
+                                           width=360, height=260)
+        self.chart = LiveBokeh(row(bars, pos, move))
+        self.status = W.HTML(value="")
+        self.widget = W.VBox([self.chart, self.status])
+        self.pump = pump_for(learner, rate)
+        self.view = self.pump.attach(View(key, self.render, views={"centers": 0,
+                                                                   "counts": _counts},
+                                          close=self._close_widgets))
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def close(self) -> None:
+        if not self._closed:
+            self.pump.detach(self.view.key)
+
+    def render(self, snap: Snapshot | None) -> None:
+        if snap is None or "centers" not in snap.views or snap.step == self._last_step:
+            return
+        self._last_step = int(snap.step)
+        C = np.asarray(snap.views["centers"], dtype=np.float64)
+        dist = np.sqrt(((C - self._prev) ** 2).sum(axis=1))
+        self._prev = C
+        full = slice(0, self.k)
+        if "counts" in snap.views:
+            self.sizes.patch({"size": [(full, np.asarray(snap.views["counts"]).ravel())]})
+        self.centers.patch({"x": [(full, C[:, 0])],
+                            "y": [(full, C[:, 1] if C.shape[1] > 1 else C[:, 0])]})
+        stream_row(self.movement, {"step": snap.step, "mean": float(dist.mean()),
+                                   "max": float(dist.max())})
+        self.points += 1
+        m = snap.metrics
+        self.status.value = (f"step {snap.step} · {snap.state} · score "
+                             f"{m.get('train_score', float('nan')):.5g}")
+
+    def _close_widgets(self) -> None:
+        self._closed = True
+        for w in (self.widget, self.chart, self.status):
+            w.close()

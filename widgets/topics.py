@@ -1,0 +1,251 @@
+"""``TopicBubbles(learner, vocab)``: the live word x topic bubble chart of an LDA learner.
+
+Rows are the union of the topics' top words, columns are topics, and a bubble's *area* is
+proportional to the word's weight in the topic (thesis fig. 3.3). The chart has a fixed
+number of row slots (``k * n_top``): each tick, words still among the top keep their row,
+new ones take freed rows, and the sizes, labels and marks are ``patch``-ed in place.
+
+Clicking a bubble selects its (topic, word) parameter and shows its temperature control
+(SAME Gibbs learners, :class:`bidlab.models.LDAGibbs`): a new value goes to
+``learner.set_temperature(value, topic, word)`` and takes effect at the sampler's next
+minibatch; bubbles whose temperature is not 1 are drawn with a red outline once the
+learner's temperature log says the change took effect. For variational LDA the chart
+works the same, without temperatures. A companion list shows each topic's top words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ipywidgets as W
+import numpy as np
+from bokeh.events import Tap
+from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, TapTool
+from bokeh.plotting import figure
+
+from bidlab.learn import Snapshot
+
+from ._bokeh import LiveBokeh
+from ._charts import palette
+from ._pump import MAX_RATE, View, pump_for
+
+__all__ = ["TopicBubbles", "supports_temperature"]
+
+MAX_DIAMETER = 28.0  # px of the largest bubble
+
+
+def supports_temperature(learner: Any) -> bool:
+    """True when the learner's model has per-parameter temperatures (SAME Gibbs LDA)."""
+    est = getattr(getattr(learner, "model", None), "estimator", None)
+    return hasattr(est, "set_temperature") and hasattr(learner, "set_temperature")
+
+
+class TopicBubbles:
+    """Live bubble chart of an LDA learner's topics (display it as a cell's last value).
+
+    Args:
+        learner: ``LDA(...).learner(X)`` or ``LDAGibbs(...).learner(X)``.
+        vocab: the word of each column of X.
+        n_top: top words per topic (rows are their union).
+        rate: updates per second, at most 10.
+        key: pump slot (a second view with the same key replaces the first).
+    """
+
+    def __init__(self, learner: Any, vocab: Sequence[str], n_top: int = 6,
+                 rate: float = MAX_RATE, key: str = "topics") -> None:
+        self.learner = learner
+        self.vocab = list(vocab)
+        mats = learner.model.modelmats
+        if not mats:
+            learner.init()
+            mats = learner.model.modelmats
+        self.k, V = mats[0].shape
+        if len(self.vocab) != V:
+            raise ValueError(f"vocab has {len(self.vocab)} words while the model has {V}: "
+                             "pass the vocabulary of the matrix the learner trains on")
+        self.n_top = max(1, min(int(n_top), V))
+        self.rows = self.k * self.n_top  # row slots
+        self.temperatures = supports_temperature(learner)
+        self.selected: tuple[int, int] | None = None  # (topic, word), set by clicks
+        self.heated: dict[tuple[int, int], float] = {}
+        self.patches = 0
+        self.selections = 0  # selection events applied (one per click)
+        self._row_words = np.full(self.rows, -1, np.int64)  # word in each row slot
+        self._log_seen = 0
+        self._shown_selection: tuple[int, int] | None = None
+        self._syncing = False
+        self._closed = False
+
+        n = self.rows * self.k
+        self.source = ColumnDataSource(name="bidlab-topic-bubbles", data={
+            "topic": np.tile(np.arange(self.k, dtype=np.float64), self.rows),
+            "row": np.repeat(np.arange(self.rows, dtype=np.float64), self.k),
+            "size": np.zeros(n), "weight": np.zeros(n), "word": [""] * n,
+            "line": ["#00000000"] * n, "width": np.zeros(n), "color": palette(self.k) * self.rows,
+        })
+        fig = figure(title="word x topic (area ∝ weight; click a bubble)", width=120 + 48 *
+                     self.k, height=min(60 + 16 * self.rows, 900), tools="tap,reset",
+                     x_range=(-0.6, self.k - 0.4), y_range=(self.rows - 0.5, -0.5),
+                     x_axis_label="topic", toolbar_location="above")
+        r = fig.scatter("topic", "row", size="size", source=self.source, fill_color="color",
+                        fill_alpha=0.6, line_color="line", line_width="width")
+        r.nonselection_glyph = None  # every bubble stays visible after a click
+        fig.select_one(TapTool).renderers = [r]
+        fig.add_tools(HoverTool(renderers=[r], tooltips=[("word", "@word"),
+                                                         ("topic", "@topic"),
+                                                         ("weight", "@weight{0.0000}")]))
+        fig.xaxis.ticker = FixedTicker(ticks=list(range(self.k)))
+        fig.yaxis.ticker = FixedTicker(ticks=list(range(self.rows)))
+        fig.yaxis.major_label_overrides = {}
+        fig.xgrid.visible = fig.ygrid.visible = False
+        self.figure = fig
+        self.source.selected.on_change("indices", self._on_select)
+        fig.on_event(Tap, self._on_tap)
+        self.chart = LiveBokeh(fig)
+
+        self.top_words = W.HTML(value="")
+        self.selection = W.HTML(value="<i>click a bubble to select a (topic, word)</i>")
+        self.temperature = W.FloatLogSlider(value=1.0, base=10, min=-1, max=2, step=0.05,
+                                            description="temperature", disabled=True,
+                                            continuous_update=False, readout_format=".3g")
+        self.temperature.observe(self._on_temperature, names="value")
+        side = [self.selection]
+        if self.temperatures:
+            side.append(self.temperature)
+        else:
+            side.append(W.HTML("<i>variational LDA: no per-parameter temperatures</i>"))
+        side.append(self.top_words)
+        self.widget = W.HBox([self.chart, W.VBox(side, layout=W.Layout(width="420px"))])
+        self.pump = pump_for(learner, rate)
+        self.view = self.pump.attach(View(key, self.render, views={"topics": 0},
+                                          close=self._close_widgets))
+
+    # -- display ----------------------------------------------------------------------------
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def close(self) -> None:
+        if not self._closed:
+            self.pump.detach(self.view.key)
+
+    # -- shell thread: clicks and the temperature control -----------------------------------
+    def _on_select(self, _attr: str, _old: Any, new: list[int]) -> None:
+        if new:
+            self.selections += 1
+            self.select_index(int(new[0]))
+
+    def _on_tap(self, event: Any) -> None:
+        topic, row = int(round(event.x)), int(round(event.y))
+        if 0 <= topic < self.k and 0 <= row < self.rows:
+            self.select_index(row * self.k + topic)
+
+    def select_index(self, i: int) -> None:
+        """Select the bubble at data index ``i`` (row slot * k + topic)."""
+        row, topic = divmod(int(i), self.k)
+        word = int(self._row_words[row]) if 0 <= row < self.rows else -1
+        if word >= 0:
+            self.selected = (topic, word)
+
+    def _on_temperature(self, change: dict[str, Any]) -> None:
+        if self._syncing or self.selected is None or not self.temperatures:
+            return
+        topic, word = self.selected
+        self.learner.set_temperature(float(change["new"]), topic=topic, word=word)
+
+    # -- pump thread ------------------------------------------------------------------------
+    def render(self, snap: Snapshot | None) -> None:
+        """Update the heated marks, the selection panel and (with a snapshot) the bubbles."""
+        self._read_temperature_log()
+        if snap is not None and "topics" in snap.views:
+            self._render_topics(snap.views["topics"])
+        if self.selected != self._shown_selection:
+            self._show_selection()
+
+    def _read_temperature_log(self) -> None:
+        if not self.temperatures:
+            return
+        log = self.learner.temperature_log
+        if len(log) == self._log_seen:
+            return
+        for e in log[self._log_seen:]:
+            t, w, v = e["topic"], e["word"], float(e["value"])
+            if t is not None and w is not None:
+                if v == 1.0:
+                    self.heated.pop((t, w), None)
+                else:
+                    self.heated[(t, w)] = v
+            else:  # a row, column or everything: read the matrix once
+                T = self.learner.temperature
+                tt, ww = np.nonzero(T != 1.0)
+                self.heated = {(int(a), int(b)): float(T[a, b]) for a, b in zip(tt, ww,
+                                                                                  strict=True)}
+        self._log_seen = len(log)
+
+    def _render_topics(self, stat: np.ndarray) -> None:
+        w = np.asarray(stat, dtype=np.float64)
+        w = w / np.maximum(w.sum(axis=1, keepdims=True), 1e-300)  # topics x vocabulary
+        top = np.argpartition(-w, self.n_top - 1, axis=1)[:, : self.n_top]
+        order = np.argsort(-np.take_along_axis(w, top, axis=1), axis=1)
+        top = np.take_along_axis(top, order, axis=1)
+        self._assign_rows(np.unique(top))
+        words = self._row_words
+        used = words >= 0
+        weight = np.zeros((self.rows, self.k))
+        weight[used] = w[:, words[used]].T
+        wmax = max(float(weight.max()), 1e-300)
+        size = MAX_DIAMETER * np.sqrt(weight / wmax)  # area ∝ weight
+        line = np.full((self.rows, self.k), "#00000000", dtype=object)
+        width = np.zeros((self.rows, self.k))
+        for (t, wd), _v in self.heated.items():
+            hit = np.nonzero(words == wd)[0]
+            if hit.size:
+                line[hit[0], t], width[hit[0], t] = "#d62728", 3.0
+        labels = [self.vocab[j] if j >= 0 else "" for j in words]
+        n = self.rows * self.k
+        full = slice(0, n)
+        self.source.patch({
+            "size": [(full, size.ravel())], "weight": [(full, weight.ravel())],
+            "word": [(full, [lab for lab in labels for _ in range(self.k)])],
+            "line": [(full, list(line.ravel()))], "width": [(full, width.ravel())],
+        })
+        self.patches += 1
+        overrides = {i: lab for i, lab in enumerate(labels)}
+        if self.figure.yaxis[0].major_label_overrides != overrides:
+            self.figure.yaxis[0].major_label_overrides = overrides
+        html = "".join(f"<div><b style='color:{c}'>topic {t}</b>: "
+                       f"{', '.join(self.vocab[j] for j in top[t])}</div>"
+                       for t, c in zip(range(self.k), palette(self.k), strict=True))
+        if self.top_words.value != html:
+            self.top_words.value = html
+
+    def _assign_rows(self, wanted: np.ndarray) -> None:
+        """Keep words that stay in their rows; put new words into freed rows."""
+        words = self._row_words
+        keep = np.isin(words, wanted)
+        words[~keep] = -1
+        new = wanted[~np.isin(wanted, words)]
+        free = np.nonzero(words < 0)[0]
+        words[free[: new.size]] = new[: free.size]
+
+    def _show_selection(self) -> None:
+        self._shown_selection = sel = self.selected
+        if sel is None:
+            return
+        topic, word = sel
+        text = f"selected: topic <b>{topic}</b>, word <b>{self.vocab[word]}</b> (#{word})"
+        if self.temperatures:
+            value = self.heated.get(sel, 1.0)
+            self._syncing = True
+            try:
+                self.temperature.disabled = False
+                self.temperature.value = value
+            finally:
+                self._syncing = False
+            text += f" · temperature {value:.3g}"
+        self.selection.value = text
+
+    def _close_widgets(self) -> None:
+        self._closed = True
+        for w in (self.widget, self.chart, self.top_words, self.selection, self.temperature):
+            w.close()
