@@ -68,6 +68,18 @@ def test_rate_above_10_refused(running):
         Pump(running, rate=30)
 
 
+def test_dashboard_carries_the_class_the_lab_panel_scrolls_to(running):
+    from bidlab.lab.snapshot import dashboard_class, describe
+
+    dash = Dashboard(running)
+    try:
+        # the extension's "dashboard" link looks for describe(learner)["dashboard"]
+        assert describe(running)["dashboard"] == dashboard_class(running.name)
+        assert dashboard_class(running.name) in dash.widget._dom_classes
+    finally:
+        dash.close()
+
+
 def test_closing_the_dashboard_stops_its_pump(running):
     dash = Dashboard(running)
     time.sleep(0.3)

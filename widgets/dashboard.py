@@ -20,6 +20,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from bidlab.lab.snapshot import dashboard_class
 from bidlab.learn import Snapshot
 
 from ._bokeh import LiveBokeh
@@ -85,6 +86,9 @@ class Dashboard:
                         self.controls.box(), self.message])
         self.widget = W.VBox([header, self.progress, W.HBox([self.chart, right]), self.stats,
                               self.error])
+        # the JupyterLab extension's "Learners" panel scrolls to the element with this class
+        self.widget.add_class("bidlab-dashboard")
+        self.widget.add_class(dashboard_class(learner.name))
         self._render_metrics(learner.metrics)
         self.pump = pump_for(learner, rate)
         self.view = self.pump.attach(View(key, self.render, close=self._close_widgets))
