@@ -53,6 +53,16 @@ def _binary_metrics(Y: np.ndarray, P: np.ndarray) -> dict[str, float]:
     return {"accuracy": float(acc.mean()), "log_loss": float(ll.mean()), "auc": float(np.mean(auc))}
 
 
+def _proba(model: Any, X: Any, C: int) -> np.ndarray:
+    """n x C class probabilities, columns placed by the model's ``classes_`` (a class the
+    model never saw in training gets probability 0, later clipped to 1e-12)."""
+    P = model.predict_proba(X)
+    classes = np.asarray(getattr(model, "classes_", np.arange(P.shape[1])), dtype=np.int64)
+    full = np.zeros((P.shape[0], C))
+    full[:, classes] = P
+    return full
+
+
 def _multiclass_metrics(y: np.ndarray, P: np.ndarray) -> dict[str, float]:
     from sklearn.metrics import roc_auc_score
 
@@ -205,7 +215,7 @@ def _multiclass_peers(Xtr, ytr, Xte, yte, C: int, peers: set[str], out: list) ->
             m = LogisticRegression(solver="saga", max_iter=100, tol=1e-4).fit(Xtr, ytr)
         wall = time.perf_counter() - t0
         saga = _row("sklearn LogisticRegression(saga)", wall, n * int(m.n_iter_.max()),
-                    _multiclass_metrics(yte, m.predict_proba(Xte)), epochs=int(m.n_iter_.max()))
+                    _multiclass_metrics(yte, _proba(m, Xte, C)), epochs=int(m.n_iter_.max()))
         out.append(saga)
     if "sgd" in peers:
         from sklearn.linear_model import SGDClassifier
@@ -214,7 +224,7 @@ def _multiclass_peers(Xtr, ytr, Xte, yte, C: int, peers: set[str], out: list) ->
         m = SGDClassifier(loss="log_loss", random_state=0).fit(Xtr, ytr)
         wall = time.perf_counter() - t0
         out.append(_row("sklearn SGDClassifier(log_loss, OvR)", wall, n * m.n_iter_ * C,
-                        _multiclass_metrics(yte, m.predict_proba(Xte)), epochs=int(m.n_iter_)))
+                        _multiclass_metrics(yte, _proba(m, Xte, C)), epochs=int(m.n_iter_)))
     if "snapml" in peers:
         why = _have("snapml")
         if why:
@@ -226,7 +236,7 @@ def _multiclass_peers(Xtr, ytr, Xte, yte, C: int, peers: set[str], out: list) ->
             m = snapml.LogisticRegression(n_jobs=2, fit_intercept=True).fit(Xtr, ytr)
             wall = time.perf_counter() - t0
             out.append(_row("Snap ML LogisticRegression (OvR)", wall, n,
-                            _multiclass_metrics(yte, m.predict_proba(Xte))))
+                            _multiclass_metrics(yte, _proba(m, Xte, C))))
     if "vw" in peers:
         why = _have("vowpalwabbit")
         if why:
@@ -320,9 +330,10 @@ def bench_synth100(quick: bool, peers: set[str]) -> dict:
 def _multiclass_bidlab(Xtr, ytr, Xte, yte, saga: dict | None, **params: Any) -> tuple[dict, dict]:
     goal = saga["accuracy"] if saga else math.inf
     model = GLM("softmax", random_state=0, **params)
+    C = int(max(ytr.max(), yte.max())) + 1
 
     def evaluate(m: GLM) -> dict[str, float]:
-        return _multiclass_metrics(yte, m.predict_proba(Xte))
+        return _multiclass_metrics(yte, _proba(m, Xte, C))
 
     res = _bidlab_until(model, Xtr, ytr, evaluate, lambda m: m["accuracy"] >= goal, 30)
     row = _row("bidlab GLM softmax", res["train_s"], Xtr.shape[0] * res["epochs"],
@@ -357,8 +368,9 @@ def _news20(quick: bool):
     te = load_20newsgroups(subset="test", remove=remove, vocabulary=tr.vocab)
     Xtr, Xte = newsgroups_tfidf(tr, te)
     ytr, yte = np.asarray(tr.labels), np.asarray(te.labels)
-    if quick:
-        Xtr, ytr = Xtr[:4000], ytr[:4000]
+    if quick:  # a random subset: the files are grouped by class, a prefix holds few classes
+        keep = np.sort(np.random.default_rng(0).choice(Xtr.shape[0], 4000, replace=False))
+        Xtr, ytr = Xtr[keep], ytr[keep]
     return _i32(Xtr), ytr, _i32(Xte), yte
 
 
