@@ -1,0 +1,19 @@
+"""Benchmark programs, run as ``python -m bidlab.bench <name> [--json] [args...]``.
+
+Each module here is one benchmark with a ``main(argv: list[str] | None = None) -> int``
+entry point; :mod:`bidlab.bench.__main__` dispatches to it by name. They are programs that
+print measured figures (and ratios against targets), never timed pass/fail tests.
+"""
+
+from __future__ import annotations
+
+BENCHMARKS: dict[str, str] = {
+    "kernels": "the CPU kernels vs the triad-bandwidth roofline and numpy/scipy",
+    "cache": "the LDA E-step loop with the result cache on and off",
+    "learner": "what the learner costs on top of the model",
+    "lda": "LDA three ways against its peers",
+    "glm": "many-target GLMs against their peers",
+    "kmeans": "k-means per iteration vs scikit-learn",
+    "dashboard": "the live dashboard (bidlab/bench/dashboard.py)",
+}
+"""Benchmark name -> one-line summary; the name is the module ``bidlab.bench.<name>``."""

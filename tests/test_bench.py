@@ -1,0 +1,78 @@
+"""Smoke tests of the benchmark programs: they run at a tiny size and print sane JSON.
+
+These run ``python -m bidlab.bench ...`` in a subprocess, exactly as a user would, and check
+the document's fields hold finite positive numbers. They never judge speed: timings on a
+shared CI machine say nothing, so the targets are reported by the programs, not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _bench(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, NUMBA_NUM_THREADS=os.environ.get("NUMBA_NUM_THREADS", "2"))
+    return subprocess.run([sys.executable, "-m", "bidlab.bench", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _bench_json(*args: str) -> dict[str, Any]:
+    proc = _bench(*args, "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def _positive(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def test_kernels_json_tiny() -> None:
+    doc = _bench_json("kernels", "--scale", "0.002", "--triad-mib", "8", "--repeats", "1",
+                      "--baseline-repeats", "1", "--numpy-sddmm-repeats", "1")
+    assert doc["benchmark"] == "kernels"
+    assert _positive(doc["triad"]["bandwidth_GBps"]) and _positive(doc["roofline_gflops"])
+    assert doc["workload"]["k"] == 64 and doc["workload"]["nnz"] > 0
+    expected = {"sddmm", "dense_sparse", "dense_sparse_t", "sparse_dense", "sparse_t_dense",
+                "expdigamma"}
+    assert set(doc["kernels"]) == expected
+    for name, r in doc["kernels"].items():
+        for key in ("seconds", "rate", "roofline", "roofline_ratio", "speedup_vs_single",
+                    "speedup_vs_blocked", "speedup_vs_best"):
+            assert _positive(r[key]), (name, key, r[key])
+        for way in ("single", "blocked"):
+            assert _positive(r[way]["seconds"]) and _positive(r[way]["rate"]), (name, way)
+        assert r["max_rel_err"] < 1e-3, (name, r["max_rel_err"])  # bidlab agrees with scipy
+    assert len(doc["targets"]) == 4
+    for t in doc["targets"]:
+        assert isinstance(t["met"], bool) and _positive(t["value"]) and _positive(t["target"])
+
+
+def test_cache_json_tiny() -> None:
+    doc = _bench_json("cache", "--docs", "64", "--vocab", "500", "--nnz-per-doc", "10",
+                      "--k", "8", "--steps", "4")
+    assert doc["benchmark"] == "cache"
+    assert _positive(doc["time_ratio_cached_over_uncached"])
+    for way in ("cached", "uncached"):
+        assert _positive(doc[way]["median_step_s"])
+        assert isinstance(doc[way]["allocations_after_step2"], int)
+    # the cache's contract (not a timing): a cached loop allocates nothing after warm-up
+    assert doc["cached"]["allocations_after_step2"] == 0
+    assert doc["uncached"]["allocations_after_step2"] > 0
+
+
+@pytest.mark.parametrize("name", ["no-such-benchmark"])
+def test_unknown_benchmark_lists_valid_names(name: str) -> None:
+    proc = _bench(name)
+    assert proc.returncode == 2
+    for valid in ("kernels", "cache", "learner", "lda", "glm", "kmeans", "dashboard"):
+        assert valid in proc.stderr
