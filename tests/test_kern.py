@@ -233,6 +233,67 @@ def test_mixing_backends_raises_a_clear_type_error():
         kern.sparse_dense(S, cp.ones((3, 2)))
 
 
+def _ticks_inside(call, seconds: float = 0.3) -> tuple[int, float]:
+    """Run ``call`` repeatedly in a thread for ~``seconds``; count how often this thread
+    got to run (1 ms sleeps) while a call was in progress."""
+    import threading
+    import time
+
+    call()  # compiled and warm
+    t0 = time.perf_counter()
+    call()
+    calls = max(3, int(seconds / max(time.perf_counter() - t0, 1e-4)))
+    done = threading.Event()
+    windows: list[tuple[float, float]] = []
+
+    def compute() -> None:
+        for _ in range(calls):
+            t = time.perf_counter()
+            call()
+            windows.append((t, time.perf_counter()))
+        done.set()
+
+    ticks = []
+    worker = threading.Thread(target=compute)
+    worker.start()
+    while not done.is_set():
+        ticks.append(time.perf_counter())
+        time.sleep(0.001)
+    worker.join()
+    inside = sum(1 for t in ticks for a, b in windows if a < t < b)
+    return inside, sum(b - a for a, b in windows)
+
+
+def test_every_compiled_kernel_releases_the_gil():
+    """The live dashboards and the notebook's own thread must run while a minibatch
+    computes: every top-level numba kernel is compiled with nogil=True (inline helpers are
+    compiled into their callers)."""
+    from numba.core.registry import CPUDispatcher
+
+    from bidlab.kern import cpu, lda_sampler
+
+    checked = []
+    for module in (cpu, lda_sampler):
+        for name, obj in vars(module).items():
+            if isinstance(obj, CPUDispatcher) and obj.targetoptions.get("inline") != "always":
+                checked.append(name)
+                assert obj.targetoptions.get("nogil"), f"{module.__name__}.{name} holds the GIL"
+    assert len(checked) >= 10, checked
+
+
+def test_a_running_kernel_lets_other_threads_run():
+    """Behaviour, not flags: this thread keeps ticking while SDDMM runs in another."""
+    rng = np.random.default_rng(3)
+    m, n, k = 20_000, 5_000, 64
+    S = sp.random(m, n, density=0.01, format="csr", random_state=3, dtype=np.float32)
+    A = np.asfortranarray(rng.random((k, m), dtype=np.float32))
+    B = np.asfortranarray(rng.random((k, n), dtype=np.float32))
+    out = np.empty(S.nnz, np.float32)
+    inside, busy = _ticks_inside(lambda: kern.sddmm(A, B, S, out=out))
+    assert inside >= 0.2 * busy / 0.002, (
+        f"only {inside} ticks of this thread fell inside {busy:.2f} s of SDDMM calls")
+
+
 # ----------------------------------------------------------------------------- CUDA sources
 
 CU_FILES = sorted(cuda_source_dir().glob("*.cu"))

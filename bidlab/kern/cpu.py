@@ -10,6 +10,10 @@ Every product works on *row views*: 2-D arrays whose rows are the k-vectors bein
   ``out``; each thread accumulates a private copy from a reusable workspace, then one
   parallel pass sums the copies: no atomics, no per-call allocation).
 
+Every compiled kernel releases the GIL (``nogil=True``): while a minibatch computes in the
+training thread, the notebook's own thread and the dashboard's pump keep running, which is
+what lets a slider or a click reach a running learner within a tick.
+
 Rows are split between threads by nonzero count, not row count, so power-law data stays
 balanced. Accumulation is in the operands' own precision (float32 stays float32); NaN
 propagates (fastmath allows re-association and contraction only).
@@ -50,7 +54,7 @@ def _nparts(indptr: Any) -> int:
 # ----------------------------------------------------------------------------- SDDMM
 
 
-@numba.njit(parallel=True, fastmath=_FM, cache=True)
+@numba.njit(parallel=True, fastmath=_FM, cache=True, nogil=True)
 def _sddmm(indptr, indices, R, C, out, nparts):
     """Four stored entries of a row at a time: R[i] is loaded once for the four dot products,
     and the four independent reductions keep four rows of C in flight (the loop is bound by
@@ -104,7 +108,7 @@ def sddmm_rows(indptr: Any, indices: Any, R: Any, C: Any, out: Any) -> None:
 # ----------------------------------------------------------------------------- gather
 
 
-@numba.njit(parallel=True, fastmath=_FM, cache=True)
+@numba.njit(parallel=True, fastmath=_FM, cache=True, nogil=True)
 def _gather(indptr, indices, data, G, out, nparts):
     k = G.shape[1]
     for t in prange(nparts):
@@ -127,7 +131,7 @@ def gather_rows(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None:
 # ----------------------------------------------------------------------------- scatter
 
 
-@numba.njit(fastmath=_FM, cache=True)
+@numba.njit(fastmath=_FM, cache=True, nogil=True)
 def _scatter_range(indptr, indices, data, G, dst, lo, hi):
     k = G.shape[1]
     dst[:, :] = 0
@@ -139,7 +143,7 @@ def _scatter_range(indptr, indices, data, G, dst, lo, hi):
                 dst[j, c] += v * G[i, c]
 
 
-@numba.njit(parallel=True, fastmath=_FM, cache=True)
+@numba.njit(parallel=True, fastmath=_FM, cache=True, nogil=True)
 def _scatter(indptr, indices, data, G, out, work):
     """Part t accumulates its rows into work[t - 1] (part 0 into out), then one sum."""
     n, k = out.shape
@@ -156,7 +160,7 @@ def _scatter(indptr, indices, data, G, out, work):
                 out[j, c] += work[w, j, c]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _scatter_serial(indptr, indices, data, G, out):
     _scatter_range(indptr, indices, data, G, out, 0, indptr.shape[0] - 1)
 
@@ -204,7 +208,7 @@ def scatter_rows(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None
 # ----------------------------------------------------------------------------- sums
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _csr_row_sums(indptr, data, out):
     for i in prange(indptr.shape[0] - 1):
         s = out[i] * 0
@@ -213,7 +217,7 @@ def _csr_row_sums(indptr, data, out):
         out[i] = s
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _csr_col_sums(indices, data, nnz, out):
     out[:] = 0
     for p in range(nnz):
@@ -293,27 +297,17 @@ def _expdigamma1(x):
     return np.exp(_digamma(x))  # NaN, +-inf, zero and negative arguments
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _expdigamma_flat(x, out):
     for i in prange(x.shape[0]):
         out[i] = _expdigamma1(np.float64(x[i]))
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _expdigamma_2d(x, out):
     for i in prange(x.shape[0]):
         for j in range(x.shape[1]):
             out[i, j] = _expdigamma1(np.float64(x[i, j]))
-
-
-def digamma_scalar(x: float) -> float:
-    """digamma of one number by the same series the kernels use (for tests)."""
-    return float(_digamma_py(float(x)))
-
-
-@numba.njit
-def _digamma_py(x):
-    return _digamma(x)
 
 
 def _same_flat_layout(x: np.ndarray, out: np.ndarray) -> bool:

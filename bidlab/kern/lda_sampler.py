@@ -141,7 +141,7 @@ _invert8 = _make_invert(8)
 _invert12 = _make_invert(12)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _ptrs(lam, s):
     """Poisson(lam) for lam >= 10 by PTRS (transformed rejection), stream state ``s``."""
     slam = math.sqrt(lam)
@@ -180,7 +180,7 @@ def _products(th, cnt, a, beta, invden, q):
     return mu
 
 
-@numba.njit(cache=True, fastmath={"contract"})
+@numba.njit(cache=True, fastmath={"contract"}, nogil=True)
 def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, temp, use_temp,
                  theta_hat, out, with_phi, nsamps, key):
     k = theta.shape[1]
@@ -240,7 +240,7 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
                     out[w, j] += zz[j] * inv_m
 
 
-@numba.njit(parallel=True, cache=True)
+@numba.njit(parallel=True, cache=True, nogil=True)
 def _sample_cpu(indptr, indices, counts, theta, cnt, a, beta, invden, temp, use_temp,
                 theta_hat, phi_hat, with_phi, bufs, rows, nsamps, key):
     ndocs = theta.shape[0]
@@ -271,7 +271,7 @@ def _sample_cpu(indptr, indices, counts, theta, cnt, a, beta, invden, temp, use_
                     phi_hat[w, j] += bufs[c, w, j]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _sample_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, use_temp,
                    theta_hat, phi_hat, with_phi, rows, nsamps, key):
     if with_phi:
@@ -281,7 +281,7 @@ def _sample_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, u
                  temp, use_temp, theta_hat, phi_hat, with_phi, nsamps, key)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _unique_cols(indices, stamp, tick, out):
     """The distinct values of ``indices`` into ``out`` (first-seen order); returns how many.
 
@@ -298,7 +298,7 @@ def _unique_cols(indices, stamp, tick, out):
     return n
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _rows_step(counts, colsum, phi_hat, rows, s):
     for i in range(rows.shape[0]):
         w = rows[i]
