@@ -324,9 +324,19 @@ class KernelProbe:
         ``ast.literal_eval``, so ``expr`` must have a literal value: str, number, list...)."""
         import ast
 
-        reply = self.client.execute_interactive(
-            "", user_expressions={"v": f"repr({expr})"}, timeout=timeout,
-            store_history=False, output_hook=lambda msg: None)
+        # The value comes back in the execute_reply on the shell channel: iopub is never
+        # read (a kernel streaming widget updates fills it far faster than a probe would
+        # drain it; ZMQ drops what overflows, which is harmless here).
+        msg_id = self.client.execute("", silent=True, store_history=False,
+                                     user_expressions={"v": f"repr({expr})"})
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no reply from the kernel to {expr!r} in {timeout} s")
+            reply = self.client.get_shell_msg(timeout=left)
+            if reply["parent_header"].get("msg_id") == msg_id:
+                break
         value = reply["content"]["user_expressions"]["v"]
         if value["status"] != "ok":
             raise RuntimeError(f"the kernel could not evaluate {expr!r}: "

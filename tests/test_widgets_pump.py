@@ -57,7 +57,9 @@ def test_pump_rate_at_most_10_hz_and_ticks(running):
     pump.detach("probe")
     n = len(stamps)
     span = stamps[-1] - stamps[0]
-    assert 15 <= n <= 2.0 * MAX_RATE + 1, n
+    # <= 10 Hz is the contract; the floor only catches a pump stuck at a few Hz (a shared,
+    # loaded 2-core machine measured 10 ticks in 2 s; ~19-20 when it is quiet)
+    assert 8 <= n <= 2.0 * MAX_RATE + 1, n
     assert (n - 1) / span <= MAX_RATE * 1.02
     assert min(np.diff(stamps)) > 0.045  # no bursts to catch up after a late tick
     assert sum(fresh) >= 0.8 * n  # a running learner gives a new snapshot nearly every tick

@@ -1,0 +1,179 @@
+"""``python -m bidlab.bench dashboard``: what a live dashboard in a real browser costs.
+
+Opens ``notebooks/02_lda_live.ipynb`` in JupyterLab (127.0.0.1, token) in headless Debian
+chromium, runs it (an ``LDAGibbs`` learner with a ``Dashboard`` and a ``TopicBubbles``
+chart, training in the background), and in the same kernel makes a second learner with
+the same data and options and no dashboard. It then alternates: the dashboard learner
+trains ``--steps`` minibatches while the page renders it, then the bare learner trains
+``--steps`` minibatches (the other one paused each time), for ``--rounds`` rounds. Each
+run's time comes from the learner's own per-minibatch record (first to last minibatch of
+the window), so the ratio compares the same number of minibatches on the same data,
+side by side on one machine. Target (issue 6): throughput ratio >= 0.95.
+
+During the dashboard windows it also counts the score chart's updates in the page
+(target 9.5/s), and at the end drags the ``kappa`` slider ``--drags`` times and reports
+the delay from the browser event to the first minibatch using the new value (target p95
+<= 150 ms). Needs a source checkout (the browser harness is tests/browser_harness.py),
+chromium at /usr/bin/chromium, playwright and jupyterlab.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bidlab.bench import _live_page as lp
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+SHARED_DATA = CHECKOUT.parent / "shared" / "data"
+
+
+def _harness() -> Any:
+    """tests/browser_harness.py of this checkout (the one real-browser harness)."""
+    tests = CHECKOUT / "tests"
+    if not (tests / "browser_harness.py").is_file():
+        raise LookupError(f"{tests / 'browser_harness.py'} not found: this benchmark runs "
+                          "from a source checkout")
+    if str(tests) not in sys.path:
+        sys.path.insert(0, str(tests))
+    import browser_harness
+
+    return browser_harness
+
+
+# Statements run in the kernel (through exec: the probe evaluates expressions only).
+_BARE = """
+bare = LDAGibbs(k=K, nsamps=20, batch_size=64, seed=0).learner(X, npasses=NPASSES)
+bare.start(); bare.pause()
+"""
+
+
+def _run_window(probe: Any, name: str, steps: int, timeout: float) -> dict[str, Any]:
+    """Resume learner ``name`` for ``steps`` minibatches, pause it; time them from its
+    record (end of the first to end of the last: ``steps - 1`` intervals)."""
+    s0 = probe.eval(f"{name}.step")
+    probe.eval(f"{name}.resume() or 0")
+    t0 = time.time()
+    while probe.eval(f"{name}.step") < s0 + steps:
+        if time.time() - t0 > timeout:
+            raise TimeoutError(f"{name} did not train {steps} minibatches in {timeout} s")
+        time.sleep(0.1)
+    probe.eval(f"{name}.pause() or 0")
+    rec = probe.eval(f"(lambda r: (r['step'].tolist(), r['time'].tolist(), r['n'].tolist()))"
+                     f"({name}.record.as_dict())", timeout=30)
+    rows = [(s, t, n) for s, t, n in zip(*rec, strict=True) if s0 <= s < s0 + steps]
+    seconds = rows[-1][1] - rows[0][1]
+    samples = sum(n for _, _, n in rows[1:])
+    return {"learner": name, "first_step": s0, "minibatches": len(rows), "seconds": seconds,
+            "samples_per_s": samples / seconds, "minibatches_per_s": (len(rows) - 1) / seconds}
+
+
+def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None
+            ) -> dict[str, Any]:
+    bh = _harness()
+    reason = bh.skip_reason()
+    if reason:
+        raise LookupError(reason)
+    with tempfile.TemporaryDirectory(prefix="bidlab-bench-dashboard-") as tmp:
+        root = Path(tmp) / "root"
+        root.mkdir()
+        lp.lab_notebook(root / "02_lda_live.ipynb", data,
+                        f"NPASSES = 100_000\nMAX_DOCS = {docs}")
+        server = bh.start_lab(root, Path(tmp) / "lab")
+        browser = None
+        try:
+            browser = bh.start_browser(Path(tmp) / "chromium")
+            page = browser.new_page()
+            bh.open_notebook(page, server, "02_lda_live.ipynb")
+            bh.run_all_cells(page)
+            probe = bh.KernelProbe.for_page(server, page)
+            bh.wait_for(lambda: probe.eval("'bubbles' in globals() and learner.state == "
+                                           "'running' and dash.points > 0"), 90,
+                        "the notebook to run")
+            bh.wait_for(lambda: page.evaluate(f"() => !!{lp.find_source_js(lp.SCORES)}"),
+                        30, "the score chart in the page")
+            probe.eval("learner.pause() or 0")
+            probe.eval(f"exec({_BARE!r}, globals()) or 0", timeout=60)
+            lp.install_update_counter(page, lp.SCORES)
+            with_dash, bare, rates = [], [], []
+            for _ in range(rounds):
+                start_ms = page.evaluate("() => Date.now()")
+                with_dash.append(_run_window(probe, "learner", steps, 300))
+                rates.append(lp.update_rate(page, since_ms=start_ms))
+                bare.append(_run_window(probe, "bare", steps, 300))
+            probe.eval("learner.resume() or 0")
+            moves = []
+            for i in range(drags):
+                moves.append(lp.drag_slider(page, "kappa", 24 if i % 2 == 0 else -24))
+                lp.wait_ms(350)
+            stamps = [d["stamp"] for d in moves if d["after"] != d["before"]]
+            bh.wait_for(lambda: probe.eval("len(dash.controls.pending) == 0"), 10,
+                        "the slider changes to apply")
+            lat = lp.control_delays(probe, "kappa", stamps)
+            probe.eval("learner.stop(wait=False) or bare.stop(wait=False) or 0")
+            probe.close()
+        finally:
+            if browser is not None:
+                browser.close()
+            server.stop()
+    dash_rate = sum(r["minibatches_per_s"] for r in with_dash) / rounds
+    bare_rate = sum(r["minibatches_per_s"] for r in bare) / rounds
+    updates = sum(r["updates"] for r in rates)
+    seconds = sum(r["seconds"] for r in rates)
+    delays = lat["delays_s"]
+    return {
+        "benchmark": "dashboard",
+        "notebook": "notebooks/02_lda_live.ipynb",
+        "data": str(data) if data else "synthetic",
+        "minibatches_per_run": steps,
+        "rounds": rounds,
+        "with_dashboard": with_dash,
+        "without_dashboard": bare,
+        "throughput_ratio": dash_rate / bare_rate,
+        "update_rate_per_s": updates / seconds if seconds else 0.0,
+        "update_windows": rates,
+        "control": {"option": "kappa", "drags": drags, "changes": lat["changes"],
+                    "matched": len(delays), "p50_ms": lp.percentile(delays, 50) * 1e3,
+                    "p95_ms": lp.percentile(delays, 95) * 1e3,
+                    "max_ms": max(delays) * 1e3 if delays else None},
+        "targets": {"throughput_ratio_min": 0.95, "update_rate_min": 9.5,
+                    "control_p95_ms_max": 150},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bidlab.bench dashboard", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=250, help="minibatches per timed run")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--drags", type=int, default=16, help="slider drags for the latency")
+    ap.add_argument("--docs", type=int, default=2000, help="documents (MAX_DOCS)")
+    ap.add_argument("--data", type=Path, default=SHARED_DATA,
+                    help="the shared data folder (uci-kos); synthetic data when absent")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    args = ap.parse_args(argv)
+    data = args.data if args.data.is_dir() else None
+    try:
+        out = measure(args.steps, args.rounds, args.drags, args.docs, data)
+    except LookupError as exc:
+        print(f"python -m bidlab.bench dashboard: cannot run: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"LDAGibbs on {out['data']}, {args.steps} minibatches per run, {args.rounds} rounds")
+    for tag, runs in (("with dashboard", out["with_dashboard"]),
+                      ("no dashboard  ", out["without_dashboard"])):
+        print(f"  {tag}: " + ", ".join(f"{r['minibatches_per_s']:.1f}" for r in runs)
+              + " minibatches/s")
+    c = out["control"]
+    print(f"  throughput ratio {out['throughput_ratio']:.3f} (target >= 0.95)")
+    print(f"  chart updates in the page {out['update_rate_per_s']:.2f}/s (target >= 9.5)")
+    print(f"  control delay ({c['matched']} drags of {c['option']}): p50 {c['p50_ms']:.0f} ms,"
+          f" p95 {c['p95_ms']:.0f} ms (target <= 150 ms)")
+    return 0
