@@ -22,11 +22,15 @@ from bidlab.learn import Grad, Learner, LeastSquares  # noqa: E402
 
 
 def _learner(name: str) -> Learner:
+    """A learner that trains until stopped. Its minibatches are big enough that most of a
+    step is numpy work with the GIL released, as in real models: with 50-row minibatches
+    the loop was nearly pure interpreter time and starved the test's own thread of the GIL
+    (a single test took 45 s instead of 1 s)."""
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((4000, 20)).astype(np.float32)
-    y = (X @ rng.standard_normal((20, 1))).astype(np.float32)
-    return Learner(LeastSquares(), (X, y), Grad(lrate=0.01), batch_size=50, npasses=100_000,
-                   name=name)
+    X = rng.standard_normal((40_000, 200)).astype(np.float32)
+    y = (X @ rng.standard_normal((200, 1))).astype(np.float32)
+    return Learner(LeastSquares(), (X, y), Grad(lrate=0.01), batch_size=2000,
+                   npasses=100_000, name=name)
 
 
 def _pump_threads(lr: Learner) -> list[threading.Thread]:

@@ -27,7 +27,7 @@ from bidlab.learn import Snapshot
 
 from ._bokeh import DOC_LOCK
 
-__all__ = ["MAX_RATE", "Pump", "View", "pump_for"]
+__all__ = ["MAX_RATE", "Pump", "PumpedView", "View", "pump_for"]
 
 MAX_RATE = 10.0  # updates per second: the browser-side budget of JUPYTER.md
 
@@ -192,3 +192,25 @@ class Pump:
             self.detach(key)
         self.stop()
         self.closed = True
+
+
+class PumpedView:
+    """What every live view shares: it displays ``self.widget`` and, when closed, detaches
+    its :class:`View` from the learner's pump (the pump stops once nothing is attached and
+    calls the view's ``close`` hook to close its widgets).
+
+    Subclasses set ``widget``, ``pump``, ``view`` and ``_closed`` in their constructor.
+    """
+
+    widget: Any
+    pump: Pump
+    view: View
+    _closed: bool
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+    def close(self) -> None:
+        """Stop updating this view and close its widgets (idempotent)."""
+        if not self._closed:
+            self.pump.detach(self.view.key)

@@ -26,7 +26,7 @@ from bidlab.learn import Snapshot
 from ._bokeh import LiveBokeh
 from ._charts import score_figure, stream_row
 from ._controls import OptionControls
-from ._pump import MAX_RATE, View, pump_for
+from ._pump import MAX_RATE, PumpedView, View, pump_for
 
 __all__ = ["Dashboard"]
 
@@ -48,7 +48,7 @@ def _bytes(n: Any) -> str:
     return f"{n:.3g} TB"
 
 
-class Dashboard:
+class Dashboard(PumpedView):
     """A live dashboard for ``learner`` (display it: it is the last expression of a cell).
 
     Args:
@@ -92,15 +92,6 @@ class Dashboard:
         self._render_metrics(learner.metrics)
         self.pump = pump_for(learner, rate)
         self.view = self.pump.attach(View(key, self.render, close=self._close_widgets))
-
-    # -- display ----------------------------------------------------------------------------
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    def close(self) -> None:
-        """Stop updating (the pump stops when nothing else is attached) and close widgets."""
-        if not self._closed:
-            self.pump.detach(self.view.key)
 
     # -- shell thread: buttons only call the learner ----------------------------------------
     def _click(self, name: str) -> Any:

@@ -22,7 +22,7 @@ from bidlab.learn import Snapshot
 
 from ._bokeh import LiveBokeh
 from ._charts import palette, score_figure, stream_row
-from ._pump import MAX_RATE, View, pump_for
+from ._pump import MAX_RATE, PumpedView, View, pump_for
 
 __all__ = ["KMeansView"]
 
@@ -33,7 +33,7 @@ def _counts(model: Any) -> Any:
     return None if counts is None else bl.Mat(counts.reshape(1, -1))
 
 
-class KMeansView:
+class KMeansView(PumpedView):
     """Live view of a k-means learner (display it as a cell's last value)."""
 
     def __init__(self, learner: Any, rate: float = MAX_RATE, key: str = "kmeans") -> None:
@@ -72,13 +72,6 @@ class KMeansView:
         self.view = self.pump.attach(View(key, self.render, views={"centers": 0,
                                                                    "counts": _counts},
                                           close=self._close_widgets))
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    def close(self) -> None:
-        if not self._closed:
-            self.pump.detach(self.view.key)
 
     def render(self, snap: Snapshot | None) -> None:
         if snap is None or "centers" not in snap.views or snap.step == self._last_step:

@@ -26,7 +26,7 @@ from bidlab.learn import Snapshot
 
 from ._bokeh import LiveBokeh
 from ._charts import score_figure, stream_row
-from ._pump import MAX_RATE, View, pump_for
+from ._pump import MAX_RATE, PumpedView, View, pump_for
 
 __all__ = ["SweepView", "FROZEN_LRATE"]
 
@@ -42,7 +42,7 @@ def _target_losses(model: Any) -> Any:
     return None if loss is None else bl.Mat(loss)
 
 
-class SweepView:
+class SweepView(PumpedView):
     """Live curves of a GLM sweep learner's configurations.
 
     Args:
@@ -98,13 +98,6 @@ class SweepView:
         self.pump = pump_for(learner, rate)
         self.view = self.pump.attach(View(key, self.render, views={"loss": _target_losses},
                                           close=self._close_widgets))
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    def close(self) -> None:
-        if not self._closed:
-            self.pump.detach(self.view.key)
 
     # -- freezing (shell thread calls; the learner does the work) ---------------------------
     def request_freeze(self, keep: int) -> list[int]:

@@ -28,7 +28,7 @@ from bidlab.learn import Snapshot
 
 from ._bokeh import LiveBokeh
 from ._charts import palette
-from ._pump import MAX_RATE, View, pump_for
+from ._pump import MAX_RATE, PumpedView, View, pump_for
 
 __all__ = ["TopicBubbles", "supports_temperature"]
 
@@ -41,7 +41,7 @@ def supports_temperature(learner: Any) -> bool:
     return hasattr(est, "set_temperature") and hasattr(learner, "set_temperature")
 
 
-class TopicBubbles:
+class TopicBubbles(PumpedView):
     """Live bubble chart of an LDA learner's topics (display it as a cell's last value).
 
     Args:
@@ -120,14 +120,6 @@ class TopicBubbles:
         self.pump = pump_for(learner, rate)
         self.view = self.pump.attach(View(key, self.render, views={"topics": 0},
                                           close=self._close_widgets))
-
-    # -- display ----------------------------------------------------------------------------
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.widget._repr_mimebundle_(**kwargs)
-
-    def close(self) -> None:
-        if not self._closed:
-            self.pump.detach(self.view.key)
 
     # -- shell thread: clicks and the temperature control -----------------------------------
     def _on_select(self, _attr: str, _old: Any, new: list[int]) -> None:

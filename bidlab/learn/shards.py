@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from bidlab.learn.checkpoint import atomic_write_bytes
 from bidlab.learn.datasource import (
     DataInfo,
     DataSource,
@@ -56,34 +57,6 @@ FORMAT = "bidlab-shards"
 
 class ShardError(OSError):
     """A shard folder is incomplete or a shard file is corrupt (the message names it)."""
-
-
-def _atomic_write(path: Path, write: Any) -> None:
-    """Write through ``write(fileobj)`` into a temporary file, fsync, then rename."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def write_shards(folder: str | os.PathLike, *mats: Any, rows_per_shard: int = 100_000,
@@ -140,7 +113,7 @@ def write_shards(folder: str | os.PathLike, *mats: Any, rows_per_shard: int = 10
             else:
                 arrays[name] = np.ascontiguousarray(part)
         fname = f"shard-{k:05d}.npz"
-        _atomic_write(folder / fname, lambda f, arrays=arrays: save(f, **arrays))
+        atomic_write_bytes(folder / fname, lambda f, arrays=arrays: save(f, **arrays))
         shards.append({"file": fname, "rows": b - a, "bytes": (folder / fname).stat().st_size})
     manifest = {
         "format": FORMAT,
@@ -157,7 +130,7 @@ def write_shards(folder: str | os.PathLike, *mats: Any, rows_per_shard: int = 10
         "shards": shards,
     }
     path = folder / MANIFEST
-    _atomic_write(path, lambda f: f.write(json.dumps(manifest, indent=1).encode()))
+    atomic_write_bytes(path, lambda f: f.write(json.dumps(manifest, indent=1).encode()))
     return path
 
 
