@@ -85,7 +85,7 @@ def _out(out: Any, shape: tuple[int, ...], dtype: np.dtype, xp: ModuleType, name
     return out
 
 
-def _as(a: Any, dtype: np.dtype, xp: ModuleType) -> Any:
+def _as(a: Any, dtype: np.dtype) -> Any:
     """``a`` in ``dtype``: a view when it already is, else a cast copy (mixed dtypes only)."""
     return a if a.dtype == dtype else a.astype(dtype)
 
@@ -115,7 +115,7 @@ def sddmm(A: Any, B: Any, S: Any, out: Any = None) -> Any:
     dtype = _float_dtype(A, B)
     out = _out(out, (S.nnz,), dtype, xp, "sddmm")
     if xp is not np:
-        A, B = _as(A, out.dtype, xp), _as(B, out.dtype, xp)
+        A, B = _as(A, out.dtype), _as(B, out.dtype)
     _impl(xp).sddmm_rows(S.indptr, S.indices, A.T, B.T, out)
     return out
 
@@ -136,7 +136,7 @@ def _product_args(name: str, S: Any, D: Any, need_rows: int, which: str) -> Modu
 def _dispatch(kind: str, xp: ModuleType, S: Any, G: Any, rows_out: Any) -> None:
     data = S.data
     if xp is not np:
-        data, G = _as(data, rows_out.dtype, xp), _as(G, rows_out.dtype, xp)
+        data, G = _as(data, rows_out.dtype), _as(G, rows_out.dtype)
     impl = _impl(xp)
     fn = impl.gather_rows if kind == "gather" else impl.scatter_rows
     fn(S.indptr, S.indices, data, G, rows_out)

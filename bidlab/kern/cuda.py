@@ -53,14 +53,19 @@ def _function(source: str, names: tuple[str, ...], name: str) -> Any:
     return _module(cp.cuda.Device().id, source, names).get_function(name)
 
 
+def _ctype(values: Any) -> str:
+    try:
+        return _CTYPE[np.dtype(values.dtype)]
+    except KeyError as exc:
+        raise TypeError(f"the GPU kernels take float32/float64 values; got {values.dtype}") from exc
+
+
 def _types(values: Any, index: Any) -> tuple[str, str]:
     try:
-        return _CTYPE[np.dtype(values.dtype)], _ITYPE[np.dtype(index.dtype)]
+        itype = _ITYPE[np.dtype(index.dtype)]
     except KeyError as exc:
-        raise TypeError(
-            f"the GPU kernels take float32/float64 values and int32/int64 indices; got "
-            f"{values.dtype} values and {index.dtype} indices"
-        ) from exc
+        raise TypeError(f"the GPU kernels take int32/int64 indices; got {index.dtype}") from exc
+    return _ctype(values), itype
 
 
 def _strides(a: Any) -> tuple[np.int64, np.int64]:
@@ -133,7 +138,7 @@ def expdigamma(x: Any, out: Any) -> None:
     n = int(x.size)
     if n == 0:
         return
-    t, _ = _types(out, np.empty(0, np.int32))
+    t = _ctype(out)
     fn = _function("expdigamma.cu", _EXPDIGAMMA_NAMES, f"bidlab_expdigamma<{t}>")
     blocks = min((n + THREADS - 1) // THREADS, 65535)
     fn((blocks,), (THREADS,), (x.astype(out.dtype, copy=False), out, np.int64(n)))
