@@ -64,6 +64,9 @@ def live(lab: bh.LabServer, browser: bh.Browser, shots: Path) -> Iterator[dict[s
     data = SHARED_DATA if SHARED_DATA.is_dir() else None  # else the synthetic fallback
     lp.lab_notebook(lab.root / "02_lda_live.ipynb", data, "NPASSES = 100_000")
     page = browser.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.on("pageerror", lambda e: errors.append(f"pageerror {e}"))
     probe = None
     try:
         bh.open_notebook(page, lab, "02_lda_live.ipynb")
@@ -76,7 +79,7 @@ def live(lab: bh.LabServer, browser: bh.Browser, shots: Path) -> Iterator[dict[s
         bh.wait_for(lambda: page.evaluate(f"() => !!{lp.find_source_js(lp.SCORES)}"
                                           f" && !!{lp.find_source_js(lp.BUBBLES)}"), 30,
                     "both bokeh charts in the page")
-        yield {"page": page, "probe": probe}
+        yield {"page": page, "probe": probe, "errors": errors}
     except BaseException:
         page.screenshot(path=str(shots / "FAILED-setup.png"))
         raise
@@ -174,8 +177,26 @@ def test_bubble_click_heats_that_parameter(live: dict[str, Any], shots: Path) ->
         lambda: (v := probe.eval(f"float(learner.temperature[{topic}, {word}])")) != 1.0
         and v, 5, "the clicked parameter's temperature to change in the kernel")
     assert value == pytest.approx(probe.eval("bubbles.temperature.value"))
+    # the page marks the heated bubble (a red ring) at its next refresh
+    ring = bh.wait_for(lambda: page.evaluate(f"""(w) => {{
+      const s = {lp.find_source_js(lp.BUBBLES)};
+      for (let i = 0; i < s.data.topic.length; i++)
+        if (s.data.topic[i] === {topic} && s.data.word[i] === w && s.data.width[i] > 0)
+          return [s.data.line[i], s.data.width[i]];
+      return null;
+    }}""", hit["word"]), 5, "the heated bubble to be ringed in the page")
+    assert ring[0] == "#d62728", ring
     print(f"\nclicked topic {topic}, word {hit['word']!r}: temperature {value:.3g}")
     page.screenshot(path=str(shots / "bubble-heated.png"))
+
+
+def page_diagnosis(live: dict[str, Any]) -> str:
+    """What a failed chart check shows: points per BokehJS document, recent console errors."""
+    counts = live["page"].evaluate(f"""() => Bokeh.documents.map(d => {{
+      const s = d.get_model_by_name({lp.SCORES!r});
+      return s ? s.data.step.length : null;
+    }})""")
+    return f"score points per page document: {counts}; console: {live['errors'][-5:]}"
 
 
 def test_reload_shows_current_state(live: dict[str, Any], shots: Path) -> None:
@@ -188,8 +209,11 @@ def test_reload_shows_current_state(live: dict[str, Any], shots: Path) -> None:
         "the notebook to be saved")
     page.reload()
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started")
-    bh.wait_for(lambda: len(lp.browser_steps(page) or []) > before, 30,
-                "the reloaded chart to show at least the points seen before")
+    try:
+        bh.wait_for(lambda: len(lp.browser_steps(page) or []) > before, 30,
+                    "the reloaded chart to show at least the points seen before")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}; {page_diagnosis(live)}") from exc
     probe.eval("learner.pause() or 0")
     bh.wait_for(lambda: probe.eval("learner.state") == "paused", 10, "the learner to pause")
     time.sleep(0.5)  # the pump's last row reaches the page
@@ -204,7 +228,8 @@ def test_reload_shows_current_state(live: dict[str, Any], shots: Path) -> None:
     assert steps, "no score chart in the page after the reload"
     assert len(steps) == kernel[1], (
         f"page {len(steps)} points ({len(steps) - len(set(steps))} repeated, steps "
-        f"{steps[0]:.0f}..{steps[-1]:.0f}), kernel {kernel[1]} (steps ..{kernel[2]:.0f})")
+        f"{steps[0]:.0f}..{steps[-1]:.0f}), kernel {kernel[1]} (steps ..{kernel[2]:.0f}); "
+        f"{page_diagnosis(live)}")
     print(f"\nafter reload: page {len(steps)} points, kernel {kernel[0]} streamed / "
           f"{kernel[1]} held, last step {steps[-1]:.0f} (kernel {kernel[2]:.0f})")
     assert kernel[0] == kernel[1], "the kernel holds a different number of points than it sent"
