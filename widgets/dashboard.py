@@ -123,11 +123,8 @@ class Dashboard(PumpedView):
                 self.message.value = self.controls.message
             if snap is not None and snap.error and not self.error.value:
                 self.error.value = f"<pre style='color:#b00'>{snap.error}</pre>"
-        # The learner's own step counter, not only the snapshot's: a tick between two
-        # snapshots still shows the minibatches that ran since the last point (the scores
-        # are the latest published ones).
-        step = max(int(metrics.get("step", 0)), int(getattr(self.learner, "step", 0)))
-        if step != self._last_step and step > 0:
+        step = int(metrics.get("step", 0))
+        if snap is not None and step != self._last_step and step > 0:
             self._last_step = step
             stream_row(self.source, {"step": step,
                                      "train": float(metrics.get("train_score", math.nan)),
