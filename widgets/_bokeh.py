@@ -53,11 +53,12 @@ def aligning_pad(n_buffers: int) -> int:
 
     Why 1 modulo 3: a receiver in step reads a patch's text fragments (header, metadata,
     content, one header per buffer) and binary payloads in order. A receiver out of step
-    reads text fragments three at a time as junk messages (BokehJS applies none of them:
-    their "content" is a header or ``{}``), and a binary payload arriving where it expects
-    text raises before changing its state, so each patch moves it ``3 + n_buffers`` text
-    fragments along its cycle of three. With ``n_buffers`` = 1 (mod 3) a receiver one or two
-    fragments out of step is in step after at most two patches; one in step stays in step.
+    reads text fragments three at a time as junk messages (BokehJS applies one only when
+    its third fragment happens to be a real patch's content), and a binary payload
+    arriving where it expects text raises before changing its state, so each patch moves
+    it ``3 + n_buffers`` text fragments along its cycle of three. With ``n_buffers`` = 1
+    (mod 3) a receiver one or two fragments out of step is in step after at most two
+    patches; one in step stays in step.
     """
     return (1 - n_buffers) % 3
 
@@ -82,6 +83,10 @@ class LiveBokeh(BokehModel):
     """A ``BokehModel`` safe to stream into from one pump thread (see the module doc)."""
 
     def __init__(self, model: LayoutDOM, **kwargs: Any) -> None:
+        if not isinstance(model, LayoutDOM):
+            self._bidlab_closed = True  # nothing to close when __del__ runs
+            raise TypeError(f"LiveBokeh shows a bokeh layout (a figure, row, column, ...); "
+                            f"got {type(model).__name__}: wrap plots in bokeh.layouts.row()")
         load_bokehjs()
         with DOC_LOCK:
             super().__init__(model, **kwargs)
