@@ -156,3 +156,43 @@ def test_stock_framing_loses_a_view_created_mid_patch(monkeypatch: pytest.Monkey
     assert len(view_applies(frags)) == len(patches)
     assert view_applies(frags[1:]) == []
     assert view_applies(frags[2:]) == []
+
+
+def test_numpy_columns_travel_inline_in_five_fragments(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrays are encoded inside the content (no binary buffer per column), so a patch is
+    header, metadata, content and the one padding buffer, and it decodes to the values."""
+    import numpy as np
+    from bokeh.core.serialization import Deserializer
+
+    source = ColumnDataSource({"step": np.zeros(0), "a": np.zeros(0), "b": np.zeros(0)})
+    fig = figure(width=200, height=100)
+    fig.line("step", "a", source=source)
+    chart = _bokeh.LiveBokeh(fig)
+    sent: list[Fragment] = []
+    monkeypatch.setattr(chart, "send", lambda content, buffers=None: sent.append(
+        content["payload"] if "payload" in content else bytes(buffers[0])))
+    with _bokeh.DOC_LOCK:
+        source.stream({"step": np.array([3.0]), "a": np.array([0.25]), "b": np.array([-1.5])})
+    chart.close()
+    assert len(sent) == 5 and json.loads(sent[0])["num_buffers"] == 1
+    [event] = json.loads(sent[2])["events"]
+    data = Deserializer().decode(event["data"])
+    assert {k: list(v) for k, v in data.items()} == {"step": [3.0], "a": [0.25], "b": [-1.5]}
+    assert view_applies(sent) == [json.loads(sent[2])]
+
+
+def test_every_source_gets_the_page_side_echo_filter_once() -> None:
+    source = ColumnDataSource({"x": [1.0]})
+    other = ColumnDataSource({"y": [2.0]})
+    fig = figure(width=200, height=100)
+    fig.line("x", "x", source=source)
+    fig.scatter("y", "y", source=other)
+    _bokeh.quiet_echoes(fig)
+    _bokeh.quiet_echoes(fig)  # a second call adds nothing
+    for src in (source, other):
+        cbs = src.js_property_callbacks
+        assert set(cbs) == {"streaming", "patching", "change:data"}
+        assert all(len(v) == 1 and "bidlab-quiet-echoes" in v[0].tags for v in cbs.values())
+    # it lets through exactly what LiveBokeh._sync_model keeps
+    assert 'event.msg_type !== undefined || event.attr === "indices"' in _bokeh.QUIET_ECHOES_JS

@@ -46,6 +46,5 @@ def score_figure(title: str, y_label: str, series: Sequence[str], name: str,
 
 def stream_row(source: ColumnDataSource, row: dict[str, float],
                rollover: int = ROLLOVER) -> None:
-    """Append one row (as one-element arrays: they travel as binary buffers)."""
-    source.stream({k: np.asarray([v], dtype=np.float64) for k, v in row.items()},
-                  rollover=rollover)
+    """Append one row (as one-element lists: plain JSON, nothing to encode or gunzip)."""
+    source.stream({k: [float(v)] for k, v in row.items()}, rollover=rollover)

@@ -82,9 +82,10 @@ class KMeansView(PumpedView):
         self._prev = C
         full = slice(0, self.k)
         if "counts" in snap.views:
-            self.sizes.patch({"size": [(full, np.asarray(snap.views["counts"]).ravel())]})
-        self.centers.patch({"x": [(full, C[:, 0])],
-                            "y": [(full, C[:, 1] if C.shape[1] > 1 else C[:, 0])]})
+            counts = np.asarray(snap.views["counts"], dtype=np.float64).ravel()
+            self.sizes.patch({"size": [(full, counts.tolist())]})
+        self.centers.patch({"x": [(full, C[:, 0].tolist())],
+                            "y": [(full, (C[:, 1] if C.shape[1] > 1 else C[:, 0]).tolist())]})
         stream_row(self.movement, {"step": snap.step, "mean": float(dist.mean()),
                                    "max": float(dist.max())})
         self.points += 1

@@ -196,10 +196,12 @@ class TopicBubbles(PumpedView):
         labels = [self.vocab[j] if j >= 0 else "" for j in words]
         n = self.rows * self.k
         full = slice(0, n)
+        # plain lists: they travel as JSON inside the patch (no base64, no gzip either side)
         self.source.patch({
-            "size": [(full, size.ravel())], "weight": [(full, weight.ravel())],
+            "size": [(full, size.ravel().round(2).tolist())],
+            "weight": [(full, weight.ravel().tolist())],
             "word": [(full, [lab for lab in labels for _ in range(self.k)])],
-            "line": [(full, list(line.ravel()))], "width": [(full, width.ravel())],
+            "line": [(full, line.ravel().tolist())], "width": [(full, width.ravel().tolist())],
         })
         self.patches += 1
         overrides = {i: lab for i, lab in enumerate(labels)}
