@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import socket
 import subprocess
 import sys
@@ -310,8 +311,22 @@ class KernelProbe:
         wait_for(path.is_file, 10, f"connection file {path}")
         self.client = BlockingKernelClient(connection_file=str(path))
         self.client.load_connection_file()
-        self.client.start_channels()
-        self.client.wait_for_ready(timeout=30)
+        # shell only: iopub is never read (see eval). Not ``wait_for_ready``: after the
+        # kernel_info reply it drains iopub until 0.2 s pass without a message, which never
+        # happens while a dashboard streams (the benchmark hung there for 15 minutes).
+        self.client.start_channels(shell=True, iopub=False, stdin=False, hb=False,
+                                   control=False)
+        deadline = time.monotonic() + 30
+        while True:
+            msg_id = self.client.kernel_info()
+            try:
+                reply = self.client.get_shell_msg(timeout=1.0)
+            except queue.Empty:  # no reply within a second: ask again
+                reply = None
+            if reply is not None and reply["parent_header"].get("msg_id") == msg_id:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"kernel {kernel_id} did not answer kernel_info in 30 s")
 
     @classmethod
     def for_page(cls, server: LabServer, page: Any) -> KernelProbe:

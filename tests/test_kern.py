@@ -318,3 +318,22 @@ def test_cuda_source_compiles_with_nvcc(source: Path, tmp_path: Path):
     assert proc.returncode == 0, f"nvcc failed on {source.name}:\n{proc.stderr}"
     ptx = (tmp_path / "out.ptx").read_text()
     assert ".entry" in ptx and "bidlab_" in ptx, "every kernel body must be instantiated"
+
+
+@pytest.mark.parametrize("preset", [None, "ACTIVE"])
+def test_importing_bidlab_makes_idle_openmp_workers_sleep_unless_told_otherwise(
+        preset: str | None) -> None:
+    """bidlab/_threads.py: OMP_WAIT_POLICY is PASSIVE before numba first loads OpenMP (a
+    parallel kernel runs in the same process), and a user's own setting is kept."""
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if preset is not None:
+        env["OMP_WAIT_POLICY"] = preset
+    code = ("import os, numpy as np, bidlab\n"
+            "from bidlab.kern import cpu\n"
+            "print(os.environ['OMP_WAIT_POLICY'])\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120, check=True).stdout.split()
+    assert out == [preset or "PASSIVE"]

@@ -116,12 +116,14 @@ def test_chart_updates_near_10_per_second(live: dict[str, Any], shots: Path) -> 
     assert got["distinct_steps"] == got["updates"], got
     steps = lp.browser_steps(page)
     assert steps == sorted(set(steps)), "the page's score curve holds repeated steps"
-    # the page keeps the echoes of the kernel's patches (widgets/_bokeh.py, trap 7): none of
-    # the ~200 streams and patches of this window came back to the kernel
+    # the page keeps the echoes of the kernel's patches (widgets/_bokeh.py, trap 7): of the
+    # ~200 streams and patches of this window none came back to the kernel (the change that
+    # installs the page's filter may echo once per document)
     echoes = probe.eval("(dash.chart.echo_counts, bubbles.chart.echo_counts)")
     for counts in echoes:
-        assert not {"ColumnsStreamed", "ColumnsPatched", "ColumnDataChanged"} & set(counts), \
-            echoes
+        data_echoes = sum(counts.get(k, 0) for k in ("ColumnsStreamed", "ColumnsPatched",
+                                                     "ColumnDataChanged"))
+        assert data_echoes <= 1, echoes
 
 
 def test_slider_drag_reaches_the_learner(live: dict[str, Any], shots: Path) -> None:
