@@ -8,7 +8,7 @@ extra); importing ``bidlab`` itself never imports ipywidgets or bokeh.
 
 from __future__ import annotations
 
-# first: sets OpenMP's wait policy before any numba kernel loads OpenMP (bidlab/_threads.py)
+# first: sets how long idle OpenMP workers spin, before numba loads OpenMP (bidlab/_threads.py)
 from bidlab import _threads  # noqa: F401  isort: skip
 from bidlab import _source_checkout
 from bidlab.backend import gpu_available

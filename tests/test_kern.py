@@ -320,20 +320,24 @@ def test_cuda_source_compiles_with_nvcc(source: Path, tmp_path: Path):
     assert ".entry" in ptx and "bidlab_" in ptx, "every kernel body must be instantiated"
 
 
-@pytest.mark.parametrize("preset", [None, "ACTIVE"])
-def test_importing_bidlab_makes_idle_openmp_workers_sleep_unless_told_otherwise(
-        preset: str | None) -> None:
-    """bidlab/_threads.py: OMP_WAIT_POLICY is PASSIVE before numba first loads OpenMP (a
-    parallel kernel runs in the same process), and a user's own setting is kept."""
+@pytest.mark.parametrize(("preset", "expected"), [
+    ({}, "20000 -"), ({"GOMP_SPINCOUNT": "5"}, "5 -"),
+    ({"OMP_WAIT_POLICY": "PASSIVE"}, "- PASSIVE"),
+])
+def test_importing_bidlab_shortens_openmp_spinning_unless_told_otherwise(
+        preset: dict[str, str], expected: str) -> None:
+    """bidlab/_threads.py: GOMP_SPINCOUNT is set before numba first loads OpenMP (a
+    parallel kernel then runs in the same process); a user's own setting is kept."""
     import os
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if preset is not None:
-        env["OMP_WAIT_POLICY"] = preset
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    env.update(preset)
     code = ("import os, numpy as np, bidlab\n"
             "from bidlab.kern import cpu\n"
-            "print(os.environ['OMP_WAIT_POLICY'])\n")
+            "get = lambda k: os.environ.get(k, '-')\n"
+            "print(get('GOMP_SPINCOUNT'), get('OMP_WAIT_POLICY'))\n")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=120, check=True).stdout.split()
-    assert out == [preset or "PASSIVE"]
+                         text=True, timeout=120, check=True).stdout.strip()
+    assert out == expected
