@@ -135,9 +135,14 @@ class Dashboard(PumpedView):
         state = str(m.get("state", self.learner.state))
         if self.state.value != state:
             self.state.value = state
-        self.progress.value = float(m.get("progress", 0.0))
-        self.progress.bar_style = {"failed": "danger", "done": "success",
-                                   "stopped": "warning"}.get(state, "info")
+        # Per mille: a bar a few hundred pixels wide shows no finer step, and every value
+        # sent makes the page rebuild the bar's classes and restyle it (4 DOM changes).
+        progress = round(float(m.get("progress", 0.0)), 3)
+        if self.progress.value != progress:
+            self.progress.value = progress
+        style = {"failed": "danger", "done": "success", "stopped": "warning"}.get(state, "info")
+        if self.progress.bar_style != style:
+            self.progress.bar_style = style
         gpu = m.get("gpu_free")
         self.stats.value = (
             f"step {m.get('step', 0)} · pass {m.get('pass', 0)} · "

@@ -487,7 +487,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--triad-mib", type=float, default=256.0,
                     help="size of each of the 3 triad arrays in MiB (default 256)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", choices=("parallel", "adaptive", "serial"), default="parallel",
+                    help="kernel thread policy (default parallel: the roofline figures are "
+                         "for all cores; adaptive is what models use)")
     args = ap.parse_args(argv)
+    from bidlab.kern import adaptive as policy
+
+    policy.set_policy(args.threads)
     if not 0 < args.scale <= 1:
         ap.error("--scale must be in (0, 1]")
     # numba's OpenMP workers spin after a parallel region and would steal the cores from the
@@ -501,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
               max(1, args.numpy_sddmm_repeats), max(1, args.chunk), triad_elements, args.seed)
     passed = sys.argv[1:] if argv is None else argv
     res["command"] = " ".join(["python -m bidlab.bench kernels", *passed])
+    res["kernel_threads"] = args.threads
     if args.json:
         print(json.dumps(res, indent=1))
     else:

@@ -30,6 +30,8 @@ from numba import prange
 
 from bidlab import backend
 
+from .adaptive import adaptive_kernel
+
 _FM = {"reassoc", "contract"}
 
 
@@ -54,7 +56,7 @@ def _nparts(indptr: Any) -> int:
 # ----------------------------------------------------------------------------- SDDMM
 
 
-@numba.njit(parallel=True, fastmath=_FM, cache=True, nogil=True)
+@adaptive_kernel(fastmath=_FM, cache=True, nogil=True)
 def _sddmm(indptr, indices, R, C, out, nparts):
     """Four stored entries of a row at a time: R[i] is loaded once for the four dot products,
     and the four independent reductions keep four rows of C in flight (the loop is bound by
@@ -102,13 +104,13 @@ def sddmm_rows(indptr: Any, indices: Any, R: Any, C: Any, out: Any) -> None:
     if R.shape[1] == 0:
         out[:] = 0
         return
-    _sddmm(indptr, indices, R, C, out, _nparts(indptr))
+    _sddmm(float(indptr[-1]) * R.shape[1], indptr, indices, R, C, out, _nparts(indptr))
 
 
 # ----------------------------------------------------------------------------- gather
 
 
-@numba.njit(parallel=True, fastmath=_FM, cache=True, nogil=True)
+@adaptive_kernel(fastmath=_FM, cache=True, nogil=True)
 def _gather(indptr, indices, data, G, out, nparts):
     k = G.shape[1]
     for t in prange(nparts):
@@ -125,7 +127,7 @@ def _gather(indptr, indices, data, G, out, nparts):
 
 def gather_rows(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None:
     """out[i] = sum_{p in row i} data[p] * G[indices[p]] (every row of out is written)."""
-    _gather(indptr, indices, data, G, out, _nparts(indptr))
+    _gather(float(indptr[-1]) * G.shape[1], indptr, indices, data, G, out, _nparts(indptr))
 
 
 # ----------------------------------------------------------------------------- scatter
@@ -208,7 +210,7 @@ def scatter_rows(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None
 # ----------------------------------------------------------------------------- sums
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@adaptive_kernel(cache=True, nogil=True)
 def _csr_row_sums(indptr, data, out):
     for i in prange(indptr.shape[0] - 1):
         s = out[i] * 0
@@ -227,7 +229,7 @@ def _csr_col_sums(indices, data, nnz, out):
 def csr_row_sums(indptr: Any, data: Any, out: Any) -> None:
     """out[i] = sum of CSR row i's stored values."""
     out[:] = 0
-    _csr_row_sums(indptr, data, out)
+    _csr_row_sums(float(indptr[-1]), indptr, data, out)
 
 
 def csr_col_sums(indptr: Any, indices: Any, data: Any, out: Any) -> None:
@@ -297,13 +299,13 @@ def _expdigamma1(x):
     return np.exp(_digamma(x))  # NaN, +-inf, zero and negative arguments
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@adaptive_kernel(cache=True, nogil=True)
 def _expdigamma_flat(x, out):
     for i in prange(x.shape[0]):
         out[i] = _expdigamma1(np.float64(x[i]))
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@adaptive_kernel(cache=True, nogil=True)
 def _expdigamma_2d(x, out):
     for i in prange(x.shape[0]):
         for j in range(x.shape[1]):
@@ -321,8 +323,8 @@ def _same_flat_layout(x: np.ndarray, out: np.ndarray) -> bool:
 def expdigamma(x: np.ndarray, out: np.ndarray) -> None:
     """out = exp(digamma(x)) element-wise; in place (x is out) is allowed."""
     if _same_flat_layout(x, out):
-        _expdigamma_flat(x.ravel(order="K"), out.ravel(order="K"))
+        _expdigamma_flat(x.size, x.ravel(order="K"), out.ravel(order="K"))
     elif x.ndim == 2:
-        _expdigamma_2d(x, out)
+        _expdigamma_2d(x.size, x, out)
     else:
-        _expdigamma_flat(np.ravel(x), out.reshape(-1))
+        _expdigamma_flat(x.size, np.ravel(x), out.reshape(-1))

@@ -25,11 +25,12 @@ import numba
 import numpy as np
 
 from bidlab import backend
+from bidlab.kern.adaptive import adaptive_kernel
 
 UPDATERS = ("adagrad", "grad")
 
 
-@numba.njit(parallel=True, fastmath=True, cache=True, nogil=True)
+@adaptive_kernel(fastmath=True, cache=True, nogil=True)
 def _adagrad_fused(W, G, S, lr, l1, l2, eps):  # pragma: no cover - compiled
     d, T = W.shape
     for i in numba.prange(d):
@@ -45,7 +46,7 @@ def _adagrad_fused(W, G, S, lr, l1, l2, eps):  # pragma: no cover - compiled
             W[i, j] = w - lr[j] * g / (np.sqrt(s) + eps)
 
 
-@numba.njit(parallel=True, fastmath=True, cache=True, nogil=True)
+@adaptive_kernel(fastmath=True, cache=True, nogil=True)
 def _grad_fused(W, G, lr, l1, l2):  # pragma: no cover - compiled
     d, T = W.shape
     for i in numba.prange(d):
@@ -103,9 +104,9 @@ class Updater:
         """Update W (d x T) and b (1 x T) in place from gradients G, gb; rows lr/l1/l2 1 x T."""
         if self.fused:
             if self.kind == "adagrad":
-                _adagrad_fused(W, G, self.S, lr[0], l1[0], l2[0], W.dtype.type(self.eps))
+                _adagrad_fused(W.size, W, G, self.S, lr[0], l1[0], l2[0], W.dtype.type(self.eps))
             else:
-                _grad_fused(W, G, lr[0], l1[0], l2[0])
+                _grad_fused(W.size, W, G, lr[0], l1[0], l2[0])
         else:
             self._generic(W, G, lr, l1, l2)
         self._bias(b, gb, lr)

@@ -18,9 +18,10 @@ import numba
 import numpy as np
 
 from bidlab import backend
+from bidlab.kern.adaptive import adaptive_kernel
 
 
-@numba.njit(parallel=True, fastmath=True, cache=True, nogil=True)
+@adaptive_kernel(fastmath=True, cache=True, nogil=True)
 def _assign_cpu(D, cc, xx, labels, d1, d2):  # pragma: no cover - compiled
     m, k = D.shape
     for i in numba.prange(m):
@@ -47,7 +48,7 @@ def assign(D: Any, cc: Any, xx: Any, labels: Any, d1: Any, d2: Any) -> None:
     writes ``labels`` (m,) int64, ``d1`` / ``d2`` (m,) floats.
     """
     if isinstance(D, np.ndarray) and D.flags.c_contiguous:
-        _assign_cpu(D, cc, xx, labels, d1, d2)
+        _assign_cpu(D.size, D, cc, xx, labels, d1, d2)
         return
     xp = backend.namespace(D)
     vals = cc[None, :] - 2.0 * D

@@ -10,6 +10,7 @@
 import { ISessionContext } from '@jupyterlab/apputils';
 import { Widget } from '@lumino/widgets';
 
+import { setProp, setText } from './dom';
 import { formatProgress, formatRate, formatScore } from './format';
 import { Action, ILearnerInfo } from './protocol';
 import { LearnerStore } from './store';
@@ -105,17 +106,22 @@ export class LearnersPanel extends Widget {
     return this._followed?.sessionContext.session?.kernel?.id ?? null;
   }
 
-  /** Bring the cards up to date with the store. */
+  /** Bring the cards up to date with the store (while the panel is shown). */
   render(): void {
+    if (!this.isVisible) {
+      return; // onAfterShow renders when the panel is opened
+    }
     const kernelId = this.kernelId;
     const learners = this._store.learners(kernelId);
-    this._subtitle.textContent = this._followed
-      ? `${this._followed.label}${kernelId ? '' : ' (no kernel)'}`
-      : 'No notebook';
-    this._empty.textContent = learners.length
-      ? ''
-      : 'No bidlab learners in this kernel. Start one with learner.start().';
-    this._empty.hidden = learners.length > 0;
+    setText(
+      this._subtitle,
+      this._followed ? `${this._followed.label}${kernelId ? '' : ' (no kernel)'}` : 'No notebook'
+    );
+    setText(
+      this._empty,
+      learners.length ? '' : 'No bidlab learners in this kernel. Start one with learner.start().'
+    );
+    setProp(this._empty, 'hidden', learners.length > 0);
 
     const seen = new Set<string>();
     learners.forEach((info, index) => {
@@ -207,25 +213,30 @@ export class LearnersPanel extends Widget {
 
   private _fill(card: ICard): void {
     const info = card.info;
-    card.root.dataset.state = info.state;
-    card.name.textContent = info.name;
-    card.name.title = info.name;
-    card.model.textContent = info.model;
-    card.state.textContent = info.state;
-    card.state.className = `jp-bidlab-Learner-state jp-bidlab-state-${info.state}`;
+    if (card.root.dataset.state !== info.state) {
+      card.root.dataset.state = info.state;
+    }
+    setText(card.name, info.name);
+    setProp(card.name, 'title', info.name);
+    setText(card.model, info.model);
+    setText(card.state, info.state);
+    setProp(card.state, 'className', `jp-bidlab-Learner-state jp-bidlab-state-${info.state}`);
     const fraction = info.progress ?? 0;
-    card.bar.style.width = `${Math.round(Math.min(Math.max(fraction, 0), 1) * 1000) / 10}%`;
-    card.progress.textContent = formatProgress(info.progress) || '–';
-    card.train.textContent = formatScore(info.train_score);
-    card.train.title = String(info.train_score ?? '');
-    card.val.textContent = formatScore(info.val_score);
-    card.val.title = String(info.val_score ?? '');
-    card.rate.textContent = formatRate(info.samples_per_s);
+    const width = `${Math.round(Math.min(Math.max(fraction, 0), 1) * 1000) / 10}%`;
+    if (card.bar.style.width !== width) {
+      card.bar.style.width = width;
+    }
+    setText(card.progress, formatProgress(info.progress) || '–');
+    setText(card.train, formatScore(info.train_score));
+    setProp(card.train, 'title', String(info.train_score ?? ''));
+    setText(card.val, formatScore(info.val_score));
+    setProp(card.val, 'title', String(info.val_score ?? ''));
+    setText(card.rate, formatRate(info.samples_per_s));
     for (const [action, button] of card.buttons) {
-      button.disabled = card.busy || !CAN[action].includes(info.state);
+      setProp(button, 'disabled', card.busy || !CAN[action].includes(info.state));
     }
     const dashboard = findDashboard(this._followed?.node ?? null, info);
-    card.dashboard.hidden = dashboard === null;
+    setProp(card.dashboard, 'hidden', dashboard === null);
   }
 
   private async _act(card: ICard, action: Action): Promise<void> {

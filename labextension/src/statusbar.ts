@@ -5,6 +5,7 @@
 
 import { Widget } from '@lumino/widgets';
 
+import { setText } from './dom';
 import { formatRate } from './format';
 import { LearnerStore } from './store';
 
@@ -33,6 +34,6 @@ export class LearnersStatus extends Widget {
 
   protected onUpdateRequest(): void {
     const { running, samplesPerS } = this._store.totals;
-    this.node.textContent = statusText(running, samplesPerS);
+    setText(this.node, statusText(running, samplesPerS));
   }
 }

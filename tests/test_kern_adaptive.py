@@ -1,0 +1,258 @@
+"""bidlab.kern.adaptive: each CPU kernel runs serial or parallel, whichever is cheaper now.
+
+The choice logic is tested with a fake clock (no timing of real work, so these tests cannot
+be flaky); the kernels' two compiled versions are checked to give bit-identical results,
+which is what lets the choice change a call's time but never its answer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numba
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from bidlab.kern import adaptive, cpu
+from bidlab.models import _glm_update, _kmeans_kernels
+
+
+@pytest.fixture(autouse=True)
+def _fresh_timings():
+    adaptive.reset()
+    old = adaptive.get_policy()
+    adaptive.set_policy("adaptive")
+    yield
+    adaptive.set_policy(old)
+    adaptive.reset()
+
+
+class FakeClock:
+    """Replaces ``time.perf_counter`` inside adaptive; the fake kernels advance it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fake_kernels(clock: FakeClock, costs: dict[str, float], log: list[str]):
+    def make(mode: str):
+        def call() -> str:
+            clock.now += costs[mode]
+            log.append(mode)
+            return mode
+        return call
+    return make("serial"), make("parallel")
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    if numba.get_num_threads() < 2:
+        pytest.skip("one numba thread: every kernel runs serially, there is no choice")
+    fake = FakeClock()
+    monkeypatch.setattr(adaptive.time, "perf_counter", fake)
+    return fake
+
+
+def test_runs_the_cheaper_version_and_probes_the_other(clock: FakeClock) -> None:
+    costs = {"serial": 1.0e-3, "parallel": 1.2e-3}  # close: re-checked every PROBE_EVERY
+    log: list[str] = []
+    serial, parallel = fake_kernels(clock, costs, log)
+    results = [adaptive.run("site", 1000, serial, parallel) for _ in range(4 + 10 * 32)]
+    assert results == log  # the chosen kernel's return value comes back
+    # warm-up: two parallel calls (the first may include compiling), then two serial ones
+    assert log[:4] == ["parallel", "parallel", "serial", "serial"]
+    steady = log[4:]
+    assert steady.count("parallel") == 10
+    assert all(steady[i] == "parallel" for i in range(31, len(steady), 32))
+    d = adaptive.decisions()["site[work~4^5]"]
+    assert d["prefers"] == "serial"
+    assert d["serial_ns_per_unit"] == pytest.approx(1e3)
+    assert d["parallel_ns_per_unit"] == pytest.approx(1.2e3)
+
+
+def test_probes_that_would_cost_much_are_rare(clock: FakeClock) -> None:
+    costs = {"serial": 1e-3, "parallel": 8e-3}  # a busy machine: parallel loses 8x
+    log: list[str] = []
+    serial, parallel = fake_kernels(clock, costs, log)
+    for _ in range(4 + 2000):
+        adaptive.run("site", 1000, serial, parallel)
+    probes = log[4:].count("parallel")
+    # a probe waits for PROBE_BUDGET x its extra cost (7 ms) of time at the site: ~350 calls
+    assert 4 <= probes <= 6
+    lost = probes * (costs["parallel"] - costs["serial"])
+    assert lost / (clock.now) < 1.5 / adaptive.PROBE_BUDGET
+
+
+def test_follows_the_machine_when_it_changes(clock: FakeClock) -> None:
+    costs = {"serial": 1e-3, "parallel": 8e-3}
+    log: list[str] = []
+    serial, parallel = fake_kernels(clock, costs, log)
+    for _ in range(100):
+        adaptive.run("site", 1000, serial, parallel)
+    costs["parallel"] = 0.5e-3  # the other process ended: two cores are free again
+    log.clear()
+    for _ in range(1200):
+        adaptive.run("site", 1000, serial, parallel)
+    # a handful of probes, each sooner as the estimates converge, then parallel for good
+    switched = next(i for i in range(len(log)) if log[i:i + 20] == ["parallel"] * 20)
+    assert switched < 1000
+    assert log[-64:].count("parallel") >= 62  # switched back, probing serial now and then
+    assert adaptive.decisions()["site[work~4^5]"]["prefers"] == "parallel"
+
+
+def test_size_classes_and_sites_keep_separate_timings(clock: FakeClock) -> None:
+    log: list[str] = []
+    small = fake_kernels(clock, {"serial": 1e-3, "parallel": 5e-3}, log)
+    big = fake_kernels(clock, {"serial": 8e-1, "parallel": 4e-1}, log)
+    for _ in range(40):
+        adaptive.run("k", 1_000, *small)
+        adaptive.run("k", 1_000_000, *big)
+        adaptive.run("other", 1_000, *big)
+    d = adaptive.decisions()
+    assert d["k[work~4^5]"]["prefers"] == "serial"
+    assert d["k[work~4^10]"]["prefers"] == "parallel"
+    assert d["other[work~4^5]"]["prefers"] == "parallel"
+
+
+def test_fixed_policies_skip_the_bookkeeping(clock: FakeClock) -> None:
+    log: list[str] = []
+    serial, parallel = fake_kernels(clock, {"serial": 1.0, "parallel": 2.0}, log)
+    with adaptive.policy("parallel"):
+        for _ in range(5):
+            adaptive.run("site", 10, serial, parallel)
+    with adaptive.policy("serial"):
+        for _ in range(5):
+            adaptive.run("site", 10, serial, parallel)
+    assert log == ["parallel"] * 5 + ["serial"] * 5
+    assert adaptive.decisions() == {}
+    assert adaptive.get_policy() == "adaptive"
+    with pytest.raises(ValueError, match="use one of"):
+        adaptive.set_policy("fast")
+
+
+def test_environment_variable_sets_the_policy_and_rejects_typos() -> None:
+    code = "from bidlab.kern import adaptive; print(adaptive.get_policy())"
+    env = {**os.environ, "BIDLAB_KERNEL_THREADS": "serial"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "serial"
+    env["BIDLAB_KERNEL_THREADS"] = "fastest"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode != 0
+    assert "BIDLAB_KERNEL_THREADS='fastest'" in out.stderr and "adaptive" in out.stderr
+
+
+# ------------------------------------------------------------------ the compiled pairs
+@adaptive.adaptive_kernel()
+def _thread_ids(out):  # pragma: no cover - compiled
+    for i in numba.prange(out.shape[0]):
+        out[i] = numba.get_thread_id()
+
+
+def test_serial_runs_use_one_thread_and_restore_the_count() -> None:
+    if numba.get_num_threads() < 2:
+        pytest.skip("one numba thread: nothing to restrict")
+    out = np.full(4096, -1, np.int64)
+    _thread_ids.serial(out)
+    assert set(out.tolist()) == {0}
+    assert numba.get_num_threads() >= 2  # restored
+    _thread_ids.parallel(out)
+    assert len(set(out.tolist())) == numba.get_num_threads()
+    numba.set_num_threads(1)  # a user's own limit is kept, and a serial run is then free
+    try:
+        _thread_ids.serial(out)
+        assert numba.get_num_threads() == 1
+    finally:
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+def _csr(m: int, n: int, density: float, dtype: type, seed: int) -> sp.csr_matrix:
+    x = sp.random(m, n, density=density, format="csr", dtype=dtype, random_state=seed)
+    x.data += 0.5
+    return x
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
+    rng = np.random.default_rng(3)
+    x = _csr(301, 257, 0.05, dtype, 1)
+    k = 13
+    R = rng.random((301, k)).astype(dtype)
+    C = rng.random((257, k)).astype(dtype)
+    nparts = cpu._nparts(x.indptr)
+
+    def both(pair, make_out, args):
+        outs = []
+        for version in (pair.serial, pair.parallel):
+            out = make_out()
+            version(*args(out))
+            outs.append(out)
+        return outs
+
+    a, b = both(cpu._sddmm, lambda: np.empty(x.nnz, dtype),
+                lambda o: (x.indptr, x.indices, R, C, o, nparts))
+    np.testing.assert_array_equal(a, b)
+    a, b = both(cpu._gather, lambda: np.empty((301, k), dtype),
+                lambda o: (x.indptr, x.indices, x.data, C, o, nparts))
+    np.testing.assert_array_equal(a, b)
+    a, b = both(cpu._csr_row_sums, lambda: np.zeros(301, dtype),
+                lambda o: (x.indptr, x.data, o))
+    np.testing.assert_array_equal(a, b)
+    v = rng.random(1001).astype(dtype) * 5
+    a, b = both(cpu._expdigamma_flat, lambda: np.empty(1001, dtype), lambda o: (v, o))
+    np.testing.assert_array_equal(a, b)
+    a, b = both(cpu._expdigamma_2d, lambda: np.empty((301, k), dtype), lambda o: (R + 0.1, o))
+    np.testing.assert_array_equal(a, b)
+
+    # the GLM's row-wise updates (fastmath) and k-means' nearest-centre pass
+    T = 7
+    G = rng.standard_normal((257, T)).astype(dtype)
+    lr, l1, l2 = (rng.random(T).astype(dtype) * s for s in (0.1, 1e-3, 1e-2))
+    W0, S0 = rng.standard_normal((257, T)).astype(dtype), rng.random((257, T)).astype(dtype)
+    runs = []
+    for version in (_glm_update._adagrad_fused.serial, _glm_update._adagrad_fused.parallel):
+        W, S = W0.copy(), S0.copy()
+        version(W, G, S, lr, l1, l2, dtype(1e-8))
+        runs.append((W, S))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+    runs = []
+    for version in (_glm_update._grad_fused.serial, _glm_update._grad_fused.parallel):
+        W = W0.copy()
+        version(W, G, lr, l1, l2)
+        runs.append(W)
+    np.testing.assert_array_equal(*runs)
+    D = rng.standard_normal((301, 9)).astype(dtype)
+    cc, xx = rng.random(9).astype(dtype), rng.random(301).astype(dtype)
+    runs = []
+    for version in (_kmeans_kernels._assign_cpu.serial, _kmeans_kernels._assign_cpu.parallel):
+        labels, d1, d2 = np.empty(301, np.int64), np.empty(301, dtype), np.empty(301, dtype)
+        version(D, cc, xx, labels, d1, d2)
+        runs.append((labels, d1, d2))
+    for u, w in zip(*runs, strict=True):
+        np.testing.assert_array_equal(u, w)
+
+
+def test_public_kernels_record_their_choices() -> None:
+    from bidlab import kern
+
+    x = _csr(200, 150, 0.05, np.float32, 2)
+    A = np.random.default_rng(0).random((8, 200), dtype=np.float32)
+    B = np.random.default_rng(1).random((8, 150), dtype=np.float32)
+    for _ in range(6):
+        kern.sddmm(A, B, x)
+    if numba.get_num_threads() < 2:
+        assert adaptive.decisions() == {}
+        return
+    (name, d), = ((n, d) for n, d in adaptive.decisions().items() if n.startswith("cpu._sddmm"))
+    assert d["serial_calls"] + d["parallel_calls"] == 6
+    assert d["serial_calls"] >= 2 and d["parallel_calls"] >= 2
+    assert d["prefers"] in ("serial", "parallel")
