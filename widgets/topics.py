@@ -197,9 +197,9 @@ class TopicBubbles(PumpedView):
         labels = [self.vocab[j] if j >= 0 else "" for j in words]
         full = slice(0, self.rows * self.k)
         # Sizes and weights change every tick: float32 arrays (one base64 string each in the
-        # patch; bokeh's serializer walks a list element by element, ~5 ms a tick for 500
-        # bubbles). Words and marks change only when a word enters the top or a parameter
-        # is heated: they are sent only then.
+        # patch; bokeh's serializer walks a list element by element: most of the 5 ms a
+        # tick took for 500 bubbles). Words and marks change only when a word enters the
+        # top or a parameter is heated: they are sent only then.
         patch: dict[str, list[tuple[slice, Any]]] = {
             "size": [(full, size.ravel().astype(np.float32))],
             "weight": [(full, weight.ravel().astype(np.float32))],

@@ -14,6 +14,10 @@ Every compiled kernel releases the GIL (``nogil=True``): while a minibatch compu
 training thread, the notebook's own thread and the dashboard's pump keep running, which is
 what lets a slider or a click reach a running learner within a tick.
 
+Each ``prange`` kernel whose result does not depend on how its work is split (all but the
+scatter) is an :func:`~bidlab.kern.adaptive.adaptive_kernel`: called with its work size
+first, it runs on all threads or on the calling one, whichever is measured cheaper now.
+
 Rows are split between threads by nonzero count, not row count, so power-law data stays
 balanced. Accumulation is in the operands' own precision (float32 stays float32); NaN
 propagates (fastmath allows re-association and contraction only).
