@@ -12,6 +12,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -76,3 +77,32 @@ def test_unknown_benchmark_lists_valid_names(name: str) -> None:
     assert proc.returncode == 2
     for valid in ("kernels", "cache", "learner", "lda", "glm", "kmeans", "dashboard"):
         assert valid in proc.stderr
+
+
+def test_dashboard_cpu_shares_add_up_per_party() -> None:
+    """The dashboard benchmark's core accounting: CPU seconds / wall seconds per party."""
+    import threading
+
+    pytest.importorskip("psutil", reason="the dashboard benchmark's accounting needs psutil")
+    from bidlab.bench.dashboard import CpuShares
+
+    before = (100.0, {("kernel", 1): 5.0, ("training_thread", 11): 2.0,
+                      ("chromium_renderer", 7): 1.0, ("chromium_other", 8): 0.5,
+                      ("chromium_other", 9): 0.5})
+    after = (102.0, {("kernel", 1): 6.8, ("training_thread", 11): 3.6,
+                     ("chromium_renderer", 7): 2.2, ("chromium_other", 8): 0.7,
+                     ("chromium_other", 9): 0.9, ("chromium_other", 10): 0.2})  # a new one
+    assert CpuShares.shares(before, after) == {
+        "chromium_other": 0.4, "chromium_renderer": 0.6, "kernel": 0.9,
+        "training_thread": 0.8}
+
+    # a real sample: this process stands in for the kernel, this thread for training
+    me = threading.current_thread()
+    cpu = CpuShares(server_pid=-1, kernel_pid=os.getpid(),
+                    threads={me.native_id: "training_thread"})
+    t0 = cpu.sample()
+    end = time.process_time() + 0.2
+    while time.process_time() < end:  # burn 0.2 s of CPU in this thread
+        pass
+    shares = CpuShares.shares(t0, cpu.sample())
+    assert shares["kernel"] >= shares["training_thread"] > 0.3

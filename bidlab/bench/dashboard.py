@@ -11,7 +11,10 @@ the window), so the ratio compares the same number of minibatches on the same da
 side by side on one machine. Target (issue 6): throughput ratio >= 0.95.
 
 During the dashboard windows it also counts the score chart's updates in the page
-(target 9.5/s), and at the end drags the ``kappa`` slider ``--drags`` times and reports
+(target 9.5/s) and measures who used the machine's cores (``cpu_cores``: chromium's
+renderer and its other processes, the Jupyter server, the whole kernel, and within it the
+training thread and the pump; from the processes' CPU times: what explains a ratio below 1
+on a small machine). At the end it drags the ``kappa`` slider ``--drags`` times and reports
 the delay from the browser event to the first minibatch using the new value (target p95
 <= 150 ms). Needs a source checkout (the browser harness is tests/browser_harness.py),
 chromium at /usr/bin/chromium, playwright and jupyterlab.
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -53,24 +57,92 @@ bare.start(); bare.pause()
 """
 
 
-def _run_window(probe: Any, name: str, steps: int, timeout: float) -> dict[str, Any]:
+class CpuShares:
+    """Cores used by each party of the benchmark over a window (CPU seconds / wall seconds).
+
+    Parties: chromium's renderer and its other processes (found by command line), the
+    Jupyter server, the kernel, and the kernel's threads named in ``threads``
+    (native id -> name, read in the kernel).
+    """
+
+    def __init__(self, server_pid: int, kernel_pid: int, threads: dict[int, str]) -> None:
+        import psutil  # a dependency of ipykernel, which this benchmark needs anyway
+
+        self._psutil = psutil
+        self.server_pid, self.kernel_pid, self.threads = server_pid, kernel_pid, threads
+
+    def _party(self, proc: Any) -> str | None:
+        if proc.pid == self.kernel_pid:
+            return "kernel"
+        if proc.pid == self.server_pid:
+            return "jupyter_server"
+        try:
+            cmd = " ".join(proc.cmdline())
+        except self._psutil.Error:
+            return None
+        if "chrom" not in proc.name() and "chromium" not in cmd:
+            return None
+        return "chromium_renderer" if "--type=renderer" in cmd else "chromium_other"
+
+    def sample(self) -> tuple[float, dict[tuple[str, int], float]]:
+        times: dict[tuple[str, int], float] = {}
+        for proc in self._psutil.process_iter():
+            party = self._party(proc)
+            if party is None:
+                continue
+            try:
+                cpu = proc.cpu_times()
+                times[(party, proc.pid)] = cpu.user + cpu.system
+                if party == "kernel":
+                    for t in proc.threads():
+                        name = self.threads.get(t.id)
+                        if name is not None:
+                            times[(name, t.id)] = t.user_time + t.system_time
+            except self._psutil.Error:
+                continue
+        return time.time(), times
+
+    @staticmethod
+    def shares(before: tuple[float, dict], after: tuple[float, dict]) -> dict[str, float]:
+        wall = after[0] - before[0]
+        out: dict[str, float] = {}
+        for key, t in after[1].items():
+            out[key[0]] = out.get(key[0], 0.0) + (t - before[1].get(key, 0.0)) / wall
+        return {k: round(v, 3) for k, v in sorted(out.items())}
+
+
+# Names of the kernel threads CpuShares reports (the rest of the kernel is in "kernel").
+_THREADS = """
+{t.native_id: ('training_thread' if t.name.startswith('bidlab-learner-') else 'pump')
+ for t in __import__('threading').enumerate()
+ if t.name.startswith(('bidlab-learner-', 'bidlab-pump-'))}
+"""
+
+
+def _run_window(probe: Any, name: str, steps: int, timeout: float,
+                cpu: CpuShares | None = None) -> dict[str, Any]:
     """Resume learner ``name`` for ``steps`` minibatches, pause it; time them from its
     record (end of the first to end of the last: ``steps - 1`` intervals)."""
     s0 = probe.eval(f"{name}.step")
+    before = cpu.sample() if cpu else None
     probe.eval(f"{name}.resume() or 0")
     t0 = time.time()
     while probe.eval(f"{name}.step") < s0 + steps:
         if time.time() - t0 > timeout:
             raise TimeoutError(f"{name} did not train {steps} minibatches in {timeout} s")
         time.sleep(0.1)
+    shares = CpuShares.shares(before, cpu.sample()) if cpu and before else None
     probe.eval(f"{name}.pause() or 0")
     rec = probe.eval(f"(lambda r: (r['step'].tolist(), r['time'].tolist(), r['n'].tolist()))"
                      f"({name}.record.as_dict())", timeout=30)
     rows = [(s, t, n) for s, t, n in zip(*rec, strict=True) if s0 <= s < s0 + steps]
     seconds = rows[-1][1] - rows[0][1]
     samples = sum(n for _, _, n in rows[1:])
-    return {"learner": name, "first_step": s0, "minibatches": len(rows), "seconds": seconds,
-            "samples_per_s": samples / seconds, "minibatches_per_s": (len(rows) - 1) / seconds}
+    out = {"learner": name, "first_step": s0, "minibatches": len(rows), "seconds": seconds,
+           "samples_per_s": samples / seconds, "minibatches_per_s": (len(rows) - 1) / seconds}
+    if shares is not None:
+        out["cpu_cores"] = shares
+    return out
 
 
 def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None
@@ -100,12 +172,14 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None
             probe.eval("learner.pause() or 0")
             probe.eval(f"exec({_BARE!r}, globals()) or 0", timeout=60)
             lp.install_update_counter(page, lp.SCORES)
+            cpu = CpuShares(server.process.pid, probe.eval("__import__('os').getpid()"),
+                            probe.eval(_THREADS.strip()))
             with_dash, bare, rates = [], [], []
             for _ in range(rounds):
                 start_ms = page.evaluate("() => Date.now()")
-                with_dash.append(_run_window(probe, "learner", steps, 300))
+                with_dash.append(_run_window(probe, "learner", steps, 300, cpu))
                 rates.append(lp.update_rate(page, since_ms=start_ms))
-                bare.append(_run_window(probe, "bare", steps, 300))
+                bare.append(_run_window(probe, "bare", steps, 300, cpu))
             probe.eval("learner.resume() or 0")
             moves = []
             for i in range(drags):
@@ -135,6 +209,9 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None
         "with_dashboard": with_dash,
         "without_dashboard": bare,
         "throughput_ratio": dash_rate / bare_rate,
+        "machine_cores": os.cpu_count(),
+        "cpu_cores_with_dashboard": _mean_shares(with_dash),
+        "cpu_cores_without_dashboard": _mean_shares(bare),
         "update_rate_per_s": updates / seconds if seconds else 0.0,
         "update_windows": rates,
         "control": {"option": "kappa", "drags": drags, "changes": lat["changes"],
@@ -144,6 +221,13 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None
         "targets": {"throughput_ratio_min": 0.95, "update_rate_min": 9.5,
                     "control_p95_ms_max": 150},
     }
+
+
+def _mean_shares(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """Average of the windows' ``cpu_cores`` (parties missing from a window count 0)."""
+    keys = sorted({k for r in runs for k in r.get("cpu_cores", {})})
+    return {k: round(sum(r.get("cpu_cores", {}).get(k, 0.0) for r in runs) / len(runs), 3)
+            for k in keys}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -174,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
               + " minibatches/s")
     c = out["control"]
     print(f"  throughput ratio {out['throughput_ratio']:.3f} (target >= 0.95)")
+    for tag, key in (("with dashboard", "cpu_cores_with_dashboard"),
+                     ("no dashboard  ", "cpu_cores_without_dashboard")):
+        print(f"  cores used {tag}: " + ", ".join(f"{k} {v:.2f}" for k, v in out[key].items())
+              + f" (of {out['machine_cores']})")
     print(f"  chart updates in the page {out['update_rate_per_s']:.2f}/s (target >= 9.5)")
     print(f"  control delay ({c['matched']} drags of {c['option']}): p50 {c['p50_ms']:.0f} ms,"
           f" p95 {c['p95_ms']:.0f} ms (target <= 150 ms)")
