@@ -94,3 +94,23 @@ def test_progress_bar_is_sent_per_mille() -> None:
         assert styles == ["success"]
     finally:
         dash.close()
+
+
+def test_score_chart_has_a_static_legend_not_a_bokeh_one() -> None:
+    """BokehJS rebuilds a legend's elements on every paint; the dashboard's chart, streamed
+    10 times a second, names its curves in a static HTML legend instead."""
+    from bidlab.widgets._charts import palette
+    from bokeh.models import Legend
+
+    corpus = synthetic_lda_corpus(n_docs=40, n_words=30, k=2, seed=0)
+    learner = LDAGibbs(k=2, nsamps=2, batch_size=20, seed=0).learner(corpus.X, npasses=1)
+    dash = Dashboard(learner)
+    try:
+        fig = next(iter(dash.source.document.roots))
+        assert not list(fig.select({"type": Legend}))
+        assert [r.name for r in fig.renderers] == ["train", "val"]
+        train, val = palette(2)
+        html = dash.legend.value
+        assert html.index(train) < html.index("train") < html.index(val) < html.index("val")
+    finally:
+        dash.close()

@@ -24,7 +24,7 @@ from bidlab.lab.snapshot import dashboard_class
 from bidlab.learn import Snapshot
 
 from ._bokeh import LiveBokeh
-from ._charts import score_figure, stream_row
+from ._charts import legend_html, score_figure, stream_row
 from ._controls import OptionControls
 from ._pump import MAX_RATE, PumpedView, View, pump_for
 
@@ -79,12 +79,14 @@ class Dashboard(PumpedView):
         self.error = W.HTML(value="")
         score = learner.model.score_name
         fig, self.source = score_figure(f"{learner.name}: {score}", score, ["train", "val"],
-                                        name="bidlab-scores")
+                                        name="bidlab-scores", legend=False)
         self.chart = LiveBokeh(fig)
         header = W.HBox([*self.buttons.values(), W.HTML("&nbsp;state:&nbsp;"), self.state])
         right = W.VBox([W.HTML("<b>controls</b> (apply at the next minibatch)"),
                         self.controls.box(), self.message])
-        self.widget = W.VBox([header, self.progress, W.HBox([self.chart, right]), self.stats,
+        self.legend = W.HTML(legend_html(["train", "val"]))  # static: see score_figure
+        chart = W.VBox([self.legend, self.chart])
+        self.widget = W.VBox([header, self.progress, W.HBox([chart, right]), self.stats,
                               self.error])
         # the JupyterLab extension's "Learners" panel scrolls to the element with this class
         self.widget.add_class("bidlab-dashboard")
@@ -159,7 +161,7 @@ class Dashboard(PumpedView):
 
     def _close_widgets(self) -> None:
         self._closed = True
-        for w in (self.widget, self.chart, self.state, self.progress, self.stats,
+        for w in (self.widget, self.chart, self.legend, self.state, self.progress, self.stats,
                   self.message, self.error, *self.buttons.values(),
                   *self.controls.widgets.values()):
             w.close()

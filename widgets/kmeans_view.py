@@ -21,7 +21,7 @@ import bidlab as bl
 from bidlab.learn import Snapshot
 
 from ._bokeh import LiveBokeh
-from ._charts import palette, score_figure, stream_row
+from ._charts import legend_html, palette, score_figure, stream_row
 from ._pump import MAX_RATE, PumpedView, View, pump_for
 
 __all__ = ["KMeansView"]
@@ -64,10 +64,11 @@ class KMeansView(PumpedView):
         pos.scatter("x", "y", size=12, color="color", source=self.centers)
         move, self.movement = score_figure("centre movement per update", "distance",
                                            ["mean", "max"], name="bidlab-kmeans-movement",
-                                           width=360, height=260)
+                                           width=360, height=260, legend=False)
         self.chart = LiveBokeh(row(bars, pos, move))
         self.status = W.HTML(value="")
-        self.widget = W.VBox([self.chart, self.status])
+        self.legend = W.HTML(legend_html(["mean", "max"], "centre movement: "))
+        self.widget = W.VBox([self.chart, self.legend, self.status])
         self.pump = pump_for(learner, rate)
         self.view = self.pump.attach(View(key, self.render, views={"centers": 0,
                                                                    "counts": _counts},
@@ -95,5 +96,5 @@ class KMeansView(PumpedView):
 
     def _close_widgets(self) -> None:
         self._closed = True
-        for w in (self.widget, self.chart, self.status):
+        for w in (self.widget, self.chart, self.legend, self.status):
             w.close()
