@@ -100,7 +100,7 @@ def test_score_chart_has_a_static_legend_not_a_bokeh_one() -> None:
     """BokehJS rebuilds a legend's elements on every paint; the dashboard's chart, streamed
     10 times a second, names its curves in a static HTML legend instead."""
     from bidlab.widgets._charts import palette
-    from bokeh.models import Legend
+    from bokeh.models import HoverTool, Legend
 
     corpus = synthetic_lda_corpus(n_docs=40, n_words=30, k=2, seed=0)
     learner = LDAGibbs(k=2, nsamps=2, batch_size=20, seed=0).learner(corpus.X, npasses=1)
@@ -109,8 +109,34 @@ def test_score_chart_has_a_static_legend_not_a_bokeh_one() -> None:
         fig = next(iter(dash.source.document.roots))
         assert not list(fig.select({"type": Legend}))
         assert [r.name for r in fig.renderers] == ["train", "val"]
+        hover = fig.select_one({"type": HoverTool})
+        assert [name for name, _ in hover.tooltips] == ["step", "train", "val"]
         train, val = palette(2)
         html = dash.legend.value
         assert html.index(train) < html.index("train") < html.index(val) < html.index("val")
     finally:
         dash.close()
+
+
+def test_sweep_curves_are_named_by_configuration_without_a_bokeh_legend() -> None:
+    from bidlab.widgets import SweepView
+    from bokeh.models import HoverTool, Legend
+
+    from bidlab.models.glm import glm_sweep
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 5))
+    y = (X[:, 0] > 0).astype(float)
+    learner = glm_sweep("logistic", lrate=[0.1, 1.0], l2=[0.0], batch_size=50).learner(
+        X, y, npasses=1)
+    labels = ["lrate=0.1", "lrate=1"]
+    view = SweepView(learner, labels=labels)
+    try:
+        fig = next(iter(view.source.document.roots))
+        assert not list(fig.select({"type": Legend}))
+        assert [r.name for r in view.lines] == labels
+        hover = fig.select_one({"type": HoverTool})
+        assert [name for name, _ in hover.tooltips][1:] == labels
+        assert all(lab in view.legend.value for lab in labels)
+    finally:
+        view.close()

@@ -27,15 +27,19 @@ def palette(n: int) -> list[str]:
 
 
 def score_figure(title: str, y_label: str, series: Sequence[str], name: str,
-                 width: int = 520, height: int = 260, legend: bool = True
+                 width: int = 520, height: int = 260, labels: Sequence[str] | None = None
                  ) -> tuple[Any, ColumnDataSource]:
     """A line chart of ``series`` against ``step``; one source with a column per series.
 
-    ``legend=False`` leaves out bokeh's legend (show :func:`legend_html` beside the chart):
-    BokehJS 3.9 rebuilds a legend's items (elements and listeners) on every paint, which
-    for a chart streamed 10 times a second was 30 % of the page's work on it (renderer CPU
-    0.25 -> 0.18 of a core without it, measured in JupyterLab's chromium).
+    ``labels`` (default: the series names) name the curves in the hover tool and each line
+    renderer's ``name``. There is no bokeh legend: show :func:`legend_html` beside the
+    chart. Why: BokehJS 3.9 rebuilds a legend's items (elements and listeners) on every
+    paint, which for a chart streamed 10 times a second was 30 % of the page's work on it
+    (renderer CPU 0.25 -> 0.18 of a core without it, measured in JupyterLab's chromium).
     """
+    labels = list(series) if labels is None else list(labels)
+    if len(labels) != len(series):
+        raise ValueError(f"score_figure: got {len(labels)} labels for {len(series)} series")
     data: dict[str, Any] = {"step": np.zeros(0, np.float64)}
     for s in series:
         data[s] = np.zeros(0, np.float64)
@@ -43,15 +47,11 @@ def score_figure(title: str, y_label: str, series: Sequence[str], name: str,
     fig = figure(title=title, width=width, height=height, x_axis_label="minibatch",
                  y_axis_label=y_label, tools="pan,wheel_zoom,box_zoom,reset,save",
                  output_backend="canvas")
-    for s, color in zip(series, palette(len(series)), strict=False):
-        if legend:
-            fig.line("step", s, source=source, color=color, line_width=2, legend_label=s)
-        else:
-            fig.line("step", s, source=source, color=color, line_width=2, name=s)
-    if legend:
-        fig.legend.location = "bottom_right"
-        fig.legend.click_policy = "hide"
-    fig.add_tools(HoverTool(tooltips=[("step", "@step"), *[(s, f"@{{{s}}}") for s in series]],
+    for s, lab, color in zip(series, labels, palette(len(series)), strict=True):
+        fig.line("step", s, source=source, color=color, line_width=2, name=lab)
+    fig.add_tools(HoverTool(tooltips=[("step", "@step"),
+                                      *[(lab, f"@{{{s}}}")
+                                        for s, lab in zip(series, labels, strict=True)]],
                             mode="vline"))
     return fig, source
 

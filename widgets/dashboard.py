@@ -79,7 +79,7 @@ class Dashboard(PumpedView):
         self.error = W.HTML(value="")
         score = learner.model.score_name
         fig, self.source = score_figure(f"{learner.name}: {score}", score, ["train", "val"],
-                                        name="bidlab-scores", legend=False)
+                                        name="bidlab-scores")
         self.chart = LiveBokeh(fig)
         header = W.HBox([*self.buttons.values(), W.HTML("&nbsp;state:&nbsp;"), self.state])
         right = W.VBox([W.HTML("<b>controls</b> (apply at the next minibatch)"),

@@ -64,7 +64,7 @@ class KMeansView(PumpedView):
         pos.scatter("x", "y", size=12, color="color", source=self.centers)
         move, self.movement = score_figure("centre movement per update", "distance",
                                            ["mean", "max"], name="bidlab-kmeans-movement",
-                                           width=360, height=260, legend=False)
+                                           width=360, height=260)
         self.chart = LiveBokeh(row(bars, pos, move))
         self.status = W.HTML(value="")
         self.legend = W.HTML(legend_html(["mean", "max"], "centre movement: "))

@@ -25,7 +25,7 @@ import bidlab as bl
 from bidlab.learn import Snapshot
 
 from ._bokeh import LiveBokeh
-from ._charts import score_figure, stream_row
+from ._charts import legend_html, score_figure, stream_row
 from ._pump import MAX_RATE, PumpedView, View, pump_for
 
 __all__ = ["SweepView", "FROZEN_LRATE"]
@@ -78,23 +78,20 @@ class SweepView(PumpedView):
         self._freeze_request: int | None = None
 
         cols = [f"c{i}" for i in range(self.K)]
+        # a static legend: BokehJS would rebuild a bokeh legend's K items on every paint
         fig, self.source = score_figure("sweep: -loss/sample per configuration (EMA)",
                                         "-loss/sample", cols, name="bidlab-sweep",
-                                        width=640, height=320)
+                                        width=640, height=320, labels=self.labels)
         self.lines = fig.renderers
-        for r, lab in zip(self.lines, self.labels, strict=True):
-            r.name = lab
-        for item, lab in zip(fig.legend.items, self.labels, strict=True):
-            item.label = {"value": lab}
-        fig.legend.location = "top_left"
-        fig.legend.label_text_font_size = "8pt"
+        self.legend = W.HTML(legend_html(self.labels))
         self.chart = LiveBokeh(fig)
         self.keep = W.BoundedIntText(value=max(1, math.ceil(self.K / 4)), min=1, max=self.K,
                                      description="keep best", layout=W.Layout(width="180px"))
         self.freeze = W.Button(description="freeze the others", button_style="warning")
         self.freeze.on_click(lambda _b: self.request_freeze(self.keep.value))
         self.status = W.HTML(value="")
-        self.widget = W.VBox([self.chart, W.HBox([self.keep, self.freeze]), self.status])
+        self.widget = W.VBox([self.legend, self.chart, W.HBox([self.keep, self.freeze]),
+                              self.status])
         self.pump = pump_for(learner, rate)
         self.view = self.pump.attach(View(key, self.render, views={"loss": _target_losses},
                                           close=self._close_widgets))
@@ -151,5 +148,5 @@ class SweepView(PumpedView):
 
     def _close_widgets(self) -> None:
         self._closed = True
-        for w in (self.widget, self.chart, self.keep, self.freeze, self.status):
+        for w in (self.widget, self.legend, self.chart, self.keep, self.freeze, self.status):
             w.close()
