@@ -101,8 +101,10 @@ def test_dashboard_cpu_shares_add_up_per_party() -> None:
     cpu = CpuShares(server_pid=-1, kernel_pid=os.getpid(),
                     threads={me.native_id: "training_thread"})
     t0 = cpu.sample()
-    end = time.process_time() + 0.2
-    while time.process_time() < end:  # burn 0.2 s of CPU in this thread
+    end = time.process_time() + 0.5
+    while time.process_time() < end:  # burn 0.5 s of CPU in this thread
         pass
     shares = CpuShares.shares(t0, cpu.sample())
-    assert shares["kernel"] >= shares["training_thread"] > 0.3
+    # CPU times tick every 10 ms, process and thread apart: +-0.04 over 0.5 s
+    assert shares["training_thread"] > 0.5
+    assert shares["kernel"] >= shares["training_thread"] - 0.1
