@@ -56,7 +56,7 @@ __all__ = ["POLICIES", "PROBE_EVERY", "PROBE_BUDGET", "AdaptiveKernel", "adaptiv
 T = TypeVar("T")
 
 POLICIES = ("adaptive", "parallel", "serial")
-#: calls between two runs of the version not currently preferred
+#: at least this many calls between two runs of the version not currently preferred
 PROBE_EVERY = 32
 #: a probe waits until the site has run this many times the probe's expected extra cost
 PROBE_BUDGET = 50.0
@@ -96,6 +96,7 @@ def set_policy(name: str) -> None:
 
 
 def get_policy() -> str:
+    """The policy in force (see :func:`set_policy`)."""
     return _policy
 
 
