@@ -80,7 +80,7 @@ class CpuShares:
             cmd = " ".join(proc.cmdline())
         except self._psutil.Error:
             return None
-        if "chrom" not in proc.name() and "chromium" not in cmd:
+        if "chrom" not in proc.name() and "chrom" not in cmd:
             return None
         return "chromium_renderer" if "--type=renderer" in cmd else "chromium_other"
 
@@ -131,7 +131,7 @@ def _run_window(probe: Any, name: str, steps: int, timeout: float,
         if time.time() - t0 > timeout:
             raise TimeoutError(f"{name} did not train {steps} minibatches in {timeout} s")
         time.sleep(0.1)
-    shares = CpuShares.shares(before, cpu.sample()) if cpu and before else None
+    shares = CpuShares.shares(before, cpu.sample()) if cpu else None
     probe.eval(f"{name}.pause() or 0")
     rec = probe.eval(f"(lambda r: (r['step'].tolist(), r['time'].tolist(), r['n'].tolist()))"
                      f"({name}.record.as_dict())", timeout=30)

@@ -19,8 +19,8 @@ calls, and once the time spent at that site since the last probe is :data:`PROBE
 times what a probe is expected to lose (so probing costs at most ~2 %, and a site whose two
 versions differ little is re-checked often, one that differs tenfold rarely). The
 bookkeeping is two ``perf_counter`` reads and a dict lookup (about 1 us; a serial run adds
-0.3 us to set and restore the thread count); the kernels it
-chooses between are microseconds to seconds.
+0.3 us to set and restore the thread count); the kernels it chooses between take
+microseconds to seconds.
 
 Policy: ``"adaptive"`` (default), ``"parallel"`` (always all threads: what the kernel
 benchmark's roofline figures use) or ``"serial"``; set with :func:`set_policy`, the
@@ -42,6 +42,7 @@ rule.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -78,8 +79,7 @@ class _Site:
     """Timings of one (call site, size class): index 0 serial, 1 parallel."""
 
     cost: list[float] = field(default_factory=lambda: [0.0, 0.0])  # seconds per unit
-    seen: list[int] = field(default_factory=lambda: [0, 0])  # calls timed
-    runs: list[int] = field(default_factory=lambda: [0, 0])
+    seen: list[int] = field(default_factory=lambda: [0, 0])  # calls run (and timed)
     since_probe: int = 0
     time_since_probe: float = 0.0
 
@@ -154,7 +154,6 @@ def run(name: str, work: float, serial: Callable[[], T], parallel: Callable[[], 
     elapsed = time.perf_counter() - t0
     site.time_since_probe += elapsed
     cost = elapsed / units
-    site.runs[mode] += 1
     seen = site.seen[mode]
     if seen == 1:
         site.cost[mode] = cost
@@ -170,7 +169,7 @@ def decisions() -> dict[str, dict[str, Any]]:
     for (name, size), s in sorted(_sites.items()):
         ready = min(s.seen) >= 2
         out[f"{name}[work~4^{size}]"] = {
-            "serial_calls": s.runs[0], "parallel_calls": s.runs[1],
+            "serial_calls": s.seen[0], "parallel_calls": s.seen[1],
             "serial_ns_per_unit": s.cost[0] * 1e9 if s.seen[0] >= 2 else None,
             "parallel_ns_per_unit": s.cost[1] * 1e9 if s.seen[1] >= 2 else None,
             "prefers": ("parallel" if s.cost[1] < s.cost[0] else "serial") if ready else None,
@@ -178,7 +177,8 @@ def decisions() -> dict[str, dict[str, Any]]:
     return out
 
 
-def _thread_count_calls() -> tuple[Callable[[], int], Callable[[int], None]]:
+@functools.cache
+def _counts() -> tuple[Callable[[], int], Callable[[int], None]]:
     """numba's own get/set of the calling thread's thread count.
 
     The public ``numba.get_num_threads`` re-checks the thread pool on every call (2 us,
@@ -195,16 +195,6 @@ def _thread_count_calls() -> tuple[Callable[[], int], Callable[[int], None]]:
     except (ImportError, AttributeError, TypeError):  # pragma: no cover - other numba
         pass
     return numba.get_num_threads, numba.set_num_threads  # pragma: no cover
-
-
-_threads: tuple[Callable[[], int], Callable[[int], None]] | None = None
-
-
-def _counts() -> tuple[Callable[[], int], Callable[[int], None]]:
-    global _threads
-    if _threads is None:
-        _threads = _thread_count_calls()
-    return _threads
 
 
 def one_thread(fn: Callable[..., T], *args: Any) -> T:
