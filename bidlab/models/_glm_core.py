@@ -8,6 +8,10 @@ of all K targets at once::
     G = Xb.T @ (E / n)         # sparse_t_dense: all targets' gradients, d x T
     W, b <- update(G, lrate, l1, l2)    # per-target rows, in place (see _glm_update)
 
+On the CPU the last two lines run as one pass over the rows of W that the minibatch touches
+(plus, when some target is regularised, the regulariser's step on the others), and G is
+never formed (see _glm_touched: 20 Newsgroups, 32-configuration sweep, 4.1 -> 2.3 s).
+
 With ``bidlab.caching()`` on, the products find their result containers in the cache
 (keyed by the minibatch's and W's GUIDs, which never change: minibatches are copied into
 the same SMat), the gradient goes into one owned d x T buffer, and the link work buffers
@@ -79,7 +83,7 @@ class GLMCore:
         K, T = layout.K, layout.T
         self.W = bl.Mat(backend.zeros((self.d, T), self.dtype, xp))
         self.b = bl.Mat(backend.zeros((1, T), self.dtype, xp))
-        self.G = bl.Mat(backend.empty((self.d, T), self.dtype, xp))
+        self._G: bl.Mat | None = None  # the dense gradient, made when a step first needs it
         self.lrate = _row(lrate, K, self.dtype, xp, "lrate")
         self.l1 = _row(l1, K, self.dtype, xp, "l1")
         self.l2 = _row(l2, K, self.dtype, xp, "l2")
@@ -94,6 +98,13 @@ class GLMCore:
         self.steps = 0
 
     # -- pieces of the step ---------------------------------------------------------------
+    @property
+    def G(self) -> bl.Mat:
+        """The d x T gradient buffer of :meth:`gradient` (the fused CPU step never needs it)."""
+        if self._G is None:
+            self._G = bl.Mat(backend.empty((self.d, self.layout.T), self.dtype, self.xp))
+        return self._G
+
     def link_step(self, n: int) -> LinkStep:
         found = self._links.get(n)
         if found is None:
@@ -119,8 +130,10 @@ class GLMCore:
         return c["lr"], c["l1"], c["l2"]
 
     # -- the step -------------------------------------------------------------------------
-    def gradient(self, Xb: bl.SMat, Yb: Any, loss: Any | None = None) -> tuple[bl.Mat, bl.Mat]:
-        """(G, gb): the mean-loss gradients for minibatch ``Xb`` and data targets ``Yb``.
+    def margin_gradient(
+        self, Xb: bl.SMat, Yb: Any, loss: Any | None = None
+    ) -> tuple[bl.Mat, bl.Mat]:
+        """(E, gb): dL/d(margins) / n (n x T) and the bias gradient for minibatch ``Xb``.
 
         Adds each target's summed loss (before the step) to ``loss`` (1 x K) when given.
         """
@@ -129,15 +142,31 @@ class GLMCore:
         bl.add(E, self.b, out=E)
         self.link_step(n)(E.data, self.model_targets(Yb), loss)
         self.xp.multiply(E.data, 1.0 / n, out=E.data)
-        G = bl.sparse_t_dense(Xb, E, out=self.G)
-        gb = E.sum(axis=0)
-        return G, gb
+        return E, E.sum(axis=0)
+
+    def gradient(self, Xb: bl.SMat, Yb: Any, loss: Any | None = None) -> tuple[bl.Mat, bl.Mat]:
+        """(G, gb): the mean-loss gradients for minibatch ``Xb`` and data targets ``Yb``.
+
+        Adds each target's summed loss (before the step) to ``loss`` (1 x K) when given.
+        """
+        E, gb = self.margin_gradient(Xb, Yb, loss)
+        return bl.sparse_t_dense(Xb, E, out=self.G), gb
 
     def step(self, Xb: bl.SMat, Yb: Any, loss: Any | None = None) -> None:
-        """One SGD step on a minibatch, in place."""
-        G, gb = self.gradient(Xb, Yb, loss)
-        lr, l1, l2 = self._expanded()
-        self.updater.apply(self.W.data, G.data, self.b.data, gb.data, lr, l1, l2)
+        """One SGD step on a minibatch, in place.
+
+        On the CPU the gradient product and the update run fused over the rows the
+        minibatch touches (:mod:`bidlab.models._glm_touched`); elsewhere G is formed.
+        """
+        up = self.updater
+        if up.sparse_fused and Xb.xp is np:
+            E, gb = self.margin_gradient(Xb, Yb, loss)
+            lr, l1, l2 = self._expanded()
+            up.apply_sparse(Xb, E.data, self.W.data, self.b.data, gb.data, lr, l1, l2)
+        else:
+            G, gb = self.gradient(Xb, Yb, loss)
+            lr, l1, l2 = self._expanded()
+            up.apply(self.W.data, G.data, self.b.data, gb.data, lr, l1, l2)
         self.steps += 1
 
     def evaluate(self, Xb: bl.SMat, Yb: Any, loss: Any) -> None:

@@ -6,7 +6,9 @@ learning rate changed live costs nothing.
 
 On the CPU the whole update -- regularisation, the ADAGrad accumulator and the step -- is
 one fused numba pass over the d x T model (memory-bound: three reads, two writes per
-weight) instead of seven numpy passes. Any other backend (CuPy) takes the generic path
+weight) instead of seven numpy passes; for sparse minibatches :meth:`Updater.apply_sparse`
+goes further and fuses the gradient product in, over the touched rows only (see
+:mod:`bidlab.models._glm_touched`). Any other backend (CuPy) takes the generic path
 below, written with ``xp`` ufuncs into preallocated buffers; tests run the generic path on
 numpy too and compare it with the fused one.
 
@@ -26,6 +28,7 @@ import numpy as np
 
 from bidlab import backend
 from bidlab.kern.adaptive import adaptive_kernel
+from bidlab.models._glm_touched import TouchedStep
 
 UPDATERS = ("adagrad", "grad")
 
@@ -93,6 +96,12 @@ class Updater:
             self._t2 = backend.empty(W.shape, W.dtype, xp)
         self._tb = backend.empty(b.shape, b.dtype, xp)
         self._tb2 = backend.empty(b.shape, b.dtype, xp)
+        self._touched = TouchedStep(W.shape[0], W.shape[1], W.dtype) if self.fused else None
+
+    @property
+    def sparse_fused(self) -> bool:
+        """True when :meth:`apply_sparse` can run (fused CPU path)."""
+        return self._touched is not None
 
     def reset(self) -> None:
         """Forget the accumulated squared gradients (a fresh ``fit``)."""
@@ -109,6 +118,19 @@ class Updater:
                 _grad_fused(W.size, W, G, lr[0], l1[0], l2[0])
         else:
             self._generic(W, G, lr, l1, l2)
+        self._bias(b, gb, lr)
+
+    def apply_sparse(
+        self, X: Any, E: Any, W: Any, b: Any, gb: Any, lr: Any, l1: Any, l2: Any
+    ) -> None:
+        """Like :meth:`apply` with ``G = X.T @ E`` (X a numpy CSR matrix or SMat), never forming G.
+
+        Only rows of W whose feature occurs in X get a data gradient; the others get the
+        regulariser's step when some target has L1/L2 and are left alone otherwise.
+        """
+        if self._touched is None:
+            raise RuntimeError("apply_sparse needs the fused CPU updater (C-ordered numpy W)")
+        self._touched.apply(X, E, W, self.S, lr[0], l1[0], l2[0], self.eps)
         self._bias(b, gb, lr)
 
     def _generic(self, W: Any, G: Any, lr: Any, l1: Any, l2: Any) -> None:

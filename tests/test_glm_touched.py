@@ -1,0 +1,111 @@
+"""The GLM's fused touched-rows step against its numpy oracle (dense G = X.T @ E)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from bidlab import backend
+from bidlab.kern import adaptive
+from bidlab.models._glm_touched import MinibatchColumns, TouchedStep
+
+
+def _minibatch(n, d, density, seed, dtype):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=density, format="csr", random_state=rng, dtype=np.float64)
+    X.data = (X.data - 0.3).astype(dtype)  # negative values too
+    X.indices = X.indices.astype(np.int32)
+    X.indptr = X.indptr.astype(np.int32)
+    X.data[X.indptr[3] : X.indptr[4]] = 0  # an empty row
+    X.eliminate_zeros()
+    return X
+
+
+def test_columns_list_every_nonzero_by_column_in_row_order():
+    X = _minibatch(40, 300, 0.05, 0, np.float32)
+    cols = MinibatchColumns(300)
+    nu = cols.fill(X)
+    C = X.tocsc()
+    want = np.flatnonzero(np.diff(C.indptr))
+    assert nu == want.size < 300  # some features untouched
+    np.testing.assert_array_equal(cols.touched[:nu], want)
+    np.testing.assert_array_equal(cols.pos[want], np.arange(nu))
+    rows_of = np.repeat(np.arange(40), np.diff(X.indptr))
+    for u, j in enumerate(want):
+        nz = cols.perm[cols.colptr[u] : cols.colptr[u + 1]]
+        np.testing.assert_array_equal(X.indices[nz], j)
+        np.testing.assert_array_equal(rows_of[nz], C.indices[C.indptr[j] : C.indptr[j + 1]])
+        np.testing.assert_array_equal(cols.row_of[nz], rows_of[nz])
+    cols.clear()
+    assert (cols.pos == -1).all()
+
+
+def _oracle(X, E, W, S, lr, l1, l2, eps):
+    W, S = W.astype(np.float64), None if S is None else S.astype(np.float64)
+    g = X.T.astype(np.float64) @ E.astype(np.float64) + l2 * W + l1 * np.sign(W)
+    if S is None:
+        return W - lr * g, None
+    S = S + g * g
+    return W - lr * g / (np.sqrt(S) + eps), S
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["adagrad", "grad"])
+@pytest.mark.parametrize("regularised", [False, True])
+@pytest.mark.parametrize("threads", ["serial", "parallel"])
+def test_touched_step_matches_the_dense_oracle(dtype, kind, regularised, threads):
+    n, d, T = 37, 211, 13
+    rng = np.random.default_rng(1)
+    X = _minibatch(n, d, 0.04, 2, dtype)
+    E = rng.standard_normal((n, T)).astype(dtype) / n
+    W = rng.standard_normal((d, T)).astype(dtype)
+    W[5, :4] = 0  # sign(0) = 0 for L1
+    S = rng.random((d, T)).astype(dtype) if kind == "adagrad" else None
+    lr = rng.uniform(0.01, 0.5, T).astype(dtype)
+    on = 1.0 if regularised else 0.0
+    l1 = np.where(np.arange(T) % 3 == 0, 1e-2 * on, 0).astype(dtype)
+    l2 = np.where(np.arange(T) % 2 == 0, 1e-1 * on, 0).astype(dtype)
+    want_W, want_S = _oracle(X, E, W, S, lr, l1, l2, 1e-8)
+    untouched = np.flatnonzero(np.diff(X.tocsc().indptr) == 0)
+    assert untouched.size > 50
+    W0 = W.copy()
+    with adaptive.policy(threads):
+        TouchedStep(d, T, dtype).apply(X, E, W, S, lr, l1, l2, 1e-8)
+    tol = dict(rtol=2e-5, atol=2e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(W, want_W, **tol)
+    if S is not None:
+        np.testing.assert_allclose(S, want_S, **tol)
+    if not regularised:  # an untouched row has g = 0: the dense step leaves it exactly as it was
+        np.testing.assert_array_equal(W[untouched], W0[untouched])
+    else:
+        assert not np.array_equal(W[untouched], W0[untouched])
+
+
+def test_steps_reuse_the_listing_buffers_and_grow_them_by_a_factor():
+    d, T = 500, 4
+    step = TouchedStep(d, T, np.float32)
+    W = np.zeros((d, T), np.float32)
+    z = np.zeros(T, np.float32)
+    lr = np.full(T, 0.1, np.float32)
+    small, big = _minibatch(50, d, 0.02, 3, np.float32), _minibatch(50, d, 0.05, 4, np.float32)
+    E = np.ones((50, T), np.float32)
+    step.apply(small, E, W, None, lr, z, z, 1e-8)
+    step.apply(big, E, W, None, lr, z, z, 1e-8)
+    assert step.columns.perm.shape[0] >= big.nnz
+    before = backend.allocations.snapshot()
+    for X in (small, big, small):
+        step.apply(X, E, W, None, lr, z, z, 1e-8)
+    assert backend.allocations.snapshot() == before
+
+
+def test_wrong_width_and_dtype_are_refused_with_the_numbers():
+    step = TouchedStep(100, 2, np.float32)
+    W = np.zeros((100, 2), np.float32)
+    z = np.zeros(2, np.float32)
+    X = _minibatch(5, 90, 0.2, 5, np.float32)
+    with pytest.raises(ValueError, match="90 columns but the model has 100"):
+        step.apply(X, np.ones((5, 2), np.float32), W, None, z, z, z, 1e-8)
+    X = _minibatch(5, 100, 0.2, 5, np.float64)
+    with pytest.raises(TypeError, match="float64 but the model is float32"):
+        step.apply(X, np.ones((5, 2), np.float32), W, None, z, z, z, 1e-8)
