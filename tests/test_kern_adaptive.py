@@ -17,7 +17,7 @@ import pytest
 import scipy.sparse as sp
 
 from bidlab.kern import adaptive, cpu
-from bidlab.models import _glm_update, _kmeans_kernels
+from bidlab.models import _glm_touched, _kmeans_kernels
 
 
 @pytest.fixture(autouse=True)
@@ -212,24 +212,30 @@ def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
     a, b = both(cpu._expdigamma_2d, lambda: np.empty((301, k), dtype), lambda o: (R + 0.1, o))
     np.testing.assert_array_equal(a, b)
 
-    # the GLM's row-wise updates (fastmath) and k-means' nearest-centre pass
-    T = 7
-    G = rng.standard_normal((257, T)).astype(dtype)
+    # the GLM's touched-rows step (fastmath), ADAGrad and plain, and k-means' nearest centre
+    T, n_feat = 7, 257
+    X = sp.random(40, n_feat, density=0.05, format="csr", random_state=3, dtype=dtype)
+    E = rng.standard_normal((40, T)).astype(dtype)
     lr, l1, l2 = (rng.random(T).astype(dtype) * s for s in (0.1, 1e-3, 1e-2))
-    W0, S0 = rng.standard_normal((257, T)).astype(dtype), rng.random((257, T)).astype(dtype)
-    runs = []
-    for version in (_glm_update._adagrad_fused.serial, _glm_update._adagrad_fused.parallel):
-        W, S = W0.copy(), S0.copy()
-        version(W, G, S, lr, l1, l2, dtype(1e-8))
-        runs.append((W, S))
-    np.testing.assert_array_equal(runs[0][0], runs[1][0])
-    np.testing.assert_array_equal(runs[0][1], runs[1][1])
-    runs = []
-    for version in (_glm_update._grad_fused.serial, _glm_update._grad_fused.parallel):
-        W = W0.copy()
-        version(W, G, lr, l1, l2)
-        runs.append(W)
-    np.testing.assert_array_equal(*runs)
+    W0 = rng.standard_normal((n_feat, T)).astype(dtype)
+    S0 = rng.random((n_feat, T)).astype(dtype)
+    step = _glm_touched.TouchedStep(n_feat, T, dtype)
+    cols = step.columns
+    state = (cols.pos, cols.colptr, cols.perm, cols.row_of, X.data, E, lr, l1, l2)
+    kernels = ((_glm_touched._adagrad_touched, True), (_glm_touched._grad_touched, False))
+    for kernel, sums in kernels:
+        runs = []
+        for version in (kernel.serial, kernel.parallel):
+            W, S = W0.copy(), S0.copy()
+            cols.fill(X)
+            if sums:
+                version(W, S, *state, dtype(1e-8), True, step.work)
+            else:
+                version(W, *state, True, step.work)
+            cols.clear()
+            runs.append((W, S))
+        np.testing.assert_array_equal(runs[0][0], runs[1][0])
+        np.testing.assert_array_equal(runs[0][1], runs[1][1])
     D = rng.standard_normal((301, 9)).astype(dtype)
     cc, xx = rng.random(9).astype(dtype), rng.random(301).astype(dtype)
     runs = []

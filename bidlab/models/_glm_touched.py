@@ -108,6 +108,32 @@ def _rows_of_part(d, t, nparts):
     return d * t // nparts, d * (t + 1) // nparts
 
 
+@numba.njit(inline="always")
+def _data_gradient(i, pos, colptr, perm, row_of, data, E, reg, buf):  # pragma: no cover
+    """Put row i's data gradient in buf; False when the row needs no update at all."""
+    u = pos[i]
+    if u >= 0:
+        _gradient_row(u, colptr, perm, row_of, data, E, buf)
+        return True
+    if reg:
+        for c in range(buf.shape[0]):
+            buf[c] = 0
+        return True
+    return False
+
+
+@numba.njit(inline="always")
+def _regularised(g, w, l1, l2):  # pragma: no cover - compiled
+    g += l2 * w
+    if w > 0:
+        g += l1
+    elif w < 0:
+        g -= l1
+    return g
+
+
+# Two kernels rather than one with an ``adagrad`` flag: the flag inside the inner loop
+# measured 1.7x slower (19.6 vs 11.5 ms for the sweep's T = 640 step), LLVM did not split it.
 @adaptive_kernel(fastmath=True, cache=True, nogil=True)
 def _adagrad_touched(W, S, pos, colptr, perm, row_of, data, E, lr, l1, l2, eps, reg, work):
     d, T = W.shape  # pragma: no cover - compiled
@@ -116,24 +142,13 @@ def _adagrad_touched(W, S, pos, colptr, perm, row_of, data, E, lr, l1, l2, eps, 
         lo, hi = _rows_of_part(d, t, nparts)
         buf = work[t]
         for i in range(lo, hi):
-            u = pos[i]
-            if u >= 0:
-                _gradient_row(u, colptr, perm, row_of, data, E, buf)
-            elif reg:
+            if _data_gradient(i, pos, colptr, perm, row_of, data, E, reg, buf):
                 for c in range(T):
-                    buf[c] = 0
-            else:
-                continue
-            for c in range(T):
-                w = W[i, c]
-                g = buf[c] + l2[c] * w
-                if w > 0:
-                    g += l1[c]
-                elif w < 0:
-                    g -= l1[c]
-                s = S[i, c] + g * g
-                S[i, c] = s
-                W[i, c] = w - lr[c] * g / (np.sqrt(s) + eps)
+                    w = W[i, c]
+                    g = _regularised(buf[c], w, l1[c], l2[c])
+                    s = S[i, c] + g * g
+                    S[i, c] = s
+                    W[i, c] = w - lr[c] * g / (np.sqrt(s) + eps)
 
 
 @adaptive_kernel(fastmath=True, cache=True, nogil=True)
@@ -144,22 +159,10 @@ def _grad_touched(W, pos, colptr, perm, row_of, data, E, lr, l1, l2, reg, work):
         lo, hi = _rows_of_part(d, t, nparts)
         buf = work[t]
         for i in range(lo, hi):
-            u = pos[i]
-            if u >= 0:
-                _gradient_row(u, colptr, perm, row_of, data, E, buf)
-            elif reg:
+            if _data_gradient(i, pos, colptr, perm, row_of, data, E, reg, buf):
                 for c in range(T):
-                    buf[c] = 0
-            else:
-                continue
-            for c in range(T):
-                w = W[i, c]
-                g = buf[c] + l2[c] * w
-                if w > 0:
-                    g += l1[c]
-                elif w < 0:
-                    g -= l1[c]
-                W[i, c] = w - lr[c] * g
+                    w = W[i, c]
+                    W[i, c] = w - lr[c] * _regularised(buf[c], w, l1[c], l2[c])
 
 
 class MinibatchColumns:

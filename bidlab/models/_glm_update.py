@@ -4,13 +4,11 @@ Every hyperparameter is a 1 x T row (one value per weight column; the model expa
 per-target 1 x K rows into these), so a sweep of configurations trains in one pass and a
 learning rate changed live costs nothing.
 
-On the CPU the whole update -- regularisation, the ADAGrad accumulator and the step -- is
-one fused numba pass over the d x T model (memory-bound: three reads, two writes per
-weight) instead of seven numpy passes; for sparse minibatches :meth:`Updater.apply_sparse`
-goes further and fuses the gradient product in, over the touched rows only (see
-:mod:`bidlab.models._glm_touched`). Any other backend (CuPy) takes the generic path
-below, written with ``xp`` ufuncs into preallocated buffers; tests run the generic path on
-numpy too and compare it with the fused one.
+On the CPU (C-ordered numpy weights) :meth:`Updater.apply_sparse` runs the gradient
+product, regularisation, the ADAGrad accumulator and the step as one numba pass over the
+rows a minibatch touches (:mod:`bidlab.models._glm_touched`). Any other backend (CuPy), or
+a gradient already formed, takes the generic path below, written with ``xp`` ufuncs into
+preallocated buffers; tests run the generic path on numpy too and compare the two.
 
 Numpy oracle (ADAGrad; ``Grad`` skips the accumulator and divides by 1)::
 
@@ -23,51 +21,19 @@ from __future__ import annotations
 
 from typing import Any
 
-import numba
 import numpy as np
 
 from bidlab import backend
-from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.models._glm_touched import TouchedStep
 
 UPDATERS = ("adagrad", "grad")
 
 
-@adaptive_kernel(fastmath=True, cache=True, nogil=True)
-def _adagrad_fused(W, G, S, lr, l1, l2, eps):  # pragma: no cover - compiled
-    d, T = W.shape
-    for i in numba.prange(d):
-        for j in range(T):
-            w = W[i, j]
-            g = G[i, j] + l2[j] * w
-            if w > 0:
-                g += l1[j]
-            elif w < 0:
-                g -= l1[j]
-            s = S[i, j] + g * g
-            S[i, j] = s
-            W[i, j] = w - lr[j] * g / (np.sqrt(s) + eps)
-
-
-@adaptive_kernel(fastmath=True, cache=True, nogil=True)
-def _grad_fused(W, G, lr, l1, l2):  # pragma: no cover - compiled
-    d, T = W.shape
-    for i in numba.prange(d):
-        for j in range(T):
-            w = W[i, j]
-            g = G[i, j] + l2[j] * w
-            if w > 0:
-                g += l1[j]
-            elif w < 0:
-                g -= l1[j]
-            W[i, j] = w - lr[j] * g
-
-
 class Updater:
     """Owns the update's state (ADAGrad's squared-gradient sums) for a d x T model + bias.
 
-    ``fused=None`` picks the fused numba kernel for C-ordered numpy weights and the generic
-    ``xp`` path otherwise; ``fused=False`` forces the generic path (tests compare the two).
+    ``fused=None`` enables the fused numba step (:meth:`apply_sparse`) for C-ordered numpy
+    weights; ``fused=False`` leaves only the generic path (tests compare the two).
     """
 
     def __init__(
@@ -90,10 +56,7 @@ class Updater:
         if kind == "adagrad":
             self.S = backend.zeros(W.shape, W.dtype, xp)
             self.Sb = backend.zeros(b.shape, b.dtype, xp)
-        self._t1 = self._t2 = None
-        if not self.fused:
-            self._t1 = backend.empty(W.shape, W.dtype, xp)
-            self._t2 = backend.empty(W.shape, W.dtype, xp)
+        self._t1 = self._t2 = None  # the generic path's d x T temporaries, made on first use
         self._tb = backend.empty(b.shape, b.dtype, xp)
         self._tb2 = backend.empty(b.shape, b.dtype, xp)
         self._touched = TouchedStep(W.shape[0], W.shape[1], W.dtype) if self.fused else None
@@ -111,13 +74,7 @@ class Updater:
 
     def apply(self, W: Any, G: Any, b: Any, gb: Any, lr: Any, l1: Any, l2: Any) -> None:
         """Update W (d x T) and b (1 x T) in place from gradients G, gb; rows lr/l1/l2 1 x T."""
-        if self.fused:
-            if self.kind == "adagrad":
-                _adagrad_fused(W.size, W, G, self.S, lr[0], l1[0], l2[0], W.dtype.type(self.eps))
-            else:
-                _grad_fused(W.size, W, G, lr[0], l1[0], l2[0])
-        else:
-            self._generic(W, G, lr, l1, l2)
+        self._generic(W, G, lr, l1, l2)
         self._bias(b, gb, lr)
 
     def apply_sparse(
@@ -134,6 +91,9 @@ class Updater:
         self._bias(b, gb, lr)
 
     def _generic(self, W: Any, G: Any, lr: Any, l1: Any, l2: Any) -> None:
+        if self._t1 is None:
+            self._t1 = backend.empty(W.shape, W.dtype, self.xp)
+            self._t2 = backend.empty(W.shape, W.dtype, self.xp)
         xp, g, t = self.xp, self._t1, self._t2
         xp.multiply(W, l2, out=g)
         xp.add(g, G, out=g)
