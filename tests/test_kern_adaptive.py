@@ -221,21 +221,22 @@ def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
     S0 = rng.random((n_feat, T)).astype(dtype)
     step = _glm_touched.TouchedStep(n_feat, T, dtype)
     cols = step.columns
+    cols.fill(X)  # grows perm / row_of, so the listing's arrays are taken after it
     state = (cols.pos, cols.colptr, cols.perm, cols.row_of, X.data, E, lr, l1, l2)
     kernels = ((_glm_touched._adagrad_touched, True), (_glm_touched._grad_touched, False))
     for kernel, sums in kernels:
         runs = []
         for version in (kernel.serial, kernel.parallel):
             W, S = W0.copy(), S0.copy()
-            cols.fill(X)
             if sums:
                 version(W, S, *state, dtype(1e-8), True, step.work)
             else:
                 version(W, *state, True, step.work)
-            cols.clear()
             runs.append((W, S))
         np.testing.assert_array_equal(runs[0][0], runs[1][0])
         np.testing.assert_array_equal(runs[0][1], runs[1][1])
+        assert not np.array_equal(runs[0][0], W0)
+    cols.clear()
     D = rng.standard_normal((301, 9)).astype(dtype)
     cc, xx = rng.random(9).astype(dtype), rng.random(301).astype(dtype)
     runs = []
