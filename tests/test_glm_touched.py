@@ -109,3 +109,4 @@ def test_wrong_width_and_dtype_are_refused_with_the_numbers():
     X = _minibatch(5, 100, 0.2, 5, np.float64)
     with pytest.raises(TypeError, match="float64 but the model is float32"):
         step.apply(X, np.ones((5, 2), np.float32), W, None, z, z, z, 1e-8)
+    assert (step.columns.pos == -1).all()  # a refused step leaves nothing for the next

@@ -14,8 +14,8 @@ never formed (see _glm_touched: 20 Newsgroups, 32-configuration sweep, 4.1 -> 2.
 
 With ``bidlab.caching()`` on, the products find their result containers in the cache
 (keyed by the minibatch's and W's GUIDs, which never change: minibatches are copied into
-the same SMat), the gradient goes into one owned d x T buffer, and the link work buffers
-exist once per batch size, so after the first full and the first short batch a step
+the same SMat), the gradient (off the CPU) goes into one owned d x T buffer, and the link
+work buffers exist once per batch size, so after the first full and the first short batch a step
 allocates nothing.
 
 ``RowBatches`` cuts contiguous row minibatches from a CSR matrix into those fixed
@@ -159,7 +159,7 @@ class GLMCore:
         minibatch touches (:mod:`bidlab.models._glm_touched`); elsewhere G is formed.
         """
         up = self.updater
-        if up.sparse_fused and Xb.xp is np:
+        if up.fused and Xb.xp is np:
             E, gb = self.margin_gradient(Xb, Yb, loss)
             lr, l1, l2 = self._expanded()
             up.apply_sparse(Xb, E.data, self.W.data, self.b.data, gb.data, lr, l1, l2)

@@ -7,9 +7,9 @@ the update over all d x T weights. With T = 640 (a sweep of 32 configurations x 
 those passes move ~1 GB per minibatch. This step instead
 
 1. lists the minibatch's nonzeros by column (:class:`MinibatchColumns`: the touched
-   features in increasing order, and for each the rows and values that hold it), then
+   features in increasing order, and for each the numbers of the nonzeros that hold it),
 2. runs one fused pass over the d weight rows: a touched row gets its gradient row
-   ``sum_q vals[q] * E[rows[q]]`` accumulated in a per-thread scratch row and the update
+   ``sum_p data[p] * E[row_of[p]]`` accumulated in a per-thread scratch row and the update
    applied at once; an untouched row has a zero data gradient, so it is updated with the
    regulariser's gradient alone when some target has L1 or L2, and skipped when none has
    (exactly what the dense update does to it: ``g = 0`` changes neither ADAGrad's sums nor
@@ -227,12 +227,12 @@ class TouchedStep:
         self, X: Any, E: Any, W: Any, S: Any | None, lr: Any, l1: Any, l2: Any, eps: float
     ) -> None:
         """Update W (and ADAGrad's S when given) in place from minibatch X and margins E."""
+        data = X.data
+        if data.dtype != W.dtype:  # checked before fill(): a refused step leaves no listing
+            raise TypeError(f"minibatch values are {data.dtype} but the model is {W.dtype}")
         cols = self.columns
         nu = cols.fill(X)
         reg = bool(np.any(l1) or np.any(l2))
-        data = X.data
-        if data.dtype != W.dtype:
-            raise TypeError(f"minibatch values are {data.dtype} but the model is {W.dtype}")
         # the work the adaptive dispatch sorts by: gradient multiply-adds + updated weights
         T = W.shape[1]
         work = float(X.indptr[-1]) * T + (W.size if reg else nu * T)

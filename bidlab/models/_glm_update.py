@@ -61,11 +61,6 @@ class Updater:
         self._tb2 = backend.empty(b.shape, b.dtype, xp)
         self._touched = TouchedStep(W.shape[0], W.shape[1], W.dtype) if self.fused else None
 
-    @property
-    def sparse_fused(self) -> bool:
-        """True when :meth:`apply_sparse` can run (fused CPU path)."""
-        return self._touched is not None
-
     def reset(self) -> None:
         """Forget the accumulated squared gradients (a fresh ``fit``)."""
         if self.S is not None:
