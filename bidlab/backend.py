@@ -182,3 +182,26 @@ def zeros(shape: tuple[int, ...], dtype: Any, xp: ModuleType = np, order: str = 
     arr = empty(shape, dtype, xp, order)
     arr.fill(0)
     return arr
+
+
+def order_of(a: Any) -> str:
+    """``"F"`` for a column-major (and not also row-major) 2-d array, else ``"C"``."""
+    flags = a.flags
+    return "F" if a.ndim >= 2 and flags.f_contiguous and not flags.c_contiguous else "C"
+
+
+def empty_as(a: Any) -> Any:
+    """A counted uninitialised array with ``a``'s shape, dtype, backend and memory order.
+
+    Why: state kept beside a matrix (an updater's sums, a mixin's scratch) is combined with
+    it element by element every step; numpy walks two operands of different orders with
+    one of them strided (measured 3-4x slower for a 640 x 39,115 float32 matrix).
+    """
+    return empty(tuple(a.shape), a.dtype, namespace(a), order_of(a))
+
+
+def zeros_as(a: Any) -> Any:
+    """:func:`empty_as`, zero-filled."""
+    arr = empty_as(a)
+    arr.fill(0)
+    return arr

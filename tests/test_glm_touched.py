@@ -8,7 +8,8 @@ import scipy.sparse as sp
 
 from bidlab import backend
 from bidlab.kern import adaptive
-from bidlab.models._glm_touched import MinibatchColumns, TouchedStep
+from bidlab.kern.columns import ColumnListing
+from bidlab.models._glm_touched import TouchedStep
 
 
 def _minibatch(n, d, density, seed, dtype):
@@ -24,7 +25,7 @@ def _minibatch(n, d, density, seed, dtype):
 
 def test_columns_list_every_nonzero_by_column_in_row_order():
     X = _minibatch(40, 300, 0.05, 0, np.float32)
-    cols = MinibatchColumns(300)
+    cols = ColumnListing(300)
     nu = cols.fill(X)
     C = X.tocsc()
     want = np.flatnonzero(np.diff(C.indptr))

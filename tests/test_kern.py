@@ -152,8 +152,13 @@ def test_empty_matrices_and_zero_k(xp):
     np.testing.assert_array_equal(kern.sddmm(np.ones((0, 3)), np.ones((0, 3)), T), np.zeros(3))
 
 
-def test_parallel_scatter_and_gather_on_a_power_law_matrix():
-    """Big enough for the multi-threaded paths (private accumulators, nnz-balanced parts)."""
+@pytest.mark.parametrize("scatter", ["private copies", "column listing"])
+def test_parallel_scatter_and_gather_on_a_power_law_matrix(scatter, monkeypatch):
+    """Big enough for the multi-threaded paths (both scatters, nnz-balanced parts)."""
+    from bidlab.kern import cpu
+
+    if scatter == "column listing":
+        monkeypatch.setattr(cpu, "LISTING_MIN_RATIO", 0)
     rng = np.random.default_rng(7)
     m, n, k = 4000, 3000, 48
     cols = np.minimum(rng.zipf(1.3, size=120_000) - 1, n - 1)
@@ -166,7 +171,7 @@ def test_parallel_scatter_and_gather_on_a_power_law_matrix():
     np.testing.assert_allclose(kern.sparse_t_dense(S, A.T), dense.T @ A.T, rtol=1e-4)
     np.testing.assert_allclose(kern.dense_sparse_t(B, S), B @ dense.T, rtol=1e-4)
     np.testing.assert_allclose(kern.sddmm(A, B, S), _sddmm_oracle(A, B, S), rtol=1e-4)
-    # out= is written in place, and a second call reuses the scatter workspace
+    # out= is written in place, and a second call reuses the column listing
     out = np.zeros((k, n), np.float32, order="F")
     from bidlab.backend import allocations
 
@@ -175,6 +180,10 @@ def test_parallel_scatter_and_gather_on_a_power_law_matrix():
     res = kern.dense_sparse(A, S, out=out)
     assert res is out and allocations.snapshot()[0] == before
     np.testing.assert_allclose(out, A @ dense, rtol=1e-4)
+    # another matrix with other columns right after: nothing of the last listing remains
+    S2 = sp.random(m, n, density=0.004, format="csr", random_state=8, dtype=np.float32)
+    np.testing.assert_allclose(kern.dense_sparse(A, S2), A @ S2.toarray(), rtol=1e-4,
+                               atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -270,15 +279,19 @@ def test_every_compiled_kernel_releases_the_gil():
     compiled into their callers)."""
     from numba.core.registry import CPUDispatcher
 
-    from bidlab.kern import cpu, lda_sampler
+    from bidlab.kern import columns, cpu, lda_sampler, steps
+    from bidlab.kern.adaptive import AdaptiveKernel
+    from bidlab.models import _glm_touched, _kmeans_kernels
 
     checked = []
-    for module in (cpu, lda_sampler):
+    for module in (cpu, lda_sampler, columns, steps, _glm_touched, _kmeans_kernels):
         for name, obj in vars(module).items():
+            if isinstance(obj, AdaptiveKernel):
+                obj = obj.parallel
             if isinstance(obj, CPUDispatcher) and obj.targetoptions.get("inline") != "always":
                 checked.append(name)
                 assert obj.targetoptions.get("nogil"), f"{module.__name__}.{name} holds the GIL"
-    assert len(checked) >= 10, checked
+    assert len(checked) >= 20, checked
 
 
 def test_a_running_kernel_lets_other_threads_run():

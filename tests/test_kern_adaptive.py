@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bidlab.kern import adaptive, cpu
+from bidlab.kern import adaptive, cpu, steps
 from bidlab.models import _glm_touched, _kmeans_kernels
 
 
@@ -203,6 +203,32 @@ def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
     a, b = both(cpu._gather, lambda: np.empty((301, k), dtype),
                 lambda o: (x.indptr, x.indices, x.data, C, o, nparts))
     np.testing.assert_array_equal(a, b)
+    # the CSR scatter, listed by column: each output row one thread's sum in row order
+    listing = cpu._listing(257)
+    nu = listing.fill_arrays(x.indptr, x.indices)
+    a, b = both(cpu._scatter_listed, lambda: np.full((257, k), np.nan, dtype),
+                lambda o: (listing.pos, listing.touched, nu, listing.colptr, listing.perm,
+                           listing.row_of, x.data, R, o, nparts))
+    listing.clear()
+    np.testing.assert_array_equal(a, b)
+    plain = np.empty((257, k), dtype)
+    cpu._scatter_serial(x.indptr, x.indices, x.data, R, plain)
+    np.testing.assert_allclose(a, plain, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    # the learner's fused optimizer steps, hyperparameters along either axis
+    M0, U = rng.standard_normal((301, k)).astype(dtype), rng.standard_normal((301, k))
+    U = U.astype(dtype)
+    for by_inner, h in ((False, rng.random(301).astype(dtype)),
+                        (True, rng.random(k).astype(dtype))):
+        runs = []
+        for v in ("serial", "parallel"):
+            M, S, V = M0.copy(), np.abs(M0), U.copy()
+            getattr(steps._adagrad, v)(M, U, S, h, h * 0.01, dtype(0.25), dtype(0.5), by_inner)
+            getattr(steps._grad, v)(M, U, h, dtype(0.5), by_inner)
+            getattr(steps._subtract_scaled, v)(V, M, h, by_inner)
+            getattr(steps._subtract_scaled_sign, v)(V, M, h, by_inner)
+            runs.append((M, S, V))
+        for u, w in zip(*runs, strict=True):
+            np.testing.assert_array_equal(u, w)
     a, b = both(cpu._csr_row_sums, lambda: np.zeros(301, dtype),
                 lambda o: (x.indptr, x.data, o))
     np.testing.assert_array_equal(a, b)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import bidlab as bl
+from bidlab import backend
 from bidlab.learn import (
     ADAGrad,
     Batch,
@@ -195,3 +196,93 @@ def test_live_hyperparameter_change_keeps_the_same_matrix():
     lr._apply_changes()  # what the training thread does at a boundary
     assert lr.updater.lrate.cols[0] is col and col.guid == guid
     np.testing.assert_array_equal(col.data, 0.7)
+
+
+class Layouts(Model):
+    """A C-ordered and an F-ordered matrix (the GLM's T x d layout), random directions.
+
+    ``update_order`` lays the update matrices out differently from the model's, which no
+    fused step accepts (the generic ufuncs must then run).
+    """
+
+    def __init__(self, dtype, update_order=None, **options):
+        super().__init__(**options)
+        self.dtype, self.update_order = np.dtype(dtype), update_order
+
+    def init(self, info):
+        rng = np.random.default_rng(1)
+        shapes_orders = [((6, 7), "C"), ((6, 9), "F")]
+        self.modelmats, self.updatemats = [], []
+        for shape, order in shapes_orders:
+            w = np.asarray(rng.standard_normal(shape), dtype=self.dtype, order=order)
+            w[0, :3] = 0.0  # sign(0) = 0 for the L1 term
+            self.modelmats.append(bl.Mat(w))
+            uorder = self.update_order or order
+            self.updatemats.append(bl.Mat(np.zeros(shape, self.dtype, order=uorder)))
+        self.calls = 0
+
+    def update(self, batch):
+        rng = np.random.default_rng(200 + self.calls)
+        for u in self.updatemats:
+            u.data[...] = rng.standard_normal(u.shape)
+        self.calls += 1
+        return 0.0
+
+    def evaluate(self, batch):
+        return 0.0
+
+
+def _layouts_run(make_updater, dtype, update_order=None, generic=False, monkeypatch=None):
+    from bidlab.kern import steps
+
+    if generic:
+        for name in ("adagrad", "grad", "subtract_scaled", "subtract_scaled_sign"):
+            monkeypatch.setattr(steps, name, lambda *a, **k: False)
+    model = Layouts(dtype, update_order)
+    mixins = [L1Regularizer(l1=[0.01, 0.02, 0.0, 0.03, 0.01, 0.02]),
+              L2Regularizer(l2=0.05)]
+    lr = Learner(model, np.zeros((5, 1)), make_updater(), mixins, batch_size=1, npasses=1,
+                 val_every=0)
+    lr.fit(progress=None)
+    state = {k: v.data.copy() for k, v in lr.updater.state().items()}
+    monkeypatch.undo()
+    return [m.data.copy() for m in model.modelmats], state
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("make", [
+    lambda: ADAGrad(lrate=[0.1, 0.2, 0.3, 0.1, 0.2, 0.3], epsilon=1e-3),
+    lambda: Grad(lrate=[0.1, 0.2, 0.3, 0.1, 0.2, 0.3], texp=0.5),
+], ids=["adagrad", "grad"])
+def test_fused_cpu_steps_equal_the_ufunc_steps_bit_for_bit(make, dtype, monkeypatch):
+    fused, fused_state = _layouts_run(make, dtype, monkeypatch=monkeypatch)
+    generic, generic_state = _layouts_run(make, dtype, generic=True, monkeypatch=monkeypatch)
+    start = Layouts(dtype)
+    start.init(None)
+    for f, g, s in zip(fused, generic, start.modelmats, strict=True):
+        assert not np.array_equal(f, s.data)  # the steps moved the model
+        np.testing.assert_array_equal(f, g)
+    assert fused_state.keys() == generic_state.keys()
+    for k in fused_state:
+        np.testing.assert_array_equal(fused_state[k], generic_state[k])
+
+
+def test_updater_state_follows_each_model_matrix_layout():
+    model = Layouts(np.float32)
+    lr = Learner(model, np.zeros((2, 1)), ADAGrad(momentum=0.5), [L2Regularizer(l2=0.1)],
+                 batch_size=1, npasses=1, val_every=0)
+    lr.fit(progress=None)  # momentum: the generic path, with its velocity buffers
+    assert [backend.order_of(m.data) for m in model.modelmats] == ["C", "F"]
+    for i, m in enumerate(model.modelmats):
+        for buf in (lr.updater.sumsq[i], lr.updater._tmp[i], lr.updater._velocity[i],
+                    lr.mixins[0]._tmp[i]):
+            assert backend.order_of(buf) == backend.order_of(m.data)
+
+
+def test_mixed_layout_update_matrices_take_the_generic_step(monkeypatch):
+    # update matrices row-major beside a column-major model matrix: no fused step applies
+    mixed, _ = _layouts_run(lambda: ADAGrad(lrate=0.1), np.float64, update_order="C",
+                            monkeypatch=monkeypatch)
+    same, _ = _layouts_run(lambda: ADAGrad(lrate=0.1), np.float64, monkeypatch=monkeypatch)
+    for a, b in zip(mixed, same, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -32,11 +32,11 @@ run is the same machine code with numba's thread count set to 1 for the call. (A
 compiled serial copy was measured 8x slower for the GLM's ADAGrad step: without the
 parallel lowering's no-alias guarantees LLVM left its loop scalar.) Only kernels whose
 result does not depend on how the work is split go through here (each output element is
-computed by one thread: SDDMM, row gathers, row sums, element-wise maps, the GLM's row-wise
-update, k-means assignment), so the choice changes the time, never a bit of the answer, and
-a seeded run stays reproducible. Kernels that sum private per-thread copies (the CSR
-scatter, the SAME sampler's word-topic counts, k-means centre sums) keep their fixed size
-rule.
+computed by one thread: SDDMM, row gathers, the column-listed CSR scatter, row sums,
+element-wise maps and optimizer steps, the GLM's row-wise update, k-means assignment), so
+the choice changes the time, never a bit of the answer, and a seeded run stays
+reproducible. Kernels that sum private per-thread copies (the SAME sampler's word-topic
+counts, k-means centre sums) keep their fixed size rule.
 """
 
 from __future__ import annotations

@@ -8,13 +8,17 @@ not every step.
 
 Strengths are hyperparameters (a number, one per model-matrix row, or one per model
 matrix), changeable live. ``mats`` limits a mixin to some model matrices (default all).
+On the CPU each term's gradient is one fused pass (:mod:`bidlab.kern.steps`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from bidlab import backend
+from bidlab.kern import steps
 from bidlab.learn.hyper import Component, Hyper
 from bidlab.learn.options import Option
 
@@ -48,7 +52,7 @@ class Mixin(Component):
         self.idx = idx
         self.xp = mm[0].xp
         self.shapes = [m.shape for m in mm]
-        self._tmp = {i: backend.empty(mm[i].shape, mm[i].dtype, mm[i].xp) for i in idx}
+        self._tmp = {i: backend.empty_as(mm[i].data) for i in idx}
 
     def _hyper(self, name: str) -> Hyper:
         mm = self.model.modelmats
@@ -80,7 +84,10 @@ class L2Regularizer(Mixin):
         xp = self.xp
         for i in self.idx:
             tmp, u = self._tmp[i], self.model.updatemats[i].data
-            xp.multiply(self.model.modelmats[i].data, self.strength[i], out=tmp)
+            w = self.model.modelmats[i].data
+            if xp is np and steps.subtract_scaled(u, w, self.strength[i]):
+                continue
+            xp.multiply(w, self.strength[i], out=tmp)
             xp.subtract(u, tmp, out=u)
 
     def score(self) -> float:
@@ -111,7 +118,10 @@ class L1Regularizer(Mixin):
         xp = self.xp
         for i in self.idx:
             tmp, u = self._tmp[i], self.model.updatemats[i].data
-            xp.sign(self.model.modelmats[i].data, out=tmp)
+            w = self.model.modelmats[i].data
+            if xp is np and steps.subtract_scaled_sign(u, w, self.strength[i]):
+                continue
+            xp.sign(w, out=tmp)
             xp.multiply(tmp, self.strength[i], out=tmp)
             xp.subtract(u, tmp, out=u)
 

@@ -2,12 +2,13 @@
 
 Why: a minibatch of sparse rows touches few of the model's d feature rows (20 Newsgroups,
 500 documents: ~8,300 of 39,115), but the plain step computes the gradient ``Xb.T @ E`` into
-a dense d x T buffer (each thread zeroing and summing a private copy of it) and then runs
-the update over all d x T weights. With T = 640 (a sweep of 32 configurations x 20 classes)
-those passes move ~1 GB per minibatch. This step instead
+a dense d x T buffer (writing all d rows) and then runs the update over all d x T weights.
+With T = 640 (a sweep of 32 configurations x 20 classes) those passes move ~1 GB per
+minibatch. This step instead
 
-1. lists the minibatch's nonzeros by column (:class:`MinibatchColumns`: the touched
-   features in increasing order, and for each the numbers of the nonzeros that hold it),
+1. lists the minibatch's nonzeros by column (:class:`~bidlab.kern.columns.ColumnListing`:
+   the touched features in increasing order, and for each the numbers of the nonzeros that
+   hold it),
 2. runs one fused pass over the d weight rows: a touched row gets its gradient row
    ``sum_p data[p] * E[row_of[p]]`` accumulated in a per-thread scratch row and the update
    applied at once; an untouched row has a zero data gradient, so it is updated with the
@@ -38,56 +39,7 @@ from numba import prange
 
 from bidlab import backend
 from bidlab.kern.adaptive import adaptive_kernel
-
-#: sparse buffers sized by the minibatch's nonzeros grow by this factor when too small
-GROWTH = 1.2
-_INT32_MAX = 2**31 - 1
-
-
-@numba.njit(cache=True, nogil=True)
-def _by_column(indptr, indices, pos, touched, colptr, perm, row_of):  # pragma: no cover
-    """List a CSR minibatch's nonzeros by column; return the number of touched columns.
-
-    Fills ``touched[:nu]`` (the columns, increasing), ``colptr[:nu + 1]`` (column u's
-    nonzeros are ``perm[colptr[u]:colptr[u + 1]]``, nonzero numbers in row order) and
-    ``row_of[p]`` (the row of nonzero p); ``pos[j]`` becomes column j's touched index.
-    ``pos`` is all -1 on entry; :func:`_forget` resets it. (The listing keeps nonzero
-    numbers rather than copying values: scattering values into column order measured 3x
-    slower than scattering the numbers, 0.42 vs 0.13 ms for 28,000 nonzeros.)
-    """
-    n = indptr.shape[0] - 1
-    d = pos.shape[0]
-    for i in range(n):
-        for p in range(indptr[i], indptr[i + 1]):
-            pos[indices[p]] = 0
-            row_of[p] = i
-    nu = 0
-    for j in range(d):  # increasing feature order: the update then walks W front to back
-        if pos[j] == 0:
-            pos[j] = nu
-            touched[nu] = j
-            nu += 1
-    for u in range(nu + 1):
-        colptr[u] = 0
-    for p in range(indptr[n]):
-        colptr[pos[indices[p]] + 1] += 1
-    for u in range(nu):
-        colptr[u + 1] += colptr[u]
-    for p in range(indptr[n]):  # colptr[u] runs ahead as the fill cursor of column u...
-        u = pos[indices[p]]
-        q = colptr[u]
-        perm[q] = p
-        colptr[u] = q + 1
-    for u in range(nu, 0, -1):  # ...and is shifted back to the column starts
-        colptr[u] = colptr[u - 1]
-    colptr[0] = 0
-    return nu
-
-
-@numba.njit(cache=True, nogil=True)
-def _forget(pos, touched, nu):  # pragma: no cover - compiled
-    for u in range(nu):
-        pos[touched[u]] = -1
+from bidlab.kern.columns import ColumnListing
 
 
 @numba.njit(inline="always")
@@ -165,52 +117,6 @@ def _grad_touched(W, pos, colptr, perm, row_of, data, E, lr, l1, l2, reg, work):
                     W[i, c] = w - lr[c] * _regularised(buf[c], w, l1[c], l2[c])
 
 
-class MinibatchColumns:
-    """A CSR minibatch's nonzeros listed by column, in buffers reused from step to step.
-
-    ``pos`` (d), ``touched`` (d) and ``colptr`` (d + 1) are sized by the model; ``perm`` and
-    ``row_of`` by the largest minibatch so far, grown by :data:`GROWTH` when a bigger one
-    comes (every buffer is counted by :data:`bidlab.backend.allocations`). Indices are
-    int32: half the cache footprint of int64 in these random-access passes.
-    """
-
-    def __init__(self, d: int) -> None:
-        if d >= _INT32_MAX:
-            raise ValueError(f"{d} features: the sparse GLM step indexes features with int32")
-        self.d = int(d)
-        self.pos = backend.empty((self.d,), np.int32)
-        self.pos.fill(-1)
-        self.touched = backend.empty((self.d,), np.int32)
-        self.colptr = backend.empty((self.d + 1,), np.int32)
-        self.perm = backend.empty((0,), np.int32)
-        self.row_of = backend.empty((0,), np.int32)
-        self.n_touched = 0
-
-    def fill(self, X: Any) -> int:
-        """List ``X``'s (n x d CSR, numpy) nonzeros by column; return the touched count."""
-        if X.shape[1] != self.d:
-            raise ValueError(f"the minibatch has {X.shape[1]} columns but the model has {self.d}")
-        nnz = int(X.indptr[-1])
-        if nnz >= _INT32_MAX:
-            raise ValueError(
-                f"a minibatch with {nnz} nonzeros is too big for one step: use a smaller "
-                "batch_size"
-            )
-        if self.perm.shape[0] < nnz:
-            size = min(max(nnz, int(self.perm.shape[0] * GROWTH) + 1), _INT32_MAX - 1)
-            self.perm = backend.empty((size,), np.int32)
-            self.row_of = backend.empty((size,), np.int32)
-        self.n_touched = _by_column(
-            X.indptr, X.indices, self.pos, self.touched, self.colptr, self.perm, self.row_of
-        )
-        return self.n_touched
-
-    def clear(self) -> None:
-        """Reset the column positions for the next minibatch."""
-        _forget(self.pos, self.touched, self.n_touched)
-        self.n_touched = 0
-
-
 class TouchedStep:
     """The fused CPU gradient + update over touched rows, for a C-ordered numpy d x T model.
 
@@ -219,7 +125,7 @@ class TouchedStep:
     """
 
     def __init__(self, d: int, T: int, dtype: Any) -> None:
-        self.columns = MinibatchColumns(d)
+        self.columns = ColumnListing(d)
         self.nparts = max(1, min(int(d), 4 * numba.config.NUMBA_NUM_THREADS))
         self.work = backend.empty((self.nparts, int(T)), dtype)
 
