@@ -79,8 +79,10 @@ def test_touched_step_matches_the_dense_oracle(dtype, kind, regularised, threads
         np.testing.assert_allclose(S, want_S, **tol)
     if not regularised:  # an untouched row has g = 0: the dense step leaves it exactly as it was
         np.testing.assert_array_equal(W[untouched], W0[untouched])
-    else:
-        assert not np.array_equal(W[untouched], W0[untouched])
+    else:  # untouched rows change only in the columns of regularised targets
+        plain = np.flatnonzero((l1 == 0) & (l2 == 0))
+        assert plain.size and not np.array_equal(W[untouched], W0[untouched])
+        np.testing.assert_array_equal(W[np.ix_(untouched, plain)], W0[np.ix_(untouched, plain)])
 
 
 def test_steps_reuse_the_listing_buffers_and_grow_them_by_a_factor():
