@@ -108,3 +108,23 @@ def test_dashboard_cpu_shares_add_up_per_party() -> None:
     # CPU times tick every 10 ms, process and thread apart: +-0.04 over 0.5 s
     assert shares["training_thread"] > 0.5
     assert shares["kernel"] >= shares["training_thread"] - 0.1
+
+
+def test_glm_news20_sweep_json_quick(shared_data) -> None:
+    """The sweep part of ``bench glm``: fit, the products floor and the learner path."""
+    proc = _bench("glm", "--quick", "--json", "--workloads", "news20", "--peers", "saga",
+                  timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (w,) = json.loads(proc.stdout)["workloads"]
+    assert w["workload"] == "news20" and w["classes"] == 20
+    target = w["target"]
+    assert isinstance(target["met"], bool) and _positive(target["time_ratio_bidlab_over_saga"])
+    sw = w["sweep"]
+    assert sw["configs"] == 32 and isinstance(sw["met"], bool)
+    for key in ("one_config_s", "sweep_s", "ratio_sweep_over_one", "products_floor_s",
+                "ratio_products_floor_over_one"):
+        assert _positive(sw[key]), (key, sw[key])
+    assert sw["products_floor_s"] < sw["sweep_s"]  # the products are part of the sweep
+    assert 0.0 < sw["best"]["accuracy"] <= 1.0 and sw["best"]["lrate"] > 0
+    for key in ("one_config_s", "sweep_s", "sweep_over_fit", "one_config_over_fit"):
+        assert _positive(sw["learner"][key]), (key, sw["learner"])

@@ -412,6 +412,17 @@ def _sweep(Xtr, ytr, Xte, yte, epochs: int = 5) -> dict:
     sweep.fit(Xtr, ytr)
     t_sweep = time.perf_counter() - t0
     best = best_config(sweep, Xte, yte)
+    floor = _products_floor(sweep, Xtr, common["batch_size"], epochs)
+    learner = {}
+    for name, make in (("one_config_s", lambda: GLM("softmax", lrate=0.1, l2=0.0, **common)),
+                       ("sweep_s", lambda: glm_sweep("softmax", lrate=lrates, l2=l2s,
+                                                     **common))):
+        lrn = make().learner(Xtr, ytr, val_every=0)  # every minibatch trains, as in fit
+        t0 = time.perf_counter()
+        lrn.fit(progress=None)
+        learner[name] = round(time.perf_counter() - t0, 3)
+    learner["sweep_over_fit"] = round(learner["sweep_s"] / t_sweep, 3)
+    learner["one_config_over_fit"] = round(learner["one_config_s"] / t_one, 3)
     return {
         "configs": len(lrates) * len(l2s),
         "epochs": epochs,
@@ -423,7 +434,38 @@ def _sweep(Xtr, ytr, Xte, yte, epochs: int = 5) -> dict:
         "best": {"lrate": best.lrate, "l2": best.l2, "accuracy": round(best.score, 5)},
         "goal": "a sweep of 32 configurations costs <= 3x one configuration",
         "met": bool(t_sweep <= 3 * t_one),
+        "products_floor_s": round(floor, 3),
+        "ratio_products_floor_over_one": round(floor / t_one, 3),
+        "learner": learner,
     }
+
+
+def _products_floor(sweep: Any, Xtr: Any, batch_size: int, epochs: int) -> float:
+    """Seconds the sweep's unavoidable sparse products alone take over its whole fit.
+
+    Any implementation multiplies each minibatch by the T = 640 weight columns twice (the
+    margins X @ W and the gradient X.T @ E: nnz x T multiply-adds each); this times the
+    forward product at its best over the run's minibatches and counts it twice. Against
+    one configuration's whole fit it bounds what the sweep ratio can be at this kernel
+    speed on this machine.
+    """
+    from bidlab import kern
+
+    W = sweep.core_.W.data
+    E = np.empty((batch_size, W.shape[1]), W.dtype)
+    total = 0.0
+    for start in range(0, Xtr.shape[0] - batch_size + 1, batch_size):
+        Xb = Xtr[start : start + batch_size]
+        kern.sparse_dense(Xb, W, out=E)  # warm
+        best = math.inf
+        for _ in range(3):
+            t0 = time.perf_counter()
+            kern.sparse_dense(Xb, W, out=E)
+            best = min(best, time.perf_counter() - t0)
+        total += best
+    full = Xtr.shape[0] // batch_size
+    steps = -(-Xtr.shape[0] // batch_size)
+    return 2.0 * total * epochs * steps / max(full, 1)
 
 
 def bench_a9a(quick: bool, peers: set[str]) -> dict:
