@@ -391,3 +391,34 @@ def test_learner_trains_the_estimator_in_place_and_takes_live_changes():
         live.stop()
     assert live.state == "stopped"
     assert sweep.predict(Xte).shape == (3000, 2)
+
+
+def test_learner_path_allocates_nothing_after_warm_up():
+    """GLM.learner: sparse products (both scatters), the L2 mixin and fused ADAGrad.
+
+    A second ``fit`` runs in a new training thread: the scatter's buffers are pooled, not
+    kept per thread, so it allocates nothing either.
+    """
+    from bidlab.kern import cpu
+
+    rng = np.random.default_rng(3)
+    # 500 x 3000 minibatches with ~30,000 nonzeros: the products take the parallel paths
+    X = sp.random(2000, 3000, density=0.02, format="csr", random_state=4, dtype=np.float32)
+    y = rng.integers(0, 6, 2000)
+    for ratio in (0, 10**9):  # the column-listed scatter, then the private-copy one
+        old = cpu.LISTING_MIN_RATIO
+        cpu.LISTING_MIN_RATIO = ratio
+        try:
+            sweep = glm_sweep("softmax", lrate=[0.1, 0.5], l2=[0.0, 1e-3], batch_size=500,
+                              shuffle=False, random_state=0)  # the same 4 minibatches each pass
+            lrn = sweep.learner(X, y, val_every=0, npasses=1)
+            lrn.fit(progress=None)
+            before = backend.allocations.snapshot()
+            entries = bl.cache_stats()["entries"]
+            lrn.set(npasses=3, lrate=0.2)  # a live change rewrites the rate in place
+            lrn.fit(progress=None)
+            assert backend.allocations.snapshot() == before, f"ratio {ratio}: allocated"
+            assert bl.cache_stats()["entries"] == entries
+            assert lrn.step == 3 * 4
+        finally:
+            cpu.LISTING_MIN_RATIO = old

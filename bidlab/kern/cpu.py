@@ -205,36 +205,49 @@ LISTING_MIN_RATIO = 32
 # Private copies may cost at most this many bytes.
 WORKSPACE_LIMIT = 256 * 2**20
 
-_workspaces = threading.local()
-_listings = threading.local()
+class _Pool:
+    """Scratch objects shared by every thread: a call takes one, uses it, gives it back.
+
+    Why not one per thread: a learner starts a new training thread on every ``fit`` /
+    ``start``, and per-thread scratch would be allocated again by each (the zero-allocation
+    contract is about the whole session). Two threads computing at once take two.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: dict[Any, list[Any]] = {}
+
+    def take(self, key: Any) -> Any | None:
+        with self._lock:
+            free = self._free.get(key)
+            return free.pop() if free else None
+
+    def give(self, key: Any, item: Any) -> None:
+        with self._lock:
+            self._free.setdefault(key, []).append(item)
+
+
+_workspaces = _Pool()
+_listings = _Pool()
 
 
 def _workspace(copies: int, n: int, k: int, dtype: np.dtype) -> np.ndarray:
-    """Per-Python-thread private accumulators, reused while big enough (counted allocation).
+    """Private accumulators from the pool (give the base array back to ``_workspaces``).
 
-    Keyed by the calling thread, so a learner thread and the notebook's thread never share
-    one. It grows to the largest (copies, n, k) seen and is sliced for smaller calls.
+    One flat buffer per dtype grows to the largest (copies, n, k) seen (a counted
+    allocation) and is sliced for smaller calls.
     """
-    cache = getattr(_workspaces, "by_dtype", None)
-    if cache is None:
-        cache = _workspaces.by_dtype = {}
     need = copies * n * k
-    buf = cache.get(dtype)
+    buf = _workspaces.take(np.dtype(dtype))
     if buf is None or buf.size < need:
         buf = backend.empty((max(need, 1),), dtype, np)
-        cache[dtype] = buf
-    return buf[:need].reshape(copies, n, k)
+    return buf
 
 
 def _listing(n: int) -> ColumnListing:
-    """This Python thread's column listing for n output rows (kept, and reused, per n)."""
-    by_rows = getattr(_listings, "by_rows", None)
-    if by_rows is None:
-        by_rows = _listings.by_rows = {}
-    found = by_rows.get(n)
-    if found is None:
-        found = by_rows[n] = ColumnListing(n)
-    return found
+    """A column listing for n output rows from the pool (give it back to ``_listings``)."""
+    found = _listings.take(n)
+    return ColumnListing(n) if found is None else found
 
 
 def scatter_rows(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None:
@@ -264,16 +277,22 @@ def scatter_rows(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None
         copies = min(threads - 1, WORKSPACE_LIMIT // max(n * k * out.itemsize, 1))
         if copies <= 0:
             _scatter_serial(indptr, indices, data, G, out)
-        else:
-            _scatter_copies(indptr, indices, data, G, out, _workspace(copies, n, k, out.dtype))
+            return
+        buf = _workspace(copies, n, k, out.dtype)
+        try:
+            work = buf[: copies * n * k].reshape(copies, n, k)
+            _scatter_copies(indptr, indices, data, G, out, work)
+        finally:
+            _workspaces.give(buf.dtype, buf)
         return
     cols = _listing(n)
-    nu = cols.fill_arrays(indptr, indices)
     try:
+        nu = cols.fill_arrays(indptr, indices)
         _scatter_listed(float(work_size) + n * k, cols.pos, cols.touched, nu, cols.colptr,
                         cols.perm, cols.row_of, data, G, out, _nparts(cols.colptr[: nu + 1]))
     finally:
         cols.clear()
+        _listings.give(n, cols)
 
 
 # ----------------------------------------------------------------------------- sums
