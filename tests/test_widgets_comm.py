@@ -75,7 +75,8 @@ def test_slider_update_reaches_the_learner(kernel):
     kernel.comm_msg(ids["alpha"], {"method": "update", "state": {"value": 0.42},
                                    "buffer_paths": []})
     got = kernel.run(
-        "ok = wait(lambda: dash.controls.applied)\n"
+        # the pump moves the change to `applied`, then shows it on its next tick
+        "ok = wait(lambda: dash.controls.applied and 'took effect' in dash.message.value)\n"
         "a = dash.controls.applied[-1] if ok else None\n"
         "print(json.dumps({'alpha': learner.opts.alpha, 'ok': ok, 'step': a and a.step,\n"
         "  'used': a and learner.option_used('alpha', a.step),\n"
