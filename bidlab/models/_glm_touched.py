@@ -17,8 +17,9 @@ minibatch. This step instead
    the weight).
 
 The result is the dense step's (same formulas, each gradient element summed over the
-minibatch's rows in row order); nothing d x T is written besides the weights and ADAGrad's
-sums themselves, and the d x T gradient buffer is never needed. Each weight row is computed
+minibatch's rows in row order, four terms at a time as the CPU products do); nothing d x T
+is written besides the weights and ADAGrad's sums themselves, and the d x T gradient buffer
+is never needed. Each weight row is computed
 by one thread, so the kernels go through :func:`~bidlab.kern.adaptive.adaptive_kernel`.
 
 Numpy oracle (ADAGrad; ``grad`` skips the accumulator)::
@@ -40,19 +41,14 @@ from numba import prange
 from bidlab import backend
 from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.columns import ColumnListing
+from bidlab.kern.cpu import _add_listed_rows
 
 
 @numba.njit(inline="always")
 def _gradient_row(u, colptr, perm, row_of, data, E, buf):  # pragma: no cover - compiled
-    T = buf.shape[0]
-    for c in range(T):
+    for c in range(buf.shape[0]):
         buf[c] = 0
-    for q in range(colptr[u], colptr[u + 1]):
-        p = perm[q]
-        r = row_of[p]
-        v = data[p]
-        for c in range(T):
-            buf[c] += v * E[r, c]
+    _add_listed_rows(buf, E, perm, row_of, data, colptr[u], colptr[u + 1])
 
 
 @numba.njit(inline="always")
