@@ -140,6 +140,27 @@ def test_unsorted_and_duplicate_indices_follow_scipy(xp):
     assert vals[pos] == vals[pos + 1]
 
 
+@pytest.mark.parametrize("path", ["serial", "private copies", "column listing"])
+def test_duplicates_within_one_group_of_four_are_summed(path, monkeypatch):
+    """The products take four nonzeros of a row per pass: repeated indices inside one
+    group must add up (a non-canonical CSR row [3, 3, 3, 3, 5, 3, 0])."""
+    from bidlab.kern import cpu
+
+    if path != "serial":
+        monkeypatch.setattr(cpu, "PARALLEL_MIN_WORK", 0)
+    monkeypatch.setattr(cpu, "LISTING_MIN_RATIO", 0 if path == "column listing" else 10**9)
+    indices = np.array([3, 3, 3, 3, 5, 3, 0, 1, 1, 1, 1], np.int32)
+    data = np.arange(1.0, 12.0)
+    S = sp.csr_matrix((data, indices, np.array([0, 7, 7, 11], np.int32)), shape=(3, 6))
+    S.has_canonical_format = False
+    dense = S.toarray()
+    A = np.asfortranarray(np.random.default_rng(0).standard_normal((5, 3)))
+    B = np.random.default_rng(1).standard_normal((6, 5))
+    np.testing.assert_allclose(kern.dense_sparse(A, S), A @ dense, rtol=1e-12)
+    np.testing.assert_allclose(kern.sparse_t_dense(S, A.T), dense.T @ A.T, rtol=1e-12)
+    np.testing.assert_allclose(kern.sparse_dense(S, B), dense @ B, rtol=1e-12)
+
+
 def test_empty_matrices_and_zero_k(xp):
     d = lambda a: _dev(xp, a)  # noqa: E731
     S = sp.csr_matrix((5, 4), dtype=np.float64)  # no nonzeros at all
