@@ -35,8 +35,9 @@ result does not depend on how the work is split go through here (each output ele
 computed by one thread: SDDMM, row gathers, the column-listed CSR scatter, row sums,
 element-wise maps and optimizer steps, the GLM's row-wise update, k-means assignment), so
 the choice changes the time, never a bit of the answer, and a seeded run stays
-reproducible. Kernels that sum private per-thread copies (the SAME sampler's word-topic
-counts, k-means centre sums) keep their fixed size rule.
+reproducible. Kernels that sum private per-thread copies (the CSR scatter into a small
+output, the SAME sampler's word-topic counts, k-means centre sums) keep their fixed size
+rule.
 """
 
 from __future__ import annotations

@@ -7,17 +7,19 @@ Every product works on *row views*: 2-D arrays whose rows are the k-vectors bein
 * :func:`gather_rows` ``out[i] = sum_p data[p] * G[indices[p]]`` (a CSR row pulls rows of G;
   each output row belongs to one thread, no races);
 * :func:`scatter_rows` ``out[indices[p]] += data[p] * G[i]`` (a CSR row pushes into rows of
-  ``out``: the nonzeros are first listed by column in reusable buffers, so each output row
-  again belongs to one thread, which sums its inputs in row order: no atomics, no private
-  copies of the output, no per-call allocation).
+  ``out``: each thread accumulates a private copy of the output, then one parallel pass
+  sums the copies; or, when the output is large against the nonzeros, the nonzeros are
+  first listed by column so that each output row again belongs to one thread. No atomics;
+  the scratch comes from a pool, so no per-call allocation).
 
 Every compiled kernel releases the GIL (``nogil=True``): while a minibatch computes in the
 training thread, the notebook's own thread and the dashboard's pump keep running, which is
 what lets a slider or a click reach a running learner within a tick.
 
-No ``prange`` kernel's result depends on how its work is split, so each is an
-:func:`~bidlab.kern.adaptive.adaptive_kernel`: called with its work size first, it runs on
-all threads or on the calling one, whichever is measured cheaper now.
+Each ``prange`` kernel whose result does not depend on how its work is split (all but the
+private-copy scatter) is an :func:`~bidlab.kern.adaptive.adaptive_kernel`: called with its
+work size first, it runs on all threads or on the calling one, whichever is measured
+cheaper now.
 
 Rows are split between threads by nonzero count, not row count, so power-law data stays
 balanced. Accumulation is in the operands' own precision (float32 stays float32); NaN
@@ -121,8 +123,9 @@ def _add_rows(acc, G, rows, vals, q, end):  # pragma: no cover - compiled
     """acc += sum over q in [q, end) of vals[q'] * G[rows[q']], four terms per pass.
 
     Four rows of G are in flight at once and ``acc`` is loaded and stored once per four
-    terms, not once per term: 2x at k = 640 (2.9 -> 1.5 ms for a 500-document 20
-    Newsgroups minibatch), 1.3x at k = 64 on a power-law matrix (0.9 M nonzeros), 2 threads.
+    terms, not once per term. Against one term per pass, interleaved calls, medians, 2
+    threads: 1.35x at k = 640 and k = 20 (a 500-document 20 Newsgroups minibatch), 1.16x
+    at k = 64, 1.27x at k = 64 on a 0.9 M-nonzero power-law matrix.
     """
     k = acc.shape[0]
     while q + 4 <= end:

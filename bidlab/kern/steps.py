@@ -116,10 +116,22 @@ def _oriented(*mats: Any) -> tuple[list[Any], bool] | None:
 
 
 def _column(h: Any, rows: int, dtype: Any) -> Any:
-    """A rows x 1 hyperparameter column as the 1-d array the kernels index."""
+    """A rows x 1 hyperparameter column as the 1-d array the kernels index (None if not)."""
     if not isinstance(h, np.ndarray) or h.shape != (rows, 1) or h.dtype != dtype:
         return None
     return h[:, 0]
+
+
+def _prepared(mats: tuple[Any, ...], *hypers: Any) -> tuple[list[Any], list[Any], bool] | None:
+    """(oriented matrices, hyperparameter vectors, by_inner), or None when not fusable."""
+    got = _oriented(*mats)
+    if got is None:
+        return None
+    first = mats[0]
+    cols = [_column(h, first.shape[0], first.dtype) for h in hypers]
+    if any(c is None for c in cols):
+        return None
+    return got[0], cols, got[1]
 
 
 def adagrad(M: Any, U: Any, S: Any, lrate: Any, eps: Any, inv_t: float, scale: float) -> bool:
@@ -127,13 +139,10 @@ def adagrad(M: Any, U: Any, S: Any, lrate: Any, eps: Any, inv_t: float, scale: f
 
     ``S += (U*U - S) * inv_t; M += U / (sqrt(S) + eps) * lrate * scale``.
     """
-    got = _oriented(M, U, S)
-    if got is None:
+    ready = _prepared((M, U, S), lrate, eps)
+    if ready is None:
         return False
-    (m, u, s), by_inner = got
-    lr, ep = _column(lrate, M.shape[0], M.dtype), _column(eps, M.shape[0], M.dtype)
-    if lr is None or ep is None:
-        return False
+    (m, u, s), (lr, ep), by_inner = ready
     t = M.dtype.type
     _adagrad(M.size, m, u, s, lr, ep, t(inv_t), t(scale), by_inner)
     return True
@@ -141,32 +150,29 @@ def adagrad(M: Any, U: Any, S: Any, lrate: Any, eps: Any, inv_t: float, scale: f
 
 def grad(M: Any, U: Any, lrate: Any, scale: float) -> bool:
     """``M += U * lrate * scale`` in place; False if not fusable."""
-    got = _oriented(M, U)
-    lr = _column(lrate, M.shape[0], M.dtype)
-    if got is None or lr is None:
+    ready = _prepared((M, U), lrate)
+    if ready is None:
         return False
-    (m, u), by_inner = got
+    (m, u), (lr,), by_inner = ready
     _grad(M.size, m, u, lr, M.dtype.type(scale), by_inner)
     return True
 
 
 def subtract_scaled(U: Any, M: Any, c: Any) -> bool:
     """``U -= M * c`` (an L2 term's gradient) in place; False if not fusable."""
-    got = _oriented(U, M)
-    col = _column(c, M.shape[0], M.dtype)
-    if got is None or col is None:
+    ready = _prepared((U, M), c)
+    if ready is None:
         return False
-    (u, m), by_inner = got
+    (u, m), (col,), by_inner = ready
     _subtract_scaled(M.size, u, m, col, by_inner)
     return True
 
 
 def subtract_scaled_sign(U: Any, M: Any, c: Any) -> bool:
     """``U -= sign(M) * c`` (an L1 term's gradient) in place; False if not fusable."""
-    got = _oriented(U, M)
-    col = _column(c, M.shape[0], M.dtype)
-    if got is None or col is None:
+    ready = _prepared((U, M), c)
+    if ready is None:
         return False
-    (u, m), by_inner = got
+    (u, m), (col,), by_inner = ready
     _subtract_scaled_sign(M.size, u, m, col, by_inner)
     return True
