@@ -422,3 +422,24 @@ def test_learner_path_allocates_nothing_after_warm_up():
             assert lrn.step == 3 * 4
         finally:
             cpu.LISTING_MIN_RATIO = old
+
+
+def test_learner_takes_live_rates_one_per_configuration():
+    """A 2-configuration softmax sweep: [a, b] means one rate per configuration (its 3
+    class rows each), not one per model matrix."""
+    rng = np.random.default_rng(2)
+    X = sp.random(300, 40, density=0.2, format="csr", random_state=2, dtype=np.float32)
+    y = rng.integers(0, 3, 300)
+    lrn = glm_sweep("softmax", lrate=[0.1, 0.5], l2=[0.0], batch_size=100).learner(
+        X, y, npasses=1)
+    lrn.init()
+    lrn.set(lrate=[0.01, 0.7])
+    lrn.fit(progress=None)  # applied at the first minibatch boundary
+    cols = lrn.updater.lrate.cols
+    lay = lrn.model.layout
+    for col in cols:  # W's rows and b's rows alike
+        np.testing.assert_allclose(col.data[lay.columns(0), 0], 0.01, rtol=1e-6)
+        np.testing.assert_allclose(col.data[lay.columns(1), 0], 0.7, rtol=1e-6)
+    with pytest.raises(ValueError, match=r"vector length among 2, 6 \(rows of the model "
+                                         r"matrices, their row groups"):
+        lrn.set(lrate=[0.1, 0.2, 0.3])

@@ -286,3 +286,22 @@ def test_mixed_layout_update_matrices_take_the_generic_step(monkeypatch):
     same, _ = _layouts_run(lambda: ADAGrad(lrate=0.1), np.float64, monkeypatch=monkeypatch)
     for a, b in zip(mixed, same, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_vectors_read_per_row_then_per_group_then_per_matrix():
+    from bidlab.learn.hyper import expand_hyper
+    from bidlab.learn.options import OptionError
+
+    groups = np.array([0, 0, 1, 1, 1, 2])  # 6 rows in 3 groups, two matrices of 6 rows
+    rows = [6, 6]
+    per_row = expand_hyper("lrate", list(range(6)), rows, groups)
+    np.testing.assert_array_equal(per_row[0], np.arange(6))
+    per_group = expand_hyper("lrate", [0.1, 0.2, 0.3], rows, groups)
+    for col in per_group:
+        np.testing.assert_array_equal(col, [0.1, 0.1, 0.2, 0.2, 0.2, 0.3])
+    two = expand_hyper("lrate", [0.1, 0.2], rows, np.array([0, 0, 0, 1, 1, 1]))
+    np.testing.assert_array_equal(two[1], [0.1] * 3 + [0.2] * 3)  # groups win over matrices
+    per_matrix = expand_hyper("lrate", [0.1, 0.2], rows, groups)
+    np.testing.assert_array_equal(per_matrix[1], [0.2] * 6)
+    with pytest.raises(OptionError, match=r"has 4 values.*one per row group \(3\)"):
+        expand_hyper("lrate", [1, 2, 3, 4], rows, groups)

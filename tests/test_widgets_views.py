@@ -140,3 +140,28 @@ def test_sweep_curves_are_named_by_configuration_without_a_bokeh_legend() -> Non
         assert all(lab in view.legend.value for lab in labels)
     finally:
         view.close()
+
+
+def test_freezing_keeps_per_configuration_rates_of_the_winners() -> None:
+    from bidlab.widgets import SweepView
+    from bidlab.widgets.sweep import FROZEN_LRATE
+
+    from bidlab.models.glm import glm_sweep
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((120, 4))
+    y = rng.integers(0, 3, 120)
+    learner = glm_sweep("softmax", lrate=[0.1, 1.0], l2=[0.0, 1e-3], batch_size=40).learner(
+        X, y, npasses=1)
+    learner.init()
+    learner.set(lrate=[0.1, 0.2, 0.3, 0.4])  # one per configuration (4 targets x 3 classes)
+    view = SweepView(learner)
+    try:
+        view.scores[:] = [-1.0, -0.5, -2.0, -0.7]  # configurations 1 and 3 lead
+        assert sorted(view.request_freeze(2)) == [0, 2]
+        rows = np.asarray(learner.opts.lrate)
+        lay = learner.model.layout
+        for k, want in enumerate([FROZEN_LRATE, 0.2, FROZEN_LRATE, 0.4]):
+            np.testing.assert_allclose(rows[lay.columns(k)], want)
+    finally:
+        view.close()

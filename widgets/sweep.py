@@ -23,6 +23,7 @@ import numpy as np
 
 import bidlab as bl
 from bidlab.learn import Snapshot
+from bidlab.learn.hyper import expand_hyper
 
 from ._bokeh import LiveBokeh
 from ._charts import legend_html, score_figure, stream_row
@@ -107,9 +108,10 @@ class SweepView(PumpedView):
             raise RuntimeError("no scores yet: start the learner and let it run a moment")
         order = np.argsort(-np.nan_to_num(self.scores, nan=-np.inf))
         losers = [int(i) for i in order[int(keep):]]
-        lay = self.learner.model.layout
-        cur = self.learner.opts.lrate
-        rows = np.broadcast_to(np.asarray(cur, dtype=np.float64), (lay.T,)).copy()
+        model = self.learner.model
+        lay = model.layout
+        rows = expand_hyper("lrate", self.learner.opts.lrate, [lay.T] * len(model.modelmats),
+                            model.row_groups)[0]
         for k in losers:
             rows[lay.columns(k)] = FROZEN_LRATE
         self.learner.set(lrate=rows.tolist())

@@ -9,8 +9,11 @@ Updaters and mixins broadcast the column against their ``rows x cols`` matrices 
 ``xp`` ufuncs and ``out=``, which allocates nothing.
 
 A vector is read per row when every model matrix has that many rows (e.g. a GLM's
-targets x features weights and targets x 1 intercepts), else per model matrix when its
-length is the number of matrices; the per-row reading wins when both fit.
+weight columns x features weights and its intercepts), else per row *group* when the model
+declares ``row_groups`` (one group number per row; a GLM's targets, so a sweep's rates are
+given one per configuration) and the length is the number of groups, else per model matrix
+when its length is the number of matrices. Per row wins over per group, and per group over
+per matrix.
 """
 
 from __future__ import annotations
@@ -23,14 +26,22 @@ from bidlab import backend
 from bidlab.learn.options import Configurable, OptionError
 from bidlab.mat import Mat
 
-__all__ = ["Hyper", "Component", "expand_hyper"]
+__all__ = ["Hyper", "Component", "expand_hyper", "n_groups"]
 
 
-def expand_hyper(name: str, value: Any, rows: list[int]) -> list[np.ndarray]:
+def n_groups(groups: Any) -> int:
+    """How many row groups ``groups`` (one group number per row, or None) names."""
+    return 0 if groups is None or len(groups) == 0 else int(np.max(groups)) + 1
+
+
+def expand_hyper(name: str, value: Any, rows: list[int],
+                 groups: Any = None) -> list[np.ndarray]:
     """One float64 column (rows_i,) per model matrix from a number or a vector.
 
-    A vector is read per row when every model matrix has that many rows, else per model
-    matrix when its length is the number of matrices; anything else is an error.
+    A vector is read per row when every model matrix has that many rows, else per row
+    group when ``groups`` (one group number per row, every matrix having that many rows)
+    names that many groups, else per model matrix when its length is the number of
+    matrices; anything else is an error.
     """
     if not isinstance(value, (tuple, list, np.ndarray)):
         return [np.full(r, float(value)) for r in rows]
@@ -39,13 +50,17 @@ def expand_hyper(name: str, value: Any, rows: list[int]) -> list[np.ndarray]:
         return [np.full(r, v[0]) for r in rows]
     if all(r == v.shape[0] for r in rows):
         return [v.copy() for _ in rows]
+    grouped = groups is not None and all(r == len(groups) for r in rows)
+    if grouped and v.shape[0] == n_groups(groups):
+        return [v[np.asarray(groups)] for _ in rows]
     if v.shape[0] == len(rows):
         return [np.full(r, v[i]) for i, r in enumerate(rows)]
+    per_group = f", one per row group ({n_groups(groups)})" if grouped else ""
     raise OptionError(
         f"The {name!r} option has {v.shape[0]} values, but the model matrices have "
         f"{', '.join(str(r) for r in rows)} rows and there are {len(rows)} of them: give one "
-        "number, one value per row (when all matrices have the same rows), or one value per "
-        "model matrix.")
+        f"number, one value per row (when all matrices have the same rows){per_group}, or "
+        "one value per model matrix.")
 
 
 class Hyper:
@@ -58,8 +73,9 @@ class Hyper:
     """
 
     def __init__(self, name: str, value: Any, shapes: list[tuple[int, int]], xp: Any,
-                 dtype: Any) -> None:
+                 dtype: Any, groups: Any = None) -> None:
         self.name = name
+        self.groups = groups
         self.cols = [Mat(backend.empty((m, 1), dtype, xp)) for m, _ in shapes]
         self.scalar: float | None = None
         self.fill(value)
@@ -67,7 +83,7 @@ class Hyper:
     def fill(self, value: Any) -> None:
         """Write a new value into the columns (in place)."""
         rows = [c.shape[0] for c in self.cols]
-        expanded = expand_hyper(self.name, value, rows)
+        expanded = expand_hyper(self.name, value, rows, self.groups)
         for col, v in zip(self.cols, expanded, strict=True):
             xp = col.xp
             col.data[:, 0] = v if xp is np else xp.asarray(v, dtype=col.dtype)
@@ -94,9 +110,11 @@ class Component(Configurable):
         super().__init__(**options)
         self._hypers: dict[str, Hyper] = {}
 
-    def hyper(self, name: str, shapes: list[tuple[int, int]], xp: Any, dtype: Any) -> Hyper:
-        """The (new) :class:`Hyper` of option ``name`` for matrices of ``shapes``."""
-        h = Hyper(name, self.opts.get(name), shapes, xp, dtype)
+    def hyper(self, name: str, shapes: list[tuple[int, int]], xp: Any, dtype: Any,
+              groups: Any = None) -> Hyper:
+        """The (new) :class:`Hyper` of option ``name`` for matrices of ``shapes``
+        (``groups``: the model's ``row_groups``, if any)."""
+        h = Hyper(name, self.opts.get(name), shapes, xp, dtype, groups)
         self._hypers[name] = h
         return h
 

@@ -39,6 +39,7 @@ from bidlab import backend
 from bidlab.learn import registry
 from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from bidlab.learn.datasource import DataSource, as_source
+from bidlab.learn.hyper import n_groups
 from bidlab.learn.mixins import Mixin
 from bidlab.learn.model import Model
 from bidlab.learn.observers import ObserverHub, Subscription, format_error
@@ -391,6 +392,8 @@ class Learner(Configurable):
                 mx.init(model)
         rows = {m.shape[0] for m in model.modelmats}
         lengths = {len(model.modelmats)} | (rows if len(rows) == 1 else set())
+        if model.row_groups is not None and rows == {len(model.row_groups)}:
+            lengths.add(n_groups(model.row_groups))
         self.opts.set_vector_lengths(lengths)
 
     def _components(self) -> tuple[Any, ...]:

@@ -56,7 +56,7 @@ class Mixin(Component):
 
     def _hyper(self, name: str) -> Hyper:
         mm = self.model.modelmats
-        return self.hyper(name, self.shapes, mm[0].xp, mm[0].dtype)
+        return self.hyper(name, self.shapes, mm[0].xp, mm[0].dtype, self.model.row_groups)
 
     def gradient(self) -> None:
         """Add this term's ascent direction into ``model.updatemats``."""

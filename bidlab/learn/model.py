@@ -62,9 +62,13 @@ class Model(Component):
         modelmats: the learned matrices (checkpointed, observable), set by :meth:`init`.
         updatemats: same shapes; the update direction of the current minibatch.
         score_name: what the score is (shown in progress lines), e.g. ``"-mse"``.
+        row_groups: None, or one group number per row of the model matrices (which then
+            all have that many rows): a vector hyperparameter with one value per group is
+            read per group (a GLM's targets: a sweep's rates, one per configuration).
     """
 
     score_name: str = "score"
+    row_groups: Any = None
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

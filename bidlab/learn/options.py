@@ -124,7 +124,7 @@ class Option:
             if vector_lengths is not None and len(checked) not in vector_lengths:
                 lengths = ", ".join(str(n) for n in sorted(vector_lengths))
                 raise self.error(value, f" with a vector length among {lengths} (rows of the "
-                                 "model matrices, or their number)")
+                                 "model matrices, their row groups, or their number)")
             return checked
         return self._check_one(value, value)
 

@@ -66,7 +66,7 @@ class Updater(Component):
         self._tmp = [backend.empty_as(m.data) for m in mm]
 
     def _hyper(self, name: str) -> Hyper:
-        return self.hyper(name, self.shapes, self.xp, self.dtype)
+        return self.hyper(name, self.shapes, self.xp, self.dtype, self.model.row_groups)
 
     def update(self, step: int) -> None:
         """Apply ``model.updatemats`` to ``model.modelmats`` (one training minibatch)."""

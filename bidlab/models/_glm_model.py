@@ -2,7 +2,9 @@
 
 ``GLM.learner(X, Y)`` builds one of these. It keeps BIDMach's layout -- one row per weight
 column, ``W`` is T x d and ``b`` T x 1 -- so the learner's per-row hyperparameters
-(``lrate``, ``l1``, ``l2`` of its updater and mixins) are per-target ones. Per minibatch:
+(``lrate``, ``l1``, ``l2`` of its updater and mixins) are per weight column; its rows are
+grouped by target (``row_groups``), so a vector with one value per target (per
+configuration of a sweep) is read per target. Per minibatch:
 
     E^T = W @ X.T + b          # dense_sparse_t (matmul for dense X): T x n
     E <- dL/dE                 # the links, in place, on the n x T view (see _glm_links)
@@ -36,6 +38,8 @@ class GLMModel(Model):
     def __init__(self, layout: Layout, targmap: Any, **options: Any) -> None:
         super().__init__(**options)
         self.layout = layout
+        # a vector hyperparameter with one value per target is read per target
+        self.row_groups = np.asarray(layout.col_target, dtype=np.int64)
         self._tm_host = np.asarray(targmap, dtype=np.int64)
         self._links: dict[int, LinkStep] = {}
         self._targets: dict[int, Any] = {}

@@ -293,8 +293,10 @@ class GLM(BaseEstimator):
         ``lrn.opts.lrate = ...``, observers, checkpoints); ``fit()`` blocks. The learner
         updates this estimator's weights in place, so ``predict`` / ``score`` work during
         and after training. The model keeps one row per weight column (BIDMach's layout),
-        so ``lrate`` / ``l1`` / ``l2`` vectors are per target (expanded over a softmax
-        target's rows). ``updater`` is ``self.updater`` (``"adagrad"`` / ``"grad"``) and the
+        grouped by target, so ``lrate`` / ``l1`` / ``l2`` vectors are per target (expanded
+        over a softmax target's rows), here and live: ``lrn.set(lrate=[...])`` with one value
+        per target (per configuration of a sweep), or one per weight column.
+        ``updater`` is ``self.updater`` (``"adagrad"`` / ``"grad"``) and the
         passes ``n_epochs``; ``options`` are any further learner options (``val_every``,
         ``checkpoint``, ...).
         """
