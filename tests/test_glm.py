@@ -69,6 +69,22 @@ def test_link_step_matches_the_textbook_formulas(xp, link):
     np.testing.assert_allclose(backend.to_host(loss)[0], want_loss, rtol=1e-10)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_step_is_stable_for_huge_margins(dtype):
+    """Margins of +-1000 (a diverging run) still give finite probabilities and losses."""
+    n, K, C = 6, 2, 5
+    rng = np.random.default_rng(4)
+    E = (rng.standard_normal((n, K * C)) * 1000).astype(dtype)
+    y = rng.integers(0, C, (n, K)).astype(dtype)
+    want_loss, want_grad = _oracle("softmax", E.astype(np.float64), y, C)
+    got, loss = E.copy(), np.zeros((1, K), dtype)
+    LinkStep(Layout(["softmax"] * K, [C] * K), n, dtype, np)(got, y, loss)
+    assert np.isfinite(got).all() and np.isfinite(loss).all()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want_grad, rtol=tol, atol=tol)
+    np.testing.assert_allclose(loss[0], want_loss, rtol=tol)
+
+
 def test_mixed_links_in_one_layout_each_get_their_own_formula():
     rng = np.random.default_rng(1)
     links, widths = ["logistic", "logistic", "softmax", "linear"], [1, 1, 3, 1]

@@ -134,6 +134,7 @@ class LinkStep:
                 "ey": backend.empty((n, nk), dtype, xp),
                 "lin": backend.empty((n, nk), np.int64, xp),
                 "base": backend.empty((n, nk), np.int64, xp),
+                "ksum": backend.empty((1, nk), dtype, xp),
             }
             work["base"][...] = xp.asarray(base)
             self.soft[i] = work
@@ -206,7 +207,8 @@ class LinkStep:
             s2 = s.reshape(n, nk)
             xp.subtract(s2, ey, out=s2)
             lk = loss[:, blk.k0 : blk.k1]
-            xp.add(lk, xp.sum(s2, axis=0, keepdims=True), out=lk)
+            xp.sum(s2, axis=0, keepdims=True, out=w["ksum"])
+            xp.add(lk, w["ksum"], out=lk)
         xp.take(flat, lin, out=ey)
         xp.subtract(ey, 1.0, out=ey)
         flat[lin] = ey
