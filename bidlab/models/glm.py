@@ -317,19 +317,16 @@ class GLM(BaseEstimator):
         Ye = encode(self.targets_, Y2, np.dtype(self.dtype))
         lay = self.layout_
 
-        def per_row(v: Any) -> Any:
-            arr = np.asarray(v, dtype=np.float64)
-            if arr.ndim == 0:
-                return float(arr)
-            col = arr[lay.col_target]
-            return float(col[0]) if np.all(col == col[0]) else col.tolist()
+        def per_target(v: Any) -> Any:  # the model's row groups spread it over the rows
+            arr = np.asarray(v, dtype=np.float64).reshape(-1)
+            return float(arr[0]) if np.all(arr == arr[0]) else arr.tolist()
 
-        step = (ADAGrad if self.updater == "adagrad" else Grad)(lrate=per_row(self.lrate))
+        step = (ADAGrad if self.updater == "adagrad" else Grad)(lrate=per_target(self.lrate))
         mixins = []
         if np.any(np.asarray(self.l1, dtype=np.float64) > 0):
-            mixins.append(L1Regularizer(mats=[0], l1=per_row(self.l1)))
+            mixins.append(L1Regularizer(mats=[0], l1=per_target(self.l1)))
         if np.any(np.asarray(self.l2, dtype=np.float64) > 0):
-            mixins.append(L2Regularizer(mats=[0], l2=per_row(self.l2)))
+            mixins.append(L2Regularizer(mats=[0], l2=per_target(self.l2)))
         seed = self.random_state if isinstance(self.random_state, int) else 0
         source = MemorySource(X, self._xp().asarray(Ye), batch_size=self.batch_size,
                               shuffle=self.shuffle, seed=seed)
