@@ -119,8 +119,6 @@ class ColumnListing:
                 f"a minibatch with {nnz} nonzeros is too big for one step: use a smaller "
                 "batch_size"
             )
-        if self.n_touched:  # a previous listing was not cleared (its caller failed)
-            self.clear()
         if self.perm.shape[0] < nnz:
             size = min(max(nnz, int(self.perm.shape[0] * GROWTH) + 1), _INT32_MAX - 1)
             self.perm = backend.empty((size,), np.int32)

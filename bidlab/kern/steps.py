@@ -158,21 +158,20 @@ def grad(M: Any, U: Any, lrate: Any, scale: float) -> bool:
     return True
 
 
-def subtract_scaled(U: Any, M: Any, c: Any) -> bool:
-    """``U -= M * c`` (an L2 term's gradient) in place; False if not fusable."""
+def _subtract(kernel: Any, U: Any, M: Any, c: Any) -> bool:
     ready = _prepared((U, M), c)
     if ready is None:
         return False
     (u, m), (col,), by_inner = ready
-    _subtract_scaled(M.size, u, m, col, by_inner)
+    kernel(M.size, u, m, col, by_inner)
     return True
+
+
+def subtract_scaled(U: Any, M: Any, c: Any) -> bool:
+    """``U -= M * c`` (an L2 term's gradient) in place; False if not fusable."""
+    return _subtract(_subtract_scaled, U, M, c)
 
 
 def subtract_scaled_sign(U: Any, M: Any, c: Any) -> bool:
     """``U -= sign(M) * c`` (an L1 term's gradient) in place; False if not fusable."""
-    ready = _prepared((U, M), c)
-    if ready is None:
-        return False
-    (u, m), (col,), by_inner = ready
-    _subtract_scaled_sign(M.size, u, m, col, by_inner)
-    return True
+    return _subtract(_subtract_scaled_sign, U, M, c)
