@@ -196,3 +196,5 @@ def test_every_source_gets_the_page_side_echo_filter_once() -> None:
         assert all(len(v) == 1 and "bidlab-quiet-echoes" in v[0].tags for v in cbs.values())
     # it lets through exactly what LiveBokeh._sync_model keeps
     assert 'event.msg_type !== undefined || event.attr === "indices"' in _bokeh.QUIET_ECHOES_JS
+    # and it carries the steady style sheets (trap 8), ahead of the filter's early return
+    assert all(v[0].code.startswith(_bokeh.STEADY_STYLES_JS) for v in cbs.values())

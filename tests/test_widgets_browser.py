@@ -126,6 +126,31 @@ def test_chart_updates_near_10_per_second(live: dict[str, Any], shots: Path) -> 
         assert data_echoes <= 1, echoes
 
 
+def test_bokeh_style_sheets_skip_identical_rewrites(live: dict[str, Any]) -> None:
+    """widgets/_bokeh.py, trap 8: the page's BokehJS rewrites an inline style sheet only
+    when its text changes (each rewrite re-collects the page's styles)."""
+    got = live["page"].evaluate("""async () => {
+      const dom = Bokeh.require("core/dom");
+      const sheet = new dom.InlineStyleSheet(":host { width: 10px; }");
+      document.head.appendChild(sheet.el);
+      let writes = 0;
+      const seen = new MutationObserver((records) => { writes += records.length; });
+      seen.observe(sheet.el, {childList: true, characterData: true, subtree: true});
+      const flush = () => new Promise((done) => setTimeout(done, 0));
+      sheet.replace(":host { width: 10px; }");
+      await flush();
+      const same = writes;
+      sheet.replace(":host { width: 12px; }");
+      await flush();
+      seen.disconnect();
+      sheet.remove();
+      return {patched: dom.InlineStyleSheet.prototype.__bidlab_steady === true, same,
+              changed: writes - same, css: sheet.css};
+    }""")
+    assert got == {"patched": True, "same": 0, "changed": 1,
+                   "css": ":host { width: 12px; }"}, got
+
+
 def test_slider_drag_reaches_the_learner(live: dict[str, Any], shots: Path) -> None:
     """Drag the dashboard's ``kappa`` slider 16 times; time each change to its first use.
 

@@ -35,6 +35,15 @@ four traps when a background thread streams into it (see ../shared/recipes/JUPYT
    source first changes there, lets only what :meth:`LiveBokeh._sync_model` keeps (user
    events and selections) reach the view's change callback. Where that script cannot run
    (another BokehJS), the kernel-side filter still drops the echoes.
+8. BokehJS 3.9 rewrites its views' inline style sheets (the plot's grid template, the
+   canvas panel's) on every paint and layout, with the same text each time. Every rewrite
+   makes chromium re-collect the page's active style sheets, and the next CSS variable a
+   visual reads (each text, line and fill property reads one through
+   ``getComputedStyle``) then forces a style recalculation of the page: on the JupyterLab
+   page streaming a dashboard and a bubble chart at 10 Hz, ~100 recalculations a second
+   and ~0.3 of the renderer's core. :data:`STEADY_STYLES_JS`, run with the echo filter,
+   makes an inline style sheet skip a rewrite whose text is what it already holds (the
+   page's styles are exactly the same either way).
 """
 
 from __future__ import annotations
@@ -49,8 +58,8 @@ from bokeh.models import ColumnDataSource, CustomJS, LayoutDOM
 from bokeh.protocol.messages.patch_doc import PatchJson, patch_doc
 from jupyter_bokeh import BokehModel
 
-__all__ = ["DOC_LOCK", "QUIET_ECHOES_JS", "LiveBokeh", "aligning_pad", "inline_patch",
-           "load_bokehjs", "quiet_echoes"]
+__all__ = ["DOC_LOCK", "PAGE_JS", "QUIET_ECHOES_JS", "STEADY_STYLES_JS", "LiveBokeh",
+           "aligning_pad", "inline_patch", "load_bokehjs", "quiet_echoes"]
 
 #: The one lock around every bokeh document change (pump thread and shell thread alike).
 DOC_LOCK = threading.RLock()
@@ -81,6 +90,25 @@ for (const [callback, raw] of [...doc._callbacks]) {
   doc._callbacks.set(quiet, raw);
 }
 """
+
+#: BokehJS code (run with :data:`QUIET_ECHOES_JS`, once per page) that makes BokehJS's inline
+#: style sheets skip rewrites to the text they already hold (trap 8). It patches
+#: ``core/dom``'s ``InlineStyleSheet._update`` and does nothing when BokehJS lacks it.
+STEADY_STYLES_JS = """
+const dom = typeof Bokeh !== "undefined" && Bokeh.require ? Bokeh.require("core/dom") : null;
+const sheet = dom != null && dom.InlineStyleSheet != null ? dom.InlineStyleSheet.prototype
+                                                           : null;
+if (sheet != null && typeof sheet._update === "function" && !sheet.__bidlab_steady) {
+  const update = sheet._update;
+  sheet._update = function (css) {
+    if (this.el == null || this.el.textContent !== css) update.call(this, css);
+  };
+  sheet.__bidlab_steady = true;
+}
+"""
+
+#: The code of the one ``CustomJS`` each data source carries (see :func:`quiet_echoes`).
+PAGE_JS = STEADY_STYLES_JS + QUIET_ECHOES_JS
 
 
 def aligning_pad(n_buffers: int) -> int:
@@ -113,9 +141,10 @@ def inline_patch(event: Any) -> patch_doc:
 
 
 def quiet_echoes(layout: LayoutDOM) -> None:
-    """Make the page keep its echoes: attach :data:`QUIET_ECHOES_JS` to every data source
-    of ``layout`` (once per source; the first change in the page installs the filter)."""
-    code = CustomJS(code=QUIET_ECHOES_JS, tags=["bidlab-quiet-echoes"])
+    """Make the page keep its echoes and its style sheets: attach :data:`PAGE_JS` to every
+    data source of ``layout`` (once per source; the first change in the page installs the
+    echo filter and the steady style sheets)."""
+    code = CustomJS(code=PAGE_JS, tags=["bidlab-quiet-echoes"])
     for source in layout.select({"type": ColumnDataSource}):
         known = source.js_property_callbacks
         if any("bidlab-quiet-echoes" in getattr(cb, "tags", ())

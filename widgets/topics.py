@@ -5,6 +5,12 @@ proportional to the word's weight in the topic (thesis fig. 3.3). The chart has 
 number of row slots (``k * n_top``): each tick, words still among the top keep their row,
 new ones take freed rows, and the sizes, labels and marks are ``patch``-ed in place.
 
+Painting: the bubbles sit on BokehJS's overlay layer and the words are a text glyph on
+the primary layer, so a tick that changes only sizes repaints only the bubbles. (With the
+words as the y axis's tick labels, BokehJS re-measured all of them on every repaint to
+lay the axis out, and repainted them with every bubble: ~0.1 of the page's core at 10
+updates a second.)
+
 Clicking a bubble selects its (topic, word) parameter and shows its temperature control
 (SAME Gibbs learners, :class:`bidlab.models.LDAGibbs`): a new value goes to
 ``learner.set_temperature(value, topic, word)`` and takes effect at the sampler's next
@@ -33,6 +39,8 @@ from ._pump import MAX_RATE, PumpedView, View, pump_for
 __all__ = ["TopicBubbles", "supports_temperature"]
 
 MAX_DIAMETER = 28.0  # px of the largest bubble
+COLUMN_PX = 48  # px per topic column
+LABEL_PX = 110  # px left of the first column for the row's word
 
 
 def supports_temperature(learner: Any) -> bool:
@@ -85,20 +93,27 @@ class TopicBubbles(PumpedView):
             "size": np.zeros(n), "weight": np.zeros(n), "word": [""] * n,
             "line": ["#00000000"] * n, "width": np.zeros(n), "color": palette(self.k) * self.rows,
         })
-        fig = figure(title="word x topic (area ∝ weight; click a bubble)", width=120 + 48 *
-                     self.k, height=min(60 + 16 * self.rows, 900), tools="tap,reset",
-                     x_range=(-0.6, self.k - 0.4), y_range=(self.rows - 0.5, -0.5),
+        # The words' own data source: patched only when a row gets a new word.
+        self.labels = ColumnDataSource(name="bidlab-topic-words", data={
+            "x": np.full(self.rows, -0.6), "row": np.arange(self.rows, dtype=np.float64),
+            "word": [""] * self.rows})
+        left = -0.5 - LABEL_PX / COLUMN_PX  # the words' column, in topic units
+        fig = figure(title="word x topic (area ∝ weight; click a bubble)",
+                     width=LABEL_PX + COLUMN_PX * self.k + 20,
+                     height=min(60 + 16 * self.rows, 900), tools="tap,reset",
+                     x_range=(left, self.k - 0.4), y_range=(self.rows - 0.5, -0.5),
                      x_axis_label="topic", toolbar_location="above")
+        fig.text("x", "row", text="word", source=self.labels, text_align="right",
+                 text_baseline="middle", text_font_size="11px", text_color="#444444")
         r = fig.scatter("topic", "row", size="size", source=self.source, fill_color="color",
-                        fill_alpha=0.6, line_color="line", line_width="width")
+                        fill_alpha=0.6, line_color="line", line_width="width", level="overlay")
         r.nonselection_glyph = None  # every bubble stays visible after a click
         fig.select_one(TapTool).renderers = [r]
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("word", "@word"),
                                                          ("topic", "@topic"),
                                                          ("weight", "@weight{0.0000}")]))
         fig.xaxis.ticker = FixedTicker(ticks=list(range(self.k)))
-        fig.yaxis.ticker = FixedTicker(ticks=list(range(self.rows)))
-        fig.yaxis.major_label_overrides = {}
+        fig.yaxis.visible = False  # the text glyph labels the rows
         fig.xgrid.visible = fig.ygrid.visible = False
         self.figure = fig
         self.source.selected.on_change("indices", self._on_select)
@@ -212,9 +227,9 @@ class TopicBubbles(PumpedView):
                 self._sent[column] = values
         self.source.patch(patch)
         self.patches += 1
-        overrides = {i: lab for i, lab in enumerate(labels)}
-        if self.figure.yaxis[0].major_label_overrides != overrides:
-            self.figure.yaxis[0].major_label_overrides = overrides
+        if labels != self._sent.get("labels"):
+            self.labels.patch({"word": [(slice(0, self.rows), labels)]})
+            self._sent["labels"] = labels
         html = "".join(f"<div><b style='color:{c}'>topic {t}</b>: "
                        f"{', '.join(self.vocab[j] for j in top[t])}</div>"
                        for t, c in zip(range(self.k), palette(self.k), strict=True))

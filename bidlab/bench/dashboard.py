@@ -62,7 +62,8 @@ class CpuShares:
 
     Parties: chromium's renderer and its other processes (found by command line), the
     Jupyter server, the kernel, and the kernel's threads named in ``threads``
-    (native id -> name, read in the kernel).
+    (native id -> name, read in the kernel); and ``machine_busy``, the cores every process
+    on the machine used (the parties, this program, Playwright's driver, the system).
     """
 
     def __init__(self, server_pid: int, kernel_pid: int, threads: dict[int, str]) -> None:
@@ -100,6 +101,8 @@ class CpuShares:
                             times[(name, t.id)] = t.user_time + t.system_time
             except self._psutil.Error:
                 continue
+        machine = self._psutil.cpu_times()  # every process: the parties and all the rest
+        times[("machine_busy", 0)] = sum(machine) - machine.idle - getattr(machine, "iowait", 0)
         return time.time(), times
 
     @staticmethod
@@ -111,28 +114,64 @@ class CpuShares:
         return {k: round(v, 3) for k, v in sorted(out.items())}
 
 
-# Names of the kernel threads CpuShares reports (the rest of the kernel is in "kernel").
+# Names of the kernel threads CpuShares reports (the rest of the kernel is in "kernel"): the
+# training thread, the views' pump, the observers' publisher, the Learners panel's bridge
+# and ipykernel's IOPub sender; all but the first hold the GIL for their Python work.
 _THREADS = """
-{t.native_id: ('training_thread' if t.name.startswith('bidlab-learner-') else 'pump')
+{t.native_id: {'bidlab-learner-': 'training_thread', 'bidlab-pump-': 'pump',
+               'bidlab-observers-': 'observers', 'bidlab-lab-bridge': 'lab_bridge',
+               'IOPub': 'iopub'}[p]
  for t in __import__('threading').enumerate()
- if t.name.startswith(('bidlab-learner-', 'bidlab-pump-'))}
+ for p in ('bidlab-learner-', 'bidlab-pump-', 'bidlab-observers-', 'bidlab-lab-bridge', 'IOPub')
+ if t.name.startswith(p)}
 """
+
+
+# A window runs in the kernel: a thread resumes the learner, waits for its steps and pauses
+# it, so the benchmark need not poll. Every request a client sends makes the kernel publish
+# "busy" then "idle" to all its clients, and JupyterLab redraws its kernel indicators and the
+# tab's favicon on each: polling ten times a second cost the page's processes ~0.5 of a core
+# in every window, taken from the training thread on a 2-core machine.
+_WINDOW = """
+def _bench_window(lr, steps):
+    import threading, time
+    state = {'s0': lr.step, 'done': False}
+    def run():
+        lr.resume()
+        while lr.step < state['s0'] + steps:
+            time.sleep(0.02)
+        lr.pause()
+        state['done'] = True
+    threading.Thread(target=run, name='bench-window', daemon=True).start()
+    return state
+"""
+
+
+def _wait_window(probe: Any, name: str, steps: int, timeout: float) -> None:
+    """Wait for the kernel's window on ``name`` to end, asking a few times per window: each
+    wait is the remaining steps at the rate seen so far (at least 20 ms)."""
+    t0 = time.time()
+    while True:
+        done, step, s0 = probe.eval(f"(_bench_state['done'], {name}.step, _bench_state['s0'])")
+        if done:
+            return
+        elapsed = time.time() - t0
+        if elapsed > timeout:
+            raise TimeoutError(f"{name} did not train {steps} minibatches in {timeout} s")
+        made = step - s0
+        rate = made / elapsed if made > 0 and elapsed > 0 else steps / 2.0
+        time.sleep(min(max(0.9 * (s0 + steps - step) / rate, 0.02), 2.0))
 
 
 def _run_window(probe: Any, name: str, steps: int, timeout: float,
                 cpu: CpuShares | None = None) -> dict[str, Any]:
     """Resume learner ``name`` for ``steps`` minibatches, pause it; time them from its
     record (end of the first to end of the last: ``steps - 1`` intervals)."""
-    s0 = probe.eval(f"{name}.step")
     before = cpu.sample() if cpu else None
-    probe.eval(f"{name}.resume() or 0")
-    t0 = time.time()
-    while probe.eval(f"{name}.step") < s0 + steps:
-        if time.time() - t0 > timeout:
-            raise TimeoutError(f"{name} did not train {steps} minibatches in {timeout} s")
-        time.sleep(0.1)
+    s0 = probe.eval(f"(globals().__setitem__('_bench_state', _bench_window({name}, {steps})) "
+                    f"or _bench_state['s0'])")
+    _wait_window(probe, name, steps, timeout)
     shares = CpuShares.shares(before, cpu.sample()) if cpu else None
-    probe.eval(f"{name}.pause() or 0")
     rec = probe.eval(f"(lambda r: (r['step'].tolist(), r['time'].tolist(), r['n'].tolist()))"
                      f"({name}.record.as_dict())", timeout=30)
     rows = [(s, t, n) for s, t, n in zip(*rec, strict=True) if s0 <= s < s0 + steps]
@@ -171,6 +210,7 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None
                         30, "the score chart in the page")
             probe.eval("learner.pause() or 0")
             probe.eval(f"exec({_BARE!r}, globals()) or 0", timeout=60)
+            probe.eval(f"exec({_WINDOW!r}, globals()) or 0")
             lp.install_update_counter(page, lp.SCORES)
             cpu = CpuShares(server.process.pid, probe.eval("__import__('os').getpid()"),
                             probe.eval(_THREADS.strip()))
