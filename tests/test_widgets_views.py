@@ -69,6 +69,10 @@ def test_bubbles_send_sizes_every_tick_and_words_only_when_they_change(bubbles) 
     view._render_topics(stat3)
     assert "word" in sent[-1]
     assert view.vocab[new] in view.source.data["word"]
+    # the row labels (a text glyph's own source) hold each row's word, "" for a free row
+    assert view.labels.data["word"] == [view.vocab[j] if j >= 0 else ""
+                                        for j in view._row_words]
+    assert view.vocab[new] in view.labels.data["word"]
     # heating a parameter marks its bubble: line colours and widths are sent
     view.heated[(1, int(view._row_words[0]))] = 4.0
     view._render_topics(stat3)
