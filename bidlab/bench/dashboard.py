@@ -138,10 +138,11 @@ def _bench_window(lr, steps):
     state = {'s0': lr.step, 'done': False}
     def run():
         lr.resume()
-        while lr.step < state['s0'] + steps:
+        while lr.step < state['s0'] + steps and lr.state in ('running', 'paused'):
             time.sleep(0.02)
-        lr.pause()
-        state['done'] = True
+        if lr.state == 'running':
+            lr.pause()
+        state['done'] = lr.state
     threading.Thread(target=run, name='bench-window', daemon=True).start()
     return state
 """
@@ -153,6 +154,9 @@ def _wait_window(probe: Any, name: str, steps: int, timeout: float) -> None:
     t0 = time.time()
     while True:
         done, step, s0 = probe.eval(f"(_bench_state['done'], {name}.step, _bench_state['s0'])")
+        if done and step < s0 + steps:  # the learner ended (done, stopped or failed) early
+            raise RuntimeError(f"{name} ended ({done}) after {step - s0} of {steps} "
+                               f"minibatches: see {name}.error in the notebook")
         if done:
             return
         elapsed = time.time() - t0
