@@ -48,9 +48,17 @@ def test_bubbles_send_sizes_every_tick_and_words_only_when_they_change(bubbles) 
     stat = _stat(rng)
     view._render_topics(stat)
     assert set(sent[-1]) == {"size", "weight", "word", "line", "width"}
-    # same top words, new weights: only the numbers travel, as float32 arrays
-    stat2 = stat * rng.uniform(0.99, 1.01, stat.shape)
+    # same top words, weights moved by 1 %: no bubble's diameter moves by half a pixel,
+    # nothing is sent
+    stat1 = stat * rng.uniform(0.995, 1.005, stat.shape)
+    view._render_topics(stat1)
+    assert len(sent) == 1
+    # same top words, one weight visibly larger: only the numbers travel, as float32 arrays
+    stat2 = stat1.copy()
+    best = int(stat2[0].argmax())
+    stat2[0, best] *= 1.5
     view._render_topics(stat2)
+    assert len(sent) == 2
     assert set(sent[-1]) == {"size", "weight"}
     (sl, size), = sent[-1]["size"]
     assert isinstance(size, np.ndarray) and size.dtype == np.float32
@@ -78,6 +86,100 @@ def test_bubbles_send_sizes_every_tick_and_words_only_when_they_change(bubbles) 
     view._render_topics(stat3)
     assert {"line", "width"} <= set(sent[-1]) and "word" not in sent[-1]
     assert "#d62728" in view.source.data["line"]
+
+
+def test_bubble_rows_hold_words_near_the_top(bubbles) -> None:
+    """A word that drops just below the top keeps its row (no label churn from sampling
+    noise); it gives the row up when it falls well out, or when a new top word needs it."""
+    view, sent = bubbles  # k = 3 topics, n_top = 2: 6 row slots; "near" is the top 4
+    base = np.full((3, 40), 1.0)
+
+    def stat(tops: dict[int, list[int]]) -> np.ndarray:
+        s = base.copy()
+        for t, words in tops.items():
+            for rank, w in enumerate(words):
+                s[t, w] = 100.0 - 10 * rank
+        return s
+
+    view._render_topics(stat({0: [0, 1, 2, 3], 1: [4, 5, 6, 7], 2: [8, 9, 10, 11]}))
+    first = view._row_words.copy()
+    assert set(first) == {0, 1, 4, 5, 8, 9}
+    labels = len([e for e in sent if "word" in e])
+    # words 1 and 2 swap ranks 2 and 3 in topic 0: word 2 needs a row; word 1 is near the top
+    view._render_topics(stat({0: [0, 2, 1, 3], 1: [4, 5, 6, 7], 2: [8, 9, 10, 11]}))
+    rows = view._row_words
+    assert {0, 2, 4, 5, 8, 9} <= set(rows)
+    assert 1 not in rows  # no free row: the worst-ranked spare word gave its row up
+    assert rows[np.nonzero(first == 0)[0][0]] == 0  # the others stayed in their rows
+    # swapping back: word 1 returns to the row word 2 took, nothing else moves
+    view._render_topics(stat({0: [0, 1, 2, 3], 1: [4, 5, 6, 7], 2: [8, 9, 10, 11]}))
+    np.testing.assert_array_equal(view._row_words, first)
+    assert len([e for e in sent if "word" in e]) == labels + 2
+    # the same top words again, same order: no labels sent
+    view._render_topics(stat({0: [0, 1, 2, 3], 1: [4, 5, 6, 7], 2: [8, 9, 10, 11]}))
+    assert len([e for e in sent if "word" in e]) == labels + 2
+
+
+def test_bubble_rows_keep_near_words_while_rows_are_free() -> None:
+    corpus = synthetic_lda_corpus(n_docs=60, n_words=40, k=3, seed=0)
+    learner = LDAGibbs(k=3, nsamps=2, batch_size=20, seed=0).learner(corpus.X, npasses=1)
+    view = TopicBubbles(learner, corpus.vocab, n_top=2)
+    try:
+        s = np.full((3, 40), 1.0)
+        s[:, 0], s[:, 1], s[:, 2] = 100.0, 90.0, 80.0  # every topic: 0, 1, then 2
+        view._render_topics(s)
+        assert sorted(view._row_words[view._row_words >= 0]) == [0, 1]
+        s[:, 1], s[:, 2] = 80.0, 90.0  # 1 and 2 swap: 1 stays (free rows remain), 2 comes in
+        view._render_topics(s)
+        assert sorted(view._row_words[view._row_words >= 0]) == [0, 1, 2]
+        s[:, 1] = 0.5  # word 1 falls out of the top 4: its row is freed
+        s[:, 3] = 50.0
+        view._render_topics(s)
+        assert 1 not in view._row_words
+    finally:
+        view.close()
+
+
+def test_top_words_list_follows_sets_at_once_and_order_at_most_every_second(bubbles) -> None:
+    from widgets import topics
+
+    view, _ = bubbles
+    s = np.full((3, 40), 1.0)
+    s[0, [0, 1]], s[1, [2, 3]], s[2, [4, 5]] = (100.0, 90.0), (100.0, 90.0), (100.0, 90.0)
+    view._render_topics(s)
+    first = view.top_words.value
+    assert first.index(view.vocab[0]) < first.index(view.vocab[1])
+    s[0, 1] = 110.0  # order only: not rewritten within a second
+    view._render_topics(s)
+    assert view.top_words.value == first
+    view._list_time -= topics.LIST_REORDER_S  # a second later, it is
+    view._render_topics(s)
+    assert view.top_words.value.index(view.vocab[1]) < view.top_words.value.index(
+        view.vocab[0])
+    s[0, 6] = 200.0  # a new top word: rewritten at once
+    view._render_topics(s)
+    assert view.vocab[6] in view.top_words.value
+
+
+def test_throughput_line_is_written_at_most_four_times_a_second() -> None:
+    corpus = synthetic_lda_corpus(n_docs=40, n_words=30, k=2, seed=0)
+    learner = LDAGibbs(k=2, nsamps=2, batch_size=20, seed=0).learner(corpus.X, npasses=1)
+    dash = Dashboard(learner)
+    try:
+        dash.pump.stop()
+        writes: list[str] = []
+        dash.stats.observe(lambda c: writes.append(c["new"]), names="value")
+        dash._stats_time = 0.0
+        dash._render_metrics({"state": "running", "step": 1})  # long after: written
+        dash._render_metrics({"state": "running", "step": 2})  # at once after: not yet
+        assert len(writes) == 1 and "step 1 " in writes[0]
+        dash._render_metrics({"state": "paused", "step": 3})  # a state change: at once
+        assert len(writes) == 2 and "step 3 " in writes[1]
+        dash._stats_time -= 0.3
+        dash._render_metrics({"state": "paused", "step": 4})
+        assert len(writes) == 3 and "step 4 " in writes[2]
+    finally:
+        dash.close()
 
 
 def test_progress_bar_is_sent_per_mille() -> None:
