@@ -130,3 +130,26 @@ def test_glm_news20_sweep_json_quick(shared_data) -> None:
     assert 0.0 < sw["best"]["accuracy"] <= 1.0 and sw["best"]["lrate"] > 0
     for key in ("one_config_s", "sweep_s", "sweep_over_fit", "one_config_over_fit"):
         assert _positive(sw["learner"][key]), (key, sw["learner"])
+
+
+def test_dashboard_bare_process_trains_windows_on_command() -> None:
+    """``bench dashboard --page-only``'s separate learner: one window per line in, its rate
+    (from its own record) out, and it exits when its input closes."""
+    code = ("import sys; from bidlab.bench.dashboard import bare_process; "
+            "bare_process('', 200, 3)")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        assert json.loads(proc.stdout.readline())["pid"] == proc.pid
+        rates = []
+        for steps in (6, 9):
+            proc.stdin.write(f"{steps}\n")
+            proc.stdin.flush()
+            rates.append(json.loads(proc.stdout.readline())["minibatches_per_s"])
+        assert all(_positive(r) for r in rates), rates
+        proc.stdin.close()
+        assert proc.wait(60) == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()

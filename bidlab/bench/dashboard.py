@@ -16,7 +16,14 @@ renderer and its other processes, the Jupyter server, the whole kernel, and with
 training thread and the pump; from the processes' CPU times: what explains a ratio below 1
 on a small machine). At the end it drags the ``kappa`` slider ``--drags`` times and reports
 the delay from the browser event to the first minibatch using the new value (target p95
-<= 150 ms). Needs a source checkout (the browser harness is tests/browser_harness.py),
+<= 150 ms).
+
+``--page-only R`` adds R rounds that split the cost: a second bare learner runs in its own
+process (no GIL shared with the kernel) while the dashboard learner is slowed to ~12
+minibatches/s (enough for 10 updates/s) and its views alternately render into the page and
+stand still. That ratio is what the page, the Jupyter server and the views' pump cost a
+learner that shares only the machine with them; the main ratio adds what sharing the
+kernel's GIL costs. Needs a source checkout (the browser harness is tests/browser_harness.py),
 chromium at /usr/bin/chromium, playwright and jupyterlab.
 """
 
@@ -148,6 +155,85 @@ def _bench_window(lr, steps):
 """
 
 
+# --page-only: the dashboard learner slowed (a sleep before each update) and its views' render
+# switched off and on again; the originals are kept under _bench_* names.
+_SLOW = """
+import time as _bench_time
+_bench_update = learner.model.update
+def _bench_slow_update(batch, _update=_bench_update):
+    _bench_time.sleep(0.08)
+    return _update(batch)
+learner.model.update = _bench_slow_update
+_bench_renders = {v: v.view.render for v in (dash, bubbles)}
+"""
+_VIEWS_ON = "[setattr(v.view, 'render', r) for v, r in _bench_renders.items()] and 0"
+_VIEWS_OFF = "[setattr(v.view, 'render', lambda s: None) for v in _bench_renders] and 0"
+_UNSLOW = "(_bench_renders.clear(), learner.model.__dict__.pop('update')) and 0"
+
+
+def bare_process(data: str, docs: int, k: int) -> None:
+    """A bare learner in its own process (``--page-only``): one line in per window (its
+    minibatches), one JSON line out (its rate, from its record)."""
+    from bidlab.datasets import load_kos, synthetic_lda_corpus
+    from bidlab.models import LDAGibbs
+
+    corpus = (load_kos(data) if data else
+              synthetic_lda_corpus(n_docs=docs, n_words=2000, k=k, seed=0))
+    lr = LDAGibbs(k=k, nsamps=20, batch_size=64, seed=0).learner(corpus.X[:docs],
+                                                                 npasses=100_000)
+    lr.start()
+    lr.pause(wait=True)
+    print(json.dumps({"pid": os.getpid()}), flush=True)
+    for line in sys.stdin:
+        steps, s0 = int(line), lr.step
+        lr.resume()
+        while lr.step < s0 + steps and lr.state in ("running", "paused"):
+            time.sleep(0.02)
+        lr.pause(wait=True)
+        rec = lr.record.as_dict()
+        times = [t for s, t in zip(rec["step"].tolist(), rec["time"].tolist(), strict=True)
+                 if s0 <= s < s0 + steps]
+        print(json.dumps({"minibatches_per_s": (len(times) - 1) / (times[-1] - times[0])}),
+              flush=True)
+    lr.stop()
+
+
+def _page_only(probe: Any, page: Any, cpu: CpuShares, steps: int, rounds: int,
+               docs: int, data: Path | None) -> dict[str, Any]:
+    """The ``--page-only`` rounds (see the module docstring)."""
+    import subprocess
+
+    probe.eval(f"exec({_SLOW!r}, globals()) or 0")
+    code = ("import sys; from bidlab.bench.dashboard import bare_process; "
+            "bare_process(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(data or ""), str(docs),
+                             str(probe.eval("K"))], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    runs: dict[str, list[dict[str, Any]]] = {"rendering": [], "still": []}
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdout.readline()  # ready
+        for i in range(rounds):
+            for tag in (("rendering", "still") if i % 2 == 0 else ("still", "rendering")):
+                probe.eval(_VIEWS_ON if tag == "rendering" else _VIEWS_OFF)
+                time.sleep(1.0)  # let the page settle into the new state
+                before, start_ms = cpu.sample(), page.evaluate("() => Date.now()")
+                proc.stdin.write(f"{steps}\n")
+                proc.stdin.flush()
+                run = json.loads(proc.stdout.readline())
+                run["cpu_cores"] = CpuShares.shares(before, cpu.sample())
+                run["page_updates_per_s"] = lp.update_rate(page, since_ms=start_ms)["rate"]
+                runs[tag].append(run)
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(60)
+        probe.eval(_VIEWS_ON)
+        probe.eval(_UNSLOW)
+    rate = {tag: sum(r["minibatches_per_s"] for r in rs) / rounds for tag, rs in runs.items()}
+    return {"ratio": rate["rendering"] / rate["still"], "rounds": rounds, **runs}
+
+
 def _wait_window(probe: Any, name: str, steps: int, timeout: float) -> None:
     """Wait for the kernel's window on ``name`` to end, asking a few times per window: each
     wait is the remaining steps at the rate seen so far (at least 20 ms)."""
@@ -188,8 +274,8 @@ def _run_window(probe: Any, name: str, steps: int, timeout: float,
     return out
 
 
-def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None
-            ) -> dict[str, Any]:
+def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
+            page_rounds: int = 0) -> dict[str, Any]:
     bh = _harness()
     reason = bh.skip_reason()
     if reason:
@@ -233,6 +319,8 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None
             bh.wait_for(lambda: probe.eval("len(dash.controls.pending) == 0"), 10,
                         "the slider changes to apply")
             lat = lp.control_delays(probe, "kappa", stamps)
+            page_only = (_page_only(probe, page, cpu, steps, page_rounds, docs, data)
+                         if page_rounds else None)
             probe.eval("learner.stop(wait=False) or bare.stop(wait=False) or 0")
             probe.close()
         finally:
@@ -262,6 +350,7 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None
                     "matched": len(delays), "p50_ms": lp.percentile(delays, 50) * 1e3,
                     "p95_ms": lp.percentile(delays, 95) * 1e3,
                     "max_ms": max(delays) * 1e3 if delays else None},
+        "page_only": page_only,
         "targets": {"throughput_ratio_min": 0.95, "update_rate_min": 9.5,
                     "control_p95_ms_max": 150},
     }
@@ -284,11 +373,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--docs", type=int, default=2000, help="documents (MAX_DOCS)")
     ap.add_argument("--data", type=Path, default=SHARED_DATA,
                     help="the shared data folder (uci-kos); synthetic data when absent")
+    ap.add_argument("--page-only", type=int, default=0, metavar="R",
+                    help="R more rounds: a bare learner in its own process, with the views "
+                         "rendering vs still (what the page alone costs)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     data = args.data if args.data.is_dir() else None
     try:
-        out = measure(args.steps, args.rounds, args.drags, args.docs, data)
+        out = measure(args.steps, args.rounds, args.drags, args.docs, data, args.page_only)
     except LookupError as exc:
         print(f"python -m bidlab.bench dashboard: cannot run: {exc}", file=sys.stderr)
         return 2
@@ -309,4 +401,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  chart updates in the page {out['update_rate_per_s']:.2f}/s (target >= 9.5)")
     print(f"  control delay ({c['matched']} drags of {c['option']}): p50 {c['p50_ms']:.0f} ms,"
           f" p95 {c['p95_ms']:.0f} ms (target <= 150 ms)")
+    po = out["page_only"]
+    if po:
+        print("  page only (bare learner in its own process): "
+              + ", ".join(f"{r['minibatches_per_s']:.1f}" for r in po["rendering"])
+              + " rendering vs " + ", ".join(f"{r['minibatches_per_s']:.1f}" for r in po["still"])
+              + f" still: ratio {po['ratio']:.3f}")
     return 0
