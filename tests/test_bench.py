@@ -153,3 +153,18 @@ def test_dashboard_bare_process_trains_windows_on_command() -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.parametrize("args", [("--page-only", "-1"), ("--rounds", "0"), ("--steps", "1")])
+def test_dashboard_rejects_counts_it_cannot_time(args: tuple[str, str]) -> None:
+    proc = _bench("dashboard", *args)
+    assert proc.returncode == 2
+    assert f"{args[0]} must be at least" in proc.stderr
+
+
+def test_dashboard_window_rate_counts_intervals_of_the_window() -> None:
+    from bidlab.bench.dashboard import window_rate
+
+    steps = [0, 1, 2, 3, 4, 5]
+    times = [0.0, 1.0, 1.5, 2.0, 2.5, 9.0]
+    assert window_rate(steps, times, 1, 4) == pytest.approx(3 / 1.5)  # rows 1..4

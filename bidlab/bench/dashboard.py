@@ -171,6 +171,13 @@ _VIEWS_OFF = "[setattr(v.view, 'render', lambda s: None) for v in _bench_renders
 _UNSLOW = "(_bench_renders.clear(), learner.model.__dict__.pop('update')) and 0"
 
 
+def window_rate(steps: list[int], times: list[float], first: int, count: int) -> float:
+    """Minibatches per second over a learner's record rows ``first`` .. ``first + count - 1``
+    (end of the first to end of the last: ``count - 1`` intervals)."""
+    t = [ti for s, ti in zip(steps, times, strict=True) if first <= s < first + count]
+    return (len(t) - 1) / (t[-1] - t[0])
+
+
 def bare_process(data: str, docs: int, k: int) -> None:
     """A bare learner in its own process (``--page-only``): one line in per window (its
     minibatches), one JSON line out (its rate, from its record)."""
@@ -191,10 +198,8 @@ def bare_process(data: str, docs: int, k: int) -> None:
             time.sleep(0.02)
         lr.pause(wait=True)
         rec = lr.record.as_dict()
-        times = [t for s, t in zip(rec["step"].tolist(), rec["time"].tolist(), strict=True)
-                 if s0 <= s < s0 + steps]
-        print(json.dumps({"minibatches_per_s": (len(times) - 1) / (times[-1] - times[0])}),
-              flush=True)
+        rate = window_rate(rec["step"].tolist(), rec["time"].tolist(), s0, steps)
+        print(json.dumps({"minibatches_per_s": rate}), flush=True)
     lr.stop()
 
 
@@ -378,6 +383,10 @@ def main(argv: list[str] | None = None) -> int:
                          "rendering vs still (what the page alone costs)")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
+    for name, least in (("steps", 2), ("rounds", 1), ("drags", 0), ("page_only", 0)):
+        if getattr(args, name) < least:
+            ap.error(f"--{name.replace('_', '-')} must be at least {least}; "
+                     f"got {getattr(args, name)}")
     data = args.data if args.data.is_dir() else None
     try:
         out = measure(args.steps, args.rounds, args.drags, args.docs, data, args.page_only)
