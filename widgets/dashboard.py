@@ -159,9 +159,9 @@ class Dashboard(PumpedView):
         buttons["resume"].disabled = state != "paused"
         buttons["stop"].disabled = state not in ("running", "paused")
         now = time.monotonic()
-        if now - self._stats_time < STATS_PERIOD_S and self.state.value == self._stats_state:
+        if now - self._stats_time < STATS_PERIOD_S and state == self._stats_state:
             return
-        self._stats_time, self._stats_state = now, self.state.value
+        self._stats_time, self._stats_state = now, state
         gpu = m.get("gpu_free")
         self.stats.value = (
             f"step {m.get('step', 0)} · pass {m.get('pass', 0)} · "

@@ -23,8 +23,9 @@ process (no GIL shared with the kernel) while the dashboard learner is slowed to
 minibatches/s (enough for 10 updates/s) and its views alternately render into the page and
 stand still. That ratio is what the page, the Jupyter server and the views' pump cost a
 learner that shares only the machine with them; the main ratio adds what sharing the
-kernel's GIL costs. Needs a source checkout (the browser harness is tests/browser_harness.py),
-chromium at /usr/bin/chromium, playwright and jupyterlab.
+kernel's process (its GIL and its sending threads) costs. Needs a source checkout (the
+browser harness is tests/browser_harness.py), chromium at /usr/bin/chromium, playwright
+and jupyterlab.
 """
 
 from __future__ import annotations
