@@ -113,7 +113,49 @@ def test_bubble_selection_sets_a_temperature(kernel):
     assert got["T"] == pytest.approx(3.0)
 
 
+def test_a_pump_tick_wakes_iopub_once(kernel):
+    """A tick's comm messages (a bokeh patch alone is 5) reach the IOPub thread as one event
+    (see widgets/_iopub.py), and so do another thread's inside ``batched_iopub``."""
+    got = kernel.run(
+        "import threading\n"
+        "from bidlab.widgets._iopub import HeldSends, batched_iopub, iopub_thread\n"
+        "io = iopub_thread(); stock = io._bidlab_stock_schedule\n"
+        "seen = {'pump': [], 'other': 0}\n"
+        "def counting(f):\n"
+        "    if threading.current_thread().name.startswith('bidlab-pump'):\n"
+        "        seen['pump'].append(len(f) if isinstance(f, HeldSends) else -1)\n"
+        "    else:\n"
+        "        seen['other'] += 1\n"
+        "    stock(f)\n"
+        "io._bidlab_stock_schedule = counting\n"
+        "t0 = dash.pump.ticks; p0 = dash.points\n"
+        "wait(lambda: dash.pump.ticks >= t0 + 10)\n"
+        "ticks = dash.pump.ticks - t0; points = dash.points - p0\n"
+        "import ipywidgets as W\n"
+        "box = W.IntText(value=0)\n"
+        "def burst():\n"
+        "    with batched_iopub():\n"
+        "        for i in range(1, 21):\n"
+        "            box.value = i\n"
+        "o0 = seen['other']\n"
+        "th = threading.Thread(target=burst, name='burst'); th.start(); th.join()\n"
+        "burst_wakes = seen['other'] - o0\n"
+        "io._bidlab_stock_schedule = stock\n"
+        "print(json.dumps({'pump': seen['pump'], 'ticks': ticks, 'points': points,\n"
+        "                  'burst_wakes': burst_wakes, 'value': box.value}))")
+    pump = got["pump"]
+    assert got["points"] >= 5, "the learner was not streaming during the check"
+    # one event per tick at most (a tick running as counting began may add one), every
+    # one a batch, and the ticks that streamed a score row held a whole bokeh patch
+    assert 0 < len(pump) <= got["ticks"] + 1
+    assert all(n > 0 for n in pump), f"messages went out one by one: {pump}"
+    assert max(pump) >= 5 and sum(pump) >= 5 * got["points"] - 5
+    # 20 widget updates from another thread inside batched_iopub: one wake-up
+    assert got["burst_wakes"] == 1 and got["value"] == 20
+
+
 def test_browser_echo_of_a_stream_is_dropped(kernel):
+    # stops the pump: keep this test last in the module
     ids = kernel.run("n0 = dash.points; dash.pump.stop()\n"
                      "print(json.dumps({'chart': dash.chart.model_id, 'src': dash.source.id,"
                      " 'n': len(dash.source.data['step']), 'points': dash.points}))")
@@ -124,3 +166,4 @@ def test_browser_echo_of_a_stream_is_dropped(kernel):
     got = kernel.run("print(json.dumps({'n': len(dash.source.data['step']), "
                      "'points': dash.points}))")
     assert got == {"n": ids["n"], "points": ids["points"]}
+

@@ -42,6 +42,12 @@ def _pump_threads(lr: Learner) -> list[threading.Thread]:
 def running():
     lr = _learner("pumptest")
     lr.start()
+    # running means stepping: the first minibatch comes 0.1-0.6 s after start() (staging the
+    # data), and a pump attached before it sees no snapshot on those ticks
+    end = time.monotonic() + 30
+    while lr.step < 1 and lr.state == "running" and time.monotonic() < end:
+        time.sleep(0.01)
+    assert lr.step >= 1, f"the test learner never stepped (state {lr.state})"
     yield lr
     lr.stop()
     pump_for(lr).close()
@@ -137,3 +143,18 @@ def test_invalid_control_value_is_reported_not_raised(running):
     assert "must be a float > 0" in dash.controls.message
     assert running.opts.lrate == pytest.approx(0.01)
     dash.close()
+
+
+def test_batched_iopub_outside_a_kernel_sends_nothing_itself():
+    """Without an IPython kernel there is no IOPub thread: the batch is a plain block (no
+    exception, nothing held), and held sends run in the order they were held."""
+    from bidlab.widgets._iopub import HeldSends, _local, batched_iopub, iopub_thread
+
+    assert iopub_thread() is None
+    ran = []
+    with batched_iopub():
+        assert getattr(_local, "held", None) is None
+        ran.append("body")
+    held = HeldSends([lambda: ran.append(1), lambda: ran.append(2), lambda: ran.append(3)])
+    held()
+    assert ran == ["body", 1, 2, 3]

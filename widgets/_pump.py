@@ -26,6 +26,7 @@ from typing import Any
 from bidlab.learn import Snapshot
 
 from ._bokeh import DOC_LOCK
+from ._iopub import batched_iopub
 
 __all__ = ["MAX_RATE", "Pump", "PumpedView", "View", "pump_for"]
 
@@ -154,16 +155,20 @@ class Pump:
         self._thread.start()
 
     def tick(self) -> None:
-        """One round: render every view with its newest snapshot (pump thread only)."""
-        for view in list(self.views().values()):
-            snap = view._take()
-            with DOC_LOCK:
-                try:
-                    view.render(snap)
-                    view.renders += 1
-                except Exception as exc:  # a broken view must not stop the others
-                    view.errors.append(exc)
-                    del view.errors[:-10]
+        """One round: render every view with its newest snapshot (pump thread only).
+
+        The round's comm messages leave with one IOPub wake-up (see :mod:`._iopub`).
+        """
+        with batched_iopub():
+            for view in list(self.views().values()):
+                snap = view._take()
+                with DOC_LOCK:
+                    try:
+                        view.render(snap)
+                        view.renders += 1
+                    except Exception as exc:  # a broken view must not stop the others
+                        view.errors.append(exc)
+                        del view.errors[:-10]
         self.ticks += 1
 
     def _loop(self) -> None:
