@@ -79,6 +79,41 @@ def test_temperature_scales_variance_and_keeps_the_mean():
     assert np.max(np.abs(mean - Eth) / se) < 5.5
 
 
+def test_one_heated_word_changes_only_that_words_draws():
+    """The sampler skips temperatures of words that have none (the usual case: a notebook
+    heats a few parameters); the heated word still gets its temperature, the others' draws
+    are exactly those of an unheated sweep (same streams)."""
+    X, theta, phiT = _problem(D=200, V=30, k=4)
+    T = np.ones_like(phiT)
+    T[7, 2] = 5.0
+    D, k = theta.shape
+    plain_th, plain_ph = np.empty((D, k)), np.empty(phiT.shape)
+    hot_th, hot_ph = np.empty((D, k)), np.empty(phiT.shape)
+    lda_sampler.same_sample(X, theta, phiT, 10.0, 3, 4, plain_th, plain_ph)
+    lda_sampler.same_sample(X, theta, phiT, 10.0, 3, 4, hot_th, hot_ph, temp=T)
+    others = np.arange(phiT.shape[0]) != 7
+    np.testing.assert_array_equal(hot_ph[others], plain_ph[others])
+    np.testing.assert_array_equal(hot_ph[7, [0, 1, 3]], plain_ph[7, [0, 1, 3]])
+    assert hot_ph[7, 2] != plain_ph[7, 2]
+    docs = X[:, 7].nonzero()[0]
+    assert 0 < docs.size < D
+    untouched = np.setdiff1d(np.arange(D), docs)
+    np.testing.assert_array_equal(hot_th[untouched], plain_th[untouched])
+    # over many sweeps the heated entry's variance is ~T times the plain one, the mean kept
+    draws = {}
+    for name, temp in (("plain", None), ("hot", T)):
+        ph = np.empty(phiT.shape)
+        vals = []
+        for step in range(400):
+            lda_sampler.same_sample(X, theta, phiT, 10.0, 3, step, hot_th, ph, temp=temp)
+            vals.append(ph[7, 2])
+        draws[name] = np.array(vals)
+    ratio = draws["hot"].var() / draws["plain"].var()
+    assert 3.5 < ratio < 7.0, ratio
+    se = np.sqrt(draws["hot"].var() / 400)
+    assert abs(draws["hot"].mean() - draws["plain"].mean()) < 5 * se
+
+
 def test_draws_depend_only_on_seed_and_step_not_on_threads(monkeypatch):
     X, theta, phiT = _problem(D=200, V=50, k=8)
     D, k = theta.shape
