@@ -168,3 +168,24 @@ def test_dashboard_window_rate_counts_intervals_of_the_window() -> None:
     steps = [0, 1, 2, 3, 4, 5]
     times = [0.0, 1.0, 1.5, 2.0, 2.5, 9.0]
     assert window_rate(steps, times, 1, 4) == pytest.approx(3 / 1.5)  # rows 1..4
+
+
+def test_temperature_json_tiny(tmp_path: Path) -> None:
+    """Synthetic data (no uci-kos under --data): both learners train every window, the
+    heated one has the parameters asked for, and the ratio is of the two means."""
+    doc = _bench_json("temperature", "--steps", "5", "--rounds", "2", "--docs", "200",
+                      "--k", "4", "--heated", "3", "--data", str(tmp_path))
+    assert doc["benchmark"] == "temperature" and doc["data"] == "synthetic"
+    assert doc["heated_parameters"] == 3 and doc["docs"] == 200
+    rates = doc["minibatches_per_s"]
+    assert len(rates["plain"]) == len(rates["heated"]) == 2
+    assert all(_positive(x) for x in rates["plain"] + rates["heated"])
+    mean = doc["mean_minibatches_per_s"]
+    assert doc["heated_over_plain"] == pytest.approx(mean["heated"] / mean["plain"])
+
+
+@pytest.mark.parametrize("args", [("--steps", "1"), ("--rounds", "0"), ("--heated", "-1")])
+def test_temperature_rejects_counts_it_cannot_time(args: tuple[str, str]) -> None:
+    proc = _bench("temperature", *args)
+    assert proc.returncode == 2
+    assert args[0] in proc.stderr

@@ -15,5 +15,6 @@ BENCHMARKS: dict[str, str] = {
     "glm": "many-target GLMs against their peers",
     "kmeans": "k-means per iteration vs scikit-learn",
     "dashboard": "the live dashboard (bidlab/bench/dashboard.py)",
+    "temperature": "SAME Gibbs with heated parameters vs without",
 }
 """Benchmark name -> one-line summary; the name is the module ``bidlab.bench.<name>``."""
