@@ -95,6 +95,14 @@ def test_one_heated_word_changes_only_that_words_draws():
     np.testing.assert_array_equal(hot_ph[others], plain_ph[others])
     np.testing.assert_array_equal(hot_ph[7, [0, 1, 3]], plain_ph[7, [0, 1, 3]])
     assert hot_ph[7, 2] != plain_ph[7, 2]
+    mask = lda_sampler.heated_words(T)
+    assert mask.dtype == np.uint8 and mask.tolist() == [int(w == 7) for w in range(len(mask))]
+    again_th, again_ph = np.empty((D, k)), np.empty(phiT.shape)  # the caller's mask: same draws
+    lda_sampler.same_sample(X, theta, phiT, 10.0, 3, 4, again_th, again_ph, temp=T, hot=mask)
+    np.testing.assert_array_equal(again_ph, hot_ph)
+    with pytest.raises(ValueError, match="hot must be uint8"):
+        lda_sampler.same_sample(X, theta, phiT, 10.0, 3, 4, again_th, again_ph, temp=T,
+                                hot=mask.astype(bool))
     docs = X[:, 7].nonzero()[0]
     assert 0 < docs.size < D
     untouched = np.setdiff1d(np.arange(D), docs)

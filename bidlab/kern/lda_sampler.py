@@ -181,24 +181,39 @@ def _products(th, cnt, a, beta, invden, q):
 
 
 @numba.njit(cache=True, nogil=True)
-def _hot_words(temp, use_temp):
-    """1 for each word with a temperature other than 1, else 0 (all 0 without ``use_temp``).
+def _fill_heated(temp, out):
+    vocab, k = temp.shape
+    for w in range(vocab):
+        out[w] = 0
+        for j in range(k):
+            if temp[w, j] != 1.0:
+                out[w] = 1
+                break
 
-    The sampler reads a word's row of the V x k temperatures only where this says so. A
-    notebook heats a handful of parameters; reading temp[w, :] for every token doubled the
-    sweep's random-access working set (beside the counts' row cnt[w, :]) and cost ~13 % of
-    a learner's throughput, while this V-byte mask stays in L1 and costs one sequential pass.
+
+def heated_words(temp: Any, out: Any = None) -> np.ndarray:
+    """The sampler's mask of heated words: ``out[w] = 1`` where row ``w`` of the V x k
+    temperatures ``temp`` holds a value other than 1, else 0 (uint8, host, length V).
+
+    Why: the CPU sampler reads a word's temperatures only where this says so. A notebook
+    heats a handful of parameters, and reading ``temp[w, :]`` for every token doubled the
+    sweep's random-access working set (beside the counts' row) and cost a learner ~10 % of
+    its throughput; a V-byte mask stays in L1. It is one pass over ``temp``: make it when
+    the temperatures change (``LDAGibbs`` does), not every sweep.
     """
-    vocab = temp.shape[0]
-    hot = np.zeros(vocab, dtype=np.uint8)
-    if use_temp:
-        k = temp.shape[1]
-        for w in range(vocab):
-            for j in range(k):
-                if temp[w, j] != 1.0:
-                    hot[w] = 1
-                    break
-    return hot
+    temp = np.asarray(temp)
+    if temp.ndim != 2:
+        raise ValueError(f"heated_words: temp must be vocab x k; got shape {temp.shape}")
+    if out is None:
+        out = np.empty(temp.shape[0], dtype=np.uint8)
+    if out.shape != (temp.shape[0],) or out.dtype != np.uint8:
+        raise ValueError(f"heated_words: out must be uint8 of shape ({temp.shape[0]},); got "
+                         f"{out.dtype} {out.shape}")
+    _fill_heated(temp, out)
+    return out
+
+
+_NO_HEAT: dict[int, np.ndarray] = {}  # vocab -> all-zero mask (read only, shared)
 
 
 @numba.njit(cache=True, fastmath={"contract"}, nogil=True)
@@ -226,7 +241,7 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
                 q[j] = q[j] * scale
                 uu[j] = float(_mix64(base + np.uint64(j) * _STRIDE) >> _U11) * _TWO_M53
             # a word whose temperatures are all 1 (nearly every word, even with a few heated)
-            # never reads its row of temp: see _hot_words
+            # never reads its row of temp: see heated_words
             heated = hot[w] != 0
             if heated:
                 for j in range(k):
@@ -265,13 +280,12 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def _sample_cpu(indptr, indices, counts, theta, cnt, a, beta, invden, temp, use_temp,
+def _sample_cpu(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
                 theta_hat, phi_hat, with_phi, bufs, rows, nsamps, key):
     ndocs = theta.shape[0]
     nch = bufs.shape[0] + 1
     nnz = indptr[ndocs]
     k = phi_hat.shape[1]
-    hot = _hot_words(temp, use_temp)
     if with_phi:
         for i in numba.prange(rows.shape[0]):
             w = rows[i]
@@ -297,13 +311,13 @@ def _sample_cpu(indptr, indices, counts, theta, cnt, a, beta, invden, temp, use_
 
 
 @numba.njit(cache=True, nogil=True)
-def _sample_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, use_temp,
+def _sample_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
                    theta_hat, phi_hat, with_phi, rows, nsamps, key):
     if with_phi:
         for i in range(rows.shape[0]):
             phi_hat[rows[i], :] = 0
     _sample_rows(0, theta.shape[0], indptr, indices, counts, theta, cnt, a, beta, invden,
-                 temp, _hot_words(temp, use_temp), theta_hat, phi_hat, with_phi, nsamps, key)
+                 temp, hot, theta_hat, phi_hat, with_phi, nsamps, key)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -477,6 +491,7 @@ def same_sample(
     invden: Any = None,
     rows: Any = None,
     with_phi: bool = True,
+    hot: Any = None,
 ) -> None:
     """One fused SAME sampling sweep over the CSR count matrix ``X`` (documents x vocab).
 
@@ -496,6 +511,8 @@ def same_sample(
     temp: vocab x k temperatures (> 0), or None for all 1.
     work: scratch from :func:`workspace` (CPU); allocated on the fly when None.
     with_phi: False skips phi_hat (not touched at all): a sweep that only refines theta.
+    hot: (CPU) :func:`heated_words` of ``temp``, kept by the caller and refreshed when the
+        temperatures change; made here (one pass over ``temp``) when None.
     """
     if not nsamps > 0:
         raise ValueError(f"nsamps (m, samples per token) must be > 0; got {nsamps}")
@@ -522,9 +539,19 @@ def same_sample(
         rows = _ALL_ROWS.get(phiT.shape[0])
         if rows is None:
             rows = _ALL_ROWS[phiT.shape[0]] = np.arange(phiT.shape[0], dtype=np.int64)
-    use_temp = temp is not None
+    vocab = phiT.shape[0]
+    if temp is None:
+        hot = _NO_HEAT.get(vocab)
+        if hot is None:
+            hot = _NO_HEAT[vocab] = np.zeros(vocab, dtype=np.uint8)
+            hot.flags.writeable = False
+    elif hot is None:
+        hot = heated_words(temp)
+    elif hot.shape != (vocab,) or hot.dtype != np.uint8:
+        raise ValueError(f"same_sample: hot must be uint8 of shape ({vocab},) (see "
+                         f"heated_words); got {hot.dtype} {hot.shape}")
     args = (X.indptr, X.indices, X.data, theta, phiT, float(scale), float(beta), invden,
-            temp if use_temp else phiT, use_temp, theta_hat, phi_hat, bool(with_phi))
+            phiT if temp is None else temp, hot, theta_hat, phi_hat, bool(with_phi))
     if X.nnz * theta.shape[1] < PARALLEL_MIN_PAIRS or work.shape[0] == 0:
         _sample_serial(*args, rows, float(nsamps), np.uint64(key))
         return

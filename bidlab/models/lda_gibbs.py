@@ -175,6 +175,9 @@ class LDAGibbs(LDABase):
         self.phiT = bl.zeros((V, k), dt, dev)  # normalised topics, formed when asked for
         self._phi_stale = True
         self.temp = bl.ones((V, k), dt, dev)
+        # CPU: the sampler's mask of words with a temperature other than 1, refreshed when
+        # the temperatures change (lda_sampler.heated_words)
+        self._hot = np.zeros(V, np.uint8) if xp is np else None
         self.theta = bl.zeros((B, k), dt, dev)
         self.theta_hat = bl.zeros((B, k), dt, dev)
         self.phi_hat = bl.zeros((V, k), dt, dev)
@@ -255,7 +258,7 @@ class LDAGibbs(LDABase):
             lda_sampler.same_sample(
                 csr, theta.data, self.NT.data, nsamps, self.seed, self._sweep,
                 self.theta_hat.data, self.phi_hat.data, temp, self.work,
-                scale=self._a, beta=self.beta, invden=self._invden, rows=rows,
+                scale=self._a, beta=self.beta, invden=self._invden, rows=rows, hot=self._hot,
                 with_phi=i == sweeps - 1,  # only the last sweep's phi_hat is used
             )
             theta <<= self.theta_hat + self.alpha_m
@@ -381,3 +384,5 @@ class LDAGibbs(LDABase):
                 self.temperature_log_.append(
                     {**where, "topic": topic, "word": word, "value": value}
                 )
+            if self._hot is not None:
+                lda_sampler.heated_words(self.temp.data, self._hot)
