@@ -187,27 +187,46 @@ def window_rate(steps: list[int], times: list[float], first: int, count: int) ->
     return (len(t) - 1) / (t[-1] - t[0])
 
 
+def paused_learner(X: Any, k: int) -> Any:
+    """An ``LDAGibbs`` learner with the notebook's options on ``X``, started and paused after
+    its first minibatch (compiled, counts initialised): ready for :func:`train_window`."""
+    from bidlab.models import LDAGibbs
+
+    lr = LDAGibbs(k=k, nsamps=20, batch_size=64, seed=0).learner(X, npasses=100_000)
+    lr.start()
+    lr.pause(wait=True)
+    return lr
+
+
+def train_window(lr: Any, steps: int, timeout: float = 300.0) -> float:
+    """Resume the paused learner ``lr`` for ``steps`` minibatches, pause it, and return its
+    rate over them from its own record (minibatches per second)."""
+    s0 = lr.step
+    lr.resume()
+    end = time.monotonic() + timeout
+    while lr.step < s0 + steps and lr.state in ("running", "paused"):
+        if time.monotonic() > end:
+            raise TimeoutError(f"{steps} minibatches took more than {timeout} s")
+        time.sleep(0.02)
+    lr.pause(wait=True)
+    if lr.step < s0 + steps:
+        raise RuntimeError(f"the learner ended ({lr.state}) after {lr.step - s0} of {steps} "
+                           f"minibatches: {lr.error}")
+    rec = lr.record.as_dict()
+    return window_rate(rec["step"].tolist(), rec["time"].tolist(), s0, steps)
+
+
 def bare_process(data: str, docs: int, k: int) -> None:
     """A bare learner in its own process (``--page-only``): one line in per window (its
     minibatches), one JSON line out (its rate, from its record)."""
     from bidlab.datasets import load_kos, synthetic_lda_corpus
-    from bidlab.models import LDAGibbs
 
     corpus = (load_kos(data) if data else
               synthetic_lda_corpus(n_docs=docs, n_words=2000, k=k, seed=0))
-    lr = LDAGibbs(k=k, nsamps=20, batch_size=64, seed=0).learner(corpus.X[:docs],
-                                                                 npasses=100_000)
-    lr.start()
-    lr.pause(wait=True)
+    lr = paused_learner(corpus.X[:docs], k)
     print(json.dumps({"pid": os.getpid()}), flush=True)
     for line in sys.stdin:
-        steps, s0 = int(line), lr.step
-        lr.resume()
-        while lr.step < s0 + steps and lr.state in ("running", "paused"):
-            time.sleep(0.02)
-        lr.pause(wait=True)
-        rec = lr.record.as_dict()
-        rate = window_rate(rec["step"].tolist(), rec["time"].tolist(), s0, steps)
+        rate = train_window(lr, int(line))
         print(json.dumps({"minibatches_per_s": rate}), flush=True)
     lr.stop()
 

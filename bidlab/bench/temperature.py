@@ -17,49 +17,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bidlab.bench.dashboard import SHARED_DATA, window_rate
-
-
-def _window(lr: Any, steps: int, timeout: float = 300.0) -> float:
-    """Resume ``lr`` for ``steps`` minibatches (plus one to start timing from), pause it,
-    and return its rate over those minibatches from its record."""
-    s0 = lr.step + 1
-    lr.resume()
-    end = time.monotonic() + timeout
-    while lr.step < s0 + steps and lr.state in ("running", "paused"):
-        if time.monotonic() > end:
-            raise TimeoutError(f"{steps} minibatches took more than {timeout} s")
-        time.sleep(0.01)
-    lr.pause(wait=True)
-    if lr.step < s0 + steps:
-        raise RuntimeError(f"the learner ended ({lr.state}) after {lr.step - s0} of {steps} "
-                           f"minibatches: {lr.error}")
-    rec = lr.record.as_dict()
-    return window_rate(rec["step"].tolist(), rec["time"].tolist(), s0, steps)
+from bidlab.bench.dashboard import SHARED_DATA, paused_learner, train_window
 
 
 def measure(steps: int, rounds: int, heated: int, docs: int, k: int,
             data: Path | None) -> dict[str, Any]:
     from bidlab.datasets import load_kos, synthetic_lda_corpus
-    from bidlab.models import LDAGibbs
 
     if data is not None:
         corpus, source = load_kos(data), "uci-kos"
     else:
         corpus, source = synthetic_lda_corpus(n_docs=docs, n_words=2000, k=k, seed=0), "synthetic"
     X = corpus.X[:docs]
-    learners = {}
-    for name in ("plain", "heated"):
-        lr = LDAGibbs(k=k, nsamps=20, batch_size=64, seed=0).learner(X, npasses=100_000)
-        lr.start()
-        lr.pause(wait=True)  # after its first minibatch: compiled, counts initialised
-        learners[name] = lr
+    if heated > X.shape[1]:
+        raise ValueError(f"--heated {heated} is more than this corpus's {X.shape[1]} words "
+                         "(one heated parameter per word): ask for fewer")
+    learners = {name: paused_learner(X, k) for name in ("plain", "heated")}
     hot = learners["heated"]
     top = np.asarray(hot.estimator.components_).argmax(axis=1)  # k x vocabulary
     for t in range(heated):
@@ -68,7 +46,7 @@ def measure(steps: int, rounds: int, heated: int, docs: int, k: int,
     try:
         for r in range(rounds):
             for name in ("plain", "heated") if r % 2 == 0 else ("heated", "plain"):
-                runs[name].append(_window(learners[name], steps))
+                runs[name].append(train_window(learners[name], steps))
     finally:
         for lr in learners.values():
             lr.stop()
@@ -100,7 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.heated < 0:
         ap.error("--heated must be >= 0")
     data = args.data if (args.data / "uci-kos").is_dir() else None
-    out = measure(args.steps, args.rounds, args.heated, args.docs, args.k, data)
+    try:
+        out = measure(args.steps, args.rounds, args.heated, args.docs, args.k, data)
+    except ValueError as exc:
+        ap.error(str(exc))
     if args.json:
         print(json.dumps(out))
     else:
