@@ -226,3 +226,59 @@ def test_gpu_kernel_agrees_with_the_cpu_kernel(xp):
         se = np.sqrt(Eth / 10.0 / 150) + 1e-6
         assert np.max(np.abs(mean - Eth) / se) < 6
         assert 0.9 < var.sum() / (Eth / 10.0).sum() < 1.1
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("threaded", [False, True])
+def test_sweeps_in_one_call_equal_the_loop_of_sweeps(monkeypatch, dtype, threaded):
+    """same_sample_sweeps == same_sample per sweep (steps step, step+1, ...; phi on the
+    last) with theta = theta_hat + alpha between them, bit for bit, on the one-thread
+    (single GIL-free call) and the threaded path; it announces its GIL-free stretch."""
+    from bidlab import gil
+
+    if threaded:
+        monkeypatch.setattr(lda_sampler, "PARALLEL_MIN_PAIRS", 0)
+    X, theta0, phiT = _problem(D=60, V=40, k=5, dtype=dtype)
+    D, k = theta0.shape
+    V = phiT.shape[0]
+    T = np.ones((V, k), dtype)
+    T[3, 1] = 4.0
+    work = lda_sampler.workspace(V, k, dtype)
+    alpha, sweeps = 0.1, 3
+    theta = theta0.copy()
+    th, ph = np.empty((D, k), dtype), np.full((V, k), -1.0, dtype)
+    for i in range(sweeps):
+        lda_sampler.same_sample(X, theta, phiT, 10.0, 9, 4 + i, th, ph, temp=T, work=work,
+                                with_phi=i == sweeps - 1)
+        theta[:] = th + dtype(alpha)
+    fused = theta0.copy()
+    th2, ph2 = np.empty((D, k), dtype), np.full((V, k), -1.0, dtype)
+    before = gil.announcements(__import__("threading").get_ident())
+    lda_sampler.same_sample_sweeps(X, fused, phiT, 10.0, 9, 4, sweeps, alpha, th2, ph2,
+                                   temp=T, work=work)
+    after = gil.announcements(__import__("threading").get_ident())
+    np.testing.assert_array_equal(fused, theta)
+    np.testing.assert_array_equal(th2, th)
+    np.testing.assert_array_equal(ph2, ph)
+    assert after - before == (0 if threaded else 1)
+    with pytest.raises(ValueError, match="sweeps must be >= 1"):
+        lda_sampler.same_sample_sweeps(X, fused, phiT, 10.0, 9, 4, 0, alpha, th2, ph2)
+
+
+@pytest.mark.gpu
+def test_gpu_sweeps_in_one_call_equal_the_loop_of_sweeps(xp):
+    """On the GPU same_sample_sweeps loops over same_sample: same draws as the loop."""
+    if xp is np:
+        pytest.skip("GPU variant only")
+    X, theta0, phiT = _problem(D=120, V=50, k=16, dtype=np.float32)
+    gX, gphi = backend.to_device(X), xp.asarray(phiT)
+    D, k = theta0.shape
+    theta, th, ph = xp.asarray(theta0), xp.empty((D, k), xp.float32), xp.empty(phiT.shape,
+                                                                                 xp.float32)
+    for i in range(3):
+        lda_sampler.same_sample(gX, theta, gphi, 10.0, 2, 7 + i, th, ph, with_phi=i == 2)
+        theta[...] = th + np.float32(0.1)
+    fused, th2, ph2 = xp.asarray(theta0), xp.empty_like(th), xp.empty_like(ph)
+    lda_sampler.same_sample_sweeps(gX, fused, gphi, 10.0, 2, 7, 3, 0.1, th2, ph2)
+    np.testing.assert_array_equal(backend.to_host(fused), backend.to_host(theta))
+    np.testing.assert_array_equal(backend.to_host(ph2), backend.to_host(ph))

@@ -33,10 +33,10 @@ from bidlab.bench import _live_page as lp
 pytest_plugins = ["conftest_browser"]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-RATE_WINDOW_S = 20.0
-MIN_RATE = 5.0  # asserted floor; the target (issue 6) is 9.5 updates/s
+RATE_WINDOW_S = 30.0  # issue 6: "over 30 s of training"
+MIN_RATE = 9.0  # asserted floor (noisy shared machine); the target (issue 6) is 9.5 updates/s
 N_DRAGS = 16
-MAX_P95_S = 2.0  # asserted bound; the target (issue 6) is 0.150 s (measured p95: 0.2-1 s here)
+MAX_P95_S = 0.4  # asserted bound; the target (issue 6) is 0.150 s (measured p95: 25-75 ms)
 OPTION = "kappa"  # see test_slider_drag_reaches_the_learner
 
 

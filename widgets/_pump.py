@@ -11,7 +11,13 @@ seconds, and bokeh documents are not thread-safe). So:
 * a view is attached under a key (its kind): attaching a new view with the same key
   closes the old one, so re-running a notebook cell never leaves two loops behind;
 * the pump thread is a daemon with a ``threading.Event``; :meth:`Pump.stop` joins it, and
-  it stops by itself when its last view is closed.
+  it stops by itself when its last view is closed;
+* each view of a tick renders when the training thread enters a long GIL-free kernel
+  (it announces it, see :mod:`bidlab.gil`), waiting at most :data:`ALIGN_WAIT` for that:
+  the views' Python then runs while training needs no GIL, instead of stalling the
+  training thread at its next Python step (measured on a 2-core machine: the training
+  thread's waits, counted as voluntary context switches, about halved; see BENCHMARKS.md,
+  dashboard).
 """
 
 from __future__ import annotations
@@ -23,14 +29,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bidlab.gil import wait_gil_free
 from bidlab.learn import Snapshot
 
 from ._bokeh import DOC_LOCK
 from ._iopub import batched_iopub
 
-__all__ = ["MAX_RATE", "Pump", "PumpedView", "View", "pump_for"]
+__all__ = ["ALIGN_WAIT", "MAX_RATE", "Pump", "PumpedView", "View", "pump_for"]
 
 MAX_RATE = 10.0  # updates per second: the browser-side budget of JUPYTER.md
+ALIGN_WAIT = 0.03  # seconds a tick waits for the training thread's GIL-free stretch
 
 _PUMPS: weakref.WeakKeyDictionary[Any, Pump] = weakref.WeakKeyDictionary()
 _PUMPS_LOCK = threading.Lock()
@@ -93,6 +101,10 @@ class Pump:
         self.name = getattr(learner, "name", "learner")
         self.rate = float(rate)
         self.ticks = 0
+        #: ticks that started at the training thread's announced GIL-free stretch
+        self.aligned = 0
+        #: how long a tick waits for that stretch (0: tick on the clock alone)
+        self.align_wait = ALIGN_WAIT
         self.closed = False
         self._views: dict[str, View] = {}
         self._views_lock = threading.Lock()
@@ -157,10 +169,13 @@ class Pump:
     def tick(self) -> None:
         """One round: render every view with its newest snapshot (pump thread only).
 
-        The round's comm messages leave with one IOPub wake-up (see :mod:`._iopub`).
+        Each view renders in its own GIL-free stretch of the training thread (see
+        :meth:`_align`; a tick's Python is then split in pieces that each fit one), and
+        its comm messages leave with one IOPub wake-up (see :mod:`._iopub`).
         """
-        with batched_iopub():
-            for view in list(self.views().values()):
+        for view in list(self.views().values()):
+            self._align()
+            with batched_iopub():
                 snap = view._take()
                 with DOC_LOCK:
                     try:
@@ -170,6 +185,15 @@ class Pump:
                         view.errors.append(exc)
                         del view.errors[:-10]
         self.ticks += 1
+
+    def _align(self) -> None:
+        """Wait (at most ``align_wait``) for the running training thread to enter a long
+        GIL-free call; no wait when it is not running or never announces one."""
+        learner = self._learner()
+        if self.align_wait <= 0 or learner is None or getattr(learner, "state", "") != "running":
+            return
+        if wait_gil_free(getattr(learner, "thread_ident", None), self.align_wait):
+            self.aligned += 1
 
     def _loop(self) -> None:
         interval = 1.0 / self.rate

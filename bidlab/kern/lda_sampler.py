@@ -42,6 +42,7 @@ import numba
 import numpy as np
 
 from bidlab import backend
+from bidlab.gil import announce_gil_free
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -320,6 +321,29 @@ def _sample_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, h
                  temp, hot, theta_hat, phi_hat, with_phi, nsamps, key)
 
 
+@numba.njit(inline="always")
+def _stream_key(seed, step):
+    """:func:`stream_key` in numba (same bits: uint64 arithmetic wraps like ``& _M64``)."""
+    return _mix64(_mix64(seed + _GOLD) + step * _GOLD)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sweeps_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
+                   theta_hat, phi_hat, rows, nsamps, seed, step, sweeps, alpha):
+    """``sweeps`` sweeps on one thread without the GIL: :func:`same_sample_sweeps`."""
+    for i in range(sweeps):
+        last = i == sweeps - 1
+        if last:
+            for r in range(rows.shape[0]):
+                phi_hat[rows[r], :] = 0
+        _sample_rows(0, theta.shape[0], indptr, indices, counts, theta, cnt, a, beta,
+                     invden, temp, hot, theta_hat, phi_hat, last, nsamps,
+                     _stream_key(seed, step + np.uint64(i)))
+        for d in range(theta.shape[0]):
+            for j in range(theta.shape[1]):
+                theta[d, j] = theta_hat[d, j] + alpha
+
+
 @numba.njit(cache=True, nogil=True)
 def _unique_cols(indices, stamp, tick, out):
     """The distinct values of ``indices`` into ``out`` (first-seen order); returns how many.
@@ -528,6 +552,28 @@ def same_sample(
         _same_sample_gpu(X, theta, phiT, float(scale), float(beta), invden, temp,
                          float(nsamps), key, theta_hat, phi_hat, bool(with_phi))
         return
+    work, scale, beta, invden, rows, hot = _cpu_args(X, theta, phiT, temp, work, scale, beta,
+                                                     invden, rows, hot)
+    args = (X.indptr, X.indices, X.data, theta, phiT, float(scale), float(beta), invden,
+            phiT if temp is None else temp, hot, theta_hat, phi_hat, bool(with_phi))
+    if _serial(X, theta, work):
+        _sample_serial(*args, rows, float(nsamps), np.uint64(key))
+        return
+    _sample_cpu(*args, work, rows, float(nsamps), np.uint64(key))
+
+
+def _serial(X: Any, theta: Any, work: Any) -> bool:
+    """Whether a CPU sweep runs on one thread (small minibatches, or no workspace)."""
+    return X.nnz * theta.shape[1] < PARALLEL_MIN_PAIRS or work.shape[0] == 0
+
+
+def _cpu_args(X: Any, theta: Any, phiT: Any, temp: Any, work: Any, scale: float, beta: float,
+              invden: Any, rows: Any, hot: Any) -> tuple[Any, ...]:
+    """The defaults :func:`same_sample` fills in on the CPU: (work, scale, beta, invden,
+    rows, hot), checked."""
+    if invden is None:
+        invden = np.ones(theta.shape[1], dtype=theta.dtype)
+        scale, beta = 1.0, 0.0
     if work is None:
         work = workspace(phiT.shape[0], theta.shape[1], theta.dtype)
     if work.shape[1:] != phiT.shape or work.dtype != theta.dtype:
@@ -535,11 +581,11 @@ def same_sample(
             f"same_sample: workspace has shape {work.shape[1:]} / {work.dtype}; need "
             f"{phiT.shape} / {theta.dtype}: make it with workspace(vocab, k, dtype)"
         )
-    if rows is None:
-        rows = _ALL_ROWS.get(phiT.shape[0])
-        if rows is None:
-            rows = _ALL_ROWS[phiT.shape[0]] = np.arange(phiT.shape[0], dtype=np.int64)
     vocab = phiT.shape[0]
+    if rows is None:
+        rows = _ALL_ROWS.get(vocab)
+        if rows is None:
+            rows = _ALL_ROWS[vocab] = np.arange(vocab, dtype=np.int64)
     if temp is None:
         hot = _NO_HEAT.get(vocab)
         if hot is None:
@@ -550,12 +596,67 @@ def same_sample(
     elif hot.shape != (vocab,) or hot.dtype != np.uint8:
         raise ValueError(f"same_sample: hot must be uint8 of shape ({vocab},) (see "
                          f"heated_words); got {hot.dtype} {hot.shape}")
-    args = (X.indptr, X.indices, X.data, theta, phiT, float(scale), float(beta), invden,
-            phiT if temp is None else temp, hot, theta_hat, phi_hat, bool(with_phi))
-    if X.nnz * theta.shape[1] < PARALLEL_MIN_PAIRS or work.shape[0] == 0:
-        _sample_serial(*args, rows, float(nsamps), np.uint64(key))
+    return work, scale, beta, invden, rows, hot
+
+
+def same_sample_sweeps(
+    X: Any,
+    theta: Any,
+    phiT: Any,
+    nsamps: float,
+    seed: int,
+    step: int,
+    sweeps: int,
+    alpha: float,
+    theta_hat: Any,
+    phi_hat: Any,
+    temp: Any = None,
+    work: Any = None,
+    *,
+    scale: float = 1.0,
+    beta: float = 0.0,
+    invden: Any = None,
+    rows: Any = None,
+    hot: Any = None,
+) -> None:
+    """A minibatch's E-step: ``sweeps`` :func:`same_sample` sweeps, each followed by
+    ``theta[:] = theta_hat + alpha``; phi_hat is made by the last sweep only.
+
+    Sweep ``i`` uses the random stream of step ``step + i``, so the result is bit for bit
+    that of calling :func:`same_sample` ``sweeps`` times (``with_phi`` on the last) with
+    the theta update in between. Why one call: on the CPU, when the sweeps run on one
+    thread (small minibatches, the usual case), the whole E-step is a single numba call
+    that holds no GIL, instead of ``sweeps`` calls separated by Python steps. Another
+    thread of the process (a dashboard's pump rendering the model) can then hold the GIL
+    for the whole E-step without stopping training between sweeps, and
+    :func:`bidlab.gil.announce_gil_free` tells it when that stretch starts. Other cases
+    (GPU, parallel CPU sweeps) loop over :func:`same_sample`.
+    """
+    if not sweeps >= 1:
+        raise ValueError(f"same_sample_sweeps: sweeps must be >= 1; got {sweeps}")
+    if backend.is_cupy_array(theta):
+        serial = False
+    else:
+        if not nsamps > 0:
+            raise ValueError(f"nsamps (m, samples per token) must be > 0; got {nsamps}")
+        _check(X, theta, phiT, temp, theta_hat, phi_hat, invden)
+        work, scale, beta, invden, rows, hot = _cpu_args(X, theta, phiT, temp, work, scale,
+                                                         beta, invden, rows, hot)
+        serial = _serial(X, theta, work)
+    if not serial:
+        xp = backend.namespace(theta)
+        a = theta.dtype.type(alpha)
+        for i in range(sweeps):
+            same_sample(X, theta, phiT, nsamps, seed, step + i, theta_hat, phi_hat, temp, work,
+                        scale=scale, beta=beta, invden=invden, rows=rows, hot=hot,
+                        with_phi=i == sweeps - 1)
+            xp.add(theta_hat, a, out=theta)
         return
-    _sample_cpu(*args, work, rows, float(nsamps), np.uint64(key))
+    announce_gil_free()
+    _sweeps_serial(X.indptr, X.indices, X.data, theta, phiT, float(scale), float(beta), invden,
+                   phiT if temp is None else temp, hot, theta_hat, phi_hat, rows,
+                   float(nsamps), np.uint64(int(seed) & _M64), np.uint64(int(step) & _M64),
+                   int(sweeps), theta.dtype.type(alpha))
 
 
 _ALL_ROWS: dict[int, np.ndarray] = {}

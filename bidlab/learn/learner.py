@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from bidlab import backend
+from bidlab import backend, gil
 from bidlab.learn import registry
 from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from bidlab.learn.datasource import DataSource, as_source
@@ -154,6 +154,13 @@ class Learner(Configurable):
     def state(self) -> str:
         """One of created, running, paused, stopped, done, failed."""
         return self._state
+
+    @property
+    def thread_ident(self) -> int | None:
+        """``threading.get_ident()`` of the training thread while it runs (None otherwise):
+        what a helper thread passes to :func:`bidlab.gil.wait_gil_free`."""
+        thread = self._thread
+        return thread.ident if thread is not None and thread.is_alive() else None
 
     @property
     def error(self) -> BaseException | None:
@@ -426,6 +433,7 @@ class Learner(Configurable):
             if err is None:
                 err, final = exc, "failed"
         tb = format_error(err) if err is not None else None
+        gil.forget(threading.get_ident())
         now = time.perf_counter()
         self._update_metrics(now, state=final)
         self._hub.final(self.metrics | {"state": final}, self.model, final, self.step, tb)

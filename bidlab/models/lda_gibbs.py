@@ -253,15 +253,14 @@ class LDAGibbs(LDABase):
             self._tick += 1
             rows = lda_sampler.unique_columns(csr, self._stamp, self._tick, self._rows_buf)
         sweeps = self._n_e_iters()
-        for i in range(sweeps):
-            self._sweep += 1
-            lda_sampler.same_sample(
-                csr, theta.data, self.NT.data, nsamps, self.seed, self._sweep,
-                self.theta_hat.data, self.phi_hat.data, temp, self.work,
-                scale=self._a, beta=self.beta, invden=self._invden, rows=rows, hot=self._hot,
-                with_phi=i == sweeps - 1,  # only the last sweep's phi_hat is used
-            )
-            theta <<= self.theta_hat + self.alpha_m
+        # one call for the E-step: sweeps with theta = theta_hat + alpha between them, the
+        # last one also making phi_hat (on the CPU one GIL-free numba call, see its doc)
+        lda_sampler.same_sample_sweeps(
+            csr, theta.data, self.NT.data, nsamps, self.seed, self._sweep + 1, sweeps,
+            self.alpha, self.theta_hat.data, self.phi_hat.data, temp, self.work,
+            scale=self._a, beta=self.beta, invden=self._invden, rows=rows, hot=self._hot,
+        )
+        self._sweep += sweeps
         self._save_doc_topics(theta, ndocs)
         return rows
 
