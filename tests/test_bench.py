@@ -155,7 +155,8 @@ def test_dashboard_bare_process_trains_windows_on_command() -> None:
             proc.kill()
 
 
-@pytest.mark.parametrize("args", [("--page-only", "-1"), ("--rounds", "0"), ("--steps", "1")])
+@pytest.mark.parametrize("args", [("--page-only", "-1"), ("--rounds", "0"), ("--steps", "1"),
+                                  ("--warmup", "-1")])
 def test_dashboard_rejects_counts_it_cannot_time(args: tuple[str, str]) -> None:
     proc = _bench("dashboard", *args)
     assert proc.returncode == 2

@@ -1,4 +1,4 @@
-"""One IOPub wake-up per view and pump tick, not one per comm message: :func:`batched_iopub`.
+"""One IOPub wake-up per pump tick instead of one per comm message: :func:`batched_iopub`.
 
 Why: in ipykernel 7 every message a thread sends on IOPub (every comm message of a widget
 or a bokeh patch) is queued for the kernel's IOPub thread and wakes it through an inproc
@@ -8,8 +8,8 @@ times a second, and each wake-up takes the GIL from the training thread, which t
 waits to get it back after its next GIL-releasing call (measured: ~120 voluntary context
 switches a second on the training thread with a dashboard, ~10 without). Inside
 :func:`batched_iopub` the messages the *current thread* sends are held and handed to the
-IOPub thread as one event at the end: one wake-up per batch (the pump batches each view
-of a tick), the same messages in the same order on the wire, a few milliseconds later.
+IOPub thread as one event at the end: one wake-up per tick, the same messages in the same
+order on the wire, a few milliseconds later.
 
 Outside an IPython kernel (plain Python, tests, a kernel without an IOPub thread) it does
 nothing. Other threads' messages (the shell's replies, ``print`` from a cell) are never

@@ -171,11 +171,11 @@ class Pump:
 
         Each view renders in its own GIL-free stretch of the training thread (see
         :meth:`_align`; a tick's Python is then split in pieces that each fit one), and
-        its comm messages leave with one IOPub wake-up (see :mod:`._iopub`).
+        the round's comm messages leave with one IOPub wake-up (see :mod:`._iopub`).
         """
-        for view in list(self.views().values()):
-            self._align()
-            with batched_iopub():
+        with batched_iopub():
+            for view in list(self.views().values()):
+                self._align()
                 snap = view._take()
                 with DOC_LOCK:
                     try:
