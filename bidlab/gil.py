@@ -20,12 +20,23 @@ threads' Python work does not overlap.
 
 from __future__ import annotations
 
+import os
 import threading
 
-__all__ = ["announce_gil_free", "announcements", "forget", "wait_gil_free"]
+__all__ = ["ALIGN_WAIT", "announce_gil_free", "announcements", "align_wait", "forget",
+           "wait_gil_free"]
+
+#: Seconds a helper thread waits for the next announcement before it goes on anyway.
+ALIGN_WAIT = 0.03
 
 _cond = threading.Condition(threading.Lock())
 _counts: dict[int, int] = {}  # thread ident -> announcements so far
+
+
+def align_wait() -> float:
+    """The default wait of helper threads that align with announcements: :data:`ALIGN_WAIT`,
+    or 0 (do not wait) when the environment sets ``BIDLAB_GIL_ALIGN=0`` (an A/B switch)."""
+    return 0.0 if os.environ.get("BIDLAB_GIL_ALIGN") == "0" else ALIGN_WAIT
 
 
 def announce_gil_free() -> None:

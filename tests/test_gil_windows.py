@@ -123,3 +123,12 @@ def test_pump_renders_views_at_announced_stretches():
     assert pump.aligned >= 0.8 * pump.ticks, (pump.aligned, pump.ticks)
     gaps = np.diff(seen)
     assert gaps.max() < 0.5  # the clock still drives the ticks
+
+
+def test_alignment_can_be_switched_off_by_environment(monkeypatch):
+    from bidlab.learn.observers import ObserverHub
+
+    assert gil.align_wait() == gil.ALIGN_WAIT > 0
+    monkeypatch.setenv("BIDLAB_GIL_ALIGN", "0")
+    assert gil.align_wait() == 0.0
+    assert ObserverHub("t").align_wait == 0.0

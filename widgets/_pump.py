@@ -13,7 +13,7 @@ seconds, and bokeh documents are not thread-safe). So:
 * the pump thread is a daemon with a ``threading.Event``; :meth:`Pump.stop` joins it, and
   it stops by itself when its last view is closed;
 * each view of a tick renders when the training thread enters a long GIL-free kernel
-  (it announces it, see :mod:`bidlab.gil`), waiting at most :data:`ALIGN_WAIT` for that:
+  (it announces it, see :mod:`bidlab.gil`), waiting at most ``bidlab.gil.ALIGN_WAIT`` for that:
   the views' Python then runs while training needs no GIL, instead of stalling the
   training thread at its next Python step (measured on a 2-core machine: the training
   thread's waits, counted as voluntary context switches, about halved; see BENCHMARKS.md,
@@ -29,16 +29,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bidlab.gil import wait_gil_free
+from bidlab.gil import align_wait, wait_gil_free
 from bidlab.learn import Snapshot
 
 from ._bokeh import DOC_LOCK
 from ._iopub import batched_iopub
 
-__all__ = ["ALIGN_WAIT", "MAX_RATE", "Pump", "PumpedView", "View", "pump_for"]
+__all__ = ["MAX_RATE", "Pump", "PumpedView", "View", "pump_for"]
 
 MAX_RATE = 10.0  # updates per second: the browser-side budget of JUPYTER.md
-ALIGN_WAIT = 0.03  # seconds a tick waits for the training thread's GIL-free stretch
 
 _PUMPS: weakref.WeakKeyDictionary[Any, Pump] = weakref.WeakKeyDictionary()
 _PUMPS_LOCK = threading.Lock()
@@ -103,8 +102,8 @@ class Pump:
         self.ticks = 0
         #: ticks that started at the training thread's announced GIL-free stretch
         self.aligned = 0
-        #: how long a tick waits for that stretch (0: tick on the clock alone)
-        self.align_wait = ALIGN_WAIT
+        #: how long a view waits for that stretch (0: tick on the clock alone)
+        self.align_wait = align_wait()
         self.closed = False
         self._views: dict[str, View] = {}
         self._views_lock = threading.Lock()

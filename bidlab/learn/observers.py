@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.gil import wait_gil_free
+from bidlab.gil import align_wait, wait_gil_free
 
 __all__ = ["Snapshot", "Subscription", "ObserverHub"]
 
@@ -217,7 +217,7 @@ class ObserverHub:
         self._producer: int | None = None  # the thread that captured last (training)
         #: seconds the publisher waits for the training thread's GIL-free stretch before
         #: it calls back (0: at once); see :mod:`bidlab.gil`
-        self.align_wait = 0.03
+        self.align_wait = align_wait()
 
     def copy_stream(self) -> Any:
         if self._stream is None:
