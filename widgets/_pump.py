@@ -13,11 +13,11 @@ seconds, and bokeh documents are not thread-safe). So:
 * the pump thread is a daemon with a ``threading.Event``; :meth:`Pump.stop` joins it, and
   it stops by itself when its last view is closed;
 * each view of a tick renders when the training thread enters a long GIL-free kernel
-  (it announces it, see :mod:`bidlab.gil`), waiting at most ``bidlab.gil.ALIGN_WAIT`` for that:
-  the views' Python then runs while training needs no GIL, instead of stalling the
-  training thread at its next Python step (measured on a 2-core machine: the training
-  thread's waits, counted as voluntary context switches, about halved; see BENCHMARKS.md,
-  dashboard).
+  (it announces it, see :mod:`bidlab.gil`); a tick waits at most ``bidlab.gil.ALIGN_WAIT``
+  for that in all. The views' Python then runs while training needs no GIL, instead of
+  stalling the training thread at its next Python step (measured on a 2-core machine: the
+  training thread's waits, counted as voluntary context switches, about halved; see
+  BENCHMARKS.md, dashboard).
 """
 
 from __future__ import annotations
@@ -172,9 +172,10 @@ class Pump:
         :meth:`_align`; a tick's Python is then split in pieces that each fit one), and
         the round's comm messages leave with one IOPub wake-up (see :mod:`._iopub`).
         """
+        budget = time.monotonic() + self.align_wait  # all of a tick's waits together
         with batched_iopub():
             for view in list(self.views().values()):
-                self._align()
+                self._align(budget - time.monotonic())
                 snap = view._take()
                 with DOC_LOCK:
                     try:
@@ -185,13 +186,13 @@ class Pump:
                         del view.errors[:-10]
         self.ticks += 1
 
-    def _align(self) -> None:
-        """Wait (at most ``align_wait``) for the running training thread to enter a long
+    def _align(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) for the running training thread to enter a long
         GIL-free call; no wait when it is not running or never announces one."""
         learner = self._learner()
-        if self.align_wait <= 0 or learner is None or getattr(learner, "state", "") != "running":
+        if timeout <= 0 or learner is None or getattr(learner, "state", "") != "running":
             return
-        if wait_gil_free(getattr(learner, "thread_ident", None), self.align_wait):
+        if wait_gil_free(getattr(learner, "thread_ident", None), timeout):
             self.aligned += 1
 
     def _loop(self) -> None:
