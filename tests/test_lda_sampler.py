@@ -263,6 +263,8 @@ def test_sweeps_in_one_call_equal_the_loop_of_sweeps(monkeypatch, dtype, threade
     assert after - before == (0 if threaded else 1)
     with pytest.raises(ValueError, match="sweeps must be >= 1"):
         lda_sampler.same_sample_sweeps(X, fused, phiT, 10.0, 9, 4, 0, alpha, th2, ph2)
+    with pytest.raises(ValueError, match="whole number; got 2.5"):  # not silently 2
+        lda_sampler.same_sample_sweeps(X, fused, phiT, 10.0, 9, 4, 2.5, alpha, th2, ph2)
 
 
 @pytest.mark.gpu

@@ -632,8 +632,9 @@ def same_sample_sweeps(
     :func:`bidlab.gil.announce_gil_free` tells it when that stretch starts. Other cases
     (GPU, parallel CPU sweeps) loop over :func:`same_sample`.
     """
-    if not sweeps >= 1:
-        raise ValueError(f"same_sample_sweeps: sweeps must be >= 1; got {sweeps}")
+    if isinstance(sweeps, bool) or not isinstance(sweeps, (int, np.integer)) or sweeps < 1:
+        raise ValueError(f"same_sample_sweeps: sweeps must be >= 1 and a whole number; got "
+                         f"{sweeps!r}")
     if backend.is_cupy_array(theta):
         serial = False
     else:
