@@ -190,3 +190,19 @@ def test_temperature_rejects_counts_it_cannot_time(args: tuple[str, str]) -> Non
     proc = _bench("temperature", *args)
     assert proc.returncode == 2
     assert args[0] in proc.stderr
+
+
+def test_dashboard_pair_ratios_pair_adjacent_windows() -> None:
+    """Each round's dashboard window over the bare window after it, and their median
+    (odd and even counts); the pairs must match one to one."""
+    from bidlab.bench.dashboard import pair_ratios
+
+    dash = [{"minibatches_per_s": v} for v in (90.0, 50.0, 120.0)]
+    bare = [{"minibatches_per_s": v} for v in (100.0, 100.0, 100.0)]
+    out = pair_ratios(dash, bare)
+    assert out["pair_ratios"] == [0.9, 0.5, 1.2]
+    assert out["pair_ratio_median"] == pytest.approx(0.9)
+    out = pair_ratios(dash[:2], bare[:2])
+    assert out["pair_ratio_median"] == pytest.approx(0.7)
+    with pytest.raises(ValueError):
+        pair_ratios(dash, bare[:2])

@@ -382,6 +382,7 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
         "with_dashboard": with_dash,
         "without_dashboard": bare,
         "throughput_ratio": dash_rate / bare_rate,
+        **pair_ratios(with_dash, bare),
         "machine_cores": os.cpu_count(),
         "heated_parameters_both_learners": heated,
         "cpu_cores_with_dashboard": _mean_shares(with_dash),
@@ -396,6 +397,22 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
         "targets": {"throughput_ratio_min": 0.95, "update_rate_min": 9.5,
                     "control_p95_ms_max": 150},
     }
+
+
+def pair_ratios(with_dash: list[dict[str, Any]], bare: list[dict[str, Any]]
+                ) -> dict[str, Any]:
+    """Each round's ratio (its dashboard window over the bare window right after it) and
+    their median. Why beside the headline ratio (mean rate over mean rate): on a shared
+    machine the neighbours' load drifts over seconds (bare windows of one run ranged
+    72-143 minibatches/s), and adjacent windows share more of it than the run's means; the
+    spread of the pairs shows how much of a run's figure is that drift."""
+    ratios = [d["minibatches_per_s"] / b["minibatches_per_s"]
+              for d, b in zip(with_dash, bare, strict=True)]
+    ordered = sorted(ratios)
+    mid = len(ordered) // 2
+    median = (ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+              ) if ordered else None
+    return {"pair_ratios": [round(r, 4) for r in ratios], "pair_ratio_median": median}
 
 
 def _mean_shares(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -445,7 +462,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {tag}: " + ", ".join(f"{r['minibatches_per_s']:.1f}" for r in runs)
               + " minibatches/s")
     c = out["control"]
-    print(f"  throughput ratio {out['throughput_ratio']:.3f} (target >= 0.95)")
+    print(f"  throughput ratio {out['throughput_ratio']:.3f} (target >= 0.95); rounds: "
+          + ", ".join(f"{r:.3f}" for r in out["pair_ratios"])
+          + f" (median {out['pair_ratio_median']:.3f})")
     for tag, key in (("with dashboard", "cpu_cores_with_dashboard"),
                      ("no dashboard  ", "cpu_cores_without_dashboard")):
         print(f"  cores used {tag}: " + ", ".join(f"{k} {v:.2f}" for k, v in out[key].items())
