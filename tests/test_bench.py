@@ -206,3 +206,20 @@ def test_dashboard_pair_ratios_pair_adjacent_windows() -> None:
     assert out["pair_ratio_median"] == pytest.approx(0.7)
     with pytest.raises(ValueError):
         pair_ratios(dash, bare[:2])
+
+
+def test_dashboard_update_rate_counts_the_span_it_is_given() -> None:
+    """The page's update rate over a training window: events inside the span only, the
+    span's own length (a paused tail must not dilute it), and the longest gap in it."""
+    from bidlab.bench._live_page import events_rate
+
+    events = [[1000.0 + 100.0 * i, i, i + 1] for i in range(30)]  # 10 /s for 2.9 s
+    inside = events_rate(events, 1000.0, 2000.0)
+    assert inside["updates"] == 11 and inside["seconds"] == pytest.approx(1.0)
+    assert inside["rate"] == pytest.approx(11.0)
+    assert inside["max_gap_s"] == pytest.approx(0.1)
+    # the same events with a 1 s paused tail counted in: the old, diluted figure
+    tail = events_rate(events, 1000.0, 4900.0)
+    assert tail["rate"] == pytest.approx(30 / 3.9) and tail["max_gap_s"] == pytest.approx(1.0)
+    assert events_rate([], 0.0, 1000.0)["rate"] == 0.0
+    assert events_rate(events, None, 1900.0)["updates"] == 10

@@ -33,9 +33,8 @@ from typing import Any, Protocol
 import numpy as np
 
 __all__ = ["SCORES", "BUBBLES", "lab_notebook", "find_source_js", "install_update_counter",
-           "update_rate", "browser_steps", "drag_slider", "control_delays", "click_bubble",
-           "biggest_bubble",
-           "percentile"]
+           "update_rate", "events_rate", "browser_steps", "drag_slider", "control_delays",
+           "click_bubble", "biggest_bubble", "percentile"]
 
 SCORES = "bidlab-scores"  # Dashboard's score-curve ColumnDataSource (widgets/dashboard.py)
 BUBBLES = "bidlab-topic-bubbles"  # TopicBubbles' source (widgets/topics.py)
@@ -98,22 +97,32 @@ def install_update_counter(page: Any, name: str = SCORES) -> None:
         raise RuntimeError(f"no bokeh source named {name!r} in the page")
 
 
-def update_rate(page: Any, since_ms: float | None = None) -> dict[str, Any]:
-    """Updates per second the page applied (from :func:`install_update_counter`).
+def update_rate(page: Any, since_ms: float | None = None,
+                until_ms: float | None = None) -> dict[str, Any]:
+    """Updates per second the page applied (from :func:`install_update_counter`) between
+    ``since_ms`` and ``until_ms`` (browser epoch ms; defaults: the first event, now).
 
-    Returns ``{"updates", "seconds", "rate", "distinct_steps", "max_gap_s"}``; the window
-    runs from ``since_ms`` (browser epoch ms; default the first event) to now.
+    Returns ``{"updates", "seconds", "rate", "distinct_steps", "max_gap_s"}``.
     """
     events, now = page.evaluate("() => [window.__bidlabUpdates || [], Date.now()]")
+    return events_rate(events, since_ms, now if until_ms is None else until_ms)
+
+
+def events_rate(events: list[list[float]], since_ms: float | None,
+                until_ms: float) -> dict[str, Any]:
+    """The rate of ``events`` (``[epoch ms, step, points]`` rows) in ``[since_ms,
+    until_ms]``: their count over the span's seconds, and the longest gap in the span."""
     if since_ms is not None:
-        events = [e for e in events if e[0] >= since_ms]
+        events = [e for e in events if since_ms <= e[0] <= until_ms]
+    else:
+        events = [e for e in events if e[0] <= until_ms]
     if not events:
         return {"updates": 0, "seconds": 0.0, "rate": 0.0, "distinct_steps": 0,
                 "max_gap_s": None}
     t0 = since_ms if since_ms is not None else events[0][0]
-    seconds = (now - t0) / 1000.0
+    seconds = (until_ms - t0) / 1000.0
     times = np.array([e[0] for e in events], dtype=np.float64)
-    gaps = np.diff(np.concatenate([[t0], times, [now]])) / 1000.0
+    gaps = np.diff(np.concatenate([[t0], times, [until_ms]])) / 1000.0
     return {"updates": len(events), "seconds": seconds,
             "rate": len(events) / seconds if seconds > 0 else 0.0,
             "distinct_steps": len({e[1] for e in events}), "max_gap_s": float(gaps.max())}

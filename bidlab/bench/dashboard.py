@@ -15,13 +15,13 @@ The first window starts after ``--warmup`` seconds of training with the page ren
 top words change on nearly every tick, are not steady state. ``--warmup 0`` measures from
 the notebook's first minibatches (the JSON records the warm-up used).
 
-During the dashboard windows it also counts the score chart's updates in the page
-(target 9.5/s) and measures who used the machine's cores (``cpu_cores``: chromium's
-renderer and its other processes, the Jupyter server, the whole kernel, and within it the
-training thread and the pump; from the processes' CPU times: what explains a ratio below 1
-on a small machine). At the end it drags the ``kappa`` slider ``--drags`` times and reports
-the delay from the browser event to the first minibatch using the new value (target p95
-<= 150 ms).
+During the dashboard windows it also counts the score chart's updates in the page while
+the learner trains (first to last minibatch of each window; target 9.5/s) and measures who
+used the machine's cores (``cpu_cores``: chromium's renderer and its other processes, the
+Jupyter server, the whole kernel, and within it the training thread and the pump; from
+the processes' CPU times: what explains a ratio below 1 on a small machine). At the end
+it drags the ``kappa`` slider ``--drags`` times and reports the delay from the browser
+event to the first minibatch using the new value (target p95 <= 150 ms).
 
 ``--page-only R`` adds R rounds that split the cost: a second bare learner runs in its own
 process (no GIL shared with the kernel) while the dashboard learner is slowed to ~12
@@ -300,13 +300,17 @@ def _run_window(probe: Any, name: str, steps: int, timeout: float,
                     f"or _bench_state['s0'])")
     _wait_window(probe, name, steps, timeout)
     shares = CpuShares.shares(before, cpu.sample()) if cpu else None
-    rec = probe.eval(f"(lambda r: (r['step'].tolist(), r['time'].tolist(), r['n'].tolist()))"
-                     f"({name}.record.as_dict())", timeout=30)
+    # the record's times are perf_counter(); the offset puts them on the page's clock
+    *rec, off = probe.eval(
+        f"(lambda r, t: (r['step'].tolist(), r['time'].tolist(), r['n'].tolist(), "
+        f"t.time() - t.perf_counter()))({name}.record.as_dict(), __import__('time'))",
+        timeout=30)
     rows = [(s, t, n) for s, t, n in zip(*rec, strict=True) if s0 <= s < s0 + steps]
     seconds = rows[-1][1] - rows[0][1]
     samples = sum(n for _, _, n in rows[1:])
     out = {"learner": name, "first_step": s0, "minibatches": len(rows), "seconds": seconds,
-           "samples_per_s": samples / seconds, "minibatches_per_s": (len(rows) - 1) / seconds}
+           "samples_per_s": samples / seconds, "minibatches_per_s": (len(rows) - 1) / seconds,
+           "epoch_ms": [(rows[0][1] + off) * 1e3, (rows[-1][1] + off) * 1e3]}
     if shares is not None:
         out["cpu_cores"] = shares
     return out
@@ -346,9 +350,10 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
                             probe.eval(_THREADS.strip()))
             with_dash, bare, rates = [], [], []
             for _ in range(rounds):
-                start_ms = page.evaluate("() => Date.now()")
                 with_dash.append(_run_window(probe, "learner", steps, 300, cpu))
-                rates.append(lp.update_rate(page, since_ms=start_ms))
+                # the page's updates while the learner trained (first to last minibatch of
+                # the window): the time around it, learner paused, has none to show
+                rates.append(lp.update_rate(page, *with_dash[-1]["epoch_ms"]))
                 bare.append(_run_window(probe, "bare", steps, 300, cpu))
             probe.eval("learner.resume() or 0")
             moves = []
