@@ -154,6 +154,73 @@ def test_a_pump_tick_wakes_iopub_once(kernel):
     assert got["burst_wakes"] == 1 and got["value"] == 20
 
 
+def test_resync_from_another_thread_never_repeats_a_streamed_row(kernel):
+    """A reload's resync (a timer thread replacing every source whole) and the pump's
+    streams reach the wire in the order the document changed: replaying the score chart's
+    patches as the page applies them (a stream appends, a column data change replaces) gives each
+    step once. With the pump's sends held for a tick outside DOC_LOCK, a resync could go out
+    between a stream and the tick's send, and the page held that row twice (seen in CI)."""
+    got = kernel.run(
+        "import base64, threading, numpy as np\n"
+        "from bidlab.widgets._iopub import iopub_thread\n"
+        "io = iopub_thread(); stock_send = io._really_send\n"
+        "cid = dash.chart.comm.comm_id; wire = []\n"
+        "def recording(msg, *a, **kw):\n"
+        "    try:\n"
+        "        frames = [f if isinstance(f, bytes) else bytes(f) for f in msg]\n"
+        "        i = frames.index(b'<IDS|MSG>')\n"
+        "        header, content = json.loads(frames[i + 2]), json.loads(frames[i + 5])\n"
+        "        if header.get('msg_type') == 'comm_msg' and content.get('comm_id') == cid:\n"
+        "            wire.append(content['data'].get('content', {}).get('payload'))\n"
+        "    except Exception as exc:\n"
+        "        wire.append(repr(exc))\n"
+        "    return stock_send(msg, *a, **kw)\n"
+        "io._really_send = recording\n"
+        "stop = threading.Event()\n"
+        "def hammer():\n"
+        "    while not stop.is_set():\n"
+        "        dash.chart.resync(); time.sleep(0.003)\n"
+        "p0 = dash.points\n"
+        "th = threading.Thread(target=hammer, name='resync-hammer'); th.start()\n"
+        "wait(lambda: dash.points >= p0 + 20, 30)\n"
+        "stop.set(); th.join()\n"
+        "t0 = dash.pump.ticks; wait(lambda: dash.pump.ticks >= t0 + 2)\n"
+        "io._really_send = stock_send\n"
+        "sid = dash.source.id\n"
+        "def column(v):\n"
+        "    if isinstance(v, dict) and v.get('type') == 'ndarray':\n"
+        "        arr = v['array']\n"
+        "        raw = base64.b64decode(arr['data']) if isinstance(arr, dict) else None\n"
+        "        if raw is None:\n"
+        "            return list(arr)\n"
+        "        return np.frombuffer(raw, dtype=v['dtype']).tolist()\n"
+        "    return list(v)\n"
+        "def fields(d):\n"
+        "    if isinstance(d, dict) and d.get('type') == 'map':\n"
+        "        return {k: v for k, v in d['entries']}\n"
+        "    return d\n"
+        "page, streams, replaces, bad = [], 0, 0, [w for w in wire if not isinstance(w, str)]\n"
+        "for payload in wire:\n"
+        "    try:\n"
+        "        body = json.loads(payload)\n"
+        "    except (TypeError, ValueError):\n"
+        "        continue\n"
+        "    for ev in body.get('events', []) if isinstance(body, dict) else []:\n"
+        "        if ev.get('model', {}).get('id') != sid:\n"
+        "            continue\n"
+        "        if ev.get('kind') == 'ColumnsStreamed':\n"
+        "            page += column(fields(ev['data'])['step']); streams += 1\n"
+        "        elif ev.get('kind') == 'ColumnDataChanged':\n"
+        "            page = column(fields(ev['data'])['step']); replaces += 1\n"
+        "print(json.dumps({'page': page, 'streams': streams, 'replaces': replaces,\n"
+        "                  'kernel': [float(s) for s in dash.source.data['step']]}))")
+    counts = {k: v for k, v in got.items() if k != "page"}
+    assert got["streams"] >= 15 and got["replaces"] >= 15, counts
+    page = got["page"]
+    assert page == sorted(set(page)), "a streamed row reached the page twice"
+    assert page == got["kernel"][-len(page):] and page[-1] == got["kernel"][-1]
+
+
 def test_browser_echo_of_a_stream_is_dropped(kernel):
     # stops the pump: keep this test last in the module
     ids = kernel.run("n0 = dash.points; dash.pump.stop()\n"
@@ -166,4 +233,3 @@ def test_browser_echo_of_a_stream_is_dropped(kernel):
     got = kernel.run("print(json.dumps({'n': len(dash.source.data['step']), "
                      "'points': dash.points}))")
     assert got == {"n": ids["n"], "points": ids["points"]}
-

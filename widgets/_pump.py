@@ -173,17 +173,21 @@ class Pump:
         the round's comm messages leave with one IOPub wake-up (see :mod:`._iopub`).
         """
         budget = time.monotonic() + self.align_wait  # all of a tick's waits together
-        with batched_iopub():
+        # DOC_LOCK is held until the tick's held messages are handed to IOPub (the inner
+        # context exits first): another thread's document change (a reload's resync, a
+        # selection) is then sent before or after the whole tick, in the order the
+        # documents changed. Taken per view instead, a resync could go out between a
+        # stream and the tick's send, and the page applied that row twice (seen in CI).
+        with DOC_LOCK, batched_iopub():
             for view in list(self.views().values()):
                 self._align(budget - time.monotonic())
                 snap = view._take()
-                with DOC_LOCK:
-                    try:
-                        view.render(snap)
-                        view.renders += 1
-                    except Exception as exc:  # a broken view must not stop the others
-                        view.errors.append(exc)
-                        del view.errors[:-10]
+                try:
+                    view.render(snap)
+                    view.renders += 1
+                except Exception as exc:  # a broken view must not stop the others
+                    view.errors.append(exc)
+                    del view.errors[:-10]
         self.ticks += 1
 
     def _align(self, timeout: float) -> None:
