@@ -112,10 +112,8 @@ def events_rate(events: list[list[float]], since_ms: float | None,
                 until_ms: float) -> dict[str, Any]:
     """The rate of ``events`` (``[epoch ms, step, points]`` rows) in ``[since_ms,
     until_ms]``: their count over the span's seconds, and the longest gap in the span."""
-    if since_ms is not None:
-        events = [e for e in events if since_ms <= e[0] <= until_ms]
-    else:
-        events = [e for e in events if e[0] <= until_ms]
+    lo = -np.inf if since_ms is None else since_ms
+    events = [e for e in events if lo <= e[0] <= until_ms]
     if not events:
         return {"updates": 0, "seconds": 0.0, "rate": 0.0, "distinct_steps": 0,
                 "max_gap_s": None}
