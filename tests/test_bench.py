@@ -193,8 +193,9 @@ def test_temperature_rejects_counts_it_cannot_time(args: tuple[str, str]) -> Non
 
 
 def test_dashboard_pair_ratios_pair_adjacent_windows() -> None:
-    """Each round's dashboard window over the bare window after it, and their median
-    (odd and even counts); the pairs must match one to one."""
+    """Each round's dashboard window over its round's bare window, their median (odd and
+    even counts), geometric mean and a bootstrap interval that contains it, narrows when
+    the rounds agree and is reproducible; the pairs must match one to one."""
     from bidlab.bench.dashboard import pair_ratios
 
     dash = [{"minibatches_per_s": v} for v in (90.0, 50.0, 120.0)]
@@ -202,10 +203,67 @@ def test_dashboard_pair_ratios_pair_adjacent_windows() -> None:
     out = pair_ratios(dash, bare)
     assert out["pair_ratios"] == [0.9, 0.5, 1.2]
     assert out["pair_ratio_median"] == pytest.approx(0.9)
+    assert out["pair_ratio_geomean"] == pytest.approx(math.exp(
+        (math.log(0.9) + math.log(0.5) + math.log(1.2)) / 3))
+    lo, hi = out["pair_ratio_ci90"]
+    assert 0.5 <= lo < out["pair_ratio_geomean"] < hi <= 1.2
+    assert pair_ratios(dash, bare)["pair_ratio_ci90"] == [lo, hi]  # seeded
+    steady = pair_ratios([{"minibatches_per_s": v} for v in (93.0, 94.0, 95.0, 96.0)],
+                         [{"minibatches_per_s": 100.0}] * 4)
+    s_lo, s_hi = steady["pair_ratio_ci90"]
+    assert 0.93 <= s_lo < s_hi <= 0.96 and s_hi - s_lo < hi - lo
     out = pair_ratios(dash[:2], bare[:2])
     assert out["pair_ratio_median"] == pytest.approx(0.7)
+    assert pair_ratios([], [])["pair_ratio_geomean"] is None
     with pytest.raises(ValueError):
         pair_ratios(dash, bare[:2])
+
+
+def test_dashboard_windows_alternate_which_learner_goes_first() -> None:
+    """D B, B D, D B, ...: over an even number of rounds each learner goes first equally
+    often, so a linear drift of the host's speed favours neither."""
+    from bidlab.bench.dashboard import window_order
+
+    orders = [window_order(i) for i in range(4)]
+    assert orders == [("learner", "bare"), ("bare", "learner")] * 2
+    assert all(sorted(o) == ["bare", "learner"] for o in orders)
+
+
+def test_dashboard_core_split_keeps_the_last_core_for_training() -> None:
+    """--isolate: the training threads get the last core, the rest get the others; one
+    core cannot be split and says so."""
+    from bidlab.bench.dashboard import core_split
+
+    assert core_split([0, 1]) == ([1], [0])
+    assert core_split([0, 2, 5, 7]) == ([7], [0, 2, 5])
+    with pytest.raises(ValueError, match="at least 2 cores"):
+        core_split([3])
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 usable cores")
+def test_dashboard_isolate_pins_real_threads_of_another_process() -> None:
+    """A child process with a named extra thread: isolate() puts that thread alone on the
+    last core and every other thread of the child on the remaining cores."""
+    from bidlab.bench.dashboard import isolate
+
+    code = ("import threading, time\n"
+            "t = threading.Thread(target=time.sleep, args=(60,), daemon=True); t.start()\n"
+            "print(t.native_id, flush=True); time.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        trainer = int(child.stdout.readline())
+        cores = sorted(os.sched_getaffinity(0))
+        split = isolate([trainer], child.pid, [])
+        assert split["training_cores"] == cores[-1:] and split["other_cores"] == cores[:-1]
+        tids = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
+        assert split["threads_pinned"] == len(tids) >= 2
+        for tid in tids:
+            want = cores[-1:] if tid == trainer else cores[:-1]
+            assert sorted(os.sched_getaffinity(tid)) == want
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_dashboard_update_rate_counts_the_span_it_is_given() -> None:

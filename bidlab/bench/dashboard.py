@@ -5,10 +5,15 @@ chromium, runs it (an ``LDAGibbs`` learner with a ``Dashboard`` and a ``TopicBub
 chart, training in the background), and in the same kernel makes a second learner with
 the same data and options and no dashboard. It then alternates: the dashboard learner
 trains ``--steps`` minibatches while the page renders it, then the bare learner trains
-``--steps`` minibatches (the other one paused each time), for ``--rounds`` rounds. Each
-run's time comes from the learner's own per-minibatch record (first to last minibatch of
-the window), so the ratio compares the same number of minibatches on the same data,
-side by side on one machine. Target (issue 6): throughput ratio >= 0.95.
+``--steps`` minibatches (the other one paused each time), for ``--rounds`` rounds, the
+bare learner first in every other round (D B B D D B ...: a host drifting faster or slower
+over the run favours neither). Each run's time comes from the learner's own per-minibatch
+record (first to last minibatch of the window), so the ratio compares the same number of
+minibatches on the same data, side by side on one machine. Besides the headline ratio
+(mean rate over mean rate) it reports each round's ratio and their geometric mean with a
+90 % bootstrap interval: on a shared machine one window's rate varies by more than the
+effect measured, and the interval says whether a run resolved it. Target (issue 6):
+throughput ratio >= 0.95.
 
 The first window starts after ``--warmup`` seconds of training with the page rendering
 (default 10): the page's own start-up work and the first seconds of a fresh model, whose
@@ -106,6 +111,11 @@ class CpuShares:
             return None
         return "chromium_renderer" if "--type=renderer" in cmd else "chromium_other"
 
+    def chromium_pids(self) -> list[int]:
+        """Chromium's processes (renderer and others) running now."""
+        return [p.pid for p in self._psutil.process_iter()
+                if (self._party(p) or "").startswith("chromium")]
+
     def sample(self) -> tuple[float, dict[tuple[str, int], float]]:
         times: dict[tuple[str, int], float] = {}
         for proc in self._psutil.process_iter():
@@ -133,6 +143,36 @@ class CpuShares:
         for key, t in after[1].items():
             out[key[0]] = out.get(key[0], 0.0) + (t - before[1].get(key, 0.0)) / wall
         return {k: round(v, 3) for k, v in sorted(out.items())}
+
+
+def core_split(cores: list[int]) -> tuple[list[int], list[int]]:
+    """``--isolate``: the core the learners' training threads get (the last one) and the
+    cores left to everything else (the page, the server, the kernel's other threads)."""
+    if len(cores) < 2:
+        raise ValueError(f"--isolate needs at least 2 cores to split; this process may use "
+                         f"{len(cores)} ({cores})")
+    return cores[-1:], cores[:-1]
+
+
+def isolate(training: list[int], kernel_pid: int, others: list[int]) -> dict[str, Any]:
+    """Give the training threads ``training`` (native ids) a core of their own: pin them to
+    the last usable core and every thread of the kernel ``kernel_pid`` and of the processes
+    ``others`` (the Jupyter server, chromium's) to the remaining cores. Threads started
+    later inherit their creator's cores. Returns the split for the report."""
+    train_cores, rest = core_split(sorted(os.sched_getaffinity(0)))
+    pinned = 0
+    for pid in (kernel_pid, *others):
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except FileNotFoundError:
+            continue  # a process that ended
+        for tid in tids:
+            try:
+                os.sched_setaffinity(tid, train_cores if tid in training else rest)
+                pinned += 1
+            except (ProcessLookupError, PermissionError):
+                continue  # a thread that ended, or one we may not move
+    return {"training_cores": train_cores, "other_cores": rest, "threads_pinned": pinned}
 
 
 # Names of the kernel threads CpuShares reports (the rest of the kernel is in "kernel"): the
@@ -317,7 +357,8 @@ def _run_window(probe: Any, name: str, steps: int, timeout: float,
 
 
 def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
-            page_rounds: int = 0, warmup: float = 10.0) -> dict[str, Any]:
+            page_rounds: int = 0, warmup: float = 10.0, isolated: bool = False
+            ) -> dict[str, Any]:
     bh = _harness()
     reason = bh.skip_reason()
     if reason:
@@ -346,15 +387,24 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
             heated = probe.eval("_bench_heated")
             probe.eval(f"exec({_WINDOW!r}, globals()) or 0")
             lp.install_update_counter(page, lp.SCORES)
-            cpu = CpuShares(server.process.pid, probe.eval("__import__('os').getpid()"),
-                            probe.eval(_THREADS.strip()))
+            kernel_pid = probe.eval("__import__('os').getpid()")
+            cpu = CpuShares(server.process.pid, kernel_pid, probe.eval(_THREADS.strip()))
+            split = (isolate(list(probe.eval("(learner._thread.native_id, "
+                                             "bare._thread.native_id)")),
+                             kernel_pid, [server.process.pid, *cpu.chromium_pids()])
+                     if isolated else None)
             with_dash, bare, rates = [], [], []
-            for _ in range(rounds):
-                with_dash.append(_run_window(probe, "learner", steps, 300, cpu))
-                # the page's updates while the learner trained (first to last minibatch of
-                # the window): the time around it, learner paused, has none to show
-                rates.append(lp.update_rate(page, *with_dash[-1]["epoch_ms"]))
-                bare.append(_run_window(probe, "bare", steps, 300, cpu))
+            for i in range(rounds):
+                # alternate which learner goes first (dashboard, bare, bare, dashboard, ...):
+                # a host that speeds up or slows down over the run then favours neither
+                for name in window_order(i):
+                    if name == "bare":
+                        bare.append(_run_window(probe, "bare", steps, 300, cpu))
+                        continue
+                    with_dash.append(_run_window(probe, "learner", steps, 300, cpu))
+                    # the page's updates while the learner trained (first to last minibatch
+                    # of the window): the time around it, learner paused, has none to show
+                    rates.append(lp.update_rate(page, *with_dash[-1]["epoch_ms"]))
             probe.eval("learner.resume() or 0")
             moves = []
             for i in range(drags):
@@ -384,6 +434,7 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
         "minibatches_per_run": steps,
         "rounds": rounds,
         "warmup_s": warmup,
+        "isolated": split,
         "with_dashboard": with_dash,
         "without_dashboard": bare,
         "throughput_ratio": dash_rate / bare_rate,
@@ -404,20 +455,41 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
     }
 
 
-def pair_ratios(with_dash: list[dict[str, Any]], bare: list[dict[str, Any]]
-                ) -> dict[str, Any]:
-    """Each round's ratio (its dashboard window over the bare window right after it) and
-    their median. Why beside the headline ratio (mean rate over mean rate): on a shared
-    machine the neighbours' load drifts over seconds (bare windows of one run ranged
-    72-143 minibatches/s), and adjacent windows share more of it than the run's means; the
-    spread of the pairs shows how much of a run's figure is that drift."""
+def window_order(round_index: int) -> tuple[str, str]:
+    """Which learner trains first in round ``round_index``: the dashboard's in even rounds,
+    the bare one in odd rounds (so the windows run D B B D D B ...)."""
+    return ("learner", "bare") if round_index % 2 == 0 else ("bare", "learner")
+
+
+def pair_ratios(with_dash: list[dict[str, Any]], bare: list[dict[str, Any]],
+                seed: int = 0) -> dict[str, Any]:
+    """Each round's ratio (its dashboard window over the adjacent bare window of the same
+    round), their median, their geometric mean and a 90 % bootstrap interval of it.
+
+    Why beside the headline ratio (mean rate over mean rate): on a shared machine the
+    neighbours' load drifts over seconds (bare windows of one run ranged 57-143
+    minibatches/s), and adjacent windows share more of it than the run's means; the spread
+    of the pairs shows how much of a run's figure is that drift, and the interval says
+    whether a run can tell its ratio from a target a few per cent away. The geometric mean
+    is the mean of a ratio's logarithm (a round at 0.5 and one at 2.0 average to 1.0); the
+    interval resamples the rounds (2000 times, seeded: the same rounds give the same
+    interval). It counts rounds as independent; a host whose speed drifts over longer than
+    a round spreads whole runs wider than that (BENCHMARKS.md, twelfth session)."""
+    import numpy as np
+
     ratios = [d["minibatches_per_s"] / b["minibatches_per_s"]
               for d, b in zip(with_dash, bare, strict=True)]
-    ordered = sorted(ratios)
-    mid = len(ordered) // 2
-    median = (ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-              ) if ordered else None
-    return {"pair_ratios": [round(r, 4) for r in ratios], "pair_ratio_median": median}
+    if not ratios:
+        return {"pair_ratios": [], "pair_ratio_median": None, "pair_ratio_geomean": None,
+                "pair_ratio_ci90": None}
+    logs = np.log(np.asarray(ratios))
+    rng = np.random.default_rng(seed)
+    means = logs[rng.integers(0, len(logs), size=(2000, len(logs)))].mean(axis=1)
+    lo, hi = np.exp(np.percentile(means, [5.0, 95.0]))
+    return {"pair_ratios": [round(r, 4) for r in ratios],
+            "pair_ratio_median": float(np.median(ratios)),
+            "pair_ratio_geomean": float(np.exp(logs.mean())),
+            "pair_ratio_ci90": [round(float(lo), 4), round(float(hi), 4)]}
 
 
 def _mean_shares(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -443,6 +515,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=float, default=10.0, metavar="S",
                     help="seconds of training with the page rendering before the first "
                          "window (default 10; 0: measure from the start)")
+    ap.add_argument("--isolate", action="store_true",
+                    help="give both learners' training threads a core of their own (the "
+                         "last one) and pin the page, the server and the kernel's other "
+                         "threads to the rest: the cost of the dashboard when the browser "
+                         "does not share the training core")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     for name, least in (("steps", 2), ("rounds", 1), ("drags", 0), ("page_only", 0),
@@ -451,17 +528,25 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--{name.replace('_', '-')} must be at least {least}; "
                      f"got {getattr(args, name)}")
     data = args.data if args.data.is_dir() else None
+    if args.isolate:
+        try:
+            core_split(sorted(os.sched_getaffinity(0)))  # fail early on a 1-core machine
+        except ValueError as exc:
+            ap.error(str(exc))
     try:
         out = measure(args.steps, args.rounds, args.drags, args.docs, data, args.page_only,
-                      args.warmup)
+                      args.warmup, args.isolate)
     except LookupError as exc:
         print(f"python -m bidlab.bench dashboard: cannot run: {exc}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
+    iso = out["isolated"]
     print(f"LDAGibbs on {out['data']}, {args.steps} minibatches per run, {args.rounds} rounds"
-          f" after {args.warmup:g} s of warm-up")
+          f" after {args.warmup:g} s of warm-up"
+          + (f"; training threads on core {iso['training_cores']}, everything else on "
+             f"{iso['other_cores']}" if iso else ""))
     for tag, runs in (("with dashboard", out["with_dashboard"]),
                       ("no dashboard  ", out["without_dashboard"])):
         print(f"  {tag}: " + ", ".join(f"{r['minibatches_per_s']:.1f}" for r in runs)
@@ -469,7 +554,9 @@ def main(argv: list[str] | None = None) -> int:
     c = out["control"]
     print(f"  throughput ratio {out['throughput_ratio']:.3f} (target >= 0.95); rounds: "
           + ", ".join(f"{r:.3f}" for r in out["pair_ratios"])
-          + f" (median {out['pair_ratio_median']:.3f})")
+          + f" (median {out['pair_ratio_median']:.3f}, geometric mean "
+          f"{out['pair_ratio_geomean']:.3f}, 90 % interval {out['pair_ratio_ci90'][0]:.3f}-"
+          f"{out['pair_ratio_ci90'][1]:.3f})")
     for tag, key in (("with dashboard", "cpu_cores_with_dashboard"),
                      ("no dashboard  ", "cpu_cores_without_dashboard")):
         print(f"  cores used {tag}: " + ", ".join(f"{k} {v:.2f}" for k, v in out[key].items())
