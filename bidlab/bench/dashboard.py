@@ -12,8 +12,9 @@ record (first to last minibatch of the window), so the ratio compares the same n
 minibatches on the same data, side by side on one machine. Besides the headline ratio
 (mean rate over mean rate) it reports each round's ratio and their geometric mean with a
 90 % bootstrap interval: on a shared machine one window's rate varies by more than the
-effect measured, and the interval says whether a run resolved it. Target (issue 6):
-throughput ratio >= 0.95.
+effect measured, and the interval shows how uncertain round-to-round noise alone leaves a
+run's figure (the host's slower drift adds to that). Target (issue 6): throughput ratio
+>= 0.95.
 
 The first window starts after ``--warmup`` seconds of training with the page rendering
 (default 10): the page's own start-up work and the first seconds of a fresh model, whose
@@ -33,7 +34,11 @@ process (no GIL shared with the kernel) while the dashboard learner is slowed to
 minibatches/s (enough for 10 updates/s) and its views alternately render into the page and
 stand still. That ratio is what the page, the Jupyter server and the views' pump cost a
 learner that shares only the machine with them; the main ratio adds what sharing the
-kernel's process (its GIL and its sending threads) costs. Needs a source checkout (the
+kernel's process (its GIL and its sending threads) costs. ``--isolate`` gives both
+learners' training threads the last core and pins chromium, the Jupyter server and the
+kernel's other threads to the rest: the dashboard's cost when the browser does not share
+the training core (on this project's 2-core VM the page's threads otherwise preempt the
+training thread for 2-4 % of its time). Needs a source checkout (the
 browser harness is tests/browser_harness.py), chromium at /usr/bin/chromium, playwright
 and jupyterlab.
 """
