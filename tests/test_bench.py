@@ -215,6 +215,7 @@ def test_dashboard_pair_ratios_pair_adjacent_windows() -> None:
     out = pair_ratios(dash[:2], bare[:2])
     assert out["pair_ratio_median"] == pytest.approx(0.7)
     assert pair_ratios([], [])["pair_ratio_geomean"] is None
+    assert pair_ratios(dash[:1], bare[:1])["pair_ratio_ci90"] is None  # one round: no spread
     with pytest.raises(ValueError):
         pair_ratios(dash, bare[:2])
 

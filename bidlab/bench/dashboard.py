@@ -488,13 +488,15 @@ def pair_ratios(with_dash: list[dict[str, Any]], bare: list[dict[str, Any]],
         return {"pair_ratios": [], "pair_ratio_median": None, "pair_ratio_geomean": None,
                 "pair_ratio_ci90": None}
     logs = np.log(np.asarray(ratios))
-    rng = np.random.default_rng(seed)
-    means = logs[rng.integers(0, len(logs), size=(2000, len(logs)))].mean(axis=1)
-    lo, hi = np.exp(np.percentile(means, [5.0, 95.0]))
+    interval = None  # one round says nothing about its own spread
+    if len(logs) > 1:
+        rng = np.random.default_rng(seed)
+        means = logs[rng.integers(0, len(logs), size=(2000, len(logs)))].mean(axis=1)
+        interval = [round(float(v), 4) for v in np.exp(np.percentile(means, [5.0, 95.0]))]
     return {"pair_ratios": [round(r, 4) for r in ratios],
             "pair_ratio_median": float(np.median(ratios)),
             "pair_ratio_geomean": float(np.exp(logs.mean())),
-            "pair_ratio_ci90": [round(float(lo), 4), round(float(hi), 4)]}
+            "pair_ratio_ci90": interval}
 
 
 def _mean_shares(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -560,8 +562,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  throughput ratio {out['throughput_ratio']:.3f} (target >= 0.95); rounds: "
           + ", ".join(f"{r:.3f}" for r in out["pair_ratios"])
           + f" (median {out['pair_ratio_median']:.3f}, geometric mean "
-          f"{out['pair_ratio_geomean']:.3f}, 90 % interval {out['pair_ratio_ci90'][0]:.3f}-"
-          f"{out['pair_ratio_ci90'][1]:.3f})")
+          f"{out['pair_ratio_geomean']:.3f}, 90 % interval "
+          + ("-".join(f"{v:.3f}" for v in ci) if (ci := out["pair_ratio_ci90"])
+             else "n/a with one round") + ")")
     for tag, key in (("with dashboard", "cpu_cores_with_dashboard"),
                      ("no dashboard  ", "cpu_cores_without_dashboard")):
         print(f"  cores used {tag}: " + ", ".join(f"{k} {v:.2f}" for k, v in out[key].items())
