@@ -151,6 +151,45 @@ def test_bokeh_style_sheets_skip_identical_rewrites(live: dict[str, Any]) -> Non
                    "css": ":host { width: 12px; }"}, got
 
 
+def test_auto_ranged_chart_paints_once_per_row(live: dict[str, Any]) -> None:
+    """widgets/_bokeh.py, trap 9: each streamed row paints the score chart once (stock
+    BokehJS painted it twice: the auto ranges it fits inside a paint requested another),
+    and every paint still fits the ranges to the data, the newest row included."""
+    got = live["page"].evaluate(f"""async () => {{
+      const source = {lp.find_source_js(lp.SCORES)};
+      const plot = [...source.document.all_models].find((m) => Array.isArray(m.renderers)
+        && m.renderers.some((r) => r.data_source === source));
+      const canvas = Bokeh.require("models/plots/plot_canvas").PlotView.prototype;
+      const paint = canvas._actual_paint;
+      let on = true, rows = 0;
+      const paints = [];
+      canvas._actual_paint = function () {{
+        const result = paint.call(this);
+        if (on && this.model === plot) {{
+          const step = source.data.step, train = source.data.train, n = step.length;
+          paints.push([step[n - 1], plot.x_range.start, plot.x_range.end, train[n - 1],
+                       plot.y_range.start, plot.y_range.end]);
+        }}
+        return result;
+      }};
+      source.streaming.connect(() => {{ if (on) rows += 1; }});
+      await new Promise((done) => setTimeout(done, 4000));
+      on = false;
+      canvas._actual_paint = paint;
+      return {{patched: canvas.__bidlab_single_paint === true, rows, paints,
+               x_range: plot.x_range.type, y_range: plot.y_range.type}};
+    }}""")
+    paints, rows = got.pop("paints"), got.pop("rows")
+    print(f"\nscore chart: {len(paints)} paints for {rows} streamed rows in 4 s")
+    assert got == {"patched": True, "x_range": "DataRange1d", "y_range": "DataRange1d"}, got
+    assert rows >= 10, f"only {rows} rows streamed in 4 s"
+    assert len(paints) <= 1.25 * rows + 1, f"{len(paints)} paints for {rows} rows"
+    assert len(paints) >= 0.75 * rows, f"{len(paints)} paints for {rows} rows"
+    for step, x0, x1, train, y0, y1 in paints:
+        assert x0 <= step <= x1, (step, x0, x1)
+        assert y0 <= train <= y1, (train, y0, y1)
+
+
 def test_slider_drag_reaches_the_learner(live: dict[str, Any], shots: Path) -> None:
     """Drag the dashboard's ``kappa`` slider 16 times; time each change to its first use.
 
