@@ -190,6 +190,47 @@ def test_auto_ranged_chart_paints_once_per_row(live: dict[str, Any]) -> None:
         assert y0 <= train <= y1, (train, y0, y1)
 
 
+def test_score_chart_pans_and_resets(live: dict[str, Any], shots: Path) -> None:
+    """Trap 9 holds only a paint's own range fit: a pan with the mouse still moves the
+    score chart (which then stays put while rows stream in, as stock BokehJS does), and the
+    reset tool makes it follow the data again."""
+    page = live["page"]
+    ranges = f"""() => {{
+      const source = {lp.find_source_js(lp.SCORES)};
+      const plot = [...source.document.all_models].find((m) => Array.isArray(m.renderers)
+        && m.renderers.some((r) => r.data_source === source));
+      const step = source.data.step;
+      return [step[step.length - 1], plot.x_range.start, plot.x_range.end];
+    }}"""
+    fig = page.locator(".bidlab-dashboard .bk-Figure").first
+    fig.scroll_into_view_if_needed()
+    box = fig.bounding_box()
+    assert box is not None, "the score chart is not displayed"
+    step0, start0, end0 = page.evaluate(ranges)
+    assert start0 <= step0 <= end0, (step0, start0, end0)
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.5, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.7, y, steps=5)  # pan: the default drag tool
+    page.mouse.up()
+    lp.wait_ms(500)
+    panned = page.evaluate(ranges)
+    lp.wait_ms(1000)
+    later = page.evaluate(ranges)
+    page.screenshot(path=str(shots / "dashboard-panned.png"))
+    assert panned[1] < start0, f"the pan did not move the x range: {start0} -> {panned[1]}"
+    assert later[0] > panned[0], "no rows streamed while panned"
+    assert later[1:] == panned[1:], f"a panned chart kept fitting the data: {panned} {later}"
+    fig.locator(".bk-tool-icon-reset").first.click()
+    lp.wait_ms(500)
+    reset = page.evaluate(ranges)
+    lp.wait_ms(1000)
+    following = page.evaluate(ranges)
+    assert following[0] > reset[0], "no rows streamed after the reset"
+    assert following[2] > reset[2], f"the reset chart does not follow the data: {following}"
+    assert following[1] <= following[0] <= following[2], following
+
+
 def test_slider_drag_reaches_the_learner(live: dict[str, Any], shots: Path) -> None:
     """Drag the dashboard's ``kappa`` slider 16 times; time each change to its first use.
 
