@@ -1,7 +1,8 @@
 """Bokeh inside JupyterLab without a server and without internet: :class:`LiveBokeh`.
 
-``jupyter_bokeh.BokehModel`` (4.1) syncs a bokeh document over the widget channel, but has
-four traps when a background thread streams into it (see ../shared/recipes/JUPYTER.md):
+``jupyter_bokeh.BokehModel`` (4.1) syncs a bokeh document over the widget channel, but it
+and BokehJS have these traps when a background thread streams into it (see
+../shared/recipes/JUPYTER.md):
 
 1. BokehJS must already be in the page: :func:`load_bokehjs` loads it *inline* (no CDN).
 2. The browser echoes every change back as a ``jsevent``; stock ``BokehModel`` applies the
@@ -66,8 +67,7 @@ from bokeh.protocol.messages.patch_doc import PatchJson, patch_doc
 from jupyter_bokeh import BokehModel
 
 __all__ = ["DOC_LOCK", "PAGE_JS", "QUIET_ECHOES_JS", "SINGLE_PAINT_JS", "STEADY_STYLES_JS",
-           "LiveBokeh",
-           "aligning_pad", "inline_patch", "load_bokehjs", "quiet_echoes"]
+           "LiveBokeh", "aligning_pad", "inline_patch", "load_bokehjs", "quiet_echoes"]
 
 #: The one lock around every bokeh document change (pump thread and shell thread alike).
 DOC_LOCK = threading.RLock()
