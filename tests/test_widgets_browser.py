@@ -157,8 +157,7 @@ def test_auto_ranged_chart_paints_once_per_row(live: dict[str, Any]) -> None:
     and every paint still fits the ranges to the data, the newest row included."""
     got = live["page"].evaluate(f"""async () => {{
       const source = {lp.find_source_js(lp.SCORES)};
-      const plot = [...source.document.all_models].find((m) => Array.isArray(m.renderers)
-        && m.renderers.some((r) => r.data_source === source));
+      const plot = {lp.find_plot_js(lp.SCORES)};
       const canvas = Bokeh.require("models/plots/plot_canvas").PlotView.prototype;
       const paint = canvas._actual_paint;
       let on = true, rows = 0;
@@ -197,8 +196,7 @@ def test_score_chart_pans_and_resets(live: dict[str, Any], shots: Path) -> None:
     page = live["page"]
     ranges = f"""() => {{
       const source = {lp.find_source_js(lp.SCORES)};
-      const plot = [...source.document.all_models].find((m) => Array.isArray(m.renderers)
-        && m.renderers.some((r) => r.data_source === source));
+      const plot = {lp.find_plot_js(lp.SCORES)};
       const step = source.data.step;
       return [step[step.length - 1], plot.x_range.start, plot.x_range.end];
     }}"""

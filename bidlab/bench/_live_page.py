@@ -32,9 +32,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["SCORES", "BUBBLES", "lab_notebook", "find_source_js", "install_update_counter",
-           "update_rate", "events_rate", "browser_steps", "drag_slider", "control_delays",
-           "click_bubble", "biggest_bubble", "percentile"]
+__all__ = ["SCORES", "BUBBLES", "lab_notebook", "find_source_js", "find_plot_js",
+           "install_update_counter", "update_rate", "events_rate", "browser_steps",
+           "drag_slider", "control_delays", "click_bubble", "biggest_bubble", "percentile"]
 
 SCORES = "bidlab-scores"  # Dashboard's score-curve ColumnDataSource (widgets/dashboard.py)
 BUBBLES = "bidlab-topic-bubbles"  # TopicBubbles' source (widgets/topics.py)
@@ -74,6 +74,17 @@ def find_source_js(name: str) -> str:
         if (s) return s;
       }}
       return null;
+    }})()"""
+
+
+def find_plot_js(name: str) -> str:
+    """JS expression: the plot drawing source ``name`` (see :func:`find_source_js`), or
+    null."""
+    return f"""(() => {{
+      const s = {find_source_js(name)};
+      if (!s) return null;
+      return [...s.document.all_models].find((m) => Array.isArray(m.renderers)
+        && m.renderers.some((r) => r.data_source === s)) ?? null;
     }})()"""
 
 
