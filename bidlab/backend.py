@@ -205,3 +205,52 @@ def zeros_as(a: Any) -> Any:
     arr = empty_as(a)
     arr.fill(0)
     return arr
+
+
+# -- pickling -------------------------------------------------------------------------------
+class HostModule:
+    """Stands for the array module of a pickled object (restored as numpy: its arrays were
+    saved as numpy, so the object unpickles on a machine without CuPy)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (HostModule, ())
+
+
+def _portable(value: Any) -> Any:
+    if isinstance(value, ModuleType):
+        return HostModule()
+    if is_cupy_array(value) or is_sparse(value):
+        return to_host(value)
+    if isinstance(value, list):
+        return [_portable(v) for v in value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(_portable(v) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: _portable(v) for k, v in value.items()}
+    return value
+
+
+def portable_state(state: dict[str, Any]) -> dict[str, Any]:
+    """An object's ``__dict__`` made picklable on any machine: modules (``self.xp``) are
+    replaced by a marker and device arrays by host copies (lists, tuples, dicts searched).
+    Mats and SMats pickle themselves as host arrays."""
+    return {k: _portable(v) for k, v in state.items()}
+
+
+def _restored(value: Any) -> Any:
+    if isinstance(value, HostModule):
+        return np
+    if isinstance(value, list):
+        return [_restored(v) for v in value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(_restored(v) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: _restored(v) for k, v in value.items()}
+    return value
+
+
+def restore_state(state: dict[str, Any]) -> dict[str, Any]:
+    """Undo :func:`portable_state` (module markers become numpy)."""
+    return {k: _restored(v) for k, v in state.items()}

@@ -74,7 +74,7 @@ print(corpus.name, X.shape)'''),
 
 from bidlab.models import LDAGibbs
 
-learner = LDAGibbs(k=K, nsamps=20, batch_size=64, seed=0).learner(X, npasses=NPASSES)
+learner = LDAGibbs(k=K, nsamps=20, batch_size=64, seed=0).learner(X, n_passes=NPASSES)
 dash = Dashboard(learner)     # re-running this cell replaces the dashboard: one update loop
 dash'''),
         ("code", '''bubbles = TopicBubbles(learner, vocab, n_top=5)
@@ -112,10 +112,10 @@ from bidlab.models.glm import glm_sweep
 
 lrates, l2s = [0.01, 0.1, 1.0], [0.0, 1e-4]
 sweep = glm_sweep("logistic", lrate=lrates, l2=l2s, batch_size=500)
-learner = sweep.learner(X, y, npasses=NPASSES)
+learner = sweep.learner(X, y, n_passes=NPASSES)
 view = SweepView(learner, labels=[f"lrate={a:g} l2={b:g}" for a in lrates for b in l2s])
 view'''),
-        ("code", "Dashboard(learner, controls=[\"texp\", \"npasses\"])"),
+        ("code", "Dashboard(learner, controls=[\"texp\", \"n_passes\"])"),
         ("code", "learner.start()"),
         ("code", '''# Once the curves have separated (or use the button above): keep the KEEP best.
 import time
@@ -136,7 +136,7 @@ print(data.X.shape)'''),
 
 from bidlab.models.kmeans import KMeans
 
-learner = KMeans(K, random_state=0, batch_size=1000).learner(data.X, npasses=NPASSES)
+learner = KMeans(K, random_state=0, batch_size=1000).learner(data.X, n_passes=NPASSES)
 KMeansView(learner)'''),
         ("code", "Dashboard(learner)"),
         ("code", "learner.start()"),

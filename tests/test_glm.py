@@ -427,11 +427,11 @@ def test_learner_path_allocates_nothing_after_warm_up():
         try:
             sweep = glm_sweep("softmax", lrate=[0.1, 0.5], l2=[0.0, 1e-3], batch_size=500,
                               shuffle=False, random_state=0)  # the same 4 minibatches each pass
-            lrn = sweep.learner(X, y, val_every=0, npasses=1)
+            lrn = sweep.learner(X, y, val_every=0, n_passes=1)
             lrn.fit(progress=None)
             before = backend.allocations.snapshot()
             entries = bl.cache_stats()["entries"]
-            lrn.set(npasses=3, lrate=0.2)  # a live change rewrites the rate in place
+            lrn.set(n_passes=3, lrate=0.2)  # a live change rewrites the rate in place
             lrn.fit(progress=None)
             assert backend.allocations.snapshot() == before, f"ratio {ratio}: allocated"
             assert bl.cache_stats()["entries"] == entries
@@ -447,7 +447,7 @@ def test_learner_takes_live_rates_one_per_configuration():
     X = sp.random(300, 40, density=0.2, format="csr", random_state=2, dtype=np.float32)
     y = rng.integers(0, 3, 300)
     lrn = glm_sweep("softmax", lrate=[0.1, 0.5], l2=[0.0], batch_size=100).learner(
-        X, y, npasses=1)
+        X, y, n_passes=1)
     lrn.init()
     lrn.set(lrate=[0.01, 0.7])
     lrn.fit(progress=None)  # applied at the first minibatch boundary

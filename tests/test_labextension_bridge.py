@@ -40,7 +40,7 @@ def make():
     made: list[Learner] = []
 
     def make(name: str) -> Learner:
-        lr = Learner(PacedLeastSquares(), (X, y), batch_size=100, npasses=10_000, name=name)
+        lr = Learner(PacedLeastSquares(), (X, y), batch_size=100, n_passes=10_000, name=name)
         made.append(lr)
         return lr
 
@@ -305,7 +305,7 @@ def test_kernel_publishes_over_a_comm_and_obeys_commands(kernel):
     # Not through run(): execute_interactive drops the iopub messages of other parents, and
     # the bridge may open its comm (at its next 0.25 s tick after the learner registers)
     # before the execution's idle status arrives (one fresh-clone CI run lost it that way).
-    msg_id = kernel.execute('lr = Learner(Paced(), (X, y), batch_size=100, npasses=10_000, '
+    msg_id = kernel.execute('lr = Learner(Paced(), (X, y), batch_size=100, n_passes=10_000, '
                             'name="k-lsq").start()')
     msgs: list[dict[str, Any]] = []
     deadline = time.monotonic() + 20

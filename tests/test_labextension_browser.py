@@ -46,7 +46,7 @@ y = X @ rng.standard_normal((20, 1)).astype(np.float32)
 
 
 def make(name):
-    return Learner(PacedLeastSquares(), (X, y), batch_size=200, npasses=10_000, name=name)
+    return Learner(PacedLeastSquares(), (X, y), batch_size=200, n_passes=10_000, name=name)
 '''
 
 PANEL = "#bidlab-learners"

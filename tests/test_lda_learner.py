@@ -37,7 +37,7 @@ def test_learner_trains_each_method(planted, make):
     est = make()
     lr = est.learner(planted.X, val_every=4)
     lr.fit(progress=None)
-    assert lr.state == "done" and len(lr.summaries) == lr.opts.npasses
+    assert lr.state == "done" and len(lr.summaries) == lr.opts.n_passes
     assert _min_cosine(planted.topics, est.components_) > 0.9
     h = lr.history()
     val = h["score"][h["val"]]

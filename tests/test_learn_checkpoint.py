@@ -39,7 +39,7 @@ def _learner(**opts):
 
 
 def test_round_trip_is_exact(tmp_path):
-    a = _learner(npasses=3, max_steps=17, lrate=0.03)
+    a = _learner(n_passes=3, max_steps=17, lrate=0.03)
     a.fit(progress=None)
     path = a.save(str(tmp_path / "a.npz"))
     b = _learner()
@@ -59,9 +59,9 @@ def test_round_trip_is_exact(tmp_path):
 
 @pytest.mark.parametrize("stop_at", [22, 33], ids=["pass-end", "mid-pass"])
 def test_resuming_from_a_checkpoint_continues_exactly(tmp_path, stop_at):
-    straight = _learner(npasses=5)
+    straight = _learner(n_passes=5)
     straight.fit(progress=None)
-    first = _learner(npasses=5, max_steps=stop_at)  # 11 minibatches per pass
+    first = _learner(n_passes=5, max_steps=stop_at)  # 11 minibatches per pass
     first.fit(progress=None)
     first.save(str(tmp_path / "ck.npz"))
     second = _learner()
@@ -75,13 +75,13 @@ def test_resuming_from_a_checkpoint_continues_exactly(tmp_path, stop_at):
 
 def test_periodic_checkpoints_and_saving_while_running(tmp_path):
     path = tmp_path / "run.npz"
-    lr = _learner(npasses=3, checkpoint=str(path))
+    lr = _learner(n_passes=3, checkpoint=str(path))
     lr.fit(progress=None)
     ck = load_checkpoint(path)
     assert ck.meta["progress"]["pass"] == 3
     np.testing.assert_array_equal(ck.modelmats[0], lr.model.modelmats[0].data)
     # while running: the training thread writes it at a minibatch boundary
-    lr.set(npasses=1_000_000, checkpoint=None)
+    lr.set(n_passes=1_000_000, checkpoint=None)
     lr.start()
     saved = lr.save(str(tmp_path / "live.npz"), timeout=10)
     lr.stop()
@@ -91,7 +91,7 @@ def test_periodic_checkpoints_and_saving_while_running(tmp_path):
 
 
 def test_checkpoint_mismatches_are_explained(tmp_path):
-    a = _learner(npasses=1)
+    a = _learner(n_passes=1)
     a.fit(progress=None)
     a.save(str(tmp_path / "a.npz"))
     rng = np.random.default_rng(0)

@@ -32,7 +32,7 @@ def test_train_from_shards_checkpoints_and_resumes(planted):
     tmp, w = planted
     ck = tmp / "ck.npz"
     r = _bidlab("train", "lsq", "--data", str(tmp / "shards"), "--batch-size", "200",
-                "--npasses", "3", "--lrate", "0.1", "--checkpoint", str(ck), "--progress",
+                "--n_passes", "3", "--lrate", "0.1", "--checkpoint", str(ck), "--progress",
                 "text")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("done: 60 minibatches, 12000 samples")
@@ -42,7 +42,7 @@ def test_train_from_shards_checkpoints_and_resumes(planted):
     np.testing.assert_allclose(first.modelmats[0].ravel(), w, atol=1e-3)
     np.testing.assert_allclose(first.modelmats[1].ravel(), [2.0], atol=1e-3)
     r = _bidlab("train", "lsq", "--data", str(tmp / "shards"), "--batch-size", "200",
-                "--npasses", "5", "--checkpoint", str(ck), "--progress", "none")
+                "--n_passes", "5", "--checkpoint", str(ck), "--progress", "none")
     assert r.returncode == 0, r.stderr
     assert "resuming from" in r.stderr and "step 60" in r.stderr
     assert load_checkpoint(ck).meta["progress"]["step"] == 100
@@ -51,7 +51,7 @@ def test_train_from_shards_checkpoints_and_resumes(planted):
 def test_train_from_npz_in_process(planted, capsys):
     tmp, w = planted
     rc = main(["train", "lsq", "--data", str(tmp / "data.npz"), "--batch-size", "250",
-               "--npasses=4", "--val-every", "5", "--l2", "0", "--progress", "none"])
+               "--n_passes=4", "--val-every", "5", "--l2", "0", "--progress", "none"])
     out = capsys.readouterr()
     assert rc == 0, out.err
     assert out.out.startswith("done: 64 minibatches")
@@ -61,10 +61,10 @@ def test_train_from_npz_in_process(planted, capsys):
     "args, code, message",
     [
         (["train", "lsq", "--data", "DATA", "--lrate", "-1"], 2,
-         "The 'lrate' option of Grad must be a float > 0"),
+         "The 'lrate' parameter of Grad must be a float > 0"),
         (["train", "lsq", "--data", "DATA", "--lratee", "1"], 2,
          "unknown option 'lratee'. Did you mean 'lrate'"),
-        (["train", "lsq", "--data", "DATA", "--npasses"], 2, "option --npasses needs a value"),
+        (["train", "lsq", "--data", "DATA", "--n_passes"], 2, "option --n_passes needs a value"),
         (["train", "lsq", "--data", "missing.npz"], 2, "no such file or folder"),
         (["train", "lsq"], 2, "--data is required"),
         (["train", "nope", "--data", "DATA"], 2, "unknown model 'nope'; known models: "),
@@ -85,5 +85,5 @@ def test_help_lists_commands_and_model_options(capsys):
     assert "train" in capsys.readouterr().err
     assert main(["train", "lsq", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "lrate" in out and "fit_intercept" in out and "npasses" in out
+    assert "lrate" in out and "fit_intercept" in out and "n_passes" in out
     assert set(COMMANDS) >= {"train"}

@@ -247,9 +247,9 @@ def test_learner_releases_the_prefetch_thread_when_a_run_ends(tmp_path):
 
     X, y, _ = _data(n=200)
     write_shards(tmp_path, X, y, rows_per_shard=50)
-    lr = Learner(LeastSquares(), ShardSource(tmp_path, batch_size=20), Grad(), npasses=2)
+    lr = Learner(LeastSquares(), ShardSource(tmp_path, batch_size=20), Grad(), n_passes=2)
     lr.fit(progress=None)
     assert not any(t.name.startswith("bidlab-shards") for t in threading.enumerate())
-    lr.set(npasses=3)
+    lr.set(n_passes=3)
     lr.fit(progress=None)  # the stream goes on where it was
     assert lr.step == 30 and lr.summaries[-1]["pass"] == 2

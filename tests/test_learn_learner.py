@@ -53,7 +53,7 @@ def _check_solution(model, W, b, tol):
 def test_least_squares_converges_from_memory(sparse):
     X, Y, W, b = planted(sparse=sparse)
     lr = Learner(LeastSquares(), MemorySource(X, Y, batch_size=128, shuffle=True),
-                 ADAGrad(lrate=0.05, texp=0.0), npasses=8)
+                 ADAGrad(lrate=0.05, texp=0.0), n_passes=8)
     lr.fit(progress=None)
     assert lr.state == "done"
     _check_solution(lr.model, W, b, 2e-3)
@@ -73,7 +73,7 @@ def test_least_squares_on_each_backend(xp, sparse, placement):
     if device == "gpu" and placement == "data-where-trained":
         X, Y = backend.to_device(X), xp.asarray(Y)
     src = MemorySource(X, Y, batch_size=128, shuffle=True, device=device)
-    lr = Learner(LeastSquares(), src, ADAGrad(lrate=0.05, texp=0.0), npasses=8)
+    lr = Learner(LeastSquares(), src, ADAGrad(lrate=0.05, texp=0.0), n_passes=8)
     seen = []
     lr.observe(lambda s: seen.append(s.views["w"].copy()), rate=50, views={"w": 0})
     lr.fit(progress=None)
@@ -83,7 +83,7 @@ def test_least_squares_on_each_backend(xp, sparse, placement):
     assert isinstance(seen[-1], np.ndarray) and seen[-1].shape == W.shape
     np.testing.assert_array_equal(seen[-1], lr.model.coef_)  # the final snapshot
     before = backend.allocations.snapshot()[0]
-    lr.set(npasses=10)
+    lr.set(n_passes=10)
     lr.fit(progress=None)
     assert backend.allocations.snapshot()[0] == before
 
@@ -94,7 +94,7 @@ def test_least_squares_from_shards_equals_memory(tmp_path, sparse):
     write_shards(tmp_path, X, Y, rows_per_shard=300)
     models = []
     for src in (ShardSource(tmp_path, batch_size=100), MemorySource(X, Y, batch_size=100)):
-        lr = Learner(LeastSquares(), src, Grad(lrate=0.1), npasses=6)
+        lr = Learner(LeastSquares(), src, Grad(lrate=0.1), n_passes=6)
         lr.fit(progress=None)
         src.close()
         models.append(lr.model)
@@ -105,11 +105,11 @@ def test_least_squares_from_shards_equals_memory(tmp_path, sparse):
 
 def test_training_allocates_nothing_after_warm_up():
     X, Y, _, _ = planted(n=1000)
-    lr = Learner(LeastSquares(), (X, Y), Grad(lrate=0.1), batch_size=96, npasses=2)
+    lr = Learner(LeastSquares(), (X, Y), Grad(lrate=0.1), batch_size=96, n_passes=2)
     lr.fit(progress=None)
     before = backend.allocations.snapshot()[0]
     misses = bl.cache_stats()["misses"]
-    lr.set(npasses=5, lrate=0.05)  # a live change rewrites a hyperparameter in place
+    lr.set(n_passes=5, lrate=0.05)  # a live change rewrites a hyperparameter in place
     lr.fit(progress=None)
     assert backend.allocations.snapshot()[0] == before
     assert bl.cache_stats()["misses"] == misses  # no new cache entry either
@@ -117,7 +117,7 @@ def test_training_allocates_nothing_after_warm_up():
 
 def test_validation_holds_out_every_kth_minibatch():
     X, Y, _, _ = planted(n=1000)
-    lr = Learner(LeastSquares(), (X, Y), Grad(), batch_size=40, npasses=2, val_every=4)
+    lr = Learner(LeastSquares(), (X, Y), Grad(), batch_size=40, n_passes=2, val_every=4)
     lr.fit(progress=None)
     h = lr.history()
     assert len(h["step"]) == 50
@@ -161,7 +161,7 @@ def raise_from_update(step):
 def _counter_learner(**kw):
     kw.setdefault("delay", 0.002)
     model = Counter(delay=kw.pop("delay"), fail_at=kw.pop("fail_at", None))
-    opts = dict(npasses=10_000, val_every=0)
+    opts = dict(n_passes=10_000, val_every=0)
     opts.update(kw)
     return Learner(model, np.zeros((50, 1)), Grad(lrate=1.0), batch_size=1, **opts)
 
@@ -253,7 +253,7 @@ def test_stop_while_paused_and_stop_before_start():
 
 def test_observers_are_rate_limited_and_get_host_views():
     X, Y, _, _ = planted(n=500, k=3)
-    lr = Learner(LeastSquares(), (X, Y), Grad(lrate=0.05), batch_size=10, npasses=10_000)
+    lr = Learner(LeastSquares(), (X, Y), Grad(lrate=0.05), batch_size=10, n_passes=10_000)
     got = []
     lr.observe(lambda s: got.append((s.step, s.views["top"].copy(), s.metrics)), rate=20,
                views={"top": (0, 2), "b": 1, "f": lambda m: m.modelmats[0] * 2})
@@ -320,7 +320,7 @@ def test_registry_lists_live_learners_and_forgets_collected_ones():
 
 def test_fit_prints_one_summary_line_per_pass():
     X, Y, _, _ = planted(n=600)
-    lr = Learner(LeastSquares(), (X, Y), Grad(), batch_size=50, npasses=3, name="demo")
+    lr = Learner(LeastSquares(), (X, Y), Grad(), batch_size=50, n_passes=3, name="demo")
     out = io.StringIO()
     lr.fit(progress="text", file=out)
     lines = [ln.strip("\r ") for ln in out.getvalue().splitlines()]
@@ -339,7 +339,7 @@ def test_training_thread_runs_with_caching_on():
             seen.append(bl.caching_enabled())
             return super().update(batch)
 
-    lr = Learner(Probe(), np.zeros((3, 1)), Grad(), batch_size=1, npasses=1, val_every=0)
+    lr = Learner(Probe(), np.zeros((3, 1)), Grad(), batch_size=1, n_passes=1, val_every=0)
     lr.fit(progress=None)
     assert seen == [True] * 3 and not bl.caching_enabled()
 
@@ -350,7 +350,7 @@ def test_l2_mixin_gives_the_ridge_solution():
     X, Y, _, _ = planted(n=800, f=6, k=1, noise=0.5)
     l2 = 0.05
     lr = Learner(LeastSquares(), (X, Y), Grad(lrate=0.05), [L2Regularizer(l2=l2, mats=[0])],
-                 batch_size=800, npasses=400, val_every=0)
+                 batch_size=800, n_passes=400, val_every=0)
     lr.fit(progress=None)
     ridge = Ridge(alpha=l2 * 800 / 2).fit(X, Y)
     np.testing.assert_allclose(lr.model.coef_, ridge.coef_.reshape(1, -1), atol=1e-4)

@@ -21,29 +21,29 @@ def test_bad_lrate_message_names_option_range_and_value():
     with pytest.raises(OptionError) as ei:
         lr.opts.lrate = -1
     msg = str(ei.value)
-    assert msg.startswith("The 'lrate' option of Grad must be a float > 0")
-    assert "vector" in msg and "got -1 instead." in msg
+    assert msg.startswith("The 'lrate' parameter of Grad must be a float > 0")
+    assert "vector" in msg and "Got -1 instead." in msg
     assert lr.opts.lrate == 0.1  # unchanged
 
 
 @pytest.mark.parametrize(
     "name, value, fragment",
     [
-        ("npasses", 0, "an int >= 1; got 0"),
-        ("npasses", 2.5, "an int >= 1; got 2.5"),
-        ("npasses", "3", "an int >= 1; got '3'"),
-        ("val_every", True, "an int >= 0; got True"),
+        ("n_passes", 0, "an int >= 1. Got 0"),
+        ("n_passes", 2.5, "an int >= 1. Got 2.5"),
+        ("n_passes", "3", "an int >= 1. Got '3'"),
+        ("val_every", True, "an int >= 0. Got True"),
         ("momentum", 1.0,
-         "a float in [0, 1) (or a per-row / per-model-matrix vector of such); got 1 instead"),
-        ("lrate", float("nan"), "got nan"),
-        ("lrate", [0.1, -0.2], "got [0.1, -0.2]"),
+         "a float in [0, 1) (or a per-row / per-model-matrix vector of such). Got 1 instead"),
+        ("lrate", float("nan"), "Got nan"),
+        ("lrate", [0.1, -0.2], "Got [0.1, -0.2]"),
         ("l2", "big", "a float >= 0"),
-        ("checkpoint", 3, "a string or None; got 3"),
+        ("checkpoint", 3, "a string or None. Got 3"),
     ],
 )
 def test_each_bad_value_raises_in_callers_thread(name, value, fragment):
     lr = _learner()
-    with pytest.raises(OptionError, match=f"The '{name}' option of") as ei:
+    with pytest.raises(OptionError, match=f"The '{name}' parameter of") as ei:
         lr.set(**{name: value})
     assert fragment in str(ei.value)
 
@@ -52,10 +52,10 @@ def test_set_is_all_or_nothing_and_versions_count():
     lr = _learner()
     v0 = lr.opts.version
     with pytest.raises(OptionError):
-        lr.set(lrate=0.5, npasses=-3)
+        lr.set(lrate=0.5, n_passes=-3)
     assert lr.opts.lrate == 0.1 and lr.opts.version == v0
-    v = lr.set(lrate=0.5, npasses=3)
-    assert v == v0 + 1 and lr.opts.lrate == 0.5 and lr.opts.npasses == 3
+    v = lr.set(lrate=0.5, n_passes=3)
+    assert v == v0 + 1 and lr.opts.lrate == 0.5 and lr.opts.n_passes == 3
     assert lr.opts.value_at("lrate", v0) == 0.1 and lr.opts.value_at("lrate", v) == 0.5
 
 
@@ -80,12 +80,12 @@ def test_vector_hyperparameters_check_lengths_against_the_model():
 
 
 def test_component_constructor_validates_and_what_prints_flat():
-    with pytest.raises(OptionError, match="The 'vexp' option of ADAGrad must be a float >= 0"):
+    with pytest.raises(OptionError, match="The 'vexp' parameter of ADAGrad must be a float >= 0"):
         ADAGrad(vexp=-1)
-    lr = _learner(npasses=4)
+    lr = _learner(n_passes=4)
     text = lr.opts.what()
     lines = text.splitlines()
-    assert any(line.startswith("npasses") and "= 4" in line for line in lines)
+    assert any(line.startswith("n_passes") and "= 4" in line for line in lines)
     assert any(line.startswith("l2 ") and "L2Regularizer" in line for line in lines)
     assert len(lines) == len(lr.opts.specs)
 
@@ -94,7 +94,7 @@ def test_non_live_option_refused_while_running():
     opts = Options([Option("a", int, 1, "doc", live=False, owner="X"),
                     Option("b", float, 1.0, "doc", owner="X")])
     opts.set_running(True)
-    with pytest.raises(OptionError, match="The 'a' option of X cannot change while training"):
+    with pytest.raises(OptionError, match="The 'a' parameter of X cannot change while training"):
         opts.a = 2
     opts.b = 2.0
     assert opts.take_changes() == (1, {"b": 2.0})
@@ -105,7 +105,7 @@ def test_parse_from_command_line_text():
     spec = Option("lrate", float, 0.1, "doc", low=0, low_open=True, vector=True, owner="Grad")
     assert spec.parse("0.5") == 0.5
     assert spec.parse("0.1,0.2") == (0.1, 0.2)
-    with pytest.raises(OptionError, match="got 'abc' instead"):
+    with pytest.raises(OptionError, match="Got 'abc' instead"):
         spec.parse("abc")
     flag = Option("isprob", bool, False, "doc", owner="IncNorm")
     assert flag.parse("yes") is True and flag.parse("0") is False

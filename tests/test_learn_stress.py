@@ -17,7 +17,7 @@ def test_random_control_calls_never_deadlock_and_leave_a_finite_model(tmp_path):
     X = rng.standard_normal((2000, 10)).astype(np.float32)
     Y = (X @ rng.standard_normal((10, 2)) + 0.1).astype(np.float32)
     lr = Learner(LeastSquares(), MemorySource(X, Y, batch_size=50, shuffle=True),
-                 ADAGrad(lrate=0.01), [L2Regularizer(l2=1e-4)], npasses=1_000_000)
+                 ADAGrad(lrate=0.01), [L2Regularizer(l2=1e-4)], n_passes=1_000_000)
     delivered = []
     lr.start()
     counts: dict[str, int] = {}

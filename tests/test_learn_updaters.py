@@ -61,7 +61,7 @@ class Positive(Scripted):
 def _run(updater, steps, mixins=(), model_class=Scripted, **opts):
     model = model_class()
     data = np.zeros((steps, 1))
-    lr = Learner(model, data, updater, list(mixins), batch_size=1, npasses=1, val_every=0,
+    lr = Learner(model, data, updater, list(mixins), batch_size=1, n_passes=1, val_every=0,
                  **opts)
     lr.init()
     start = [m.data.copy() for m in model.modelmats]
@@ -88,7 +88,7 @@ def test_grad_with_decay_momentum_and_per_row_lrate():
 def test_grad_per_row_vector_applies_row_by_row():
     rows = [0.1, 0.2, 0.3, 0.4]  # fits the 4 rows of matrix 1 but not the 2 of matrix 0
     model = Scripted()
-    lr = Learner(model, np.zeros((1, 1)), Grad(), batch_size=1, npasses=1, val_every=0)
+    lr = Learner(model, np.zeros((1, 1)), Grad(), batch_size=1, n_passes=1, val_every=0)
     lr.init()
     with pytest.raises(ValueError, match="has 4 values, but the model matrices have 2, 4 rows"):
         lr.updater.lrate.fill(rows)
@@ -150,7 +150,7 @@ def test_batch_replace_and_step():
 
 def test_batch_applies_only_at_the_pass_end():
     model = Scripted()
-    lr = Learner(model, np.zeros((4, 1)), Batch(), batch_size=1, npasses=1, val_every=0,
+    lr = Learner(model, np.zeros((4, 1)), Batch(), batch_size=1, n_passes=1, val_every=0,
                  max_steps=3)
     lr.init()
     start = model.modelmats[0].data.copy()
@@ -171,7 +171,7 @@ def test_l1_and_l2_mixins_add_their_gradients_and_report_kpis():
 def test_mixin_kpis_in_metrics():
     model = Scripted()
     lr = Learner(model, np.zeros((3, 1)), Grad(lrate=0.1),
-                 [L1Regularizer(l1=0.3), L2Regularizer(l2=0.5)], batch_size=1, npasses=1,
+                 [L1Regularizer(l1=0.3), L2Regularizer(l2=0.5)], batch_size=1, n_passes=1,
                  val_every=0)
     lr.fit(progress=None)
     w = [m.data for m in model.modelmats]
@@ -241,7 +241,7 @@ def _layouts_run(make_updater, dtype, update_order=None, generic=False, monkeypa
     model = Layouts(dtype, update_order)
     mixins = [L1Regularizer(l1=[0.01, 0.02, 0.0, 0.03, 0.01, 0.02]),
               L2Regularizer(l2=0.05)]
-    lr = Learner(model, np.zeros((5, 1)), make_updater(), mixins, batch_size=1, npasses=1,
+    lr = Learner(model, np.zeros((5, 1)), make_updater(), mixins, batch_size=1, n_passes=1,
                  val_every=0)
     lr.fit(progress=None)
     state = {k: v.data.copy() for k, v in lr.updater.state().items()}
@@ -270,7 +270,7 @@ def test_fused_cpu_steps_equal_the_ufunc_steps_bit_for_bit(make, dtype, monkeypa
 def test_updater_state_follows_each_model_matrix_layout():
     model = Layouts(np.float32)
     lr = Learner(model, np.zeros((2, 1)), ADAGrad(momentum=0.5), [L2Regularizer(l2=0.1)],
-                 batch_size=1, npasses=1, val_every=0)
+                 batch_size=1, n_passes=1, val_every=0)
     lr.fit(progress=None)  # momentum: the generic path, with its velocity buffers
     assert [backend.order_of(m.data) for m in model.modelmats] == ["C", "F"]
     for i, m in enumerate(model.modelmats):

@@ -30,7 +30,7 @@ def _learner(name: str) -> Learner:
     X = rng.standard_normal((40_000, 200)).astype(np.float32)
     y = (X @ rng.standard_normal((200, 1))).astype(np.float32)
     return Learner(LeastSquares(), (X, y), Grad(lrate=0.01), batch_size=2000,
-                   npasses=100_000, name=name)
+                   n_passes=100_000, name=name)
 
 
 def _pump_threads(lr: Learner) -> list[threading.Thread]:

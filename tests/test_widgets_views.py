@@ -25,7 +25,7 @@ from bidlab.models import LDAGibbs  # noqa: E402
 @pytest.fixture
 def bubbles():
     corpus = synthetic_lda_corpus(n_docs=60, n_words=40, k=3, seed=0)
-    learner = LDAGibbs(k=3, nsamps=2, batch_size=20, seed=0).learner(corpus.X, npasses=1)
+    learner = LDAGibbs(k=3, nsamps=2, batch_size=20, seed=0).learner(corpus.X, n_passes=1)
     view = TopicBubbles(learner, corpus.vocab, n_top=2)
     sent: list[dict[str, Any]] = []
 
@@ -122,7 +122,7 @@ def test_bubble_rows_hold_words_near_the_top(bubbles) -> None:
 
 def test_bubble_rows_keep_near_words_while_rows_are_free() -> None:
     corpus = synthetic_lda_corpus(n_docs=60, n_words=40, k=3, seed=0)
-    learner = LDAGibbs(k=3, nsamps=2, batch_size=20, seed=0).learner(corpus.X, npasses=1)
+    learner = LDAGibbs(k=3, nsamps=2, batch_size=20, seed=0).learner(corpus.X, n_passes=1)
     view = TopicBubbles(learner, corpus.vocab, n_top=2)
     try:
         s = np.full((3, 40), 1.0)
@@ -163,7 +163,7 @@ def test_top_words_list_follows_sets_at_once_and_order_at_most_every_second(bubb
 
 def test_throughput_line_is_written_at_most_four_times_a_second() -> None:
     corpus = synthetic_lda_corpus(n_docs=40, n_words=30, k=2, seed=0)
-    learner = LDAGibbs(k=2, nsamps=2, batch_size=20, seed=0).learner(corpus.X, npasses=1)
+    learner = LDAGibbs(k=2, nsamps=2, batch_size=20, seed=0).learner(corpus.X, n_passes=1)
     dash = Dashboard(learner)
     try:
         dash.pump.stop()
@@ -184,7 +184,7 @@ def test_throughput_line_is_written_at_most_four_times_a_second() -> None:
 
 def test_progress_bar_is_sent_per_mille() -> None:
     corpus = synthetic_lda_corpus(n_docs=40, n_words=30, k=2, seed=0)
-    learner = LDAGibbs(k=2, nsamps=2, batch_size=20, seed=0).learner(corpus.X, npasses=1)
+    learner = LDAGibbs(k=2, nsamps=2, batch_size=20, seed=0).learner(corpus.X, n_passes=1)
     dash = Dashboard(learner)
     try:
         changes: list[float] = []
@@ -209,7 +209,7 @@ def test_score_chart_has_a_static_legend_not_a_bokeh_one() -> None:
     from bokeh.models import HoverTool, Legend
 
     corpus = synthetic_lda_corpus(n_docs=40, n_words=30, k=2, seed=0)
-    learner = LDAGibbs(k=2, nsamps=2, batch_size=20, seed=0).learner(corpus.X, npasses=1)
+    learner = LDAGibbs(k=2, nsamps=2, batch_size=20, seed=0).learner(corpus.X, n_passes=1)
     dash = Dashboard(learner)
     try:
         fig = next(iter(dash.source.document.roots))
@@ -234,7 +234,7 @@ def test_sweep_curves_are_named_by_configuration_without_a_bokeh_legend() -> Non
     X = rng.standard_normal((200, 5))
     y = (X[:, 0] > 0).astype(float)
     learner = glm_sweep("logistic", lrate=[0.1, 1.0], l2=[0.0], batch_size=50).learner(
-        X, y, npasses=1)
+        X, y, n_passes=1)
     labels = ["lrate=0.1", "lrate=1"]
     view = SweepView(learner, labels=labels)
     try:
@@ -258,7 +258,7 @@ def test_freezing_keeps_per_configuration_rates_of_the_winners() -> None:
     X = rng.standard_normal((120, 4))
     y = rng.integers(0, 3, 120)
     learner = glm_sweep("softmax", lrate=[0.1, 1.0], l2=[0.0, 1e-3], batch_size=40).learner(
-        X, y, npasses=1)
+        X, y, n_passes=1)
     learner.init()
     learner.set(lrate=[0.1, 0.2, 0.3, 0.4])  # one per configuration (4 targets x 3 classes)
     view = SweepView(learner)

@@ -79,7 +79,7 @@ def _harness() -> Any:
 # dashboard anywhere), which earlier runs of this benchmark counted against the dashboard.
 # (Since the sampler skips unheated words' temperatures the gap is 0-4 %; like with like still.)
 _BARE = """
-bare = LDAGibbs(k=K, nsamps=20, batch_size=64, seed=0).learner(X, npasses=NPASSES)
+bare = LDAGibbs(k=K, nsamps=20, batch_size=64, seed=0).learner(X, n_passes=NPASSES)
 bare.start(); bare.pause()
 _bench_T = learner.estimator.temperature
 for _t, _w in zip(*__import__('numpy').nonzero(_bench_T != 1.0)):
@@ -242,7 +242,7 @@ def paused_learner(X: Any, k: int) -> Any:
     its first minibatch (compiled, counts initialised): ready for :func:`train_window`."""
     from bidlab.models import LDAGibbs
 
-    lr = LDAGibbs(k=k, nsamps=20, batch_size=64, seed=0).learner(X, npasses=100_000)
+    lr = LDAGibbs(k=k, nsamps=20, batch_size=64, seed=0).learner(X, n_passes=100_000)
     lr.start()
     lr.pause(wait=True)
     return lr

@@ -140,7 +140,7 @@ def learner_loop(model: Model, source: DataSource, steps: int, observe: bool = F
     """Median seconds per minibatch of the learner loop, and its throughput."""
     if est is not None:
         est.reset()
-    lr = Learner(model, source, NoUpdate(), npasses=10**9, max_steps=steps, val_every=0,
+    lr = Learner(model, source, NoUpdate(), n_passes=10**9, max_steps=steps, val_every=0,
                  name="bench")
     delivered = []
     if observe:

@@ -110,6 +110,13 @@ class Component(Configurable):
         super().__init__(**options)
         self._hypers: dict[str, Hyper] = {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable anywhere: array modules become markers, device arrays host copies."""
+        return backend.portable_state(self.__dict__)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(backend.restore_state(state))
+
     def hyper(self, name: str, shapes: list[tuple[int, int]], xp: Any, dtype: Any,
               groups: Any = None) -> Hyper:
         """The (new) :class:`Hyper` of option ``name`` for matrices of ``shapes``

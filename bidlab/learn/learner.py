@@ -2,7 +2,7 @@
 
 Two ways to run the same loop::
 
-    lr = Learner(LeastSquares(), (X, y), Grad(lrate=0.1), batch_size=500, npasses=5)
+    lr = Learner(LeastSquares(), (X, y), Grad(lrate=0.1), batch_size=500, n_passes=5)
     lr.fit()                 # blocks; a progress bar and one summary line per pass
 
     lr.start()               # returns at once; training runs in a background thread
@@ -79,7 +79,7 @@ class Learner(Configurable):
     """
 
     OPTIONS = (
-        Option("npasses", int, 10, "passes over the data", low=1),
+        Option("n_passes", int, 10, "passes over the data", low=1),
         Option("max_steps", int, None, "stop after this many minibatches (None: no limit)",
                low=1, none_ok=True),
         Option("val_every", int, 11, "hold out every k-th minibatch of a pass for "
@@ -238,7 +238,7 @@ class Learner(Configurable):
         return True
 
     def fit(self, progress: str | None = "auto", file: Any = None) -> Learner:
-        """Train until ``npasses`` (or ``max_steps``) are done, showing progress; blocks.
+        """Train until ``n_passes`` (or ``max_steps``) are done, showing progress; blocks.
 
         ``progress``: ``"auto"`` (tqdm.auto, else a text line), ``"text"``, ``"tqdm"`` or
         None. Interrupting (Ctrl-C / kernel interrupt) stops the learner cleanly and
@@ -278,7 +278,7 @@ class Learner(Configurable):
         """Fraction done (0..1) by passes, or by ``max_steps`` when that comes first."""
         p, i = self._pos
         bpp = self.source.batches_per_pass
-        frac = (p + (i / bpp if bpp else 0.0)) / self.opts.npasses
+        frac = (p + (i / bpp if bpp else 0.0)) / self.opts.n_passes
         if self.opts.max_steps:
             frac = max(frac, self.step / self.opts.max_steps)
         return float(min(1.0, frac))
@@ -337,7 +337,7 @@ class Learner(Configurable):
     def load(self, path: str) -> Learner:
         """Restore model matrices, updater state, options and progress from a checkpoint.
 
-        Only while not running. Set options (e.g. a larger ``npasses``) after loading;
+        Only while not running. Set options (e.g. a larger ``n_passes``) after loading;
         ``start()`` / ``fit()`` then continue where the checkpoint left off.
         """
         with self._cond:
@@ -520,7 +520,7 @@ class Learner(Configurable):
                 return "stopped"
             p, _ = src.position
             max_steps = opts.max_steps
-            if p >= opts.npasses or (max_steps is not None and self.step >= max_steps):
+            if p >= opts.n_passes or (max_steps is not None and self.step >= max_steps):
                 return "done"
             t0 = time.perf_counter()
             batch = src.next()
@@ -574,7 +574,7 @@ class Learner(Configurable):
         secs = max(st.seconds, 1e-12)
         summary = {
             "pass": pass_,
-            "npasses": self.opts.npasses,
+            "n_passes": self.opts.n_passes,
             "progress": self.progress,
             "train_score": st.train,
             "val_score": st.val,
@@ -618,7 +618,7 @@ class Learner(Configurable):
             "step": self.step,
             "pass": pass_,
             "index": index,
-            "npasses": self.opts.npasses,
+            "n_passes": self.opts.n_passes,
             "progress": self.progress,
             "samples": self.samples,
             "train_score": self._last_train,

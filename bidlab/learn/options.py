@@ -12,8 +12,12 @@ tables into one flat :class:`Options` set, which is what ``learner.opts`` is::
 Validation happens at once in the thread that sets the value, so a bad value raises
 there with one message shape, e.g.::
 
-    The 'lrate' option of Grad must be a float > 0 (or a vector of such, one per row of a
-    model matrix or one per model matrix); got -1 instead.
+    The 'lrate' parameter of Grad must be a float > 0 (or a per-row / per-model-matrix
+    vector of such). Got -1 instead.
+
+Estimators declare their constructor parameters with the same :class:`Option` rows and
+check them in ``fit`` with :func:`validate_params`, so a bad value reads the same whether
+it was given to ``GLM(lrate=-1)`` or ``learner.set(lrate=-1)``.
 
 A valid change is queued; the training thread takes the queued changes at the next
 minibatch boundary (:meth:`Options.take_changes`) and the ``version`` counter tells which
@@ -31,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Option", "Options", "OptionError", "Configurable"]
+__all__ = ["Option", "Options", "OptionError", "Configurable", "validate_params"]
 
 
 class OptionError(ValueError):
@@ -55,6 +59,10 @@ class Option:
         vector: a float option that also takes a vector (one value per row of a model
             matrix, or one value per model matrix): a hyperparameter.
         none_ok: None is an allowed value (e.g. "no checkpoint").
+        test: a custom check ``test(value) -> bool`` for values no type/range row can
+            describe (e.g. "a link name or a list of link names"); with ``text``, the
+            allowed values in words. The value is kept as given.
+        text: the allowed values in words for ``test`` (completes "must be ...").
         owner: the component class that declared it (filled in by :class:`Configurable`).
     """
 
@@ -70,11 +78,15 @@ class Option:
     live: bool = True
     vector: bool = False
     none_ok: bool = False
+    test: Callable[[Any], bool] | None = None
+    text: str | None = None
     owner: str = ""
 
     # -- description ---------------------------------------------------------------------
     def allowed(self) -> str:
         """The allowed values in words, e.g. ``a float > 0`` or ``an int in [1, 1000]``."""
+        if self.text is not None:
+            return self.text
         if self.choices is not None:
             text = "one of " + ", ".join(repr(c) for c in self.choices)
         elif self.type is bool:
@@ -99,16 +111,27 @@ class Option:
         return text
 
     def error(self, value: Any, extra: str = "") -> OptionError:
-        """The one message shape for a bad value."""
+        """The one message shape for a bad value (learner options and estimator
+        parameters alike)."""
         owner = self.owner or "this learner"
         return OptionError(
-            f"The {self.name!r} option of {owner} must be {self.allowed()}{extra}; "
-            f"got {_show(value)} instead."
+            f"The {self.name!r} parameter of {owner} must be {self.allowed()}{extra}. "
+            f"Got {_show(value)} instead."
         )
 
     # -- checking -------------------------------------------------------------------------
     def check(self, value: Any, vector_lengths: set[int] | None = None) -> Any:
         """Return ``value`` normalised (ints to float, vectors to tuples) or raise."""
+        if self.test is not None:
+            if value is None and self.none_ok:
+                return None
+            try:
+                ok = bool(self.test(value))
+            except Exception:  # a check that cannot even look at the value: a bad value
+                ok = False
+            if not ok:
+                raise self.error(value)
+            return value
         if value is None:
             if self.none_ok:
                 return None
@@ -230,6 +253,21 @@ class Options:
         for spec in specs:
             self.declare(spec)
 
+    # -- pickling -------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """Values, tables and history; not the lock nor cross-option validators (closures
+        of the learner that added them; a new learner adds its own)."""
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_validators")}
+        state["_running"] = False
+        state["_pending"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+        object.__setattr__(self, "_lock", threading.Lock())
+        object.__setattr__(self, "_validators", [])
+
     # -- declaring ------------------------------------------------------------------------
     def declare(self, spec: Option, value: Any = None, has_value: bool = False) -> None:
         """Add one option (its default, or ``value`` when ``has_value``)."""
@@ -307,7 +345,7 @@ class Options:
                 raise OptionError(self._unknown(name))
             if self._running and not spec.live:
                 raise OptionError(
-                    f"The {name!r} option of {spec.owner or 'this learner'} cannot change "
+                    f"The {name!r} parameter of {spec.owner or 'this learner'} cannot change "
                     "while training runs (it is not live): stop() the learner, set it, and "
                     "start() again."
                 )
@@ -388,6 +426,20 @@ class Options:
         p.text(self.what())
 
 
+def validate_params(owner: str, table: Iterable[Option], params: dict[str, Any]) -> None:
+    """Check an estimator's constructor parameters against its :class:`Option` table.
+
+    Raises :class:`OptionError` (a ``ValueError``) on the first bad value, with the one
+    message shape: ``The 'lrate' parameter of GLM must be a float > 0. Got -1 instead.``
+    Values are only checked, never changed (scikit-learn's ``get_params`` contract).
+    """
+    for spec in table:
+        if spec.name not in params:
+            continue
+        named = spec if spec.owner == owner else Option(**{**spec.__dict__, "owner": owner})
+        named.check(params[spec.name])
+
+
 class Configurable:
     """Base of every learner component: declares ``OPTIONS`` and takes their values.
 
@@ -399,6 +451,14 @@ class Configurable:
     """
 
     OPTIONS: Sequence[Option] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """bidlab's own components may be saved with :func:`bidlab.learn.persist.save_object`."""
+        super().__init_subclass__(**kwargs)
+        if cls.__module__.startswith("bidlab."):
+            from bidlab.learn.persist import persistable
+
+            persistable(cls)
 
     def __init__(self, **options: Any) -> None:
         self.opts = Options(self.option_table())

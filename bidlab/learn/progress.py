@@ -30,7 +30,7 @@ def human(x: float, unit: str = "") -> str:
 def format_summary(s: dict[str, Any]) -> str:
     """One BIDMach-style line from a pass summary dict."""
     parts = [
-        f"pass {s['pass'] + 1:>3}/{s['npasses']}",
+        f"pass {s['pass'] + 1:>3}/{s['n_passes']}",
         f"{100 * s['progress']:5.1f}%",
         f"train {s['train_score']:.6g}",
         f"val {s['val_score']:.6g}" if s["val_score"] == s["val_score"] else "val n/a",

@@ -112,6 +112,10 @@ class Mat:
             self._t = t
         return self._t
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as its host (numpy) array: loads without CuPy, with a fresh GUID."""
+        return (Mat, (self.numpy(),))
+
     def numpy(self) -> np.ndarray:
         """A host (numpy) copy, or the array itself when already on the host."""
         return np.asarray(backend.to_host(self._data))

@@ -250,6 +250,10 @@ class SMat:
             self._t = SparseTranspose(self)
         return self._t
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles as a host scipy CSR matrix: loads without CuPy, with a fresh GUID."""
+        return (SMat, (self.numpy(),))
+
     def numpy(self) -> Any:
         """A host scipy CSR copy."""
         return backend.to_host(self.csr).copy()

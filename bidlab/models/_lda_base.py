@@ -452,7 +452,7 @@ class LDABase:
         ``start()`` runs it in a background thread (``pause`` / ``resume`` / ``stop``,
         live options such as ``alpha`` or ``e_iters``, ``observe`` for snapshots,
         checkpoints); ``fit()`` runs it in the foreground with a progress bar. Options are
-        the learner's (``npasses``, ``val_every``, ...) and the model's. For
+        the learner's (``n_passes``, ``val_every``, ...) and the model's. For
         :class:`LDAGibbs` it also sets and logs temperatures (``set_temperature``).
         The estimator is trained in place: ``components_`` etc. follow the learner.
         """

@@ -193,7 +193,7 @@ class LDALearner(Learner):
 
 def make_learner(est: Any, X: Any, **options: Any) -> LDALearner:
     """The live learner for estimator ``est`` on documents x vocabulary counts ``X``."""
-    npasses = int(options.pop("npasses", est.n_passes))
+    n_passes = int(options.pop("n_passes", est.n_passes))
     if est._V is not None and est._total_docs is not None:
         X = est._counts(X)
         X = est._to_model_device(X)
@@ -203,7 +203,7 @@ def make_learner(est: Any, X: Any, **options: Any) -> LDALearner:
         est._reset()
         X = est._prepare(X)
         est._total_docs = max(int(X.shape[0]), 1)
-        est._plan(npasses)
+        est._plan(n_passes)
     if hasattr(est, "_fold_scale"):
         est._fold_scale()  # the updater moves NT itself: no lazy scale on this path
     model = LDALearnModel(est, alpha=est.alpha, beta=est.beta, e_iters=est.e_iters)
@@ -217,7 +217,7 @@ def make_learner(est: Any, X: Any, **options: Any) -> LDALearner:
                                   owner="LDALearnModel"), est.nsamps, has_value=True)
     lr = LDALearner(model, X, updater, name=options.pop("name", type(est).__name__.lower()),
                     batch_size=min(est.batch_size, max(int(X.shape[0]), 1)),
-                    npasses=npasses, **options)
+                    n_passes=n_passes, **options)
     if hasattr(est, "_learner_ref"):
         est._learner_ref = weakref.ref(lr)
     return lr

@@ -331,7 +331,7 @@ class GLM(BaseEstimator):
         source = MemorySource(X, self._xp().asarray(Ye), batch_size=self.batch_size,
                               shuffle=self.shuffle, seed=seed)
         model = GLMModel(lay, self.targets_.enc_col)
-        options.setdefault("npasses", self.n_epochs)
+        options.setdefault("n_passes", self.n_epochs)
         lrn = Learner(model, source, step, mixins, name="glm", **options).init()
         # the estimator reads the learner's live weights through transposed views
         self.core_.W = bl.Mat(model.modelmats[0].data.T)

@@ -172,7 +172,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         """A live :class:`bidlab.learn.Learner` running minibatch k-means on ``X``.
 
         Centres start from ``init`` (k-means++ or random rows, seeded by ``random_state``);
-        ``batch_size`` rows per minibatch; ``options`` are learner options (``npasses``,
+        ``batch_size`` rows per minibatch; ``options`` are learner options (``n_passes``,
         ``lrate`` to damp the steps, ...). See :mod:`bidlab.models._kmeans_learn`.
         """
         from bidlab.learn import Grad, Learner, MemorySource
@@ -187,7 +187,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         model = KMeansLearnModel(np.asarray(backend.to_host(C)))
         source = MemorySource(X, batch_size=min(self.batch_size, X.shape[0]), shuffle=True,
                               seed=int(rng.integers(1 << 31)))
-        options.setdefault("npasses", self.max_iter)
+        options.setdefault("n_passes", self.max_iter)
         return Learner(model, source, Grad(lrate=options.pop("lrate", 1.0)),
                        name=options.pop("name", "kmeans"), **options).init()
 

@@ -1,0 +1,80 @@
+"""The base class of bidlab's scikit-learn estimators.
+
+Every estimator (``LDA``, ``LDAGibbs``, ``GLM``, ``KMeans``, ...) is a thin scikit-learn
+face on one :class:`bidlab.learn.Model` trained by the :class:`bidlab.learn.Learner`. What
+they share lives here:
+
+* ``PARAMS``: the constructor parameters as :class:`bidlab.learn.Option` rows, the same
+  table style as learner options; :meth:`_validate_params` (called in ``fit``, never in
+  ``__init__``) raises ``The 'lrate' parameter of GLM must be a float > 0. Got -1 instead.``
+* pickling that works anywhere: a live learner's thread is not part of the state, array
+  modules and device arrays are saved as numpy (a GPU-trained model unpickles without CuPy);
+* :meth:`save` / :meth:`load`: the pickle-free safe format of :mod:`bidlab.learn.persist`
+  (an ``.npz`` of numbers plus JSON; loading runs no code from the file).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+from sklearn.base import BaseEstimator
+
+from bidlab import backend
+from bidlab.learn.checkpoint import CheckpointError
+from bidlab.learn.options import Option, validate_params
+from bidlab.learn.persist import load_object, persistable, save_object
+
+__all__ = ["BidlabEstimator", "load"]
+
+
+class BidlabEstimator(BaseEstimator):
+    """Parameter table, pickling and safe save/load for bidlab's estimators.
+
+    Subclasses set ``PARAMS`` (one :class:`Option` per constructor parameter) and list in
+    ``TRANSIENT`` the attributes that must not be pickled or saved (e.g. a live learner).
+    """
+
+    PARAMS: ClassVar[tuple[Option, ...]] = ()
+    TRANSIENT: ClassVar[tuple[str, ...]] = ("_learner",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__module__.startswith("bidlab."):
+            persistable(cls)
+
+    def _validate_params(self) -> None:
+        """Check every constructor parameter against ``PARAMS`` (one message shape)."""
+        validate_params(type(self).__name__, self.PARAMS, self.get_params(deep=False))
+
+    # -- pickling -------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        for name in self.TRANSIENT:
+            state.pop(name, None)
+        return backend.portable_state(state)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(backend.restore_state(state))
+
+    # -- safe files -----------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write this estimator (parameters and fitted state) to ``path`` atomically, in the
+        pickle-free format; :meth:`load` (or :func:`bidlab.models.load`) reads it back."""
+        return save_object(path, self, meta={"estimator": type(self).__name__})
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> BidlabEstimator:
+        """Read an estimator written by :meth:`save`; it must be a ``cls``."""
+        obj = load_object(path)
+        if not isinstance(obj, cls):
+            raise CheckpointError(f"{path} holds a {type(obj).__name__}, not a {cls.__name__}: "
+                                  f"load it with {type(obj).__name__}.load or "
+                                  "bidlab.models.load")
+        return obj
+
+
+def load(path: str | os.PathLike) -> BidlabEstimator:
+    """Read any estimator written by ``save(path)``."""
+    return BidlabEstimator.load(path)
