@@ -10,10 +10,10 @@ What can be saved: None, bools, ints, floats, strings; lists, tuples, sets and d
 numpy arrays (numbers in the ``.npz``; strings and small object-free arrays in the JSON),
 numpy scalars and dtypes; ``Mat`` / ``SMat`` and scipy sparse matrices (as host arrays, so
 a model trained on a GPU loads without CuPy); ``numpy.random`` generators (their state);
-the types ``int``, ``float``, ``bool``, ``str``; array modules (as numpy); and objects of registered classes, through
-their ``__getstate__`` / ``__setstate__`` or ``__dict__``. An object met twice is saved
-once and comes back shared. Anything else (a function, an open file, a thread) is refused
-at save time with the attribute path that holds it.
+the types ``int``, ``float``, ``bool``, ``str``; array modules (as numpy); and objects of
+registered classes, through their ``__getstate__`` / ``__setstate__`` or ``__dict__``.
+An object met twice is saved once and comes back shared. Anything else (a function, an
+open file, a thread) is refused at save time with the attribute path that holds it.
 """
 
 from __future__ import annotations
