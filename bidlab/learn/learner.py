@@ -131,6 +131,7 @@ class Learner(Configurable):
         self._error: BaseException | None = None
         self.traceback: str | None = None
         self._saves: list[_SaveRequest] = []
+        self._tick: Any = None  # fit()'s progress display, called from the loop
 
         self._pos = (0, 0)  # (pass, index) of the next minibatch
         self.step = 0  # minibatches processed so far (train + validation)
@@ -178,23 +179,27 @@ class Learner(Configurable):
         the learner is running or paused.
         """
         with self._cond:
-            if self._state in _ACTIVE:
-                raise RuntimeError(
-                    f"Learner {self.name!r} is already {self._state}: a learner runs one "
-                    "training loop at a time. Call stop() (then start() to continue), "
-                    "resume() a paused one, or join() to wait for it.")
-            if self._thread is not None:
-                self._thread.join()  # a finished thread that is exiting
-            self._stop_req = self._pause_req = False
-            self._error = None
-            self.traceback = None
-            self._state = "running"
-            self._done.clear()
-            self.opts.set_running(True)
+            self._begin()
             self._thread = threading.Thread(target=self._run, name=f"bidlab-learner-{self.name}",
                                             daemon=True)
             self._thread.start()
         return self
+
+    def _begin(self) -> None:
+        """Move to ``running`` (caller holds the lock)."""
+        if self._state in _ACTIVE:
+            raise RuntimeError(
+                f"Learner {self.name!r} is already {self._state}: a learner runs one "
+                "training loop at a time. Call stop() (then start() to continue), "
+                "resume() a paused one, or join() to wait for it.")
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()  # a finished thread that is exiting
+        self._stop_req = self._pause_req = False
+        self._error = None
+        self.traceback = None
+        self._state = "running"
+        self._done.clear()
+        self.opts.set_running(True)
 
     def pause(self, wait: bool = False, timeout: float | None = 10.0) -> None:
         """Ask the loop to pause at the next minibatch boundary (``wait``: until it has)."""
@@ -221,40 +226,70 @@ class Learner(Configurable):
         with self._cond:
             self._stop_req = True
             self._cond.notify_all()
-            thread = self._thread
-        if wait and thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
+        if wait:
+            self._wait_done(timeout)
         return self._state
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the loop to end; True when it has. Re-raises a training failure."""
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-            if thread.is_alive():
-                return False
+        if not self._wait_done(timeout):
+            return False
         if self._state == "failed" and self._error is not None:
             raise self._error
         return True
 
-    def fit(self, progress: str | None = "auto", file: Any = None) -> Learner:
+    def _wait_done(self, timeout: float | None) -> bool:
+        """Wait for the running loop (in its own thread or in a caller's fit) to end."""
+        with self._cond:
+            thread = self._thread
+        if thread is threading.current_thread():
+            return True  # the loop's own thread: it has ended or is ending
+        if thread is not None and thread.name.startswith("bidlab-learner-"):
+            thread.join(timeout)
+            return not thread.is_alive()
+        return self._done.wait(timeout)
+
+    def fit(self, progress: str | None = "auto", file: Any = None,
+            background: bool = False) -> Learner:
         """Train until ``n_passes`` (or ``max_steps``) are done, showing progress; blocks.
 
-        ``progress``: ``"auto"`` (tqdm.auto, else a text line), ``"text"``, ``"tqdm"`` or
-        None. Interrupting (Ctrl-C / kernel interrupt) stops the learner cleanly and
-        re-raises. A training failure is re-raised here.
+        The loop runs in the calling thread (what the estimators' ``fit`` does), so no
+        thread is involved and the learner can be stopped from another thread or by
+        Ctrl-C; ``background=True`` runs it in the training thread and waits, as
+        ``start()`` + ``join()`` would. ``progress``: ``"auto"`` (tqdm.auto, else a text
+        line), ``"text"``, ``"tqdm"`` or None. Interrupting (Ctrl-C / kernel interrupt)
+        stops the learner cleanly (state ``stopped``, model consistent) and re-raises. A
+        training failure is re-raised here.
         """
-        self.start()
         disp = make_progress(progress, self.name, file)
-        try:
-            while not self._done.wait(0.1):
-                self._drain_lines(disp)
-                disp.update(self.progress, self._postfix())
+
+        def tick() -> None:
             self._drain_lines(disp)
             disp.update(self.progress, self._postfix())
-        except KeyboardInterrupt:
-            self.stop()
-            raise
+
+        try:
+            if background:
+                self.start()
+                try:
+                    while not self._done.wait(0.1):
+                        tick()
+                except KeyboardInterrupt:
+                    self.stop()
+                    raise
+            else:
+                with self._cond:
+                    self._begin()
+                    self._thread = threading.current_thread()
+                self._tick = tick
+                try:
+                    self._run()
+                finally:
+                    self._tick = None
+                    with self._cond:
+                        self._thread = None
+                if isinstance(self._error, KeyboardInterrupt):
+                    raise self._error
+            tick()
         finally:
             disp.close()
         self.join()
@@ -422,6 +457,8 @@ class Learner(Configurable):
                 self._apply_changes()  # values set while it was not running
                 self.source.seek(*self._pos)
                 final = self._loop()
+        except KeyboardInterrupt as exc:  # Ctrl-C in fit(): stopped at a clean point
+            err, final = exc, "stopped"
         except BaseException as exc:  # noqa: BLE001 - everything surfaces on join()
             err, final = exc, "failed"
         try:
@@ -566,6 +603,8 @@ class Learner(Configurable):
                 sink.flush()
                 self._update_metrics(t1)
                 next_metrics = t1 + 0.25
+                if self._tick is not None:
+                    self._tick()
                 if hub.due(t1):
                     hub.publish(t1, self.metrics, model, self._state, self.step)
 
