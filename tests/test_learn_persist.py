@@ -141,3 +141,14 @@ def test_failure_in_calling_thread_fit_is_raised():
     with pytest.raises(ArithmeticError, match="boom"):
         lr.fit(progress=None)
     assert lr.state == "failed"
+
+
+def test_a_new_learner_on_a_used_model_keeps_model_options_not_learner_options():
+    X = np.random.default_rng(0).standard_normal((200, 3)).astype(np.float32)
+    model, upd = LeastSquares(), Grad(lrate=0.05)
+    first = Learner(model, (X, X[:, :1]), upd, batch_size=50, n_passes=1, max_steps=2)
+    first.fit(progress=None)
+    first.set(lrate=0.2)
+    second = Learner(model, (X, X[:, :1]), upd, batch_size=50)
+    assert second.opts.max_steps is None and second.opts.n_passes == 10
+    assert second.opts.lrate == 0.2

@@ -112,7 +112,9 @@ class Learner(Configurable):
         self.mixins = list(mixins)
         merged = Options()
         for comp in (self, model, updater, *self.mixins):
-            for spec in comp.opts.specs.values():
+            # each component's own table, with its current values: a model reused from an
+            # earlier learner brings its own options, never that learner's (n_passes, ...)
+            for spec in type(comp).option_table():
                 merged.declare(spec, comp.opts.get(spec.name), has_value=True)
         for comp in (self, model, updater, *self.mixins):
             comp.attach(merged)
