@@ -65,10 +65,10 @@ def make_model(method: str, k: int, passes: int | None, seed: int) -> Any:
     from bidlab.models import LDA, LDAGibbs
 
     if method == "gibbs":
-        return LDAGibbs(k, 100, n_passes=passes or 4, seed=seed)
+        return LDAGibbs(k, 100, n_passes=passes or 4, random_state=seed)
     if method == "batch":
-        return LDA(k, "batch", n_passes=passes or 30, seed=seed)
-    return LDA(k, "online", n_passes=passes or 5, seed=seed)
+        return LDA(k, "batch", n_passes=passes or 30, random_state=seed)
+    return LDA(k, "online", n_passes=passes or 5, random_state=seed)
 
 
 def split(X: Any, seed: int, frac: float = 0.1) -> tuple[Any, Any]:

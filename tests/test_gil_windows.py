@@ -58,7 +58,7 @@ def _learner(n_docs=400):
     from bidlab.models import LDAGibbs
 
     corpus = synthetic_lda_corpus(n_docs=n_docs, n_words=300, k=4, seed=0)
-    return LDAGibbs(k=4, nsamps=5, batch_size=32, seed=0).learner(corpus.X, n_passes=10_000)
+    return LDAGibbs(k=4, nsamps=5, batch_size=32, random_state=0).learner(corpus.X, n_passes=10_000)
 
 
 def test_lda_gibbs_training_thread_announces_every_e_step():

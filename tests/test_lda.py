@@ -177,25 +177,26 @@ def test_anneal_schedules_run_from_m0_to_m():
 def _repeat_sweeps(model, sb, n, reps, m):
     out = np.empty((reps,) + model.phi_hat.shape)
     for r in range(reps):
-        model._sample(sb, m, n)
+        model.sample(sb, m, n)
         out[r] = backend.to_host(model.phi_hat.data)
     return out
 
 
 def test_heating_one_parameter_raises_its_variance_only(planted):
     """Repeated minibatch samples with the topics frozen: an F-test on the variances."""
-    model = LDAGibbs(5, 10, anneal="constant", n_passes=2, batch_size=200, warm_start=False,
-                     seed=3).fit(planted.X)
+    est = LDAGibbs(5, 10, anneal="constant", n_passes=2, batch_size=200, warm_start=False,
+                   random_state=3).fit(planted.X)
+    model = est.model_
     X = as_counts(planted.X, owner="test", dtype=np.float32)
     with bl.caching():
-        sb = model._load(X, 0, 200)
+        sb = model.load_rows(X, 0, 200)
         base = _repeat_sweeps(model, sb, 200, 150, 10.0)
         mean = base.mean(0)
         w0 = int(np.asarray(X[:200].sum(0)).ravel().argmax())
         k0 = int(mean[w0].argmax())
-        model.set_temperature(4.0, topic=k0, word=w0)
+        est.set_temperature(4.0, topic=k0, word=w0)
         hot = _repeat_sweeps(model, sb, 200, 150, 10.0)
-    assert model.temperature[k0, w0] == 4.0 and model.temperature.sum() == 5 * 300 + 3.0
+    assert est.temperature[k0, w0] == 4.0 and est.temperature.sum() == 5 * 300 + 3.0
     v_base, v_hot = base[:, w0, k0].var(ddof=1), hot[:, w0, k0].var(ddof=1)
     ratio = v_hot / v_base
     p = f_dist.sf(ratio, 149, 149)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.exceptions import NotFittedError
 
 from bidlab.datasets import block_diagonal_corpus
+from bidlab.learn import OptionError
 from bidlab.models import LDA, LDAGibbs
 
 
@@ -44,8 +46,9 @@ def test_vocabulary_mismatch_names_both_sizes(cls, X):
     model = cls(3, n_passes=1).fit(X)
     wrong = sp.csr_matrix((4, X.shape[1] + 5), dtype=np.float32)
     for call in (model.transform, model.score, model.partial_fit):
-        with pytest.raises(ValueError, match=rf"X has {X.shape[1] + 5} words .* trained with "
-                                             rf"{X.shape[1]}"):
+        with pytest.raises(ValueError, match=rf"X has {X.shape[1] + 5} features, but "
+                                             rf"{cls.__name__} is expecting {X.shape[1]} "
+                                             r"features .*training vocabulary"):
             call(wrong)
 
 
@@ -53,28 +56,35 @@ def test_vocabulary_mismatch_names_both_sizes(cls, X):
 @pytest.mark.parametrize("kw,msg", [
     ({"k": 0}, r"'k' parameter of LDA\w* must be an int >= 1\. Got 0"),
     ({"k": 2.5}, r"'k' parameter .* Got 2\.5"),
-    ({"alpha": 0.0}, r"'alpha' parameter .* > 0\. Got 0\.0"),
+    ({"alpha": 0.0}, r"'alpha' parameter .* > 0\. Got 0 instead"),
     ({"alpha": -1}, r"'alpha' parameter .* Got -1"),
     ({"beta": 0}, r"'beta' parameter .* Got 0"),
     ({"beta": float("nan")}, r"'beta' parameter .* Got nan"),
     ({"batch_size": 0}, r"'batch_size' parameter"),
     ({"kappa": 0.3}, r"'kappa' parameter .* \(0\.5, 1\]"),
     ({"dtype": np.int32}, r"'dtype' parameter .* float32 or float64"),
-    ({"init": "magic"}, r"'init' parameter .* 'random' or 'kmeans'"),
+    ({"init": "magic"}, r"'init' parameter .* one of 'random', 'kmeans'"),
+    ({"random_state": -1}, r"'random_state' parameter .* >= 0 or None"),
+    ({"device": "tpu"}, r"'device' parameter .* 'cpu', 'gpu' or None"),
 ])
-def test_bad_parameters(cls, kw, msg):
+def test_bad_parameters_are_refused_by_fit_with_one_message_shape(cls, kw, msg, X):
     args = {"k": 3, **kw}
-    with pytest.raises(ValueError, match=msg):
-        cls(**args)
+    model = cls(**args)  # __init__ only stores (scikit-learn's contract)
+    assert model.get_params()[next(iter(kw))] is kw[next(iter(kw))]
+    for call in (model.fit, model.partial_fit, model.learner):
+        with pytest.raises(OptionError, match=msg):
+            call(X)
+    assert not hasattr(model, "model_")
 
 
-def test_bad_method_and_sampler_parameters():
-    with pytest.raises(ValueError, match=r"'method' parameter of LDA .* Got 'gibbs'.*LDAGibbs"):
-        LDA(3, "gibbs")
-    with pytest.raises(ValueError, match=r"'nsamps' parameter .* > 0\. Got 0"):
-        LDAGibbs(3, nsamps=0)
+def test_bad_method_and_sampler_parameters(X):
+    with pytest.raises(ValueError, match=r"'method' parameter of LDA must be 'online' or "
+                                         r"'batch' \(.*LDAGibbs\)\. Got 'gibbs'"):
+        LDA(3, "gibbs").fit(X)
+    with pytest.raises(ValueError, match=r"'nsamps' parameter of LDAGibbs .* > 0\. Got 0"):
+        LDAGibbs(3, nsamps=0).fit(X)
     with pytest.raises(ValueError, match=r"'anneal' parameter .* Got 'fast'"):
-        LDAGibbs(3, anneal="fast")
+        LDAGibbs(3, anneal="fast").fit(X)
 
 
 def test_temperature_must_be_positive_and_inside_the_matrix(X):
@@ -97,9 +107,25 @@ def test_temperature_must_be_positive_and_inside_the_matrix(X):
         LDAGibbs(3).set_temperature(2.0)
 
 
-def test_not_fitted_and_wrong_shapes(X):
-    with pytest.raises(RuntimeError, match=r"not fitted yet: call fit\(X\)"):
-        LDA(3).transform(X)
+@pytest.mark.parametrize("cls", [LDA, LDAGibbs])
+def test_not_fitted_and_wrong_shapes(cls, X):
+    for call in (cls(3).transform, cls(3).score):
+        with pytest.raises(NotFittedError, match=rf"This {cls.__name__} instance is not "
+                                                 "fitted yet"):
+            call(X)
+    with pytest.raises(NotFittedError):
+        cls(3).components_  # noqa: B018
+    model = cls(3, n_passes=1).fit(X)
+    with pytest.raises(ValueError, match=r"2-D \(documents x vocabulary\); got shape \(12,\)"):
+        model.transform(np.ones(12))
+
+
+def test_all_empty_documents_are_refused(X):
+    with pytest.raises(ValueError, match="every document of X is empty"):
+        LDA(3).fit(sp.csr_matrix(X.shape, dtype=np.float32))
+
+
+def test_wrong_shapes(X):
     with pytest.raises(ValueError, match=r"2-D \(documents x vocabulary\); got shape \(5,\)"):
         LDA(3).fit(np.ones(5))
     with pytest.raises(AttributeError, match="LDAGibbs"):

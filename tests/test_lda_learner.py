@@ -74,8 +74,11 @@ def test_live_gibbs_temperatures_and_options_allocate_nothing(planted):
         assert [(e["topic"], e["word"], e["value"]) for e in log] == [
             (1, 4, 3.0), (2, None, 2.0), (None, 7, 1.5)]
         assert all(e["batch"] >= at and {"pass", "index"} <= set(e) for e in log)
-        assert est.alpha == 0.2 and float(est.alpha_m) == pytest.approx(0.2)
-        assert est.nsamps == 12.0
+        model = est.model_
+        assert lr.model is model, "the learner trains the estimator's own model"
+        assert model.opts.alpha == 0.2 and float(model.alpha_m) == pytest.approx(0.2)
+        assert model.opts.nsamps == 12.0 and est.nsamps_ == 12.0
+        assert est.alpha == 0.1 and est.nsamps == 10, "the estimator's parameters stay"
     finally:
         lr.stop()
     assert lr.state == "stopped"
@@ -88,7 +91,7 @@ def test_observers_get_topics_and_pause_resume_stop(planted):
     lr = est.learner(planted.X)
     seen = []
     lr.observe(lambda snap: seen.append(snap.views["topics"].copy()), rate=50,
-               views={"topics": lambda model: model.estimator._topicsT().T})
+               views={"topics": lambda model: model.topicsT().T})
     lr.start()
     try:
         while lr.step < 30 or not seen:

@@ -59,8 +59,7 @@ LIST_REORDER_S = 1.0  # the top-words list shows a new order at most this often
 
 def supports_temperature(learner: Any) -> bool:
     """True when the learner's model has per-parameter temperatures (SAME Gibbs LDA)."""
-    est = getattr(getattr(learner, "model", None), "estimator", None)
-    return hasattr(est, "set_temperature") and hasattr(learner, "set_temperature")
+    return bool(getattr(learner, "has_temperature", False))
 
 
 class TopicBubbles(PumpedView):

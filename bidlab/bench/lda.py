@@ -120,18 +120,18 @@ def _row(system: str, wall: float, tokens: float, checkpoints, **extra: Any) -> 
 
 
 def run_bidlab(system: str, model: Any, Xtr, Xte, per_pass: int = 4) -> dict:
-    """Train with the estimator's own loop, scoring ``per_pass`` times a pass (scoring time
-    excluded); also counts the core's allocations in the passes after the first."""
+    """Train with the estimator's ``fit_passes`` (its learner), scoring ``per_pass`` times
+    a pass (scoring time excluded); also counts the core's allocations in the passes after
+    the first."""
     tokens = float(Xtr.sum())
     checkpoints, wall, allocs_after_first = [], 0.0, 0
     batches_after_first = 0
     batch = model.batch_size if model.batch_size else 512
     every = max(1, math.ceil(Xtr.shape[0] / batch / per_pass))
-    it = model._fit_steps(Xtr, every)
+    it = model.fit_passes(Xtr, every)
+    b0 = p0 = 0
     while True:
         a0 = backend.allocations.snapshot()[0]
-        b0 = model.n_batches_
-        p0 = model.n_passes_done_
         t0 = time.perf_counter()
         try:
             next(it)
@@ -141,6 +141,7 @@ def run_bidlab(system: str, model: Any, Xtr, Xte, per_pass: int = 4) -> dict:
         if p0 >= 1:
             allocs_after_first += backend.allocations.snapshot()[0] - a0
             batches_after_first += model.n_batches_ - b0
+        b0, p0 = model.n_batches_, model.n_passes_done_
         checkpoints.append((wall, heldout_loglik(model.components_, Xte, ALPHA)))
     return _row(
         system,

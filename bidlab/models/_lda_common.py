@@ -1,6 +1,5 @@
-"""What the three LDA trainers share: input checks, the one evaluator, topic inference.
+"""What the LDA models share: count checks, the one evaluator, topic inference.
 
-* :func:`check_params` -- one table of parameter rules, one message shape.
 * :func:`as_counts` -- documents x vocabulary counts (scipy.sparse, numpy, CuPy or a
   ``Corpus``) to a canonical CSR on the data's own backend, refusing negative, NaN and
   infinite counts (and, for Gibbs, non-integer ones) with the position of the first bad one.
@@ -14,8 +13,6 @@
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
 import numpy as np
@@ -23,58 +20,6 @@ import scipy.sparse as sp
 
 import bidlab as bl
 from bidlab import backend
-
-# ----------------------------------------------------------------------------- parameters
-
-
-def _positive(x: Any) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x) and x > 0
-
-
-def _int_at_least(lo: int):
-    def check(x: Any) -> bool:
-        return isinstance(x, numbers.Integral) and not isinstance(x, bool) and x >= lo
-
-    return check
-
-
-def _in_unit(x: Any) -> bool:
-    return isinstance(x, numbers.Real) and 0.5 < x <= 1.0
-
-
-_RULES: dict[str, tuple[Any, str]] = {
-    "k": (_int_at_least(1), "an int >= 1"),
-    "alpha": (_positive, "a float > 0"),
-    "beta": (_positive, "a float > 0"),
-    "batch_size": (_int_at_least(1), "an int >= 1"),
-    "n_passes": (_int_at_least(1), "an int >= 1"),
-    "total_docs": (_int_at_least(1), "an int >= 1 or None"),
-    "e_iters": (_int_at_least(1), "an int >= 1"),
-    "tau0": (lambda x: isinstance(x, numbers.Real) and x >= 0, "a float >= 0"),
-    "kappa": (_in_unit, "a float in (0.5, 1]"),
-    "nsamps": (_positive, "a float > 0"),
-    "temperature": (_positive, "a float > 0"),
-}
-
-
-def check_params(owner: str, **params: Any) -> None:
-    """Raise ValueError "The 'x' parameter of LDA must be ... Got ... instead." on a bad one."""
-    for name, value in params.items():
-        rule, what = _RULES[name]
-        if not rule(value):
-            raise ValueError(
-                f"The {name!r} parameter of {owner} must be {what}. Got {value!r} instead."
-            )
-
-
-def check_dtype(owner: str, dtype: Any) -> np.dtype:
-    dt = np.dtype(dtype)
-    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise ValueError(
-            f"The 'dtype' parameter of {owner} must be float32 or float64. Got {dt} instead."
-        )
-    return dt
-
 
 # ----------------------------------------------------------------------------- input data
 
@@ -133,8 +78,8 @@ def as_counts(X: Any, *, owner: str, dtype: Any, integer: bool = False) -> Any:
     if bool(bad.any()):
         d, w = _first_position(X, bad)
         raise ValueError(
-            f"{owner}: X holds negative counts (first at document {d}, word {w}); word counts "
-            "must be >= 0"
+            f"Negative values in data passed to {owner}: X holds negative counts (first at "
+            f"document {d}, word {w}); word counts must be >= 0"
         )
     if integer:
         bad = data != xp.floor(data)
@@ -187,33 +132,56 @@ def infer_theta(
 
     ``phiT`` is vocabulary x k (columns sum to 1), ``X`` documents x vocabulary counts.
     Iterates ``gamma = alpha + exp(E[log theta]) o ((X / mu) @ phiT)`` with
-    ``mu = sddmm(exp(E[log theta]), phi, X)`` until the mean absolute change per entry is
-    below ``tol`` (checked every ``check_every`` steps) or ``max_iter`` steps. Empty
-    documents keep gamma = alpha (the prior mean: uniform). Returns documents x k.
+    ``mu = sddmm(exp(E[log theta]), phi, X)``. Every ``check_every`` steps, documents
+    whose mean absolute change per entry is below ``tol`` are done and leave the
+    iteration (the rest go on, up to ``max_iter`` steps), so each document's result
+    depends on that document only: the same in any batch and any order. Empty documents
+    keep gamma = alpha (the prior mean: uniform). Returns documents x k.
     """
     xp = phiT.xp
     ndocs = X.shape[0]
     k = phiT.shape[1]
     dtype = phiT.dtype
-    gamma = bl.Mat(backend.empty((ndocs, k), dtype, xp))
-    gamma.data.fill(alpha)
-    et = bl.Mat(backend.empty((ndocs, k), dtype, xp))
-    et.data.fill(1.0)  # uniform start: exp E[log theta] is constant per document
+    out = bl.Mat(backend.empty((ndocs, k), dtype, xp))
+    out.data.fill(alpha)
+    rows = np.flatnonzero(nonempty_rows(X.csr))
+    if rows.size == 0:
+        return out
     tiny = mu_floor(dtype)
-    with bl.caching():
-        for it in range(max_iter):
-            mu = bl.sddmm(et.T, phiT.T, X)
-            ratio = X / (mu + tiny)
-            gnew = et * (ratio @ phiT) + alpha
-            if (it + 1) % check_every == 0 or it == max_iter - 1:
-                change = float(xp.abs(gnew.data - gamma.data).mean())
-                gamma <<= gnew
-                if change < tol:
-                    break
+
+    def take(csr: Any, idx: np.ndarray) -> bl.SMat:
+        sub = csr[idx if xp is np else xp.asarray(idx)]
+        return bl.SMat(sub)
+
+    with bl.caching(False):
+        Xa = take(X.csr, rows) if rows.size < ndocs else X
+        gamma = bl.Mat(backend.empty((rows.size, k), dtype, xp))
+        gamma.data.fill(alpha)
+        et = bl.Mat(backend.empty((rows.size, k), dtype, xp))
+        et.data.fill(1.0)  # uniform start: exp E[log theta] is constant per document
+        for it in range(1, max_iter + 1):
+            mu = bl.sddmm(et.T, phiT.T, Xa)
+            gnew = et * ((Xa / (mu + tiny)) @ phiT) + alpha
+            if it % check_every == 0 or it == max_iter:
+                change = xp.abs(gnew.data - gamma.data).mean(axis=1)
+                done = np.asarray(backend.to_host(change < tol)) | (it == max_iter)
+                gamma = gnew
+                if done.any():
+                    sel = np.flatnonzero(done)
+                    pick = sel if xp is np else xp.asarray(sel)
+                    target = rows[sel] if xp is np else xp.asarray(rows[sel])
+                    out.data[target] = gamma.data[pick]
+                    if done.all():
+                        break
+                    keep = np.flatnonzero(~done)
+                    rows = rows[keep]
+                    Xa = take(Xa.csr, keep)
+                    gamma = bl.Mat(xp.ascontiguousarray(gamma.data[keep if xp is np else
+                                                                   xp.asarray(keep)]))
             else:
-                gamma <<= gnew
-            bl.expdigamma(gamma, out=et)
-    return gamma
+                gamma = gnew
+            et = bl.expdigamma(gamma)
+    return out
 
 
 def split_halves(X: Any, seed: int = 0) -> tuple[Any, Any]:

@@ -19,23 +19,146 @@ Layouts: theta-side matrices are documents x k C-ordered (``et.T`` is the k x do
 operand the kernels take) and the topic-word matrices are stored transposed, vocabulary x k
 C-ordered, so each word's k topic weights are contiguous for the SDDMM. ``components_``
 is the normalised k x vocabulary host copy. Hyperparameters that change during training
-(``rho_t``, the D/|batch| scale) are 1 x 1 matrices set in place, so with caching on a
+(the D/|batch| scale, alpha, beta) are 1 x 1 matrices set in place, so with caching on a
 minibatch allocates nothing after the first.
+
+One engine: :class:`LDAModel` is the :class:`bidlab.learn.Model`; online training steps
+with :class:`~bidlab.models._lda_core.RhoStep` (the model writes the full-data estimate
+``beta + D / |batch| sstats`` into its update matrix), batch training with
+:class:`bidlab.learn.Batch` (``batch_mode="replace"``: the pass's summed statistics
+replace lambda, the model adds beta at the pass end). :class:`LDA` is the scikit-learn
+estimator around it: ``fit`` runs a :class:`bidlab.learn.Learner` in the calling thread.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, ClassVar
 
 import numpy as np
 
 import bidlab as bl
 from bidlab import backend
+from bidlab.learn import Batch, Option, Updater
+from bidlab.learn.model import register_model
+from bidlab.learn.staging import Minibatch
 from bidlab.models import _lda_common as common
-from bidlab.models._lda_base import LDABase
+from bidlab.models._lda_base import LDAEstimator
+from bidlab.models._lda_core import LDACore, RhoStep
+
+__all__ = ["LDA", "LDAModel"]
+
+METHOD = Option("method", str, "online", "online (a step per minibatch) or batch (one update "
+                "per pass)", choices=("online", "batch"), live=False)
 
 
-class LDA(LDABase):
+def is_vb_method(value: Any) -> bool:
+    """'online' or 'batch'."""
+    return value in ("online", "batch")
+
+
+METHOD_PARAM = dataclasses.replace(
+    METHOD, test=is_vb_method,
+    text="'online' or 'batch' (for SAME Gibbs sampling use bidlab.models.LDAGibbs)")
+
+
+class LDAModel(LDACore):
+    """Variational LDA as a :class:`bidlab.learn.Model` (see the module doc for the math).
+
+    The model matrix is lambda, topics x vocabulary (a view of the vocabulary x k
+    C-ordered ``lamT``); train it with :class:`~bidlab.models._lda_core.RhoStep`
+    (``method="online"``) or :class:`bidlab.learn.Batch` (``"batch"``), as
+    :meth:`make_updater` does.
+    """
+
+    OPTIONS = (METHOD,)
+
+    def make_updater(self, **options: Any) -> Updater:
+        """The updater of this model's method (``options``: its options, e.g. tau0)."""
+        if self.opts.method == "batch":
+            return Batch(batch_mode="replace")
+        return RhoStep(**options)
+
+    def allocate(self, seedT: np.ndarray) -> None:
+        V, k, dt, dev, xp = self.vocab_size, int(self.opts.k), self.dtype, self.device, self.xp
+        init = (seedT * V).astype(dt)  # mean entry 1, like scikit-learn's Gamma(100, 0.01)
+        self.lamT = bl.Mat(backend.empty((V, k), dt, xp))
+        self.lamT.data[...] = init if xp is np else xp.asarray(init)
+        self.ebT = bl.Mat(backend.empty((V, k), dt, xp))
+        self.upd = bl.zeros((V, k), dt, dev)
+        self.scale_m = bl.scalar(1.0, dt, dev)  # D / |batch|
+        self.link()
+        self._stale = True
+        self.sync()
+        self._doc_init <<= bl.expdigamma(self._doc_init)  # exp E[log theta] of the start
+
+    def link(self) -> None:
+        self.modelmats = [self.lamT.T]
+        self.updatemats = [self.upd.T]
+
+    def make_scratch(self, s: dict[str, Any]) -> None:
+        B, k, dt, dev = self.batch_rows, int(self.opts.k), self.dtype, self.device
+        s["gamma"] = bl.zeros((B, k), dt, dev)
+        s["et"] = bl.zeros((B, k), dt, dev)
+
+    def sync(self) -> None:
+        """exp E[log phi] after lambda moved."""
+        if self._stale:
+            self.ebT <<= bl.expdigamma(self.lamT) / bl.expdigamma(self.lamT.sum(axis=0))
+            self._stale = False
+
+    def refresh(self) -> None:
+        self._stale = True
+        self.sync()
+
+    def estep(self, sb: bl.SMat, ndocs: int) -> bl.Mat:
+        """Fit the minibatch's gamma (documents x k, in the scratch ``gamma``); returns the
+        sufficient statistics eb o ((X / mu).T @ et), vocabulary x k."""
+        s = self.scratch()
+        gamma, et, ebT = s["gamma"], s["et"], self.ebT
+        tiny = common.mu_floor(self.dtype)
+        self.init_doc_topics(et, ndocs)
+        for _ in range(self.n_e_iters()):
+            mu = bl.sddmm(et.T, ebT.T, sb)
+            gamma <<= et * ((sb / (mu + tiny)) @ ebT) + self.alpha_m
+            bl.expdigamma(gamma, out=et)
+        self.save_doc_topics(et, ndocs)
+        mu = bl.sddmm(et.T, ebT.T, sb)
+        return ebT * ((sb / (mu + tiny)).T @ et)
+
+    def update(self, batch: Minibatch) -> Any:
+        self.sync()
+        sb = self.rows(batch)
+        n = batch.n
+        self.step_weight = min(1.0, n / self.batch_rows)
+        sstats = self.estep(sb, n)
+        score = self.score_with(sb, self.scratch()["gamma"]) if self.opts.train_score else None
+        if self.opts.method == "batch":
+            self.upd <<= sstats
+        else:
+            self.scale_m.set(self.total_docs / max(n, 1))
+            self.upd <<= sstats * self.scale_m + self.beta_m
+            self._stale = True  # the updater moves lambda next
+        self.n_batches += 1
+        self.n_docs_seen += n
+        return score
+
+    def sweep_flops(self) -> float:
+        """Each E-step iteration is an SDDMM and a sparse x dense product (2 flops per topic
+        and nonzero each), plus the sufficient statistics and the score."""
+        return 4.0 * (self.n_e_iters() + 1) + 2.0
+
+    def end_pass(self, pass_: int) -> None:
+        super().end_pass(pass_)
+        if self.opts.method == "batch":  # the Batch updater replaced lambda with the sums
+            self.lamT <<= self.lamT + self.beta_m
+            self.refresh()
+
+    def topicsT(self) -> bl.Mat:
+        return self.lamT / self.lamT.sum(axis=0)
+
+
+class LDA(LDAEstimator):
     """LDA topic model trained by online or batch variational Bayes.
 
     Parameters
@@ -55,13 +178,18 @@ class LDA(LDABase):
     warm_start: in ``fit``, start each document's E-step from its values of the previous
         pass (keeps a documents x k matrix) instead of from a random point.
     init: ``"kmeans"`` (topics nudged apart by a k-means clustering of the first
-        documents, see ``LDABase._seed_topics``) or ``"random"`` (scikit-learn's
-        Gamma(100, 0.01) start).
-    seed: initialisation seed. dtype: float32 or float64. device: 'cpu', 'gpu' or None
-        (the data's device).
+        documents) or ``"random"`` (scikit-learn's Gamma(100, 0.01) start).
+    random_state: initialisation seed (None: a fresh one). dtype: float32 or float64, the
+        model's arithmetic (``transform`` returns the input's float dtype). device: 'cpu',
+        'gpu' or None (the data's device).
+
+    Attributes: ``components_`` (k x vocabulary, rows sum to 1), ``model_`` (the
+    :class:`LDAModel`), ``n_features_in_``, ``n_empty_docs_``, ``n_batches_``,
+    ``n_passes_done_``.
     """
 
-    _owner = "LDA"
+    PARAMS: ClassVar[tuple[Option, ...]] = LDAEstimator.params_of(
+        LDAModel, RhoStep, extra=(METHOD_PARAM,), e_iters=8, e_iters_warm=3, tau0=1.0)
 
     def __init__(
         self,
@@ -79,98 +207,32 @@ class LDA(LDABase):
         total_docs: int | None = None,
         warm_start: bool = True,
         init: str = "kmeans",
-        seed: int = 0,
+        random_state: int | None = 0,
         dtype: Any = np.float32,
         device: str | None = None,
     ) -> None:
-        if method not in ("online", "batch"):
-            raise ValueError(
-                f"The 'method' parameter of LDA must be 'online' or 'batch'. Got {method!r} "
-                "instead (for SAME Gibbs sampling use bidlab.models.LDAGibbs)."
-            )
+        self.k = k
         self.method = method
-        super().__init__(
-            k,
-            alpha=alpha,
-            beta=beta,
-            batch_size=batch_size,
-            n_passes=n_passes,
-            e_iters=e_iters,
-            e_iters_warm=e_iters_warm,
-            tau0=tau0,
-            kappa=kappa,
-            total_docs=total_docs,
-            warm_start=warm_start,
-            init=init,
-            seed=seed,
-            dtype=dtype,
-            device=device,
-        )
+        self.alpha = alpha
+        self.beta = beta
+        self.batch_size = batch_size
+        self.n_passes = n_passes
+        self.e_iters = e_iters
+        self.e_iters_warm = e_iters_warm
+        self.tau0 = tau0
+        self.kappa = kappa
+        self.total_docs = total_docs
+        self.warm_start = warm_start
+        self.init = init
+        self.random_state = random_state
+        self.dtype = dtype
+        self.device = device
 
-    # ------------------------------------------------------------------ state
-    def _allocate(self, V: int, xp: Any, rng: np.random.Generator, seedT: np.ndarray) -> None:
-        k, B, dt = self.k, self.batch_size, self.dtype
-        dev = "cpu" if xp is np else "gpu"
-        init = (seedT * V).astype(dt)  # mean entry 1, like scikit-learn's Gamma(100, 0.01)
-        self.lamT = bl.Mat(backend.empty((V, k), dt, xp))
-        self.lamT.data[...] = init if xp is np else xp.asarray(init)
-        self.ebT = bl.Mat(backend.empty((V, k), dt, xp))
-        self.gamma = bl.zeros((B, k), dt, dev)
-        self.et = bl.zeros((B, k), dt, dev)
-        self.sstats_acc = bl.zeros((V, k), dt, dev)  # the batch method's pass total
-        self.alpha_m = bl.scalar(self.alpha, dt, dev)
-        self.beta_m = bl.scalar(self.beta, dt, dev)
-        self.rho_m = bl.scalar(0.0, dt, dev)
-        self.keep_m = bl.scalar(1.0, dt, dev)  # 1 - rho
-        self.scale_m = bl.scalar(1.0, dt, dev)  # rho * D / |batch|
-        self._tiny = common.mu_floor(dt)
-        self._doc_init <<= bl.expdigamma(self._doc_init)  # exp E[log theta] of the start
-        self._update_eb()
+    def _make_model(self) -> LDAModel:
+        return LDAModel(dtype=self.dtype, **self._model_options(LDAModel))
 
-    def _update_eb(self) -> None:
-        with bl.caching():
-            self.ebT <<= bl.expdigamma(self.lamT) / bl.expdigamma(self.lamT.sum(axis=0))
+    def _make_updater(self, model: LDAModel) -> Updater:
+        return model.make_updater(tau0=self.tau0, kappa=self.kappa)
 
-    # ------------------------------------------------------------------ one minibatch
-    def _estep(self, sb: bl.SMat, ndocs: int) -> bl.Mat:
-        """Fit the minibatch's gamma (documents x k); returns eb o ((X / mu).T @ et)."""
-        gamma, et, ebT = self.gamma, self.et, self.ebT
-        # a random start (or last pass's values); exp E[log theta]'s scale per document cancels
-        self._init_doc_topics(et, ndocs)
-        for _ in range(self._n_e_iters()):
-            mu = bl.sddmm(et.T, ebT.T, sb)
-            ratio = sb / (mu + self._tiny)
-            gamma <<= et * (ratio @ ebT) + self.alpha_m
-            bl.expdigamma(gamma, out=et)
-        self._save_doc_topics(et, ndocs)
-        mu = bl.sddmm(et.T, ebT.T, sb)
-        ratio = sb / (mu + self._tiny)
-        return ebT * (ratio.T @ et)
 
-    def _refresh(self) -> None:
-        """Recompute exp E[log phi] after the topics changed (a learner's updater step)."""
-        self._update_eb()
-
-    def _train_batch(self, sb: bl.SMat, ndocs: int) -> None:
-        sstats = self._estep(sb, ndocs)
-        if self.method == "batch":
-            self.sstats_acc <<= self.sstats_acc + sstats
-            return
-        rho = self._rho(ndocs)
-        self.rho_m.set(rho)
-        self.keep_m.set(1.0 - rho)
-        self.scale_m.set(rho * self._total_docs / max(ndocs, 1))
-        lam = self.lamT
-        lam <<= lam * self.keep_m + sstats * self.scale_m + self.beta_m * self.rho_m
-        self._update_eb()
-
-    def _end_pass(self) -> None:
-        if self.method != "batch":
-            return
-        self.lamT <<= self.sstats_acc + self.beta_m
-        self.sstats_acc.data.fill(0)
-        self._update_eb()
-
-    def _topicsT(self) -> bl.Mat:
-        with bl.caching():
-            return self.lamT / self.lamT.sum(axis=0)
+register_model("lda", LDA)

@@ -29,29 +29,50 @@ linearly).
 **Per-parameter temperature.** A k x vocabulary matrix T (default all 1) divides each
 parameter's effective sample count: its draws use m / T_kw samples and are weighted T_kw / m,
 so heating (T > 1) keeps the mean of that parameter's sampled statistics and multiplies
-their variance by T. :meth:`LDAGibbs.set_temperature` changes one entry, one topic row,
-one word column or all of it while training runs: the change is queued, applied by the
-training thread at the start of its next minibatch by writing into the existing matrix
-(nothing is allocated, the cache does not grow) and recorded in ``temperature_log_`` with
+their variance by T. :meth:`LDAGibbsModel.set_temperature` changes one entry, one topic
+row, one word column or all of it while training runs: the change is queued, applied by
+the training thread at the start of its next minibatch by writing into the existing matrix
+(nothing is allocated, the cache does not grow) and recorded in the temperature log with
 that minibatch's number.
+
+One engine: :class:`LDAGibbsModel` is the :class:`bidlab.learn.Model`, stepped by
+:class:`~bidlab.models._lda_core.RhoStep` (which hands rho_t to the model's ``blend``: on
+the CPU the lazily scaled counts change on the minibatch's words only). :class:`LDAGibbs`
+is the scikit-learn estimator around it.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import weakref
 from collections import deque
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 import bidlab as bl
 from bidlab import backend
 from bidlab.kern import lda_sampler
-from bidlab.models import _lda_common as common
-from bidlab.models._lda_base import LDABase
+from bidlab.learn import Option, Updater
+from bidlab.learn.model import register_model
+from bidlab.learn.staging import Minibatch
+from bidlab.models._lda_base import LDAEstimator
+from bidlab.models._lda_core import LDACore, RhoStep, ceil_batches
+
+__all__ = ["LDAGibbs", "LDAGibbsModel", "anneal_nsamps", "ANNEAL_SCHEDULES"]
 
 ANNEAL_SCHEDULES = ("constant", "linear", "log", "inverse_linear")
+
+NSAMPS = Option("nsamps", float, 100.0, "SAME samples per token (m) once annealed; higher "
+                "is colder", low=0.0, low_open=True)
+NSAMPS0 = Option("nsamps0", float, 1.0, "m at the start of annealing", low=0.0,
+                 low_open=True)
+ANNEAL = Option("anneal", str, "constant", "annealing schedule of m", choices=ANNEAL_SCHEDULES)
+ANNEAL_PASSES = Option("anneal_passes", int, None, "passes over which m anneals (None: the "
+                       "planned passes)", low=1, none_ok=True)
+TEMPERATURE = Option("temperature", float, 1.0, "a parameter's temperature", low=0.0,
+                     low_open=True)
 
 
 def anneal_nsamps(schedule: str, progress: float, m0: float, m1: float) -> float:
@@ -71,7 +92,304 @@ def anneal_nsamps(schedule: str, progress: float, m0: float, m1: float) -> float
     )
 
 
-class LDAGibbs(LDABase):
+class LDAGibbsModel(LDACore):
+    """SAME Gibbs LDA as a :class:`bidlab.learn.Model` (see the module doc for the math).
+
+    The model matrix is the moving-average topic counts, topics x vocabulary (a view of
+    the vocabulary x k ``NT``; the counts are ``a * NT`` with the scalar :attr:`scale`);
+    the update matrix holds the minibatch's sampled counts phi_hat. Train it with
+    :class:`~bidlab.models._lda_core.RhoStep`.
+    """
+
+    OPTIONS = (NSAMPS, NSAMPS0, ANNEAL, ANNEAL_PASSES)
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._temp_lock = threading.Lock()
+        self._pending: deque = deque()
+        self._learner_ref: Any = None
+        self.temperature_log: list[dict[str, Any]] = []
+        self.nsamps_current = float(self.opts.nsamps if self.opts.anneal == "constant"
+                                    else self.opts.nsamps0)
+        self._sweep = 0
+        self._a = 1.0
+        self._temp_active = False
+        self._rows_touched: Any = None
+        self._upd_scale = 1.0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        for name in ("_temp_lock", "_pending", "_rows_touched"):
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._temp_lock = threading.Lock()
+        self._pending = deque()
+        self._rows_touched = None
+        self._phi_stale = True
+
+    def make_updater(self, **options: Any) -> Updater:
+        return RhoStep(**options)
+
+    def bind_learner(self, learner: Any) -> None:
+        """The learner training this model: while it runs, temperature changes wait for
+        the next minibatch."""
+        self._learner_ref = weakref.ref(learner)
+
+    # -- state ------------------------------------------------------------------------------
+    def allocate(self, seedT: np.ndarray) -> None:
+        V, k, dt, dev, xp = self.vocab_size, int(self.opts.k), self.dtype, self.device, self.xp
+        # The counts are held as N = a * NT: decaying all of N is one multiply of the
+        # scalar a, so a CPU step only touches the rows of the minibatch's words.
+        self.NT = bl.Mat(backend.empty((V, k), dt, xp))
+        tokens = self._head_tokens
+        self._head_tokens = None
+        if tokens is None:
+            tokens = 100.0  # no leading documents given: a typical document length
+        per = tokens * self.total_docs / (V * k)  # about tokens / (V k) each
+        init = (seedT * V * per).astype(dt)
+        self.NT.data[...] = init if xp is np else xp.asarray(init)
+        self._a = 1.0
+        self._colsum = backend.empty((k,), np.float64, xp)  # column sums of NT
+        self._invden = backend.empty((k,), dt, xp)  # 1 / (a * colsum + V beta)
+        self._den = backend.empty((k,), np.float64, xp)
+        self.phiT = bl.zeros((V, k), dt, dev)  # normalised topics, formed when asked for
+        self._phi_stale = True
+        self.temp = bl.ones((V, k), dt, dev)
+        self.phi_hat = bl.zeros((V, k), dt, dev)
+        self.keep_m = bl.scalar(1.0, dt, dev)
+        self.scale_m = bl.scalar(1.0, dt, dev)
+        self.link()
+        self._anneal_batches = ceil_batches(self.total_docs, self.batch_rows) * int(
+            self.opts.anneal_passes or self._plan_passes or 1)
+        self._count_columns()
+
+    def link(self) -> None:
+        self.modelmats = [self.NT.T]
+        self.updatemats = [self.phi_hat.T]
+
+    def make_scratch(self, s: dict[str, Any]) -> None:
+        B, V, k, dt, dev, xp = (self.batch_rows, self.vocab_size, int(self.opts.k), self.dtype,
+                                self.device, self.xp)
+        s["theta"] = bl.zeros((B, k), dt, dev)
+        s["theta_hat"] = bl.zeros((B, k), dt, dev)
+        s["work"] = lda_sampler.workspace(V, k, dt, xp)
+        if xp is np:
+            s["stamp"] = backend.zeros((V,), np.int64, np)
+            s["rows"] = backend.empty((V,), np.int64, np)
+            s["tick"] = 0
+            # the sampler's mask of words with a temperature other than 1
+            s["hot"] = np.zeros(V, np.uint8)
+            lda_sampler.heated_words(self.temp.data, s["hot"])
+        else:
+            s["stamp"] = s["rows"] = s["hot"] = None
+
+    @property
+    def scale(self) -> float:
+        """a in N = a * NT (1 on a GPU; on the CPU the decay multiplies only a)."""
+        return self._a
+
+    def _update_params(self) -> None:
+        """invden = 1 / (a * colsum + V beta): phi = (a NT + beta) * invden, column by column."""
+        xp = self.xp
+        xp.multiply(self._colsum, self._a, out=self._den)
+        xp.add(self._den, self.vocab_size * float(self.opts.beta), out=self._den)
+        xp.divide(1.0, self._den, out=self._invden)
+        self._phi_stale = True
+
+    def _count_columns(self) -> None:
+        self.xp.sum(self.NT.data, axis=0, dtype=np.float64, out=self._colsum)
+        self._update_params()
+
+    def refresh(self) -> None:
+        """Recount the column sums after NT was written from outside."""
+        self._count_columns()
+        self._temp_active = bool((self.temp.data != 1.0).any())
+        if self._scratch is not None and self._scratch.get("hot") is not None:
+            lda_sampler.heated_words(self.temp.data, self._scratch["hot"])
+
+    def extra_state(self) -> dict[str, bl.Mat]:
+        out = super().extra_state()
+        c = self._counters_mat()
+        c.data[0, 3:5] = (self._a, self._sweep)  # the lazy scale, the sampler's key
+        out["temperature"] = self.temp
+        return out
+
+    def restored(self) -> None:
+        c = np.asarray(backend.to_host(self._counters_mat().data))
+        self._a, self._sweep = float(c[0, 3]) or 1.0, int(c[0, 4])
+        super().restored()
+
+    def _fold_scale(self) -> None:
+        """Multiply the lazy scale a into NT (a = 1 afterwards)."""
+        if self._a != 1.0:
+            self.NT.data *= self.dtype.type(self._a)
+            self._a = 1.0
+            self._count_columns()
+
+    def apply_changes(self, changes: dict[str, Any]) -> None:
+        super().apply_changes(changes)
+        if self.initialised and "beta" in changes:
+            self._update_params()
+
+    def current_nsamps(self) -> float:
+        """m for the next minibatch, from the annealing schedule."""
+        o = self.opts
+        progress = self.n_batches / max(getattr(self, "_anneal_batches", 1), 1)
+        return anneal_nsamps(o.anneal, progress, float(o.nsamps0), float(o.nsamps))
+
+    # -- one minibatch ----------------------------------------------------------------------
+    def sample(self, sb: bl.SMat, nsamps: float, ndocs: int, sparse: bool = True) -> Any:
+        """e_iters sampling sweeps over the minibatch: fills theta, theta_hat and phi_hat.
+
+        On the CPU with ``sparse`` only the rows of phi_hat of the minibatch's words are
+        written (their indices are returned; the others stay zero); else all of phi_hat
+        (None returned).
+        """
+        s = self.scratch()
+        theta = s["theta"]
+        self.init_doc_topics(theta, ndocs)
+        temp = self.temp.data if self._temp_active else None
+        csr = sb.csr
+        rows = None
+        if sparse and self.xp is np:
+            s["tick"] += 1
+            rows = lda_sampler.unique_columns(csr, s["stamp"], s["tick"], s["rows"])
+        sweeps = self.n_e_iters()
+        # one call for the E-step: sweeps with theta = theta_hat + alpha between them, the
+        # last one also making phi_hat (on the CPU one GIL-free numba call, see its doc)
+        lda_sampler.same_sample_sweeps(
+            csr, theta.data, self.NT.data, nsamps, self.seed, self._sweep + 1, sweeps,
+            float(self.opts.alpha), s["theta_hat"].data, self.phi_hat.data, temp, s["work"],
+            scale=self._a, beta=float(self.opts.beta), invden=self._invden, rows=rows,
+            hot=s["hot"],
+        )
+        self._sweep += sweeps
+        self.save_doc_topics(theta, ndocs)
+        return rows
+
+    def update(self, batch: Minibatch) -> Any:
+        self.apply_pending({"pass": batch.pass_, "index": batch.index,
+                            "batch": self.n_batches})
+        sb = self.rows(batch)
+        n = batch.n
+        m = self.current_nsamps()
+        self.nsamps_current = m
+        self._rows_touched = self.sample(sb, m, n)
+        score = self.score_with(sb, self.scratch()["theta"]) if self.opts.train_score else None
+        self.step_weight = min(1.0, n / self.batch_rows)
+        self._upd_scale = self.total_docs / max(n, 1)
+        self.n_batches += 1
+        self.n_docs_seen += n
+        return score
+
+    def blend(self, rho: float) -> None:
+        """N <- (1 - rho) N + rho (D / |batch|) phi_hat (RhoStep's step, in this model's
+        representation: on the CPU a decays and only the minibatch's words' rows move)."""
+        step = rho * self._upd_scale
+        rows = self._rows_touched
+        if rows is not None:
+            self._a *= 1.0 - rho
+            lda_sampler.rows_step(self.NT.data, self._colsum, self.phi_hat.data, rows,
+                                  step / self._a)
+            if self._a < 1e-30:
+                self._fold_scale()
+            self._update_params()
+        else:
+            self.keep_m.set(1.0 - rho)
+            self.scale_m.set(step)
+            self.NT <<= self.NT * self.keep_m + self.phi_hat * self.scale_m
+            self._count_columns()
+
+    def sweep_flops(self) -> float:
+        """Each sweep is the fused SDDMM and the accumulation of the draws (2 flops per
+        topic and nonzero each)."""
+        return 4.0 * self.n_e_iters() + 2.0
+
+    def end_pass(self, pass_: int) -> None:
+        super().end_pass(pass_)
+        self.apply_pending_if_idle()
+
+    def topicsT(self) -> bl.Mat:
+        """The normalised topics, vocabulary x k, formed from the counts when stale."""
+        if self._phi_stale:
+            xp = self.xp
+            ph = self.phiT.data
+            xp.multiply(self.NT.data, self.dtype.type(self._a), out=ph)
+            xp.add(ph, self.dtype.type(self.opts.beta), out=ph)
+            xp.multiply(ph, self._invden, out=ph)
+            self._phi_stale = False
+        return self.phiT
+
+    # -- temperatures -----------------------------------------------------------------------
+    def temperature(self) -> np.ndarray:
+        """The k x vocabulary temperature matrix (a host copy)."""
+        self.apply_pending_if_idle()
+        return np.ascontiguousarray(np.asarray(backend.to_host(self.temp.data)).T)
+
+    def set_temperature(self, value: float, topic: int | None = None,
+                        word: int | None = None, owner: str = "LDAGibbs") -> None:
+        """Set the temperature of one (topic, word) entry, a topic row, a word column or all.
+
+        ``topic`` and ``word`` given: one entry; only ``topic``: that topic's row; only
+        ``word``: that word's column; neither: every entry. ``value`` must be > 0 (1 is
+        the default; > 1 heats). Safe while a learner trains: the change takes effect at
+        the next minibatch and is logged in :attr:`temperature_log`.
+        """
+        spec = Option(**{**TEMPERATURE.__dict__, "owner": owner})
+        value = spec.check(value)
+        if not self.initialised:
+            raise RuntimeError(f"this {owner} is not fitted yet: call fit(X) or "
+                               "partial_fit(X) first (or init() its learner)")
+        V, k = self.vocab_size, int(self.opts.k)
+        for name, idx, size in (("topic", topic, k), ("word", word, V)):
+            if idx is None:
+                continue
+            if not isinstance(idx, (int, np.integer)) or isinstance(idx, bool):
+                raise TypeError(f"temperature {name} index must be an int; got {idx!r}")
+            if not 0 <= int(idx) < size:
+                raise IndexError(
+                    f"temperature index (topic={topic}, word={word}) is outside the k x "
+                    f"vocabulary = {k} x {V} temperature matrix: {name} must be in "
+                    f"0..{size - 1}")
+        self._pending.append((None if topic is None else int(topic),
+                              None if word is None else int(word), float(value)))
+        self.apply_pending_if_idle()
+
+    def training_active(self) -> bool:
+        """True while a learner runs (or pauses) on this model."""
+        lr = self._learner_ref() if self._learner_ref is not None else None
+        return lr is not None and lr.state in ("running", "paused")
+
+    def apply_pending_if_idle(self) -> None:
+        if not self.training_active():
+            self.apply_pending({"pass": self.n_passes_done, "batch": self.n_batches})
+
+    def apply_pending(self, where: dict[str, Any]) -> None:
+        """Write queued temperature changes into the matrix (training thread, or when
+        idle), logging each with ``where``: the pass and minibatch it takes effect at."""
+        if not self._pending:
+            return
+        with self._temp_lock:
+            while self._pending:
+                topic, word, value = self._pending.popleft()
+                t = self.temp.data  # V x k
+                rows = slice(None) if word is None else word
+                cols = slice(None) if topic is None else topic
+                t[rows, cols] = value
+                if topic is None and word is None:
+                    self._temp_active = value != 1.0
+                elif value != 1.0:
+                    self._temp_active = True
+                self.temperature_log.append({**where, "topic": topic, "word": word,
+                                             "value": value})
+            if self._scratch is not None and self._scratch.get("hot") is not None:
+                lda_sampler.heated_words(self.temp.data, self._scratch["hot"])
+
+
+class LDAGibbs(LDAEstimator):
     """LDA topic model trained by SAME Gibbs sampling (fused Poisson sampler).
 
     Parameters
@@ -86,15 +404,19 @@ class LDAGibbs(LDABase):
     n_passes, e_iters, e_iters_warm: passes of ``fit``; sampling sweeps per minibatch, and
         once warm-started (``fit``'s passes after the first).
     tau0, kappa: the moving average's step rho_t = (tau0 + t)^-kappa.
-    total_docs, warm_start, init, seed, dtype, device: as for :class:`bidlab.models.LDA`.
+    total_docs, warm_start, init, random_state, dtype, device: as for
+        :class:`bidlab.models.LDA`.
 
     Counts must be whole numbers: fractional counts are refused (ValueError), not rounded.
+    Per-parameter temperatures: :meth:`set_temperature`, :attr:`temperature`,
+    ``temperature_log_``.
     """
 
-    _owner = "LDAGibbs"
     _integer_counts = True
     _cpu_batch = 64  # small minibatches: many cheap moving-average steps per pass
     _gpu_batch = 8192
+    PARAMS: ClassVar[tuple[Option, ...]] = LDAEstimator.params_of(
+        LDAGibbsModel, RhoStep, e_iters=5, e_iters_warm=3, tau0=8.0)
 
     def __init__(
         self,
@@ -115,273 +437,69 @@ class LDAGibbs(LDABase):
         total_docs: int | None = None,
         warm_start: bool = True,
         init: str = "kmeans",
-        seed: int = 0,
+        random_state: int | None = 0,
         dtype: Any = np.float32,
         device: str | None = None,
     ) -> None:
-        common.check_params("LDAGibbs", nsamps=nsamps)
-        common.check_params("LDAGibbs", nsamps=nsamps0)
-        anneal_nsamps(anneal, 0.0, 1.0, 1.0)  # validates the name
-        if anneal_passes is not None:
-            common.check_params("LDAGibbs", n_passes=anneal_passes)
-        self.nsamps = float(nsamps)
-        self.nsamps0 = float(nsamps0)
+        self.k = k
+        self.nsamps = nsamps
         self.anneal = anneal
+        self.nsamps0 = nsamps0
         self.anneal_passes = anneal_passes
-        self._temp_lock = threading.Lock()
-        self._pending: deque = deque()
-        self._in_training = False
-        self._learner_ref: Any = None  # weakref to a live learner training this model
-        super().__init__(
-            k,
-            alpha=alpha,
-            beta=beta,
-            batch_size=batch_size,
-            n_passes=n_passes,
-            e_iters=e_iters,
-            e_iters_warm=e_iters_warm,
-            tau0=tau0,
-            kappa=kappa,
-            total_docs=total_docs,
-            warm_start=warm_start,
-            init=init,
-            seed=seed,
-            dtype=dtype,
-            device=device,
-        )
+        self.alpha = alpha
+        self.beta = beta
+        self.batch_size = batch_size
+        self.n_passes = n_passes
+        self.e_iters = e_iters
+        self.e_iters_warm = e_iters_warm
+        self.tau0 = tau0
+        self.kappa = kappa
+        self.total_docs = total_docs
+        self.warm_start = warm_start
+        self.init = init
+        self.random_state = random_state
+        self.dtype = dtype
+        self.device = device
 
-    # ------------------------------------------------------------------ state
-    def _reset(self) -> None:
-        super()._reset()
-        self._sweep = 0
-        self._needs_scale = True
-        self.nsamps_ = self.nsamps0 if self.anneal != "constant" else self.nsamps
-        self.temperature_log_: list[dict[str, Any]] = []
-        self._temp_active = False
-        self._pending.clear()
+    def _make_model(self) -> LDAGibbsModel:
+        return LDAGibbsModel(dtype=self.dtype, **self._model_options(LDAGibbsModel))
 
-    def _allocate(self, V: int, xp: Any, rng: np.random.Generator, seedT: np.ndarray) -> None:
-        k, B, dt = self.k, self.batch_size, self.dtype
-        dev = "cpu" if xp is np else "gpu"
-        init = (seedT * V).astype(dt)  # rescaled to the corpus's counts before training
-        # The counts are held as N = a * NT: decaying all of N is one multiply of the
-        # scalar a, so a CPU step only touches the rows of the minibatch's words.
-        self.NT = bl.Mat(backend.empty((V, k), dt, xp))
-        self.NT.data[...] = init if xp is np else xp.asarray(init)
-        self._a = 1.0
-        self._colsum = backend.empty((k,), np.float64, xp)  # column sums of NT
-        self._invden = backend.empty((k,), dt, xp)  # 1 / (a * colsum + V beta)
-        self._den = backend.empty((k,), np.float64, xp)
-        self.phiT = bl.zeros((V, k), dt, dev)  # normalised topics, formed when asked for
-        self._phi_stale = True
-        self.temp = bl.ones((V, k), dt, dev)
-        # CPU: the sampler's mask of words with a temperature other than 1, refreshed when
-        # the temperatures change (lda_sampler.heated_words)
-        self._hot = np.zeros(V, np.uint8) if xp is np else None
-        self.theta = bl.zeros((B, k), dt, dev)
-        self.theta_hat = bl.zeros((B, k), dt, dev)
-        self.phi_hat = bl.zeros((V, k), dt, dev)
-        self.work = lda_sampler.workspace(V, k, dt, xp)
-        self._stamp = backend.zeros((V,), np.int64, np) if xp is np else None
-        self._rows_buf = backend.empty((V,), np.int64, np) if xp is np else None
-        self._tick = 0
-        self.alpha_m = bl.scalar(self.alpha, dt, dev)
-        self.beta_m = bl.scalar(self.beta, dt, dev)
-        self.keep_m = bl.scalar(1.0, dt, dev)
-        self.scale_m = bl.scalar(1.0, dt, dev)
-        self._refresh()
+    def _make_updater(self, model: LDAGibbsModel) -> Updater:
+        return model.make_updater(tau0=self.tau0, kappa=self.kappa)
 
-    def _ensure_state(self, X: Any) -> None:
-        fresh = self._V is None
-        super()._ensure_state(X)
-        if fresh:  # from the leading documents only, like the k-means start (partial_fit)
-            head = X[: min(int(X.shape[0]), self.seed_docs())]
-            self._mean_doc_tokens = float(head.sum()) / max(int(head.shape[0]), 1)
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        return tags
 
-    def _update_params(self) -> None:
-        """invden = 1 / (a * colsum + V beta): phi = (a NT + beta) * invden, column by column."""
-        xp = self._xp
-        xp.multiply(self._colsum, self._a, out=self._den)
-        xp.add(self._den, self._V * self.beta, out=self._den)
-        xp.divide(1.0, self._den, out=self._invden)
-        self._phi_stale = True
+    @property
+    def nsamps_(self) -> float:
+        """m of the last minibatch (the annealing schedule's current value)."""
+        return self._fitted().nsamps_current
 
-    def _refresh(self) -> None:
-        """Recount the column sums after NT changed wholesale (a learner's updater step)."""
-        xp = self._xp
-        xp.sum(self.NT.data, axis=0, dtype=np.float64, out=self._colsum)
-        self._update_params()
-
-    def _fold_scale(self) -> None:
-        """Multiply the lazy scale a into NT (a = 1 afterwards)."""
-        if self._a != 1.0:
-            self.NT.data *= self.dtype.type(self._a)
-            self._a = 1.0
-            self._refresh()
-
-    def _scale_init(self) -> None:
-        """Scale the initial counts to the corpus: about tokens / (V k) each."""
-        self._needs_scale = False
-        per = self._mean_doc_tokens * self._total_docs / (self._V * self.k)
-        self.NT.data *= self.dtype.type(per)
-        self._refresh()
-
-    def _plan(self, n_passes: int) -> None:
-        self._anneal_batches = max(
-            1,
-            math.ceil(self._total_docs / self.batch_size) * (self.anneal_passes or n_passes),
-        )
-
-    def current_nsamps(self) -> float:
-        """m for the next minibatch, from the annealing schedule."""
-        progress = self.n_batches_ / getattr(self, "_anneal_batches", 1)
-        return anneal_nsamps(self.anneal, progress, self.nsamps0, self.nsamps)
-
-    # ------------------------------------------------------------------ one minibatch
-    def _sample(self, sb: bl.SMat, nsamps: float, ndocs: int, sparse: bool = True) -> Any:
-        """e_iters sampling sweeps over the minibatch: fills theta, theta_hat and phi_hat.
-
-        On the CPU with ``sparse`` only the rows of phi_hat of the minibatch's words are
-        written (returned; the others stay zero); else all of phi_hat (None returned).
-        """
-        theta = self.theta
-        self._init_doc_topics(theta, ndocs)
-        temp = self.temp.data if self._temp_active else None
-        csr = sb.csr
-        rows = None
-        if sparse and self._xp is np:
-            self._tick += 1
-            rows = lda_sampler.unique_columns(csr, self._stamp, self._tick, self._rows_buf)
-        sweeps = self._n_e_iters()
-        # one call for the E-step: sweeps with theta = theta_hat + alpha between them, the
-        # last one also making phi_hat (on the CPU one GIL-free numba call, see its doc)
-        lda_sampler.same_sample_sweeps(
-            csr, theta.data, self.NT.data, nsamps, self.seed, self._sweep + 1, sweeps,
-            self.alpha, self.theta_hat.data, self.phi_hat.data, temp, self.work,
-            scale=self._a, beta=self.beta, invden=self._invden, rows=rows, hot=self._hot,
-        )
-        self._sweep += sweeps
-        self._save_doc_topics(theta, ndocs)
-        return rows
-
-    def _begin_batch(self, where: dict[str, Any]) -> float:
-        """Before a minibatch: apply queued temperature changes (logged with ``where``)
-        and return m from the annealing schedule."""
-        if self._needs_scale:
-            self._scale_init()
-        self._apply_pending(where)
-        m = self.current_nsamps()
-        self.nsamps_ = m
-        return m
-
-    def _train_batch(self, sb: bl.SMat, ndocs: int) -> None:
-        self._in_training = True
-        m = self._begin_batch({"pass": self.n_passes_done_, "batch": self.n_batches_})
-        rows = self._sample(sb, m, ndocs)
-        rho = self._rho(ndocs)
-        step = rho * self._total_docs / max(ndocs, 1)  # N <- (1 - rho) N + step * phi_hat
-        if rows is not None:  # CPU: decay a, add the minibatch's rows only
-            self._a *= 1.0 - rho
-            lda_sampler.rows_step(self.NT.data, self._colsum, self.phi_hat.data, rows,
-                                  step / self._a)
-            if self._a < 1e-30:
-                self._fold_scale()
-            self._update_params()
-        else:
-            self.keep_m.set(1.0 - rho)
-            self.scale_m.set(step)
-            self.NT <<= self.NT * self.keep_m + self.phi_hat * self.scale_m
-            self._refresh()
-
-    def _after_pass(self) -> None:
-        self._in_training = False
-        self._apply_pending_if_idle()
-
-    def _topicsT(self) -> bl.Mat:
-        """The normalised topics, vocabulary x k, formed from the counts when stale."""
-        if self._phi_stale:
-            xp = self._xp
-            ph = self.phiT.data
-            xp.multiply(self.NT.data, self.dtype.type(self._a), out=ph)
-            xp.add(ph, self.dtype.type(self.beta), out=ph)
-            xp.multiply(ph, self._invden, out=ph)
-            self._phi_stale = False
-        return self.phiT
-
-    # ------------------------------------------------------------------ temperatures
     @property
     def temperature(self) -> np.ndarray:
         """The k x vocabulary temperature matrix (a host copy)."""
-        self._check_fitted()
-        self._apply_pending_if_idle()
-        return np.ascontiguousarray(np.asarray(backend.to_host(self.temp.data)).T)
+        return self._fitted().temperature()
 
-    def set_temperature(
-        self, value: float, topic: int | None = None, word: int | None = None
-    ) -> None:
-        """Set the temperature of one (topic, word) entry, a topic row, a word column or all.
+    @property
+    def temperature_log_(self) -> list[dict[str, Any]]:
+        """Every temperature change with the pass and minibatch it took effect at."""
+        return self._fitted().temperature_log
 
-        ``topic`` and ``word`` given: one entry; only ``topic``: that topic's row; only
-        ``word``: that word's column; neither: every entry. ``value`` must be > 0 (1 is
-        the default; > 1 heats). Safe while a learner trains: the change takes effect at
-        the next minibatch and is logged in ``temperature_log_``.
-        """
-        self._check_fitted()
-        common.check_params("LDAGibbs", temperature=value)
-        V, k = self._V, self.k
-        for name, idx, size in (("topic", topic, k), ("word", word, V)):
-            if idx is None:
-                continue
-            if not isinstance(idx, (int, np.integer)) or isinstance(idx, bool):
-                raise TypeError(f"temperature {name} index must be an int; got {idx!r}")
-            if not 0 <= int(idx) < size:
-                raise IndexError(
-                    f"temperature index (topic={topic}, word={word}) is outside the k x "
-                    f"vocabulary = {k} x {V} temperature matrix: {name} must be in "
-                    f"0..{size - 1}"
-                )
-        self._pending.append(
-            (None if topic is None else int(topic), None if word is None else int(word),
-             float(value))
-        )
-        self._apply_pending_if_idle()
+    def set_temperature(self, value: float, topic: int | None = None,
+                        word: int | None = None) -> None:
+        """See :meth:`LDAGibbsModel.set_temperature` (safe while a learner trains)."""
+        if not self.__sklearn_is_fitted__():
+            spec = Option(**{**TEMPERATURE.__dict__, "owner": "LDAGibbs"})
+            spec.check(value)
+            raise RuntimeError("this LDAGibbs is not fitted yet: call fit(X) or "
+                               "partial_fit(X) first")
+        self.model_.set_temperature(value, topic=topic, word=word)
 
     def reset_temperature(self) -> None:
         """All temperatures back to 1 (logged like any other change)."""
         self.set_temperature(1.0)
 
-    def _training_active(self) -> bool:
-        if self._in_training:
-            return True
-        lr = self._learner_ref() if self._learner_ref is not None else None
-        return lr is not None and lr.state in ("running", "paused")
 
-    def _apply_pending_if_idle(self) -> None:
-        if not self._training_active():
-            self._apply_pending({"pass": self.n_passes_done_, "batch": self.n_batches_})
-
-    def _apply_pending(self, where: dict[str, Any] | None = None) -> None:
-        """Write queued temperature changes into the matrix (training thread / when idle).
-
-        Each change is logged with ``where``: the pass and minibatch number it takes
-        effect at (a learner adds its step and the minibatch's index in the pass).
-        """
-        if not self._pending:
-            return
-        where = where or {"pass": self.n_passes_done_, "batch": self.n_batches_}
-        with self._temp_lock:
-            while self._pending:
-                topic, word, value = self._pending.popleft()
-                t = self.temp.data  # V x k
-                rows = slice(None) if word is None else word
-                cols = slice(None) if topic is None else topic
-                t[rows, cols] = value
-                if topic is None and word is None:
-                    self._temp_active = value != 1.0
-                elif value != 1.0:
-                    self._temp_active = True
-                self.temperature_log_.append(
-                    {**where, "topic": topic, "word": word, "value": value}
-                )
-            if self._hot is not None:
-                lda_sampler.heated_words(self.temp.data, self._hot)
+register_model("ldagibbs", LDAGibbs)

@@ -1,0 +1,467 @@
+"""The engine shared by the LDA models: :class:`LDACore` (a :class:`bidlab.learn.Model`)
+and :class:`RhoStep` (Hoffman's online step, a :class:`bidlab.learn.Updater`).
+
+:class:`~bidlab.models.lda.LDAModel` (variational Bayes) and
+:class:`~bidlab.models.lda_gibbs.LDAGibbsModel` (SAME Gibbs) subclass :class:`LDACore`,
+which owns what both need around one minibatch step:
+
+* **fixed-shape minibatches**: each minibatch is copied into a ``batch_rows``-row ``SMat``
+  padded with empty documents, chosen by nnz from classes 1.5x wide, so every cached
+  container keeps its shape and, after the first pass, a step allocates nothing (scipy
+  copies a CSR's arrays when they view a buffer over twice their size; the classes keep
+  every buffer under that);
+* **warm starts**: with ``warm_start`` and several passes over the same documents, each
+  document's topic weights are kept between passes (a documents x k matrix) and later
+  passes take ``e_iters_warm`` iterations;
+* **initial topics** from a light spherical k-means of the leading documents
+  (:func:`seed_topics`), or scikit-learn's Gamma(100, 0.01) start;
+* the public read side: :meth:`LDACore.topicsT`, :meth:`LDACore.components`,
+  :meth:`LDACore.transform` (the variational E-step with the topics fixed) and
+  :meth:`LDACore.heldout_score` (document completion).
+
+Call :meth:`LDACore.prepare` with the documents before a learner trains the model: it
+hands over the leading documents for the initialisation and says whether the passes
+revisit the same documents (warm starts). Without it the model starts from the random
+topics and counts the stream's documents from the data source.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+import bidlab as bl
+from bidlab import backend
+from bidlab.learn import Model, Option, Options, Updater
+from bidlab.learn.staging import Minibatch
+from bidlab.models import _lda_common as common
+
+__all__ = ["LDACore", "RhoStep", "seed_topics", "own_options"]
+
+# -- the option rows shared by the models (live options) and the estimators (parameters) --
+K = Option("k", int, 10, "number of topics", low=1, live=False)
+ALPHA = Option("alpha", float, 0.1, "symmetric Dirichlet prior on documents' topic "
+               "proportions", low=0.0, low_open=True)
+BETA = Option("beta", float, 0.01, "symmetric Dirichlet prior on topics' word probabilities",
+              low=0.0, low_open=True)
+E_ITERS = Option("e_iters", int, 5, "E-step iterations (Gibbs: sampling sweeps) per minibatch",
+                 low=1)
+E_ITERS_WARM = Option("e_iters_warm", int, 3, "E-step iterations once warm-started (None: "
+                      "e_iters)", low=1, none_ok=True)
+TOTAL_DOCS = Option("total_docs", int, None, "documents in the whole stream (None: those of "
+                    "the data)", low=1, none_ok=True, live=False)
+WARM_START = Option("warm_start", bool, True, "start each document's E-step from its values "
+                    "of the previous pass", live=False)
+INIT = Option("init", str, "kmeans", "initial topics: k-means of the leading documents, or "
+              "random", choices=("random", "kmeans"), live=False)
+RANDOM_STATE = Option("random_state", int, 0, "seed of the initialisation (and the sampler)",
+                      low=0, none_ok=True, live=False)
+TRAIN_SCORE = Option("train_score", bool, True, "score each training minibatch (one more "
+                     "SDDMM per minibatch)")
+TAU0 = Option("tau0", float, 1.0, "delay of the step-size schedule rho_t = (tau0 + t)^-kappa",
+              low=0.0)
+KAPPA = Option("kappa", float, 0.7, "forgetting rate of the step-size schedule", low=0.5,
+               low_open=True, high=1.0)
+
+_TRANSIENT = ("_scratch", "_store", "_head", "_learner_ref")
+
+
+def own_options(component: Any) -> None:
+    """Give ``component`` back an option set of its own options (their current values).
+
+    A learner attaches its components to its merged option set; before another learner
+    takes the same component (``partial_fit``, a new ``learner()``), the learner's own
+    options (``n_passes``, ``max_steps``, ...) must not travel along.
+    """
+    own = Options()
+    cur = component.opts
+    for spec in component.option_table():
+        own.declare(spec, cur.get(spec.name) if spec.name in cur else spec.default,
+                    has_value=spec.name in cur)
+    component.opts = own
+
+
+class RhoStep(Updater):
+    """Hoffman's online step ``m <- (1 - rho) m + rho u`` with ``rho = (tau0 + t)^-kappa``
+    times the model's ``step_weight`` (documents / batch rows: a short minibatch takes a
+    partial step). A model with its own representation of the step (``blend(rho)``: the
+    Gibbs model's lazily scaled counts, updated on the minibatch's words only) gets ``rho``
+    and does it; else ``updatemats`` hold the full-data estimate ``u``."""
+
+    OPTIONS = (TAU0, KAPPA)
+
+    def rho(self) -> float:
+        """The step of the next update."""
+        rho = float((self.opts.tau0 + self.t + 1) ** (-self.opts.kappa))
+        return rho * float(getattr(self.model, "step_weight", 1.0))
+
+    def update(self, step: int) -> None:
+        rho = self.rho()
+        blend = getattr(self.model, "blend", None)
+        if blend is not None:
+            blend(rho)
+        else:
+            xp = self.xp
+            for i, (m, u) in enumerate(zip(self.model.modelmats, self.model.updatemats,
+                                           strict=True)):
+                tmp = self._tmp[i]
+                xp.multiply(u.data, rho, out=tmp)
+                xp.multiply(m.data, 1.0 - rho, out=m.data)
+                xp.add(m.data, tmp, out=m.data)
+        self.t += 1
+
+
+def seed_topics(X: Any, k: int, rng: np.random.Generator, tokens: float,
+                lloyd: int = 5, restarts: int = 3) -> np.ndarray:
+    """Initial topics, vocabulary x k (columns sum to 1), from spherical k-means of ``X``.
+
+    ``X`` (host CSR, the leading documents) is L2-normalised and clustered by a few Lloyd
+    iterations of spherical k-means started by greedy k-means++ (cosine distance); the
+    best of ``restarts`` runs wins. Topic t starts as one pseudo-count per word times
+    +-10% noise plus ``tokens`` pseudo-tokens spread like the words of cluster t: enough
+    to start the topics apart (a near-uniform start ends with merged or dead topics far
+    more often on planted-topic corpora), little enough not to pull a real corpus into
+    the clusters' optimum.
+    """
+    n = int(X.shape[0])
+    full = sp.csr_matrix(X, dtype=np.float64)
+    used = np.unique(full.indices)  # cluster on the words these documents use
+    S = sp.csr_matrix(full[:, used])
+    lengths = np.sqrt(np.asarray(S.multiply(S).sum(axis=1)).ravel())
+    lengths[lengths == 0] = 1.0
+    Sn = sp.csr_matrix(sp.diags(1.0 / lengths) @ S)
+    dist = 1.0 - (Sn @ Sn.T).toarray()  # n x n cosine distances
+
+    def kmeans() -> tuple[float, np.ndarray]:
+        chosen = [int(rng.integers(n))]
+        best = dist[chosen[0]].copy()
+        trials = 2 + int(np.log(k))
+        for _ in range(1, k):
+            p = np.maximum(best, 0.0) ** 2
+            total = p.sum()
+            if total <= 0:
+                chosen.append(int(rng.integers(n)))
+                continue
+            cands = rng.choice(n, size=trials, p=p / total)
+            options = np.minimum(best[None, :], dist[cands])
+            pick = int(np.argmin((options**2).sum(axis=1)))
+            chosen.append(int(cands[pick]))
+            best = options[pick]
+        assign = np.argmin(dist[chosen], axis=0)  # each document's nearest seed
+        for _ in range(lloyd + 1):
+            onehot = sp.csr_matrix((np.ones(n), (assign, np.arange(n))), shape=(k, n))
+            summed = (onehot @ Sn).toarray()
+            norms = np.sqrt((summed * summed).sum(axis=1, keepdims=True))
+            centresT = np.ascontiguousarray((summed / np.maximum(norms, 1e-300)).T)
+            sim = Sn @ centresT  # n x k
+            assign = sim.argmax(axis=1)
+        return float(sim.max(axis=1).sum()), assign
+
+    assign = max((kmeans() for _ in range(restarts)), key=lambda r: r[0])[1]
+    onehot = sp.csr_matrix((np.ones(n), (assign, np.arange(n))), shape=(k, n))
+    docs = np.full((k, full.shape[1]), 1e-12)
+    docs[:, used] += (onehot @ S).toarray()
+    docs /= docs.sum(axis=1, keepdims=True)
+    noise = rng.random(size=docs.shape)  # +-10%, like Gamma(100, 0.01) but cheaper
+    noise *= 0.2
+    noise += 0.9
+    topics = (1.0 + tokens * docs) * noise
+    topics /= topics.sum(axis=1, keepdims=True)
+    return np.ascontiguousarray(topics.T)
+
+
+class LDACore(Model):
+    """What the LDA models share; subclasses implement the step (see the module doc).
+
+    Args:
+        dtype: float32 or float64, the model's arithmetic.
+        **options: the options below (``k``, ``alpha``, ...), also settable on a learner.
+
+    Attributes:
+        n_batches: training minibatches so far (t of the step-size schedule).
+        n_docs_seen: documents trained on so far.
+        n_passes_done: passes finished so far.
+        step_weight: documents / batch rows of the last minibatch (for :class:`RhoStep`).
+    """
+
+    score_name = "ll/word"
+    OPTIONS = (K, ALPHA, BETA, E_ITERS, E_ITERS_WARM, TOTAL_DOCS, WARM_START, INIT,
+               RANDOM_STATE, TRAIN_SCORE)
+    kmeans_tokens = 30.0  # pseudo-tokens of its k-means cluster in an initial topic
+
+    def __init__(self, *, dtype: Any = np.float32, **options: Any) -> None:
+        super().__init__(**options)
+        self.dtype = np.dtype(dtype)
+        self.n_batches = 0
+        self.n_docs_seen = 0
+        self.n_passes_done = 0
+        self.step_weight = 1.0
+        self.total_docs: int | None = None  # the stream's documents, once known
+        self.vocab_size: int | None = None
+        self.batch_rows = 0
+        self.seed = 0
+        self._plan_passes: int | None = None
+        self._head: Any = None
+        self._head_tokens: float | None = None
+        self._store_rows = 0
+        self._store: bl.Mat | None = None
+        self._store_ready = False
+        self._lo = 0
+        self._scratch: dict[str, Any] | None = None
+
+    # -- pickling: scratch is rebuilt on demand ------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in _TRANSIENT}
+        state["_store_ready"] = False
+        # the model matrices are views of the stored ones: rebuilt by link()
+        state["modelmats"], state["updatemats"] = [], []
+        return backend.portable_state(state)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(backend.restore_state(state))
+        for name in _TRANSIENT:
+            self.__dict__.setdefault(name, None)
+        if self.vocab_size is not None and "_doc_init" in self.__dict__:
+            self.link()
+            self.xp = self.modelmats[0].xp
+            self.device = "cpu" if self.xp is np else "gpu"
+
+    # -- before training -----------------------------------------------------------------
+    def seed_docs(self) -> int:
+        """How many leading documents the k-means initialisation looks at (8 per topic,
+        between 256 and 1024)."""
+        return min(1024, max(256, 8 * int(self.opts.k)))
+
+    def prepare(self, X: Any, n_passes: int, warm: bool = True) -> None:
+        """Get ready to train on the documents x vocabulary counts ``X`` (canonical CSR).
+
+        Before the first training: keeps the leading documents for the initialisation,
+        takes ``total_docs`` from ``X`` unless set and plans ``n_passes`` passes (Gibbs
+        annealing). Always: with ``warm`` (the passes revisit these same documents in
+        order) and ``warm_start`` and ``n_passes > 1``, documents are warm-started from
+        their previous pass.
+        """
+        n = int(X.shape[0])
+        if not self.initialised:
+            head = X[: min(n, self.seed_docs())]
+            self._head = sp.csr_matrix(backend.to_host(head), dtype=np.float64)
+            self._head_tokens = float(self._head.sum()) / max(int(self._head.shape[0]), 1)
+            self._plan_passes = int(n_passes)
+            if self.total_docs is None:
+                self.total_docs = int(self.opts.total_docs or max(n, 1))
+        self._store = None
+        self._store_ready = False
+        self._store_rows = n if warm and self.opts.warm_start and n_passes > 1 else 0
+
+    # -- Model -----------------------------------------------------------------------------
+    def init(self, info: Any) -> None:
+        o = self.opts
+        k, V, B = int(o.k), int(info.n_features), int(info.batch_size)
+        self.device = info.device
+        self.xp = np if info.device == "cpu" else backend.cupy()
+        self.vocab_size, self.batch_rows = V, B
+        if self.total_docs is None:
+            self.total_docs = int(o.total_docs or info.n_samples or B)
+        if self._plan_passes is None:
+            self._plan_passes = int(o.n_passes) if "n_passes" in o else 1
+        self.seed = (int(o.random_state) if o.random_state is not None
+                     else int(np.random.SeedSequence().entropy % (2**31)))
+        rng = np.random.default_rng(self.seed)
+        # each minibatch row starts from its own random point (scikit-learn's
+        # Gamma(100, 0.01) draw) so that documents break the topics' symmetry
+        noise = rng.gamma(100.0, 0.01, size=(B, k)).astype(self.dtype)
+        self._doc_init = bl.Mat(backend.empty(noise.shape, self.dtype, self.xp))
+        self._doc_init.data[...] = noise if self.xp is np else self.xp.asarray(noise)
+        if o.init == "kmeans" and self._head is not None and self._head.shape[1] == V:
+            seedT = seed_topics(self._head, k, rng, self.kmeans_tokens)
+        else:  # Hoffman's / scikit-learn's Gamma(100, 0.01), as probabilities
+            seedT = rng.gamma(100.0, 0.01, size=(V, k))
+            seedT /= seedT.sum(axis=0, keepdims=True)
+        self._head = None
+        self.alpha_m = bl.scalar(o.alpha, self.dtype, self.device)
+        self.beta_m = bl.scalar(o.beta, self.dtype, self.device)
+        self.allocate(seedT)
+
+    def allocate(self, seedT: np.ndarray) -> None:
+        """Make the model's matrices from the initial topics (vocabulary x k)."""
+        raise NotImplementedError
+
+    def link(self) -> None:
+        """Set ``modelmats`` / ``updatemats``: topics x vocabulary views of the stored
+        vocabulary x k matrices (so observers see topics as rows)."""
+        raise NotImplementedError
+
+    def apply_changes(self, changes: dict[str, Any]) -> None:
+        super().apply_changes(changes)
+        if not self.initialised:
+            return
+        if "alpha" in changes:
+            self.alpha_m.set(float(changes["alpha"]))
+        if "beta" in changes:
+            self.beta_m.set(float(changes["beta"]))
+
+    def start_pass(self, pass_: int) -> None:
+        del pass_
+
+    def end_pass(self, pass_: int) -> None:
+        self.n_passes_done += 1
+        self._store_ready = self._store is not None
+
+    def flops(self, batch: Minibatch) -> float:
+        x = batch.mats[0]
+        return self.sweep_flops() * float(self.opts.k) * float(x.nnz)
+
+    def sweep_flops(self) -> float:
+        """Flops per topic and nonzero of one training minibatch."""
+        return 0.0
+
+    def evaluate(self, batch: Minibatch) -> Any:
+        """Per-word log-likelihood of a held-out minibatch, its documents' proportions
+        fitted by ``e_iters`` variational E-steps with the topics fixed."""
+        self.sync()
+        sb = self.rows(batch)
+        s = self.scratch()
+        gamma, et = s["ev_gamma"], s["ev_et"]
+        phiT = self.topicsT()
+        tiny = common.mu_floor(self.dtype)
+        et <<= 1.0
+        for _ in range(int(self.opts.e_iters)):
+            mu = bl.sddmm(et.T, phiT.T, sb)
+            gamma <<= et * ((sb / (mu + tiny)) @ phiT) + self.alpha_m
+            bl.expdigamma(gamma, out=et)
+        return self.score_with(sb, gamma)
+
+    # -- the read side ---------------------------------------------------------------------
+    def sync(self) -> None:
+        """Bring derived quantities up to date after the model matrices moved."""
+
+    def refresh(self) -> None:
+        """Recompute everything derived from the model matrices (after they were written
+        from outside, e.g. a checkpoint loaded into them)."""
+        self.sync()
+
+    def topicsT(self) -> bl.Mat:
+        """The normalised topics, vocabulary x k (columns sum to 1), on the model's device."""
+        raise NotImplementedError
+
+    def components(self) -> np.ndarray:
+        """The topics, k x vocabulary host float64, each row summing to 1."""
+        phiT = np.asarray(backend.to_host(self.topicsT().data), dtype=np.float64)
+        comp = np.ascontiguousarray(phiT.T)
+        comp /= comp.sum(axis=1, keepdims=True)
+        return comp
+
+    def transform(self, X: Any) -> Any:
+        """Topic proportions of the documents ``X`` (canonical CSR in the model's dtype on
+        its device): documents x k, rows sum to 1, an empty document gets the prior mean."""
+        gamma = common.infer_theta(self.topicsT(), bl.SMat(X), float(self.opts.alpha))
+        return (gamma / gamma.sum(axis=1)).data
+
+    def heldout_score(self, X: Any, random_state: int = 0) -> float:
+        """Held-out per-word log-likelihood of ``X`` by document completion."""
+        return float(common.heldout_loglik(self.components(), X, float(self.opts.alpha),
+                                           seed=random_state))
+
+    # -- minibatch helpers -------------------------------------------------------------------
+    def scratch(self) -> dict[str, Any]:
+        """Per-minibatch working matrices, allocated on first use (and after unpickling)."""
+        s = self._scratch
+        if s is None:
+            B, k, dt, dev = self.batch_rows, int(self.opts.k), self.dtype, self.device
+            s = self._scratch = {"batch": {}, "ptr": None,
+                                 "ev_gamma": bl.zeros((B, k), dt, dev),
+                                 "ev_et": bl.zeros((B, k), dt, dev)}
+            self.make_scratch(s)
+        if self._store is None and self._store_rows:
+            self._store = bl.ones((self._store_rows, int(self.opts.k)), self.dtype, self.device)
+        return s
+
+    def make_scratch(self, s: dict[str, Any]) -> None:
+        """Add the subclass's working matrices to ``s``."""
+
+    def rows(self, batch: Minibatch) -> bl.SMat:
+        """The minibatch copied into a persistent ``batch_rows``-row SMat (padded with
+        empty documents); its position in the pass is remembered for warm starts."""
+        self._lo = int(batch.start)
+        return self.load_rows(batch.mats[0].csr, 0, batch.n)
+
+    def load_rows(self, X: Any, lo: int, hi: int) -> bl.SMat:
+        """Rows lo..hi of CSR ``X`` in the padded SMat of their nnz class (allocates only
+        the first time a class is used, or when its buffers must grow)."""
+        s = self.scratch()
+        xp = self.xp
+        B = self.batch_rows
+        indptr = X.indptr
+        start, stop = int(indptr[lo]), int(indptr[hi])
+        n = hi - lo
+        if s["ptr"] is None or s["ptr"].dtype != indptr.dtype:
+            s["ptr"] = backend.empty((B + 1,), indptr.dtype, xp)
+        ptr = s["ptr"]
+        xp.subtract(indptr[lo : hi + 1], start, out=ptr[: n + 1])
+        ptr[n + 1 :] = stop - start
+        csp = backend.sparse_module(xp)
+        view = csp.csr_matrix((X.data[start:stop], X.indices[start:stop], ptr),
+                              shape=(B, self.vocab_size), copy=False)
+        slot = int(np.log(max(stop - start, 1)) / np.log(1.5))
+        batch = s["batch"].get(slot)
+        if batch is None:
+            batch = s["batch"][slot] = bl.SMat(view.copy())
+        batch.copy_from(view)
+        return batch
+
+    def init_doc_topics(self, target: bl.Mat, n: int) -> None:
+        """Start a minibatch's document-topic weights: last pass's values (warm start) or
+        the fixed random start."""
+        if self._store_ready:
+            target.data[:n] = self._store.data[self._lo : self._lo + n]
+            target.data[n:] = self._doc_init.data[n:]
+        else:
+            target <<= self._doc_init
+
+    def save_doc_topics(self, source: bl.Mat, n: int) -> None:
+        if self._store is not None:
+            self._store.data[self._lo : self._lo + n] = source.data[:n]
+
+    def n_e_iters(self) -> int:
+        """E-step iterations for this minibatch (fewer once warm-started)."""
+        warm = self.opts.e_iters_warm
+        if self._store_ready and warm is not None:
+            return int(warm)
+        return int(self.opts.e_iters)
+
+    def score_with(self, sb: bl.SMat, doc_params: bl.Mat) -> bl.Mat:
+        """Per-word log-likelihood of ``sb`` under the current topics, each document's
+        proportions its row of ``doc_params`` normalised; one SDDMM, a 1 x 1 Mat."""
+        phiT = self.topicsT()
+        tiny = common.mu_floor(self.dtype)
+        theta = doc_params / doc_params.sum(axis=1)
+        prob = bl.sddmm(theta.T, phiT.T, sb)
+        return (sb * bl.log(prob + tiny)).sum() / sb.sum()
+
+    def extra_state(self) -> dict[str, bl.Mat]:
+        """The counters (n_batches, n_docs_seen, n_passes_done) ride along in checkpoints."""
+        c = self._counters_mat()
+        c.data[0, :3] = (self.n_batches, self.n_docs_seen, self.n_passes_done)
+        return {"counters": c}
+
+    def _counters_mat(self) -> bl.Mat:
+        c = self.__dict__.get("_ckpt")
+        if c is None:
+            c = self._ckpt = bl.Mat(np.zeros((1, 5), np.float64))
+        return c
+
+    def restored(self) -> None:
+        """Called after a checkpoint was written into the model's matrices and
+        :meth:`extra_state`: takes the counters back and recomputes what derives from
+        the matrices."""
+        v = np.asarray(backend.to_host(self._counters_mat().data)).reshape(-1)
+        self.n_batches, self.n_docs_seen, self.n_passes_done = (int(x) for x in v[:3])
+        self.refresh()
+
+
+def ceil_batches(total_docs: int, batch_rows: int) -> int:
+    """Minibatches per pass over ``total_docs`` documents (at least 1)."""
+    return max(1, math.ceil(total_docs / max(batch_rows, 1)))

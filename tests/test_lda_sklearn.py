@@ -1,0 +1,184 @@
+"""LDA and LDAGibbs as scikit-learn estimators: every check_estimator check, clone,
+pipelines, grid search, pickling and the safe save/load."""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+from sklearn.utils.estimator_checks import check_estimator, parametrize_with_checks
+
+from bidlab.datasets import synthetic_lda_corpus
+from bidlab.learn.model import MODELS
+from bidlab.models import LDA, LDAGibbs
+from bidlab.models.base import load
+
+# small models, so the ~50 checks per estimator run in seconds
+_FAST = {"k": 3, "n_passes": 2, "e_iters": 3, "e_iters_warm": 2}
+
+# LDAGibbs draws whole tokens: it refuses fractional counts with a ValueError, and these
+# checks feed it non-integer data (uniform or Gaussian floats)
+_FRACTIONAL = "feeds non-integer counts, which the Gibbs sampler refuses (ValueError)"
+_GIBBS_FAILS = {name: _FRACTIONAL for name in (
+    "check_dict_unchanged", "check_dont_overwrite_parameters", "check_dtype_object",
+    "check_estimator_sparse_array", "check_estimator_sparse_matrix",
+    "check_estimator_sparse_tag", "check_estimators_dtypes",
+    "check_estimators_fit_returns_self", "check_estimators_nan_inf",
+    "check_estimators_overwrite_params", "check_estimators_pickle",
+    "check_f_contiguous_array_estimator", "check_fit2d_1feature", "check_fit2d_1sample",
+    "check_fit2d_predict1d", "check_fit_check_is_fitted", "check_fit_idempotent",
+    "check_fit_score_takes_y", "check_methods_sample_order_invariance",
+    "check_methods_subset_invariance", "check_n_features_in",
+    "check_n_features_in_after_fitting", "check_pipeline_consistency",
+    "check_readonly_memmap_input", "check_transformer_data_not_an_array",
+    "check_transformer_general", "check_transformer_preserve_dtypes",
+)}
+
+
+def _expected_failures(estimator):
+    return _GIBBS_FAILS if isinstance(estimator, LDAGibbs) else {}
+
+
+@parametrize_with_checks(
+    [LDA(**_FAST), LDA(method="batch", **_FAST), LDAGibbs(nsamps=5, **_FAST)],
+    expected_failed_checks=_expected_failures)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
+
+
+def test_gibbs_fails_exactly_the_checks_that_feed_fractional_counts():
+    results = check_estimator(LDAGibbs(nsamps=5, **_FAST), on_fail=None)
+    failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
+    assert set(failed) == set(_GIBBS_FAILS)
+    for name, exc in failed.items():
+        assert "non-integer count" in f"{exc} {exc.__cause__}", (name, exc)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return synthetic_lda_corpus(n_docs=300, n_words=120, k=4, doc_len=(40, 80), alpha=0.1,
+                                seed=1)
+
+
+MAKERS = {
+    "online": lambda **kw: LDA(4, n_passes=3, batch_size=50, **kw),
+    "batch": lambda **kw: LDA(4, "batch", n_passes=8, batch_size=100, **kw),
+    "gibbs": lambda **kw: LDAGibbs(4, 10, n_passes=3, batch_size=50, **kw),
+}
+
+
+def test_models_are_registered_for_bidlab_train():
+    assert MODELS["lda"] is LDA and MODELS["ldagibbs"] is LDAGibbs
+
+
+@pytest.mark.parametrize("method", list(MAKERS))
+def test_clone_refits_to_the_same_topics(corpus, method):
+    est = MAKERS[method](alpha=0.2).fit(corpus.X)
+    twin = clone(est)
+    assert twin.get_params() == est.get_params() and not hasattr(twin, "model_")
+    np.testing.assert_array_equal(twin.fit(corpus.X).components_, est.components_)
+
+
+@pytest.mark.parametrize("method", list(MAKERS))
+def test_pickle_joblib_and_save_load_give_identical_transforms(corpus, method, tmp_path):
+    est = MAKERS[method]().fit(corpus.X[:250])
+    X = corpus.X[250:]
+    want = est.transform(X)
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.transform(X), want)
+    joblib.dump(est, tmp_path / "est.joblib")
+    np.testing.assert_array_equal(joblib.load(tmp_path / "est.joblib").transform(X), want)
+    est.save(tmp_path / "est.bidlab")
+    loaded = type(est).load(tmp_path / "est.bidlab")
+    assert type(loaded) is type(est) and loaded.get_params() == est.get_params()
+    np.testing.assert_array_equal(loaded.transform(X), want)
+    np.testing.assert_array_equal(load(tmp_path / "est.bidlab").components_, est.components_)
+    assert loaded.score(X) == est.score(X)
+    # a loaded model trains on: partial_fit continues it like the original
+    est.partial_fit(X)
+    loaded.partial_fit(X)
+    np.testing.assert_array_equal(loaded.components_, est.components_)
+
+
+def test_pipeline_with_countvectorizer_and_grid_search():
+    rng = np.random.default_rng(0)
+    topics = [["apple", "pear", "plum", "fig"], ["car", "bus", "train", "tram"],
+              ["red", "blue", "green", "pink"]]
+    docs = [" ".join(rng.choice(topics[i % 3], size=12)) for i in range(90)]
+    pipe = Pipeline([("counts", CountVectorizer()),
+                     ("lda", LDA(3, n_passes=5, batch_size=30))])
+    theta = pipe.fit_transform(docs)
+    assert theta.shape == (90, 3) and np.allclose(theta.sum(axis=1), 1.0)
+    assert (theta.argmax(axis=1)[:3].size == 3) and len(set(theta.argmax(axis=1)[:30])) == 3
+    names = pipe.named_steps["counts"].get_feature_names_out()
+    words = pipe.named_steps["lda"].top_words(4, vocab=list(names))
+    assert sorted(sorted(w) for w in words) == sorted(sorted(t) for t in topics)
+    assert list(pipe.get_feature_names_out()) == ["lda0", "lda1", "lda2"]
+    search = GridSearchCV(LDA(n_passes=3, batch_size=20), {"k": [1, 3]}, cv=3)
+    search.fit(CountVectorizer().fit_transform(docs))
+    assert search.best_params_ == {"k": 3}
+
+
+@pytest.mark.parametrize("method", ["online", "gibbs"])
+def test_transform_follows_the_input_dtype(corpus, method):
+    est = MAKERS[method]().fit(corpus.X)
+    X = corpus.X[:20]
+    assert est.transform(X.astype(np.float64)).dtype == np.float64
+    assert est.transform(X.astype(np.float32)).dtype == np.float32
+    assert est.transform(X.astype(np.int64).toarray()).dtype == np.float64
+    np.testing.assert_allclose(est.transform(X.astype(np.float32)),
+                               est.transform(X.toarray()), rtol=1e-6)
+
+
+def test_dataframes_give_feature_names(corpus):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(corpus.X[:100].toarray(), columns=corpus.vocab)
+    est = LDA(4, n_passes=2, batch_size=50).fit(df)
+    assert list(est.feature_names_in_) == list(corpus.vocab) and est.n_features_in_ == 120
+    assert all(w in corpus.vocab for t in est.top_words(3) for w in t)
+
+
+@pytest.mark.parametrize("method", list(MAKERS))
+def test_fit_trains_in_the_calling_thread_and_learner_shares_the_model(corpus, method):
+    import threading
+
+    est = MAKERS[method]()
+    before = threading.active_count()
+    est.fit(corpus.X)
+    assert threading.active_count() == before, "fit started no thread"
+    fitted = est.components_
+    model = est.model_
+    lr = est.learner(corpus.X, n_passes=1)
+    assert lr.model is model and lr.estimator is est
+    lr.fit(progress=None)
+    assert est.model_ is model and lr.state == "done"
+    assert not np.array_equal(est.components_, fitted), "the learner trained the fit model"
+
+
+@pytest.mark.parametrize("method", list(MAKERS))
+def test_cli_style_learner_with_checkpoint_resumes_exactly(corpus, method, tmp_path):
+    """What ``bidlab train`` does: Est(**params).learner(X, None, **learner options).
+    (Warm starts are not checkpointed: a resumed run starts its documents afresh.)"""
+    ck = tmp_path / "lda.ckpt"
+    a = MAKERS[method](warm_start=False)
+    lr = a.learner(corpus.X, None, n_passes=2, checkpoint=str(ck), batch_size=50,
+                   val_every=0)
+    lr.fit(progress=None)
+    assert lr.step == 12 and ck.exists()
+    shutil.copy(ck, tmp_path / "after2.ckpt")
+    lr.set(n_passes=3)
+    lr.fit(progress=None)
+    b = MAKERS[method](warm_start=False)
+    lr2 = b.learner(corpus.X, None, n_passes=2, batch_size=50, val_every=0)
+    lr2.load(str(tmp_path / "after2.ckpt"))
+    assert b.n_batches_ == 12 and b.n_passes_done_ == 2
+    lr2.set(n_passes=3)
+    lr2.fit(progress=None)
+    np.testing.assert_allclose(b.components_, a.components_, rtol=1e-5, atol=1e-7)
