@@ -1,4 +1,4 @@
-"""Pytest fixtures for real-browser tests (a pytest plugin; see tests/browser_harness.py).
+"""Pytest fixtures for real-browser tests (a pytest plugin; the harness is bidlab.bench._browser).
 
 Load it from a test module with ``pytest_plugins = ["conftest_browser"]`` or, once for
 the whole suite, from tests/conftest.py. Fixtures:
@@ -9,7 +9,7 @@ the whole suite, from tests/conftest.py. Fixtures:
 * ``artifacts_dir``: where screenshots go (``$BIDLAB_TEST_ARTIFACTS`` or
   ``<repo>/test-artifacts``, git-ignored).
 
-A module starts its own JupyterLab with ``browser_harness.start_lab`` in a module-scoped
+A module starts its own JupyterLab with ``bh.start_lab`` in a module-scoped
 fixture (one shared server per module).
 """
 
@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import browser_harness
 import pytest
+
+from bidlab.bench import _browser as bh
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,11 +35,11 @@ def artifacts_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[browser_harness.Browser]:
-    reason = browser_harness.skip_reason()
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[bh.Browser]:
+    reason = bh.skip_reason()
     if reason:
         pytest.skip(reason)
-    b = browser_harness.start_browser(tmp_path_factory.mktemp("chromium-profile"))
+    b = bh.start_browser(tmp_path_factory.mktemp("chromium-profile"))
     yield b
     b.close()
 
@@ -51,7 +52,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 
 
 @pytest.fixture
-def page(browser: browser_harness.Browser, request: pytest.FixtureRequest,
+def page(browser: bh.Browser, request: pytest.FixtureRequest,
          artifacts_dir: Path) -> Iterator[Any]:
     p = browser.new_page()
     yield p

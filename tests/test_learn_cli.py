@@ -68,7 +68,8 @@ def test_train_from_npz_in_process(planted, capsys):
         (["train", "lsq", "--data", "missing.npz"], 2, "no such file or folder"),
         (["train", "lsq"], 2, "--data is required"),
         (["train", "nope", "--data", "DATA"], 2, "unknown model 'nope'; known models: "),
-        (["train", "lsq", "--data", "DATA", "--updater", "sgd"], 2, "unknown updater 'sgd'"),
+        (["train", "lsq", "--data", "DATA", "--updater", "sgd"], 2,
+         "The 'updater' parameter of bidlab train must be one of 'grad', 'adagrad'"),
         (["frobnicate"], 2, "unknown command 'frobnicate'"),
     ],
 )

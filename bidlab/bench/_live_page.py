@@ -2,7 +2,7 @@
 
 Used by ``tests/test_widgets_browser.py`` and ``python -m bidlab.bench dashboard``; both
 drive ``notebooks/02_lda_live.ipynb`` in headless chromium through Playwright with the
-harness in ``tests/browser_harness.py``. What is here is specific to the dashboard views
+harness in :mod:`bidlab.bench._browser`. What is here is specific to the dashboard views
 (the bokeh source names of :mod:`bidlab.widgets`, their sliders and bubbles), so it lives
 beside the benchmark rather than in the generic harness.
 

@@ -38,9 +38,9 @@ kernel's process (its GIL and its sending threads) costs. ``--isolate`` gives bo
 learners' training threads the last core and pins chromium, the Jupyter server and the
 kernel's other threads to the rest: the dashboard's cost when the browser does not share
 the training core (on this project's 2-core VM the page's threads otherwise preempt the
-training thread for 2-4 % of its time). Needs a source checkout (the
-browser harness is tests/browser_harness.py), chromium at /usr/bin/chromium, playwright
-and jupyterlab.
+training thread for 2-4 % of its time). Needs a source checkout (for the notebook), chromium
+at /usr/bin/chromium, playwright and jupyterlab; the browser harness is
+:mod:`bidlab.bench._browser`.
 """
 
 from __future__ import annotations
@@ -54,23 +54,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bidlab.bench import _browser as bh
 from bidlab.bench import _live_page as lp
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 SHARED_DATA = CHECKOUT.parent / "shared" / "data"
-
-
-def _harness() -> Any:
-    """tests/browser_harness.py of this checkout (the one real-browser harness)."""
-    tests = CHECKOUT / "tests"
-    if not (tests / "browser_harness.py").is_file():
-        raise LookupError(f"{tests / 'browser_harness.py'} not found: this benchmark runs "
-                          "from a source checkout")
-    if str(tests) not in sys.path:
-        sys.path.insert(0, str(tests))
-    import browser_harness
-
-    return browser_harness
 
 
 # Statements run in the kernel (through exec: the probe evaluates expressions only). The bare
@@ -79,7 +67,7 @@ def _harness() -> Any:
 # dashboard anywhere), which earlier runs of this benchmark counted against the dashboard.
 # (Since the sampler skips unheated words' temperatures the gap is 0-4 %; like with like still.)
 _BARE = """
-bare = LDAGibbs(k=K, nsamps=20, batch_size=64, seed=0).learner(X, n_passes=NPASSES)
+bare = LDAGibbs(k=K, nsamps=20, batch_size=64, random_state=0).learner(X, n_passes=NPASSES)
 bare.start(); bare.pause()
 _bench_T = learner.estimator.temperature
 for _t, _w in zip(*__import__('numpy').nonzero(_bench_T != 1.0)):
@@ -242,7 +230,7 @@ def paused_learner(X: Any, k: int) -> Any:
     its first minibatch (compiled, counts initialised): ready for :func:`train_window`."""
     from bidlab.models import LDAGibbs
 
-    lr = LDAGibbs(k=k, nsamps=20, batch_size=64, seed=0).learner(X, n_passes=100_000)
+    lr = LDAGibbs(k=k, nsamps=20, batch_size=64, random_state=0).learner(X, n_passes=100_000)
     lr.start()
     lr.pause(wait=True)
     return lr
@@ -364,7 +352,6 @@ def _run_window(probe: Any, name: str, steps: int, timeout: float,
 def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
             page_rounds: int = 0, warmup: float = 10.0, isolated: bool = False
             ) -> dict[str, Any]:
-    bh = _harness()
     reason = bh.skip_reason()
     if reason:
         raise LookupError(reason)

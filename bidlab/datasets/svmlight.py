@@ -7,6 +7,7 @@ shared data README: ``a9a.t`` never uses feature 123, so both a9a files load wit
 
 from __future__ import annotations
 
+import gzip
 import os
 from pathlib import Path
 from typing import NamedTuple
@@ -40,7 +41,8 @@ def load_svmlight(
 
     ``n_features`` fixes the column count (needed when a file, like a9a.t, never uses the
     last feature); ``zero_based="auto"`` treats indices as 1-based unless a 0 occurs.
-    ``y`` has the file's labels (e.g. +1/-1) as ``dtype``.
+    ``y`` has the file's labels (e.g. +1/-1) as ``dtype``. A gzip file is read by its
+    magic number, whatever its name.
     """
     from sklearn.datasets import load_svmlight_file  # lazy: sklearn is slow to import
 
@@ -51,10 +53,13 @@ def load_svmlight(
             "('<label> <index>:<value> ...' per line)"
         )
     try:
-        X, y = load_svmlight_file(
-            str(path), n_features=n_features, dtype=dtype, zero_based=zero_based
-        )
-    except ValueError as e:
+        with open(path, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"  # by content: the name need not end in .gz
+        with gzip.open(path, "rb") if gzipped else open(path, "rb") as f:
+            X, y = load_svmlight_file(
+                f, n_features=n_features, dtype=dtype, zero_based=zero_based
+            )
+    except (ValueError, OSError, EOFError) as e:
         raise ValueError(f"{path}: could not read as svmlight/LIBSVM ({e})") from e
     return canonical_csr(X, dtype), y.astype(dtype)
 

@@ -24,8 +24,11 @@ _ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 
 
 def is_archive(path: Path) -> bool:
-    """True for a ``.tar``, ``.tar.gz``/``.tgz``, ``.tar.bz2`` or ``.tar.xz`` file."""
-    return path.is_file() and path.name.lower().endswith(_ARCHIVE_SUFFIXES)
+    """True for a tar file (plain, gzip, bz2 or xz), by its name (``.tar``, ``.tar.gz``,
+    ``.tgz``, ``.tar.bz2``, ``.tar.xz``) or, whatever the name, by its content."""
+    if not path.is_file():
+        return False
+    return path.name.lower().endswith(_ARCHIVE_SUFFIXES) or tarfile.is_tarfile(path)
 
 
 def _in_subset(parts: tuple[str, ...], subset: str | None) -> bool:

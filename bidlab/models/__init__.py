@@ -4,11 +4,15 @@
 * :class:`LDAGibbs`: SAME Gibbs sampling with per-parameter temperatures;
 * :class:`GLM`: linear / logistic / softmax / SVM, many targets (or a sweep) in one pass;
 * :class:`KMeans`: Lloyd's algorithm by GEMM distances, and a minibatch variant.
+
+Every estimator saves itself with ``est.save(path)`` (the pickle-free safe format);
+:func:`load` reads any of them back.
 """
 
+from bidlab.models.base import BidlabEstimator, load
 from bidlab.models.glm import GLM
 from bidlab.models.kmeans import KMeans
 from bidlab.models.lda import LDA
 from bidlab.models.lda_gibbs import LDAGibbs
 
-__all__ = ["LDA", "LDAGibbs", "GLM", "KMeans"]
+__all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "BidlabEstimator", "load"]

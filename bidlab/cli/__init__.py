@@ -1,5 +1,8 @@
 """The ``bidlab`` command: one subcommand per entry of :data:`COMMANDS`.
 
+Every command-line front end of bidlab lives in this package (``bidlab.cli.train`` is
+``bidlab train``); ``python -m bidlab.cli`` is the same as ``bidlab``.
+
 Adding a subcommand means adding one line to :data:`COMMANDS`: its name, a one-line help
 and the module that implements it. That module provides::
 
@@ -31,7 +34,7 @@ class Command:
 
 COMMANDS: dict[str, Command] = {
     "train": Command("train a model on a data set, with progress and checkpoints",
-                     "bidlab.learn.train_cli"),
+                     "bidlab.cli.train"),
     "demo": Command("train LDA on a demo corpus, print its topics, write a bubble chart",
                     "bidlab.demo"),
     "lab": Command("open JupyterLab (127.0.0.1, with a token) on a bidlab notebook",
@@ -49,8 +52,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="bidlab", description="bidlab: fast, interactive machine learning.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, cmd in COMMANDS.items():
-        sp = sub.add_parser(name, help=cmd.help, description=cmd.help,
-                            add_help=command != name or not _accepts_extra(name))
+        extra = command == name and _accepts_extra(name)
+        # allow_abbrev=False: an extra option such as --check must not be taken for --checkpoint
+        sp = sub.add_parser(name, help=cmd.help, description=cmd.help, add_help=not extra,
+                            allow_abbrev=not extra)
         if command == name:
             _module(name).add_arguments(sp)
     return parser
@@ -83,7 +88,3 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognised arguments: {' '.join(extra)}")
     args.extra = extra
     return int(_module(command).run(args) or 0)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

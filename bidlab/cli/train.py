@@ -1,0 +1,527 @@
+"""``bidlab train <model> --data PATH [--NAME VALUE ...] [--checkpoint PATH] [--save PATH]``.
+
+Trains any registered model (``bidlab.learn.MODELS``: importing :mod:`bidlab.models`
+registers ``lda``, ``ldagibbs``, ``glm``, ``kmeans``; ``lsq`` is a plain
+:class:`~bidlab.learn.Model`) with the learner's progress bar and one summary line per
+pass. ``bidlab train --help`` lists the models; ``bidlab train <model> --help`` lists the
+model's parameters (an estimator's ``PARAMS`` table, or a plain model's, updater's and
+mixins' ``OPTIONS``) and the learner's options, each with its default and allowed values.
+Every such option is given as ``--name value`` (dashes or underscores, ``--name=value``,
+vectors as ``0.1,0.2``, a bare ``--flag`` for True) and parsed by its
+:class:`~bidlab.learn.Option` row, so a bad value reads the same as in Python.
+
+``--data`` is sniffed by content (:mod:`bidlab.datasets.sniff`): svmlight / LIBSVM files
+with or without an extension, UCI docword files (plain or gzip) with their vocabulary,
+``.npz`` files (numpy or ``scipy.sparse.save_npz``), bidlab shard folders, and folders or
+tar archives of text files.
+
+With ``--checkpoint PATH`` the learner writes a checkpoint (atomically) at each pass end,
+every ``--checkpoint_every`` seconds and when the run ends; an existing one is resumed
+(options on the command line override the saved ones; ``--restart`` ignores it).
+``--save PATH`` writes the fitted estimator at the end (``est.save``; read it back with
+``bidlab.models.load``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["ACCEPTS_EXTRA", "add_arguments", "run", "describe_models", "help_text"]
+
+ACCEPTS_EXTRA = True
+_SCORE_ROWS = 1000  # rows the final est.score looks at (keeps the result line quick)
+
+
+class _BadInput(Exception):
+    """A command-line or data problem: printed as one line, exit code 2."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare ``bidlab train``'s own arguments (model and learner options come as extras)."""
+    parser.add_argument("model", nargs="?", help="model name (bidlab train --help lists them)")
+    parser.add_argument("--data", help="data file or folder; its format is read from its "
+                        "content")
+    parser.add_argument("--checkpoint", default=None,
+                        help="checkpoint file: written at pass ends, resumed when present")
+    parser.add_argument("--restart", action="store_true",
+                        help="ignore an existing checkpoint and start from scratch")
+    parser.add_argument("--save", default=None,
+                        help="write the fitted estimator here when training ends")
+    parser.add_argument("--progress", choices=["auto", "text", "none"], default="auto")
+    parser.add_argument("-h", "--help", action="store_true",
+                        help="show the models, or with a model its options")
+
+
+# ================================================================== the model registry
+def _registry() -> tuple[dict[str, Any], str | None]:
+    """The registered models, and why :mod:`bidlab.models` failed to import (or None)."""
+    import bidlab.learn  # noqa: F401  (registers lsq)
+    from bidlab.learn.model import MODELS
+
+    problem = None
+    try:
+        import bidlab.models  # noqa: F401  (each model registers itself on import)
+    except Exception as exc:  # a broken model must not break `bidlab train lsq`
+        problem = f"{type(exc).__name__}: {exc}"
+    return MODELS, problem
+
+
+def _is_estimator(factory: Any) -> bool:
+    return isinstance(factory, type) and callable(getattr(factory, "learner", None))
+
+
+def _summary(factory: Any) -> str:
+    """The first line of the factory's docstring."""
+    doc = inspect.getdoc(factory) or ""
+    return doc.strip().splitlines()[0] if doc.strip() else "(no description)"
+
+
+def describe_models(models: dict[str, Any]) -> list[str]:
+    """One line per registered model: name and the first line of its docstring."""
+    width = max((len(n) for n in models), default=0)
+    return [f"  {name:<{width}}  {_summary(models[name])}" for name in sorted(models)]
+
+
+def _data_help() -> list[str]:
+    from bidlab.datasets.sniff import FORMATS
+
+    return ["--data PATH is recognised by its content, not its name:",
+            *(f"  {name:<12}  {text}" for name, text in FORMATS.items())]
+
+
+def _overview(models: dict[str, Any], problem: str | None) -> str:
+    lines = ["usage: bidlab train MODEL --data PATH [--checkpoint PATH] [--restart] "
+             "[--save PATH]", "                    [--progress auto|text|none] "
+             "[--NAME VALUE ...]", "",
+             "Trains a model with progress and checkpoints; `bidlab train MODEL --help` "
+             "lists its options.", "", "models:", *describe_models(models)]
+    if problem:
+        lines += ["", f"(bidlab.models could not be imported, so its models are missing: "
+                      f"{problem})"]
+    return "\n".join([*lines, "", *_data_help()])
+
+
+# ==================================================================== option tables
+def _owned(spec: Any, owner: str) -> Any:
+    from bidlab.learn.options import Option
+
+    return spec if spec.owner == owner else Option(**{**spec.__dict__, "owner": owner})
+
+
+def _plain_model_table() -> dict[str, Any]:
+    """``bidlab train``'s own options for a plain Model (estimators bring their own)."""
+    from bidlab.learn.options import Option
+    from bidlab.learn.updaters import UPDATERS
+
+    owner = "bidlab train"
+    return {o.name: o for o in (
+        Option("batch_size", int, 1000, "rows per minibatch", low=1, owner=owner),
+        Option("updater", str, None, "how the model moves (default: the model's choice, "
+               "else adagrad)", choices=tuple(UPDATERS), none_ok=True, owner=owner),
+        Option("shuffle", bool, False, "shuffle the rows (and shards) each pass", owner=owner),
+        Option("device", str, "cpu", "where the model trains", choices=("cpu", "gpu"),
+               owner=owner),
+    )}
+
+
+def _learner_table(exclude: set[str]) -> dict[str, Any]:
+    from bidlab.learn.learner import Learner
+    from bidlab.learn.options import Option
+
+    table = {s.name: s for s in Learner.option_table() if s.name != "checkpoint"}
+    if "batch_size" not in exclude:
+        table["batch_size"] = Option("batch_size", int, None, "rows per minibatch (None: the "
+                                     "model's choice)", low=1, none_ok=True, owner="Learner")
+    return table
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ",".join(_show(v) for v in value)
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _table_lines(title: str, specs: list[Any]) -> list[str]:
+    """One option per two lines: ``--name  doc`` and its default and allowed values."""
+    if not specs:
+        return ["", title, "  (none declared)"]
+    width = max(len(s.name) for s in specs) + 2
+    lines = ["", title]
+    for s in specs:
+        lines.append(f"  --{s.name:<{width}}{s.doc}")
+        lines.append(f"    {'':<{width}}default {_show(s.default)}; {s.allowed()}")
+    return lines
+
+
+def help_text(name: str, factory: Any, tables: list[tuple[str, dict[str, Any]]]) -> str:
+    """``bidlab train NAME --help``: usage, description and every option table."""
+    pad = " " * len(f"usage: bidlab train {name} ")
+    lines = [f"usage: bidlab train {name} --data PATH [--checkpoint PATH] [--restart] "
+             "[--save PATH]", f"{pad}[--progress auto|text|none] [--NAME VALUE ...]", "",
+             f"{name}: {_summary(factory)}", "",
+             "Options are --name value (dashes or underscores; --name=value; vectors as "
+             "0.1,0.2;", "a bare --flag means True)."]
+    for title, table in tables:
+        lines += _table_lines(title, list(table.values()))
+    return "\n".join([*lines, "", *_data_help()])
+
+
+# ================================================================= parsing the extras
+def _unknown(name: str, known: list[str], model: str) -> str:
+    near = difflib.get_close_matches(name, known, n=3)
+    hint = f" Did you mean {', '.join(repr(n) for n in near)}?" if near else ""
+    return (f"unknown option {name!r}.{hint} `bidlab train {model} --help` lists the "
+            f"options (known: {', '.join(sorted(known))}).")
+
+
+def _parse_extra(extra: list[str], tables: list[dict[str, Any]], model: str
+                 ) -> list[dict[str, Any]]:
+    """``--name value`` pairs -> one dict of parsed values per table (a name may be in
+    several: it is parsed by the first and goes to each)."""
+    from bidlab.learn.options import OptionError
+
+    out: list[dict[str, Any]] = [{} for _ in tables]
+    known = sorted({n for t in tables for n in t})
+    i = 0
+    while i < len(extra):
+        tok = extra[i]
+        if not tok.startswith("--") or tok == "--":
+            raise OptionError(f"unexpected argument {tok!r}: options are --name value (the "
+                              "model name comes first: bidlab train MODEL ...)")
+        name, eq, inline = tok[2:].partition("=")
+        name = name.replace("-", "_")
+        owners = [k for k, t in enumerate(tables) if name in t]
+        if not owners:
+            raise OptionError(_unknown(name, known, model))
+        spec = tables[owners[0]][name]
+        if eq:
+            text = inline
+        elif spec.type is bool and (i + 1 >= len(extra) or extra[i + 1].startswith("--")):
+            text = "true"
+        else:
+            if i + 1 >= len(extra):
+                raise OptionError(f"option --{name} needs a value ({spec.allowed()})")
+            i += 1
+            text = extra[i]
+        value = _parse_value(spec, text)
+        for k in owners:
+            out[k][name] = value
+        i += 1
+    return out
+
+
+def _parse_value(spec: Any, text: str) -> Any:
+    """Command-line text -> a checked value: :meth:`Option.parse` for the plain types; for
+    an option with its own test, the first reading it accepts (None, int, float, a
+    comma-separated list, the text)."""
+    import ast
+
+    from bidlab.learn.options import OptionError
+
+    basic = spec.type in (bool, int, float, str, "path")
+    try:
+        return spec.parse(text)
+    except OptionError:
+        if basic and not (spec.test is not None and "," in text):
+            raise
+    candidates: list[Any] = [None] if text.lower() == "none" else []
+    for conv in (int, float, ast.literal_eval):
+        try:
+            candidates.append(conv(text))
+        except (ValueError, SyntaxError, TypeError):
+            pass
+    if "," in text:
+        candidates.append([t.strip() for t in text.split(",")])
+    candidates.append(text)
+    for value in candidates:
+        try:
+            return spec.check(value)
+        except OptionError:
+            continue
+    raise spec.error(text)
+
+
+def _updater_name(extra: list[str]) -> str | None:
+    for i, tok in enumerate(extra):
+        name, eq, inline = tok.partition("=")
+        if name in ("--updater",):
+            return inline if eq else (extra[i + 1] if i + 1 < len(extra) else None)
+    return None
+
+
+# ========================================================================== the data
+def _load(path: str) -> Any:
+    """What ``--data`` holds: LoadedData in memory, or the Sniffed shard folder."""
+    from bidlab.datasets.sniff import load, sniff
+
+    s = sniff(path)
+    return s if s.format == "shards" else load(s)
+
+
+def _read_shards(folder: Path) -> Any:
+    """A shard folder read whole (for estimators, which train on data in memory)."""
+    from bidlab.datasets.sniff import LoadedData
+    from bidlab.learn.shards import _load_shard, read_manifest
+
+    manifest = read_manifest(folder)
+    parts = [_load_shard(folder, entry, manifest["matrices"]) for entry in manifest["shards"]]
+    mats = []
+    for j in range(len(manifest["matrices"])):
+        pieces = [p[j] for p in parts]
+        mats.append(sp.vstack(pieces, format="csr") if sp.issparse(pieces[0])
+                    else np.concatenate(pieces))
+    mats += [None] * (3 - len(mats))
+    y = mats[1]
+    if y is not None and y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    return LoadedData(mats[0], y, mats[2])
+
+
+def _describe(data: Any) -> str:
+    return str(data) if not hasattr(data, "describe") else (
+        f"{data.sniffed.path if data.sniffed else ''}: {data.describe()}")
+
+
+# ============================================================================= running
+def run(args: argparse.Namespace) -> int:
+    """Train; exit 0 when done, 1 on a training error, 2 on bad input, 130 on Ctrl-C."""
+    from bidlab.learn.options import OptionError
+    from bidlab.learn.shards import ShardError
+
+    models, problem = _registry()
+    err = sys.stderr
+    if args.model is None:
+        if args.help:
+            print(_overview(models, problem))
+            return 0
+        print(f"bidlab train: name a model: {', '.join(sorted(models))} (bidlab train "
+              "--help)", file=err)
+        return 2
+    factory = models.get(args.model)
+    if factory is None:
+        note = f" (bidlab.models failed to import: {problem})" if problem else ""
+        print(f"bidlab train: unknown model {args.model!r}; known models: "
+              f"{', '.join(sorted(models)) or 'none'}{note}", file=err)
+        return 2
+    extra = list(getattr(args, "extra", []))
+    job = _EstimatorJob if _is_estimator(factory) else _ModelJob
+    try:
+        return job(args, factory, extra).run()
+    except (_BadInput, OptionError, ShardError, ValueError, TypeError,
+            FileNotFoundError) as exc:
+        print(f"bidlab train: {exc}", file=err)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted before training started", file=err)
+        return 130
+    except Exception as exc:  # e.g. building the learner failed: say what, not a traceback
+        print(f"bidlab train: {args.model} could not start: {type(exc).__name__}: {exc}",
+              file=err)
+        return 1
+
+
+class _Job:
+    """One ``bidlab train`` run: parse, load, build the learner, train, report."""
+
+    def __init__(self, args: argparse.Namespace, factory: Any, extra: list[str]) -> None:
+        self.args = args
+        self.name = args.model
+        self.factory = factory
+        self.extra = extra
+
+    def run(self) -> int:
+        raise NotImplementedError
+
+    def need_data(self) -> Any:
+        if not self.args.data:
+            raise _BadInput("--data is required: a file or folder of data (bidlab train "
+                            f"{self.name} --help lists the formats)")
+        data = _load(self.args.data)
+        print(f"data {_describe(data)}", file=sys.stderr)
+        return data
+
+    def resume(self, learner: Any, again: dict[str, Any]) -> bool:
+        """Load ``--checkpoint`` when it exists (unless ``--restart``); re-apply ``again``."""
+        ck = self.args.checkpoint
+        if not ck or not os.path.exists(ck) or self.args.restart:
+            return False
+        learner.load(ck)
+        learner.set(**{k: v for k, v in again.items() if k in learner.opts.specs})
+        print(f"resuming from {ck} at pass {learner.metrics['pass'] + 1}, step "
+              f"{learner.step}", file=sys.stderr)
+        return True
+
+    def train(self, learner: Any, source_close: Any = None) -> int:
+        args, err = self.args, sys.stderr
+        try:
+            learner.fit(progress=None if args.progress == "none" else args.progress)
+        except KeyboardInterrupt:
+            print("\ninterrupted: the learner stopped cleanly"
+                  + (f"; checkpoint in {args.checkpoint}" if args.checkpoint else ""), file=err)
+            return 130
+        except Exception as exc:
+            print(f"bidlab train: training failed: {type(exc).__name__}: {exc}\n"
+                  f"{learner.traceback or ''}", file=err)
+            return 1
+        finally:
+            if source_close is not None:
+                source_close()
+        return 0
+
+    def result(self, learner: Any, extra: str = "") -> str:
+        m = learner.metrics
+        parts = [f"done: {learner.step} minibatches, {learner.samples} samples"]
+        scores = [f"{what} {m[key]:.6g}" for what, key in
+                  (("train", "pass_train_score"), ("val", "pass_val_score"))
+                  if m[key] == m[key]]
+        if scores:
+            parts.append(", ".join(scores) + f" ({learner.model.score_name})")
+        if extra:
+            parts.append(extra)
+        if self.args.checkpoint:
+            parts.append(f"checkpoint {self.args.checkpoint}")
+        return "; ".join(parts) if len(parts) > 1 else parts[0]
+
+
+class _ModelJob(_Job):
+    """A plain :class:`~bidlab.learn.Model` (``lsq``): streamed data, any updater."""
+
+    def run(self) -> int:
+        from bidlab.learn.datasource import MemorySource
+        from bidlab.learn.learner import Learner
+        from bidlab.learn.mixins import MIXINS
+        from bidlab.learn.options import Options
+        from bidlab.learn.shards import ShardSource
+        from bidlab.learn.updaters import UPDATERS
+
+        cli = _plain_model_table()
+        upd_name = _updater_name(self.extra)
+        if upd_name is not None:
+            upd_name = cli["updater"].parse(upd_name)
+        upd_name = upd_name or getattr(self.factory, "default_updater", "adagrad")
+        model = self.factory()
+        updater = UPDATERS[upd_name]()
+        named = {t[2:].partition("=")[0].replace("-", "_") for t in self.extra
+                 if t.startswith("--")}
+        mixins = [cls() for key, cls in MIXINS.items() if key in named]
+        merged = Options()
+        for comp in (Learner, model, updater, *mixins):
+            table = comp.option_table() if isinstance(comp, type) else comp.opts.specs.values()
+            for spec in table:
+                if spec.name != "checkpoint":
+                    merged.declare(spec)
+        if self.args.help:
+            regs = Options()
+            for cls in MIXINS.values():
+                for spec in cls.option_table():
+                    regs.declare(spec)
+            print(help_text(self.name, self.factory, [
+                ("data options:", cli),
+                (f"options of {type(model).__name__}, {type(updater).__name__} (--updater "
+                 "picks another) and the learner:", dict(merged.specs)),
+                ("regularisers (naming one adds it):", dict(regs.specs)),
+            ]))
+            return 0
+        given, values = _parse_extra(self.extra, [cli, dict(merged.specs)], self.name)
+        if self.args.save:
+            raise _BadInput(f"--save needs an estimator model (e.g. glm); {self.name} is a "
+                            "plain learner Model: keep its state with --checkpoint PATH")
+        data = self.need_data()
+        o = {k: given.get(k, cli[k].default) for k in ("batch_size", "shuffle", "device")}
+        if getattr(data, "format", None) == "shards":
+            source = ShardSource(data.path, batch_size=o["batch_size"],
+                                 shuffle_shards=o["shuffle"], shuffle_rows=o["shuffle"],
+                                 device=o["device"])
+        else:
+            source = MemorySource(*data.matrices(), batch_size=o["batch_size"],
+                                  shuffle=o["shuffle"], device=o["device"])
+        try:
+            learner = Learner(model, source, updater, mixins, name=self.name)
+            self.resume(learner, values)
+            learner.set(**values)
+            if self.args.checkpoint:
+                learner.set(checkpoint=self.args.checkpoint)
+        except BaseException:
+            source.close()
+            raise
+        code = self.train(learner, source.close)
+        if code == 0:
+            print(self.result(learner))
+        return code
+
+
+class _EstimatorJob(_Job):
+    """A scikit-learn estimator with ``PARAMS`` and ``learner(X, y=None, **options)``."""
+
+    def run(self) -> int:
+        cls = self.factory
+        params_table = {s.name: _owned(s, cls.__name__) for s in getattr(cls, "PARAMS", ())}
+        learner_table = _learner_table(exclude=set(params_table))
+        if self.args.help:
+            shown = {k: v for k, v in learner_table.items() if k not in params_table}
+            print(help_text(self.name, cls, [
+                (f"parameters of {cls.__name__}:", params_table),
+                ("learner options (a parameter above of the same name goes to the learner "
+                 "too):", shown)]))
+            return 0
+        params, lopts = _parse_extra(self.extra, [params_table, learner_table], self.name)
+        if self.args.save and not callable(getattr(cls, "save", None)):
+            raise _BadInput(f"--save: {cls.__name__} has no save(path) method, so it cannot "
+                            "be saved; keep its state with --checkpoint PATH")
+        data = self.need_data()
+        if getattr(data, "format", None) == "shards":
+            data = _read_shards(data.path)
+        est = cls(**params)
+        supervised = _needs_targets(est)
+        if supervised and data.y is None:
+            raise _BadInput(f"{self.name} needs targets y, and {self.args.data} holds none: "
+                            "give an svmlight file, an .npz with X and y, or a folder of text "
+                            "files in one sub-folder per label")
+        if self.args.checkpoint:
+            lopts["checkpoint"] = self.args.checkpoint
+        X, y = data.X, data.y
+        learner = est.learner(X, y, **lopts) if supervised else est.learner(X, **lopts)
+        self.resume(learner, {**params, **lopts})
+        code = self.train(learner)
+        if code != 0:
+            return code
+        notes = [_score_note(est, X, y if supervised else None)]
+        if self.args.save:
+            try:
+                notes.append(f"saved {est.save(self.args.save)}")
+            except Exception as exc:
+                print(f"bidlab train: training finished but --save {self.args.save} failed: "
+                      f"{type(exc).__name__}: {exc}", file=sys.stderr)
+                return 1
+        print(self.result(learner, "; ".join(n for n in notes if n)))
+        return 0
+
+
+def _needs_targets(est: Any) -> bool:
+    """scikit-learn's tag: does ``fit`` require y?"""
+    try:
+        return bool(est.__sklearn_tags__().target_tags.required)
+    except AttributeError:
+        return False
+
+
+def _score_note(est: Any, X: Any, y: Any) -> str:
+    """``score S (ClassName.score on the first N rows)``, or "" when it cannot score."""
+    score = getattr(est, "score", None)
+    if score is None:
+        return ""
+    n = min(_SCORE_ROWS, X.shape[0])
+    try:
+        value = float(score(X[:n]) if y is None else score(X[:n], y[:n]))
+    except Exception as exc:  # the run succeeded; say why there is no score
+        return f"no score ({type(exc).__name__}: {exc})"
+    return f"score {value:.6g} ({type(est).__name__}.score on the first {n} rows)"

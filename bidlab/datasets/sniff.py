@@ -1,0 +1,379 @@
+"""Tell a data set's format from its content, not its name, and load it.
+
+``bidlab train --data PATH`` accepts any of :data:`FORMATS`; :func:`sniff` looks at the
+bytes (gzip by its magic number, zip for ``.npz``, tar for archives, the shape of the
+first text lines) and :func:`load` reads the data with the matching loader of
+:mod:`bidlab.datasets`. A LIBSVM file named ``a9a`` (no extension), a gzipped docword
+file named ``kos.gz`` or an ``.npz`` named ``data.bin`` are all recognised. When nothing
+fits, :class:`DataFormatError` names the formats tried and what the file looked like.
+
+A bidlab shard folder (``manifest.json`` with ``"format": "bidlab-shards"``) is
+recognised here but streamed by :class:`bidlab.learn.ShardSource`; :func:`load` does not
+read it (this package stays free of the learner layer).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import tarfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["FORMATS", "DataFormatError", "Sniffed", "LoadedData", "sniff", "load"]
+
+#: format name -> what it is, in words (the order in which :func:`sniff` tries them).
+FORMATS: dict[str, str] = {
+    "shards": "bidlab shard folder (manifest.json from bidlab.learn.write_shards)",
+    "uci-bow": "UCI docword file (D, W, NNZ lines, then 'doc word count') + vocab.NAME.txt",
+    "svmlight": "svmlight / LIBSVM file ('<label> <index>:<value> ...' per line)",
+    "npz": "numpy .npz: X (or X__data, X__indices, X__indptr, X__shape), optional y, w",
+    "scipy-npz": "scipy.sparse.save_npz file",
+    "text-folder": "folder of text files, one document per file (label = sub-folder)",
+    "text-archive": "tar archive of text files, one document per file",
+}
+
+_HEAD_BYTES = 1 << 16
+_SAMPLE_LINES = 50
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZIP_MAGIC = b"PK\x03\x04"
+_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+_SVM_LINE = re.compile(
+    rb"^\s*" + _NUMBER.encode() + rb"(?:," + _NUMBER.encode() + rb")*"
+    rb"(?:\s+qid:\d+)?(?:\s+\d+:\S+)*\s*(?:#.*)?$")
+_SVM_PAIR = re.compile(rb"\s\d+:\S")
+_INT_LINE = re.compile(rb"^\s*\d+\s*$")
+_TRIPLE_LINE = re.compile(rb"^\s*\d+\s+\d+\s+\d+\s*$")
+_DOCWORD_NAME = re.compile(r"^docword\.(?P<name>.+)\.txt(\.gz)?$")
+
+
+class DataFormatError(ValueError):
+    """The data's format could not be told, or the file does not hold what it seemed to."""
+
+
+@dataclass(frozen=True)
+class Sniffed:
+    """What :func:`sniff` found: the format (a key of :data:`FORMATS`) and how it knew."""
+
+    format: str
+    path: Path
+    gzip: bool = False
+    detail: str = ""
+
+    def __str__(self) -> str:
+        gz = " (gzip)" if self.gzip else ""
+        return f"{self.path}: {self.format}{gz}" + (f", {self.detail}" if self.detail else "")
+
+
+@dataclass
+class LoadedData:
+    """Data in memory, samples as rows: features ``X`` (CSR or dense), optional targets
+    ``y`` and sample weights ``w``, and the column / label names when the format has them."""
+
+    X: Any
+    y: np.ndarray | None = None
+    w: np.ndarray | None = None
+    vocab: list[str] | None = None
+    label_names: list[str] | None = None
+    sniffed: Sniffed | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def matrices(self) -> list[Any]:
+        """``[X]``, ``[X, y]`` or ``[X, y, w]``: what a learner's data source takes."""
+        mats = [self.X]
+        if self.y is not None:
+            mats.append(self.y)
+            if self.w is not None:
+                mats.append(self.w)
+        return mats
+
+    def describe(self) -> str:
+        """One line, e.g. ``svmlight, 32561 x 123 (sparse, 451592 nonzeros), targets``."""
+        kind = (f"sparse, {self.X.nnz} nonzeros" if sp.issparse(self.X) else "dense")
+        fmt = self.sniffed.format if self.sniffed is not None else "data"
+        text = f"{fmt}, {self.X.shape[0]} x {self.X.shape[1]} ({kind})"
+        if self.y is not None:
+            text += ", targets"
+        return text
+
+
+# ------------------------------------------------------------------------------ sniffing
+def _read_head(path: Path) -> tuple[bytes, bool]:
+    """The first bytes of ``path`` (decompressed when it is gzip) and whether it was."""
+    with open(path, "rb") as f:
+        raw = f.read(_HEAD_BYTES)
+    if raw[:2] != _GZIP_MAGIC:
+        return raw, False
+    try:
+        with gzip.open(path, "rb") as g:
+            return g.read(_HEAD_BYTES), True
+    except (OSError, EOFError) as exc:
+        raise DataFormatError(f"{path}: starts like gzip (1f 8b) but cannot be decompressed "
+                              f"({exc}); is the file complete?") from None
+
+
+def _lines(head: bytes, complete: bool) -> list[bytes]:
+    """Non-empty lines of ``head``; the last one is dropped when ``head`` was cut short."""
+    lines = head.split(b"\n")
+    if not complete and len(lines) > 1:
+        lines = lines[:-1]
+    return [ln.rstrip(b"\r") for ln in lines if ln.strip()][:_SAMPLE_LINES]
+
+
+def _looks_docword(lines: list[bytes]) -> str | None:
+    if len(lines) < 3 or not all(_INT_LINE.match(ln) for ln in lines[:3]):
+        return None
+    body = lines[3:]
+    if not body and int(lines[2]) != 0:
+        return None
+    if not all(_TRIPLE_LINE.match(ln) for ln in body):
+        return None
+    d, w, nnz = (int(ln) for ln in lines[:3])
+    return f"D={d} W={w} NNZ={nnz}"
+
+
+def _looks_svmlight(lines: list[bytes]) -> str | None:
+    rows = [ln for ln in lines if not ln.lstrip().startswith(b"#")]
+    if not rows or not all(_SVM_LINE.match(ln) for ln in rows):
+        return None
+    if not any(_SVM_PAIR.search(ln) for ln in rows):
+        return None  # numbers only, no index:value pair: not evidence of svmlight
+    return f"first line {rows[0][:40].decode('latin-1')!r}"
+
+
+def _npz_kind(path: Path) -> tuple[str | None, list[str]]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys = list(z.files)
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise DataFormatError(f"{path}: a zip file that numpy cannot read as .npz ({exc}); "
+                              "re-write it with numpy.savez or scipy.sparse.save_npz") from None
+    names = set(keys)
+    if {"data", "indices", "indptr", "shape", "format"} <= names:
+        return "scipy-npz", keys
+    if "X" in names or "X__data" in names:
+        return "npz", keys
+    return None, keys
+
+
+def _looks_binary(head: bytes) -> bool:
+    return b"\x00" in head[:4096]
+
+
+def _appearance(head: bytes, was_gzip: bool) -> str:
+    """What the start of a file looks like, for error messages."""
+    gz = "gzip-compressed " if was_gzip else ""
+    if not head:
+        return f"an empty {gz}file"
+    if _looks_binary(head):
+        return f"{gz}binary data starting with bytes {head[:8].hex(' ')}"
+    first = head.split(b"\n", 1)[0].rstrip(b"\r")
+    return f"{gz}text whose first line is {first[:60].decode('latin-1')!r}"
+
+
+def _tried(kinds: tuple[str, ...]) -> str:
+    return "; ".join(FORMATS[k] for k in kinds)
+
+
+def _sniff_file(path: Path) -> Sniffed:
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic == _ZIP_MAGIC:
+        kind, keys = _npz_kind(path)
+        if kind is None:
+            raise DataFormatError(
+                f"{path}: an .npz without features: it holds {sorted(keys)}; expected "
+                f"{_tried(('npz', 'scipy-npz'))}")
+        return Sniffed(kind, path, False, f"arrays {', '.join(sorted(keys))}")
+    if tarfile.is_tarfile(path):
+        return Sniffed("text-archive", path, magic[:2] == _GZIP_MAGIC)
+    head, was_gzip = _read_head(path)
+    complete = len(head) < _HEAD_BYTES
+    if not _looks_binary(head):
+        lines = _lines(head, complete)
+        detail = _looks_docword(lines)
+        if detail is not None:
+            return Sniffed("uci-bow", path, was_gzip, detail)
+        detail = _looks_svmlight(lines)
+        if detail is not None:
+            return Sniffed("svmlight", path, was_gzip, detail)
+    raise DataFormatError(
+        f"cannot tell the format of {path}: it is {_appearance(head, was_gzip)}. Tried: "
+        f"{_tried(tuple(k for k in FORMATS if k != 'text-folder'))} (any of them plain or "
+        "gzip). Convert the data to one of these, e.g. with "
+        "sklearn.datasets.dump_svmlight_file or numpy.savez(path, X=X, y=y)")
+
+
+def _visible_files(folder: Path, limit: int) -> list[Path]:
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith("."):
+                found.append(Path(root) / name)
+                if len(found) >= limit:
+                    return found
+    return found
+
+
+def _sniff_folder(path: Path) -> Sniffed:
+    manifest = path / "manifest.json"
+    if manifest.is_file():
+        return _sniff_manifest(manifest)
+    docwords = sorted(p for p in path.iterdir() if _DOCWORD_NAME.match(p.name) and p.is_file())
+    if len(docwords) == 1:
+        inner = _sniff_file(docwords[0])
+        if inner.format == "uci-bow":
+            return Sniffed("uci-bow", docwords[0], inner.gzip, inner.detail)
+    files = _visible_files(path, 200)
+    if not files:
+        raise DataFormatError(f"{path} is an empty folder (no visible files): expected a "
+                              f"{_tried(('shards', 'uci-bow', 'text-folder'))}")
+    if all(p.parent == path for p in files):  # flat: maybe data files rather than texts
+        data_files = []
+        for p in files[:20]:
+            try:
+                kind = _sniff_file(p).format
+            except (DataFormatError, OSError):
+                continue
+            if kind in ("svmlight", "npz", "scipy-npz", "uci-bow", "text-archive"):
+                data_files.append(f"{p.name} ({kind})")
+        if data_files:
+            raise DataFormatError(
+                f"{path} holds data files ({', '.join(data_files)}), not a folder of text "
+                "documents: pass one of the files as the data")
+    texts = [p for p in files[:20] if not _looks_binary(_read_head(p)[0][:4096])]
+    if not texts:
+        raise DataFormatError(
+            f"{path}: its files look binary (e.g. {files[0].name}: "
+            f"{_appearance(*_read_head(files[0]))}); expected a "
+            f"{_tried(('shards', 'uci-bow', 'text-folder'))}")
+    subdirs = sorted({p.parent.name for p in files if p.parent != path})
+    return Sniffed("text-folder", path, False,
+                   f"{len(subdirs)} label folders" if subdirs else "no label folders")
+
+
+def _sniff_manifest(manifest: Path) -> Sniffed:
+    try:
+        doc = json.loads(manifest.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DataFormatError(f"{manifest} is not valid JSON ({exc}): expected "
+                              f"{FORMATS['shards']}") from None
+    if not isinstance(doc, dict) or doc.get("format") != "bidlab-shards":
+        raise DataFormatError(f"{manifest} is not a bidlab shard manifest (no \"format\": "
+                              "\"bidlab-shards\"); write shards with "
+                              "bidlab.learn.write_shards(folder, X, y)")
+    return Sniffed("shards", manifest.parent, False, f"{doc.get('n_samples')} samples")
+
+
+def sniff(path: str | os.PathLike) -> Sniffed:
+    """The format of the data at ``path`` (a file or folder), told from its content.
+
+    Raises FileNotFoundError when nothing is there and :class:`DataFormatError` (a
+    ``ValueError``) naming the formats tried and what the file looked like when none fits.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return _sniff_folder(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or folder")
+    if path.name == "manifest.json":
+        return _sniff_manifest(path)
+    return _sniff_file(path)
+
+
+# ------------------------------------------------------------------------------- loading
+def _uci_vocab(docword: Path) -> Path | bool:
+    m = _DOCWORD_NAME.match(docword.name)
+    if m is not None:
+        for cand in (f"vocab.{m['name']}.txt", f"vocab.{m['name']}.txt.gz"):
+            if (docword.parent / cand).is_file():
+                return docword.parent / cand
+    return False  # no vocabulary beside it: words are named w1 .. wW
+
+
+def _npz_mats(arrays: dict[str, np.ndarray], path: Path) -> list[Any]:
+    mats: list[Any] = []
+    for name in ("X", "y", "w"):
+        if name in arrays:
+            mats.append(arrays[name])
+        elif f"{name}__data" in arrays:
+            try:
+                mats.append(sp.csr_matrix(
+                    (arrays[f"{name}__data"], arrays[f"{name}__indices"],
+                     arrays[f"{name}__indptr"]), shape=tuple(arrays[f"{name}__shape"])))
+            except KeyError as exc:
+                raise DataFormatError(f"{path}: CSR matrix {name!r} lacks the part {exc}; "
+                                      f"expected {FORMATS['npz']}") from None
+        elif name == "y" and "Y" in arrays:
+            mats.append(arrays["Y"])
+        else:
+            break
+    return mats
+
+
+def _load_npz(path: Path, kind: str) -> tuple[Any, Any, Any]:
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    if kind == "scipy-npz":
+        fmt = arrays["format"].item()
+        fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+        cls = {"csr": sp.csr_matrix, "csc": sp.csc_matrix, "coo": None}.get(fmt, False)
+        if cls is None:
+            X = sp.coo_matrix((arrays["data"], (arrays["row"], arrays["col"])),
+                              shape=tuple(arrays["shape"]))
+        elif cls is False:
+            raise DataFormatError(f"{path}: scipy sparse format {fmt!r} is not supported "
+                                  "(csr, csc or coo)")
+        else:
+            X = cls((arrays["data"], arrays["indices"], arrays["indptr"]),
+                    shape=tuple(arrays["shape"]))
+        return X.tocsr(), None, None
+    mats = _npz_mats(arrays, path)
+    mats += [None] * (3 - len(mats))
+    return mats[0], mats[1], mats[2]
+
+
+def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float32
+         ) -> LoadedData:
+    """Read the data at ``data`` (a path, or what :func:`sniff` returned) into memory.
+
+    svmlight gives ``X, y``; a UCI docword file ``X`` and its vocabulary; a text folder or
+    archive word counts, and labels when the documents sit in one sub-folder per label;
+    an ``.npz`` its ``X`` (and ``y``, ``w``). A shard folder is refused: stream it with
+    :class:`bidlab.learn.ShardSource` instead.
+    """
+    from bidlab.datasets.svmlight import load_svmlight
+    from bidlab.datasets.text import load_text_folder
+    from bidlab.datasets.uci import load_uci_bow
+
+    s = data if isinstance(data, Sniffed) else sniff(data)
+    if s.format == "shards":
+        raise DataFormatError(f"{s.path} is a bidlab shard folder: stream it with "
+                              "bidlab.learn.ShardSource(folder) rather than loading it whole")
+    if s.format in ("npz", "scipy-npz"):
+        X, y, w = _load_npz(s.path, s.format)
+        if sp.issparse(X):
+            X = X.tocsr()
+        return LoadedData(X, y, w, sniffed=s)
+    if s.format == "svmlight":
+        X, y = load_svmlight(s.path, dtype=dtype)
+        return LoadedData(X, y, sniffed=s)
+    if s.format == "uci-bow":
+        corpus = load_uci_bow(s.path, vocab=_uci_vocab(s.path), dtype=dtype)
+        return LoadedData(corpus.X, vocab=list(corpus.vocab), sniffed=s,
+                          extra={"name": corpus.name})
+    if s.format in ("text-folder", "text-archive"):
+        corpus = load_text_folder(s.path, dtype=dtype)
+        y = None if corpus.labels is None else corpus.labels.astype(dtype)
+        return LoadedData(corpus.X, y, vocab=list(corpus.vocab),
+                          label_names=corpus.label_names, sniffed=s,
+                          extra={"name": corpus.name})
+    raise DataFormatError(f"{s.path}: unknown format {s.format!r}; known: {', '.join(FORMATS)}")
