@@ -1,4 +1,5 @@
-"""KMeans: blobs found, pruning changes nothing, matches scikit-learn, kernels, bad input."""
+"""KMeans: blobs found, pruning changes nothing, matches scikit-learn, kernels, bad input,
+the learner engine (fit, partial_fit, learner), weights, pickling and saving."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from bidlab import backend
 from bidlab.datasets import blobs, sparse_blobs
-from bidlab.models._kmeans_kernels import assign, center_sums
+from bidlab.kern.kmeans import assign, assigned_sq_dist, center_sums, hamerly
 from bidlab.models.kmeans import KMeans
 
 
@@ -31,12 +32,38 @@ def test_assign_and_center_sums_match_their_numpy_oracles(xp):
         np.testing.assert_array_equal(backend.to_host(lab), want_lab)
         np.testing.assert_allclose(backend.to_host(d1), srt[:, 0], rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(backend.to_host(d2), srt[:, 1], rtol=1e-4, atol=1e-4)
+    w = rng.random(300)
     for Xin in (X, sp.csr_matrix(X)):
-        sums, counts = np.zeros((5, 7)), np.zeros(5, np.int64)
-        center_sums(Xin, want_lab, sums, counts)
-        for j in range(5):
-            np.testing.assert_allclose(sums[j], X[want_lab == j].sum(0), rtol=1e-5, atol=1e-5)
-            assert counts[j] == (want_lab == j).sum()
+        for wi in (None, w):
+            sums, counts = np.zeros((5, 7)), np.zeros(5)
+            center_sums(Xin, want_lab, sums, counts, wi)
+            ww = np.ones(300) if wi is None else wi
+            for j in range(5):
+                sel = want_lab == j
+                np.testing.assert_allclose(sums[j], (ww[sel, None] * X[sel]).sum(0),
+                                           rtol=1e-5, atol=1e-5)
+                assert counts[j] == pytest.approx(ww[sel].sum())
+        dist = np.empty(300, np.float32)
+        assigned_sq_dist(Xin, want_lab, C, dist)
+        np.testing.assert_allclose(dist, full[np.arange(300), want_lab], rtol=1e-4, atol=1e-4)
+
+
+def test_hamerly_bound_test_matches_its_numpy_oracle():
+    rng = np.random.default_rng(1)
+    n, k = 500, 6
+    labels = rng.integers(0, k, n)
+    u, lo = rng.random(n).astype(np.float32), rng.random(n).astype(np.float32) + 0.5
+    drift, s = (rng.random(k) * 0.1).astype(np.float32), rng.random(k).astype(np.float32)
+    top, m1, m2 = int(np.argmax(drift)), float(drift.max()), float(np.sort(drift)[-2])
+    want_u = u + drift[labels]
+    want_lo = lo - np.where(labels == top, m2, m1).astype(np.float32)
+    want = np.flatnonzero(want_u + 1e-3 * (want_u + 1e-12) > np.maximum(s[labels], want_lo))
+    need = np.empty(n, np.int64)
+    cnt = hamerly(labels, u, lo, drift, s, top, m1, m2, need)
+    np.testing.assert_array_equal(need[:cnt], want)
+    np.testing.assert_allclose(u, want_u, rtol=1e-6)
+    np.testing.assert_allclose(lo, want_lo, rtol=1e-6)
+    assert 0 < cnt < n
 
 
 def test_well_separated_blobs_are_found_exactly():
@@ -155,9 +182,10 @@ def test_clone_and_grid_search():
 
 def test_bad_input_messages():
     X = np.random.default_rng(0).random((5, 3)).astype(np.float32)
-    with pytest.raises(ValueError, match=r"k=10 is larger than the number of samples \(5\)"):
+    with pytest.raises(ValueError, match=r"needs at least k=10 samples but got n_samples=5"):
         KMeans(10).fit(X)
-    with pytest.raises(ValueError, match="The 'k' parameter of KMeans must be an int >= 1; got 0"):
+    with pytest.raises(ValueError,
+                       match=r"The 'k' parameter of KMeans must be an int >= 1. Got 0 instead"):
         KMeans(0).fit(X)
     with pytest.raises(ValueError, match=r"The 'algorithm' parameter of KMeans must be one of"):
         KMeans(2, algorithm="elkan").fit(X)
@@ -166,7 +194,201 @@ def test_bad_input_messages():
     with pytest.raises(ValueError, match=r"NaN or infinity \(first at row 3, column 2\)"):
         KMeans(2).fit(bad)
     km = KMeans(2, random_state=0).fit(X)
-    with pytest.raises(ValueError, match="X has 2 features but KMeans was fitted with 3"):
+    with pytest.raises(ValueError, match="X has 2 features, but KMeans is expecting 3"):
         km.predict(X[:, :2])
     with pytest.raises(ValueError, match=r"init has shape \(2, 3\) but k=3 centres"):
         KMeans(3, init=X[:2]).fit(X)
+
+
+# --------------------------------------------------------------------------- one engine
+def _init(X, k, seed=0):
+    return X[np.random.default_rng(seed).choice(len(X), k, replace=False)].copy()
+
+
+def test_fit_trains_the_model_with_a_learner_and_stops_when_converged():
+    from bidlab.models._kmeans_model import KMeansModel
+
+    X, labels, _ = blobs(3000, 5, 4, spread=0.3, seed=8)
+    km = KMeans(4, random_state=0, max_iter=50).fit(X)
+    assert isinstance(km.model_, KMeansModel)
+    assert km.model_.converged and 1 <= km.n_iter_ < 50  # the labels stopped changing
+    assert adjusted_rand_score(labels, km.labels_) == 1.0
+    assert km.cluster_centers_ is not km.model_.centers.data  # a read-only view
+    assert not km.cluster_centers_.flags.writeable
+
+
+@pytest.mark.parametrize("algorithm", ["lloyd", "minibatch"])
+def test_learner_runs_the_same_engine_as_fit(algorithm):
+    X, _, _ = blobs(2000, 4, 5, spread=1.5, seed=9)
+    X = X.astype(np.float64)
+    params = dict(k=5, random_state=3, algorithm=algorithm, batch_size=256, tol=0, max_iter=4)
+    fitted = KMeans(**params).fit(X)
+    est = KMeans(**params)
+    lrn = est.learner(X, None)
+    assert lrn.model is est.model_ and lrn.opts.n_passes == 4 and lrn.opts.val_every == 0
+    lrn.fit(progress=None)
+    np.testing.assert_array_equal(est.cluster_centers_, fitted.cluster_centers_)
+    np.testing.assert_array_equal(est.predict(X), fitted.labels_)
+    assert not hasattr(est, "labels_")  # a live learner's labels belong to no single pass
+
+
+def test_learner_takes_cli_options_and_lloyd_keeps_every_row():
+    X, _, _ = blobs(1000, 3, 3, spread=0.5, seed=10)
+    est = KMeans(3, random_state=0, algorithm="minibatch")
+    lrn = est.learner(X, None, n_passes=2, batch_size=100, val_every=5)
+    assert lrn.source.batch_size == 100 and lrn.opts.val_every == 5
+    lrn.fit(progress=None)
+    assert lrn.step == 20 and lrn.state == "done"
+    lloyd = KMeans(3, random_state=0)
+    with pytest.raises(ValueError, match="val_every must stay 0"):
+        lloyd.learner(X, val_every=3)
+    lrn = lloyd.learner(X, batch_size=128)
+    with pytest.raises(ValueError, match="val_every must stay 0"):
+        lrn.set(val_every=2)
+
+
+def test_lloyd_checkpoint_resumes_to_the_same_centres(tmp_path):
+    X, _, _ = blobs(3000, 6, 8, spread=3.0, seed=11)
+    X = X.astype(np.float64)
+    init = _init(X, 8)
+    whole = KMeans(8, init=init, tol=0).learner(X, n_passes=7, batch_size=500)
+    whole.fit(progress=None)
+    assert not whole.model.converged  # all 7 passes ran
+    path = str(tmp_path / "km.ckpt")
+    first = KMeans(8, init=init, tol=0)
+    lrn = first.learner(X, n_passes=3, batch_size=500, checkpoint=path)
+    lrn.fit(progress=None)
+    lrn.set(n_passes=5, checkpoint=None)
+    lrn.fit(progress=None)  # the live model moves past the checkpoint, then reloads it
+    lrn.load(path)
+    lrn.set(n_passes=7, checkpoint=None)
+    lrn.fit(progress=None)
+    np.testing.assert_allclose(first.cluster_centers_, whole.model.centers.data, rtol=1e-12)
+    again = KMeans(8, init=init, tol=0)
+    lrn = again.learner(X, batch_size=500)
+    lrn.load(path)
+    lrn.set(n_passes=7, checkpoint=None)  # load restores the saved options
+    assert lrn.metrics["pass"] == 3
+    lrn.fit(progress=None)
+    np.testing.assert_allclose(again.cluster_centers_, whole.model.centers.data, rtol=1e-12)
+
+
+def test_minibatch_steps_allocate_nothing_after_the_first():
+    import tracemalloc
+
+    X, _, _ = blobs(8192, 8, 64, spread=1.0, seed=12)
+    lrn = KMeans(64, algorithm="minibatch", random_state=0).learner(
+        X, batch_size=4096, n_passes=1, reassign_every=0)
+    lrn.opts.max_steps = 2
+    lrn.fit(progress=None)  # first steps: buffers are made
+    lrn.opts.max_steps = 20
+    lrn.opts.n_passes = 10
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    lrn.fit(progress=None)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    assert lrn.step == 20
+    assert peak < 64 * 4096 * 4 // 2, peak  # well below one k x batch one-hot matrix
+
+
+def test_minibatch_reseeds_a_starved_centre():
+    X, labels, _ = blobs(6000, 3, 4, spread=0.3, seed=13)
+    init = np.vstack([_init(X, 3), np.full((1, 3), 1e4, np.float32)])
+    km = KMeans(4, init=init, algorithm="minibatch", batch_size=300, max_iter=3).fit(X)
+    assert np.abs(km.cluster_centers_).max() < 1e3
+    assert adjusted_rand_score(labels, km.labels_) == 1.0
+
+
+def test_partial_fit_streams_chunks():
+    X, labels, _ = blobs(6000, 4, 5, spread=0.3, seed=14)
+    km = KMeans(5, random_state=0, batch_size=500)
+    for chunk in np.array_split(X, 6):
+        km.partial_fit(chunk)
+    assert km.n_steps_ == 12 and km.labels_.shape == (1000,)
+    assert adjusted_rand_score(labels, km.predict(X)) == 1.0
+    with pytest.raises(ValueError, match="X has 3 features, but KMeans is expecting 4"):
+        km.partial_fit(X[:100, :3])
+    fitted = KMeans(5, random_state=0).fit(X)
+    before = fitted.cluster_centers_.copy()
+    fitted.partial_fit(X[:500])  # continues from fit's centres and cluster weights
+    assert np.abs(fitted.cluster_centers_ - before).max() < 0.05
+
+
+def test_sample_weight_counts_like_repeated_rows():
+    X, _, _ = blobs(400, 3, 4, spread=1.0, seed=15)
+    X = X.astype(np.float64)
+    w = np.random.default_rng(0).integers(0, 4, len(X))
+    weighted = KMeans(4, random_state=2).fit(X, sample_weight=w)
+    repeated = KMeans(4, random_state=2).fit(np.repeat(X, w, axis=0))
+    np.testing.assert_allclose(weighted.cluster_centers_, repeated.cluster_centers_,
+                               rtol=1e-10)
+    assert weighted.inertia_ == pytest.approx(repeated.inertia_, rel=1e-10)
+    assert weighted.score(X, sample_weight=w) == pytest.approx(-weighted.inertia_, rel=1e-10)
+    np.testing.assert_array_equal(weighted.predict(X, sample_weight=w), weighted.labels_)
+    with pytest.raises(ValueError, match="expected \\(400,\\)"):
+        KMeans(4).fit(X, sample_weight=w[:10])
+
+
+def test_dtype_follows_the_input_and_dataframes_keep_names():
+    pd = pytest.importorskip("pandas")
+    from sklearn.exceptions import NotFittedError
+
+    X, _, _ = blobs(500, 3, 3, spread=0.5, seed=16)
+    for dt in (np.float32, np.float64):
+        km = KMeans(3, random_state=0).fit(X.astype(dt))
+        assert km.cluster_centers_.dtype == dt and km.transform(X[:5]).dtype == dt
+    assert KMeans(3, random_state=0).fit(X.astype(np.int64)).cluster_centers_.dtype == np.float64
+    df = pd.DataFrame(X, columns=["a", "b", "c"])
+    km = KMeans(3, random_state=0).fit(df)
+    assert list(km.feature_names_in_) == ["a", "b", "c"] and km.n_features_in_ == 3
+    assert list(km.get_feature_names_out()) == ["kmeans0", "kmeans1", "kmeans2"]
+    for method in ("predict", "transform", "score"):
+        with pytest.raises(NotFittedError):
+            getattr(KMeans(3), method)(X)
+
+
+@pytest.mark.parametrize("algorithm", ["lloyd", "minibatch"])
+def test_pickle_joblib_and_save_round_trips(tmp_path, algorithm):
+    import pickle
+
+    import joblib
+
+    X, _, _ = blobs(800, 4, 4, spread=1.0, seed=17)
+    km = KMeans(4, random_state=0, algorithm=algorithm, batch_size=100).fit(X)
+    km.learner(X)  # a live learner on the model: its threads and locks stay out of the state
+    want_p, want_t = km.predict(X), km.transform(X)
+    joblib.dump(km, tmp_path / "km.joblib")
+    path = km.save(tmp_path / "km.bidlab")
+    for back in (pickle.loads(pickle.dumps(km)), joblib.load(tmp_path / "km.joblib"),
+                 KMeans.load(path)):
+        assert type(back) is KMeans and back.get_params()["k"] == 4
+        np.testing.assert_array_equal(back.predict(X), want_p)
+        np.testing.assert_array_equal(back.transform(X), want_t)
+        back.partial_fit(X[:200])  # and it trains on
+
+
+def test_registered_for_bidlab_train():
+    from bidlab.learn.model import MODELS
+
+    assert MODELS["kmeans"] is KMeans
+    assert {o.name for o in KMeans.PARAMS} == set(KMeans().get_params())
+
+
+def test_partial_fit_after_a_learner_does_not_inherit_its_options(tmp_path):
+    X, _, _ = blobs(600, 3, 3, spread=0.5, seed=18)
+    est = KMeans(3, random_state=0)
+    est.learner(X, checkpoint=str(tmp_path / "ck"), n_passes=2).fit(progress=None)
+    (tmp_path / "ck").unlink()
+    est.partial_fit(X[:200])
+    assert not (tmp_path / "ck").exists()
+    assert est.model_.opts.algorithm == "minibatch" and est.model_.opts.checkpoint is None
+
+
+def test_a_converged_lloyd_learner_stops_before_n_passes():
+    X, _, _ = blobs(2000, 3, 3, spread=0.3, seed=19)
+    lrn = KMeans(3, random_state=0).learner(X, n_passes=50, batch_size=500)
+    lrn.fit(progress=None)
+    assert lrn.model.converged and lrn.state == "done"
+    assert len(lrn.summaries) == lrn.model.n_updates + 1 < 50  # one pass finds no change

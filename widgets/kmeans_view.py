@@ -1,10 +1,11 @@
 """``KMeansView(learner)``: live cluster sizes and centre movement of a k-means learner.
 
-For ``bidlab.models.kmeans.KMeans(k).learner(X)``: a bar per cluster with the rows it has
-absorbed (``model.counts``), a curve of how far the centres moved between two updates of
-the view (mean and maximum Euclidean distance; it falls towards 0 as k-means converges),
-and the centres' first two coordinates. Bars and centres are ``patch``-ed in place; the
-movement curve is ``stream``-ed.
+For ``bidlab.models.kmeans.KMeans(k).learner(X)`` (either algorithm): a bar per cluster
+with its weight (``model.counts``: the rows it has absorbed with ``algorithm="minibatch"``,
+its size in the last pass with Lloyd), a curve of how far the centres moved between two
+updates of the view (mean and maximum Euclidean distance; it falls towards 0 as k-means
+converges), and the centres' first two coordinates. Bars and centres are ``patch``-ed in
+place; the movement curve is ``stream``-ed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from bokeh.layouts import row
 from bokeh.models import ColumnDataSource
 from bokeh.plotting import figure
 
-import bidlab as bl
 from bidlab.learn import Snapshot
 
 from ._bokeh import LiveBokeh
@@ -25,12 +25,6 @@ from ._charts import legend_html, palette, score_figure, stream_row
 from ._pump import MAX_RATE, PumpedView, View, pump_for
 
 __all__ = ["KMeansView"]
-
-
-def _counts(model: Any) -> Any:
-    """The rows each centre absorbed, 1 x k (a ``Mat``: the observer reads ``.data``)."""
-    counts = getattr(model, "counts", None)
-    return None if counts is None else bl.Mat(counts.reshape(1, -1))
 
 
 class KMeansView(PumpedView):
@@ -71,7 +65,7 @@ class KMeansView(PumpedView):
         self.widget = W.VBox([self.chart, self.legend, self.status])
         self.pump = pump_for(learner, rate)
         self.view = self.pump.attach(View(key, self.render, views={"centers": 0,
-                                                                   "counts": _counts},
+                                                                   "counts": 1},
                                           close=self._close_widgets))
 
     def render(self, snap: Snapshot | None) -> None:

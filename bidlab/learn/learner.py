@@ -471,6 +471,7 @@ class Learner(Configurable):
         except BaseException as exc:  # noqa: BLE001
             if err is None:
                 err, final = exc, "failed"
+        self._sink = None  # its callback is this learner's method: no cycle left behind
         tb = format_error(err) if err is not None else None
         gil.forget(threading.get_ident())
         now = time.perf_counter()
@@ -559,7 +560,8 @@ class Learner(Configurable):
                 return "stopped"
             p, _ = src.position
             max_steps = opts.max_steps
-            if p >= opts.n_passes or (max_steps is not None and self.step >= max_steps):
+            if (p >= opts.n_passes or (max_steps is not None and self.step >= max_steps)
+                    or model.converged):
                 return "done"
             t0 = time.perf_counter()
             batch = src.next()

@@ -65,10 +65,13 @@ class Model(Component):
         row_groups: None, or one group number per row of the model matrices (which then
             all have that many rows): a vector hyperparameter with one value per group is
             read per group (a GLM's targets: a sweep's rates, one per configuration).
+        converged: set it (e.g. in :meth:`end_pass`) when training has nothing left to
+            do; the learner then stops as if ``n_passes`` were reached.
     """
 
     score_name: str = "score"
     row_groups: Any = None
+    converged: bool = False
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

@@ -1,95 +1,124 @@
 """``KMeans``: k-means by GEMM, full-batch (Lloyd, with exact pruning) or minibatch.
 
-The dense, GEMM-bound counterpart of the sparse GLM: each Lloyd iteration is one
-``X @ C.T`` per chunk of rows through the matrix core plus a fused nearest-centre /
-cluster-sum pass, and Hamerly's bounds skip the distances that cannot change an
-assignment (results are those of plain Lloyd). Dense and sparse (CSR) inputs, numpy or
-CuPy::
+A scikit-learn face on one engine, :class:`~bidlab.models._kmeans_model.KMeansModel`,
+trained by the :class:`bidlab.learn.Learner`: ``fit`` runs it to completion in the calling
+thread, ``partial_fit`` runs one pass of minibatch steps over the given rows, and
+``learner(X)`` hands out a live learner on the same kind of model (and makes it this
+estimator's model, so ``predict`` follows the training). Each Lloyd iteration is one
+``X @ C.T`` per block of rows plus a fused nearest-centre / cluster-sum pass, and
+Hamerly's bounds skip the distances that cannot change an assignment. Dense and sparse
+(CSR) inputs, numpy or CuPy::
 
     from bidlab.models import KMeans
     km = KMeans(256, random_state=0).fit(X)
     km.cluster_centers_, km.labels_, km.inertia_, km.predict(X_new), km.transform(X_new)
 
-Scikit-learn conventions (``clone``, ``Pipeline``, ``GridSearchCV`` work); ``k`` is the
-number of clusters (scikit-learn's ``n_clusters``).
+Scikit-learn conventions (``clone``, ``Pipeline``, ``GridSearchCV``, pandas input); ``k``
+is the number of clusters (scikit-learn's ``n_clusters``).
 """
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bidlab import backend
-from bidlab.models import _glm_params as P
-from bidlab.models._glm_data import as_features, check_n_features, device_xp
-from bidlab.models._kmeans_core import (
-    Distances,
-    KMeansResult,
+from bidlab.learn import Batch, Grad, Learner, MemorySource, Option
+from bidlab.learn.model import register_model
+from bidlab.models._kmeans_model import (
+    CHUNK_ENTRIES,
+    BlockSource,
+    KMeansModel,
     init_centers,
-    lloyd,
-    minibatch,
-    row_norms_sq,
+    nearest,
+    sq_distances,
 )
+from bidlab.models.base import BidlabEstimator
 
 __all__ = ["KMeans"]
 
 
-def _init_rule() -> P.Rule:
-    def check(x: Any) -> bool:
-        if isinstance(x, str):
-            return x in ("k-means++", "random")
-        return hasattr(x, "shape") and len(x.shape) == 2
-
-    return (check, "one of ['k-means++', 'random'] or a k x d array of centres")
+def _valid_init(x: Any) -> bool:
+    if isinstance(x, str):
+        return x in ("k-means++", "random")
+    return len(np.shape(x)) == 2
 
 
-_PARAMS: dict[str, P.Rule] = {
-    "k": P.int_at_least(1),
-    "init": _init_rule(),
-    "n_init": P.int_at_least(1),
-    "max_iter": P.int_at_least(1),
-    "tol": P.real_at_least(0.0),
-    "algorithm": P.one_of(["lloyd", "minibatch"]),
-    "batch_size": P.int_at_least(1),
-    "bounds": P.one_of([True, False]),
-    "random_state": P.seed(),
-    "dtype": (
-        lambda x: _dtype_type(x) in (np.float32, np.float64),
-        "float32 or float64",
-    ),
-    "device": P.one_of(["cpu", "gpu"]),
-}
+def _valid_seed(x: Any) -> bool:
+    if isinstance(x, (np.random.RandomState, np.random.Generator)):
+        return True
+    return (isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
+            and 0 <= int(x) < 2**32)
 
 
-def _dtype_type(x: Any) -> Any:
+def _valid_dtype(x: Any) -> bool:
     try:
-        return np.dtype(x).type
+        return np.dtype(x) in (np.float32, np.float64)
     except TypeError:
-        return None
+        return False
 
 
-class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
+def _unwrap(X: Any) -> Any:
+    from bidlab.mat import Mat, SMat
+
+    if isinstance(X, SMat):
+        return X.csr
+    if isinstance(X, Mat):
+        return X.data
+    if hasattr(X, "X") and hasattr(X, "vocab"):  # a bidlab.datasets.Corpus
+        return X.X
+    return X
+
+
+class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BidlabEstimator):
     """k-means clustering with distances by GEMM.
 
     Args:
         k: number of clusters.
         init: ``"k-means++"`` (default), ``"random"`` (k distinct rows) or a k x d array.
         n_init: runs from different seeds; the lowest inertia wins.
-        max_iter: Lloyd iterations (``"lloyd"``) or passes over the data (``"minibatch"``).
-        tol: stop when the centres' total squared shift is at most ``tol`` times the mean
-            feature variance (scikit-learn's rule), or when no label changes.
+        max_iter: most Lloyd iterations (``"lloyd"``) or the passes over the data
+            (``"minibatch"``).
+        tol: Lloyd stops when the centres' total squared shift is at most ``tol`` times the
+            mean feature variance (scikit-learn's rule), or when no label changes.
         algorithm: ``"lloyd"`` (full batch) or ``"minibatch"`` (Sculley's update).
-        batch_size: rows per minibatch (``"minibatch"`` only).
+        batch_size: rows per minibatch (``"minibatch"`` and ``partial_fit``; Lloyd works in
+            blocks of about 4M distances).
         bounds: prune Lloyd's distance computations with Hamerly's bounds (same result).
-        random_state: seed for initialisation, re-seeding and minibatches.
-        dtype: float32 (default) or float64.
+        random_state: seed (None, an int, a numpy ``RandomState`` or ``Generator``) for
+            initialisation, re-seeding and minibatch order.
+        dtype: float32 or float64; None (default) follows the input (other types become
+            float64).
         device: ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
 
-    Learned: ``cluster_centers_`` (k x d), ``labels_``, ``inertia_`` (sum of squared
-    distances to the nearest centre), ``n_iter_``, ``n_features_in_``.
+    Learned: ``cluster_centers_`` (k x d), ``labels_``, ``inertia_`` (weighted sum of
+    squared distances to the nearest centre), ``n_iter_``, ``n_steps_`` (minibatches),
+    ``n_features_in_`` (and ``feature_names_in_`` for DataFrames), ``model_`` (the
+    :class:`~bidlab.models._kmeans_model.KMeansModel`).
     """
+
+    PARAMS = (
+        Option("k", int, 8, "number of clusters", low=1),
+        Option("init", str, "k-means++", "initial centres", test=_valid_init,
+               text="one of 'k-means++', 'random' or a k x d array of centres"),
+        Option("n_init", int, 1, "runs from different seeds (the best is kept)", low=1),
+        Option("max_iter", int, 100, "most Lloyd iterations, or minibatch passes", low=1),
+        Option("tol", float, 1e-4, "relative tolerance of Lloyd's convergence", low=0.0),
+        Option("algorithm", str, "lloyd", "full-batch or minibatch k-means",
+               choices=("lloyd", "minibatch")),
+        Option("batch_size", int, 4096, "rows per minibatch", low=1),
+        Option("bounds", bool, True, "prune Lloyd with Hamerly's bounds"),
+        Option("random_state", int, None, "seed", test=_valid_seed, none_ok=True,
+               text="None, an int in [0, 2**32), a numpy RandomState or Generator"),
+        Option("dtype", str, None, "float type of the centres", test=_valid_dtype,
+               none_ok=True, text="None (follow the input), float32 or float64"),
+        Option("device", str, "cpu", "where to compute", choices=("cpu", "gpu")),
+    )
 
     def __init__(
         self,
@@ -103,7 +132,7 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         batch_size: int = 4096,
         bounds: bool = True,
         random_state: Any = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
         device: str = "cpu",
     ) -> None:
         self.k = k
@@ -118,115 +147,288 @@ class KMeans(ClusterMixin, TransformerMixin, BaseEstimator):
         self.dtype = dtype
         self.device = device
 
-    def _features(self, X: Any) -> Any:
-        return as_features(
-            X, owner="KMeans", dtype=np.dtype(self.dtype), xp=device_xp(self.device), sparse=None
-        )
+    # -- fitted state -----------------------------------------------------------------------
+    def __sklearn_is_fitted__(self) -> bool:
+        return getattr(self, "model_", None) is not None
 
-    def fit(self, X: Any, y: Any = None) -> KMeans:
-        """Cluster the rows of ``X`` (n x d, dense or sparse); ``y`` is ignored."""
-        P.validate("KMeans", _PARAMS, self.get_params(deep=False))
-        X = self._features(X)
-        n, d = X.shape
-        if self.k > n:
-            raise ValueError(
-                f"k={self.k} is larger than the number of samples ({n}): use k <= {n} or "
-                "give more data"
-            )
-        if not isinstance(self.init, str) and tuple(self.init.shape) != (self.k, d):
-            raise ValueError(
-                f"init has shape {tuple(self.init.shape)} but k={self.k} centres of {d} "
-                f"features need shape ({self.k}, {d})"
-            )
-        rng = (
-            self.random_state
-            if isinstance(self.random_state, np.random.Generator)
-            else np.random.default_rng(self.random_state)
-        )
-        best: KMeansResult | None = None
-        runs = 1 if not isinstance(self.init, str) else self.n_init
-        xx = row_norms_sq(X)
-        for _ in range(runs):
-            C = init_centers(X, xx, self.k, self.init, rng)
-            if self.algorithm == "minibatch":
-                res = minibatch(
-                    X, C, max_iter=self.max_iter, batch_size=self.batch_size, rng=rng
-                )
+    @property
+    def cluster_centers_(self) -> np.ndarray:
+        """The k x d centres (read-only; a live view of the model on the CPU)."""
+        C = self.model_.modelmats[0].data
+        if not isinstance(C, np.ndarray):
+            return np.asarray(backend.to_host(C))
+        view = C.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def _n_features_out(self) -> int:
+        return int(self.model_.modelmats[0].shape[0])
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = (
+            ["float64", "float32"] if self.dtype is None else [np.dtype(self.dtype).name])
+        return tags
+
+    # -- input ------------------------------------------------------------------------------
+    def _xp(self) -> Any:
+        return np if self.device == "cpu" else backend.cupy()
+
+    def _data(self, X: Any, reset: bool) -> Any:
+        """X as float CSR / C-ordered dense on the estimator's device, checked."""
+        X = _unwrap(X)
+        fitted = getattr(self, "model_", None) is not None and not reset
+        if fitted:
+            want: Any = self.model_.modelmats[0].dtype
+        elif self.dtype is not None:
+            want = np.dtype(self.dtype)
+        else:
+            want = [np.float64, np.float32]
+        on_gpu = backend.is_cupy_array(X.data if backend.is_sparse(X) and hasattr(X, "data")
+                                       else X)
+        if on_gpu:
+            X = self._gpu_data(X, want, reset)
+        else:
+            X = validate_data(self, X, accept_sparse="csr", dtype=want, order="C",
+                              ensure_all_finite=False, reset=reset)
+        xp = backend.namespace(X.data if backend.is_sparse(X) else X)
+        vals = X.data if backend.is_sparse(X) else X
+        finite = xp.isfinite(vals)
+        if not bool(finite.all()):
+            if backend.is_sparse(X):
+                p = int(np.flatnonzero(~np.asarray(backend.to_host(finite)))[0])
+                indptr = np.asarray(backend.to_host(X.indptr))
+                r = int(np.searchsorted(indptr, p, side="right") - 1)
+                c = int(backend.to_host(X.indices[p : p + 1])[0])
             else:
-                res = lloyd(
-                    X, C, max_iter=self.max_iter, tol=self.tol, bounds=self.bounds, rng=rng
-                )
-            if best is None or res.inertia < best.inertia:
-                best = res
+                r, c = (int(v) for v in np.argwhere(~np.asarray(backend.to_host(finite)))[0])
+            raise ValueError(f"KMeans: X contains NaN or infinity (first at row {r}, column "
+                             f"{c}): remove or impute those values first")
+        if backend.is_sparse(X) and not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
+        if self.device == "gpu" and not on_gpu:
+            X = backend.to_device(X)
+        return X
+
+    def _gpu_data(self, X: Any, want: Any, reset: bool) -> Any:
+        if len(X.shape) != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+            raise ValueError(f"KMeans: X must be a non-empty 2-D array (samples x features); "
+                             f"got shape {tuple(X.shape)}")
+        dtype = want if not isinstance(want, list) else (
+            X.dtype if X.dtype in (np.float32, np.float64) else np.float64)
+        X = X.tocsr().astype(dtype) if backend.is_sparse(X) else backend.cupy().ascontiguousarray(
+            X, dtype=dtype)
+        if reset:
+            self.n_features_in_ = int(X.shape[1])
+            if hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
+        elif X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but KMeans is expecting "
+                             f"{self.n_features_in_} features as input.")
+        return X
+
+    def _weights(self, sample_weight: Any, n: int) -> Any:
+        """Sample weights as a float64 (n,) array on the device, or None."""
+        if sample_weight is None:
+            return None
+        w = np.asarray(backend.to_host(sample_weight), dtype=np.float64)
+        if w.ndim == 0:
+            w = np.full(n, float(w))
+        if w.shape != (n,):
+            raise ValueError(f"sample_weight.shape == {w.shape}, expected ({n},): one weight "
+                             "per sample")
+        if not np.isfinite(w).all() or (w < 0).any():
+            raise ValueError("sample_weight must be finite and >= 0")
+        if w.sum() <= 0:
+            raise ValueError("sample_weight is zero for every sample: give some samples a "
+                             "positive weight")
+        w = np.array(w, copy=True)
+        return w if self.device == "cpu" else backend.to_device(w)
+
+    def _rng(self) -> np.random.Generator:
+        if isinstance(self.random_state, np.random.Generator):
+            return self.random_state
+        rs = check_random_state(self.random_state)
+        return np.random.default_rng(rs.randint(0, 2**31 - 1, size=2).tolist())
+
+    def _check_k(self, n: int, d: int) -> None:
+        if self.k > n:
+            raise ValueError(f"KMeans needs at least k={self.k} samples but got n_samples={n}: "
+                             f"use k <= {n} or give more data")
+        if not isinstance(self.init, str) and tuple(np.shape(self.init)) != (self.k, d):
+            raise ValueError(f"init has shape {tuple(np.shape(self.init))} but k={self.k} "
+                             f"centres of {d} features need shape ({self.k}, {d})")
+
+    def _block_rows(self, d: int) -> int:
+        """Rows per Lloyd block: about CHUNK_ENTRIES distances and gathered entries."""
+        return max(256, min(CHUNK_ENTRIES // max(self.k, 1), CHUNK_ENTRIES // max(d, 1)))
+
+    def _model(self, X: Any, w: Any, rng: np.random.Generator, algorithm: str) -> KMeansModel:
+        seed = int(rng.integers(2**31 - 1))
+        C0 = init_centers(X, self.k, self.init, np.random.default_rng(seed), w)
+        return KMeansModel(C0, random_state=seed, algorithm=algorithm, tol=self.tol,
+                           bounds=self.bounds)
+
+    def _source(self, X: Any, w: Any, algorithm: str, batch_size: int | None,
+                seed: int) -> Any:
+        mats = (X,) if w is None else (X, w)
+        names = ("X",) if w is None else ("X", "w")
+        if algorithm == "lloyd":
+            return BlockSource(*mats, batch_size=batch_size or self._block_rows(X.shape[1]),
+                               names=names)
+        return MemorySource(*mats, batch_size=min(batch_size or self.batch_size, X.shape[0]),
+                            shuffle=True, seed=seed, names=names)
+
+    @staticmethod
+    def _updater(algorithm: str, lrate: float = 1.0) -> Any:
+        return Batch() if algorithm == "lloyd" else Grad(lrate=lrate)
+
+    def _forget_results(self) -> None:
+        for name in ("labels_", "inertia_", "n_iter_", "n_steps_", "distance_evaluations_"):
+            self.__dict__.pop(name, None)
+
+    # -- training ---------------------------------------------------------------------------
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> KMeans:
+        """Cluster the rows of ``X`` (n x d, dense or sparse); ``y`` is ignored.
+
+        ``sample_weight``: one non-negative weight per row (a row of weight 2 counts as two
+        copies of it).
+        """
+        self._validate_params()
+        X = self._data(X, reset=True)
+        n, d = X.shape
+        w = self._weights(sample_weight, n)
+        self._check_k(n, d)
+        rng = self._rng()
+        best: tuple | None = None
+        for _ in range(1 if not isinstance(self.init, str) else self.n_init):
+            model = self._model(X, w, rng, self.algorithm)
+            src = self._source(X, w, self.algorithm, None, model.random_state)
+            bpp = src.batches_per_pass
+            lrn = Learner(model, src, self._updater(self.algorithm), name="kmeans",
+                          n_passes=self.max_iter, val_every=0,
+                          record_size=max(1, min(100_000, bpp * self.max_iter)))
+            lrn.fit(progress=None)
+            final = src if isinstance(src, BlockSource) else self._source(
+                X, w, "lloyd", None, 0)
+            labels, inertia = model.label_pass(final)
+            model.forget_rows()
+            n_iter = model.n_updates if self.algorithm == "lloyd" else len(lrn.summaries)
+            if best is None or inertia < best[1]:
+                best = (model, inertia, labels, n_iter, lrn.step)
         assert best is not None
-        self.centers_device_ = best.centers
-        self.cluster_centers_ = np.asarray(backend.to_host(best.centers))
-        self.labels_ = np.asarray(backend.to_host(best.labels))
-        self.inertia_ = float(best.inertia)
-        self.n_iter_ = int(best.n_iter)
-        self.distance_evaluations_ = int(best.distance_evaluations)
-        self.n_features_in_ = int(d)
+        model, inertia, labels, n_iter, steps = best
+        self.model_ = model
+        self.labels_ = np.asarray(backend.to_host(labels))
+        self.inertia_ = float(inertia)
+        self.n_iter_ = int(n_iter)
+        self.n_steps_ = int(steps)
+        self.distance_evaluations_ = int(model.distance_evaluations)
         return self
 
-    def learner(self, X: Any, **options: Any) -> Any:
-        """A live :class:`bidlab.learn.Learner` running minibatch k-means on ``X``.
+    def partial_fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> KMeans:
+        """One pass of minibatch steps (``batch_size`` rows each) over ``X``.
 
-        Centres start from ``init`` (k-means++ or random rows, seeded by ``random_state``);
-        ``batch_size`` rows per minibatch; ``options`` are learner options (``n_passes``,
-        ``lrate`` to damp the steps, ...). See :mod:`bidlab.models._kmeans_learn`.
+        The first call starts the centres from ``init`` on ``X``; later calls continue the
+        per-centre weights (after ``fit`` too), as scikit-learn's
+        ``MiniBatchKMeans.partial_fit`` does. ``labels_`` and ``inertia_`` describe ``X``.
         """
-        from bidlab.learn import Grad, Learner, MemorySource
-        from bidlab.models._kmeans_learn import KMeansLearnModel
+        self._validate_params()
+        first = getattr(self, "model_", None) is None
+        X = self._data(X, reset=first)
+        n, d = X.shape
+        w = self._weights(sample_weight, n)
+        if first:
+            self._check_k(n, d)
+            self.model_ = self._model(X, w, self._rng(), "minibatch")
+            self.n_steps_ = 0
+        model = self.model_
+        src = self._source(X, w, "minibatch", None, int(self._rng().integers(2**31 - 1)))
+        if model.initialised:
+            model.rebind(src.info)
+        model.opts.set(algorithm="minibatch")
+        lrn = Learner(model, src, self._updater("minibatch"), name="kmeans", n_passes=1,
+                      val_every=0, record_size=max(1, src.batches_per_pass))
+        lrn.fit(progress=None)
+        labels, inertia = model.label_pass(self._source(X, w, "lloyd", None, 0))
+        model.forget_rows()
+        self.labels_ = np.asarray(backend.to_host(labels))
+        self.inertia_ = float(inertia)
+        self.n_steps_ = int(getattr(self, "n_steps_", 0)) + lrn.step
+        self.n_iter_ = int(getattr(self, "n_iter_", 0)) + 1
+        self.distance_evaluations_ = int(model.distance_evaluations)
+        return self
 
-        P.validate("KMeans", _PARAMS, self.get_params(deep=False))
-        X = self._features(X)
-        rng = np.random.default_rng(
-            self.random_state if isinstance(self.random_state, int) else None)
-        head = X[: min(X.shape[0], 20 * self.k + 1000)]
-        C = init_centers(head, row_norms_sq(head), self.k, self.init, rng)
-        model = KMeansLearnModel(np.asarray(backend.to_host(C)))
-        source = MemorySource(X, batch_size=min(self.batch_size, X.shape[0]), shuffle=True,
-                              seed=int(rng.integers(1 << 31)))
+    def learner(self, X: Any, y: Any = None, **options: Any) -> Learner:
+        """A live :class:`bidlab.learn.Learner` clustering ``X`` with this estimator's
+        settings; its model becomes this estimator's model (``predict``, ``transform``
+        and ``cluster_centers_`` follow the training live).
+
+        ``y`` is ignored (unsupervised). ``options``: learner options (``n_passes``,
+        default ``max_iter``; ``batch_size``; ``checkpoint``; ``lrate`` to damp minibatch
+        steps; ...) and ``sample_weight``. Lloyd needs every row in every pass, so its
+        ``val_every`` stays 0.
+        """
+        self._validate_params()
+        X = self._data(X, reset=True)
+        n, d = X.shape
+        w = self._weights(options.pop("sample_weight", None), n)
+        self._check_k(n, d)
+        algorithm = self.algorithm
+        model = self._model(X, w, self._rng(), algorithm)
+        src = self._source(X, w, algorithm, options.pop("batch_size", None),
+                           model.random_state)
         options.setdefault("n_passes", self.max_iter)
-        return Learner(model, source, Grad(lrate=options.pop("lrate", 1.0)),
-                       name=options.pop("name", "kmeans"), **options).init()
+        options.setdefault("val_every", 0)
+        upd = self._updater(algorithm, options.pop("lrate", 1.0))
+        lrn = Learner(model, src, upd, name=options.pop("name", "kmeans"), **options)
+        if algorithm == "lloyd":
+            def whole_passes(values: dict[str, Any]) -> None:
+                if values.get("val_every", 0):
+                    raise ValueError("Lloyd k-means needs every row in every pass: "
+                                     "val_every must stay 0 (use algorithm='minibatch' "
+                                     "for held-out minibatches)")
+            whole_passes(lrn.opts.as_dict())
+            lrn.opts.add_validator(whole_passes)
+        lrn.init()
+        self._forget_results()
+        self.model_ = model
+        return lrn
 
-    def _nearest(self, X: Any) -> tuple[Any, Any, Any]:
-        from sklearn.utils.validation import check_is_fitted
+    # -- using the model --------------------------------------------------------------------
+    def _nearest(self, X: Any) -> tuple[Any, Any]:
+        check_is_fitted(self)
+        X = self._data(X, reset=False)
+        return nearest(X, self.model_.modelmats[0].data)
 
-        check_is_fitted(self, "cluster_centers_")
-        X = self._features(X)
-        check_n_features("KMeans", X, self.n_features_in_)
-        xp = device_xp(self.device)
-        n = X.shape[0]
-        labels = backend.empty((n,), np.int64, xp)
-        d1 = backend.empty((n,), X.dtype, xp)
-        d2 = backend.empty((n,), X.dtype, xp)
-        dist = Distances(X, row_norms_sq(X), self.k)
-        dist.set_centers(self.centers_device_)
-        dist.nearest(labels, d1, d2)
-        return X, labels, d1
+    def predict(self, X: Any, sample_weight: Any = None) -> np.ndarray:
+        """The nearest centre of each row of ``X`` (``sample_weight`` does not change it)."""
+        labels, _ = self._nearest(X)
+        self._weights(sample_weight, labels.shape[0])
+        return np.asarray(backend.to_host(labels))
 
-    def predict(self, X: Any) -> np.ndarray:
-        """The nearest centre of each row of ``X``."""
-        return np.asarray(backend.to_host(self._nearest(X)[1]))
-
-    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
-        return self.fit(X).labels_
+    def fit_predict(self, X: Any, y: Any = None, sample_weight: Any = None) -> np.ndarray:
+        """``fit(X)`` and the labels of its rows."""
+        return self.fit(X, sample_weight=sample_weight).labels_
 
     def transform(self, X: Any) -> np.ndarray:
         """Euclidean distance from each row of ``X`` to each centre (n x k)."""
-        from sklearn.utils.validation import check_is_fitted
+        check_is_fitted(self)
+        X = self._data(X, reset=False)
+        D = sq_distances(X, self.model_.modelmats[0].data)
+        backend.namespace(D).sqrt(D, out=D)
+        return np.asarray(backend.to_host(D))
 
-        check_is_fitted(self, "cluster_centers_")
-        from bidlab.models._kmeans_core import _sq_dist_to
+    def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
+        """Minus the (weighted) sum of squared distances of ``X``'s rows to their nearest
+        centre."""
+        _, dist = self._nearest(X)
+        w = self._weights(sample_weight, dist.shape[0])
+        total = dist.sum(dtype=np.float64) if w is None else (w * dist).sum(dtype=np.float64)
+        return -float(total)
 
-        X = self._features(X)
-        check_n_features("KMeans", X, self.n_features_in_)
-        D = _sq_dist_to(X, row_norms_sq(X), self.centers_device_)
-        return np.sqrt(np.asarray(backend.to_host(D)))
 
-    def score(self, X: Any, y: Any = None) -> float:
-        """Minus the sum of squared distances of ``X``'s rows to their nearest centre."""
-        _, _, d1 = self._nearest(X)
-        return -float(np.asarray(backend.to_host(d1), dtype=np.float64).sum())
+register_model("kmeans", KMeans)

@@ -1,0 +1,267 @@
+"""k-means kernels: nearest two centres from a distance GEMM, per-cluster statistics and
+Hamerly's bound test.
+
+Squared distances come from one GEMM, ``||x||^2 - 2 x.c + ||c||^2``; the caller computes
+``D = X @ C.T`` (BLAS / cuBLAS) and :func:`assign` finishes the job. Each function has a
+fused numba kernel for the CPU and a generic ``xp`` version (numpy or CuPy) that the tests
+compare it with. Numpy oracles::
+
+    vals = cc[None, :] - 2 * D                    # ||x||^2 is the same for every centre
+    labels = vals.argmin(1); d1 = max(xx + vals.min(1), 0); d2 = the second smallest + xx
+    sums[j] += (w * X)[labels == j].sum(0); counts[j] += w[labels == j].sum()
+    dist = ((X - C[labels]) ** 2).sum(1)          # computed directly, no cancellation
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+from bidlab import backend
+from bidlab.kern.adaptive import adaptive_kernel
+
+__all__ = ["assign", "center_sums", "assigned_sq_dist", "CenterWork", "hamerly",
+           "row_norms_sq"]
+
+_NO_WEIGHTS = np.empty(0, np.float64)
+
+
+@adaptive_kernel(fastmath=True, cache=True, nogil=True)
+def _assign_cpu(D, cc, xx, labels, d1, d2):  # pragma: no cover - compiled
+    m, k = D.shape
+    for i in numba.prange(m):
+        b1 = np.inf
+        b2 = np.inf
+        j1 = 0
+        for j in range(k):
+            v = cc[j] - 2.0 * D[i, j]
+            if v < b1:
+                b2 = b1
+                b1 = v
+                j1 = j
+            elif v < b2:
+                b2 = v
+        labels[i] = j1
+        d1[i] = max(xx[i] + b1, 0.0)
+        d2[i] = max(xx[i] + b2, 0.0)
+
+
+def assign(D: Any, cc: Any, xx: Any, labels: Any, d1: Any, d2: Any) -> None:
+    """Nearest centre, its squared distance and the second-nearest's, per row of ``D``.
+
+    ``D`` m x k = X @ C.T, ``cc`` (k,) squared centre norms, ``xx`` (m,) squared row norms;
+    writes ``labels`` (m,) int64, ``d1`` / ``d2`` (m,) floats.
+    """
+    if isinstance(D, np.ndarray) and D.flags.c_contiguous:
+        _assign_cpu(D.size, D, cc, xx, labels, d1, d2)
+        return
+    xp = backend.namespace(D)
+    vals = cc[None, :] - 2.0 * D
+    labels[...] = xp.argmin(vals, axis=1)
+    if vals.shape[1] > 1:
+        two = xp.partition(vals, 1, axis=1)[:, :2]
+    else:
+        two = xp.concatenate([vals, xp.full_like(vals, xp.inf)], axis=1)
+    xp.maximum(two[:, 0] + xx, 0.0, out=d1)
+    xp.maximum(two[:, 1] + xx, 0.0, out=d2)
+
+
+class CenterWork:
+    """Per-thread partial sums for :func:`center_sums` on the CPU, allocated once and
+    reused, so a training step allocates nothing."""
+
+    def __init__(self, k: int, d: int) -> None:
+        self.nparts = max(1, numba.get_num_threads())
+        self.part = np.zeros((self.nparts, k, d), np.float64)
+        self.pc = np.zeros((self.nparts, k), np.float64)
+
+
+@numba.njit(parallel=True, fastmath={"reassoc", "contract"}, cache=True, nogil=True)
+def _sums_dense_cpu(X, labels, w, sums, counts, part, pc, nparts):  # pragma: no cover
+    # Each part adds its rows into a private k x d float64 block through 1-D row views
+    # (contiguous, so the inner loop vectorises: 4x faster than 3-D indexing, measured).
+    n, d = X.shape
+    k = sums.shape[0]
+    weighted = w.shape[0] > 0
+    step = (n + nparts - 1) // nparts
+    for t in numba.prange(nparts):
+        P = part[t]
+        P[:, :] = 0.0
+        pc[t, :] = 0.0
+        for i in range(t * step, min(n, (t + 1) * step)):
+            j = labels[i]
+            row = P[j]
+            x = X[i]
+            if weighted:
+                wi = w[i]
+                pc[t, j] += wi
+                for q in range(d):
+                    row[q] += wi * x[q]
+            else:
+                pc[t, j] += 1.0
+                for q in range(d):
+                    row[q] += x[q]
+    for j in numba.prange(k):
+        out = sums[j]
+        for t in range(nparts):
+            counts[j] += pc[t, j]
+            row = part[t, j]
+            for q in range(d):
+                out[q] += row[q]
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _sums_csr_cpu(indptr, indices, data, labels, w, sums, counts, part, pc,
+                  nparts):  # pragma: no cover - compiled
+    n = indptr.shape[0] - 1
+    k, d = sums.shape
+    weighted = w.shape[0] > 0
+    step = (n + nparts - 1) // nparts
+    for t in numba.prange(nparts):
+        part[t, :, :] = 0.0
+        pc[t, :] = 0.0
+        for i in range(t * step, min(n, (t + 1) * step)):
+            j = labels[i]
+            wi = w[i] if weighted else 1.0
+            pc[t, j] += wi
+            for p in range(indptr[i], indptr[i + 1]):
+                part[t, j, indices[p]] += wi * data[p]
+    for j in numba.prange(k):
+        for t in range(nparts):
+            counts[j] += pc[t, j]
+            for q in range(d):
+                sums[j, q] += part[t, j, q]
+
+
+def center_sums(X: Any, labels: Any, sums: Any, counts: Any, w: Any = None,
+                work: CenterWork | None = None) -> None:
+    """Add each cluster's (weighted) row sum to ``sums`` and its total weight to ``counts``.
+
+    ``X`` m x d (dense or CSR), ``labels`` (m,) int64, ``sums`` k x d float64, ``counts``
+    (k,) float64, ``w`` (m,) float64 sample weights (None: all 1), ``work`` reusable CPU
+    buffers (:class:`CenterWork`; made here when not given).
+    """
+    k, d = sums.shape
+    if isinstance(sums, np.ndarray) and not backend.is_cupy_array(X):
+        if work is None or work.part.shape[1:] != (k, d):
+            work = CenterWork(k, d)
+        nparts = max(1, min(work.nparts, X.shape[0]))
+        ww = _NO_WEIGHTS if w is None else np.asarray(w, np.float64).reshape(-1)
+        if backend.is_sparse(X):
+            _sums_csr_cpu(X.indptr, X.indices, X.data, labels, ww, sums, counts, work.part,
+                          work.pc, nparts)
+        else:
+            _sums_dense_cpu(np.ascontiguousarray(X), labels, ww, sums, counts, work.part,
+                            work.pc, nparts)
+        return
+    xp = backend.namespace(sums)
+    csp = backend.sparse_module(xp)
+    n = X.shape[0]
+    ww = xp.ones(n, dtype=sums.dtype) if w is None else xp.asarray(w, sums.dtype).reshape(-1)
+    onehot = csp.csr_matrix((ww, labels, xp.arange(n + 1)), shape=(n, k))
+    part = onehot.T @ X
+    sums += part.toarray() if backend.is_sparse(part) else part
+    counts += xp.bincount(labels, weights=ww, minlength=k).astype(counts.dtype)
+
+
+@numba.njit(parallel=True, fastmath={"reassoc", "contract"}, cache=True, nogil=True)
+def _dist_dense_cpu(X, labels, C, out):  # pragma: no cover - compiled
+    n, d = X.shape
+    for i in numba.prange(n):
+        x = X[i]
+        c = C[labels[i]]
+        acc = 0.0
+        for q in range(d):
+            diff = np.float64(x[q] - c[q])
+            acc += diff * diff
+        out[i] = acc
+
+
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _dist_csr_cpu(indptr, indices, data, labels, C, cc, out):  # pragma: no cover - compiled
+    n = indptr.shape[0] - 1
+    for i in numba.prange(n):
+        j = labels[i]
+        c = C[j]
+        acc = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            v = data[p]
+            acc += v * (v - 2.0 * c[indices[p]])
+        out[i] = max(acc + cc[j], 0.0)
+
+
+def assigned_sq_dist(X: Any, labels: Any, C: Any, out: Any) -> None:
+    """``out[i] = ||x_i - C[labels_i]||^2``, measured directly (no GEMM cancellation; for
+    CSR rows ``||x||^2 - 2 x.c + ||c||^2`` over the stored entries)."""
+    if isinstance(C, np.ndarray) and not backend.is_cupy_array(X):
+        if backend.is_sparse(X):
+            cc = np.einsum("ij,ij->i", C, C, dtype=np.float64)
+            _dist_csr_cpu(X.indptr, X.indices, X.data, labels, C, cc, out)
+        else:
+            _dist_dense_cpu(np.ascontiguousarray(X), labels, C, out)
+        return
+    xp = backend.namespace(C)
+    Cl = C[labels]
+    if backend.is_sparse(X):
+        xx = xp.asarray(X.multiply(X).sum(axis=1)).reshape(-1)
+        cross = xp.asarray(X.multiply(Cl).sum(axis=1)).reshape(-1)
+        xp.maximum(xx - 2.0 * cross + (Cl * Cl).sum(axis=1), 0.0, out=out)
+    else:
+        diff = X - Cl
+        xp.sum(diff * diff, axis=1, out=out)
+
+
+@numba.njit(cache=True, nogil=True)
+def _hamerly_cpu(labels, u, lo, drift, s, top, m1, m2, need):  # pragma: no cover - compiled
+    cnt = 0
+    for i in range(labels.shape[0]):
+        j = labels[i]
+        ui = u[i] + drift[j]
+        u[i] = ui
+        li = lo[i] - (m2 if j == top else m1)
+        lo[i] = li
+        # float32 distances from the GEMM formula carry rounding error: a small margin
+        if ui + 1e-3 * (ui + 1e-12) > max(s[j], li):
+            need[cnt] = i
+            cnt += 1
+    return cnt
+
+
+def hamerly(labels: Any, u: Any, lo: Any, drift: Any, s: Any, top: int, m1: float, m2: float,
+            need: Any) -> int:
+    """Move Hamerly's bounds by the centres' drift and list the rows they cannot clear.
+
+    ``u`` (upper bound on the distance to the own centre) grows by the own centre's drift,
+    ``lo`` (lower bound on the distance to any other) shrinks by the largest drift of
+    another centre (``m1``, or ``m2`` for rows of centre ``top``, the one that moved most).
+    A row keeps its centre when ``u <= max(s[label], lo)`` (``s``: half the distance from
+    each centre to its nearest other centre). Writes the others' positions into ``need``
+    and returns how many there are.
+    """
+    if isinstance(u, np.ndarray):
+        return int(_hamerly_cpu(labels, u, lo, drift, s, top, m1, m2, need))
+    xp = backend.namespace(u)
+    u += drift[labels]
+    lo -= xp.where(labels == top, m2, m1).astype(lo.dtype)
+    idx = xp.flatnonzero(u + 1e-3 * (u + 1e-12) > xp.maximum(s[labels], lo))
+    cnt = int(idx.shape[0])
+    need[:cnt] = idx
+    return cnt
+
+
+def row_norms_sq(X: Any, out: Any = None) -> Any:
+    """Squared L2 norm of every row (dense or CSR), into ``out`` when given."""
+    sparse = backend.is_sparse(X)
+    xp = backend.namespace(X.data if sparse else X)
+    if sparse:
+        v = xp.asarray(X.multiply(X).sum(axis=1)).reshape(-1).astype(X.dtype)
+        if out is None:
+            return v
+        out[...] = v
+        return out
+    if out is None:
+        return xp.einsum("ij,ij->i", X, X)
+    xp.einsum("ij,ij->i", X, X, out=out)
+    return out
