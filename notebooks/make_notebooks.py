@@ -74,7 +74,7 @@ print(corpus.name, X.shape)'''),
 
 from bidlab.models import LDAGibbs
 
-learner = LDAGibbs(k=K, nsamps=20, batch_size=64, seed=0).learner(X, n_passes=NPASSES)
+learner = LDAGibbs(k=K, nsamps=20, batch_size=64, random_state=0).learner(X, n_passes=NPASSES)
 dash = Dashboard(learner)     # re-running this cell replaces the dashboard: one update loop
 dash'''),
         ("code", '''bubbles = TopicBubbles(learner, vocab, n_top=5)
@@ -136,7 +136,8 @@ print(data.X.shape)'''),
 
 from bidlab.models.kmeans import KMeans
 
-learner = KMeans(K, random_state=0, batch_size=1000).learner(data.X, n_passes=NPASSES)
+learner = KMeans(K, algorithm="minibatch", random_state=0,
+                 batch_size=1000).learner(data.X, n_passes=NPASSES)
 KMeansView(learner)'''),
         ("code", "Dashboard(learner)"),
         ("code", "learner.start()"),

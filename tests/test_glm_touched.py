@@ -1,4 +1,5 @@
-"""The GLM's fused touched-rows step against its numpy oracle (dense G = X.T @ E)."""
+"""The fused touched-rows steps (bidlab.kern.touched) against their numpy oracle (dense
+U = X.T @ A), and the column listing they use."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import scipy.sparse as sp
 from bidlab import backend
 from bidlab.kern import adaptive
 from bidlab.kern.columns import ColumnListing
-from bidlab.models._glm_touched import TouchedStep
+from bidlab.kern.touched import TouchedStep
 
 
 def _minibatch(n, d, density, seed, dtype):
@@ -42,13 +43,14 @@ def test_columns_list_every_nonzero_by_column_in_row_order():
     assert (cols.pos == -1).all()
 
 
-def _oracle(X, E, W, S, lr, l1, l2, eps):
-    W, S = W.astype(np.float64), None if S is None else S.astype(np.float64)
-    g = X.T.astype(np.float64) @ E.astype(np.float64) + l2 * W + l1 * np.sign(W)
+def _oracle(X, A, W, S, lr, l1, l2, eps, inv_t, scale):
+    """ADAGrad's / Grad's step with the L1 and L2 mixins' terms, in float64."""
+    W = W.astype(np.float64)
+    u = X.T.astype(np.float64) @ A.astype(np.float64) - l1 * np.sign(W) - l2 * W
     if S is None:
-        return W - lr * g, None
-    S = S + g * g
-    return W - lr * g / (np.sqrt(S) + eps), S
+        return W + u * lr * scale, None
+    S = S.astype(np.float64) + u * u
+    return W + u / (np.sqrt(S * inv_t) + eps) * lr * scale, S
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -59,25 +61,31 @@ def test_touched_step_matches_the_dense_oracle(dtype, kind, regularised, threads
     n, d, T = 37, 211, 13
     rng = np.random.default_rng(1)
     X = _minibatch(n, d, 0.04, 2, dtype)
-    E = rng.standard_normal((n, T)).astype(dtype) / n
+    A = rng.standard_normal((n, T)).astype(dtype) / n
     W = rng.standard_normal((d, T)).astype(dtype)
     W[5, :4] = 0  # sign(0) = 0 for L1
-    S = rng.random((d, T)).astype(dtype) if kind == "adagrad" else None
+    S = rng.random((d, T)).astype(dtype) * 3 if kind == "adagrad" else None
     lr = rng.uniform(0.01, 0.5, T).astype(dtype)
+    eps = rng.uniform(1e-6, 1e-3, T).astype(dtype)
     on = 1.0 if regularised else 0.0
     l1 = np.where(np.arange(T) % 3 == 0, 1e-2 * on, 0).astype(dtype)
     l2 = np.where(np.arange(T) % 2 == 0, 1e-1 * on, 0).astype(dtype)
-    want_W, want_S = _oracle(X, E, W, S, lr, l1, l2, 1e-8)
+    inv_t, scale = 1 / 3, 0.7
+    want_W, want_S = _oracle(X, A, W, S, lr, l1, l2, eps, inv_t, scale)
     untouched = np.flatnonzero(np.diff(X.tocsc().indptr) == 0)
     assert untouched.size > 50
     W0 = W.copy()
+    step = TouchedStep(d, T, dtype)
     with adaptive.policy(threads):
-        TouchedStep(d, T, dtype).apply(X, E, W, S, lr, l1, l2, 1e-8)
+        if S is None:
+            step.grad(X, A, W, lr, l1, l2, scale)
+        else:
+            step.adagrad(X, A, W, S, lr, l1, l2, eps, inv_t, scale)
     tol = dict(rtol=2e-5, atol=2e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(W, want_W, **tol)
     if S is not None:
         np.testing.assert_allclose(S, want_S, **tol)
-    if not regularised:  # an untouched row has g = 0: the dense step leaves it exactly as it was
+    if not regularised:  # an untouched row has u = 0: the dense step leaves it exactly as it was
         np.testing.assert_array_equal(W[untouched], W0[untouched])
     else:  # untouched rows change only in the columns of regularised targets
         plain = np.flatnonzero((l1 == 0) & (l2 == 0))
@@ -93,12 +101,12 @@ def test_steps_reuse_the_listing_buffers_and_grow_them_by_a_factor():
     lr = np.full(T, 0.1, np.float32)
     small, big = _minibatch(50, d, 0.02, 3, np.float32), _minibatch(50, d, 0.05, 4, np.float32)
     E = np.ones((50, T), np.float32)
-    step.apply(small, E, W, None, lr, z, z, 1e-8)
-    step.apply(big, E, W, None, lr, z, z, 1e-8)
+    step.grad(small, E, W, lr, z, z, 1.0)
+    step.grad(big, E, W, lr, z, z, 1.0)
     assert step.columns.perm.shape[0] >= big.nnz
     before = backend.allocations.snapshot()
     for X in (small, big, small):
-        step.apply(X, E, W, None, lr, z, z, 1e-8)
+        step.grad(X, E, W, lr, z, z, 1.0)
     assert backend.allocations.snapshot() == before
 
 
@@ -108,8 +116,9 @@ def test_wrong_width_and_dtype_are_refused_with_the_numbers():
     z = np.zeros(2, np.float32)
     X = _minibatch(5, 90, 0.2, 5, np.float32)
     with pytest.raises(ValueError, match="90 columns but the model has 100"):
-        step.apply(X, np.ones((5, 2), np.float32), W, None, z, z, z, 1e-8)
+        step.grad(X, np.ones((5, 2), np.float32), W, z, z, z, 1.0)
     X = _minibatch(5, 100, 0.2, 5, np.float64)
-    with pytest.raises(TypeError, match="float64 but the model is float32"):
-        step.apply(X, np.ones((5, 2), np.float32), W, None, z, z, z, 1e-8)
+    with pytest.raises(TypeError, match="float64 and its factor float32 but the model is "
+                                        "float32"):
+        step.adagrad(X, np.ones((5, 2), np.float32), W, W.copy(), z, z, z, z + 1, 1.0, 1.0)
     assert (step.columns.pos == -1).all()  # a refused step leaves nothing for the next

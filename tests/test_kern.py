@@ -300,12 +300,11 @@ def test_every_compiled_kernel_releases_the_gil():
     compiled into their callers)."""
     from numba.core.registry import CPUDispatcher
 
-    from bidlab.kern import columns, cpu, lda_sampler, steps
+    from bidlab.kern import columns, cpu, kmeans, lda_sampler, steps, touched
     from bidlab.kern.adaptive import AdaptiveKernel
-    from bidlab.models import _glm_touched, _kmeans_kernels
 
     checked = []
-    for module in (cpu, lda_sampler, columns, steps, _glm_touched, _kmeans_kernels):
+    for module in (cpu, lda_sampler, columns, steps, touched, kmeans):
         for name, obj in vars(module).items():
             if isinstance(obj, AdaptiveKernel):
                 obj = obj.parallel

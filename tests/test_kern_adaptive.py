@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bidlab.kern import adaptive, cpu, steps
-from bidlab.models import _glm_touched, _kmeans_kernels
+from bidlab.kern import adaptive, cpu, kmeans, steps, touched
 
 
 @pytest.fixture(autouse=True)
@@ -246,19 +245,19 @@ def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
     lr, l1, l2 = (rng.random(T).astype(dtype) * s for s in (0.1, 1e-3, 1e-2))
     W0 = rng.standard_normal((n_feat, T)).astype(dtype)
     S0 = rng.random((n_feat, T)).astype(dtype)
-    step = _glm_touched.TouchedStep(n_feat, T, dtype)
+    step = touched.TouchedStep(n_feat, T, dtype)
     cols = step.columns
     cols.fill(X)  # grows perm / row_of, so the listing's arrays are taken after it
     state = (cols.pos, cols.colptr, cols.perm, cols.row_of, X.data, E, lr, l1, l2)
-    kernels = ((_glm_touched._adagrad_touched, True), (_glm_touched._grad_touched, False))
+    kernels = ((touched._adagrad_touched, True), (touched._grad_touched, False))
     for kernel, sums in kernels:
         runs = []
         for version in (kernel.serial, kernel.parallel):
             W, S = W0.copy(), S0.copy()
             if sums:
-                version(W, S, *state, dtype(1e-8), True, step.work)
+                version(W, S, *state, lr + 1e-8, dtype(0.5), dtype(0.9), True, step.work)
             else:
-                version(W, *state, True, step.work)
+                version(W, *state, dtype(0.9), True, step.work)
             runs.append((W, S))
         np.testing.assert_array_equal(runs[0][0], runs[1][0])
         np.testing.assert_array_equal(runs[0][1], runs[1][1])
@@ -267,7 +266,7 @@ def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
     D = rng.standard_normal((301, 9)).astype(dtype)
     cc, xx = rng.random(9).astype(dtype), rng.random(301).astype(dtype)
     runs = []
-    for version in (_kmeans_kernels._assign_cpu.serial, _kmeans_kernels._assign_cpu.parallel):
+    for version in (kmeans._assign_cpu.serial, kmeans._assign_cpu.parallel):
         labels, d1, d2 = np.empty(301, np.int64), np.empty(301, dtype), np.empty(301, dtype)
         version(D, cc, xx, labels, d1, d2)
         runs.append((labels, d1, d2))

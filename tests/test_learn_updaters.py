@@ -16,6 +16,7 @@ from bidlab.learn import (
     L2Regularizer,
     Learner,
     Model,
+    updaters,
 )
 
 
@@ -305,3 +306,111 @@ def test_vectors_read_per_row_then_per_group_then_per_matrix():
     np.testing.assert_array_equal(per_matrix[1], [0.2] * 6)
     with pytest.raises(OptionError, match=r"has 4 values.*one per row group \(3\)"):
         expand_hyper("lrate", [1, 2, 3, 4], rows, groups)
+
+
+class SparseProduct(Model):
+    """A T x d column-major model whose update is handed over unformed: ``U = A.T @ X``
+    for the minibatch's sparse rows ``X`` and a random dense factor ``A`` (n x T)."""
+
+    T, d = 5, 40
+
+    def __init__(self, sparse=True, **options):
+        super().__init__(**options)
+        self.sparse = sparse
+
+    def init(self, info):
+        rng = np.random.default_rng(4)
+        w = np.asfortranarray(rng.standard_normal((self.T, self.d)))
+        w[:, :3] = 0.0  # sign(0) = 0 for the L1 term
+        self.modelmats = [bl.Mat(w)]
+        self.updatemats = [bl.Mat(np.zeros((self.T, self.d), order="F"))]
+        self.rec = updaters.SparseUpdate()
+        self.factors = []
+
+    def update(self, batch):
+        X = batch.mats[0]
+        A = bl.Mat(np.random.default_rng(300 + len(self.factors)).standard_normal(
+            (batch.n, self.T)))
+        self.factors.append((X.numpy().toarray(), A.data.copy()))
+        if self.sparse:
+            self.rec.reset(X, A)
+            self.sparse_updates = {0: self.rec}
+        else:
+            self.updatemats[0].data[...] = A.data.T @ X.numpy().toarray()
+        return 0.0
+
+    def evaluate(self, batch):
+        return 0.0
+
+
+def _sparse_run(make_updater, sparse, mixins=()):
+    import scipy.sparse as sp
+
+    X = sp.random(24, SparseProduct.d, density=0.05, format="csr", random_state=1)
+    model = SparseProduct(sparse)
+    lr = Learner(model, X, make_updater(), list(mixins), batch_size=6, n_passes=2,
+                 val_every=0)
+    lr.init()
+    start = model.modelmats[0].data.copy()
+    lr.fit(progress=None)
+    return start, model, lr
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ADAGrad(lrate=[0.1, 0.2, 0.3, 0.4, 0.5], epsilon=1e-3),
+    lambda: Grad(lrate=0.2, texp=0.5),
+    lambda: ADAGrad(lrate=0.1, momentum=0.5),  # momentum: the update is formed
+    lambda: ADAGrad(lrate=0.1, vexp=0.3),  # a general exponent: the update is formed
+], ids=["adagrad", "grad", "momentum", "vexp"])
+def test_sparse_updates_follow_the_updater_formula_with_the_mixin_terms(make, monkeypatch):
+    def mixins():
+        return [L1Regularizer(l1=[0.0, 0.01, 0.02, 0.0, 0.03]), L2Regularizer(l2=0.05)]
+
+    calls = []
+    real = updaters.SparseUpdate.materialize
+    monkeypatch.setattr(updaters.SparseUpdate, "materialize",
+                        lambda self, U: calls.append(1) or real(self, U))
+    start, sparse, lr = _sparse_run(make, True, mixins())
+    formed = calls[:]
+    _, dense, _ = _sparse_run(make, False, mixins())
+    upd = lr.updater
+    fused_path = upd.momentum.is_zero() and (
+        not isinstance(upd, ADAGrad) or upd.vexp.scalar == 0.5)
+    assert (len(formed) == 0) == fused_path  # the touched-rows step, or the update formed
+    assert not np.array_equal(sparse.modelmats[0].data, start)
+    np.testing.assert_allclose(sparse.modelmats[0].data, dense.modelmats[0].data, rtol=1e-10,
+                               atol=1e-12)
+    # the oracle: the updater's formula on U = A.T @ X minus the mixins' terms
+    w, ss, v = start.copy(), np.zeros_like(start), np.zeros_like(start)
+    l1 = np.array([0.0, 0.01, 0.02, 0.0, 0.03])[:, None]
+    o = upd.opts
+    lrate = np.broadcast_to(np.asarray(o.lrate, dtype=float).reshape(-1, 1), (5, 1))
+    for t, (Xd, A) in enumerate(sparse.factors):
+        u = A.T @ Xd - l1 * np.sign(w) - 0.05 * w
+        step = lrate * (o.t0 / (o.t0 + t)) ** o.texp
+        if isinstance(upd, ADAGrad):
+            ss += u * u
+            u = u / ((ss / (t + 1)) ** o.vexp + o.epsilon)
+        v = o.momentum * v + step * u
+        w += v
+    np.testing.assert_allclose(sparse.modelmats[0].data, w, rtol=1e-10, atol=1e-12)
+
+
+def test_adagrad_keeps_sums_of_squares_that_zero_updates_leave_alone():
+    start, model, lr = _sparse_run(lambda: ADAGrad(lrate=0.1), True)
+    X = np.vstack([f[0] for f in model.factors])
+    untouched = np.flatnonzero(np.abs(X).sum(0) == 0)
+    assert untouched.size > 0
+    ss = lr.updater.sumsq[0]
+    np.testing.assert_array_equal(ss[:, untouched], 0.0)
+    np.testing.assert_array_equal(model.modelmats[0].data[:, untouched], start[:, untouched])
+    assert list(lr.updater.state()) == ["sumsq0"]
+
+
+@pytest.mark.parametrize("make", [lambda: Batch(batch_mode="step", lrate=0.3),
+                                  lambda: IncNorm(power=0.6)], ids=["batch", "incnorm"])
+def test_updaters_without_a_sparse_step_form_the_update(make):
+    _, sparse, lr = _sparse_run(make, True, [L2Regularizer(l2=0.05)])
+    _, dense, _ = _sparse_run(make, False, [L2Regularizer(l2=0.05)])
+    np.testing.assert_allclose(sparse.modelmats[0].data, dense.modelmats[0].data, rtol=1e-12)
+    assert not sparse.rec.pending  # used once, and no reference to the minibatch kept

@@ -37,7 +37,6 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 
-from bidlab.models._glm_core import sgd_epochs
 from bidlab.models.glm import GLM, glm_sweep
 
 # ----------------------------------------------------------------------------- metrics
@@ -100,35 +99,28 @@ def _bidlab_until(
 ) -> dict[str, Any]:
     """Train pass by pass until ``reached(metrics)``; time only the training.
 
-    A throw-away one-pass fit on a slice first loads the compiled kernels, so a workload
-    run on its own is not charged numba's first-call cost (~0.2 s) that a long-lived
-    process pays once.
+    The passes run through ``model.learner`` (the engine ``fit`` runs, every minibatch
+    trained, a new row order each pass), continued one pass at a time. A throw-away
+    one-pass fit on a slice first loads the compiled kernels, so a workload run on its own
+    is not charged numba's first-call cost (~0.2 s) that a long-lived process pays once.
     """
-    model.set_params(n_epochs=1)
+    model.set_params(n_passes=1)
     warm = min(Xtr.shape[0], 2000)
     clone(model).fit(Xtr[:warm], Ytr[:warm])
-    t0 = time.perf_counter()
-    model.fit(Xtr, Ytr)
-    train = time.perf_counter() - t0
-    batches = None
+    lrn = model.learner(Xtr, Ytr, n_passes=1, val_every=0, train_loss=False)
+    train = 0.0
     history = []
-    epochs = 1
+    epochs = 0
     while True:
+        lrn.set(n_passes=epochs + 1)
+        t0 = time.perf_counter()
+        lrn.fit(progress=None)
+        train += time.perf_counter() - t0
+        epochs += 1
         m = evaluate(model)
         history.append({"epoch": epochs, "train_s": round(train, 3), **m})
         if reached(m) or epochs >= max_epochs:
             break
-        t0 = time.perf_counter()
-        if batches is None:
-            from bidlab.models._glm_targets import as_targets_2d, encode
-
-            X = model._features(Xtr)
-            Y2, _ = as_targets_2d(Ytr, X.shape[0], "GLM")
-            model.random_state = (model.random_state or 0) + 1
-            batches = model._batches(X, encode(model.targets_, Y2, np.dtype(model.dtype)), True)
-        sgd_epochs(model.core_, batches, 1)
-        train += time.perf_counter() - t0
-        epochs += 1
     return {"train_s": train, "epochs": epochs, "metrics": history[-1], "history": history,
             "reached": reached(history[-1])}
 
@@ -402,7 +394,7 @@ def _sweep(Xtr, ytr, Xte, yte, epochs: int = 5) -> dict:
 
     lrates = [0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0]
     l2s = [0.0, 1e-6, 1e-5, 1e-4]
-    common = dict(n_epochs=epochs, batch_size=500, random_state=0)
+    common = dict(n_passes=epochs, batch_size=500, random_state=0)
     one = GLM("softmax", lrate=0.1, l2=0.0, **common)
     t0 = time.perf_counter()
     one.fit(Xtr, ytr)
@@ -451,7 +443,7 @@ def _products_floor(sweep: Any, Xtr: Any, batch_size: int, epochs: int) -> float
     """
     from bidlab import kern
 
-    W = sweep.core_.W.data
+    W = sweep.model_.modelmats[0].data.T  # d x T, C-ordered
     E = np.empty((batch_size, W.shape[1]), W.dtype)
     total = 0.0
     for start in range(0, Xtr.shape[0] - batch_size + 1, batch_size):
@@ -496,8 +488,8 @@ def bench_a9a(quick: bool, peers: set[str]) -> dict:
         wall, p = _vw_binary(Xtr, ytr, Xte)
         rows.append(_row("Vowpal Wabbit (3 passes, incl. text formatting)", wall, 3 * n,
                          _binary_metrics(Yte, p.reshape(-1, 1))))
-    model = GLM("logistic", lrate=0.1, l2=1e-5, batch_size=500, n_epochs=3, random_state=0)
-    clone(model).set_params(n_epochs=1).fit(Xtr[:2000], ytr[:2000])  # load the kernels
+    model = GLM("logistic", lrate=0.1, l2=1e-5, batch_size=500, n_passes=3, random_state=0)
+    clone(model).set_params(n_passes=1).fit(Xtr[:2000], ytr[:2000])  # load the kernels
     t0 = time.perf_counter()
     model.fit(Xtr, ytr)
     wall = time.perf_counter() - t0

@@ -43,17 +43,17 @@ def _adagrad(M, U, S, lr, eps, inv_t, scale, by_inner):  # pragma: no cover - co
         for i in prange(n):
             for j in range(k):
                 u = U[i, j]
-                s = S[i, j] + (u * u - S[i, j]) * inv_t
+                s = S[i, j] + u * u
                 S[i, j] = s
-                M[i, j] = M[i, j] + u / (np.sqrt(s) + eps[j]) * lr[j] * scale
+                M[i, j] = M[i, j] + u / (np.sqrt(s * inv_t) + eps[j]) * lr[j] * scale
     else:
         for i in prange(n):
             a, e = lr[i], eps[i]
             for j in range(k):
                 u = U[i, j]
-                s = S[i, j] + (u * u - S[i, j]) * inv_t
+                s = S[i, j] + u * u
                 S[i, j] = s
-                M[i, j] = M[i, j] + u / (np.sqrt(s) + e) * a * scale
+                M[i, j] = M[i, j] + u / (np.sqrt(s * inv_t) + e) * a * scale
 
 
 @adaptive_kernel(cache=True, nogil=True)
@@ -137,7 +137,8 @@ def _prepared(mats: tuple[Any, ...], *hypers: Any) -> tuple[list[Any], list[Any]
 def adagrad(M: Any, U: Any, S: Any, lrate: Any, eps: Any, inv_t: float, scale: float) -> bool:
     """ADAGrad with ``vexp = 0.5`` and no momentum, in place; False if not fusable.
 
-    ``S += (U*U - S) * inv_t; M += U / (sqrt(S) + eps) * lrate * scale``.
+    ``S += U*U; M += U / (sqrt(S * inv_t) + eps) * lrate * scale`` (``S``: the sums of
+    squares, so ``S * inv_t`` is their mean over the ``1 / inv_t`` updates).
     """
     ready = _prepared((M, U, S), lrate, eps)
     if ready is None:

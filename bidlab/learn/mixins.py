@@ -4,23 +4,27 @@ After ``model.update`` writes the score's ascent direction into ``model.updatema
 mixin adds the ascent direction of its own term (a penalty is *subtracted*: the learner
 maximises ``score - penalty``). Each mixin also reports the current value of its term
 as a KPI (``l2``, ``l1``) in the learner's metrics, computed when metrics are published,
-not every step.
+not every step (``mixin_kpis=False`` turns that off: ``GLM.fit`` needs no metrics).
 
 Strengths are hyperparameters (a number, one per model-matrix row, or one per model
 matrix), changeable live. ``mats`` limits a mixin to some model matrices (default all).
-On the CPU each term's gradient is one fused pass (:mod:`bidlab.kern.steps`).
+On the CPU each term's gradient is one fused pass (:mod:`bidlab.kern.steps`). For a model
+matrix whose update the model handed over unformed (a
+:class:`~bidlab.learn.updaters.SparseUpdate`), a term is recorded on it instead: the
+updater applies it inside its sparse step, or adds it once it forms the update.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from bidlab import backend
 from bidlab.kern import steps
 from bidlab.learn.hyper import Component, Hyper
 from bidlab.learn.options import Option
+from bidlab.learn.updaters import _Scratch, sparse_updates
 
 __all__ = ["Mixin", "L1Regularizer", "L2Regularizer", "MIXINS"]
 
@@ -33,6 +37,9 @@ class Mixin(Component):
     """
 
     kpi: str = "mixin"
+    term: str = ""  # the kind a SparseUpdate knows this term by ("l1", "l2"), if any
+    OPTIONS = (Option("mixin_kpis", bool, True, "report each mixin's value in the metrics "
+                      "(a pass over its model matrices whenever metrics are published)"),)
 
     def __init__(self, mats: list[int] | None = None, **options: Any) -> None:
         super().__init__(**options)
@@ -52,18 +59,54 @@ class Mixin(Component):
         self.idx = idx
         self.xp = mm[0].xp
         self.shapes = [m.shape for m in mm]
-        self._tmp = {i: backend.empty_as(mm[i].data) for i in idx}
+        self._tmp = _Scratch(model)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.pop("_tmp", None)  # scratch space, rebuilt on demand
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._tmp = _Scratch(self.model)
 
     def _hyper(self, name: str) -> Hyper:
         mm = self.model.modelmats
         return self.hyper(name, self.shapes, mm[0].xp, mm[0].dtype, self.model.row_groups)
 
     def gradient(self) -> None:
-        """Add this term's ascent direction into ``model.updatemats``."""
+        """Add this term's ascent direction into ``model.updatemats``.
+
+        The base implementation calls :meth:`_dense_term` per matrix, or records the term
+        on the matrix's unformed sparse update when the model handed one over.
+        """
+        strength = getattr(self, "strength", None)
+        if strength is not None and strength.is_zero():
+            return
+        sparse = sparse_updates(self.model)
+        for i in self.idx:
+            rec = sparse.get(i) if sparse else None
+            if rec is not None:
+                rec.add_term(self.term, strength[i] if strength is not None else None, self, i)
+            else:
+                self._dense_term(i)
+
+    def _dense_term(self, i: int) -> None:
+        """Add this term's ascent direction into ``model.updatemats[i]``."""
         raise NotImplementedError
 
     def score(self) -> float:
-        """The current value of the term (a KPI; a penalty is reported as a positive number)."""
+        """The current value of the term (a KPI; a penalty is reported as a positive number);
+        NaN while ``mixin_kpis`` is off, 0 for a zero strength (no pass over the matrices)."""
+        if not self.opts.mixin_kpis:
+            return math.nan
+        strength = getattr(self, "strength", None)
+        if strength is not None and strength.is_zero():
+            return 0.0
+        return self._value()
+
+    def _value(self) -> float:
+        """The term's value, computed from the model matrices."""
         raise NotImplementedError
 
 
@@ -71,6 +114,7 @@ class L2Regularizer(Mixin):
     """Penalty ``l2 / 2 * sum(w ** 2)``; adds ``-l2 * w`` to the update."""
 
     kpi = "l2"
+    term = "l2"
     OPTIONS = (Option("l2", float, 0.0, "L2 penalty strength (per-row/per-model vector ok)",
                       low=0.0, vector=True),)
 
@@ -78,19 +122,17 @@ class L2Regularizer(Mixin):
         super().init(model)
         self.strength = self._hyper("l2")
 
-    def gradient(self) -> None:
-        if self.strength.is_zero():
-            return
+    def _dense_term(self, i: int) -> None:
         xp = self.xp
-        for i in self.idx:
-            tmp, u = self._tmp[i], self.model.updatemats[i].data
-            w = self.model.modelmats[i].data
-            if xp is np and steps.subtract_scaled(u, w, self.strength[i]):
-                continue
-            xp.multiply(w, self.strength[i], out=tmp)
-            xp.subtract(u, tmp, out=u)
+        u = self.model.updatemats[i].data
+        w = self.model.modelmats[i].data
+        if xp is np and steps.subtract_scaled(u, w, self.strength[i]):
+            return
+        tmp = self._tmp[i]
+        xp.multiply(w, self.strength[i], out=tmp)
+        xp.subtract(u, tmp, out=u)
 
-    def score(self) -> float:
+    def _value(self) -> float:
         total = 0.0
         xp = self.xp
         for i in self.idx:
@@ -105,6 +147,7 @@ class L1Regularizer(Mixin):
     """Penalty ``l1 * sum(|w|)``; adds ``-l1 * sign(w)`` to the update."""
 
     kpi = "l1"
+    term = "l1"
     OPTIONS = (Option("l1", float, 0.0, "L1 penalty strength (per-row/per-model vector ok)",
                       low=0.0, vector=True),)
 
@@ -112,20 +155,18 @@ class L1Regularizer(Mixin):
         super().init(model)
         self.strength = self._hyper("l1")
 
-    def gradient(self) -> None:
-        if self.strength.is_zero():
-            return
+    def _dense_term(self, i: int) -> None:
         xp = self.xp
-        for i in self.idx:
-            tmp, u = self._tmp[i], self.model.updatemats[i].data
-            w = self.model.modelmats[i].data
-            if xp is np and steps.subtract_scaled_sign(u, w, self.strength[i]):
-                continue
-            xp.sign(w, out=tmp)
-            xp.multiply(tmp, self.strength[i], out=tmp)
-            xp.subtract(u, tmp, out=u)
+        u = self.model.updatemats[i].data
+        w = self.model.modelmats[i].data
+        if xp is np and steps.subtract_scaled_sign(u, w, self.strength[i]):
+            return
+        tmp = self._tmp[i]
+        xp.sign(w, out=tmp)
+        xp.multiply(tmp, self.strength[i], out=tmp)
+        xp.subtract(u, tmp, out=u)
 
-    def score(self) -> float:
+    def _value(self) -> float:
         total = 0.0
         xp = self.xp
         for i in self.idx:

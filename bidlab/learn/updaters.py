@@ -18,7 +18,8 @@ IncNorm    moving average ``m <- (1 - r) m + r u`` with ``r = min(1, (t0 / t) **
            ``t = 1, 2, ...`` (online variational LDA's schedule), optionally normalising each
            row of ``u`` to sum 1 first (``isprob``).
 Grad       ``m <- m + lrate * (t0 / (t0 + t)) ** texp * u`` (+ momentum).
-ADAGrad    ``s`` = running mean of ``u**2``;
+ADAGrad    ``s`` = mean of ``u**2`` over the updates so far (kept as their sum ``S``, so an
+           update that is zero somewhere leaves ``S`` there unchanged: ``s = S / (t + 1)``);
            ``m <- m + lrate * (t0 / (t0 + t)) ** texp * u / (s ** vexp + epsilon)``
            (+ momentum). With the default ``texp = vexp = 0.5`` this is classic AdaGrad.
 =========  ==================================================================================
@@ -29,7 +30,17 @@ allocated the first time momentum is non-zero.
 On the CPU, Grad and ADAGrad (``vexp`` 0.5) without momentum run each matrix's step as one
 fused pass (:mod:`bidlab.kern.steps`: the same arithmetic bit for bit; ADAGrad on a
 640 x 39,115 float32 matrix 100 -> 12 ms); other cases and other backends take the ufuncs.
-State is allocated in each model matrix's memory order (:func:`bidlab.backend.empty_as`).
+State is allocated in each model matrix's memory order (:func:`bidlab.backend.empty_as`);
+scratch space when a step first needs it.
+
+**Sparse updates.** A model whose update of matrix ``i`` is a product with a sparse minibatch
+(a GLM's gradient ``X.T @ A``) may hand it over unformed: it sets
+``model.sparse_updates = {i: SparseUpdate}`` in its ``update`` instead of filling
+``updatemats[i]``. The L1 / L2 mixins then record their terms on it, and Grad and ADAGrad
+(vexp 0.5, no momentum) apply the whole step over the rows the minibatch touches
+(:mod:`bidlab.kern.touched`: no dense gradient is formed). Any other case -- another
+updater, momentum, the GPU -- calls :meth:`SparseUpdate.materialize`, which forms
+``updatemats[i]`` and adds the recorded terms, and goes on as for a dense update.
 """
 
 from __future__ import annotations
@@ -40,21 +51,101 @@ import numpy as np
 
 from bidlab import backend
 from bidlab.kern import steps
+from bidlab.kern.touched import TouchedStep
 from bidlab.learn.hyper import Component, Hyper
 from bidlab.learn.options import Option
-from bidlab.mat import Mat
+from bidlab.mat import Mat, SMat, sparse_t_dense
 
-__all__ = ["Updater", "Batch", "IncNorm", "Grad", "ADAGrad", "UPDATERS"]
+__all__ = ["Updater", "Batch", "IncNorm", "Grad", "ADAGrad", "UPDATERS", "SparseUpdate",
+           "sparse_updates", "form_sparse_updates"]
+
+
+class SparseUpdate:
+    """A model matrix's update given as a product with a sparse minibatch, not formed.
+
+    ``updatemats[i] = (X.T @ A).T``: ``X`` the n x cols CSR minibatch (an SMat), ``A`` an
+    n x rows C-ordered dense factor (a Mat; e.g. a GLM's loss gradient per margin, already
+    scaled to an ascent direction). Mixins add their terms with :meth:`add_term`; updaters
+    either apply everything over the touched rows or call :meth:`materialize`.
+    """
+
+    def __init__(self) -> None:
+        self.X: SMat | None = None
+        self.A: Mat | None = None
+        self.terms: list[tuple[str, Any, Any, int]] = []
+        self._out: tuple[Any, Mat] | None = None  # (U's array, a Mat of its transpose)
+
+    def reset(self, X: SMat, A: Mat) -> None:
+        """Describe this minibatch's update (the model calls this in ``update``)."""
+        self.X, self.A = X, A
+        self.terms.clear()
+
+    def add_term(self, kind: str, column: Any, mixin: Any, i: int) -> None:
+        """Record a regulariser's term: ``kind`` ``"l1"`` (``-column * sign(m)``) or ``"l2"``
+        (``-column * m``); ``mixin._dense_term(i)`` adds it to a formed update."""
+        self.terms.append((kind, column, mixin, i))
+
+    @property
+    def pending(self) -> bool:
+        """Whether it describes a minibatch's update not yet applied or formed."""
+        return self.X is not None
+
+    def done(self) -> None:
+        """Forget the minibatch (the updater has used it; no references are kept)."""
+        self.X = self.A = None
+        self.terms.clear()
+
+    def columns(self, kind: str) -> Any:
+        """The recorded ``kind`` column (rows x 1), None when absent, False when several."""
+        found = [t[1] for t in self.terms if t[0] == kind]
+        return None if not found else (found[0] if len(found) == 1 else False)
+
+    def materialize(self, U: Mat) -> None:
+        """Form the update in ``U`` (rows x cols), then add the recorded terms."""
+        if self._out is None or self._out[0] is not U.data:
+            self._out = (U.data, Mat(U.data.T))
+        sparse_t_dense(self.X, self.A, out=self._out[1])
+        for _kind, _col, mixin, i in self.terms:
+            mixin._dense_term(i)
+
+
+def sparse_updates(model: Any) -> dict[int, SparseUpdate] | None:
+    """The model's unformed updates of the current minibatch (None: all are formed)."""
+    return getattr(model, "sparse_updates", None)
+
+
+def form_sparse_updates(model: Any) -> None:
+    """Form every unformed update in ``updatemats`` (for updaters without a sparse step)."""
+    for i, rec in (sparse_updates(model) or {}).items():
+        if rec.pending:
+            rec.materialize(model.updatemats[i])
+            rec.done()
+
+
+class _Scratch:
+    """Scratch arrays shaped like each model matrix, allocated when first indexed."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.arrays: dict[int, Any] = {}
+
+    def __getitem__(self, i: int) -> Any:
+        a = self.arrays.get(i)
+        if a is None:
+            a = self.arrays[i] = backend.empty_as(self.model.modelmats[i].data)
+        return a
 
 
 class Updater(Component):
     """Base class. Subclasses implement :meth:`init` (allocate state) and :meth:`update`."""
 
+    _SCRATCH: tuple[str, ...] = ("_tmp",)  # rebuilt on demand, never pickled or saved
+
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.model: Any = None
         self.t = 0
-        self._tmp: list[Any] = []
+        self._tmp: Any = _Scratch(None)
 
     def init(self, model: Any) -> None:
         """Attach to an initialised model; allocate per-matrix state."""
@@ -63,7 +154,21 @@ class Updater(Component):
         self.xp = mm[0].xp
         self.dtype = mm[0].dtype
         self.shapes = [m.shape for m in mm]
-        self._tmp = [backend.empty_as(m.data) for m in mm]
+        self._new_scratch()
+
+    def _new_scratch(self) -> None:
+        """(Re)make the scratch space: arrays like each model matrix, on first use."""
+        self._tmp = _Scratch(self.model)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        for name in self._SCRATCH:
+            state.pop(name, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._new_scratch()
 
     def _hyper(self, name: str) -> Hyper:
         return self.hyper(name, self.shapes, self.xp, self.dtype, self.model.row_groups)
@@ -112,6 +217,8 @@ _MOMENTUM = Option("momentum", float, 0.0, "momentum of the step (0: none)", low
 class _Stepper(Updater):
     """Shared by Grad and ADAGrad: decayed learning rate, optional momentum."""
 
+    _SCRATCH = ("_tmp", "_steps", "_zeros")
+
     def init(self, model: Any) -> None:
         super().init(model)
         self.lrate = self._hyper("lrate")
@@ -125,14 +232,57 @@ class _Stepper(Updater):
         """The whole step for matrix ``i`` as one CPU pass (no momentum); False if none."""
         return False
 
+    def _sparse_step(self, i: int, m: Any, rec: SparseUpdate, scale: float) -> bool:
+        """The whole step from an unformed sparse update, over the touched rows (CPU, no
+        momentum); False when it does not apply."""
+        return False
+
+    def _sparse_args(self, i: int, m: Any, rec: SparseUpdate) -> tuple[Any, ...] | None:
+        """(step, M, X, A, lr, l1, l2) for :mod:`bidlab.kern.touched`, or None."""
+        if self.xp is not np or rec.X is None or rec.X.xp is not np:
+            return None
+        M = m.T  # the kernels walk a C-ordered rows x cols matrix
+        A = rec.A.data
+        if not (M.flags.c_contiguous and A.flags.c_contiguous):
+            return None
+        if any(t[0] not in ("l1", "l2") for t in rec.terms):
+            return None  # a term the kernels do not know: form the update
+        l1, l2 = rec.columns("l1"), rec.columns("l2")
+        if l1 is False or l2 is False:
+            return None
+        zeros = self._zeros.get(i)
+        if zeros is None:
+            zeros = self._zeros[i] = backend.zeros((m.shape[0], 1), m.dtype)
+        lr1 = self.lrate[i][:, 0]
+        l1 = (zeros if l1 is None else l1)[:, 0]
+        l2 = (zeros if l2 is None else l2)[:, 0]
+        step = self._steps.get(i)
+        if step is None:
+            step = self._steps[i] = TouchedStep(M.shape[0], M.shape[1], M.dtype)
+        return step, M, rec.X, A, lr1, l1, l2
+
+    def _new_scratch(self) -> None:
+        super()._new_scratch()
+        self._steps: dict[int, TouchedStep] = {}
+        self._zeros: dict[int, Any] = {}
+
     def update(self, step: int) -> None:
         xp = self.xp
         scale = _decay(self.opts.t0, self.t, self.opts.texp)
         use_momentum = not self.momentum.is_zero()
         if use_momentum and self._velocity is None:
             self._velocity = [backend.zeros_as(m.data) for m in self.model.modelmats]
+        sparse = sparse_updates(self.model)
         for i, (m, u) in enumerate(zip(self.model.modelmats, self.model.updatemats,
                                        strict=True)):
+            rec = sparse.get(i) if sparse else None
+            if rec is not None and rec.pending:
+                done = not use_momentum and self._sparse_step(i, m.data, rec, scale)
+                if not done:
+                    rec.materialize(u)
+                rec.done()
+                if done:
+                    continue
             if not use_momentum and self._fused(i, m.data, u.data, scale):
                 continue
             tmp = self._tmp[i]
@@ -170,6 +320,14 @@ class Grad(_Stepper):
     def _fused(self, i: int, m: Any, u: Any, scale: float) -> bool:
         return self.xp is np and steps.grad(m, u, self.lrate[i], scale)
 
+    def _sparse_step(self, i: int, m: Any, rec: SparseUpdate, scale: float) -> bool:
+        args = self._sparse_args(i, m, rec)
+        if args is None:
+            return False
+        step, M, X, A, lr, l1, l2 = args
+        step.grad(X, A, M, lr, l1, l2, scale)
+        return True
+
 
 class ADAGrad(_Stepper):
     """ADAGrad: steps scaled by the running mean of squared updates, ``s ** vexp + epsilon``."""
@@ -186,29 +344,47 @@ class ADAGrad(_Stepper):
                vector=True),
     )
 
+    _SCRATCH = ("_tmp", "_tmp2", "_steps", "_zeros")
+
     def init(self, model: Any) -> None:
         super().init(model)
         self.vexp = self._hyper("vexp")
         self.epsilon = self._hyper("epsilon")
         self.sumsq = [backend.zeros_as(m.data) for m in model.modelmats]
-        self._tmp2 = [backend.empty_as(m.data) for m in model.modelmats]
+
+    def _new_scratch(self) -> None:
+        super()._new_scratch()
+        self._tmp2 = _Scratch(self.model)
 
     def _fused(self, i: int, m: Any, u: Any, scale: float) -> bool:
         return (self.xp is np and self.vexp.scalar == 0.5
                 and steps.adagrad(m, u, self.sumsq[i], self.lrate[i], self.epsilon[i],
                                   1.0 / (self.t + 1), scale))
 
+    def _sparse_step(self, i: int, m: Any, rec: SparseUpdate, scale: float) -> bool:
+        if self.vexp.scalar != 0.5:
+            return False
+        args = self._sparse_args(i, m, rec)
+        if args is None:
+            return False
+        step, M, X, A, lr, l1, l2 = args
+        S = self.sumsq[i]
+        if not S.T.flags.c_contiguous:  # e.g. loaded from a file: match the model's layout
+            S = self.sumsq[i] = np.asfortranarray(S)
+        step.adagrad(X, A, M, S.T, lr, l1, l2, self.epsilon[i][:, 0],
+                     1.0 / (self.t + 1), scale)
+        return True
+
     def _direction(self, i: int, u: Any, out: Any) -> None:
         xp, ss, tmp = self.xp, self.sumsq[i], self._tmp2[i]
-        # running mean of u**2: s += (u*u - s) / (t + 1)
+        # the sum of u**2; its mean over the t + 1 updates is ss / (t + 1)
         xp.multiply(u, u, out=tmp)
-        xp.subtract(tmp, ss, out=tmp)
-        xp.multiply(tmp, 1.0 / (self.t + 1), out=tmp)
         xp.add(ss, tmp, out=ss)
+        xp.multiply(ss, 1.0 / (self.t + 1), out=tmp)
         if self.vexp.scalar == 0.5:
-            xp.sqrt(ss, out=tmp)
+            xp.sqrt(tmp, out=tmp)
         else:
-            xp.power(ss, self.vexp[i], out=tmp)
+            xp.power(tmp, self.vexp[i], out=tmp)
         xp.add(tmp, self.epsilon[i], out=tmp)
         xp.divide(u, tmp, out=out)
 
@@ -242,6 +418,7 @@ class IncNorm(Updater):
         self._rowsum = [backend.empty((s[0], 1), self.dtype, self.xp) for s in self.shapes]
 
     def update(self, step: int) -> None:
+        form_sparse_updates(self.model)
         xp = self.xp
         t = float(self.t + 1)
         for i, (m, u) in enumerate(zip(self.model.modelmats, self.model.updatemats,
@@ -284,6 +461,7 @@ class Batch(Updater):
         self.lrate = self._hyper("lrate")
 
     def update(self, step: int) -> None:
+        form_sparse_updates(self.model)
         xp = self.xp
         for s, u in zip(self.sums, self.model.updatemats, strict=True):
             xp.add(s, u.data, out=s)

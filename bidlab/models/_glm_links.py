@@ -1,12 +1,13 @@
 """GLM links: where each target's columns sit in the model, and the in-place link step.
 
-A multi-target GLM keeps every target's weights side by side in one d x T matrix ``W``:
-a linear, logistic or svm target owns one column, a softmax target over C classes owns C
-adjacent columns. :class:`Layout` records that arrangement; consecutive targets with the
-same link and width form one :class:`Block`, so 100 logistic targets, or 32 replicas of a
-20-class softmax, are each handled by a few whole-block array operations.
+A multi-target GLM keeps every target's weights in one matrix of T weight columns
+(stored T x d, one row per weight column): a linear, logistic or svm target owns one
+column, a softmax target over C classes owns C adjacent columns. :class:`Layout` records
+that arrangement; consecutive targets with the same link and width form one
+:class:`Block`, so 100 logistic targets, or 32 replicas of a 20-class softmax, are each
+handled by a few whole-block array operations.
 
-:class:`LinkStep` turns the margins ``E = X @ W + b`` (n x T) into the loss gradient
+:class:`LinkStep` turns the margins ``E = X @ W.T + b.T`` (n x T) into the loss gradient
 ``dL/dE`` *in place*, and adds each target's summed loss to a 1 x K row, using work
 buffers allocated once per batch size (through the counted allocator), so a training loop
 allocates nothing after its first step. Targets ``Y`` arrive aligned with the model's
@@ -37,11 +38,13 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
+from bidlab.learn.persist import persistable
 
 LINKS = ("linear", "logistic", "softmax", "svm")
 CLASSIFIER_LINKS = ("logistic", "softmax", "svm")
 
 
+@persistable
 @dataclass(frozen=True)
 class Block:
     """Consecutive model targets ``k0:k1`` with one link and width, in columns ``c0:c1``."""
@@ -58,8 +61,9 @@ class Block:
         return self.k1 - self.k0
 
 
+@persistable
 class Layout:
-    """Where each of K model targets' columns sit in the d x T weight matrix."""
+    """Where each of K model targets' T weight columns sit."""
 
     def __init__(self, links: Sequence[str], widths: Sequence[int]) -> None:
         if len(links) != len(widths) or not links:
@@ -107,7 +111,7 @@ def _special(xp: Any) -> Any:
 class LinkStep:
     """The link step for batches of ``n`` rows: margins -> loss gradient, in place.
 
-    Work buffers (a few n x T arrays, small next to the d x T model) are allocated here,
+    Work buffers (a few n x T arrays, small next to the T x d model) are allocated here,
     once; calling the step allocates nothing through the core's counted allocator.
     """
 
@@ -139,17 +143,18 @@ class LinkStep:
             work["base"][...] = xp.asarray(base)
             self.soft[i] = work
 
-    def __call__(self, E: Any, Y: Any, loss: Any | None = None) -> None:
+    def __call__(self, E: Any, Y: Any, loss: Any | None = None, weights: Any = None) -> None:
         """Overwrite margins ``E`` (n x T) with dL/dE; add per-target loss sums to ``loss``.
 
-        ``Y`` is n x K (model-aligned targets); ``loss`` a 1 x K array or None.
+        ``Y`` is n x K (model-aligned targets); ``loss`` a 1 x K array or None; ``weights``
+        an n x 1 column of sample weights the loss sums are weighted by (None: all 1).
         """
         xp = self.xp
         for i, blk in enumerate(self.layout.blocks):
             e = E[:, blk.c0 : blk.c1]
             y = Y[:, blk.k0 : blk.k1]
             if blk.link == "softmax":
-                self._softmax(i, blk, E, e, y, loss)
+                self._softmax(i, blk, E, e, y, loss, weights)
                 continue
             t = self.tmp[:, blk.c0 : blk.c1]
             if blk.link == "linear":
@@ -177,12 +182,15 @@ class LinkStep:
             else:  # pragma: no cover - Layout only holds known links
                 raise ValueError(f"unknown link {blk.link!r}")
             if loss is not None:
+                if weights is not None:
+                    xp.multiply(t, weights, out=t)
                 cl = self.col_loss[:, blk.c0 : blk.c1]
                 xp.sum(t, axis=0, keepdims=True, out=cl)
                 lk = loss[:, blk.k0 : blk.k1]
                 xp.add(lk, cl, out=lk)
 
-    def _softmax(self, i: int, blk: Block, E: Any, e: Any, y: Any, loss: Any | None) -> None:
+    def _softmax(self, i: int, blk: Block, E: Any, e: Any, y: Any, loss: Any | None,
+                 weights: Any = None) -> None:
         xp = self.xp
         w = self.soft[i]
         n, nk, C = self.n, blk.n_targets, blk.width
@@ -206,6 +214,8 @@ class LinkStep:
             xp.add(s, mx, out=s)
             s2 = s.reshape(n, nk)
             xp.subtract(s2, ey, out=s2)
+            if weights is not None:
+                xp.multiply(s2, weights, out=s2)
             lk = loss[:, blk.k0 : blk.k1]
             xp.sum(s2, axis=0, keepdims=True, out=w["ksum"])
             xp.add(lk, w["ksum"], out=lk)

@@ -1,17 +1,24 @@
-"""The GLM as a :class:`bidlab.learn.Model`, for live training with a ``Learner``.
+"""The GLM engine: one :class:`bidlab.learn.Model` that ``GLM.fit``, ``partial_fit`` and
+``GLM.learner`` all train.
 
-``GLM.learner(X, Y)`` builds one of these. It keeps BIDMach's layout -- one row per weight
-column, ``W`` is T x d and ``b`` T x 1 -- so the learner's per-row hyperparameters
-(``lrate``, ``l1``, ``l2`` of its updater and mixins) are per weight column; its rows are
-grouped by target (``row_groups``), so a vector with one value per target (per
-configuration of a sweep) is read per target. Per minibatch:
+Layout (BIDMach's): one row per weight column, grouped by target -- ``W`` is T x d and
+``b`` T x 1 -- so the updater's and mixins' per-row hyperparameters (``lrate``, ``l1``,
+``l2``) are per weight column, and a vector with one value per target (per configuration
+of a sweep) is read per target through ``row_groups``. ``W`` is stored column-major: a
+feature's T weights are contiguous, so ``W.T`` is the C-ordered d x T matrix that the
+sparse products and the touched-rows step stream through. Per minibatch ``X`` (n x d CSR),
+targets ``Y`` and optional sample weights ``w``::
 
-    E^T = W @ X.T + b          # dense_sparse_t (matmul for dense X): T x n
-    E <- dL/dE                 # the links, in place, on the n x T view (see _glm_links)
-    dW = -(E^T / n) @ X        # dense_sparse: the ascent direction the updater adds
-    db = -sum over rows of E / n
+    E = X @ W.T + b.T          # sparse_dense: the one shared product, n x T
+    E <- dL/dE                 # the links, in place (see _glm_links)
+    A = -E * w / sum(w)        # the ascent direction per margin (w = 1: -E / n)
+    dW = A.T @ X               # handed to the updater unformed (a SparseUpdate)
+    db = sum over rows of A
 
-The score is minus the mean loss per sample, summed over targets (higher is better).
+The updater (:class:`bidlab.learn.ADAGrad` or ``Grad``) applies ``dW`` and the L1 / L2
+mixins' terms over the rows the minibatch touches on the CPU (:mod:`bidlab.kern.touched`),
+and forms ``dW`` otherwise. The score is minus the (weighted) mean loss per sample, summed
+over targets (higher is better); ``train_loss=False`` skips it in training (``GLM.fit``).
 """
 
 from __future__ import annotations
@@ -24,88 +31,176 @@ import bidlab as bl
 from bidlab import backend
 from bidlab.learn.datasource import DataInfo
 from bidlab.learn.model import Model
+from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
-from bidlab.models._glm_links import Layout, LinkStep
+from bidlab.learn.updaters import SparseUpdate
+from bidlab.models._glm_links import Layout, LinkStep, predict_transform
 
 __all__ = ["GLMModel"]
 
+_SCRATCH = ("_links", "_targets", "_sparse", "_sparse_map", "sparse_updates", "_loss",
+            "_tm", "_Wt", "_bt")
+
 
 class GLMModel(Model):
-    """Multi-target GLM for the Learner: links and target map fixed at construction."""
+    """Multi-target GLM: links and target map fixed at construction.
+
+    Args:
+        layout: where each model target's weight columns sit (links and widths).
+        targmap: for each model target, the column of the (encoded) target matrix it
+            learns (BIDMach's ``targmap``).
+    """
 
     score_name = "-loss/sample"
+    OPTIONS = (
+        Option("train_loss", bool, True, "compute each training minibatch's loss (the "
+               "training score); off is a little faster"),
+    )
 
     def __init__(self, layout: Layout, targmap: Any, **options: Any) -> None:
         super().__init__(**options)
         self.layout = layout
         # a vector hyperparameter with one value per target is read per target
         self.row_groups = np.asarray(layout.col_target, dtype=np.int64)
-        self._tm_host = np.asarray(targmap, dtype=np.int64)
+        self.targmap = np.asarray(targmap, dtype=np.int64).reshape(-1)
+        if self.targmap.size != layout.K:
+            raise ValueError(f"targmap has {self.targmap.size} entries but the layout has "
+                             f"{layout.K} targets: give one data column per model target")
+        self._reset_scratch()
+
+    def _reset_scratch(self) -> None:
         self._links: dict[int, LinkStep] = {}
         self._targets: dict[int, Any] = {}
+        self._sparse = SparseUpdate()
+        self._sparse_map = {0: self._sparse}
+        self.sparse_updates: dict[int, SparseUpdate] | None = None
         self._loss: Any = None
 
+    # -- state ----------------------------------------------------------------------------
     def init(self, info: DataInfo) -> None:
         if len(info.specs) < 2:
-            raise ValueError("GLMModel needs targets: give the data as (X, Y), samples as rows")
-        T, d = self.layout.T, info.n_features
+            raise ValueError("GLMModel needs targets: give the data as (X, Y) or (X, Y, w), "
+                             "samples as rows")
+        q = info.n_targets
+        if self.targmap.size and int(self.targmap.max()) >= q:
+            raise ValueError(f"the target map names target column {int(self.targmap.max())} "
+                             f"but the data has {q} target column(s)")
         dtype = np.promote_types(info.dtype, np.float32)
-        xp = info.xp
-        # T x d stored column-major (BIDMach's layout): a feature's T weights are contiguous,
-        # so W.T is the C-ordered d x T matrix the row gather / scatter kernels stream
-        # through (row-major T x d made every product stride by d: 214 vs 25 ms a step at
-        # T = 640 on 20 Newsgroups).
+        self._allocate(info.n_features, dtype, info.xp)
+        self.identity = bool(np.array_equal(self.targmap, np.arange(q)))
+
+    def _allocate(self, d: int, dtype: Any, xp: Any) -> None:
+        T = self.layout.T
         self.modelmats = [bl.Mat(backend.zeros((T, d), dtype, xp, "F")),
                           bl.Mat(backend.zeros((T, 1), dtype, xp))]
-        self.updatemats = [bl.Mat(backend.zeros((T, d), dtype, xp, "F")),
-                           bl.Mat(backend.zeros((T, 1), dtype, xp))]
-        self.xp, self.dtype = xp, np.dtype(dtype)
-        self.targmap = xp.asarray(self._tm_host)
-        self.identity = bool(np.array_equal(self._tm_host, np.arange(info.n_targets)))
-        self._loss = backend.empty((1, self.layout.K), self.dtype, xp)
+        self._make_updatemats()
 
-    def _margins(self, X: Any) -> tuple[bl.Mat, Any]:
-        """(E^T as a T x n Mat, E as the n x T C-ordered array view)."""
+    def _make_updatemats(self) -> None:
+        """The update matrices (dW is written only when the updater forms it) and the
+        transposed views the products use."""
         W, b = self.modelmats
-        if isinstance(X, bl.SMat):
-            Et = bl.dense_sparse_t(W, X)  # T x n, F-ordered: its transpose is C-ordered
-            bl.add(Et, b, out=Et)
-            return Et, Et.data.T
-        E = bl.matmul(X, W.T)  # n x T, C-ordered
-        bl.add(E, b.T, out=E)
-        return E.T, E.data
+        self.updatemats = [bl.Mat(backend.empty(W.shape, W.dtype, W.xp, "F")),
+                           bl.Mat(backend.zeros(b.shape, b.dtype, b.xp))]
+        # views made once (not Mat.T, whose cached view and the Mat refer to each other,
+        # which would keep a dropped model's memory until the cyclic collector runs)
+        self._Wt, self._bt = bl.Mat(W.data.T), bl.Mat(b.data.T)
+        self.xp, self.dtype = W.xp, np.dtype(W.dtype)
+        self._tm = self.xp.asarray(self.targmap)
+        self._loss = backend.empty((1, self.layout.K), self.dtype, self.xp)
 
-    def _step(self, batch: Minibatch) -> tuple[bl.Mat, float]:
-        X, Y = batch.mats[0], batch.mats[1]
-        n = batch.n
-        Et, E = self._margins(X)
+    @classmethod
+    def from_weights(cls, layout: Layout, targmap: Any, W: Any, b: Any,
+                     **options: Any) -> GLMModel:
+        """A model holding copies of the weights ``W`` (T x d) and biases ``b`` (T x 1)."""
+        model = cls(layout, targmap, **options)
+        xp = backend.namespace(W)
+        model._allocate(W.shape[1], W.dtype, xp)
+        model.modelmats[0].data[...] = W
+        model.modelmats[1].data[...] = xp.asarray(b).reshape(-1, 1)
+        model.identity = bool(np.array_equal(model.targmap, np.arange(model.targmap.size)))
+        return model
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The weights and options; work buffers and update matrices are made again."""
+        state = super().__getstate__()
+        for name in _SCRATCH:
+            state.pop(name, None)
+        state["updatemats"] = []
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._reset_scratch()
+        if self.modelmats:
+            W = self.modelmats[0]
+            if W.xp is np and not W.data.flags.f_contiguous:  # a C-ordered saved copy
+                self.modelmats[0] = bl.Mat(np.asfortranarray(W.data))
+            self._make_updatemats()
+
+    # -- the step -------------------------------------------------------------------------
+    def margins(self, X: Any) -> bl.Mat:
+        """``X @ W.T + b.T`` (n x T, C-ordered) for an SMat or a dense Mat."""
+        Wt = self._Wt
+        E = bl.sparse_dense(X, Wt) if isinstance(X, bl.SMat) else bl.matmul(X, Wt)
+        bl.add(E, self._bt, out=E)
+        return E
+
+    def predictions(self, X: Any) -> Any:
+        """Margins passed through each target's link (probabilities for classifiers)."""
+        E = self.margins(X).data
+        predict_transform(self.layout, E)
+        return E
+
+    def _link(self, n: int) -> LinkStep:
         step = self._links.get(n)
         if step is None:
             step = self._links[n] = LinkStep(self.layout, n, self.dtype, self.xp)
-        Yd = Y.data
-        if not self.identity:
-            buf = self._targets.get(n)
-            if buf is None:
-                buf = self._targets[n] = backend.empty((n, self.layout.K), self.dtype, self.xp)
-            self.xp.take(Yd, self.targmap, axis=1, out=buf)
-            Yd = buf
-        self._loss.fill(0)
-        step(E, Yd, self._loss)
-        return Et, -float(self._loss.sum()) / n
+        return step
 
-    def update(self, batch: Minibatch) -> float:
-        Et, score = self._step(batch)
+    def _model_targets(self, Y: Any, n: int) -> Any:
+        """Data targets (n x q) -> model targets (n x K) through the target map."""
+        if self.identity:
+            return Y
+        buf = self._targets.get(n)
+        if buf is None:
+            buf = self._targets[n] = backend.empty((n, self.layout.K), self.dtype, self.xp)
+        self.xp.take(Y, self._tm, axis=1, out=buf)
+        return buf
+
+    def _forward(self, batch: Minibatch, loss: Any) -> tuple[bl.Mat, Any, float]:
+        """(E holding dL/dE, the weights column or None, the rows' total weight)."""
+        mats = batch.mats
+        n = batch.n
+        E = self.margins(mats[0])
+        w = mats[2].data if len(mats) > 2 else None
+        if loss is not None:
+            loss.fill(0)
+        self._link(n)(E.data, self._model_targets(mats[1].data, n), loss, w)
+        total = float(w.sum()) if w is not None else float(n)
+        return E, w, total
+
+    def update(self, batch: Minibatch) -> float | None:
+        loss = self._loss if self.opts.train_loss else None
+        E, w, total = self._forward(batch, loss)
+        xp, A = self.xp, E.data
+        if w is not None:
+            xp.multiply(A, w, out=A)
+        xp.multiply(A, -1.0 / max(total, np.finfo(self.dtype).tiny), out=A)
+        xp.sum(A, axis=0, out=self.updatemats[1].data[:, 0])
         X = batch.mats[0]
-        self.xp.multiply(Et.data, -1.0 / batch.n, out=Et.data)
         if isinstance(X, bl.SMat):
-            bl.dense_sparse(Et, X, out=self.updatemats[0])
+            self._sparse.reset(X, E)
+            self.sparse_updates = self._sparse_map
         else:
-            bl.matmul(Et, X, out=self.updatemats[0])
-        Et.sum(axis=1, out=self.updatemats[1])
-        return score
+            self.sparse_updates = None
+            bl.matmul(E.T, X, out=self.updatemats[0])
+        if loss is None:
+            return None
+        return -float(loss.sum()) / max(total, 1e-300)
 
     def evaluate(self, batch: Minibatch) -> float:
-        return self._step(batch)[1]
+        _, _, total = self._forward(batch, self._loss)
+        return -float(self._loss.sum()) / max(total, 1e-300)
 
     def flops(self, batch: Minibatch) -> float:
         X = batch.mats[0]

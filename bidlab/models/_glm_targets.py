@@ -16,13 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sklearn.utils.multiclass import check_classification_targets
 
 from bidlab import backend
+from bidlab.learn.persist import persistable
 from bidlab.models._glm_links import CLASSIFIER_LINKS
 
 _FAMILY = {"linear": "value", "logistic": "bin01", "svm": "pm1", "softmax": "class"}
 
 
+@persistable
 @dataclass
 class Targets:
     """The resolved target structure of a fitted GLM."""
@@ -108,27 +111,33 @@ def resolve(
     cls: list[np.ndarray | None] = [None] * q
     for k, (lk, c) in enumerate(zip(links, tm, strict=True)):
         if lk not in CLASSIFIER_LINKS or cls[c] is not None:
-            if lk == "linear" and Y2.dtype.kind not in "biuf":
+            if lk == "linear" and Y2.dtype.kind not in "biuf" and not _numbers(Y2[:, c]):
                 raise ValueError(
-                    f"{owner}: target {k} uses the linear link but Y column {c} holds "
-                    f"{Y2.dtype} labels; regression needs numbers"
+                    f"{owner}: Unknown label type: target {k} uses the linear link but Y "
+                    f"column {c} holds {Y2.dtype} labels; regression needs numbers"
                 )
             continue
         if classes is not None:
             given = classes[c] if _per_column(classes, q) else classes
             cls[c] = np.unique(np.asarray(given))
         else:
+            check_classification_targets(Y2[:, c])  # "Unknown label type" for real values
             cls[c] = _classes_of(Y2[:, c])
     for k, (lk, c) in enumerate(zip(links, tm, strict=True)):
+        if lk not in CLASSIFIER_LINKS:
+            continue
+        what = f"Y column {c}" if q > 1 else "y"
+        found = f"{len(cls[c])} class{'' if len(cls[c]) == 1 else 'es'}: {cls[c][:10].tolist()}"
         if lk in ("logistic", "svm") and len(cls[c]) != 2:
+            more = (f". Only binary classification is supported by the {lk} link: use "
+                    "link='softmax' for more classes") if len(cls[c]) > 2 else ""
             raise ValueError(
-                f"{owner}: target {k} ({lk}) needs exactly 2 classes but Y column {c} has "
-                f"{len(cls[c])}: {cls[c][:10].tolist()}; use link='softmax' for more classes"
+                f"{owner}: target {k} ({lk}) needs exactly 2 classes but {what} has {found}"
+                f"{more}"
             )
         if lk == "softmax" and len(cls[c]) < 2:
             raise ValueError(
-                f"{owner}: target {k} (softmax) needs at least 2 classes but Y column {c} has "
-                f"{cls[c].tolist()}"
+                f"{owner}: target {k} (softmax) needs at least 2 classes but {what} has {found}"
             )
     encodings: list[tuple[int, str]] = []
     enc_col = np.empty(tm.size, dtype=np.int64)
@@ -138,6 +147,14 @@ def resolve(
             encodings.append(key)
         enc_col[k] = encodings.index(key)
     return Targets(links, tm, enc_col, encodings, cls, q, y_1d)
+
+
+def _numbers(col: np.ndarray) -> bool:
+    """Whether an object column holds only numbers (it then trains as float)."""
+    try:
+        return bool(np.isfinite(np.asarray(col, dtype=np.float64)).all())
+    except (TypeError, ValueError):
+        return False
 
 
 def _per_column(classes: Any, q: int) -> bool:

@@ -4,12 +4,12 @@ Linear, logistic, softmax (multi-class) and svm (hinge) links; several targets a
 each with its own link, learning rate and L1 / L2 weight; and a target map that
 replicates one target many times, so one pass over the data trains a whole sweep of
 configurations (BIDMach's ``targmap`` with column-vector ``lrate``). Every minibatch step
-does *one* shared sparse product ``X @ W`` for all targets and one ``X.T @ R`` for all
-gradients, so 100 targets cost far less than 100 models::
+does *one* shared sparse product ``X @ W.T`` for all targets and one gradient product for
+all of them, so 100 targets cost far less than 100 models::
 
     from bidlab.models import GLM, glm_sweep, best_config
 
-    clf = GLM("softmax", lrate=0.5, l2=1e-6, n_epochs=5).fit(X, y)       # scikit-learn style
+    clf = GLM("softmax", lrate=0.5, l2=1e-6, n_passes=5).fit(X, y)       # scikit-learn style
     clf.predict(X_test); clf.predict_proba(X_test); clf.score(X_test, y_test)
 
     many = GLM("logistic").fit(X, Y)            # Y: n x 100 binary, 100 models, one pass
@@ -19,90 +19,119 @@ gradients, so 100 targets cost far less than 100 models::
 
     lrn = GLM("logistic").learner(X, Y)         # live: lrn.start(); lrn.opts.lrate = 0.05
 
-Scikit-learn conventions: ``__init__`` only stores parameters (checked in ``fit`` against
-one table), learned state ends in ``_``, ``fit`` returns self; ``clone``, ``Pipeline`` and
-``GridSearchCV`` work. ``fit`` / ``partial_fit`` run the step of
-:mod:`bidlab.models._glm_core` (fused ADAGrad); ``learner`` wraps the same link math as a
-:class:`bidlab.learn.Model` (:mod:`bidlab.models._glm_model`) for the background Learner.
+One engine: ``fit``, ``partial_fit`` and ``learner`` all train the same
+:class:`~bidlab.models._glm_model.GLMModel` (``model_``) with the same updater
+(:class:`bidlab.learn.ADAGrad` or ``Grad``, ``updater_``) and L1 / L2 mixins (``mixins_``)
+through a :class:`bidlab.learn.Learner`: ``fit`` runs it to completion in the calling
+thread, ``learner`` hands it to you. Scikit-learn conventions: ``__init__`` only stores
+parameters (checked in ``fit`` against ``PARAMS``), learned state ends in ``_``, ``fit``
+returns self; ``clone``, ``Pipeline`` and ``GridSearchCV`` work; pandas DataFrames give
+``feature_names_in_``; float64 data trains a float64 model unless ``dtype`` says otherwise.
 """
 
 from __future__ import annotations
 
 import itertools
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator
+import scipy.sparse as sp
 from sklearn.utils import check_random_state
+from sklearn.utils._available_if import available_if
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 import bidlab as bl
 from bidlab import backend
-from bidlab.models import _glm_params as P
-from bidlab.models._glm_core import GLMCore, RowBatches, sgd_epochs
-from bidlab.models._glm_data import as_features, check_n_features, device_xp
+from bidlab.learn import ADAGrad, Grad, L1Regularizer, L2Regularizer, Learner, MemorySource
+from bidlab.learn.model import register_model
+from bidlab.learn.options import Option
 from bidlab.models._glm_links import CLASSIFIER_LINKS, LINKS, Layout, LinkStep
+from bidlab.models._glm_model import GLMModel
 from bidlab.models._glm_targets import Targets, as_targets_2d, class_index, encode, resolve
-from bidlab.models._glm_update import UPDATERS
+from bidlab.models.base import BidlabEstimator
 
 __all__ = ["GLM", "SweepResult", "best_config", "glm_sweep"]
 
-
-def _link_rule() -> P.Rule:
-    def check(x: Any) -> bool:
-        if isinstance(x, str):
-            return x in LINKS
-        return (
-            isinstance(x, (list, tuple, np.ndarray))
-            and len(x) >= 1
-            and all(isinstance(v, str) and v in LINKS for v in x)
-        )
-
-    return (check, f"one of {list(LINKS)} (or a list of them, one per target)")
-
-
-def _targmap_rule() -> P.Rule:
-    def check(x: Any) -> bool:
-        if x is None:
-            return True
-        try:
-            arr = np.asarray(x)
-        except (TypeError, ValueError):
-            return False
-        return arr.ndim == 1 and arr.size >= 1 and arr.dtype.kind in "iu" and arr.min() >= 0
-
-    return (check, "None or a 1-D sequence of data target columns (ints >= 0)")
-
-
-_PARAMS: dict[str, P.Rule] = {
-    "link": _link_rule(),
-    "lrate": P.real_or_vector(0.0, strict=True),
-    "l1": P.real_or_vector(0.0),
-    "l2": P.real_or_vector(0.0),
-    "targmap": _targmap_rule(),
-    "updater": P.one_of(UPDATERS),
-    "batch_size": P.int_at_least(1),
-    "n_epochs": P.int_at_least(1),
-    "shuffle": P.one_of([True, False]),
-    "random_state": P.seed(),
-    "dtype": (
-        lambda x: _dtype_or_none(x) in (np.float32, np.float64),
-        "float32 or float64",
-    ),
-    "device": P.one_of(["cpu", "gpu"]),
-}
-
 _PREDICT_CHUNK = 1 << 22  # margins are computed this many entries (rows x columns) at a time
+_UPDATERS = {"adagrad": ADAGrad, "grad": Grad}
 
 
-def _dtype_or_none(x: Any) -> Any:
+# ------------------------------------------------------------------------------ inputs
+def _unwrap(X: Any) -> Any:
+    """The raw matrix of a bidlab Mat / SMat or a bidlab.datasets Corpus."""
+    if isinstance(X, bl.SMat):
+        return X.csr
+    if isinstance(X, bl.Mat):
+        return X.data
+    if hasattr(X, "X") and hasattr(X, "vocab"):  # a bidlab.datasets.Corpus
+        return X.X
+    return X
+
+
+def _first_bad(X: sp.csr_matrix, bad: np.ndarray) -> tuple[int, int]:
+    """(row, column) of the first flagged stored value of a CSR matrix."""
+    p = int(np.flatnonzero(bad)[0])
+    return int(np.searchsorted(X.indptr, p, side="right") - 1), int(X.indices[p])
+
+
+# ------------------------------------------------------------------------ parameter checks
+def _link_ok(x: Any) -> bool:
+    if isinstance(x, str):
+        return x in LINKS
+    return (isinstance(x, (list, tuple, np.ndarray)) and len(x) >= 1
+            and all(isinstance(v, str) and v in LINKS for v in x))
+
+
+def _real(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) and bool(
+        np.isfinite(x))
+
+
+def _reals(x: Any, low: float, strict: bool) -> bool:
+    vals = [x] if _real(x) else (list(np.asarray(x, dtype=object).reshape(-1))
+                                 if isinstance(x, (list, tuple, np.ndarray)) else None)
+    if not vals:
+        return False
+    return all(_real(v) and (v > low if strict else v >= low) for v in vals)
+
+
+def _positive(x: Any) -> bool:
+    return _reals(x, 0.0, True)
+
+
+def _non_negative(x: Any) -> bool:
+    return _reals(x, 0.0, False)
+
+
+def _targmap_ok(x: Any) -> bool:
+    arr = np.asarray(x)
+    return arr.ndim == 1 and arr.size >= 1 and arr.dtype.kind in "iu" and int(arr.min()) >= 0
+
+
+def _seed_ok(x: Any) -> bool:
+    return (isinstance(x, (numbers.Integral, np.random.RandomState, np.random.Generator))
+            and not isinstance(x, (bool, np.bool_)))
+
+
+def _dtype_ok(x: Any) -> bool:
+    return (isinstance(x, str) and x == "auto") or _as_dtype(x) in (np.float32, np.float64)
+
+
+def _as_dtype(x: Any) -> Any:
     try:
         return np.dtype(x).type
     except TypeError:
         return None
 
 
-class GLM(BaseEstimator):
+def _per_target(what: str) -> str:
+    return f"{what}, or a list of them (one per model target)"
+
+
+# ------------------------------------------------------------------------------ estimator
+class GLM(BidlabEstimator):
     """A generalized linear model over one or many targets, trained by minibatch SGD.
 
     Args:
@@ -114,17 +143,46 @@ class GLM(BaseEstimator):
             copies of target 0 (e.g. with 32 different ``lrate`` / ``l2``). None: one model
             target per column of ``Y``.
         updater: ``"adagrad"`` (per-weight step sizes; the default) or ``"grad"`` (plain).
-        batch_size: rows per minibatch.
-        n_epochs: passes over the data in ``fit``.
-        shuffle: permute the rows once (seeded by ``random_state``) before training.
-        random_state: seed for the shuffle.
-        dtype: float32 (default) or float64 weights and features.
+        batch_size: rows per minibatch (at most the number of samples).
+        n_passes: passes over the data in ``fit``.
+        shuffle: visit the rows in a random order (drawn once, seeded by
+            ``random_state``); ``partial_fit`` keeps the given order.
+        random_state: seed for the shuffle (None, an int or a numpy random generator).
+        dtype: None / ``"auto"`` (float64 data trains a float64 model, anything else
+            float32), ``float32`` or ``float64``.
         device: ``"cpu"`` (numpy/numba) or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
 
     Learned attributes: ``coef_`` (targets' columns x features, like scikit-learn's),
     ``intercept_``, ``classes_`` (one target: its labels; several: a list),
-    ``n_features_in_``, ``n_targets_``.
+    ``n_features_in_``, ``feature_names_in_`` (DataFrame input), ``n_targets_``,
+    ``n_steps_``; the engine ``model_``, ``updater_`` and ``mixins_``.
     """
+
+    PARAMS = (
+        Option("link", str, "logistic", "the link of every target, or one per target",
+               test=_link_ok,
+               text=f"one of {list(LINKS)} (or a list of them, one per target)"),
+        Option("lrate", float, 0.1, "learning rate, one or one per model target",
+               test=_positive, text=_per_target("a float > 0")),
+        Option("l1", float, 0.0, "L1 penalty weight, one or one per model target",
+               test=_non_negative, text=_per_target("a float >= 0")),
+        Option("l2", float, 0.0, "L2 penalty weight, one or one per model target",
+               test=_non_negative, text=_per_target("a float >= 0")),
+        Option("targmap", int, None, "the data target column each model target learns",
+               none_ok=True, test=_targmap_ok,
+               text="None or a 1-D sequence of data target columns (ints >= 0)"),
+        Option("updater", str, "adagrad", "how the weights move",
+               choices=tuple(_UPDATERS)),
+        Option("batch_size", int, 500, "rows per minibatch", low=1),
+        Option("n_passes", int, 5, "passes over the data in fit", low=1),
+        Option("shuffle", bool, True, "train on the rows in a random order"),
+        Option("random_state", int, None, "seed of the shuffle", none_ok=True,
+               test=_seed_ok, text="None, an int or a numpy random generator"),
+        Option("dtype", str, None, "model dtype (None/'auto': float64 data stays float64, "
+               "else float32)", none_ok=True, test=_dtype_ok,
+               text="None, 'auto', float32 or float64"),
+        Option("device", str, "cpu", "where the model trains", choices=("cpu", "gpu")),
+    )
 
     def __init__(
         self,
@@ -136,10 +194,10 @@ class GLM(BaseEstimator):
         targmap: Any = None,
         updater: str = "adagrad",
         batch_size: int = 500,
-        n_epochs: int = 5,
+        n_passes: int = 5,
         shuffle: bool = True,
         random_state: Any = None,
-        dtype: Any = np.float32,
+        dtype: Any = None,
         device: str = "cpu",
     ) -> None:
         self.link = link
@@ -149,7 +207,7 @@ class GLM(BaseEstimator):
         self.targmap = targmap
         self.updater = updater
         self.batch_size = batch_size
-        self.n_epochs = n_epochs
+        self.n_passes = n_passes
         self.shuffle = shuffle
         self.random_state = random_state
         self.dtype = dtype
@@ -159,70 +217,98 @@ class GLM(BaseEstimator):
     def _links(self) -> list[str]:
         return [self.link] if isinstance(self.link, str) else list(self.link)
 
-    def __sklearn_tags__(self):  # scikit-learn >= 1.6
-        tags = super().__sklearn_tags__()
+    def _is_classifier(self) -> bool:
+        links = self._links()
+        return bool(links) and all(lk in CLASSIFIER_LINKS for lk in links)
+
+    def _is_regressor(self) -> bool:
+        links = self._links()
+        return bool(links) and all(lk == "linear" for lk in links)
+
+    def __sklearn_tags__(self) -> Any:
         from sklearn.utils import ClassifierTags, RegressorTags
 
-        links = self._links()
-        if links and all(lk in CLASSIFIER_LINKS for lk in links):
+        tags = super().__sklearn_tags__()
+        if self._is_classifier():
             tags.estimator_type = "classifier"
-            tags.classifier_tags = ClassifierTags()
-        elif links and all(lk == "linear" for lk in links):
+            # logistic and svm targets take two classes; softmax any number
+            tags.classifier_tags = ClassifierTags(
+                multi_class=all(lk == "softmax" for lk in self._links()))
+        elif self._is_regressor():
             tags.estimator_type = "regressor"
             tags.regressor_tags = RegressorTags()
         tags.input_tags.sparse = True
         tags.target_tags.required = True
+        tags.target_tags.multi_output = True  # Y with several columns: one target each
         return tags
 
-    @property
-    def _estimator_type(self) -> str | None:  # scikit-learn < 1.6
-        links = self._links()
-        if links and all(lk in CLASSIFIER_LINKS for lk in links):
-            return "classifier"
-        if links and all(lk == "linear" for lk in links):
-            return "regressor"
-        return None
-
-    def _check_params(self) -> None:
-        P.validate("GLM", _PARAMS, self.get_params(deep=False))
-
     def _xp(self) -> Any:
-        return device_xp(self.device)
+        return np if self.device == "cpu" else backend.cupy()
 
-    def _features(self, X: Any) -> Any:
-        return as_features(
-            X, owner="GLM", dtype=np.dtype(self.dtype), xp=self._xp(), sparse=True
-        )
+    def _model_dtype(self, X: Any) -> np.dtype:
+        if self.dtype is None or (isinstance(self.dtype, str) and self.dtype == "auto"):
+            return np.dtype(np.float64 if X.dtype == np.float64 else np.float32)
+        return np.dtype(self.dtype)
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "core_"):
-            from sklearn.exceptions import NotFittedError
+    def _features(self, X: Any, reset: bool) -> Any:
+        """X validated (``n_features_in_``, ``feature_names_in_``) as a canonical CSR
+        matrix of the model dtype on the model's device."""
+        X = validate_data(self, _unwrap(X), accept_sparse="csr", dtype="numeric",
+                          ensure_all_finite=False, reset=reset)
+        dtype = self._model_dtype(X) if reset else self.dtype_
+        if reset:
+            self.dtype_ = dtype
+        if sp.issparse(X):
+            X = sp.csr_matrix(X, dtype=dtype)
+            if not X.has_canonical_format:
+                X = X.copy()
+                X.sum_duplicates()
+        else:
+            X = sp.csr_matrix(np.asarray(X, dtype=dtype))
+        bad = ~np.isfinite(X.data)
+        if bad.any():
+            r, c = _first_bad(X, bad)
+            raise ValueError(f"GLM: X contains NaN or infinity (first at row {r}, column "
+                             f"{c}): remove or impute those values first")
+        xp = self._xp()
+        return X if xp is np else backend.to_device(X)
 
-            raise NotFittedError(
-                "This GLM is not fitted yet: call fit(X, Y) or partial_fit(X, Y, classes=...) "
-                "first"
-            )
+    def _targets_2d(self, y: Any, n: int) -> tuple[np.ndarray, bool]:
+        if y is None:
+            raise ValueError("GLM requires y to be passed, but the target y is None: give "
+                             "one label or value per sample (or one column per target)")
+        return as_targets_2d(y, n, "GLM")
 
-    # -- training -------------------------------------------------------------------------
-    def _init_model(self, X: Any, Y2: np.ndarray, y_1d: bool, classes: Any = None) -> None:
-        self._check_params()
+    def _weights(self, sample_weight: Any, X: Any) -> np.ndarray | None:
+        if sample_weight is None:
+            return None
+        return _check_sample_weight(sample_weight, X, dtype=self.dtype_,
+                                    ensure_non_negative=True)
+
+    # -- building the engine ---------------------------------------------------------------
+    def _per_target_values(self, name: str, K: int) -> Any:
+        """A parameter as one number, or one value per model target (a list)."""
+        v = np.asarray(getattr(self, name), dtype=np.float64).reshape(-1)
+        if v.size == 1:
+            return float(v[0])
+        if v.size != K:
+            raise ValueError(f"{name} has {v.size} values but the model has {K} targets: give "
+                             f"one number or one value per target ({K})")
+        return float(v[0]) if np.all(v == v[0]) else v.tolist()
+
+    def _init_engine(self, X: Any, Y2: np.ndarray, y_1d: bool, classes: Any = None) -> None:
+        """A fresh model, updater and mixins for data like (X, Y2)."""
         t = resolve(self.link, self.targmap, Y2, y_1d, "GLM", classes)
         layout = Layout(t.links, t.widths())
+        rates = {n: self._per_target_values(n, t.K) for n in ("lrate", "l1", "l2")}
         self.targets_ = t
         self.layout_ = layout
-        self.core_ = GLMCore(
-            layout,
-            X.shape[1],
-            targmap=t.enc_col,
-            lrate=self.lrate,
-            l1=self.l1,
-            l2=self.l2,
-            updater=self.updater,
-            dtype=np.dtype(self.dtype),
-            xp=self._xp(),
-        )
-        self.n_features_in_ = int(X.shape[1])
+        self.model_ = GLMModel(layout, t.enc_col)
+        self.updater_ = _UPDATERS[self.updater](lrate=rates["lrate"])
+        self.mixins_ = [L1Regularizer(mats=[0], l1=rates["l1"]),
+                        L2Regularizer(mats=[0], l2=rates["l2"])]
         self.n_targets_ = t.K
+        self.n_steps_ = 0
         if t.K == 1:
             if t.classes[t.data_col[0]] is not None:
                 self.classes_ = t.classes[t.data_col[0]]
@@ -231,133 +317,142 @@ class GLM(BaseEstimator):
         else:
             self.classes_ = [t.classes[c] for c in t.data_col]
 
-    def _batches(self, X: Any, Ye: np.ndarray, shuffle: bool) -> RowBatches:
+    def _seed(self) -> int:
+        rng = self.random_state
+        if isinstance(rng, numbers.Integral):
+            return int(rng)
+        if isinstance(rng, np.random.Generator):
+            return int(rng.integers(2**31 - 1))
+        return int(check_random_state(rng).randint(2**31 - 1))
+
+    def _make_learner(self, X: Any, Y2: np.ndarray, w: np.ndarray | None, *, shuffle: bool,
+                      batch_size: int, **options: Any) -> Learner:
+        """A Learner training ``model_`` on (X, Y2[, w]) with ``updater_`` and ``mixins_``."""
         xp = self._xp()
-        if shuffle:
-            rng = check_random_state(self.random_state)
-            perm = rng.permutation(X.shape[0])
-            X = X[xp.asarray(perm)] if xp is not np else X[perm]
+        Ye = encode(self.targets_, Y2, self.dtype_)
+        if shuffle:  # one seeded order for all passes; minibatches are then row ranges
+            perm = np.random.default_rng(self._seed()).permutation(X.shape[0])
+            X = X[perm] if xp is np else X[xp.asarray(perm)]
             Ye = Ye[perm]
-        if not X.has_sorted_indices:
-            X.sort_indices()
-        return RowBatches(X, xp.asarray(Ye), self.batch_size)
+            w = None if w is None else w[perm]
+        mats = [X, xp.asarray(Ye)]
+        if w is not None:
+            mats.append(xp.asarray(np.asarray(w, dtype=self.dtype_).reshape(-1, 1)))
+        source = MemorySource(*mats, batch_size=min(int(batch_size), X.shape[0]))
+        return Learner(self.model_, source, self.updater_, self.mixins_, name="glm",
+                       **options)
 
-    def fit(self, X: Any, Y: Any) -> GLM:
-        """Train from scratch for ``n_epochs`` passes over ``X`` (n x d) and ``Y``.
+    def _run(self, X: Any, Y2: np.ndarray, w: np.ndarray | None, *, shuffle: bool,
+             n_passes: int) -> None:
+        """Train in this thread: ``n_passes`` over the rows, every minibatch trains."""
+        steps = n_passes * -(-X.shape[0] // min(self.batch_size, X.shape[0]))
+        lrn = self._make_learner(X, Y2, w, shuffle=shuffle, batch_size=self.batch_size,
+                                 n_passes=n_passes, val_every=0, max_steps=None,
+                                 checkpoint=None, train_loss=False, mixin_kpis=False,
+                                 record_size=max(1, min(steps, 100_000)))
+        lrn.fit(progress=None)
+        self.n_steps_ += lrn.step
 
-        ``Y``: length-n labels / values, or n x q with one column per data target.
+    # -- training -------------------------------------------------------------------------
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> GLM:
+        """Train from scratch for ``n_passes`` passes over ``X`` (n x d) and ``y``.
+
+        ``y``: length-n labels / values, or n x q with one column per data target.
+        ``sample_weight``: one weight >= 0 per row; a minibatch's gradient is the weighted
+        mean of its rows' gradients.
         """
-        self._check_params()
-        X = self._features(X)
-        Y2, y_1d = as_targets_2d(Y, X.shape[0], "GLM")
-        self._init_model(X, Y2, y_1d)
-        Ye = encode(self.targets_, Y2, np.dtype(self.dtype))
-        batches = self._batches(X, Ye, self.shuffle)
-        self.n_steps_ = sgd_epochs(self.core_, batches, self.n_epochs)
+        self._validate_params()
+        X = self._features(X, reset=True)
+        Y2, y_1d = self._targets_2d(y, X.shape[0])
+        w = self._weights(sample_weight, X)
+        self._init_engine(X, Y2, y_1d)
+        self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes)
         return self
 
-    def partial_fit(self, X: Any, Y: Any, classes: Any = None) -> GLM:
-        """One pass over (X, Y), continuing from the current weights (streams, live data).
+    def partial_fit(self, X: Any, y: Any, classes: Any = None,
+                    sample_weight: Any = None) -> GLM:
+        """One pass over (X, y) in the given order, continuing from the current weights.
 
         On the first call ``classes`` lists every label of a classifier target (one array
         for all, or one per data column), since one chunk may not show them all; labels
         outside it raise.
         """
-        X = self._features(X)
-        Y2, y_1d = as_targets_2d(Y, X.shape[0], "GLM")
-        if not hasattr(self, "core_"):
-            links = self._links()
-            if classes is None and any(lk in CLASSIFIER_LINKS for lk in links):
+        first = not hasattr(self, "model_")
+        if first:
+            self._validate_params()
+        X = self._features(X, reset=first)
+        Y2, y_1d = self._targets_2d(y, X.shape[0])
+        w = self._weights(sample_weight, X)
+        if first:
+            if classes is None and any(lk in CLASSIFIER_LINKS for lk in self._links()):
                 raise ValueError(
                     "GLM.partial_fit needs classes= on the first call for classifier links "
                     "(every label, since one chunk may miss some), e.g. classes=np.arange(20)"
                 )
-            self._init_model(X, Y2, y_1d, classes)
-            self.n_steps_ = 0
+            self._init_engine(X, Y2, y_1d, classes)
         else:
-            check_n_features("GLM", X, self.n_features_in_)
-            if Y2.shape[1] != self.targets_.q:
-                raise ValueError(
-                    f"Y has {Y2.shape[1]} target columns but GLM was fitted with "
-                    f"{self.targets_.q}"
-                )
-        Ye = encode(self.targets_, Y2, np.dtype(self.dtype))
-        self.n_steps_ += sgd_epochs(self.core_, self._batches(X, Ye, False), 1)
+            self._check_target_columns(Y2)
+        self._run(X, Y2, w, shuffle=False, n_passes=1)
         return self
 
     # -- live training --------------------------------------------------------------------
-    def learner(self, X: Any, Y: Any, **options: Any) -> Any:
-        """A :class:`bidlab.learn.Learner` training this GLM on (X, Y), for live control.
+    def learner(self, X: Any, y: Any = None, **options: Any) -> Learner:
+        """A :class:`bidlab.learn.Learner` training this GLM on (X, y), for live control.
 
-        ``start()`` trains in a background thread (``pause`` / ``resume`` / ``stop``, live
-        ``lrn.opts.lrate = ...``, observers, checkpoints); ``fit()`` blocks. The learner
-        updates this estimator's weights in place, so ``predict`` / ``score`` work during
-        and after training. The model keeps one row per weight column (BIDMach's layout),
-        grouped by target, so ``lrate`` / ``l1`` / ``l2`` vectors are per target (expanded
-        over a softmax target's rows), here and live: ``lrn.set(lrate=[...])`` with one value
-        per target (per configuration of a sweep), or one per weight column.
-        ``updater`` is ``self.updater`` (``"adagrad"`` / ``"grad"``) and the
-        passes ``n_epochs``; ``options`` are any further learner options (``val_every``,
-        ``checkpoint``, ...).
+        It trains the estimator's own engine (``model_``, ``updater_``, ``mixins_``), made
+        fresh here as ``fit`` makes it, so ``predict`` / ``score`` work during and after
+        training and what you steer is what ``fit`` runs. ``start()`` trains in a background
+        thread (``pause`` / ``resume`` / ``stop``, live ``lrn.opts.lrate = ...``, observers,
+        checkpoints); ``fit()`` blocks. The model keeps one row per weight column, grouped
+        by target, so ``lrate`` / ``l1`` / ``l2`` vectors are per target (expanded over a
+        softmax target's rows), here and live: ``lrn.set(lrate=[...])`` with one value per
+        target (per configuration of a sweep), or one per weight column.
+
+        ``options``: any learner option (``n_passes``, default this GLM's; ``val_every``,
+        ``checkpoint``, ...), ``batch_size`` (default this GLM's) and ``sample_weight``.
         """
-        from bidlab.learn import (
-            ADAGrad,
-            Grad,
-            L1Regularizer,
-            L2Regularizer,
-            Learner,
-            MemorySource,
-        )
-        from bidlab.models._glm_model import GLMModel
-
-        self._check_params()
-        X = self._features(X)
-        Y2, y_1d = as_targets_2d(Y, X.shape[0], "GLM")
-        self._init_model(X, Y2, y_1d)
-        Ye = encode(self.targets_, Y2, np.dtype(self.dtype))
-        lay = self.layout_
-
-        def per_target(v: Any) -> Any:  # the model's row groups spread it over the rows
-            arr = np.asarray(v, dtype=np.float64).reshape(-1)
-            return float(arr[0]) if np.all(arr == arr[0]) else arr.tolist()
-
-        step = (ADAGrad if self.updater == "adagrad" else Grad)(lrate=per_target(self.lrate))
-        mixins = []
-        if np.any(np.asarray(self.l1, dtype=np.float64) > 0):
-            mixins.append(L1Regularizer(mats=[0], l1=per_target(self.l1)))
-        if np.any(np.asarray(self.l2, dtype=np.float64) > 0):
-            mixins.append(L2Regularizer(mats=[0], l2=per_target(self.l2)))
-        seed = self.random_state if isinstance(self.random_state, int) else 0
-        source = MemorySource(X, self._xp().asarray(Ye), batch_size=self.batch_size,
-                              shuffle=self.shuffle, seed=seed)
-        model = GLMModel(lay, self.targets_.enc_col)
-        options.setdefault("n_passes", self.n_epochs)
-        lrn = Learner(model, source, step, mixins, name="glm", **options).init()
-        # the estimator reads the learner's live weights through transposed views
-        self.core_.W = bl.Mat(model.modelmats[0].data.T)
-        self.core_.b = bl.Mat(model.modelmats[1].data.T)
-        self.n_steps_ = 0
-        return lrn
+        self._validate_params()
+        X = self._features(X, reset=True)
+        Y2, y_1d = self._targets_2d(y, X.shape[0])
+        w = self._weights(options.pop("sample_weight", None), X)
+        self._init_engine(X, Y2, y_1d)
+        batch_size = options.pop("batch_size", self.batch_size)
+        options.setdefault("n_passes", self.n_passes)
+        return self._make_learner(X, Y2, w, shuffle=self.shuffle, batch_size=batch_size,
+                                  **options).init()
 
     # -- predicting -----------------------------------------------------------------------
     def _margins(self, X: Any, transform: bool = False) -> np.ndarray:
-        """X @ W + b on the host (n x T), in row chunks; link-transformed when asked."""
-        self._check_fitted()
-        X = self._features(X)
-        check_n_features("GLM", X, self.n_features_in_)
+        """X @ coef_.T + intercept_ on the host (n x T), in row chunks; link-transformed
+        (probabilities) when asked."""
+        check_is_fitted(self, "model_")
+        X = self._features(X, reset=False)
         T = self.layout_.T
-        out = np.empty((X.shape[0], T), dtype=np.dtype(self.dtype))
+        out = np.empty((X.shape[0], T), dtype=self.dtype_)
         step = max(1, _PREDICT_CHUNK // max(T, 1))
+        model = self.model_
         for a in range(0, X.shape[0], step):
-            chunk = X[a : a + step]
-            res = self.core_.predictions(chunk) if transform else self.core_.margins(chunk)
+            chunk = bl.SMat(X[a : a + step])
+            res = model.predictions(chunk) if transform else model.margins(chunk).data
             out[a : a + step] = backend.to_host(res)
         return out
 
+    def _has_margins(self) -> bool:
+        if self._is_regressor():
+            raise AttributeError("decision_function is for classifier links; a linear GLM's "
+                                 "predictions are its margins (use predict)")
+        return True
+
+    @available_if(_has_margins)
     def decision_function(self, X: Any) -> np.ndarray:
-        """Margins ``X @ coef_.T + intercept_``: (n,) for one single-column target, else n x T."""
+        """Margins ``X @ coef_.T + intercept_``: (n,) for one binary target (for a 2-class
+        softmax, class 1's margin minus class 0's), else n x T."""
         E = self._margins(X)
-        return E[:, 0] if E.shape[1] == 1 else E
+        if E.shape[1] == 1:
+            return E[:, 0]
+        if self.layout_.K == 1 and E.shape[1] == 2:
+            return E[:, 1] - E[:, 0]
+        return E
 
     def _predict_columns(self, E: np.ndarray) -> list[np.ndarray]:
         t, lay = self.targets_, self.layout_
@@ -377,31 +472,31 @@ class GLM(BaseEstimator):
         cols = self._predict_columns(self._margins(X))
         return cols[0] if len(cols) == 1 else np.column_stack(cols)
 
+    def _has_proba(self) -> bool:
+        other = [lk for lk in self._links() if lk not in ("logistic", "softmax")]
+        if other:
+            raise AttributeError(f"predict_proba needs logistic or softmax links; this GLM has "
+                                 f"{other[0]!r} (use decision_function for its margins)")
+        return True
+
+    @available_if(_has_proba)
     def predict_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
         """Class probabilities: n x 2 (logistic) or n x C (softmax) for one target; for
         several, a list with one such array per target (scikit-learn's multi-output form)."""
-        self._check_fitted()
-        t, lay = self.targets_, self.layout_
-        for k, lk in enumerate(t.links):
-            if lk not in ("logistic", "softmax"):
-                raise AttributeError(
-                    f"predict_proba needs logistic or softmax links; target {k} is {lk!r} "
-                    "(use decision_function for its margins)"
-                )
         Pm = self._margins(X, transform=True)
+        t, lay = self.targets_, self.layout_
         out = []
         for k, lk in enumerate(t.links):
             p = Pm[:, lay.columns(k)]
             out.append(np.column_stack([1.0 - p[:, 0], p[:, 0]]) if lk == "logistic" else p)
         return out[0] if len(out) == 1 else out
 
-    def score_targets(self, X: Any, Y: Any) -> np.ndarray:
+    def score_targets(self, X: Any, y: Any) -> np.ndarray:
         """Per model target: accuracy (classifier links) or R^2 (linear), shape (K,)."""
-        self._check_fitted()
         from sklearn.metrics import r2_score
 
         E = self._margins(X)
-        Y2, _ = as_targets_2d(Y, E.shape[0], "GLM")
+        Y2, _ = as_targets_2d(y, E.shape[0], "GLM")
         self._check_target_columns(Y2)
         preds = self._predict_columns(E)
         t = self.targets_
@@ -415,23 +510,39 @@ class GLM(BaseEstimator):
                 scores[k] = float(np.mean(preds[k] == Y2[:, c]))
         return scores
 
-    def score(self, X: Any, Y: Any) -> float:
-        """Mean over targets of accuracy (classifier links) or R^2 (linear)."""
-        return float(np.mean(self.score_targets(X, Y)))
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Mean over targets of accuracy (classifier links) or R^2 (linear); with
+        ``sample_weight``, the weighted accuracy / R^2."""
+        if sample_weight is None:
+            return float(np.mean(self.score_targets(X, y)))
+        from sklearn.metrics import accuracy_score, r2_score
 
-    def loss_targets(self, X: Any, Y: Any) -> np.ndarray:
-        """Per model target, the mean loss on (X, Y): log loss for logistic / softmax,
+        E = self._margins(X)
+        Y2, _ = as_targets_2d(y, E.shape[0], "GLM")
+        self._check_target_columns(Y2)
+        t = self.targets_
+        out = []
+        for k, (lk, pred) in enumerate(zip(t.links, self._predict_columns(E), strict=True)):
+            col = Y2[:, t.data_col[k]]
+            if lk == "linear":
+                out.append(r2_score(col.astype(np.float64), pred, sample_weight=sample_weight))
+            else:
+                out.append(accuracy_score(col, pred, sample_weight=sample_weight))
+        return float(np.mean(out))
+
+    def loss_targets(self, X: Any, y: Any) -> np.ndarray:
+        """Per model target, the mean loss on (X, y): log loss for logistic / softmax,
         hinge for svm, half the squared error for linear. Shape (K,)."""
         E = self._margins(X)
-        Y2, _ = as_targets_2d(Y, E.shape[0], "GLM")
+        Y2, _ = as_targets_2d(y, E.shape[0], "GLM")
         self._check_target_columns(Y2)
         Ye = encode(self.targets_, Y2, E.dtype)[:, self.targets_.enc_col]
         loss = np.zeros((1, self.targets_.K), dtype=np.float64)
         step = max(1, _PREDICT_CHUNK // max(E.shape[1], 1))
         for a in range(0, E.shape[0], step):
-            e, y = E[a : a + step], np.ascontiguousarray(Ye[a : a + step])
+            e, yy = E[a : a + step], np.ascontiguousarray(Ye[a : a + step])
             part = np.zeros((1, self.targets_.K), dtype=E.dtype)
-            LinkStep(self.layout_, e.shape[0], E.dtype, np)(e, y, part)
+            LinkStep(self.layout_, e.shape[0], E.dtype, np)(e, yy, part)
             loss += part
         return loss[0] / E.shape[0]
 
@@ -446,56 +557,50 @@ class GLM(BaseEstimator):
     def coef_(self) -> np.ndarray:
         """Weights as (weight columns x features): one row per linear / logistic / svm
         target, C rows per softmax target (scikit-learn's layout)."""
-        self._check_fitted()
-        return np.ascontiguousarray(self.core_.W.numpy().T)
+        check_is_fitted(self, "model_")
+        return np.ascontiguousarray(self.model_.modelmats[0].numpy())
 
     @property
     def intercept_(self) -> np.ndarray:
         """Biases, one per weight column."""
-        self._check_fitted()
-        return self.core_.b.numpy()[0].copy()
+        check_is_fitted(self, "model_")
+        return self.model_.modelmats[1].numpy()[:, 0].copy()
 
     def select(self, k: int) -> GLM:
         """A fitted single-target GLM holding model target ``k``'s configuration and weights."""
-        self._check_fitted()
+        check_is_fitted(self, "model_")
         t = self.targets_
         if not 0 <= k < t.K:
             raise IndexError(f"target {k} out of range: this GLM has {t.K} model targets")
 
         def pick(v: Any) -> float:
             arr = np.asarray(v, dtype=np.float64)
-            return float(arr) if arr.ndim == 0 else float(arr[k])
+            return float(arr) if arr.ndim == 0 else float(arr.reshape(-1)[k])
 
         lk, c = t.links[k], int(t.data_col[k])
-        one = GLM(
-            lk,
-            lrate=pick(self.lrate),
-            l1=pick(self.l1),
-            l2=pick(self.l2),
-            updater=self.updater,
-            batch_size=self.batch_size,
-            n_epochs=self.n_epochs,
-            shuffle=self.shuffle,
-            random_state=self.random_state,
-            dtype=self.dtype,
-            device=self.device,
-        )
+        one = GLM(**{**self.get_params(deep=False), "link": lk, "targmap": None,
+                         "lrate": pick(self.lrate), "l1": pick(self.l1), "l2": pick(self.l2)})
         fam = {"linear": "value", "logistic": "bin01", "svm": "pm1", "softmax": "class"}[lk]
         one.targets_ = Targets((lk,), np.zeros(1, np.int64), np.zeros(1, np.int64),
                                [(0, fam)], [t.classes[c]], 1, True)
         one.layout_ = Layout((lk,), (self.layout_.widths[k],))
-        one.core_ = GLMCore(one.layout_, self.n_features_in_, targmap=None,
-                            lrate=one.lrate, l1=one.l1, l2=one.l2, updater=self.updater,
-                            dtype=np.dtype(self.dtype), xp=self._xp())
         cols = self.layout_.columns(k)
-        one.core_.W.data[...] = self.core_.W.data[:, cols]
-        one.core_.b.data[...] = self.core_.b.data[:, cols]
+        W, b = self.model_.modelmats
+        one.model_ = GLMModel.from_weights(one.layout_, [0], W.data[cols], b.data[cols])
+        one.updater_ = _UPDATERS[self.updater](lrate=one.lrate)
+        one.mixins_ = [L1Regularizer(mats=[0], l1=one.l1), L2Regularizer(mats=[0], l2=one.l2)]
+        one.dtype_ = self.dtype_
         one.n_features_in_ = self.n_features_in_
+        if hasattr(self, "feature_names_in_"):
+            one.feature_names_in_ = self.feature_names_in_
         one.n_targets_ = 1
         one.n_steps_ = getattr(self, "n_steps_", 0)
         if t.classes[c] is not None:
             one.classes_ = t.classes[c]
         return one
+
+
+register_model("glm", GLM)
 
 
 # ------------------------------------------------------------------------------ sweeps
@@ -567,7 +672,7 @@ def best_config(
     loss / hinge / squared error, lower wins)."""
     if metric not in ("score", "loss"):
         raise ValueError(f"metric must be one of ['score', 'loss']; got {metric!r} instead")
-    model._check_fitted()
+    check_is_fitted(model, "model_")
     t = model.targets_
     candidates = np.flatnonzero(t.data_col == target)
     if candidates.size == 0:
@@ -577,8 +682,8 @@ def best_config(
     best = int(candidates[np.argmax(sub) if metric == "score" else np.argmin(sub)])
 
     def vec(v: Any) -> np.ndarray:
-        arr = np.asarray(v, dtype=np.float64)
-        return np.full(t.K, float(arr)) if arr.ndim == 0 else arr
+        arr = np.asarray(v, dtype=np.float64).reshape(-1)
+        return np.full(t.K, float(arr[0])) if arr.size == 1 else arr
 
     configs = np.column_stack([vec(model.lrate), vec(model.l1), vec(model.l2)])
     return SweepResult(

@@ -1,0 +1,239 @@
+"""GLM as a scikit-learn estimator: every estimator check per link, input handling,
+sample weights, pickling and the safe save format."""
+
+from __future__ import annotations
+
+import pickle
+
+import joblib
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.exceptions import NotFittedError
+from sklearn.utils import get_tags
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import bidlab as bl
+from bidlab.datasets import synthetic_glm
+from bidlab.learn.model import MODELS
+from bidlab.models.glm import GLM, best_config, glm_sweep
+
+# The estimator checks fit tiny data sets: one minibatch per pass (the whole data), so a
+# sample weight of 2 means exactly what repeating the row means, and enough passes that
+# plain blobs are learned. Everything here is a parameter, nothing is special-cased.
+CHECKED = {link: GLM(link, lrate=0.5, batch_size=10_000, n_passes=40) for link in
+           ("linear", "logistic", "softmax", "svm")}
+
+# scikit-learn's multi-output classifier check expects a multilabel estimator's classes_
+# to be one array and predict_proba to be one n x targets array. A multi-target GLM follows
+# scikit-learn's multi-output convention instead (classes_ and predict_proba are lists with
+# one entry per target, as in RandomForestClassifier), which that check's last step
+# indexes as an array; everything else about several targets is checked.
+_MULTI = {"check_classifier_multioutput": "multi-target classifiers return classes_ and "
+          "predict_proba as per-target lists (scikit-learn's multi-output form)"}
+
+
+def _expected_failures(est: GLM) -> dict[str, str]:
+    return _MULTI if est.link != "linear" else {}
+
+
+@parametrize_with_checks(list(CHECKED.values()), expected_failed_checks=_expected_failures)
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+# ------------------------------------------------------------------------------ tags & API
+
+
+def test_tags_follow_the_link():
+    for link, kind in (("linear", "regressor"), ("logistic", "classifier"),
+                       ("softmax", "classifier"), ("svm", "classifier")):
+        tags = get_tags(GLM(link))
+        assert tags.estimator_type == kind
+        assert tags.input_tags.sparse and tags.target_tags.multi_output
+        if kind == "classifier":
+            assert tags.classifier_tags.multi_class is (link == "softmax")
+    assert get_tags(GLM(["logistic", "linear"])).estimator_type is None
+
+
+def test_methods_exist_only_where_they_work():
+    X, y, _ = synthetic_glm(500, 40, 5, seed=0)
+    fitted = {link: GLM(link, n_passes=1, random_state=0).fit(
+        X, y[:, 0] if link != "softmax" else (np.arange(500) % 3)) for link in
+        ("linear", "logistic", "softmax", "svm")}
+    assert hasattr(fitted["logistic"], "predict_proba")
+    assert hasattr(fitted["softmax"], "predict_proba")
+    assert not hasattr(fitted["svm"], "predict_proba")
+    assert not hasattr(fitted["linear"], "predict_proba")
+    assert not hasattr(fitted["linear"], "decision_function")
+    assert fitted["svm"].decision_function(X).shape == (500,)
+    assert fitted["softmax"].decision_function(X).shape == (500, 3)
+
+
+def test_not_fitted_raises_not_fitted_error():
+    X = np.ones((4, 3))
+    est = GLM("logistic")
+    for call in (est.predict, est.predict_proba, est.decision_function):
+        with pytest.raises(NotFittedError):
+            call(X)
+    with pytest.raises(NotFittedError):
+        est.coef_  # noqa: B018
+
+
+def test_registered_for_bidlab_train():
+    assert MODELS["glm"] is GLM
+    assert {o.name for o in GLM.PARAMS} == set(GLM().get_params())
+
+
+def test_learner_needs_targets_and_takes_learner_options():
+    X, y, _ = synthetic_glm(1000, 50, 5, seed=1)
+    with pytest.raises(ValueError, match="requires y to be passed"):
+        GLM().learner(X)
+    est = GLM("logistic", random_state=0)
+    lrn = est.learner(X, y[:, 0], n_passes=2, batch_size=100, val_every=0)
+    assert lrn.source.batch_size == 100 and lrn.opts.n_passes == 2
+    lrn.fit(progress=None)
+    assert lrn.step == 20 and est.n_steps_ == 0  # a learner's steps are its own
+    assert est.score(X, y[:, 0]) > 0.6
+
+
+# ------------------------------------------------------------------------------ inputs
+
+
+def test_dataframes_give_feature_names_and_the_same_model():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((300, 4))
+    y = (A[:, 0] - A[:, 2] > 0).astype(int)
+    df = pd.DataFrame(A, columns=["a", "b", "c", "d"])
+    from_df = GLM("logistic", random_state=0).fit(df, y)
+    from_arr = GLM("logistic", random_state=0).fit(A, y)
+    assert list(from_df.feature_names_in_) == ["a", "b", "c", "d"]
+    assert not hasattr(from_arr, "feature_names_in_")
+    np.testing.assert_array_equal(from_df.coef_, from_arr.coef_)
+    np.testing.assert_array_equal(from_df.predict_proba(df), from_arr.predict_proba(A))
+    with pytest.raises(ValueError, match="feature names"):
+        from_df.predict(df[["b", "a", "c", "d"]])
+
+
+@pytest.mark.parametrize("given, want", [(np.float64, np.float64), (np.float32, np.float32),
+                                         (np.int64, np.float32)])
+def test_the_model_dtype_follows_the_data(given, want):
+    rng = np.random.default_rng(1)
+    A = (rng.standard_normal((200, 5)) * 3).astype(given)
+    y = A[:, 0].astype(np.float64) * 2 + 1
+    est = GLM("linear", n_passes=2, random_state=0).fit(A, y)
+    assert est.coef_.dtype == want and est.predict(A).dtype == want
+    assert GLM("linear", dtype="float32", n_passes=1).fit(A, y).predict(A).dtype == np.float32
+    clf = GLM("logistic", n_passes=1).fit(sp.csr_matrix(A), (y > 1).astype(int))
+    assert clf.decision_function(A).dtype == want and clf.predict_proba(A).dtype == want
+
+
+# ------------------------------------------------------------------------------ weights
+
+
+def _weighted_problem():
+    rng = np.random.default_rng(2)
+    A = np.abs(rng.standard_normal((60, 8)))
+    y = (A[:, 0] > A[:, 1]).astype(int)
+    w = rng.integers(0, 4, 60)
+    return A, y, w
+
+
+def test_integer_sample_weights_equal_repeated_rows():
+    A, y, w = _weighted_problem()
+    kw = dict(lrate=0.3, n_passes=7, batch_size=1000, random_state=0)
+    weighted = GLM("logistic", **kw).fit(A, y, sample_weight=w)
+    repeated = GLM("logistic", **kw).fit(np.repeat(A, w, axis=0), np.repeat(y, w))
+    np.testing.assert_allclose(weighted.coef_, repeated.coef_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(weighted.predict_proba(A), repeated.predict_proba(A),
+                               rtol=1e-10)
+    plain = GLM("logistic", **kw).fit(A, y)
+    assert not np.allclose(plain.coef_, weighted.coef_)  # the weights matter
+
+
+def test_sample_weights_weight_each_minibatch_gradient():
+    """Minibatches of 10 rows: each step's gradient is its rows' weighted mean, so
+    scaling every weight by 3 changes nothing, and partial_fit takes weights too."""
+    A, y, w = _weighted_problem()
+    w = w + 1.0
+    kw = dict(lrate=0.3, n_passes=3, batch_size=10, random_state=0)
+    a = GLM("logistic", updater="grad", **kw).fit(A, y, sample_weight=w)
+    b = GLM("logistic", updater="grad", **kw).fit(A, y, sample_weight=3 * w)
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-10)
+    p = GLM("logistic", **kw).partial_fit(A, y, classes=[0, 1], sample_weight=w)
+    q = GLM("logistic", **kw).partial_fit(A, y, classes=[0, 1])
+    assert p.n_steps_ == 6 and not np.allclose(p.coef_, q.coef_)
+    with pytest.raises(ValueError, match="Negative values in data passed to `sample_weight`"):
+        GLM().fit(A, y, sample_weight=-w)
+
+
+# ------------------------------------------------------------------------------ saving
+
+
+def _fitted_models():
+    X, Y, _ = synthetic_glm(1200, 60, 6, n_targets=2, seed=3)
+    Xl, yl, _ = synthetic_glm(1200, 60, 6, link="linear", seed=3)
+    labels = np.where(Y[:, 0] > 0, "yes", "no")
+    common = dict(n_passes=2, batch_size=200, random_state=0)
+    return X, {
+        "logistic": GLM("logistic", l1=1e-4, l2=1e-3, **common).fit(X, Y),
+        "svm": GLM("svm", **common).fit(X, labels),
+        "linear": GLM("linear", updater="grad", **common).fit(Xl, yl[:, 0]),
+        "softmax-sweep": glm_sweep("softmax", lrate=[0.1, 0.5], l2=[0.0, 1e-3],
+                                   **common).fit(X, (Y @ [1, 2]).astype(int)),
+    }
+
+
+def _outputs(est, X):
+    outs = [est.predict(X)]
+    for name in ("predict_proba", "decision_function"):
+        if hasattr(est, name):
+            got = getattr(est, name)(X)
+            outs += got if isinstance(got, list) else [got]
+    return outs
+
+
+def test_pickle_joblib_and_save_load_give_identical_predictions(tmp_path):
+    X, models = _fitted_models()
+    for name, est in models.items():
+        want = _outputs(est, X)
+        blob = pickle.dumps(est)
+        assert b"numba" not in blob and b"_thread" not in blob
+        joblib.dump(est, tmp_path / f"{name}.joblib")
+        path = est.save(tmp_path / f"{name}.bidlab")
+        for back in (pickle.loads(blob), joblib.load(tmp_path / f"{name}.joblib"),
+                     GLM.load(path)):
+            assert type(back) is GLM and back.get_params() == est.get_params()
+            for a, b in zip(_outputs(back, X), want, strict=True):
+                np.testing.assert_array_equal(a, b)
+
+
+def test_a_loaded_model_keeps_training_where_it_stopped(tmp_path):
+    """partial_fit after pickling or loading continues the same run: same weights as the
+    model that was never saved (ADAGrad's sums of squares and step count came along)."""
+    X, models = _fitted_models()
+    est = models["logistic"]
+    Y = (est.predict(X) + 1) % 2  # different targets: the next pass moves the weights
+    back = [pickle.loads(pickle.dumps(est)), GLM.load(est.save(tmp_path / "m.bidlab"))]
+    est.partial_fit(X, Y)
+    for other in back:
+        other.partial_fit(X, Y)
+        np.testing.assert_allclose(other.coef_, est.coef_, rtol=1e-6, atol=1e-7)
+        assert other.n_steps_ == est.n_steps_
+
+
+def test_best_config_of_a_loaded_sweep():
+    X, models = _fitted_models()
+    sweep = pickle.loads(pickle.dumps(models["softmax-sweep"]))
+    y = models["softmax-sweep"].predict(X)[:, 0]
+    best = best_config(sweep, X, y)
+    assert best.model.predict(X).shape == (X.shape[0],)
+    assert 0 <= best.index < 4 and best.score > 0.5
+
+
+def test_inputs_wrapped_by_bidlab_are_accepted():
+    X, Y, _ = synthetic_glm(400, 30, 5, seed=4)
+    a = GLM("logistic", random_state=0, n_passes=1).fit(bl.SMat(X), Y[:, 0])
+    b = GLM("logistic", random_state=0, n_passes=1).fit(X, Y[:, 0])
+    np.testing.assert_array_equal(a.coef_, b.coef_)
