@@ -24,20 +24,7 @@ from bidlab.models.glm import GLM, best_config, glm_sweep
 CHECKED = {link: GLM(link, lrate=0.5, batch_size=10_000, n_passes=40) for link in
            ("linear", "logistic", "softmax", "svm")}
 
-# scikit-learn's multi-output classifier check expects a multilabel estimator's classes_
-# to be one array and predict_proba to be one n x targets array. A multi-target GLM follows
-# scikit-learn's multi-output convention instead (classes_ and predict_proba are lists with
-# one entry per target, as in RandomForestClassifier), which that check's last step
-# indexes as an array; everything else about several targets is checked.
-_MULTI = {"check_classifier_multioutput": "multi-target classifiers return classes_ and "
-          "predict_proba as per-target lists (scikit-learn's multi-output form)"}
-
-
-def _expected_failures(est: GLM) -> dict[str, str]:
-    return _MULTI if est.link != "linear" else {}
-
-
-@parametrize_with_checks(list(CHECKED.values()), expected_failed_checks=_expected_failures)
+@parametrize_with_checks(list(CHECKED.values()))
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
@@ -68,6 +55,23 @@ def test_methods_exist_only_where_they_work():
     assert not hasattr(fitted["linear"], "decision_function")
     assert fitted["svm"].decision_function(X).shape == (500,)
     assert fitted["softmax"].decision_function(X).shape == (500, 3)
+
+
+def test_binary_targets_with_shared_labels_are_multilabel():
+    X, Y, _ = synthetic_glm(2000, 60, 8, n_targets=3, seed=1)
+    Y = (Y > 0).astype(np.int64)
+    for link in ("logistic", "softmax"):
+        m = GLM(link, lrate=0.3, n_passes=3, random_state=0).fit(X, Y)
+        assert m.multilabel_ and m.classes_.tolist() == [0, 1]
+        D, P = m.decision_function(X[:50]), m.predict_proba(X[:50])
+        assert D.shape == P.shape == (50, 3)
+        np.testing.assert_array_equal(m.classes_[(D > 0).astype(int)], m.predict(X[:50]))
+        np.testing.assert_array_equal((P > 0.5).astype(int), m.predict(X[:50]))
+    # different label sets: one array of labels and of probabilities per target
+    Ymix = np.column_stack([Y[:, 0], np.where(Y[:, 1] > 0, 5, 7)])
+    m = GLM("logistic", n_passes=1, random_state=0).fit(X, Ymix)
+    assert not m.multilabel_ and [c.tolist() for c in m.classes_] == [[0, 1], [5, 7]]
+    assert [p.shape for p in m.predict_proba(X[:4])] == [(4, 2), (4, 2)]
 
 
 def test_not_fitted_raises_not_fitted_error():

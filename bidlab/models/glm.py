@@ -131,6 +131,16 @@ def _per_target(what: str) -> str:
 
 
 # ------------------------------------------------------------------------------ estimator
+def _shared_binary_labels(links: Any, classes: list[Any]) -> np.ndarray | None:
+    """The two labels all targets share when every target is a binary classifier (a
+    logistic, svm or 2-class softmax link): the GLM is then a multilabel classifier."""
+    if any(lk == "linear" for lk in links) or any(c is None or len(c) != 2 for c in classes):
+        return None
+    first = classes[0]
+    same = all(c.dtype == first.dtype and np.array_equal(c, first) for c in classes[1:])
+    return first if same else None
+
+
 class GLM(BidlabEstimator):
     """A generalized linear model over one or many targets, trained by minibatch SGD.
 
@@ -153,7 +163,9 @@ class GLM(BidlabEstimator):
         device: ``"cpu"`` (numpy/numba) or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
 
     Learned attributes: ``coef_`` (targets' columns x features, like scikit-learn's),
-    ``intercept_``, ``classes_`` (one target: its labels; several: a list),
+    ``intercept_``, ``classes_`` (one target: its labels; several binary targets with the
+    same two labels, a multilabel GLM (``multilabel_`` True): those labels; otherwise a list
+    with one array per target),
     ``n_features_in_``, ``feature_names_in_`` (DataFrame input), ``n_targets_``,
     ``n_steps_``; the engine ``model_``, ``updater_`` and ``mixins_``.
     """
@@ -309,13 +321,17 @@ class GLM(BidlabEstimator):
                         L2Regularizer(mats=[0], l2=rates["l2"])]
         self.n_targets_ = t.K
         self.n_steps_ = 0
+        self.multilabel_ = False
         if t.K == 1:
             if t.classes[t.data_col[0]] is not None:
                 self.classes_ = t.classes[t.data_col[0]]
             elif hasattr(self, "classes_"):
                 del self.classes_
         else:
-            self.classes_ = [t.classes[c] for c in t.data_col]
+            per_target = [t.classes[c] for c in t.data_col]
+            shared = _shared_binary_labels(t.links, per_target)
+            self.multilabel_ = shared is not None
+            self.classes_ = shared if shared is not None else per_target
 
     def _seed(self) -> int:
         rng = self.random_state
@@ -446,13 +462,20 @@ class GLM(BidlabEstimator):
     @available_if(_has_margins)
     def decision_function(self, X: Any) -> np.ndarray:
         """Margins ``X @ coef_.T + intercept_``: (n,) for one binary target (for a 2-class
-        softmax, class 1's margin minus class 0's), else n x T."""
+        softmax, class 1's margin minus class 0's); n x K, one binary margin per target, for
+        a multilabel GLM (see ``multilabel_``); else n x T (every weight column)."""
         E = self._margins(X)
         if E.shape[1] == 1:
             return E[:, 0]
         if self.layout_.K == 1 and E.shape[1] == 2:
             return E[:, 1] - E[:, 0]
+        if self.multilabel_:
+            return np.column_stack([self._binary_margin(E, k) for k in range(self.layout_.K)])
         return E
+
+    def _binary_margin(self, E: np.ndarray, k: int) -> np.ndarray:
+        e = E[:, self.layout_.columns(k)]
+        return e[:, 0] if e.shape[1] == 1 else e[:, 1] - e[:, 0]
 
     def _predict_columns(self, E: np.ndarray) -> list[np.ndarray]:
         t, lay = self.targets_, self.layout_
@@ -481,10 +504,15 @@ class GLM(BidlabEstimator):
 
     @available_if(_has_proba)
     def predict_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
-        """Class probabilities: n x 2 (logistic) or n x C (softmax) for one target; for
-        several, a list with one such array per target (scikit-learn's multi-output form)."""
+        """Class probabilities: n x 2 (logistic) or n x C (softmax) for one target. For
+        several: a multilabel GLM (every target binary with the same two labels, see
+        ``multilabel_``) gives n x K, each target's probability of ``classes_[1]``
+        (scikit-learn's multilabel form); otherwise a list with one array per target
+        (scikit-learn's multi-output form)."""
         Pm = self._margins(X, transform=True)
         t, lay = self.targets_, self.layout_
+        if self.multilabel_:
+            return np.column_stack([Pm[:, lay.columns(k)][:, -1] for k in range(t.K)])
         out = []
         for k, lk in enumerate(t.links):
             p = Pm[:, lay.columns(k)]
