@@ -108,3 +108,17 @@ def test_observers_get_topics_and_pause_resume_stop(planted):
         lr.stop()
     topics = seen[-1]
     assert topics.shape == (5, 300) and np.allclose(topics.sum(axis=1), 1.0, atol=1e-4)
+
+
+def test_temperature_can_be_set_right_after_start():
+    from bidlab.datasets import synthetic_lda_corpus
+    from bidlab.models import LDAGibbs
+
+    X = synthetic_lda_corpus(n_docs=200, n_words=80, k=3, seed=2).X
+    lrn = LDAGibbs(k=3, n_passes=2, random_state=0).learner(X)
+    assert lrn.model.initialised  # made by learner(), before any thread runs
+    lrn.start()
+    lrn.set_temperature(3.0, topic=1, word=2)
+    lrn.join()
+    assert lrn.state == "done"
+    assert float(lrn.temperature[1, 2]) == 3.0

@@ -278,7 +278,10 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
         Xv, _, _ = self._validated(X, reset=first)
         C = self._counts(Xv, self.model_)
         options.setdefault("train_score", True)
-        return self._learner_for(C, n_passes, True, batch_size, n_passes=n_passes, **options)
+        lrn = self._learner_for(C, n_passes, True, batch_size, n_passes=n_passes, **options)
+        # the model exists before start(): temperatures, views and options can be set on
+        # it at once, without racing the training thread's first minibatch
+        return lrn.init()
 
     # -- results --------------------------------------------------------------------------
     def _fitted(self) -> LDACore:
