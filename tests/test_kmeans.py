@@ -12,7 +12,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from bidlab import backend
 from bidlab.datasets import blobs, sparse_blobs
-from bidlab.kern.kmeans import assign, assigned_sq_dist, center_sums, hamerly
+from bidlab.kern.kmeans import CenterWork, assign, assigned_sq_dist, center_sums, hamerly
 from bidlab.models.kmeans import KMeans
 
 
@@ -46,6 +46,33 @@ def test_assign_and_center_sums_match_their_numpy_oracles(xp):
         dist = np.empty(300, np.float32)
         assigned_sq_dist(Xin, want_lab, C, dist)
         np.testing.assert_allclose(dist, full[np.arange(300), want_lab], rtol=1e-4, atol=1e-4)
+
+
+def test_center_work_accumulates_blocks_like_one_numpy_sum():
+    rng = np.random.default_rng(2)
+    n, d, k = 1000, 9, 6
+    X = rng.standard_normal((n, d))
+    labels = rng.integers(0, k, n)
+    w = rng.random(n)
+    cuts = [0, 1, 250, 251, 700, n]  # a one-row block and blocks of uneven size
+    for Xin in (X, sp.csr_matrix(X)):
+        for wi in (None, w):
+            ww = np.ones(n) if wi is None else wi
+            want = np.stack([(ww[labels == j, None] * X[labels == j]).sum(0) for j in range(k)])
+            want_n = np.bincount(labels, ww, k)
+            work = CenterWork(k, d)
+            work.part += 1.0  # stale partials: reset clears them
+            work.reset()
+            for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+                work.add(Xin[a:b], labels[a:b], None if wi is None else wi[a:b])
+                if b == 251:  # a resumed accumulation starts from the sums so far
+                    sums, counts = np.zeros((k, d)), np.zeros(k)
+                    work.total(sums, counts)
+                    work.seed(sums, counts)
+            sums, counts = np.ones((k, d)), np.ones(k)
+            work.total(sums, counts)  # adds to what is there
+            np.testing.assert_allclose(sums - 1, want, rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(counts - 1, want_n, rtol=1e-12)
 
 
 def test_hamerly_bound_test_matches_its_numpy_oracle():
@@ -271,6 +298,40 @@ def test_lloyd_checkpoint_resumes_to_the_same_centres(tmp_path):
     assert lrn.metrics["pass"] == 3
     lrn.fit(progress=None)
     np.testing.assert_allclose(again.cluster_centers_, whole.model.centers.data, rtol=1e-12)
+
+
+def test_lloyd_resumes_mid_pass_to_the_same_centres(tmp_path):
+    X, _, _ = blobs(3000, 6, 8, spread=3.0, seed=11)
+    X = X.astype(np.float64)
+    init = _init(X, 8)
+    whole = KMeans(8, init=init, tol=0).learner(X, n_passes=4, batch_size=500)
+    whole.fit(progress=None)
+    path = str(tmp_path / "km.ckpt")
+    first = KMeans(8, init=init, tol=0)
+    lrn = first.learner(X, n_passes=4, batch_size=500, checkpoint=path)
+    lrn.opts.max_steps = 8  # stops at block 2 of pass 1 and saves the checkpoint there
+    lrn.fit(progress=None)
+    assert lrn.metrics["pass"] == 1 and lrn.metrics["index"] == 2
+    lrn.set(checkpoint=None)
+    lrn.opts.max_steps = None
+    lrn.fit(progress=None)  # the live model goes on with the pass's sums it holds
+    np.testing.assert_allclose(first.cluster_centers_, whole.model.centers.data, rtol=1e-12)
+    again = KMeans(8, init=init, tol=0)
+    lrn = again.learner(X, batch_size=500)
+    lrn.load(path)  # a new model: the pass's sums so far come from the checkpoint
+    lrn.set(checkpoint=None)
+    lrn.opts.max_steps = None
+    lrn.fit(progress=None)
+    np.testing.assert_allclose(again.cluster_centers_, whole.model.centers.data, rtol=1e-12)
+    redo = KMeans(8, init=init, tol=0)
+    lrn = redo.learner(X, batch_size=500)
+    lrn.load(path)
+    redo.model_._pending = None  # a checkpoint without them: the resumed pass is redone
+    lrn.set(checkpoint=None, n_passes=5)
+    lrn.opts.max_steps = None
+    lrn.fit(progress=None)
+    assert redo.model_.n_updates == 3  # passes 2-4: pass 1 made no update
+    np.testing.assert_allclose(redo.cluster_centers_, whole.model.centers.data, rtol=1e-12)
 
 
 def test_minibatch_steps_allocate_nothing_after_the_first():

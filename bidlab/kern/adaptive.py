@@ -36,8 +36,9 @@ computed by one thread: SDDMM, row gathers, the column-listed CSR scatter, row s
 element-wise maps and optimizer steps, the GLM's row-wise update, k-means assignment), so
 the choice changes the time, never a bit of the answer, and a seeded run stays
 reproducible. Kernels that sum private per-thread copies (the CSR scatter into a small
-output, the SAME sampler's word-topic counts, k-means centre sums) keep their fixed size
-rule.
+output, the SAME sampler's word-topic counts, k-means centre sums per minibatch) keep their
+fixed size rule; the k-means pass accumulation goes through here, as its rows are split
+between a fixed number of copies whatever the threads that fill them.
 """
 
 from __future__ import annotations

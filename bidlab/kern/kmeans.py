@@ -70,26 +70,69 @@ def assign(D: Any, cc: Any, xx: Any, labels: Any, d1: Any, d2: Any) -> None:
 
 class CenterWork:
     """Per-thread partial sums for :func:`center_sums` on the CPU, allocated once and
-    reused, so a training step allocates nothing."""
+    reused, so a training step allocates nothing.
 
-    def __init__(self, k: int, d: int) -> None:
-        self.nparts = max(1, numba.get_num_threads())
-        self.part = np.zeros((self.nparts, k, d), np.float64)
-        self.pc = np.zeros((self.nparts, k), np.float64)
+    It also accumulates statistics over many row blocks (a Lloyd pass): :meth:`reset`,
+    then :meth:`add` per block (no zeroing, no reduction), then :meth:`total` once, so a
+    pass pays for the k x d partials once instead of once per block. On the GPU (``xp``
+    CuPy) there is one partial, added to with the generic ``xp`` code.
+    """
+
+    def __init__(self, k: int, d: int, xp: Any = np) -> None:
+        self.cpu = xp is np
+        self.nparts = max(1, numba.get_num_threads()) if self.cpu else 1
+        self.part = backend.zeros((self.nparts, k, d), np.float64, xp)
+        self.pc = backend.zeros((self.nparts, k), np.float64, xp)
+
+    def reset(self) -> None:
+        """Zero the partials (start of an accumulation)."""
+        if self.cpu:
+            _zero_parts(self.part, self.pc)
+        else:
+            self.part.fill(0)
+            self.pc.fill(0)
+
+    def add(self, X: Any, labels: Any, w: Any = None) -> None:
+        """Add a block's per-cluster (weighted) row sums and weights to the partials."""
+        if self.cpu:
+            _accumulate(X, labels, w, self.part, self.pc, self.nparts, False, True)
+        else:
+            center_sums(X, labels, self.part[0], self.pc[0], w, self)
+
+    def total(self, sums: Any, counts: Any) -> None:
+        """Add the accumulated sums and weights to ``sums`` (k x d) and ``counts`` (k,)."""
+        if self.cpu:
+            _reduce_parts(self.part, self.pc, self.nparts, sums, counts)
+        else:
+            sums += self.part.sum(axis=0)
+            counts += self.pc.sum(axis=0)
+
+    def seed(self, sums: Any, counts: Any) -> None:
+        """Start an accumulation from given sums and weights (a resumed pass)."""
+        self.reset()
+        self.part[0] = sums
+        self.pc[0] = counts
 
 
-@numba.njit(parallel=True, fastmath={"reassoc", "contract"}, cache=True, nogil=True)
-def _sums_dense_cpu(X, labels, w, sums, counts, part, pc, nparts):  # pragma: no cover
+@numba.njit(parallel=True, cache=True, nogil=True)
+def _zero_parts(part, pc):  # pragma: no cover - compiled
+    for t in numba.prange(part.shape[0]):
+        part[t, :, :] = 0.0
+        pc[t, :] = 0.0
+
+
+@adaptive_kernel(fastmath={"reassoc", "contract"}, cache=True, nogil=True)
+def _sums_dense_cpu(X, labels, w, part, pc, nparts, zero):  # pragma: no cover - compiled
     # Each part adds its rows into a private k x d float64 block through 1-D row views
     # (contiguous, so the inner loop vectorises: 4x faster than 3-D indexing, measured).
     n, d = X.shape
-    k = sums.shape[0]
     weighted = w.shape[0] > 0
     step = (n + nparts - 1) // nparts
     for t in numba.prange(nparts):
         P = part[t]
-        P[:, :] = 0.0
-        pc[t, :] = 0.0
+        if zero:
+            P[:, :] = 0.0
+            pc[t, :] = 0.0
         for i in range(t * step, min(n, (t + 1) * step)):
             j = labels[i]
             row = P[j]
@@ -103,6 +146,29 @@ def _sums_dense_cpu(X, labels, w, sums, counts, part, pc, nparts):  # pragma: no
                 pc[t, j] += 1.0
                 for q in range(d):
                     row[q] += x[q]
+
+
+@adaptive_kernel(cache=True, nogil=True)
+def _sums_csr_cpu(indptr, indices, data, labels, w, part, pc, nparts,
+                  zero):  # pragma: no cover - compiled
+    n = indptr.shape[0] - 1
+    weighted = w.shape[0] > 0
+    step = (n + nparts - 1) // nparts
+    for t in numba.prange(nparts):
+        if zero:
+            part[t, :, :] = 0.0
+            pc[t, :] = 0.0
+        for i in range(t * step, min(n, (t + 1) * step)):
+            j = labels[i]
+            wi = w[i] if weighted else 1.0
+            pc[t, j] += wi
+            for p in range(indptr[i], indptr[i + 1]):
+                part[t, j, indices[p]] += wi * data[p]
+
+
+@numba.njit(parallel=True, fastmath={"reassoc", "contract"}, cache=True, nogil=True)
+def _reduce_parts(part, pc, nparts, sums, counts):  # pragma: no cover - compiled
+    k, d = sums.shape
     for j in numba.prange(k):
         out = sums[j]
         for t in range(nparts):
@@ -112,27 +178,27 @@ def _sums_dense_cpu(X, labels, w, sums, counts, part, pc, nparts):  # pragma: no
                 out[q] += row[q]
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
-def _sums_csr_cpu(indptr, indices, data, labels, w, sums, counts, part, pc,
-                  nparts):  # pragma: no cover - compiled
-    n = indptr.shape[0] - 1
-    k, d = sums.shape
-    weighted = w.shape[0] > 0
-    step = (n + nparts - 1) // nparts
-    for t in numba.prange(nparts):
-        part[t, :, :] = 0.0
-        pc[t, :] = 0.0
-        for i in range(t * step, min(n, (t + 1) * step)):
-            j = labels[i]
-            wi = w[i] if weighted else 1.0
-            pc[t, j] += wi
-            for p in range(indptr[i], indptr[i + 1]):
-                part[t, j, indices[p]] += wi * data[p]
-    for j in numba.prange(k):
-        for t in range(nparts):
-            counts[j] += pc[t, j]
-            for q in range(d):
-                sums[j, q] += part[t, j, q]
+def _accumulate(X: Any, labels: Any, w: Any, part: Any, pc: Any, nparts: int,
+                zero: bool, adaptive: bool) -> None:
+    """Add rows into the partials: row range t of ``nparts`` goes into ``part[t]``.
+
+    The ranges are fixed by ``nparts``, not by the threads that run them, so the adaptive
+    choice of one thread or all (:mod:`bidlab.kern.adaptive`) changes no bit of the
+    result: right after a multi-threaded BLAS call one thread is often faster.
+    """
+    ww = _NO_WEIGHTS if w is None else np.asarray(w, np.float64).reshape(-1)
+    if backend.is_sparse(X):
+        args = (X.indptr, X.indices, X.data, labels, ww, part, pc, nparts, zero)
+        if adaptive:
+            _sums_csr_cpu(X.nnz, *args)
+        else:
+            _sums_csr_cpu.parallel(*args)
+    else:
+        args = (np.ascontiguousarray(X), labels, ww, part, pc, nparts, zero)
+        if adaptive:
+            _sums_dense_cpu(X.size, *args)
+        else:
+            _sums_dense_cpu.parallel(*args)
 
 
 def center_sums(X: Any, labels: Any, sums: Any, counts: Any, w: Any = None,
@@ -145,16 +211,11 @@ def center_sums(X: Any, labels: Any, sums: Any, counts: Any, w: Any = None,
     """
     k, d = sums.shape
     if isinstance(sums, np.ndarray) and not backend.is_cupy_array(X):
-        if work is None or work.part.shape[1:] != (k, d):
+        if work is None or not work.cpu or work.part.shape[1:] != (k, d):
             work = CenterWork(k, d)
         nparts = max(1, min(work.nparts, X.shape[0]))
-        ww = _NO_WEIGHTS if w is None else np.asarray(w, np.float64).reshape(-1)
-        if backend.is_sparse(X):
-            _sums_csr_cpu(X.indptr, X.indices, X.data, labels, ww, sums, counts, work.part,
-                          work.pc, nparts)
-        else:
-            _sums_dense_cpu(np.ascontiguousarray(X), labels, ww, sums, counts, work.part,
-                            work.pc, nparts)
+        _accumulate(X, labels, w, work.part, work.pc, nparts, True, False)
+        _reduce_parts(work.part, work.pc, nparts, sums, counts)
         return
     xp = backend.namespace(sums)
     csp = backend.sparse_module(xp)

@@ -14,9 +14,12 @@ busiest one's weight) move to minibatch rows drawn with probability proportional
 squared distance, as scikit-learn's MiniBatchKMeans does.
 
 ``algorithm="lloyd"`` (full batch), with :class:`~bidlab.learn.Batch` (``replace``): per
-minibatch the model writes the clusters' row sums and weights into the update matrices;
-the updater adds them up over the pass and at its end puts the totals in the model
-matrices, and :meth:`KMeansModel.end_pass` divides (BIDMach's batch k-means). A cluster
+minibatch the model adds the clusters' row sums and weights into per-thread partials
+(:class:`~bidlab.kern.kmeans.CenterWork`, zeroed and reduced once per pass, not per block);
+the pass's last minibatch writes the totals into the update matrices (the others write
+zeros), the updater puts them in the model matrices at the pass end, and
+:meth:`KMeansModel.end_pass` divides (BIDMach's batch k-means). A checkpoint taken
+mid-pass keeps the sums so far, so a resumed pass continues from them. A cluster
 left empty takes the row farthest from its centre among the pass's farthest. When the
 labels stop changing, or the centres' total squared shift is at most ``tol`` times the
 data's mean feature variance (scikit-learn's rule), the model sets ``converged`` and the
@@ -245,7 +248,7 @@ def _nbytes(v: Any) -> int:
 
 
 # --------------------------------------------------------------------------- model
-_SCRATCH = ("_buf", "_rows", "_work", "_res")
+_SCRATCH = ("_buf", "_rows", "_work", "_res", "_pending")
 
 
 class KMeansModel(Model):
@@ -285,8 +288,9 @@ class KMeansModel(Model):
         self.n_updates = 0
         self.distance_evaluations = 0
         self.steps = 0
-        self._token = Mat(np.zeros((1, 1)))  # checkpointed: tells a reload from a live run
-        self._token_value = 0.0
+        # checkpointed: tells a reload from a live run (a random start: from another run's)
+        self._token_value = float(np.random.default_rng().integers(1, 2**40))
+        self._token = Mat(np.full((1, 1), self._token_value))
         self._clear_scratch()
 
     # -- pickling: scratch buffers and per-row state are rebuilt on demand ---------------
@@ -300,8 +304,9 @@ class KMeansModel(Model):
     def _clear_scratch(self) -> None:
         self._buf: dict[str, Any] | None = None  # per-minibatch buffers
         self._rows: dict[str, Any] | None = None  # Lloyd: labels and bounds of every row
-        self._work: CenterWork | None = None
+        self._work: CenterWork | None = None  # Lloyd: the pass's cluster sums so far
         self._res: dict[str, Any] | None = None  # Lloyd: the pass's farthest rows
+        self._pending: Mat | None = None  # Lloyd: the pass's sums so far, checkpointed
         self._pass_state: dict[str, Any] | None = None
 
     def rebind(self, info: DataInfo) -> None:
@@ -352,7 +357,10 @@ class KMeansModel(Model):
         return self.modelmats[1].data[:, 0]
 
     def extra_state(self) -> dict[str, Mat]:
-        return {"token": self._token}
+        state = {"token": self._token}
+        if self.modelmats and self.opts.algorithm == "lloyd":
+            state["pass_sums"] = self._pass_sums_state()
+        return state
 
     def flops(self, batch: Minibatch) -> float:
         return self._flops
@@ -408,7 +416,7 @@ class KMeansModel(Model):
                 "kcol": backend.empty((k, 1), dtype, xp),
                 "G": None,  # gathered rows (dense Lloyd pruning), made when first needed
             }
-            self._work = CenterWork(k, d) if xp is np else None
+            self._work = CenterWork(k, d, xp)
         if buf["cap"] < m:
             buf["cap"] = m
             buf["D"] = backend.empty((m, k), dtype, xp)
@@ -486,13 +494,14 @@ class KMeansModel(Model):
     # -- Lloyd ------------------------------------------------------------------------------
     def _prepare_pass(self, pass_: int, at_start: bool) -> dict[str, Any]:
         """Per-pass state: centres for the GEMM, whether the bounds hold, counters."""
-        ps = self._pass_state
-        if ps is not None and ps["pass"] == pass_:
-            return ps
         tok = float(self._token.data[0, 0])
         if tok != self._token_value:  # a checkpoint was loaded: the row state is not its
             self._rows = None
+            self._pass_state = None
             self._token_value = tok
+        ps = self._pass_state
+        if ps is not None and ps["pass"] == pass_:
+            return ps
         n = self.info.n_samples
         rows = self._rows
         if rows is None or rows["n"] != n:
@@ -518,7 +527,11 @@ class KMeansModel(Model):
             "changed": 0,
             "sxx": 0.0,
             "prev": C.copy(),
+            "prev_n": self.modelmats[1].data.copy(),
             "centers_set": False,
+            "sums_next": None,  # the block the accumulated sums expect next
+            "sums_ok": True,  # they hold every block of the pass so far
+            "u_zero": False,  # updatemats hold zeros
         }
         self._res = None
         return ps
@@ -535,9 +548,7 @@ class KMeansModel(Model):
         sl = slice(a, a + m)
         lab, u, lo, xx = rows["labels"][sl], rows["u"][sl], rows["lo"][sl], rows["xx"][sl]
         self._assign_rows(X, lab, u, lo, xx, buf, ps, m, count=True)
-        self._stats(X, lab, w, buf, m)
-        self.updatemats[0].data[...] = buf["S"]
-        self.updatemats[1].data[:, 0] = buf["N"]
+        self._add_sums(X, lab, w, buf, ps, batch)
         if not rows["xx_ok"]:
             ps["sxx"] += float(xx.sum(dtype=np.float64) if w is None
                                else (w * xx).sum(dtype=np.float64))
@@ -546,6 +557,79 @@ class KMeansModel(Model):
         self.xp.multiply(u, u, out=far)
         self._keep_farthest(X, lab, far, w, a)
         return self._score(far, w)
+
+    def _add_sums(self, X: Any, lab: Any, w: Any, buf: dict[str, Any], ps: dict[str, Any],
+                  batch: Minibatch) -> None:
+        """Add the block to the pass's cluster sums (per-thread partials, reduced once).
+
+        The last block writes the pass's totals into ``updatemats``, the others zeros, so
+        the Batch updater's sum at the pass end is the totals. A pass resumed mid-way
+        continues from the sums a checkpoint kept (:meth:`extra_state`); without them its
+        sums miss blocks and :meth:`_lloyd_end` does not use them.
+        """
+        work = self._work
+        i = batch.index
+        if i == 0:
+            work.reset()
+            ps["sums_ok"] = True
+        elif ps["sums_next"] != i:
+            ps["sums_ok"] = self._resume_sums(batch.pass_, i)
+        work.add(X, lab, w)
+        ps["sums_next"] = i + 1
+        U, Un = self.updatemats[0].data, self.updatemats[1].data
+        if batch.last:
+            S, N = buf["S"], buf["N"]
+            S.fill(0)
+            N.fill(0)
+            work.total(S, N)
+            U[...] = S
+            Un[:, 0] = N
+            ps["u_zero"] = False
+        elif not ps["u_zero"]:
+            U.fill(0)
+            Un.fill(0)
+            ps["u_zero"] = True
+
+    def _pass_sums_state(self) -> Mat:
+        """The current pass's sums so far as one float64 matrix for a checkpoint: sums |
+        weights (k rows), then a row (pass, next block, valid, token)."""
+        xp = self.xp
+        shape = self._pending_shape()
+        k, d = self.modelmats[0].shape
+        P = self._pending
+        if P is None or P.shape != shape:
+            P = self._pending = Mat(backend.zeros(shape, np.float64, xp))
+        A = P.data
+        A.fill(0)
+        ps, buf = self._pass_state, self._buf
+        if (ps is not None and ps["sums_ok"] and ps["sums_next"] is not None
+                and self._work is not None and buf is not None):
+            S, N = buf["S"], buf["N"]
+            S.fill(0)
+            N.fill(0)
+            self._work.total(S, N)
+            A[:k, :d] = S
+            A[:k, d] = N
+            A[k, :4] = xp.asarray([ps["pass"], ps["sums_next"], 1.0, self._token_value])
+        return P
+
+    def _pending_shape(self) -> tuple[int, int]:
+        k, d = self.modelmats[0].shape
+        return k + 1, max(d + 1, 4)
+
+    def _resume_sums(self, pass_: int, index: int) -> bool:
+        """Restart the accumulation from a checkpoint's sums of the blocks before ``index``
+        of pass ``pass_``; False when it holds none for that point."""
+        P = self._pending
+        k, d = self.modelmats[0].shape
+        if P is None or P.shape != self._pending_shape():
+            return False
+        A = P.data
+        tag = [float(v) for v in backend.to_host(A[k, :4])]
+        if tag != [float(pass_), float(index), 1.0, self._token_value]:
+            return False
+        self._work.seed(A[:k, :d], A[:k, d])
+        return True
 
     def _assign_rows(self, X: Any, lab: Any, u: Any, lo: Any, xx: Any, buf: dict[str, Any],
                      ps: dict[str, Any], m: int, count: bool) -> None:
@@ -596,24 +680,29 @@ class KMeansModel(Model):
         self._flops = 2.0 * (X.nnz if backend.is_sparse(X) else m * X.shape[1]) * k
 
     def _keep_farthest(self, X: Any, lab: Any, dist: Any, w: Any, start: int) -> None:
-        """Keep the pass's farthest rows (their data too): an empty cluster takes one."""
+        """Keep the pass's farthest rows (their data too): an empty cluster takes one.
+
+        Only the block's rows beyond the nearest kept one are ranked (after the first
+        block, a handful)."""
         xp = self.xp
-        m = dist.shape[0]
-        score = dist.astype(np.float64)
-        if w is not None:
-            score[w <= 0] = -np.inf
         res = self._res
         R = min(_RESERVOIR, self.modelmats[0].shape[0])
-        floor = -np.inf if res is None or res["d"].shape[0] < R else float(res["d"].min())
-        take = min(R, m)
-        idx = xp.argpartition(-score, take - 1)[:take] if take < m else xp.arange(m)
-        idx = idx[score[idx] > floor]
-        if idx.shape[0] == 0:
+        floor = -math.inf if res is None or res["d"].shape[0] < R else float(res["d"].min())
+        cand = xp.flatnonzero(dist > floor)
+        if w is not None:
+            cand = cand[w[cand] > 0]
+        n_c = int(cand.shape[0])
+        if n_c == 0:
             return
-        new = {"d": score[idx], "row": idx + start, "lab": lab[idx].copy(),
-               "w": (xp.ones(idx.shape[0], np.float64) if w is None
-                     else w[idx].astype(np.float64)),
-               "x": _dense_rows(X, idx).astype(np.float64)}
+        score = dist[cand].astype(np.float64)
+        take = min(R, n_c)
+        if take < n_c:
+            top = xp.argpartition(-score, take - 1)[:take]
+            cand, score = cand[top], score[top]
+        new = {"d": score, "row": cand + start, "lab": lab[cand],
+               "w": (xp.ones(take, np.float64) if w is None
+                     else w[cand].astype(np.float64)),
+               "x": _dense_rows(X, cand).astype(np.float64)}
         if res is not None:
             new = {key: xp.concatenate([res[key], new[key]]) for key in new}
         if new["d"].shape[0] > R:
@@ -630,6 +719,13 @@ class KMeansModel(Model):
         N = Nm[:, 0]
         prev = ps["prev"]
         rows = self._rows
+        if not ps["sums_ok"]:  # they miss blocks: keep the centres, the next pass redoes it
+            S[...] = prev
+            Nm[...] = ps["prev_n"]
+            rows["labels_pass"] = rows["bounds_pass"] = None
+            rows["current"] = False
+            self._bump_token()
+            return
         if ps["complete"]:
             rows["xx_ok"] = True
             if getattr(self, "_tol_abs", None) is None:
