@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 
 from bidlab.lab import launcher as launch_mod
-from bidlab.lab.launcher import DEFAULT_NOTEBOOK, add_arguments, lab_command, resolve_notebook
+from bidlab.lab.launcher import (
+    DEFAULT_NOTEBOOK,
+    add_arguments,
+    lab_command,
+    lab_environment,
+    resolve_notebook,
+)
 
 
 def test_a_named_notebook_must_exist(tmp_path, monkeypatch):
@@ -41,7 +47,10 @@ def test_the_default_notebook_is_looked_up_here_then_in_the_checkout(tmp_path, m
 def test_command_binds_loopback_with_a_token_and_opens_the_notebook(tmp_path):
     nb = tmp_path / "notebooks" / "x.ipynb"
     cmd, url = lab_command(nb, 9999, "tok", open_browser=False, root_dir=tmp_path)
-    assert "--ServerApp.ip=127.0.0.1" in cmd and "--IdentityProvider.token=tok" in cmd
+    assert "--ServerApp.ip=127.0.0.1" in cmd
+    assert not any("tok" in part for part in cmd), "the token must not be on the command line"
+    env = lab_environment("tok", {"PATH": "/bin", "JUPYTER_TOKEN_FILE": "/elsewhere"})
+    assert env == {"PATH": "/bin", "JUPYTER_TOKEN": "tok"}
     assert "--ServerApp.port=9999" in cmd and "--ServerApp.open_browser=False" in cmd
     assert str(nb) in cmd and f"--ServerApp.root_dir={tmp_path}" in cmd
     assert url == "http://127.0.0.1:9999/lab/tree/notebooks/x.ipynb?token=tok"
@@ -94,6 +103,35 @@ def get(url: str, token: str | None) -> int:
         return 0  # not listening (yet)
 
 
+def command_lines() -> dict[int, str]:
+    """pid -> command line of every process this user can see (as ``ps`` shows them)."""
+    out = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                out[int(entry.name)] = (entry / "cmdline").read_bytes().replace(
+                    b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+    return out
+
+
+def other_user_cannot_read_environment(pid: int) -> None:
+    """As another OS user (``nobody``, when this test runs as root), the server's
+    environment -- where its token is -- cannot be read."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("runuser") is None:
+        return  # needs root to act as a second user; the command-line check above stands
+    res = subprocess.run(["runuser", "-u", "nobody", "--", "cat", f"/proc/{pid}/environ"],
+                         capture_output=True, timeout=10)
+    assert res.returncode != 0 and b"sekret" not in res.stdout, (
+        "another user could read the server's environment")
+    res = subprocess.run(["runuser", "-u", "nobody", "--", "cat", f"/proc/{pid}/cmdline"],
+                         capture_output=True, timeout=10)
+    assert res.returncode == 0 and b"sekret" not in res.stdout
+
+
 @pytest.mark.slow
 def test_launch_serves_the_notebook_on_loopback_with_a_token(tmp_path):
     pytest.importorskip("jupyterlab")
@@ -108,9 +146,9 @@ def test_launch_serves_the_notebook_on_loopback_with_a_token(tmp_path):
                      ("JUPYTER_DATA_DIR", "data"), ("JUPYTERLAB_WORKSPACES_DIR", "ws"),
                      ("JUPYTERLAB_SETTINGS_DIR", "settings")):
         env[var] = str(tmp_path / "_jupyter" / sub)
+    env["JUPYTER_TOKEN"] = "sekret"  # the launcher's own command line stays clean too
     code = ("import sys; from bidlab.lab import launch; "
-            f"sys.exit(launch('notebooks/demo.ipynb', port={port}, token='sekret', "
-            "open_browser=False))")
+            f"sys.exit(launch('notebooks/demo.ipynb', port={port}, open_browser=False))")
     log = tmp_path / "lab.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path, env=env,
@@ -130,6 +168,13 @@ def test_launch_serves_the_notebook_on_loopback_with_a_token(tmp_path):
         listeners = listening_addresses(port)
         assert listeners, f"no listening socket found for port {port}"
         assert set(listeners) <= {"127.0.0.1", "::1"}, f"listens on {listeners}"
+        # no process shows the token on its command line (readable by every local user)
+        leaks = [pid for pid, line in command_lines().items() if "sekret" in line]
+        assert not leaks, f"the token is on the command line of processes {leaks}"
+        server_pids = [pid for pid, line in command_lines().items()
+                       if "jupyterlab" in line and str(port) in line]
+        assert server_pids, "the JupyterLab server process was not found"
+        other_user_cannot_read_environment(server_pids[0])
         # SIGTERM to `bidlab lab` stops the server too
         proc.send_signal(signal.SIGTERM)
         proc.wait(20)

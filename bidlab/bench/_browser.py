@@ -197,9 +197,9 @@ def start_lab(root: Path, workdir: Path, labextensions: dict[str, Path] | None =
     port = free_port()
     token = uuid.uuid4().hex
     log_path = workdir / "jupyter-lab.log"
+    env["JUPYTER_TOKEN"] = token  # never on the command line, which other users can read
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
-           f"--port={port}", "--ServerApp.port_retries=0",
-           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+           f"--port={port}", "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root}",
            "--LabApp.expose_app_in_browser=True", "--allow-root"]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,

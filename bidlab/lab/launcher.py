@@ -1,8 +1,12 @@
 """``bidlab lab [notebook]``: JupyterLab on 127.0.0.1 with a token, opening a notebook.
 
 The server binds to the loopback interface only and always asks for a token (a random
-one unless given), so nothing else on the network can reach the kernels. It runs as a
-child process; Ctrl-C and SIGTERM reach it, and :func:`launch` returns its exit status.
+one unless given), so nothing else on the network can reach the kernels. The token never
+appears on a command line (which every local user can read from ``ps`` or
+``/proc/<pid>/cmdline``): the server gets it through its environment (``JUPYTER_TOKEN``),
+which only its own user can read, and the URL with the token is printed to the launcher's
+own terminal. The server runs as a child process; Ctrl-C and SIGTERM reach it, and
+:func:`launch` returns its exit status.
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from pathlib import Path
 
 from bidlab._source_checkout import CHECKOUT_DIR
 
-__all__ = ["DEFAULT_NOTEBOOK", "launch", "lab_command", "resolve_notebook", "add_arguments",
-           "run"]
+__all__ = ["DEFAULT_NOTEBOOK", "launch", "lab_command", "lab_environment", "resolve_notebook",
+           "add_arguments", "run"]
 
 #: Opened when no notebook is named (looked up in the working directory, then the checkout).
 DEFAULT_NOTEBOOK = "notebooks/02_lda_live.ipynb"
@@ -63,7 +67,8 @@ def free_port(start: int = 8888, tries: int = 50) -> int:
 
 def lab_command(notebook: Path | None, port: int, token: str, open_browser: bool,
                 root_dir: Path | None = None) -> tuple[list[str], str]:
-    """The ``jupyter lab`` command line and the URL it will serve the notebook at.
+    """The ``jupyter lab`` command line (without the token) and the URL it will serve the
+    notebook at (with it); run the command with :func:`lab_environment`.
 
     The server root is the working directory when the notebook lies below it, else the
     notebook's folder.
@@ -74,7 +79,6 @@ def lab_command(notebook: Path | None, port: int, token: str, open_browser: bool
         f"--ServerApp.ip={HOST}",
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
-        f"--IdentityProvider.token={token}",
         f"--ServerApp.open_browser={open_browser}",
     ]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -89,6 +93,16 @@ def lab_command(notebook: Path | None, port: int, token: str, open_browser: bool
     return cmd, f"http://{HOST}:{port}/lab/{path}?token={token}"
 
 
+def lab_environment(token: str, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: ``base`` (default: this process's) with the token in
+    ``JUPYTER_TOKEN``, where jupyter_server reads it (``/proc/<pid>/environ`` is readable
+    by the process's own user only, unlike its command line)."""
+    env = dict(os.environ if base is None else base)
+    env.pop("JUPYTER_TOKEN_FILE", None)
+    env["JUPYTER_TOKEN"] = token
+    return env
+
+
 def launch(notebook: str | None = None, port: int | None = None, token: str | None = None,
            open_browser: bool = True) -> int:
     """Run JupyterLab on 127.0.0.1 with a token, opening ``notebook``; return its exit code.
@@ -96,7 +110,8 @@ def launch(notebook: str | None = None, port: int | None = None, token: str | No
     Args:
         notebook: the notebook to open (default ``notebooks/02_lda_live.ipynb`` when found).
         port: TCP port (default: the first free one from 8888).
-        token: the access token (default: a random 48-hex-digit one).
+        token: the access token (default: ``$JUPYTER_TOKEN`` when set, else a random
+            48-hex-digit one).
         open_browser: open the notebook in the default web browser.
     """
     path = resolve_notebook(notebook)
@@ -104,10 +119,10 @@ def launch(notebook: str | None = None, port: int | None = None, token: str | No
         print(f"bidlab lab: {DEFAULT_NOTEBOOK} not found here; opening JupyterLab in "
               f"{Path.cwd()}", file=sys.stderr)
     port = free_port() if port is None else int(port)
-    token = token or secrets.token_hex(24)
+    token = token or os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
     cmd, url = lab_command(path, port, token, open_browser)
     print(f"bidlab lab: {url}", file=sys.stderr, flush=True)
-    proc = subprocess.Popen(cmd)
+    proc = subprocess.Popen(cmd, env=lab_environment(token))
     in_main = threading.current_thread() is threading.main_thread()
     previous = {}
     if in_main:
@@ -132,13 +147,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=None,
                         help="TCP port on 127.0.0.1 (default: first free from 8888)")
     parser.add_argument("--token", default=None,
-                        help="access token (default: a random one, printed with the URL)")
+                        help="access token (default: $JUPYTER_TOKEN, else a random one, "
+                        "printed with the URL); prefer JUPYTER_TOKEN: a command line is "
+                        "visible to every local user")
     parser.add_argument("--no-browser", action="store_true",
                         help="do not open a web browser")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``bidlab lab`` with parsed arguments; return the exit code."""
+    if args.token:
+        print("bidlab lab: warning: --token is visible to every local user (ps, "
+              "/proc/<pid>/cmdline); set the JUPYTER_TOKEN environment variable instead",
+              file=sys.stderr)
     try:
         return launch(args.notebook, port=args.port, token=args.token,
                       open_browser=not args.no_browser)
