@@ -7,15 +7,23 @@ bytes of a JSON document (options, progress, class names, shapes). It is read wi
 ``numpy.load(allow_pickle=False)`` and ``json.loads``, so loading a crafted file can fail
 but never runs code.
 
+Reading is bounded: every member must be stored uncompressed (bidlab writes no other
+kind, so a zip bomb is refused before anything is inflated), each array's header must
+describe exactly the bytes the member holds (a header claiming 10^12 floats in a small file
+is refused before anything is allocated), and the whole file is capped at
+``MAX_BYTES``. Any failure is a :class:`CheckpointError` naming the file and the reason.
+
 Writing is atomic: a temporary file in the same folder is written, flushed and fsynced,
 then renamed over the target (and the folder fsynced), so a writer killed at any moment
-leaves either the previous checkpoint or the new one, never a torn file.
+leaves either the previous checkpoint or the new one, never a torn file. The temporary
+files of writers that died are removed by the next save to the same path.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import time
 import zipfile
@@ -26,10 +34,11 @@ from typing import Any
 import numpy as np
 
 __all__ = ["save_checkpoint", "load_checkpoint", "Checkpoint", "CheckpointError",
-           "atomic_write_bytes"]
+           "atomic_write_bytes", "remove_stale_temps", "MAX_BYTES"]
 
 FORMAT = "bidlab-checkpoint"
 VERSION = 1
+MAX_BYTES = 1 << 40  #: the largest checkpoint file read (1 TiB)
 
 
 class CheckpointError(ValueError):
@@ -68,10 +77,45 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temps(path: str | os.PathLike) -> list[Path]:
+    """Remove ``path``'s temporary files left by writers that died (their pid is gone);
+    return what was removed."""
+    path = Path(path)
+    removed = []
+    prefix = f".{path.name}.tmp-"
+    try:
+        entries = list(path.parent.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(prefix):
+            continue
+        pid_text = entry.name[len(prefix):].split("-", 1)[0]
+        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+            continue
+        try:
+            entry.unlink()
+            removed.append(entry)
+        except OSError:
+            pass
+    return removed
+
+
 def atomic_write_bytes(path: str | os.PathLike, write: Any) -> Path:
     """Call ``write(fileobj)`` on a temporary file next to ``path``, fsync, rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
     try:
         with open(tmp, "wb") as f:
@@ -102,17 +146,59 @@ def save_checkpoint(path: str | os.PathLike, arrays: dict[str, Any],
     return atomic_write_bytes(path, lambda f: np.savez(f, **payload))
 
 
+def _read_members(path: Path, raw: bytes) -> dict[str, np.ndarray]:
+    """The arrays of an uncompressed ``.npz``, each checked against its header first."""
+    arrays = {}
+    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        for info in zf.infolist():
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise CheckpointError(f"checkpoint {path}: member {info.filename!r} is "
+                                      "compressed; bidlab writes (and reads) only stored "
+                                      "members")
+            if not info.filename.endswith(".npy"):
+                raise CheckpointError(f"checkpoint {path}: unexpected member "
+                                      f"{info.filename!r}")
+            with zf.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                if version == (1, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+                elif version == (2, 0):
+                    shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+                else:
+                    raise CheckpointError(f"checkpoint {path}: member {info.filename!r} has "
+                                          f"array format {version}")
+                if dtype.hasobject or dtype.kind not in "biuf":
+                    raise CheckpointError(f"checkpoint {path}: array {info.filename[:-4]!r} "
+                                          f"has dtype {dtype}; only numbers are allowed")
+                header = member.tell()
+                need = math.prod(shape) * dtype.itemsize
+                if need != info.file_size - header:
+                    raise CheckpointError(
+                        f"checkpoint {path}: array {info.filename[:-4]!r} claims shape "
+                        f"{shape} ({need} bytes) but holds {info.file_size - header} bytes")
+                data = member.read(need)
+            arr = np.frombuffer(data, dtype=dtype)
+            order = "F" if fortran else "C"
+            arrays[info.filename[:-4]] = arr.reshape(shape, order=order).copy(order=order)
+    return arrays
+
+
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Read a checkpoint without unpickling anything; CheckpointError names the file."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint file at {path}")
+    size = path.stat().st_size
+    if size > MAX_BYTES:
+        raise CheckpointError(f"checkpoint {path} is {size} bytes, over the {MAX_BYTES}-byte "
+                              "limit (bidlab.learn.checkpoint.MAX_BYTES)")
     try:
         with open(path, "rb") as f:
             raw = f.read()
-        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        arrays = _read_members(path, raw)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # any parse failure of a crafted or torn file  # noqa: BLE001
         raise CheckpointError(
             f"checkpoint {path} cannot be read safely ({type(exc).__name__}: {exc}); it is "
             "corrupt, truncated or not a bidlab checkpoint (object arrays / pickles are "
@@ -122,15 +208,12 @@ def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
         raise CheckpointError(f"{path} has no bidlab metadata: not a bidlab checkpoint")
     try:
         meta = json.loads(blob.tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise CheckpointError(f"checkpoint {path} has unreadable metadata ({exc})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a bidlab checkpoint (format != {FORMAT!r})")
-    if int(meta.get("version", 0)) > VERSION:
-        raise CheckpointError(f"checkpoint {path} has format version {meta['version']}; "
+    version = meta.get("version", 0)
+    if not isinstance(version, int) or version > VERSION:
+        raise CheckpointError(f"checkpoint {path} has format version {version!r}; "
                               f"this bidlab reads up to {VERSION}: upgrade bidlab")
-    for name, a in arrays.items():
-        if a.dtype.kind not in "biuf":
-            raise CheckpointError(f"checkpoint {path}: array {name!r} has dtype {a.dtype}; "
-                                  "only numbers are allowed")
     return Checkpoint(arrays, meta, path)

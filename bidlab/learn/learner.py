@@ -387,27 +387,58 @@ class Learner(Configurable):
         if meta.get("model") != want:
             raise CheckpointError(f"checkpoint {path} holds a {meta.get('model')!r} model but "
                                   f"this learner trains a {want!r}")
-        mats = ck.modelmats
-        self.opts.restore(meta.get("options", {}))
+        try:
+            mats = ck.modelmats
+        except KeyError:
+            raise CheckpointError(f"checkpoint {path} lacks model matrices") from None
+        progress = _checked_progress(path, meta.get("progress", {}))
+        saved = meta.get("options", {})
+        if not isinstance(saved, dict):
+            raise CheckpointError(f"checkpoint {path}: options are not a table")
+        # a checkpoint carries values, never where to write: path options stay this learner's
+        carried = {k: v for k, v in saved.items()
+                   if k in self.opts.specs and self.opts.specs[k].type != "path"}
+        try:
+            self.opts.restore(carried)
+        except ValueError as exc:
+            raise CheckpointError(f"checkpoint {path} holds an invalid option: {exc}") from None
         self._ensure_initialised()
         shapes = [m.shape for m in self.model.modelmats]
         got = [tuple(a.shape) for a in mats]
         if got != shapes:
             raise CheckpointError(f"checkpoint {path} has model matrices of shapes {got}, but "
                                   f"this model has {shapes} (different data or options?)")
+        extra = self.model.extra_state()
+        extra_saved = ck.group("model_extra")
+        upd_now, upd_saved = self.updater.state(), ck.group("updater")
+        for what, now, saved_mats in (("model state", extra, extra_saved),
+                                      ("updater state", upd_now, upd_saved)):
+            for name, a in saved_mats.items():
+                if name in now and tuple(a.shape) != tuple(now[name].shape):
+                    raise CheckpointError(f"checkpoint {path}: {what} {name!r} has shape "
+                                          f"{tuple(a.shape)}, this learner's "
+                                          f"{tuple(now[name].shape)}")
+        counters = meta.get("updater_counters", {})
+        if not isinstance(counters, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool)
+                for v in counters.values()):
+            raise CheckpointError(f"checkpoint {path}: updater counters are not numbers")
+        bpp = self.source.batches_per_pass
+        if bpp is not None and progress["index"] > bpp:
+            raise CheckpointError(f"checkpoint {path}: minibatch index {progress['index']} is "
+                                  f"beyond this data's {bpp} minibatches per pass")
+        # every check passed: now write
         for m, a in zip(self.model.modelmats, mats, strict=True):
             m.data[...] = m.xp.asarray(a.astype(m.dtype, copy=False))
-        extra = self.model.extra_state()
-        for name, a in ck.group("model_extra").items():
+        for name, a in extra_saved.items():
             if name in extra:
                 extra[name].data[...] = extra[name].xp.asarray(a)
-        self.updater.load_state(ck.group("updater"))
-        self.updater.set_counters(meta.get("updater_counters", {}))
-        prog = meta.get("progress", {})
-        self._pos = (int(prog.get("pass", 0)), int(prog.get("index", 0)))
-        self.step = int(prog.get("step", 0))
-        self.samples = int(prog.get("samples", 0))
-        self._elapsed = float(prog.get("elapsed", 0.0))
+        self.updater.load_state(upd_saved)
+        self.updater.set_counters(counters)
+        self._pos = (progress["pass"], progress["index"])
+        self.step = progress["step"]
+        self.samples = progress["samples"]
+        self._elapsed = progress["elapsed"]
         self.source.seek(*self._pos)
         self._update_metrics(time.perf_counter())
         return self
@@ -714,6 +745,28 @@ class Learner(Configurable):
             "shapes": [list(m.shape) for m in self.model.modelmats],
         }
         save_checkpoint(path, arrays, meta)
+
+
+_LIMIT = 1 << 62
+
+
+def _checked_progress(path: str, prog: Any) -> dict[str, Any]:
+    """A checkpoint's progress counters, refused unless they are sane numbers."""
+    if not isinstance(prog, dict):
+        raise CheckpointError(f"checkpoint {path}: progress is not a table")
+    out: dict[str, Any] = {}
+    for name in ("pass", "index", "step", "samples"):
+        v = prog.get(name, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < _LIMIT:
+            raise CheckpointError(f"checkpoint {path}: progress {name!r} must be a whole "
+                                  f"number >= 0; got {v!r}")
+        out[name] = v
+    e = prog.get("elapsed", 0.0)
+    if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 <= e < 1e12:
+        raise CheckpointError(f"checkpoint {path}: progress 'elapsed' must be seconds >= 0; "
+                              f"got {e!r}")
+    out["elapsed"] = float(e)
+    return out
 
 
 def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
