@@ -368,3 +368,40 @@ def test_threads_do_not_leak():
     time.sleep(1.2)  # the publisher wakes at least once a second
     after = {t.name for t in threading.enumerate()}
     assert not {n for n in after - before if n.startswith("bidlab-")}
+
+
+def test_join_racing_start_never_sees_an_unstarted_thread():
+    import threading as th
+
+    X = np.random.default_rng(0).standard_normal((100, 3)).astype(np.float32)
+    errors = []
+    for _ in range(200):
+        lr = Learner(LeastSquares(), (X, X[:, :1]), Grad(), batch_size=50, n_passes=1)
+        gate = th.Barrier(2)
+
+        def joiner(lr=lr, gate=gate):
+            gate.wait()
+            try:
+                lr.join(5)
+            except RuntimeError as exc:  # "cannot join thread before it is started"
+                errors.append(exc)
+
+        t = th.Thread(target=joiner)
+        t.start()
+        gate.wait()
+        lr.start()
+        t.join()
+        lr.join(5)
+    assert not errors, errors[:3]
+
+
+def test_summaries_keep_the_last_passes_only(monkeypatch):
+    from bidlab.learn import learner as learner_mod
+
+    assert learner_mod.SUMMARIES_KEPT >= 1000
+    monkeypatch.setattr(learner_mod, "SUMMARIES_KEPT", 5)
+    X = np.random.default_rng(0).standard_normal((20, 2)).astype(np.float32)
+    lr = Learner(LeastSquares(), (X, X[:, :1]), Grad(), batch_size=20, n_passes=30,
+                 val_every=0)
+    lr.fit(progress=None)
+    assert [s["pass"] for s in lr.summaries] == [25, 26, 27, 28, 29]

@@ -52,6 +52,7 @@ from bidlab.mat import cache_stats, caching
 __all__ = ["Learner", "STATES"]
 
 STATES = ("created", "running", "paused", "stopped", "done", "failed")
+SUMMARIES_KEPT = 10_000  #: per-pass summaries a learner keeps (the oldest go first)
 _ACTIVE = ("running", "paused")
 
 
@@ -141,7 +142,9 @@ class Learner(Configurable):
         self._elapsed = 0.0
         self._opts_version = self.opts.version
         self.record = RunRecord(self.opts.record_size)
-        self.summaries: list[dict[str, Any]] = []
+        #: one dict per pass, the last SUMMARIES_KEPT passes
+        self.summaries: collections.deque[dict[str, Any]] = collections.deque(
+            maxlen=SUMMARIES_KEPT)
         self._lines: collections.deque[str] = collections.deque()
         self._stats = PassStats()
         self._last_train = math.nan

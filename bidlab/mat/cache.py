@@ -70,6 +70,8 @@ class ResultCache:
         self._lock = threading.RLock()
         self._store: OrderedDict[Hashable, Any] = OrderedDict()
         self._keys_by_guid: dict[int, set[Hashable]] = {}
+        self._guids_by_key: dict[Hashable, tuple[int, ...]] = {}
+        self._held: dict[int, Hashable] = {}  # id(container) -> its key, while cached
         self._watched: set[int] = set()
         self.limit_bytes: int | None = None
         self.hits = 0
@@ -91,51 +93,72 @@ class ResultCache:
     def put(self, key: Hashable, container: Any, operands: tuple[Any, ...]) -> None:
         """Remember ``container`` under ``key``; ``operands`` are watched for collection."""
         with self._lock:
-            old = self._store.pop(key, None)
-            if old is not None:
-                self.bytes_held -= _nbytes(old)
+            if key in self._store:
+                self._drop(key)
             self._store[key] = container
+            self._held[id(container)] = key
             self.bytes_held += _nbytes(container)
             self.misses += 1
+            guids = []
             for op in operands:
-                self._watch(op, key)
+                guid = self._watch(op, key)
+                if guid is not None:
+                    guids.append(guid)
+            self._guids_by_key[key] = tuple(guids)
             self._enforce_limit(keep=key)
 
-    def resized(self, old_nbytes: int, new_nbytes: int) -> None:
-        """Account for a cached sparse container that grew in place."""
+    def resized(self, container: Any, old_nbytes: int, new_nbytes: int) -> None:
+        """Account for a sparse container that grew in place (counted only while it is
+        cached), then hold the byte limit again."""
         with self._lock:
+            key = self._held.get(id(container))
+            if key is None or self._store.get(key) is not container:
+                return
             self.bytes_held += new_nbytes - old_nbytes
+            self._enforce_limit(keep=key)
 
     # -- bookkeeping ----------------------------------------------------------------------
-    def _watch(self, operand: Any, key: Hashable) -> None:
+    def _watch(self, operand: Any, key: Hashable) -> int | None:
         guid = getattr(operand, "guid", None)
         if guid is None:
-            return
+            return None
         self._keys_by_guid.setdefault(guid, set()).add(key)
         if guid not in self._watched:
             self._watched.add(guid)
             weakref.finalize(operand, self._forget_guid, guid)
+        return guid
+
+    def _drop(self, key: Hashable) -> None:
+        """Remove one entry and every index that names it."""
+        old = self._store.pop(key, None)
+        if old is not None:
+            self.bytes_held -= _nbytes(old)
+            self._held.pop(id(old), None)
+        for guid in self._guids_by_key.pop(key, ()):
+            keys = self._keys_by_guid.get(guid)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._keys_by_guid[guid]
 
     def _forget_guid(self, guid: int) -> None:
         with self._lock:
             self._watched.discard(guid)
-            for key in self._keys_by_guid.pop(guid, ()):
-                old = self._store.pop(key, None)
-                if old is not None:
-                    self.bytes_held -= _nbytes(old)
+            for key in list(self._keys_by_guid.get(guid, ())):
+                self._drop(key)
+            self._keys_by_guid.pop(guid, None)
 
     def _enforce_limit(self, keep: Hashable) -> None:
         if self.limit_bytes is None:
             return
         while self.bytes_held > self.limit_bytes and len(self._store) > 1:
-            key, old = next(iter(self._store.items()))
+            key = next(iter(self._store))
             if key == keep:
                 self._store.move_to_end(key)
-                key, old = next(iter(self._store.items()))
+                key = next(iter(self._store))
                 if key == keep:
                     break
-            del self._store[key]
-            self.bytes_held -= _nbytes(old)
+            self._drop(key)
             self.evictions += 1
 
     def clear(self) -> None:
@@ -143,6 +166,8 @@ class ResultCache:
         with self._lock:
             self._store.clear()
             self._keys_by_guid.clear()
+            self._guids_by_key.clear()
+            self._held.clear()
             self.bytes_held = 0
 
     def stats(self) -> dict[str, int | None]:

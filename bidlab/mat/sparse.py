@@ -161,7 +161,7 @@ class SMat:
 
         old = self.nbytes
         self._values = backend.empty((math.ceil(need * self.growth),), self.dtype, self.xp)
-        CACHE.resized(old, self.nbytes)
+        CACHE.resized(self, old, self.nbytes)
         return True
 
     def copy_from(self, source: Any) -> SMat:
@@ -206,7 +206,7 @@ class SMat:
         self._nnz = nnz
         self._version += 1
         if self.nbytes != old:
-            CACHE.resized(old, self.nbytes)
+            CACHE.resized(self, old, self.nbytes)
         return self
 
     @property
