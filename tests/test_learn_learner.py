@@ -405,3 +405,23 @@ def test_summaries_keep_the_last_passes_only(monkeypatch):
                  val_every=0)
     lr.fit(progress=None)
     assert [s["pass"] for s in lr.summaries] == [25, 26, 27, 28, 29]
+
+
+def test_a_diverging_model_fails_the_learner_and_keeps_the_last_finite_checkpoint(tmp_path):
+    from bidlab.learn.learner import DivergedError
+
+    rng = np.random.default_rng(0)
+    X = (rng.standard_normal((400, 4)) * 10).astype(np.float32)
+    Y = X @ rng.standard_normal((4, 1)).astype(np.float32)
+    ck = tmp_path / "ck.npz"
+    lr = Learner(LeastSquares(), (X, Y), Grad(lrate=1e-4), batch_size=50, n_passes=1,
+                 checkpoint=str(ck))
+    lr.fit(progress=None)
+    good = np.load(ck)["model/0"].copy()
+    lr.set(lrate=1e12, n_passes=8)
+    with pytest.raises(DivergedError, match=r"NaN or inf at step \d+ .*lrate=1e\+12"), \
+            np.errstate(all="ignore"):
+        lr.fit(progress=None)
+    assert lr.state == "failed"
+    assert np.isfinite(np.load(ck)["model/0"]).all()
+    np.testing.assert_array_equal(np.load(ck)["model/0"], good)

@@ -23,7 +23,7 @@ from bidlab.learn.datasource import (
     as_source,
 )
 from bidlab.learn.hyper import Component, Hyper
-from bidlab.learn.learner import STATES, Learner
+from bidlab.learn.learner import STATES, DivergedError, Learner
 from bidlab.learn.lsq import LeastSquares
 from bidlab.learn.mixins import L1Regularizer, L2Regularizer, Mixin
 from bidlab.learn.model import MODELS, Model, register_model
@@ -42,6 +42,7 @@ __all__ = [
     "Component",
     "DataInfo",
     "DataSource",
+    "DivergedError",
     "Grad",
     "Hyper",
     "IncNorm",

@@ -49,7 +49,7 @@ from bidlab.learn.record import PassStats, RunRecord, ScoreSink
 from bidlab.learn.updaters import Grad, Updater
 from bidlab.mat import cache_stats, caching
 
-__all__ = ["Learner", "STATES"]
+__all__ = ["Learner", "STATES", "DivergedError"]
 
 STATES = ("created", "running", "paused", "stopped", "done", "failed")
 SUMMARIES_KEPT = 10_000  #: per-pass summaries a learner keeps (the oldest go first)
@@ -629,6 +629,7 @@ class Learner(Configurable):
                 sink.flush()
                 upd.end_pass(batch.pass_)
                 model.end_pass(batch.pass_)
+                self._check_finite(f"pass {batch.pass_ + 1}")
                 self._end_pass(batch.pass_)
                 if opts.checkpoint:
                     self._save_now(opts.checkpoint)
@@ -723,6 +724,22 @@ class Learner(Configurable):
         while self._lines:
             disp.write(self._lines.popleft())
 
+    def _check_finite(self, when: str) -> None:
+        """Raise :class:`DivergedError` when a model matrix holds NaN or inf."""
+        for i, m in enumerate(self.model.modelmats):
+            if m.dtype.kind == "f" and not bool(m.xp.isfinite(m.data).all()):
+                raise DivergedError(self._diverged_text(i, when))
+
+    def _diverged_text(self, i: int, when: str) -> str:
+        names = {spec.name for comp in self._components()
+                 for spec in type(comp).option_table() if spec.type in (float, int)}
+        values = ", ".join(f"{k}={_short(v)}" for k, v in self.opts.as_dict().items()
+                           if k in names)
+        return (f"the model diverged: {type(self.model).__name__}.modelmats[{i}] holds NaN or "
+                f"inf at step {self.step} ({when}), with {values}. The learner stopped "
+                "(state 'failed'); the last checkpoint written stays as it was. Lower the "
+                "learning rate (or raise the regularisation) and train again.")
+
     def _save_now(self, path: str) -> None:
         if not self.model.initialised:
             raise RuntimeError("nothing to save yet: the model has not been initialised (call "
@@ -732,6 +749,9 @@ class Learner(Configurable):
         arrays: dict[str, np.ndarray] = {}
         for i, m in enumerate(self.model.modelmats):
             arrays[f"model/{i}"] = np.array(m.numpy(), copy=True)
+            if arrays[f"model/{i}"].dtype.kind == "f" and not np.isfinite(
+                    arrays[f"model/{i}"]).all():
+                raise DivergedError(self._diverged_text(i, "saving a checkpoint"))
         for name, m in self.model.extra_state().items():
             arrays[f"model_extra/{name}"] = np.array(m.numpy(), copy=True)
         for name, m in self.updater.state().items():
@@ -751,6 +771,18 @@ class Learner(Configurable):
 
 
 _LIMIT = 1 << 62
+
+
+class DivergedError(ArithmeticError):
+    """Training produced NaN or inf model parameters."""
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, tuple):
+        return "[" + ", ".join(_short(x) for x in v[:4]) + (", ...]" if len(v) > 4 else "]")
+    return repr(v)
 
 
 def _checked_progress(path: str, prog: Any) -> dict[str, Any]:
