@@ -323,6 +323,8 @@ def _unary(name: str, a: Any, out: Any = None) -> Any:
     else:
         ufunc = getattr(backend.special_module(np), name) if name in _SPECIAL else getattr(np, name)
         dtype = _resolve(ufunc, arr)
+    if dtype.kind == "f" and dtype.itemsize < 4 and arr.dtype.kind in "bui":
+        dtype = np.dtype(np.float32)  # bool / small ints: numpy says float16; compute in f32
     if isinstance(a, SMat):
         res = sparse_result(_key("s" + name, a.guid), (a,), a, dtype, out)
     else:
@@ -467,7 +469,12 @@ def matmul(a: Any, b: Any, out: Mat | None = None) -> Mat:
 
 
 def _product_dtype(*arrays: Any) -> np.dtype:
-    return np.result_type(*(np.dtype(x.dtype) for x in arrays))
+    """The products' result dtype: numpy's, promoted to a float the kernels compute in
+    (bool and small ints -> float32, larger ints -> float64)."""
+    dt = np.result_type(*(np.dtype(x.dtype) for x in arrays))
+    if dt.kind != "f" or dt.itemsize < 4:
+        dt = np.result_type(dt, np.float32)
+    return dt
 
 
 def sparse_dense(s: SMat, b: Mat, out: Mat | None = None) -> Mat:
