@@ -453,3 +453,11 @@ def test_a_converged_lloyd_learner_stops_before_n_passes():
     lrn.fit(progress=None)
     assert lrn.model.converged and lrn.state == "done"
     assert len(lrn.summaries) == lrn.model.n_updates + 1 < 50  # one pass finds no change
+
+
+def test_values_whose_squares_overflow_the_dtype_are_refused():
+    X = np.random.default_rng(0).random((100, 3)).astype(np.float32) * 1e19
+    with pytest.raises(ValueError, match=r"squared distances overflow float32.*float64"):
+        KMeans(k=2, dtype=np.float32).fit(X)
+    labels = KMeans(k=2, random_state=0).fit(X.astype(np.float64)).labels_
+    assert labels.shape == (100,)

@@ -206,6 +206,15 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
                 r, c = (int(v) for v in np.argwhere(~np.asarray(backend.to_host(finite)))[0])
             raise ValueError(f"KMeans: X contains NaN or infinity (first at row {r}, column "
                              f"{c}): remove or impute those values first")
+        if vals.size:
+            # squared distances sum d squares: past this they overflow the dtype
+            big = float(np.sqrt(np.finfo(vals.dtype).max / (4.0 * max(X.shape[1], 1))))
+            amax = float(xp.abs(vals).max())
+            if amax > big:
+                raise ValueError(
+                    f"KMeans: X has values up to {amax:.3g}, whose squared distances overflow "
+                    f"{vals.dtype} (largest safe magnitude here {big:.3g}): rescale X, or "
+                    "pass float64 data / dtype=np.float64")
         if backend.is_sparse(X) and not X.has_canonical_format:
             X = X.copy()
             X.sum_duplicates()
