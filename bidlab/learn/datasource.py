@@ -36,7 +36,7 @@ import scipy.sparse as sp
 
 from bidlab import backend
 from bidlab.learn.staging import MatSpec, Minibatch, Piece, Plan, Stager
-from bidlab.mat import Mat, SMat
+from bidlab.mat import Mat, SMat, validate_csr
 
 __all__ = ["DataInfo", "DataSource", "MemorySource", "BlendedSource", "Minibatch",
            "as_source"]
@@ -227,6 +227,7 @@ def _clamp_batch(batch_size: int, n: int) -> int:
 
 def _as_matrix(x: Any, i: int, name: str) -> tuple[Any, MatSpec, bool]:
     """(raw 2-D array or CSR, spec, lives on host) for one aligned input."""
+    checked = isinstance(x, SMat)  # an SMat's structure was checked when it was made
     if isinstance(x, SMat):
         x = x.csr
     elif isinstance(x, Mat):
@@ -234,6 +235,8 @@ def _as_matrix(x: Any, i: int, name: str) -> tuple[Any, MatSpec, bool]:
     if backend.is_sparse(x):
         if x.format != "csr":
             x = x.tocsr()
+        if not checked:
+            validate_csr(x, f"data matrix {name!r}")
         if not x.has_sorted_indices:
             x = x.sorted_indices() if backend.is_cupy_array(x) else _sorted(x)
         spec = MatSpec(int(x.shape[1]), np.dtype(x.dtype), True, np.dtype(x.indices.dtype))

@@ -48,6 +48,7 @@ from bidlab.learn.datasource import (
     default_names,
 )
 from bidlab.learn.staging import MatSpec, Piece, Plan
+from bidlab.mat import validate_csr
 
 __all__ = ["write_shards", "ShardSource", "ShardError", "read_manifest"]
 
@@ -186,7 +187,9 @@ def _load_shard(folder: Path, entry: dict[str, Any], mspecs: list[dict[str, Any]
                     if indptr.shape != (rows + 1,) or data.shape != indices.shape or (
                             int(indptr[-1]) != data.shape[0]):
                         raise ValueError(f"{name!r} is not a valid {rows}-row CSR matrix")
-                    out.append(sp.csr_matrix((data, indices, indptr), shape=(rows, cols)))
+                    csr = sp.csr_matrix((data, indices, indptr), shape=(rows, cols))
+                    validate_csr(csr, f"shard matrix {name!r}")
+                    out.append(csr)
                 else:
                     a = z[name]
                     if a.shape != (rows, cols):

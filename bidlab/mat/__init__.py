@@ -38,11 +38,12 @@ from bidlab.mat.ops import (
     subtract,
     tanh,
 )
-from bidlab.mat.sparse import SMat, SparseTranspose
+from bidlab.mat.sparse import SMat, SparseTranspose, validate_csr
 
 __all__ = [
     "Mat",
     "SMat",
+    "validate_csr",
     "SparseTranspose",
     "caching",
     "set_caching",

@@ -30,6 +30,50 @@ from bidlab.mat.dense import Mat, new_guid
 DEFAULT_GROWTH = 1.2
 
 
+def validate_csr(matrix: Any, what: str = "the sparse matrix") -> None:
+    """Check a CSR matrix's structure before any kernel reads it (O(nnz), vectorised).
+
+    ``indptr`` must have rows + 1 entries, start at 0, never decrease and end at the
+    number of stored entries; every column index must lie in ``[0, columns)``. A bad matrix
+    raises ``ValueError`` naming the first bad row (and column), instead of a kernel
+    reading or writing out of bounds.
+    """
+    n_rows, n_cols = (int(v) for v in matrix.shape)
+    indptr, indices = matrix.indptr, matrix.indices
+    data = matrix.data
+    fix = ("; the matrix is corrupt: rebuild it (e.g. scipy.sparse.csr_matrix(dense)) or "
+           "repair its indptr / indices")
+    if indptr.ndim != 1 or indptr.shape[0] != n_rows + 1:
+        raise ValueError(f"{what}: indptr has {indptr.shape[0]} entries for {n_rows} rows "
+                         f"(a CSR matrix needs rows + 1){fix}")
+    if indices.ndim != 1 or data.ndim != 1 or indices.shape[0] != data.shape[0]:
+        raise ValueError(f"{what}: {indices.shape[0]} column indices for {data.shape[0]} "
+                         f"values{fix}")
+    if n_rows == 0:
+        return
+    xp = backend.namespace(indptr)
+    first, last = int(indptr[0]), int(indptr[-1])
+    if first != 0:
+        raise ValueError(f"{what}: indptr starts at {first}, not 0{fix}")
+    if last != indices.shape[0]:
+        raise ValueError(f"{what}: indptr ends at {last} but {indices.shape[0]} entries are "
+                         f"stored{fix}")
+    steps = xp.diff(indptr)
+    if bool((steps < 0).any()):
+        r = int(xp.flatnonzero(steps < 0)[0])
+        raise ValueError(f"{what}: row {r} ends before it starts (indptr[{r}] = "
+                         f"{int(indptr[r])}, indptr[{r + 1}] = {int(indptr[r + 1])}){fix}")
+    if last == 0:
+        return
+    lo, hi = int(indices.min()), int(indices.max())
+    if lo < 0 or hi >= n_cols:
+        bad = xp.flatnonzero((indices < 0) | (indices >= n_cols))
+        p = int(bad[0])
+        r = int(xp.searchsorted(indptr, p, side="right")) - 1
+        raise ValueError(f"{what}: row {r} has column index {int(indices[p])}, outside "
+                         f"[0, {n_cols}){fix}")
+
+
 class SMat:
     """A CSR sparse matrix with a GUID, growable buffers and an optional shared pattern."""
 
@@ -65,6 +109,7 @@ class SMat:
             matrix = matrix.tocsr()
         if matrix.dtype.kind not in "biuf":
             raise TypeError(f"an SMat holds numbers; got dtype {matrix.dtype}")
+        validate_csr(matrix, "SMat")
         self._init_empty(tuple(matrix.shape), growth)
         self._indptr = matrix.indptr
         self._indices = matrix.indices

@@ -113,6 +113,7 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
         X = getattr(X, "csr", None) if hasattr(X, "csr") and hasattr(X, "nnz") else X
         if hasattr(X, "guid") and hasattr(X, "data") and not hasattr(X, "indptr"):
             X = X.data  # a bidlab.Mat
+        self._check_structure(X)
         if not reset and getattr(X, "ndim", 2) == 2 and hasattr(X, "shape"):
             want = self.n_features_in_
             if int(X.shape[1]) != want:

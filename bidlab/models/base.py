@@ -25,6 +25,7 @@ from bidlab import backend
 from bidlab.learn.checkpoint import CheckpointError
 from bidlab.learn.options import Option, validate_params
 from bidlab.learn.persist import load_object, persistable, save_object
+from bidlab.mat import validate_csr
 
 __all__ = ["BidlabEstimator", "load"]
 
@@ -47,6 +48,13 @@ class BidlabEstimator(BaseEstimator):
     def _validate_params(self) -> None:
         """Check every constructor parameter against ``PARAMS`` (one message shape)."""
         validate_params(type(self).__name__, self.PARAMS, self.get_params(deep=False))
+
+    def _check_structure(self, X: Any) -> None:
+        """Refuse a CSR / CSC matrix with broken structure (column index out of range,
+        decreasing indptr, ...) before scikit-learn or scipy touch it: their C++ loops
+        read out of bounds on such input."""
+        if backend.is_sparse(X) and getattr(X, "format", None) in ("csr", "csc"):
+            validate_csr(X if X.format == "csr" else X.T, f"{type(self).__name__}: X")
 
     # -- pickling -------------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:

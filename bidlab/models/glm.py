@@ -265,7 +265,9 @@ class GLM(BidlabEstimator):
     def _features(self, X: Any, reset: bool) -> Any:
         """X validated (``n_features_in_``, ``feature_names_in_``) as a canonical CSR
         matrix of the model dtype on the model's device."""
-        X = validate_data(self, _unwrap(X), accept_sparse="csr", dtype="numeric",
+        X = _unwrap(X)
+        self._check_structure(X)
+        X = validate_data(self, X, accept_sparse="csr", dtype="numeric",
                           ensure_all_finite=False, reset=reset)
         dtype = self._model_dtype(X) if reset else self.dtype_
         if reset:

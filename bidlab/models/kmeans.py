@@ -179,6 +179,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
     def _data(self, X: Any, reset: bool) -> Any:
         """X as float CSR / C-ordered dense on the estimator's device, checked."""
         X = _unwrap(X)
+        self._check_structure(X)
         fitted = getattr(self, "model_", None) is not None and not reset
         if fitted:
             want: Any = self.model_.modelmats[0].dtype
