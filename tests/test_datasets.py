@@ -483,3 +483,39 @@ def test_blobs_dense_and_sparse():
         np.testing.assert_allclose(mean, scenters[c], atol=0.1)
     with pytest.raises(ValueError, match=r"nnz_per_row <= support <= d"):
         ds.sparse_blobs(10, 20, 2, nnz_per_row=10)
+
+
+def test_a_damaged_svmlight_file_is_named_with_its_line(tmp_path):
+    from bidlab.datasets.svmlight import load_svmlight
+
+    good = "".join(f"{(-1) ** i} 1:{i}.5 3:1 7:2\n" for i in range(50))
+    path = tmp_path / "data"
+    path.write_text(good + "+1 2:1 5")  # the last line was cut mid-pair
+    with pytest.raises(ValueError, match=r"data: could not read as svmlight/LIBSVM at line "
+                                         r"51: '\+1 2:1 5'"):
+        load_svmlight(path)
+    lines = good.splitlines(keepends=True)
+    path.write_text("".join(lines[:2]) + "1 1:2 9:oops\n" + "".join(lines[2:]))
+    with pytest.raises(ValueError, match="at line 3: '1 1:2 9:oops'"):
+        load_svmlight(path)
+
+
+def test_a_truncated_text_archive_is_named(tmp_path):
+    import io
+    import tarfile
+
+    from bidlab.datasets.text import load_text_folder
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        rng = np.random.default_rng(0)
+        for i in range(40):
+            text = " ".join(f"w{int(v)}" for v in rng.integers(0, 5000, 400)).encode()
+            info = tarfile.TarInfo(f"train/grp{i % 3}/{i}.txt")
+            info.size = len(text)
+            tar.addfile(info, io.BytesIO(text))
+    raw = buf.getvalue()
+    path = tmp_path / "corpus.tar.gz"
+    path.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ValueError, match=r"corpus.tar.gz: the archive is truncated or corrupt"):
+        load_text_folder(path)

@@ -60,8 +60,43 @@ def load_svmlight(
                 f, n_features=n_features, dtype=dtype, zero_based=zero_based
             )
     except (ValueError, OSError, EOFError) as e:
-        raise ValueError(f"{path}: could not read as svmlight/LIBSVM ({e})") from e
+        where = _first_bad_line(path, gzipped) if not isinstance(e, EOFError) else None
+        at = f" at line {where[0]}: {where[1]!r}" if where else ""
+        raise ValueError(f"{path}: could not read as svmlight/LIBSVM{at} ({e})") from e
     return canonical_csr(X, dtype), y.astype(dtype)
+
+
+def _token_ok(tok: bytes) -> bool:
+    name, sep, value = tok.partition(b":")
+    if not sep or not name:
+        return False
+    try:
+        float(value)
+        return name == b"qid" or int(name) >= 0
+    except ValueError:
+        return False
+
+
+def _first_bad_line(path: Path, gzipped: bool) -> tuple[int, str] | None:
+    """(line number, its start) of the first line that is not ``<label> <index>:<value>
+    ...``, to say where a file is damaged; None when every line reads (or it cannot be
+    scanned)."""
+    try:
+        with gzip.open(path, "rb") if gzipped else open(path, "rb") as f:
+            for no, raw in enumerate(f, start=1):
+                line = raw.split(b"#", 1)[0].strip()
+                if not line:
+                    continue
+                label, *feats = line.split()
+                try:
+                    [float(v) for v in label.split(b",")]
+                except ValueError:
+                    return no, raw[:80].decode(errors="replace").rstrip()
+                if not all(_token_ok(t) for t in feats):
+                    return no, raw[:80].decode(errors="replace").rstrip()
+    except (OSError, EOFError):
+        return None
+    return None
 
 
 def _binary(y: np.ndarray, zero_one: bool) -> np.ndarray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tarfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
 
@@ -52,9 +53,9 @@ def _iter_folder(root: Path, subset: str | None) -> Iterator[tuple[tuple[str, ..
 
 
 def _iter_tar(path: Path, subset: str | None) -> Iterator[tuple[tuple[str, ...], bytes]]:
+    members: list[tuple[tuple[str, ...], bytes]] = []
     try:
         with tarfile.open(path, "r:*") as tar:
-            members = []
             for member in tar:
                 if not member.isfile():
                     continue
@@ -65,6 +66,13 @@ def _iter_tar(path: Path, subset: str | None) -> Iterator[tuple[tuple[str, ...],
                         members.append((parts, f.read()))
     except tarfile.TarError as e:
         raise ValueError(f"{path}: not a readable tar archive ({e})") from e
+    except (FileNotFoundError, PermissionError):
+        raise
+    except (EOFError, zlib.error, OSError) as e:
+        last = "/".join(members[-1][0]) if members else "none"
+        raise ValueError(f"{path}: the archive is truncated or corrupt after {len(members)} "
+                         f"documents (last read: {last}; {type(e).__name__}: {e}); "
+                         "fetch or copy it again") from e
     members.sort(key=lambda item: item[0])
     yield from members
 
@@ -72,10 +80,13 @@ def _iter_tar(path: Path, subset: str | None) -> Iterator[tuple[tuple[str, ...],
 def _top_folders(path: Path) -> list[str]:
     if path.is_dir():
         return sorted(p.name for p in path.iterdir() if p.is_dir())
-    with tarfile.open(path, "r:*") as tar:
-        return sorted(
-            {PurePosixPath(m.name).parts[0] for m in tar if len(PurePosixPath(m.name).parts) > 1}
-        )
+    try:
+        with tarfile.open(path, "r:*") as tar:
+            return sorted({PurePosixPath(m.name).parts[0] for m in tar
+                           if len(PurePosixPath(m.name).parts) > 1})
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
+        raise ValueError(f"{path}: the archive is truncated or corrupt ({type(e).__name__}: "
+                         f"{e}); fetch or copy it again") from e
 
 
 def read_text_documents(
