@@ -171,12 +171,12 @@ def test_writer_killed_mid_write_leaves_the_previous_checkpoint_loadable(tmp_pat
     script = tmp_path / "writer.py"
     script.write_text(_WRITER)
     caught_mid_write = 0
-    for attempt in range(6):
+    for attempt in range(20):  # 20 kills at staggered moments
         proc = subprocess.Popen([sys.executable, str(script), str(path)],
                                 stdout=subprocess.PIPE, text=True)
         try:
             assert proc.stdout.readline().strip() == "ready"
-            time.sleep(0.05 + 0.07 * attempt)
+            time.sleep(0.02 + 0.023 * attempt)
         finally:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
@@ -187,8 +187,4 @@ def test_writer_killed_mid_write_leaves_the_previous_checkpoint_loadable(tmp_pat
         k = ck.meta["progress"]["step"]
         big = ck.modelmats[0]
         assert big.shape == (4_000_000, 2) and big[0, 0] == k and big[-1, -1] == k
-        for f in leftovers:
-            f.unlink()
-        if caught_mid_write >= 2:
-            break
     assert caught_mid_write >= 1, "no kill landed during a write; the test proved nothing"
