@@ -48,6 +48,11 @@ def _learner_set(**kw):
     return lambda: lr.set(**kw)
 
 
+def _quiet(call):
+    with np.errstate(all="ignore"):  # the overflow is the point of the case
+        return call()
+
+
 def _write(tmp: Path, name: str, data: bytes) -> Path:
     p = tmp / name
     p.write_bytes(data)
@@ -120,6 +125,9 @@ CASES = [
      ValueError, "column index 99"),
     ("GLM bad CSR", lambda: GLM(n_passes=1).fit(
         _with(lambda m: m.indptr.__setitem__(3, 10**6)), Y2), ValueError, "row"),
+    ("GLM diverges", lambda: _quiet(lambda: GLM(
+        "linear", lrate=1e30, n_passes=3, batch_size=10, updater="grad").fit(
+            X.astype(np.float32), X[:, 0])), ArithmeticError, "lrate=1e+30"),
     # --- the matrix core
     ("Mat 3-D", lambda: bl.Mat(np.ones((2, 2, 2))), ValueError, "a Mat is 2-D"),
     ("Mat strings", lambda: bl.Mat(np.array([["a"]])), TypeError, "holds numbers"),
@@ -149,6 +157,21 @@ FILE_CASES = [
     ("sniff unknown", "blob.bin", bytes(range(256)) * 4, "sniff", ValueError, "svmlight"),
     ("model file not a model", "m.npz", b"PK\x03\x04junk", "model", Exception, "m.npz"),
 ]
+
+
+def test_cli_refuses_a_crafted_npz(tmp_path):
+    import subprocess
+    import sys
+
+    m = COUNTS.astype(np.float32)
+    m.indices[5] = 10**6
+    path = tmp_path / "crafted.npz"
+    np.savez(path, X__data=m.data, X__indices=m.indices, X__indptr=m.indptr,
+             X__shape=np.array(m.shape))
+    res = subprocess.run([sys.executable, "-m", "bidlab.cli", "train", "kmeans", "--data",
+                          str(path), "--k", "2"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert "column index 1000000, outside [0, 30)" in res.stderr
 
 
 def test_the_table_is_large():
