@@ -36,8 +36,7 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend, gil
-from bidlab.learn import registry
-from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from bidlab.learn import learner_state, registry
 from bidlab.learn.datasource import DataSource, as_source
 from bidlab.learn.hyper import n_groups
 from bidlab.learn.mixins import Mixin
@@ -378,66 +377,16 @@ class Learner(Configurable):
         """Restore model matrices, updater state, options and progress from a checkpoint.
 
         Only while not running. Set options (e.g. a larger ``n_passes``) after loading;
-        ``start()`` / ``fit()`` then continue where the checkpoint left off.
+        ``start()`` / ``fit()`` then continue where the checkpoint left off. Everything is
+        checked before anything changes (:func:`bidlab.learn.learner_state.restore`).
         """
         with self._cond:
             if self._state in _ACTIVE:
                 raise RuntimeError(f"Learner {self.name!r} is {self._state}: stop() it "
                                    "before loading a checkpoint")
-        ck = load_checkpoint(path)
-        meta = ck.meta
-        want = type(self.model).__name__
-        if meta.get("model") != want:
-            raise CheckpointError(f"checkpoint {path} holds a {meta.get('model')!r} model but "
-                                  f"this learner trains a {want!r}")
-        try:
-            mats = ck.modelmats
-        except KeyError:
-            raise CheckpointError(f"checkpoint {path} lacks model matrices") from None
-        progress = _checked_progress(path, meta.get("progress", {}))
-        saved = meta.get("options", {})
-        if not isinstance(saved, dict):
-            raise CheckpointError(f"checkpoint {path}: options are not a table")
-        # a checkpoint carries values, never where to write: path options stay this learner's
-        carried = {k: v for k, v in saved.items()
-                   if k in self.opts.specs and self.opts.specs[k].type != "path"}
-        try:
-            self.opts.restore(carried)
-        except ValueError as exc:
-            raise CheckpointError(f"checkpoint {path} holds an invalid option: {exc}") from None
-        self._ensure_initialised()
-        shapes = [m.shape for m in self.model.modelmats]
-        got = [tuple(a.shape) for a in mats]
-        if got != shapes:
-            raise CheckpointError(f"checkpoint {path} has model matrices of shapes {got}, but "
-                                  f"this model has {shapes} (different data or options?)")
-        extra = self.model.extra_state()
-        extra_saved = ck.group("model_extra")
-        upd_now, upd_saved = self.updater.state(), ck.group("updater")
-        for what, now, saved_mats in (("model state", extra, extra_saved),
-                                      ("updater state", upd_now, upd_saved)):
-            for name, a in saved_mats.items():
-                if name in now and tuple(a.shape) != tuple(now[name].shape):
-                    raise CheckpointError(f"checkpoint {path}: {what} {name!r} has shape "
-                                          f"{tuple(a.shape)}, this learner's "
-                                          f"{tuple(now[name].shape)}")
-        counters = meta.get("updater_counters", {})
-        if not isinstance(counters, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool)
-                for v in counters.values()):
-            raise CheckpointError(f"checkpoint {path}: updater counters are not numbers")
-        bpp = self.source.batches_per_pass
-        if bpp is not None and progress["index"] > bpp:
-            raise CheckpointError(f"checkpoint {path}: minibatch index {progress['index']} is "
-                                  f"beyond this data's {bpp} minibatches per pass")
-        # every check passed: now write
-        for m, a in zip(self.model.modelmats, mats, strict=True):
-            m.data[...] = m.xp.asarray(a.astype(m.dtype, copy=False))
-        for name, a in extra_saved.items():
-            if name in extra:
-                extra[name].data[...] = extra[name].xp.asarray(a)
-        self.updater.load_state(upd_saved)
-        self.updater.set_counters(counters)
+        progress = learner_state.restore(
+            path, self.opts, self.model, self.updater, self.source.batches_per_pass,
+            self._ensure_initialised)
         self._pos = (progress["pass"], progress["index"])
         self.step = progress["step"]
         self.samples = progress["samples"]
@@ -746,31 +695,10 @@ class Learner(Configurable):
                                "learner.init() or train first)")
         if threading.current_thread() is self._thread:
             self._scores_flush()  # scores of the minibatches up to here, into the record
-        arrays: dict[str, np.ndarray] = {}
-        for i, m in enumerate(self.model.modelmats):
-            arrays[f"model/{i}"] = np.array(m.numpy(), copy=True)
-            if arrays[f"model/{i}"].dtype.kind == "f" and not np.isfinite(
-                    arrays[f"model/{i}"]).all():
-                raise DivergedError(self._diverged_text(i, "saving a checkpoint"))
-        for name, m in self.model.extra_state().items():
-            arrays[f"model_extra/{name}"] = np.array(m.numpy(), copy=True)
-        for name, m in self.updater.state().items():
-            arrays[f"updater/{name}"] = np.array(m.numpy(), copy=True)
-        meta = {
-            "name": self.name,
-            "model": type(self.model).__name__,
-            "updater": type(self.updater).__name__,
-            "mixins": [type(m).__name__ for m in self.mixins],
-            "options": _jsonable(self.opts.as_dict()),
-            "progress": {"pass": self._pos[0], "index": self._pos[1], "step": self.step,
-                         "samples": self.samples, "elapsed": self._elapsed},
-            "updater_counters": self.updater.counters(),
-            "shapes": [list(m.shape) for m in self.model.modelmats],
-        }
-        save_checkpoint(path, arrays, meta)
-
-
-_LIMIT = 1 << 62
+        self._check_finite("saving a checkpoint")  # the last finite checkpoint stays
+        learner_state.write(path, self.name, self.opts, self.model, self.updater, self.mixins,
+                            {"pass": self._pos[0], "index": self._pos[1], "step": self.step,
+                             "samples": self.samples, "elapsed": self._elapsed})
 
 
 class DivergedError(ArithmeticError):
@@ -783,27 +711,3 @@ def _short(v: Any) -> str:
     if isinstance(v, tuple):
         return "[" + ", ".join(_short(x) for x in v[:4]) + (", ...]" if len(v) > 4 else "]")
     return repr(v)
-
-
-def _checked_progress(path: str, prog: Any) -> dict[str, Any]:
-    """A checkpoint's progress counters, refused unless they are sane numbers."""
-    if not isinstance(prog, dict):
-        raise CheckpointError(f"checkpoint {path}: progress is not a table")
-    out: dict[str, Any] = {}
-    for name in ("pass", "index", "step", "samples"):
-        v = prog.get(name, 0)
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < _LIMIT:
-            raise CheckpointError(f"checkpoint {path}: progress {name!r} must be a whole "
-                                  f"number >= 0; got {v!r}")
-        out[name] = v
-    e = prog.get("elapsed", 0.0)
-    if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 <= e < 1e12:
-        raise CheckpointError(f"checkpoint {path}: progress 'elapsed' must be seconds >= 0; "
-                              f"got {e!r}")
-    out["elapsed"] = float(e)
-    return out
-
-
-def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in values.items()}
-

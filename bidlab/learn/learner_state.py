@@ -1,0 +1,125 @@
+"""A learner's state in a checkpoint file: what is written, and what a loaded file may set.
+
+:func:`write` puts the model matrices, the model's extra state, the updater's state and
+counters, the option values and the progress counters into one checkpoint
+(:mod:`bidlab.learn.checkpoint`). :func:`restore` reads one back into a learner's parts
+only after checking all of it -- model type, shapes, counters, progress -- so a file that
+does not fit changes nothing. A checkpoint carries option values, never paths: where the
+learner writes stays the learner's own choice, whatever a (crafted) file says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+
+__all__ = ["write", "restore"]
+
+_LIMIT = 1 << 62
+
+
+def write(path: str, name: str, opts: Any, model: Any, updater: Any, mixins: list[Any],
+          progress: dict[str, Any]) -> None:
+    """Write the learner's parts and ``progress`` (pass, index, step, samples, elapsed)."""
+    arrays: dict[str, np.ndarray] = {}
+    for i, m in enumerate(model.modelmats):
+        arrays[f"model/{i}"] = np.array(m.numpy(), copy=True)
+    for key, m in model.extra_state().items():
+        arrays[f"model_extra/{key}"] = np.array(m.numpy(), copy=True)
+    for key, m in updater.state().items():
+        arrays[f"updater/{key}"] = np.array(m.numpy(), copy=True)
+    meta = {
+        "name": name,
+        "model": type(model).__name__,
+        "updater": type(updater).__name__,
+        "mixins": [type(m).__name__ for m in mixins],
+        "options": {k: (list(v) if isinstance(v, tuple) else v)
+                    for k, v in opts.as_dict().items()},
+        "progress": progress,
+        "updater_counters": updater.counters(),
+        "shapes": [list(m.shape) for m in model.modelmats],
+    }
+    save_checkpoint(path, arrays, meta)
+
+
+def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: int | None,
+            ensure_initialised: Callable[[], None]) -> dict[str, Any]:
+    """Load ``path`` into the learner's parts; return its checked progress counters.
+
+    Options are restored first (they may shape the model), then ``ensure_initialised``
+    makes the model; every shape and counter is checked before any matrix is written.
+    """
+    ck = load_checkpoint(path)
+    meta = ck.meta
+    want = type(model).__name__
+    if meta.get("model") != want:
+        raise CheckpointError(f"checkpoint {path} holds a {meta.get('model')!r} model but "
+                              f"this learner trains a {want!r}")
+    try:
+        mats = ck.modelmats
+    except KeyError:
+        raise CheckpointError(f"checkpoint {path} lacks model matrices") from None
+    progress = _checked_progress(path, meta.get("progress", {}))
+    saved = meta.get("options", {})
+    if not isinstance(saved, dict):
+        raise CheckpointError(f"checkpoint {path}: options are not a table")
+    carried = {k: v for k, v in saved.items()
+               if k in opts.specs and opts.specs[k].type != "path"}
+    try:
+        opts.restore(carried)
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint {path} holds an invalid option: {exc}") from None
+    ensure_initialised()
+    shapes = [m.shape for m in model.modelmats]
+    got = [tuple(a.shape) for a in mats]
+    if got != shapes:
+        raise CheckpointError(f"checkpoint {path} has model matrices of shapes {got}, but "
+                              f"this model has {shapes} (different data or options?)")
+    extra, extra_saved = model.extra_state(), ck.group("model_extra")
+    upd_now, upd_saved = updater.state(), ck.group("updater")
+    for what, now, saved_mats in (("model state", extra, extra_saved),
+                                  ("updater state", upd_now, upd_saved)):
+        for key, a in saved_mats.items():
+            if key in now and tuple(a.shape) != tuple(now[key].shape):
+                raise CheckpointError(f"checkpoint {path}: {what} {key!r} has shape "
+                                      f"{tuple(a.shape)}, this learner's "
+                                      f"{tuple(now[key].shape)}")
+    counters = meta.get("updater_counters", {})
+    if not isinstance(counters, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in counters.values()):
+        raise CheckpointError(f"checkpoint {path}: updater counters are not numbers")
+    if batches_per_pass is not None and progress["index"] > batches_per_pass:
+        raise CheckpointError(f"checkpoint {path}: minibatch index {progress['index']} is "
+                              f"beyond this data's {batches_per_pass} minibatches per pass")
+    # every check passed: now write
+    for m, a in zip(model.modelmats, mats, strict=True):
+        m.data[...] = m.xp.asarray(a.astype(m.dtype, copy=False))
+    for key, a in extra_saved.items():
+        if key in extra:
+            extra[key].data[...] = extra[key].xp.asarray(a)
+    updater.load_state(upd_saved)
+    updater.set_counters(counters)
+    return progress
+
+
+def _checked_progress(path: str, prog: Any) -> dict[str, Any]:
+    """A checkpoint's progress counters, refused unless they are sane numbers."""
+    if not isinstance(prog, dict):
+        raise CheckpointError(f"checkpoint {path}: progress is not a table")
+    out: dict[str, Any] = {}
+    for key in ("pass", "index", "step", "samples"):
+        v = prog.get(key, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < _LIMIT:
+            raise CheckpointError(f"checkpoint {path}: progress {key!r} must be a whole "
+                                  f"number >= 0; got {v!r}")
+        out[key] = v
+    e = prog.get("elapsed", 0.0)
+    if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 <= e < 1e12:
+        raise CheckpointError(f"checkpoint {path}: progress 'elapsed' must be seconds >= 0; "
+                              f"got {e!r}")
+    out["elapsed"] = float(e)
+    return out
