@@ -54,7 +54,7 @@ from bidlab.kern.kmeans import (
 )
 from bidlab.learn.datasource import DataInfo, DataSource
 from bidlab.learn.model import Model
-from bidlab.learn.options import Option, Options
+from bidlab.learn.options import Option
 from bidlab.learn.staging import MatSpec, Minibatch
 from bidlab.mat import Mat, SMat
 
@@ -319,11 +319,6 @@ class KMeansModel(Model):
         self.info = info
         self._rows = None
         self._pass_state = None
-        # a new learner merges the options the model holds: only its own, not the last
-        # learner's (checkpoint, n_passes, ...)
-        own = Options(self.option_table())
-        own.set(**{name: self.opts.get(name) for name in own.specs})
-        self.opts = own
 
     def forget_rows(self) -> None:
         """Drop the per-row state and scratch buffers (memory; a later Lloyd pass without

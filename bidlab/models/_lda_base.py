@@ -187,8 +187,6 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
         C = self._drop_empty(C)
         model, updater = self.model_, self.updater_
         model.prepare(C, n_passes=plan_passes, warm=warm)
-        own_options(model)
-        own_options(updater)
         options.setdefault("name", type(self).__name__.lower())
         return LDALearner(model, C, updater, batch_size=self._batch_rows(C, batch_size),
                           estimator=self, **options)

@@ -72,9 +72,9 @@ _TRANSIENT = ("_scratch", "_store", "_head", "_learner_ref")
 def own_options(component: Any) -> None:
     """Give ``component`` back an option set of its own options (their current values).
 
-    A learner attaches its components to its merged option set; before another learner
-    takes the same component (``partial_fit``, a new ``learner()``), the learner's own
-    options (``n_passes``, ``max_steps``, ...) must not travel along.
+    A learner attaches its components to its merged option set; once training is over, a
+    fitted estimator's model and updater keep only their own options (a new learner takes
+    only those in any case), not the finished learner's (``checkpoint``, ``n_passes``).
     """
     own = Options()
     cur = component.opts
