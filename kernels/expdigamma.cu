@@ -13,6 +13,12 @@
 
 namespace bidlab_special {
 
+// NVRTC compiles without the host's math.h: no INFINITY, NAN or M_PI, so the constants
+// are spelled out here (their IEEE-754 bit patterns, and pi to double precision).
+constexpr double kPi = 3.141592653589793238462643383279502884;
+__device__ __forceinline__ double neg_inf() { return __longlong_as_double(0xfff0000000000000LL); }
+__device__ __forceinline__ double quiet_nan() { return __longlong_as_double(0x7ff8000000000000LL); }
+
 __device__ __forceinline__ double digamma_pos(double x) {
   double acc = 0.0;
   while (x < 6.0) {
@@ -28,8 +34,8 @@ __device__ __forceinline__ double digamma_pos(double x) {
 __device__ __forceinline__ double digamma(double x) {
   if (isnan(x)) return x;
   if (x <= 0.0) {
-    if (x == floor(x)) return x == 0.0 ? -INFINITY : NAN;
-    return digamma_pos(1.0 - x) - M_PI / tan(M_PI * x);
+    if (x == floor(x)) return x == 0.0 ? neg_inf() : quiet_nan();
+    return digamma_pos(1.0 - x) - kPi * cospi(x) / sinpi(x);
   }
   if (isinf(x)) return x;
   return digamma_pos(x);

@@ -374,3 +374,14 @@ def test_importing_bidlab_shortens_openmp_spinning_unless_told_otherwise(
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, timeout=120, check=True).stdout.strip()
     assert out == expected
+
+
+@pytest.mark.parametrize("source", CU_FILES, ids=lambda p: p.name)
+def test_cuda_source_needs_no_host_math_header(source: Path):
+    """CuPy compiles kernels/*.cu with NVRTC, which has no math.h: ``nvcc -ptx`` accepts
+    INFINITY, NAN and M_PI (it includes the host headers) but NVRTC fails on them."""
+    import re
+
+    code = re.sub(r"//[^\n]*", "", source.read_text())
+    used = sorted(set(re.findall(r"\b(INFINITY|NAN|HUGE_VALF?|M_PI\w*|M_E|M_LN\w*)\b", code)))
+    assert not used, f"{source.name} uses {used}: NVRTC does not define them; spell the constant"

@@ -192,7 +192,10 @@ def test_gpu_and_cpu_agree(xp):
         pytest.skip("compares a CuPy run with the numpy one; needs a GPU")
     X, _, _ = blobs(3000, 6, 5, spread=1.0, seed=6)
     runs = [KMeans(5, init=X[:5], max_iter=10, device=d).fit(X) for d in ("cpu", "gpu")]
-    np.testing.assert_array_equal(runs[0].labels_, runs[1].labels_)
+    # cuBLAS and the host BLAS round float32 distances differently: a point almost exactly
+    # between two centres may go either way, so a few in a thousand may differ
+    differ = int((runs[0].labels_ != runs[1].labels_).sum())
+    assert differ <= 3, f"{differ} of 3000 labels differ between the CPU and the GPU"
     np.testing.assert_allclose(runs[0].inertia_, runs[1].inertia_, rtol=1e-4)
 
 

@@ -269,7 +269,7 @@ def test_sweeps_in_one_call_equal_the_loop_of_sweeps(monkeypatch, dtype, threade
 
 @pytest.mark.gpu
 def test_gpu_sweeps_in_one_call_equal_the_loop_of_sweeps(xp):
-    """On the GPU same_sample_sweeps loops over same_sample: same draws as the loop."""
+    """On the GPU same_sample_sweeps loops over same_sample: the same draws as the loop."""
     if xp is np:
         pytest.skip("GPU variant only")
     X, theta0, phiT = _problem(D=120, V=50, k=16, dtype=np.float32)
@@ -283,4 +283,5 @@ def test_gpu_sweeps_in_one_call_equal_the_loop_of_sweeps(xp):
     fused, th2, ph2 = xp.asarray(theta0), xp.empty_like(th), xp.empty_like(ph)
     lda_sampler.same_sample_sweeps(gX, fused, gphi, 10.0, 2, 7, 3, 0.1, th2, ph2)
     np.testing.assert_array_equal(backend.to_host(fused), backend.to_host(theta))
-    np.testing.assert_array_equal(backend.to_host(ph2), backend.to_host(ph))
+    # phi_hat is summed with atomic adds, whose order (and so float rounding) varies by run
+    np.testing.assert_allclose(backend.to_host(ph2), backend.to_host(ph), rtol=2e-6)

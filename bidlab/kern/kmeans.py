@@ -324,5 +324,8 @@ def row_norms_sq(X: Any, out: Any = None) -> Any:
         return out
     if out is None:
         return xp.einsum("ij,ij->i", X, X)
-    xp.einsum("ij,ij->i", X, X, out=out)
+    if xp is np:
+        np.einsum("ij,ij->i", X, X, out=out)
+    else:  # CuPy's einsum takes no out=: a pooled temporary, copied
+        out[...] = xp.einsum("ij,ij->i", X, X)
     return out

@@ -454,6 +454,8 @@ class Learner(Configurable):
         except BaseException as exc:  # noqa: BLE001
             if err is None:
                 err, final = exc, "failed"
+        if getattr(self, "_sink", None) is not None:
+            self._score_buffer = self._sink.device_buffer
         self._sink = None  # its callback is this learner's method: no cycle left behind
         tb = format_error(err) if err is not None else None
         gil.forget(threading.get_ident())
@@ -529,7 +531,7 @@ class Learner(Configurable):
     def _loop(self) -> str:
         src, model, upd, mixins = self.source, self.model, self.updater, self.mixins
         record, stats = self.record, self._stats
-        self._sink = sink = ScoreSink(self._on_score)
+        self._sink = sink = ScoreSink(self._on_score, getattr(self, "_score_buffer", None))
         opts = self.opts
         bpp = src.batches_per_pass
         now = time.perf_counter()

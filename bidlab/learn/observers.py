@@ -96,6 +96,7 @@ class Subscription:
         self._final = False
         self._dev: dict[str, Any] = {}  # device-side staging (GPU)
         self._copy_event: dict[str, Any] = {}
+        self._spare: dict[str, Any] = {}  # the other buffer's host view, made beside the first
 
     def cancel(self) -> None:
         """Unsubscribe (no further calls)."""
@@ -126,8 +127,13 @@ class Subscription:
             return
         host = back.views.get(name)
         if host is None or host.shape != src.shape or host.dtype != src.dtype:
-            host = _host_buffer(src)
-            back.views[name] = host
+            # Front and back get their host buffers together, so that no later capture
+            # (the first one into the other buffer) allocates.
+            spare = self._spare.pop(name, None)
+            if spare is None or spare.shape != src.shape or spare.dtype != src.dtype:
+                spare = _host_buffer(src)
+                self._spare[name] = _host_buffer(src)
+            host = back.views[name] = spare
         if not backend.is_cupy_array(src):
             np.copyto(host, src)
             return
@@ -213,6 +219,7 @@ class ObserverHub:
         self._subs: list[Subscription] = []
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._delivering = False  # the publisher holds taken snapshots it has not delivered
         self._stream = None
         self._producer: int | None = None  # the thread that captured last (training)
         #: seconds the publisher waits for the training thread's GIL-free stretch before
@@ -281,6 +288,7 @@ class ObserverHub:
                 while not self._closed:
                     work = [(s, s._take()) for s in self._subs if s.active and s._ready]
                     if work:
+                        self._delivering = True
                         break
                     self._cond.wait(timeout=1.0)
                 if self._closed and not work:
@@ -288,9 +296,13 @@ class ObserverHub:
             if self.align_wait > 0 and not self._closed:
                 # deliver while the training thread is in a GIL-free kernel (bidlab.gil)
                 wait_gil_free(self._producer, self.align_wait)
-            for sub, buf in work:
-                if buf is not None and sub.active:
-                    sub._deliver(buf)
+            try:
+                for sub, buf in work:
+                    if buf is not None and sub.active:
+                        sub._deliver(buf)
+            finally:
+                with self._lock:
+                    self._delivering = False
 
     def close(self) -> None:
         """Stop the publisher thread (after it delivered what is ready)."""
@@ -299,11 +311,11 @@ class ObserverHub:
             self._cond.notify_all()
 
     def wait_idle(self, timeout: float = 5.0) -> bool:
-        """Wait until no snapshot is waiting for delivery (tests, final deliveries)."""
+        """Wait until every captured snapshot has been delivered (tests, final deliveries)."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             with self._lock:
-                if not any(s._ready for s in self._subs if s.active):
+                if not self._delivering and not any(s._ready for s in self._subs if s.active):
                     return True
             time.sleep(0.005)
         return False

@@ -124,10 +124,15 @@ class PassStats:
 class ScoreSink:
     """Turns scores into floats: at once on the host; batched (one sync per 64) on a GPU."""
 
-    def __init__(self, on_value: Any) -> None:
+    def __init__(self, on_value: Any, device_buffer: Any = None) -> None:
         self.on_value = on_value
         self._pending: list[tuple] = []
-        self._dev: Any = None
+        self._dev: Any = device_buffer  # reused across runs, so a second fit allocates nothing
+
+    @property
+    def device_buffer(self) -> Any:
+        """The 64-slot device buffer of pending GPU scores (None until a GPU score came)."""
+        return self._dev
 
     def push(self, score: Any, meta: tuple) -> None:
         if score is None:

@@ -423,7 +423,12 @@ def reduce(name: str, a: Any, axis: int | None = None, out: Mat | None = None) -
         return res
     if min(m, n) == 0 and name in ("max", "min"):
         raise ValueError(f"{name} of an empty {m}x{n} matrix is undefined")
-    getattr(xp, name)(a.data, axis=axis, keepdims=True, out=res.data)
+    if xp is not np and name in ("max", "min"):
+        # CuPy's CUB min/max path rejects out= under numpy 2 (it compares an array with a
+        # dtype); the pooled temporary is copied into the cached result.
+        res.data[...] = getattr(xp, name)(a.data, axis=axis, keepdims=True)
+    else:
+        getattr(xp, name)(a.data, axis=axis, keepdims=True, out=res.data)
     return res
 
 

@@ -422,9 +422,9 @@ class KMeansModel(Model):
         return buf
 
     def _set_centers(self, buf: dict[str, Any]) -> None:
-        xp, C = self.xp, self.modelmats[0].data
+        C = self.modelmats[0].data
         buf["CT"][...] = C.T
-        xp.einsum("ij,ij->i", C, C, out=buf["cc"])
+        row_norms_sq(C, out=buf["cc"])
 
     def _stats(self, X: Any, lab: Any, w: Any, buf: dict[str, Any], m: int) -> None:
         S, N = buf["S"], buf["N"]

@@ -59,6 +59,7 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
     _integer_counts = False
     _cpu_batch = 512  # documents per minibatch when batch_size is None
     _gpu_batch = 16384
+    _min_gpu_batches = 16  # a default GPU minibatch leaves at least this many per pass
     PARAMS: ClassVar[tuple[Option, ...]] = ()
 
     @staticmethod
@@ -174,12 +175,20 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
         self.updater_ = self._make_updater(model)
         self.n_empty_docs_ = 0
 
+    def _default_batch(self, C: Any) -> int:
+        """The CPU's minibatch, or on a GPU a larger one (up to ``_gpu_batch``) that still
+        leaves ``_min_gpu_batches`` per pass: large batches keep the GPU busy, but a small
+        corpus in one batch would make a few coarse updates and a worse model than the CPU's."""
+        if not backend.is_cupy_array(C.data):
+            return self._cpu_batch
+        per_pass = -(-int(C.shape[0]) // self._min_gpu_batches)
+        return min(self._gpu_batch, max(self._cpu_batch, per_pass))
+
     def _batch_rows(self, C: Any, batch_size: int | None) -> int:
         if self.model_.initialised:
             B = self.model_.batch_rows
         else:
-            B = batch_size or self.batch_size or (
-                self._gpu_batch if backend.is_cupy_array(C.data) else self._cpu_batch)
+            B = batch_size or self.batch_size or self._default_batch(C)
         return max(1, min(int(B), int(C.shape[0])))
 
     def _learner_for(self, C: Any, plan_passes: int, warm: bool, batch_size: int | None = None,

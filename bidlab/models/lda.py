@@ -168,7 +168,8 @@ class LDA(LDAEstimator):
         update per pass over the data).
     alpha: symmetric Dirichlet prior on documents' topic proportions (> 0).
     beta: symmetric Dirichlet prior on topics' word probabilities (> 0; eta in Hoffman).
-    batch_size: documents per minibatch (default: 512 on the CPU, 16384 on a GPU).
+    batch_size: documents per minibatch (default: 512 on the CPU; on a GPU up to 16384, as
+        long as a pass keeps at least 16 minibatches).
     n_passes: passes over the data made by ``fit``.
     e_iters: E-step iterations per minibatch.
     e_iters_warm: E-step iterations once warm-started (``fit``'s passes after the first;

@@ -400,7 +400,8 @@ class LDAGibbs(LDAEstimator):
     nsamps0: m at the start of annealing (> 0).
     anneal_passes: passes over which m anneals (default: ``n_passes``).
     alpha, beta: symmetric Dirichlet priors (> 0).
-    batch_size: documents per minibatch (default: 64 on the CPU, 8192 on a GPU).
+    batch_size: documents per minibatch (default: 64 on the CPU; on a GPU up to 8192, as long
+        as a pass keeps at least 16 minibatches).
     n_passes, e_iters, e_iters_warm: passes of ``fit``; sampling sweeps per minibatch, and
         once warm-started (``fit``'s passes after the first).
     tau0, kappa: the moving average's step rho_t = (tau0 + t)^-kappa.
