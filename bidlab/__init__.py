@@ -10,6 +10,8 @@ from __future__ import annotations
 
 # first: sets how long idle OpenMP workers spin, before numba loads OpenMP (bidlab/_threads.py)
 from bidlab import _threads  # noqa: F401  isort: skip
+# next: a writable folder for numba's kernel cache, before any kernel is defined
+from bidlab import _numba_cache  # noqa: F401  isort: skip
 from bidlab import _source_checkout
 from bidlab.backend import gpu_available
 from bidlab.mat import *  # noqa: F403  (the matrix core is bidlab's front door)

@@ -1,24 +1,14 @@
 """The CPU threading policy of bidlab's numba kernels: idle OpenMP workers spin briefly.
 
-Why: numba's parallel kernels run on OpenMP (libgomp), whose idle workers by default spin
-for about 3 ms (300,000 iterations) after each parallel region before they sleep. A
-minibatch runs dozens of short regions less than 3 ms apart, so a worker spins nearly all
-the time it is not working. Alone on the machine that is harmless. Next to anything else
-that wants a core (a live dashboard's browser, the Jupyter server, the pump thread), the
-spinning takes that core, and a region then waits at its barrier for a descheduled worker.
-Sleeping at once (``OMP_WAIT_POLICY=PASSIVE``) fixes that but makes back-to-back regions
-pay a wake-up each. Measured on the 2-core CI machine (details in BENCHMARKS.md,
-dashboard):
+Why: libgomp's idle workers spin for about 3 ms after each parallel region before they
+sleep. A minibatch runs many short regions, so the workers spin nearly all the time and
+take cores that a live dashboard, the Jupyter server or the pump thread need; sleeping at
+once (``OMP_WAIT_POLICY=PASSIVE``) makes back-to-back regions pay a wake-up each instead.
+A short spin (:data:`SPIN_COUNT`, about 0.2 ms) keeps most of both benefits.
 
-* LDAGibbs on KOS, 64-document minibatches, with the dashboard rendering in chromium:
-  25-38 minibatches/s with the default spin, 52-71 passive, 68-99 with 20,000 spins;
-* GLM alone (``bench glm --quick``, 100 targets): 0.71-0.92 s default, 0.95-1.01 s passive,
-  0.79 s with 20,000 spins.
-
-So bidlab sets ``GOMP_SPINCOUNT`` to :data:`SPIN_COUNT` (about 0.2 ms of spinning). libgomp
-reads it once, when numba first loads OpenMP, so it must be set before the first parallel
-kernel runs: importing this module (the first thing :mod:`bidlab` imports) does it. A user
-who set ``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY`` keeps their choice.
+libgomp reads ``GOMP_SPINCOUNT`` once, when numba first loads OpenMP, so importing this
+module (the first thing :mod:`bidlab` imports) sets it. A user who set ``GOMP_SPINCOUNT``
+or ``OMP_WAIT_POLICY`` keeps their choice.
 """
 
 from __future__ import annotations

@@ -1,41 +1,100 @@
-"""Write the demo notebooks (outputs empty) with nbformat: ``python notebooks/make_notebooks.py``.
+"""Write the demo notebooks with nbformat: ``python notebooks/make_notebooks.py``.
 
 The notebooks are generated so their code stays reviewable here, in one file. Each starts
-with a cell tagged ``parameters`` (the data path and sizes), which papermill-style tools
+with a cell tagged ``parameters`` (the data folder and sizes), which papermill-style tools
 and the tests override; each runs headless (nbclient) on small data in well under a
-minute and falls back to synthetic data, with a printed note, when the data is absent.
+minute, falls back to synthetic data, with a printed note, when the data is absent, and
+ends with the trained model on screen: the live demos wait for their learner to finish,
+then print its state, passes, scores and what it learned.
+
+``--execute`` also runs every notebook headless and saves its outputs, so the committed
+notebooks (and the copies shipped in the wheel) show a trained model before anyone runs
+them. The saved copy is slimmed by :func:`slim`.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
+import sys
 from pathlib import Path
 
 import nbformat
 
 HERE = Path(__file__).resolve().parent
 
+#: The text a saved live widget shows: its state is not kept (see :func:`slim`).
+WIDGET_NOTE = "[live widget: it appears when this cell runs in JupyterLab]"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
 DATA_PARAM = '''# parameters
-# the shared data folder, relative to notebooks/ (it is ../shared/data from the repo root)
-DATA = "../../shared/data"'''
+# The folder holding the shared data sets (uci-kos/, libsvm-a9a/, ...). None: found by
+# bidlab.datasets.shared_data_dir ($BIDLAB_SHARED_DATA, else shared/data beside the checkout).
+DATA = None'''
 
 LOAD_DATA = '''from pathlib import Path
 
+from bidlab.datasets import shared_data_dir
+
 
 def data_dir(name):
-    """The data set's folder under DATA, or None (then the synthetic fallback is used)."""
-    path = Path(DATA) / name
-    if path.is_dir():
-        return path
-    print(f"note: {path} not found: using synthetic data instead (set DATA to the folder "
-          "that holds the shared data sets)")
+    """The data set's folder, or None (then the synthetic fallback is used)."""
+    try:
+        base = Path(DATA) if DATA is not None else shared_data_dir()
+    except FileNotFoundError:
+        base = None
+    if base is not None and (base / name).is_dir():
+        return base / name
+    print(f"note: {name}/ not found in {base or 'the shared data folders'}: using synthetic "
+          "data instead (set DATA, or $BIDLAB_SHARED_DATA, to the folder that holds the "
+          "shared data sets)")
     return None'''
+
+WAIT_NOTE = ("## The trained model\n\n"
+             "The next cell waits until the learner has run its `NPASSES` passes (the views "
+             "above keep updating), so a headless run or *Run All* ends with the trained "
+             "model. It does not wait when the passes would take longer than `MAX_WAIT_S` "
+             "seconds: the learner then keeps training and the cells below show the model so "
+             "far. While the cell waits the kernel is busy, so clicks on the views take effect "
+             "when it returns; to steer the learner by hand, raise `NPASSES` or run the cells "
+             "above one at a time.")
+
+WAIT = '''import math
+import time
+
+
+def wait_for_passes(learner, max_seconds):
+    """True once the learner is done; False, leaving it training, when its passes would
+    take more than max_seconds (judged once a pass is done) or max_seconds have passed."""
+    start = time.monotonic()
+    while not learner.join(timeout=0.25):  # a training failure re-raises here
+        m = learner.metrics
+        too_long = m["pass"] >= 1 and m["elapsed"] / max(m["progress"], 1e-9) > max_seconds
+        if too_long or time.monotonic() - start > max_seconds:
+            return False
+    return True
+
+
+finished = wait_for_passes(learner, MAX_WAIT_S)
+m = learner.metrics
+print(f"state: {m['state']}, passes: {m['pass']}/{m['n_passes']}, minibatches: {m['step']}, "
+      f"progress: {learner.progress:.0%}")
+print(f"last {m['score_name']}: " + ", ".join(
+    f"{part} {m[part + '_score']:.4f}" for part in ("train", "val")
+    if math.isfinite(m[part + "_score"])))
+if not finished:
+    print(f"not waiting: the passes take longer than MAX_WAIT_S = {MAX_WAIT_S} s; the learner "
+          "keeps training, and the cells below show the model so far")'''
+
+WAIT_PARAM = "\nMAX_WAIT_S = 120  # the last cells wait at most this long for the trained model"
 
 NOTEBOOKS: dict[str, list[tuple[str, str]]] = {
     "01_quickstart.ipynb": [
         ("markdown", "# bidlab quickstart: the cached matrix core in ten lines\n\n"
          "Every operation looks up its result container by (operator, operand GUIDs, scalar "
          "arguments) and writes into it, so after the first step the loop allocates nothing."),
-        ("code", DATA_PARAM + "\nN_DOCS, N_WORDS, K = 1000, 5000, 64"),
+        ("code", DATA_PARAM + "\nN_DOCS, N_WORDS, K = 1000, 5000, 64"
+         "\nLDA_DOCS, LDA_TOPICS, LDA_PASSES = 3000, 10, 5"),
         ("code", '''import numpy as np
 import scipy.sparse as sp
 
@@ -51,6 +110,26 @@ with bl.caching():                            # every result container is cached
         user <<= bl.expdigamma(user * bl.dense_sparse_t(mm, X / preds) + alpha)
         alpha.set(0.1 / (step + 1))            # ...so changing it never grows the cache
 print(bl.cache_stats())                        # hits, misses, allocations, bytes held'''),
+        ("markdown", "## A trained model on the same core\n\n"
+         "The loop above is the E-step of variational LDA. The estimators wrap such loops: "
+         "`LDA(...).fit` trains a topic model on the KOS blog corpus (planted synthetic "
+         "topics when the data is absent) and returns when its passes are done."),
+        ("code", LOAD_DATA),
+        ("code", '''from bidlab.datasets import load_kos, synthetic_lda_corpus
+from bidlab.models import LDA
+
+folder = data_dir("uci-kos")
+if folder:
+    corpus = load_kos(folder.parent)
+else:
+    corpus = synthetic_lda_corpus(n_docs=LDA_DOCS + 500, n_words=2000, k=LDA_TOPICS, seed=0)
+train, test = corpus.X[:LDA_DOCS], corpus.X[LDA_DOCS:]
+lda = LDA(k=LDA_TOPICS, n_passes=LDA_PASSES, random_state=0).fit(train)
+print(f"{corpus.name}: {train.shape[0]} documents x {train.shape[1]} words, "
+      f"{lda.n_passes_done_} passes done")
+print(f"held-out perplexity ({test.shape[0]} documents): {lda.perplexity(test):.0f}")
+for t, words in enumerate(lda.top_words(8, corpus.vocab)):
+    print(f"topic {t}: {' '.join(words)}")'''),
     ],
     "02_lda_live.ipynb": [
         ("markdown", "# Live LDA: a word x topic bubble chart you can steer\n\n"
@@ -58,18 +137,21 @@ print(bl.cache_stats())                        # hits, misses, allocations, byte
          "times a second; the bubble chart shows each topic's top words (area ∝ weight). "
          "Click a bubble to select that (topic, word) parameter and set its temperature: "
          "the sampler uses it from its next minibatch, and heated bubbles get a red ring."),
-        ("code", DATA_PARAM + "\nMAX_DOCS = 2000   # documents used (small: a quick demo)"
-         "\nK = 10\nNPASSES = 40      # about 20 s of training on a laptop core"),
+        ("code", DATA_PARAM + "\nMAX_DOCS = 2000   # documents trained on (small: a quick demo)"
+         "\nN_TEST = 500     # held-out documents for the final score"
+         "\nK = 10\nNPASSES = 40      # about 10 s of training on a laptop core" + WAIT_PARAM),
         ("code", LOAD_DATA),
         ("code", '''from bidlab.datasets import load_kos, synthetic_lda_corpus
 
 folder = data_dir("uci-kos")
 if folder:
-    corpus = load_kos(DATA)
+    corpus = load_kos(folder.parent)
 else:
-    corpus = synthetic_lda_corpus(n_docs=MAX_DOCS, n_words=2000, k=K, seed=0)
+    corpus = synthetic_lda_corpus(n_docs=MAX_DOCS + N_TEST, n_words=2000, k=K, seed=0)
 X, vocab = corpus.X[:MAX_DOCS], corpus.vocab
-print(corpus.name, X.shape)'''),
+X_test = corpus.X[MAX_DOCS:MAX_DOCS + N_TEST]
+print(f"{corpus.name} ({X.shape[0]} documents x {X.shape[1]} words; "
+      f"{X_test.shape[0]} held out)")'''),
         ("code", '''from bidlab.widgets import Dashboard, TopicBubbles
 
 from bidlab.models import LDAGibbs
@@ -85,9 +167,16 @@ bubbles'''),
 word = int(learner.estimator.components_[0].argmax())
 learner.set_temperature(4.0, topic=0, word=word)
 print("heated: topic 0, word", repr(vocab[word]))'''),
-        ("code", '''# The temperature log says at which minibatch each change took effect
-# (empty until the sampler's next minibatch: run this cell again after a moment).
-learner.temperature_log'''),
+        ("markdown", WAIT_NOTE),
+        ("code", WAIT),
+        ("code", '''lda = learner.estimator   # the estimator follows its learner: a fitted LDAGibbs
+print(f"held-out perplexity ({X_test.shape[0]} documents): {lda.perplexity(X_test):.0f}")
+for t, words in enumerate(lda.top_words(8, vocab)):
+    print(f"topic {t}: {' '.join(words)}")'''),
+        ("code", '''# The temperature log says at which pass and minibatch each change took effect.
+for change in learner.temperature_log:
+    print(f"pass {change['pass']}, minibatch {change['batch']}: topic {change['topic']}, "
+          f"word {vocab[change['word']]!r} -> temperature {change['value']:g}")'''),
     ],
     "03_glm_sweep.ipynb": [
         ("markdown", "# A live GLM hyperparameter sweep\n\n"
@@ -95,17 +184,20 @@ learner.temperature_log'''),
          "so one pass shares each sparse product among them all. The view draws one curve "
          "per configuration, highlights the current best, and can freeze the losers (their "
          "learning rate drops to ~0; the target map of a running GLM cannot shrink)."),
-        ("code", DATA_PARAM + "\nMAX_ROWS = 20000\nNPASSES = 20\nKEEP = 2"),
+        ("code", DATA_PARAM + "\nMAX_ROWS = 20000\nNPASSES = 20\nKEEP = 2" + WAIT_PARAM),
         ("code", LOAD_DATA),
         ("code", '''from bidlab.datasets import load_a9a, synthetic_glm
 
 folder = data_dir("libsvm-a9a")
 if folder:
-    Xtr, ytr, Xte, yte = load_a9a(DATA, zero_one=True)
+    Xtr, ytr, X_test, y_test = load_a9a(folder.parent, zero_one=True)
     X, y = Xtr[:MAX_ROWS], ytr[:MAX_ROWS]
+    name = "a9a"
 else:
-    X, y, _ = synthetic_glm(MAX_ROWS, 2000, 20, seed=0)
-print(X.shape)'''),
+    Xs, Ys, _ = synthetic_glm(MAX_ROWS + MAX_ROWS // 4, 2000, 20, seed=0)
+    X, y, X_test, y_test = Xs[:MAX_ROWS], Ys[:MAX_ROWS], Xs[MAX_ROWS:], Ys[MAX_ROWS:]
+    name = "synthetic-glm"
+print(f"{name}: train {X.shape}, test {X_test.shape}")'''),
         ("code", '''from bidlab.widgets import Dashboard, SweepView
 
 from bidlab.models.glm import glm_sweep
@@ -118,16 +210,30 @@ view'''),
         ("code", "Dashboard(learner, controls=[\"texp\", \"n_passes\"])"),
         ("code", "learner.start()"),
         ("code", '''# Once the curves have separated (or use the button above): keep the KEEP best.
+import math
 import time
 
-time.sleep(1.0)  # a second of training, so every configuration has a score
+time.sleep(1.0)  # a second of training, so the curves can separate
+while learner.state == "running" and all(math.isnan(s) for s in view.scores):
+    time.sleep(0.1)  # (a busy machine) until the view has scored the configurations
 frozen = view.request_freeze(KEEP)
 print("frozen:", [view.labels[i] for i in frozen])'''),
+        ("markdown", WAIT_NOTE),
+        ("code", WAIT),
+        ("code", '''from bidlab.models.glm import best_config
+
+# every configuration's accuracy on the held-out test rows, best first
+best = best_config(sweep, X_test, y_test)
+print(f"{'configuration':<20} {'test accuracy':>13}  status")
+for row in best.table():
+    status = "frozen" if row["index"] in frozen else "trained"
+    print(f"{view.labels[row['index']]:<20} {row['score']:>13.4f}  {status}")
+print(f"best: {view.labels[best.index]}, test accuracy {best.score:.4f}")'''),
     ],
     "04_kmeans.ipynb": [
         ("markdown", "# Live minibatch k-means\n\nCluster sizes and how far the centres "
          "move per update; the movement falls towards zero as k-means converges."),
-        ("code", DATA_PARAM + "\nN, D, K = 50000, 16, 8\nNPASSES = 30"),
+        ("code", DATA_PARAM + "\nN, D, K = 50000, 16, 8\nNPASSES = 30" + WAIT_PARAM),
         ("code", '''from bidlab.datasets import blobs
 
 data = blobs(N, D, K, spread=2.0, seed=0)   # synthetic: k-means needs no data files
@@ -136,16 +242,32 @@ print(data.X.shape)'''),
 
 from bidlab.models.kmeans import KMeans
 
-learner = KMeans(K, algorithm="minibatch", random_state=0,
-                 batch_size=1000).learner(data.X, n_passes=NPASSES)
+# max_no_improvement=None: run all NPASSES passes (fit stops early by default)
+km = KMeans(K, algorithm="minibatch", random_state=0, batch_size=1000, max_no_improvement=None)
+learner = km.learner(data.X, n_passes=NPASSES)
 KMeansView(learner)'''),
         ("code", "Dashboard(learner)"),
         ("code", "learner.start()"),
+        ("markdown", WAIT_NOTE),
+        ("code", WAIT),
+        ("code", '''import numpy as np
+from sklearn.metrics import adjusted_rand_score
+
+# km follows its learner: predict uses the trained centres
+labels = km.predict(data.X)
+print(f"mean squared distance to the nearest centre: {-km.score(data.X) / N:.3f}")
+print(f"adjusted Rand index against the planted clusters: "
+      f"{adjusted_rand_score(data.labels, labels):.4f}")
+gap = np.linalg.norm(km.cluster_centers_[:, None] - data.centers[None], axis=2)
+print("cluster   size   distance to the nearest planted centre")
+for c in range(K):
+    print(f"{c:>7} {int((labels == c).sum()):>6}   {gap[c].min():.3f}")'''),
     ],
 }
 
 
 def build(name: str) -> nbformat.NotebookNode:
+    """The notebook ``name`` without outputs."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
@@ -162,11 +284,83 @@ def build(name: str) -> nbformat.NotebookNode:
     return nb
 
 
-def main() -> None:
-    for name in NOTEBOOKS:
-        nbformat.write(build(name), HERE / name)
-        print("wrote", HERE / name)
+def _is_bokeh_loader(output: nbformat.NotebookNode) -> bool:
+    data = output.get("data", {})
+    return any(k == "application/javascript" or k.startswith("application/vnd.bokehjs")
+               for k in data)
+
+
+def slim(nb: nbformat.NotebookNode, forbidden: tuple[str, ...] = ()) -> nbformat.NotebookNode:
+    """Make an executed notebook fit to commit and ship; return it (changed in place).
+
+    * BokehJS, inlined by the first chart (megabytes), is dropped: it is sent again when
+      the notebook runs.
+    * The saved widget state is dropped and each live widget's output becomes
+      :data:`WIDGET_NOTE`: the state is large and would be stale (the charts stream
+      through messages it does not hold), and without it JupyterLab would show "model
+      not found" instead of the note.
+    * ValueError when an output contains one of the ``forbidden`` strings (this machine's
+      folders): a shipped notebook must not show them.
+    """
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for out in cell.get("outputs", []):
+            if _is_bokeh_loader(out):
+                continue
+            if WIDGET_MIME in out.get("data", {}):
+                out["data"] = {"text/plain": WIDGET_NOTE}
+                out["metadata"] = {}
+            text = nbformat.writes(nbformat.from_dict({"o": out}))
+            hit = next((s for s in forbidden if s and s in text), None)
+            if hit is not None:
+                raise ValueError(f"cell {cell.get('id')} prints this machine's path {hit!r}: "
+                                 "change what it prints before saving the outputs")
+            kept.append(out)
+        cell.outputs = kept
+    return nb
+
+
+def execute(name: str, timeout: int = 600) -> nbformat.NotebookNode:
+    """Run notebook ``name`` headless (kernel in notebooks/) and return it, slimmed."""
+    import nbclient
+
+    nb = build(name)
+    nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
+                            resources={"metadata": {"path": str(HERE)}}).execute()
+    forbidden = [str(HERE.parent), str(HERE.parent.parent), str(Path.home())]
+    try:
+        from bidlab.datasets import shared_data_dir
+
+        forbidden.append(str(shared_data_dir().resolve()))
+    except FileNotFoundError:
+        pass
+    return slim(nb, forbidden=tuple(s for s in forbidden if len(s) > 1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the notebooks; with ``--execute``, with their outputs."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--execute", action="store_true",
+                        help="run each notebook headless and save its outputs")
+    parser.add_argument("--data", default=None,
+                        help="the shared data folder for the run (sets $BIDLAB_SHARED_DATA "
+                        "for the kernel; the notebooks' DATA parameter stays None)")
+    parser.add_argument("names", nargs="*", help="notebooks to write (default: all)")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in NOTEBOOKS]
+    if unknown:
+        parser.error(f"unknown notebooks {unknown}; the notebooks are {list(NOTEBOOKS)}")
+    if args.data:
+        os.environ["BIDLAB_SHARED_DATA"] = str(Path(args.data).resolve())
+    for name in args.names or NOTEBOOKS:
+        nb = execute(name) if args.execute else build(name)
+        nbformat.write(nb, HERE / name)
+        print("wrote", HERE / name, "(executed)" if args.execute else "")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

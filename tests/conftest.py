@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bidlab import backend
+from bidlab.datasets.paths import find_shared_data_dir, shared_data_candidates
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = Path(os.environ.get("BIDLAB_SHARED_DATA", REPO.parent / "shared" / "data"))
+#: The shared data sets' folder (bidlab.datasets.paths decides where); when there is none,
+#: the first place looked, so that a skip can say where the data was expected.
+SHARED_DATA = find_shared_data_dir() or shared_data_candidates()[0]
 
 
 def _backends() -> list:
@@ -32,7 +34,7 @@ def xp(request):
 
 @pytest.fixture
 def shared_data() -> Path:
-    """../shared/data, or skip with the reason when it is absent."""
+    """The shared data folder, or skip with the reason when it is absent."""
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real datasets not found at {SHARED_DATA} (set BIDLAB_SHARED_DATA)")
     return SHARED_DATA

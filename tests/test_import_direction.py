@@ -1,11 +1,13 @@
 """The documented import direction holds: models -> learn -> kern, mat -> backend; widgets ->
-bidlab, never the reverse; nothing in the package reaches into tests/.
+bidlab, never the reverse; nothing in the package reaches into tests/; and no two bidlab
+modules import each other, directly or round a longer cycle.
 
 Every module under ``bidlab/`` and ``widgets/`` (installed as ``bidlab.widgets``) is parsed
 with :mod:`ast`; every static import counts, module-level or inside a function (a lazy
 import is still a dependency). Each import is resolved to the module it names (relative
 imports included; ``from bidlab import backend`` is ``bidlab.backend``) and checked against
-:data:`MAY_IMPORT`. A failure lists every violation as ``file:line: what``.
+:data:`MAY_IMPORT`. A failure lists every violation as ``file:line: what``, or every import
+cycle as ``a -> b -> a`` with the line of each import.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # loaders and generators: numpy / scipy / scikit-learn only (bidlab/datasets/__init__.py)
     "datasets": frozenset({"datasets"}),
 }
-BASE = {"bidlab.backend", "bidlab.gil", "bidlab._threads", "bidlab._source_checkout"}
+BASE = {"bidlab.backend", "bidlab._threads", "bidlab._source_checkout"}
 #: Everything else (lab, bench, cli, demo, the package root and any new top-level module)
 #: is an application: it may import any bidlab layer, and no layer above may import it.
 APP = "app"
@@ -171,6 +173,116 @@ def test_every_layer_is_present():
     """The layer map matches the tree (a renamed package would silently escape checks)."""
     seen = {layer(s.module) for s in sources(REPO)}
     assert set(MAY_IMPORT) | {"base", "root", WIDGETS, APP} <= seen
+
+
+def import_graph(root: Path) -> dict[str, dict[str, str]]:
+    """module -> {imported bidlab module: "file:line" of the first such import}.
+
+    Lazy imports count (a function that imports a module still needs it). An import of a
+    package's submodule is an edge to the submodule only: the parent package's
+    ``__init__`` runs first in any case, and does not make a cycle.
+    """
+    graph: dict[str, dict[str, str]] = {}
+    modules = list(sources(root))
+    names = {s.module for s in modules}
+    for src in modules:
+        edges = graph.setdefault(src.module, {})
+        where = src.path.relative_to(root)
+        for line, target in imports(src, root):
+            if target in names and target != src.module and target not in edges:
+                edges[target] = f"{where}:{line}"
+    return graph
+
+
+def import_cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """One cycle ``[a, b, ..., a]`` through each group of modules that import each other."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    cycles = []
+    for group in groups:  # a shortest way back to the group's first module
+        start = min(group)
+        paths = {start: [start]}
+        queue = [start]
+        while queue:
+            v = queue.pop(0)
+            for w in sorted(graph[v]):
+                if w == start:
+                    cycles.append(paths[v] + [start])
+                    queue = []
+                    break
+                if w in group and w not in paths:
+                    paths[w] = paths[v] + [w]
+                    queue.append(w)
+    return sorted(cycles)
+
+
+def describe_cycle(graph: dict[str, dict[str, str]], cycle: list[str]) -> str:
+    """``a -> b -> a`` and, per step, where the import is."""
+    steps = [f"  {a} -> {b} ({graph[a][b]})" for a, b in zip(cycle[:-1], cycle[1:], strict=True)]
+    return " -> ".join(cycle) + "\n" + "\n".join(steps)
+
+
+def test_no_import_cycles():
+    """bidlab's modules import each other in one direction only, counting lazy imports."""
+    graph = import_graph(REPO)
+    cycles = import_cycles(graph)
+    assert not cycles, (f"{len(cycles)} import cycle(s) among bidlab modules:\n"
+                        + "\n".join(describe_cycle(graph, c) for c in cycles))
+
+
+def test_the_matrix_core_is_layered():
+    """Inside bidlab.mat the containers know nothing of the operations on them."""
+    graph = import_graph(REPO)
+    for module in ("bidlab.mat.cache", "bidlab.mat.dense", "bidlab.mat.sparse"):
+        assert "bidlab.mat.ops" not in graph[module], (module, graph[module])
+        assert "bidlab.mat.methods" not in graph[module], (module, graph[module])
+
+
+def test_the_cycle_finder_names_each_cycle(tmp_path: Path):
+    _write(tmp_path, "bidlab/__init__.py", "")
+    _write(tmp_path, "bidlab/mat/__init__.py", "from bidlab.mat.dense import Mat\n")
+    _write(tmp_path, "bidlab/mat/dense.py", "def f():\n    from bidlab.mat import ops\n")
+    _write(tmp_path, "bidlab/mat/ops.py", "from bidlab.mat.sparse import SMat\n")
+    _write(tmp_path, "bidlab/mat/sparse.py", "from . import dense\n")
+    _write(tmp_path, "bidlab/learn/__init__.py", "")
+    _write(tmp_path, "bidlab/learn/a.py", "import bidlab.learn.b\n")
+    _write(tmp_path, "bidlab/learn/b.py", "from bidlab.learn import a\n")
+    _write(tmp_path, "bidlab/learn/c.py", "from bidlab.learn import a, b\n")  # no cycle
+    graph = import_graph(tmp_path)
+    cycles = import_cycles(graph)
+    assert cycles == [["bidlab.learn.a", "bidlab.learn.b", "bidlab.learn.a"],
+                      ["bidlab.mat.dense", "bidlab.mat.ops", "bidlab.mat.sparse",
+                       "bidlab.mat.dense"]]
+    text = describe_cycle(graph, cycles[1])
+    assert "bidlab.mat.dense -> bidlab.mat.ops (bidlab/mat/dense.py:2)" in text
 
 
 def _write(root: Path, rel: str, text: str) -> None:

@@ -12,7 +12,15 @@ from sklearn.metrics import adjusted_rand_score
 
 from bidlab import backend
 from bidlab.datasets import blobs, sparse_blobs
-from bidlab.kern.kmeans import CenterWork, assign, assigned_sq_dist, center_sums, hamerly
+from bidlab.kern import kmeans as kkm
+from bidlab.kern.kmeans import (
+    CenterWork,
+    assign,
+    assigned_sq_dist,
+    center_sums,
+    hamerly,
+    lloyd_block,
+)
 from bidlab.models.kmeans import KMeans
 
 
@@ -91,6 +99,80 @@ def test_hamerly_bound_test_matches_its_numpy_oracle():
     np.testing.assert_allclose(u, want_u, rtol=1e-6)
     np.testing.assert_allclose(lo, want_lo, rtol=1e-6)
     assert 0 < cnt < n
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lloyd_block_matches_the_separate_kernels(monkeypatch, dtype):
+    monkeypatch.setattr(kkm, "_CHUNK_BYTES", 1)  # 32-row chunks: many per thread
+    rng = np.random.default_rng(3)
+    n, d, k = 1000, 7, 5
+    X = rng.standard_normal((n, d)).astype(dtype)
+    C = rng.standard_normal((k, d)).astype(dtype)
+    cc, w = (C * C).sum(1), rng.random(n)
+    full = ((X[:, None, :].astype(np.float64) - C[None]) ** 2).sum(2)
+    srt = np.sort(full, axis=1)
+    tol = 1e-3 if dtype == np.float32 else 1e-9
+    for wi in (None, w):  # every row computed: the plain GEMM path
+        ww = np.ones(n) if wi is None else wi
+        work = CenterWork(k, d)
+        work.reset()
+        old = rng.integers(0, k, n)
+        lab, u, lo, xx = old.copy(), np.empty(n, dtype), np.empty(n, dtype), np.empty(n, dtype)
+        changed, computed = lloyd_block(X, C, cc, xx, lab, u, lo, work, wi, xx_ready=False)
+        np.testing.assert_array_equal(lab, full.argmin(1))
+        assert (changed, computed) == (int((lab != old).sum()), n)
+        np.testing.assert_allclose(xx, (X.astype(np.float64) ** 2).sum(1), rtol=tol)
+        np.testing.assert_allclose(u, np.sqrt(srt[:, 0]), rtol=tol, atol=tol)
+        np.testing.assert_allclose(lo, np.sqrt(srt[:, 1]), rtol=tol, atol=tol)
+        sums, counts = np.zeros((k, d)), np.zeros(k)
+        work.total(sums, counts)
+        want, want_n = np.zeros((k, d)), np.zeros(k)
+        center_sums(X, lab, want, want_n, wi)
+        np.testing.assert_allclose(sums, want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(counts, np.bincount(lab, ww, k), rtol=1e-12)
+        lloyd_block(X, C, cc, xx, lab, u, lo, work, root=False, sums=False)
+        np.testing.assert_allclose(u, srt[:, 0], rtol=tol, atol=tol)
+        sums2, counts2 = np.zeros((k, d)), np.zeros(k)
+        work.total(sums2, counts2)  # sums=False added nothing
+        np.testing.assert_array_equal(sums2, sums)
+    # Hamerly: rows 0-63 cannot be cleared (two whole chunks, multiplied in place), rows
+    # 64-127 all can (chunks with nothing to compute), the rest at random (gathered)
+    lab0 = rng.integers(0, k, n)
+    u0 = rng.random(n).astype(dtype)
+    lo0 = (rng.random(n) + 0.5).astype(dtype)
+    u0[:64], u0[64:128], lo0[64:128] = 50, 0, 50
+    drift, s = (rng.random(k) * 0.1).astype(dtype), (rng.random(k) * 0.5).astype(dtype)
+    top, m1, m2 = int(np.argmax(drift)), float(drift.max()), float(np.sort(drift)[-2])
+    want_lab, want_u, want_lo = lab0.copy(), u0.copy(), lo0.copy()
+    need = np.empty(n, np.int64)
+    cnt = hamerly(want_lab, want_u, want_lo, drift, s, top, m1, m2, need)
+    idx = need[:cnt]
+    assert 64 <= cnt < n - 64 and idx[63] == 63 and idx[64] >= 128
+    want_lab[idx] = full[idx].argmin(1)
+    want_u[idx], want_lo[idx] = np.sqrt(srt[idx, 0]), np.sqrt(srt[idx, 1])
+    work = CenterWork(k, d)
+    work.reset()
+    lab, u, lo = lab0.copy(), u0.copy(), lo0.copy()
+    bounds = {"drift": drift, "s": s, "top": top, "m1": m1, "m2": m2}
+    changed, computed = lloyd_block(X, C, cc, (X * X).sum(1), lab, u, lo, work, w,
+                                    bounds=bounds)
+    np.testing.assert_array_equal(lab, want_lab)
+    assert (changed, computed) == (int((lab != lab0).sum()), cnt)
+    np.testing.assert_allclose(u, want_u, rtol=tol, atol=tol)
+    np.testing.assert_allclose(lo, want_lo, rtol=tol, atol=tol)
+    sums, counts = np.zeros((k, d)), np.zeros(k)
+    work.total(sums, counts)
+    want, want_n = np.zeros((k, d)), np.zeros(k)
+    center_sums(X, lab, want, want_n, w)
+    np.testing.assert_allclose(sums, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(counts, want_n, rtol=1e-12)
+    # one centre: no second nearest; fewer rows than threads
+    work = CenterWork(1, d)
+    work.reset()
+    lab, u, lo = np.zeros(1, np.int64), np.empty(1, dtype), np.empty(1, dtype)
+    lloyd_block(X[:1], C[:1], cc[:1], (X[:1] * X[:1]).sum(1), lab, u, lo, work)
+    assert lab[0] == 0 and np.isinf(lo[0]) and u[0] == pytest.approx(np.sqrt(full[0, 0]),
+                                                                     rel=tol)
 
 
 def test_well_separated_blobs_are_found_exactly():
@@ -264,7 +346,7 @@ def test_learner_runs_the_same_engine_as_fit(algorithm):
 
 def test_learner_takes_cli_options_and_lloyd_keeps_every_row():
     X, _, _ = blobs(1000, 3, 3, spread=0.5, seed=10)
-    est = KMeans(3, random_state=0, algorithm="minibatch")
+    est = KMeans(3, random_state=0, algorithm="minibatch", max_no_improvement=None)
     lrn = est.learner(X, None, n_passes=2, batch_size=100, val_every=5)
     assert lrn.source.batch_size == 100 and lrn.opts.val_every == 5
     lrn.fit(progress=None)

@@ -19,6 +19,7 @@ import pytest
 from bidlab.lab import launcher as launch_mod
 from bidlab.lab.launcher import (
     DEFAULT_NOTEBOOK,
+    DEMOS_ENV,
     add_arguments,
     lab_command,
     lab_environment,
@@ -37,11 +38,67 @@ def test_a_named_notebook_must_exist(tmp_path, monkeypatch):
 def test_the_default_notebook_is_looked_up_here_then_in_the_checkout(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(launch_mod, "CHECKOUT_DIR", tmp_path / "nowhere")
-    assert resolve_notebook(None) is None  # an installed wheel without the demos
+    monkeypatch.setattr(launch_mod, "SHIPPED_DEMOS", tmp_path / "nowhere" / "notebooks")
+    assert resolve_notebook(None) is None  # no checkout, and a package without the demos
     nb = tmp_path / DEFAULT_NOTEBOOK
     nb.parent.mkdir(parents=True)
     nb.write_text("{}")
     assert resolve_notebook(None) == nb
+
+
+@pytest.fixture
+def wheel_install(tmp_path, monkeypatch):
+    """An installed wheel: no checkout, the demos shipped in the package, a fresh home."""
+    site = tmp_path / "site-packages"
+    shipped = site / "bidlab" / "notebooks"
+    shipped.mkdir(parents=True)
+    for name in ("01_quickstart.ipynb", "02_lda_live.ipynb"):
+        (shipped / name).write_text(json.dumps({"shipped": name}))
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv(DEMOS_ENV, raising=False)
+    monkeypatch.setattr(launch_mod, "CHECKOUT_DIR", site)
+    monkeypatch.setattr(launch_mod, "SHIPPED_DEMOS", shipped)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return shipped, home
+
+
+def test_without_a_checkout_the_lda_demo_opens_from_a_user_folder(wheel_install, capsys):
+    shipped, home = wheel_install
+    demos = home / "bidlab-demos"
+    path = resolve_notebook(None)
+    assert path == demos / "02_lda_live.ipynb"
+    assert sorted(p.name for p in demos.iterdir()) == ["01_quickstart.ipynb",
+                                                        "02_lda_live.ipynb"]
+    assert path.read_bytes() == (shipped / "02_lda_live.ipynb").read_bytes()
+    assert f"to {demos}" in capsys.readouterr().err
+    # the server's root is the demos folder (the notebook is outside the working directory)
+    cmd, url = lab_command(path, 9999, "tok", open_browser=False)
+    assert f"--ServerApp.root_dir={demos}" in cmd
+    assert url.endswith("/lab/tree/02_lda_live.ipynb?token=tok")
+    # the user's edits are never overwritten; a deleted demo comes back
+    path.write_text("edited")
+    (demos / "01_quickstart.ipynb").unlink()
+    assert resolve_notebook(None) == path
+    assert path.read_text() == "edited"
+    assert (demos / "01_quickstart.ipynb").read_bytes() == (
+        shipped / "01_quickstart.ipynb").read_bytes()
+    assert "01_quickstart.ipynb to" in capsys.readouterr().err
+
+
+def test_the_demos_folder_can_be_chosen_and_an_unwritable_one_is_reported(
+        wheel_install, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(DEMOS_ENV, str(tmp_path / "mine"))
+    assert resolve_notebook(None) == tmp_path / "mine" / "02_lda_live.ipynb"
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(DEMOS_ENV, str(blocker / "demos"))
+    assert resolve_notebook(None) is None  # JupyterLab then opens without a notebook
+    err = capsys.readouterr().err
+    assert "cannot copy the demo notebooks" in err and DEMOS_ENV in err
 
 
 def test_command_binds_loopback_with_a_token_and_opens_the_notebook(tmp_path):

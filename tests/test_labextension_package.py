@@ -1,9 +1,10 @@
-"""Packaging: the wheel carries the JupyterLab extension and the CUDA kernels.
+"""Packaging: the wheel carries the JupyterLab extension, the CUDA kernels and the demos.
 
 Builds the wheel with ``python -m build --wheel`` (isolated: it installs hatchling,
 hatch-jupyter-builder and jupyterlab into a fresh build environment, runs ``jlpm install``
-and ``jlpm build:prod`` in labextension/), then checks the wheel's files and that
-``jupyter labextension list`` finds the extension, enabled, in the wheel's data folder.
+and ``jlpm build:prod`` in labextension/), then checks the wheel's files, that
+``jupyter labextension list`` finds the extension, enabled, in the wheel's data folder,
+and that ``bidlab lab`` run from the unpacked wheel opens the LDA demo from a user folder.
 """
 
 from __future__ import annotations
@@ -68,6 +69,40 @@ def test_wheel_contains_the_extension_the_kernels_and_the_widgets(wheel):
     assert "bidlab/widgets/__init__.py" in names
     assert "bidlab/lab/bridge.py" in names
     assert not any("node_modules" in n for n in names)
+
+
+@pytest.mark.slow
+def test_wheel_ships_the_demo_notebooks_with_their_outputs(wheel):
+    demos = sorted((REPO / "notebooks").glob("*.ipynb"))
+    assert demos
+    with zipfile.ZipFile(wheel) as zf:
+        shipped = sorted(n for n in zf.namelist() if n.startswith("bidlab/notebooks/"))
+        assert shipped == [f"bidlab/notebooks/{p.name}" for p in demos]
+        for p in demos:
+            assert zf.read(f"bidlab/notebooks/{p.name}") == p.read_bytes()
+
+
+@pytest.mark.slow
+def test_lab_from_the_wheel_opens_the_lda_demo_from_a_user_folder(wheel, tmp_path):
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "BIDLAB_DEMOS"}
+    env.update(HOME=str(home), PYTHONPATH=str(site))  # the unpacked wheel comes first
+    code = ("import bidlab.lab.launcher as m; print(m.__file__); "
+            "print(m.resolve_notebook(None))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    module, path = proc.stdout.split()
+    assert Path(module).is_relative_to(site), f"imported {module}, not the wheel's launcher"
+    demo = home / "bidlab-demos" / "02_lda_live.ipynb"
+    assert Path(path) == demo
+    assert demo.read_bytes() == (REPO / "notebooks" / "02_lda_live.ipynb").read_bytes()
+    assert "copied the demo notebooks" in proc.stderr
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from bidlab.learn import (
     MemorySource,
     Model,
     ShardSource,
+    progress,
     registry,
     write_shards,
 )
@@ -318,7 +319,8 @@ def test_registry_lists_live_learners_and_forgets_collected_ones():
     assert other.state in ("stopped", "done")
 
 
-def test_fit_prints_one_summary_line_per_pass():
+def test_fit_prints_pass_summary_lines(monkeypatch):
+    monkeypatch.setattr(progress, "PASS_LINE_EVERY_S", 0.0)  # every pass's line
     X, Y, _, _ = planted(n=600)
     lr = Learner(LeastSquares(), (X, Y), Grad(), batch_size=50, n_passes=3, name="demo")
     out = io.StringIO()

@@ -387,6 +387,35 @@ def test_derived_sparse_results_follow_their_root_when_it_is_refilled():
         assert r2.capacity >= nxt.nnz
 
 
+def test_csr_views_the_buffers_after_a_smaller_refill():
+    """``SMat.csr`` views the matrix's buffers even when nnz is under half their size.
+
+    scipy's constructor copies such a view (its ``prune``); a result recomputed in place
+    after its ``csr`` was taken then read the old values through the copy.
+    """
+    rng = np.random.default_rng(12)
+    big = sp.random(20, 10, density=0.9, format="csr", dtype=np.float32, random_state=rng)
+    small = sp.random(20, 10, density=0.1, format="csr", dtype=np.float32, random_state=rng)
+    S = bl.SMat(big.copy())
+    w = bl.scalar(1.0)
+    with bl.caching():
+        S.copy_from(big)
+        r = S * w  # its values buffer holds big.nnz entries
+        S.copy_from(small)
+        assert 2 * S.nnz < min(S.capacity, r.capacity)
+        for value in (1.0, 2.0, 3.0):
+            w.set(value)
+            r = S * w
+            np.testing.assert_allclose(r.sum(axis=0).numpy(),
+                                       np.asarray(small.sum(axis=0)) * value, rtol=1e-6)
+    csr = S.csr
+    assert np.shares_memory(csr.data, S.data) and np.shares_memory(csr.indices, S.indices)
+    S.data[:] = 5.0
+    np.testing.assert_array_equal(S.csr.data, 5.0)
+    csr.data[:] = 7.0
+    np.testing.assert_array_equal(S.data, 7.0)
+
+
 def test_sparse_operands_with_different_patterns_are_rejected():
     a = bl.SMat(sp.csr_matrix(np.array([[1.0, 0], [0, 1.0]], np.float32)))
     b = bl.SMat(sp.csr_matrix(np.array([[0, 1.0], [1.0, 0]], np.float32)))

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("jupyter_bokeh", reason="bidlab.widgets needs the viz extra")
 
-from bidlab.widgets import _bokeh  # noqa: E402
+from bidlab.widgets import _bokeh, _compat_bokeh  # noqa: E402
 from bokeh.models import ColumnDataSource  # noqa: E402
 from bokeh.plotting import figure  # noqa: E402
 
@@ -194,7 +194,8 @@ def test_every_source_gets_the_page_side_echo_filter_once() -> None:
         cbs = src.js_property_callbacks
         assert set(cbs) == {"streaming", "patching", "change:data"}
         assert all(len(v) == 1 and "bidlab-quiet-echoes" in v[0].tags for v in cbs.values())
-    # it lets through exactly what LiveBokeh._sync_model keeps
-    assert 'event.msg_type !== undefined || event.attr === "indices"' in _bokeh.QUIET_ECHOES_JS
-    # and it carries the steady style sheets (trap 8), ahead of the filter's early return
-    assert all(v[0].code.startswith(_bokeh.STEADY_STYLES_JS) for v in cbs.values())
+    # it lets through exactly what LiveBokeh.on_page_event keeps
+    assert ('event.msg_type !== undefined || event.attr === "indices"'
+            in _compat_bokeh.QUIET_ECHOES_JS)
+    # and it carries the steady style sheets, ahead of the filter's early return
+    assert all(v[0].code.startswith(_compat_bokeh.STEADY_STYLES_JS) for v in cbs.values())

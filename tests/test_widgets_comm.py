@@ -1,7 +1,7 @@
 """The frontend's messages, sent on the shell channel to a real kernel running 02_lda_live.
 
 No browser: nbclient runs the notebook and the test plays the frontend's part with
-``comm_msg`` messages of the shapes JupyterLab sends (see ../shared/recipes/JUPYTER.md):
+``comm_msg`` messages of the shapes JupyterLab sends:
 an ipywidgets slider ``update``, and a bokeh selection ``jsevent``.
 """
 
@@ -159,7 +159,7 @@ def test_resync_from_another_thread_never_repeats_a_streamed_row(kernel):
     streams reach the wire in the order the document changed: replaying the score chart's
     patches as the page applies them (a stream appends, a column data change replaces) gives each
     step once. With the pump's sends held for a tick outside DOC_LOCK, a resync could go out
-    between a stream and the tick's send, and the page held that row twice (seen in CI)."""
+    between a stream and the tick's send, and the page would hold that row twice."""
     got = kernel.run(
         "import base64, threading, numpy as np\n"
         "from bidlab.widgets._iopub import iopub_thread\n"

@@ -23,9 +23,8 @@ from bidlab.learn import Grad, Learner, LeastSquares  # noqa: E402
 
 def _learner(name: str) -> Learner:
     """A learner that trains until stopped. Its minibatches are big enough that most of a
-    step is numpy work with the GIL released, as in real models: with 50-row minibatches
-    the loop was nearly pure interpreter time and starved the test's own thread of the GIL
-    (a single test took 45 s instead of 1 s)."""
+    step is numpy work with the GIL released, as in real models: with tiny minibatches the
+    loop is nearly pure interpreter time and starves the test's own thread of the GIL."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((40_000, 200)).astype(np.float32)
     y = (X @ rng.standard_normal((200, 1))).astype(np.float32)
@@ -67,8 +66,8 @@ def test_pump_rate_at_most_10_hz_and_ticks(running):
     pump.detach("probe")
     n = len(stamps)
     span = stamps[-1] - stamps[0]
-    # <= 10 Hz is the contract; the floor only catches a pump stuck at a few Hz (a shared,
-    # loaded 2-core machine measured 10 ticks in 2 s; ~19-20 when it is quiet)
+    # <= 10 Hz is the contract; the floor only catches a pump stuck at a few Hz (a loaded
+    # machine may give half the ticks)
     assert 8 <= n <= 2.0 * MAX_RATE + 1, n
     assert (n - 1) / span <= MAX_RATE * 1.02
     assert min(np.diff(stamps)) > 0.045  # no bursts to catch up after a late tick

@@ -33,9 +33,8 @@ def score_figure(title: str, y_label: str, series: Sequence[str], name: str,
 
     ``labels`` (default: the series names) name the curves in the hover tool and each line
     renderer's ``name``. There is no bokeh legend: show :func:`legend_html` beside the
-    chart. Why: BokehJS 3.9 rebuilds a legend's items (elements and listeners) on every
-    paint, which for a chart streamed 10 times a second was 30 % of the page's work on it
-    (renderer CPU 0.25 -> 0.18 of a core without it, measured in JupyterLab's chromium).
+    chart. Why: BokehJS rebuilds a legend's items on every paint, a large share of the
+    page's work for a chart streamed 10 times a second.
     """
     labels = list(series) if labels is None else list(labels)
     if len(labels) != len(series):

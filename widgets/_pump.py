@@ -1,8 +1,8 @@
 """The pump: the one thread that turns training snapshots into widget and chart updates.
 
 Why: the training thread must never wait for the browser, and ipywidgets / bokeh state
-must be touched by one thread at a bounded rate (unthrottled updates stall the kernel for
-seconds, and bokeh documents are not thread-safe). So:
+must be touched by one thread at a bounded rate (unthrottled updates stall the kernel, and
+bokeh documents are not thread-safe). So:
 
 * the training thread only *produces* snapshots, through the learner's observer API
   (``learner.observe``); the observer's callback just stores the newest one in a slot;
@@ -12,12 +12,6 @@ seconds, and bokeh documents are not thread-safe). So:
   closes the old one, so re-running a notebook cell never leaves two loops behind;
 * the pump thread is a daemon with a ``threading.Event``; :meth:`Pump.stop` joins it, and
   it stops by itself when its last view is closed;
-* each view of a tick renders when the training thread enters a long GIL-free kernel
-  (it announces it, see :mod:`bidlab.gil`); a tick waits at most ``bidlab.gil.ALIGN_WAIT``
-  for that in all. The views' Python then runs while training needs no GIL, instead of
-  stalling the training thread at its next Python step (measured on a 2-core machine: the
-  training thread's waits, counted as voluntary context switches, about halved; see
-  BENCHMARKS.md, dashboard).
 """
 
 from __future__ import annotations
@@ -29,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bidlab.gil import align_wait, wait_gil_free
 from bidlab.learn import Snapshot
 
 from ._bokeh import DOC_LOCK
@@ -37,7 +30,7 @@ from ._iopub import batched_iopub
 
 __all__ = ["MAX_RATE", "Pump", "PumpedView", "View", "pump_for"]
 
-MAX_RATE = 10.0  # updates per second: the browser-side budget of JUPYTER.md
+MAX_RATE = 10.0  # updates per second: what a browser page renders without falling behind
 
 _PUMPS: weakref.WeakKeyDictionary[Any, Pump] = weakref.WeakKeyDictionary()
 _PUMPS_LOCK = threading.Lock()
@@ -100,10 +93,6 @@ class Pump:
         self.name = getattr(learner, "name", "learner")
         self.rate = float(rate)
         self.ticks = 0
-        #: ticks that started at the training thread's announced GIL-free stretch
-        self.aligned = 0
-        #: how long a view waits for that stretch (0: tick on the clock alone)
-        self.align_wait = align_wait()
         self.closed = False
         self._views: dict[str, View] = {}
         self._views_lock = threading.Lock()
@@ -168,19 +157,15 @@ class Pump:
     def tick(self) -> None:
         """One round: render every view with its newest snapshot (pump thread only).
 
-        Each view renders in its own GIL-free stretch of the training thread (see
-        :meth:`_align`; a tick's Python is then split in pieces that each fit one), and
-        the round's comm messages leave with one IOPub wake-up (see :mod:`._iopub`).
+        The round's comm messages leave with one IOPub wake-up (see :mod:`._iopub`).
         """
-        budget = time.monotonic() + self.align_wait  # all of a tick's waits together
         # DOC_LOCK is held until the tick's held messages are handed to IOPub (the inner
         # context exits first): another thread's document change (a reload's resync, a
         # selection) is then sent before or after the whole tick, in the order the
         # documents changed. Taken per view instead, a resync could go out between a
-        # stream and the tick's send, and the page applied that row twice (seen in CI).
+        # stream and the tick's send, and the page would apply that row twice.
         with DOC_LOCK, batched_iopub():
             for view in list(self.views().values()):
-                self._align(budget - time.monotonic())
                 snap = view._take()
                 try:
                     view.render(snap)
@@ -189,15 +174,6 @@ class Pump:
                     view.errors.append(exc)
                     del view.errors[:-10]
         self.ticks += 1
-
-    def _align(self, timeout: float) -> None:
-        """Wait (at most ``timeout`` s) for the running training thread to enter a long
-        GIL-free call; no wait when it is not running or never announces one."""
-        learner = self._learner()
-        if timeout <= 0 or learner is None or getattr(learner, "state", "") != "running":
-            return
-        if wait_gil_free(getattr(learner, "thread_ident", None), timeout):
-            self.aligned += 1
 
     def _loop(self) -> None:
         interval = 1.0 / self.rate

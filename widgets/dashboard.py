@@ -33,7 +33,7 @@ __all__ = ["Dashboard"]
 
 # The throughput line is rewritten at most this often (and at once on a state change): it
 # is read, not watched, and the learner refreshes its rates every 0.25 s anyway. A line of
-# page text rewritten at the pump's 10 Hz cost chromium's renderer ~0.08 of a core.
+# page text rewritten at the pump's 10 Hz costs the browser noticeable work.
 STATS_PERIOD_S = 0.25
 
 

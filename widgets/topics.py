@@ -5,29 +5,21 @@ proportional to the word's weight in the topic (thesis fig. 3.3). The chart has 
 number of row slots (``k * n_top``): each tick, new top words take free rows, and the
 sizes, labels and marks are ``patch``-ed in place.
 
-What is sent is what the eye can see change:
-- A word keeps its row while it stays near the top (within ``2 * n_top`` of some topic),
-  and leaves only when its row is needed for a new top word. A sampler's noise swaps the
-  words around rank ``n_top`` every few minibatches; without this the rows churned on most
-  ticks (63 of 98 at 10 updates/s, LDAGibbs on UCI KOS), each churn repainting every label;
-  with it, 28 of 300, nearly all in the first seconds of training.
-- Sizes go out when some bubble's diameter moved by :data:`SIZE_STEP_PX` or more since
-  the last send (or a row or mark changed); smaller moves are not visible.
-- The top-words list is rewritten when a topic's set of top words changes, and at most
-  once a second for a change of their order alone.
+Only visible changes are sent, so the page stays cheap to update:
+- a word keeps its row while it stays within ``2 * n_top`` of some topic's top (sampler
+  noise around rank ``n_top`` would otherwise churn the rows every few minibatches);
+- sizes go out when some bubble's diameter moved by :data:`SIZE_STEP_PX` or more;
+- the top-words list is rewritten when a topic's top-word set changes, and at most once a
+  second for a change of order alone.
 
-Painting: the bubbles sit on BokehJS's overlay layer and the words are a text glyph on
-the primary layer, so a tick that changes only sizes repaints only the bubbles. (With the
-words as the y axis's tick labels, BokehJS re-measured all of them on every repaint to
-lay the axis out, and repainted them with every bubble: ~0.1 of the page's core at 10
-updates a second.)
+The bubbles sit on BokehJS's overlay layer and the words are a text glyph, so a tick that
+changes only sizes repaints only the bubbles.
 
 Clicking a bubble selects its (topic, word) parameter and shows its temperature control
 (SAME Gibbs learners, :class:`bidlab.models.LDAGibbs`): a new value goes to
 ``learner.set_temperature(value, topic, word)`` and takes effect at the sampler's next
-minibatch; bubbles whose temperature is not 1 are drawn with a red outline once the
-learner's temperature log says the change took effect. For variational LDA the chart
-works the same, without temperatures. A companion list shows each topic's top words.
+minibatch; bubbles whose temperature is not 1 get a red outline once the learner's
+temperature log confirms it. For variational LDA the chart works without temperatures.
 """
 
 from __future__ import annotations

@@ -16,5 +16,6 @@ BENCHMARKS: dict[str, str] = {
     "kmeans": "k-means per iteration vs scikit-learn",
     "dashboard": "the live dashboard (bidlab/bench/dashboard.py)",
     "temperature": "SAME Gibbs with heated parameters vs without",
+    "coldstart": "first fit of a fresh process: empty kernel cache, after warmup, warm",
 }
 """Benchmark name -> one-line summary; the name is the module ``bidlab.bench.<name>``."""

@@ -14,7 +14,6 @@ Targets: 0 allocations per step after step 2; cached step <= 0.8x the uncached o
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import time
 from typing import Any
@@ -24,6 +23,7 @@ import scipy.sparse as sp
 
 import bidlab as bl
 from bidlab import backend
+from bidlab.bench._common import emit, machine, print_targets, target
 
 
 def make_minibatch(docs: int, vocab: int, nnz_per_doc: int, seed: int) -> sp.csr_matrix:
@@ -186,34 +186,41 @@ def main(argv: list[str] | None = None) -> int:
     cached = min((r[0] for r in rounds), key=lambda r: r["median_step_s"])
     uncached = min((r[1] for r in rounds), key=lambda r: r["median_step_s"])
     paired = paired_ratio(x, args.k, args.device, args.steps)
+    ratio = cached["median_step_s"] / uncached["median_step_s"]
     out = {
         "benchmark": "cache",
+        "machine": machine(),
         "device": args.device,
         "shape": {"docs": args.docs, "vocab": args.vocab, "nnz": int(x.nnz), "k": args.k},
         "cached": cached,
         "uncached": uncached,
-        "time_ratio_cached_over_uncached": cached["median_step_s"] / uncached["median_step_s"],
+        "time_ratio_cached_over_uncached": ratio,
         "paired": paired,
-        "targets": {"allocations_after_step2": 0, "time_ratio_max": 0.8},
+        "targets": [
+            target("allocations per step after step 2, cached",
+                   cached["allocations_after_step2"], 0, at_most=True),
+            target("cached / uncached step time", ratio, 0.8, at_most=True),
+        ],
     }
-    if args.json:
-        print(json.dumps(out, indent=2, default=str))
-    else:
-        print(f"E-step {args.docs} docs x {args.vocab} words, nnz={x.nnz}, k={args.k}, "
-              f"device={args.device}")
-        for r in (cached, uncached):
-            tag = "cached  " if r["cached"] else "uncached"
-            extra = "" if r["cuda_mallocs_after_step2"] is None else (
-                f", cudaMalloc after step 2: {r['cuda_mallocs_after_step2']}")
-            print(f"  {tag}: median step {r['median_step_s'] * 1e3:8.2f} ms, allocations "
-                  f"after step 2: {r['allocations_after_step2']}{extra}")
-        print(f"  cached / uncached time (best rounds): "
-              f"{out['time_ratio_cached_over_uncached']:.3f} (target <= 0.8)")
-        q1, q3 = paired["ratio_quartiles"]
-        print(f"  cached / uncached time, {paired['pairs']} back-to-back step pairs: median "
-              f"{paired['median_ratio']:.3f} (quartiles {q1:.3f}-{q3:.3f}; "
-              f"{paired['median_cached_s'] * 1e3:.2f} vs "
-              f"{paired['median_uncached_s'] * 1e3:.2f} ms); minor page faults per step: "
-              f"{paired['minor_page_faults_per_step_cached']:.1f} cached, "
-              f"{paired['minor_page_faults_per_step_uncached']:.1f} uncached")
-    return 0
+    return emit(out, args.json, print_report)
+
+
+def print_report(out: dict[str, Any]) -> None:
+    """The readable report of :func:`main`'s result."""
+    shape, paired = out["shape"], out["paired"]
+    print(f"E-step {shape['docs']} docs x {shape['vocab']} words, nnz={shape['nnz']}, "
+          f"k={shape['k']}, device={out['device']}")
+    for r in (out["cached"], out["uncached"]):
+        tag = "cached  " if r["cached"] else "uncached"
+        extra = "" if r["cuda_mallocs_after_step2"] is None else (
+            f", cudaMalloc after step 2: {r['cuda_mallocs_after_step2']}")
+        print(f"  {tag}: median step {r['median_step_s'] * 1e3:8.2f} ms, allocations "
+              f"after step 2: {r['allocations_after_step2']}{extra}")
+    q1, q3 = paired["ratio_quartiles"]
+    print(f"  cached / uncached time, {paired['pairs']} back-to-back step pairs: median "
+          f"{paired['median_ratio']:.3f} (quartiles {q1:.3f}-{q3:.3f}; "
+          f"{paired['median_cached_s'] * 1e3:.2f} vs "
+          f"{paired['median_uncached_s'] * 1e3:.2f} ms); minor page faults per step: "
+          f"{paired['minor_page_faults_per_step_cached']:.1f} cached, "
+          f"{paired['minor_page_faults_per_step_uncached']:.1f} uncached")
+    print_targets(out["targets"])

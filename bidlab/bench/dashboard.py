@@ -13,8 +13,7 @@ minibatches on the same data, side by side on one machine. Besides the headline 
 (mean rate over mean rate) it reports each round's ratio and their geometric mean with a
 90 % bootstrap interval: on a shared machine one window's rate varies by more than the
 effect measured, and the interval shows how uncertain round-to-round noise alone leaves a
-run's figure (the host's slower drift adds to that). Target (issue 6): throughput ratio
->= 0.95.
+run's figure (the host's slower drift adds to that). Target: throughput ratio >= 0.95.
 
 The first window starts after ``--warmup`` seconds of training with the page rendering
 (default 10): the page's own start-up work and the first seconds of a fresh model, whose
@@ -37,8 +36,7 @@ learner that shares only the machine with them; the main ratio adds what sharing
 kernel's process (its GIL and its sending threads) costs. ``--isolate`` gives both
 learners' training threads the last core and pins chromium, the Jupyter server and the
 kernel's other threads to the rest: the dashboard's cost when the browser does not share
-the training core (on this project's 2-core VM the page's threads otherwise preempt the
-training thread for 2-4 % of its time). Needs a source checkout (for the notebook), chromium
+the training core. Needs a source checkout (for the notebook), chromium
 at /usr/bin/chromium, playwright and jupyterlab; the browser harness is
 :mod:`bidlab.bench._browser`.
 """
@@ -56,16 +54,12 @@ from typing import Any
 
 from bidlab.bench import _browser as bh
 from bidlab.bench import _live_page as lp
-
-CHECKOUT = Path(__file__).resolve().parents[2]
-SHARED_DATA = CHECKOUT.parent / "shared" / "data"
-
+from bidlab.bench._common import emit, machine, print_targets, target
+from bidlab.datasets.paths import find_shared_data_dir
 
 # Statements run in the kernel (through exec: the probe evaluates expressions only). The bare
-# learner gets the notebook learner's temperatures too: the notebook heats one parameter, and
-# the sampler's temperature path made a learner ~13 % slower (65 vs 75 minibatches/s, no
-# dashboard anywhere), which earlier runs of this benchmark counted against the dashboard.
-# (Since the sampler skips unheated words' temperatures the gap is 0-4 %; like with like still.)
+# learner gets the notebook learner's temperatures too (the notebook heats one parameter), so
+# the two learners differ only in the dashboard.
 _BARE = """
 bare = LDAGibbs(k=K, nsamps=20, batch_size=64, random_state=0).learner(X, n_passes=NPASSES)
 bare.start(); bare.pause()
@@ -419,7 +413,7 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
     updates = sum(r["updates"] for r in rates)
     seconds = sum(r["seconds"] for r in rates)
     delays = lat["delays_s"]
-    return {
+    out = {
         "benchmark": "dashboard",
         "notebook": "notebooks/02_lda_live.ipynb",
         "data": str(data) if data else "synthetic",
@@ -442,9 +436,14 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
                     "p95_ms": lp.percentile(delays, 95) * 1e3,
                     "max_ms": max(delays) * 1e3 if delays else None},
         "page_only": page_only,
-        "targets": {"throughput_ratio_min": 0.95, "update_rate_min": 9.5,
-                    "control_p95_ms_max": 150},
+        "machine": machine(),
     }
+    out["targets"] = [
+        target("throughput with the dashboard / without", out["throughput_ratio"], 0.95),
+        target("chart updates in the page per second", out["update_rate_per_s"], 9.5),
+        target("control delay p95 (ms)", out["control"]["p95_ms"], 150, at_most=True),
+    ]
+    return out
 
 
 def window_order(round_index: int) -> tuple[str, str]:
@@ -459,14 +458,13 @@ def pair_ratios(with_dash: list[dict[str, Any]], bare: list[dict[str, Any]],
     round), their median, their geometric mean and a 90 % bootstrap interval of it.
 
     Why beside the headline ratio (mean rate over mean rate): on a shared machine the
-    neighbours' load drifts over seconds (bare windows of one run ranged 57-143
-    minibatches/s), and adjacent windows share more of it than the run's means; the spread
-    of the pairs shows how much of a run's figure is that drift, and the interval says
-    whether a run can tell its ratio from a target a few per cent away. The geometric mean
-    is the mean of a ratio's logarithm (a round at 0.5 and one at 2.0 average to 1.0); the
-    interval resamples the rounds (2000 times, seeded: the same rounds give the same
-    interval). It counts rounds as independent; a host whose speed drifts over longer than
-    a round spreads whole runs wider than that (BENCHMARKS.md, twelfth session)."""
+    neighbours' load drifts over seconds, and adjacent windows share more of it than the
+    run's means; the spread of the pairs shows how much of a run's figure is that drift,
+    and the interval says whether a run can tell its ratio from a target a few per cent
+    away. The geometric mean is the mean of a ratio's logarithm (a round at 0.5 and one at
+    2.0 average to 1.0); the interval resamples the rounds (2000 times, seeded: the same
+    rounds give the same interval). It counts rounds as independent; a host whose speed
+    drifts over longer than a round spreads whole runs wider than that."""
     import numpy as np
 
     ratios = [d["minibatches_per_s"] / b["minibatches_per_s"]
@@ -502,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
                          "ratio has a standard deviation of ~6 %% on a shared 2-core VM)")
     ap.add_argument("--drags", type=int, default=16, help="slider drags for the latency")
     ap.add_argument("--docs", type=int, default=2000, help="documents (MAX_DOCS)")
-    ap.add_argument("--data", type=Path, default=SHARED_DATA,
+    ap.add_argument("--data", type=Path, default=find_shared_data_dir(),
                     help="the shared data folder (uci-kos); synthetic data when absent")
     ap.add_argument("--page-only", type=int, default=0, metavar="R",
                     help="R more rounds: a bare learner in its own process, with the views "
@@ -522,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, name) < least:
             ap.error(f"--{name.replace('_', '-')} must be at least {least}; "
                      f"got {getattr(args, name)}")
-    data = args.data if args.data.is_dir() else None
+    data = args.data if args.data is not None and args.data.is_dir() else None
     if args.isolate:
         try:
             core_split(sorted(os.sched_getaffinity(0)))  # fail early on a 1-core machine
@@ -534,12 +532,14 @@ def main(argv: list[str] | None = None) -> int:
     except LookupError as exc:
         print(f"python -m bidlab.bench dashboard: cannot run: {exc}", file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(out, indent=2))
-        return 0
+    return emit(out, args.json, print_report)
+
+
+def print_report(out: dict[str, Any]) -> None:
+    """The readable report of :func:`main`'s result."""
     iso = out["isolated"]
-    print(f"LDAGibbs on {out['data']}, {args.steps} minibatches per run, {args.rounds} rounds"
-          f" after {args.warmup:g} s of warm-up"
+    print(f"LDAGibbs on {out['data']}, {out['minibatches_per_run']} minibatches per run, "
+          f"{out['rounds']} rounds after {out['warmup_s']:g} s of warm-up"
           + (f"; training threads on core {iso['training_cores']}, everything else on "
              f"{iso['other_cores']}" if iso else ""))
     for tag, runs in (("with dashboard", out["with_dashboard"]),
@@ -547,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {tag}: " + ", ".join(f"{r['minibatches_per_s']:.1f}" for r in runs)
               + " minibatches/s")
     c = out["control"]
-    print(f"  throughput ratio {out['throughput_ratio']:.3f} (target >= 0.95); rounds: "
+    print(f"  throughput ratio {out['throughput_ratio']:.3f}; rounds: "
           + ", ".join(f"{r:.3f}" for r in out["pair_ratios"])
           + f" (median {out['pair_ratio_median']:.3f}, geometric mean "
           f"{out['pair_ratio_geomean']:.3f}, 90 % interval "
@@ -557,13 +557,13 @@ def main(argv: list[str] | None = None) -> int:
                      ("no dashboard  ", "cpu_cores_without_dashboard")):
         print(f"  cores used {tag}: " + ", ".join(f"{k} {v:.2f}" for k, v in out[key].items())
               + f" (of {out['machine_cores']})")
-    print(f"  chart updates in the page {out['update_rate_per_s']:.2f}/s (target >= 9.5)")
+    print(f"  chart updates in the page {out['update_rate_per_s']:.2f}/s")
     print(f"  control delay ({c['matched']} drags of {c['option']}): p50 {c['p50_ms']:.0f} ms,"
-          f" p95 {c['p95_ms']:.0f} ms (target <= 150 ms)")
+          f" p95 {c['p95_ms']:.0f} ms")
     po = out["page_only"]
     if po:
         print("  page only (bare learner in its own process): "
               + ", ".join(f"{r['minibatches_per_s']:.1f}" for r in po["rendering"])
               + " rendering vs " + ", ".join(f"{r['minibatches_per_s']:.1f}" for r in po["still"])
               + f" still: ratio {po['ratio']:.3f}")
-    return 0
+    print_targets(out["targets"])

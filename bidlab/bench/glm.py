@@ -1,6 +1,6 @@
 """``python -m bidlab.bench glm [--json] [--quick]``: many-target GLMs against their peers.
 
-Workloads (the issue's):
+Workloads:
 
 * ``synth100``: synthetic sparse 200k x 50k power-law rows (~50 non-zeros), 100
   independent logistic targets; held-out 50k rows.
@@ -27,7 +27,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import time
 import warnings
 from collections.abc import Callable
@@ -37,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 
+from bidlab.bench._common import machine
 from bidlab.models.glm import GLM, glm_sweep
 
 # ----------------------------------------------------------------------------- metrics
@@ -504,11 +504,6 @@ WORKLOADS = {"synth100": bench_synth100, "synth20": bench_synth20, "news20": ben
 PEERS = ("sgd", "saga", "snapml", "vw")
 
 
-def _machine() -> dict:
-    return {"cpus": os.cpu_count(), "platform": platform.platform(),
-            "python": platform.python_version()}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bidlab.bench glm", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
@@ -527,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown workloads {sorted(unknown)}; choose from {list(WORKLOADS)}")
     peers = {p for p in args.peers.split(",") if p}
-    report = {"benchmark": "glm", "machine": _machine(), "quick": args.quick, "workloads": []}
+    report = {"benchmark": "glm", "machine": machine(), "quick": args.quick, "workloads": []}
     for name in names:
         t0 = time.perf_counter()
         res = WORKLOADS[name](args.quick, peers)

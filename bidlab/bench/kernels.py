@@ -1,6 +1,6 @@
 """``python -m bidlab.bench kernels [--json] [--scale F]``: the CPU kernels against the roofline.
 
-Workload (the issue's): a power-law sparse 100,000 x 50,000 float32 CSR matrix with ~50 M
+Workload: a power-law sparse 100,000 x 50,000 float32 CSR matrix with ~50 M
 nonzeros (Zipf-like column popularity, log-normal row lengths, sorted unique indices) and
 dense operands with K = 64. For each kernel of :mod:`bidlab.kern` it measures, in one run:
 
@@ -26,9 +26,7 @@ Progress goes to stderr; with ``--json`` stdout holds only the JSON document.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -37,8 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy
 import scipy.sparse as sp
+
+from bidlab.bench._common import emit, log, machine, print_targets, target
 
 FULL_ROWS, FULL_COLS, FULL_NNZ, FULL_K = 100_000, 50_000, 50_000_000, 64
 
@@ -342,21 +341,6 @@ def build_cases(S: sp.csr_matrix, k: int, threads: int, chunk: int,
 # ----------------------------------------------------------------------------- run
 
 
-def _log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def run(m: int, n: int, nnz: int, k: int, repeats: int, base_repeats: int, slow_repeats: int,
         chunk: int, triad_elements: int, seed: int = 0) -> dict[str, Any]:
     """Generate the workload, measure bandwidth and every kernel; return the JSON document."""
@@ -366,9 +350,9 @@ def run(m: int, n: int, nnz: int, k: int, repeats: int, base_repeats: int, slow_
     t0 = time.perf_counter()
     S = power_law_csr(m, n, nnz, seed)
     gen_s = time.perf_counter() - t0
-    _log(f"matrix {m} x {n}, nnz {S.nnz:,} generated in {gen_s:.1f} s; {threads} threads")
+    log(f"matrix {m} x {n}, nnz {S.nnz:,} generated in {gen_s:.1f} s; {threads} threads")
     bw = triad_bandwidth(triad_elements, repeats=max(repeats, 5))
-    _log(f"triad bandwidth {bw / 1e9:.2f} GB/s")
+    log(f"triad bandwidth {bw / 1e9:.2f} GB/s")
 
     results: dict[str, Any] = {}
     with ThreadPoolExecutor(max_workers=threads) as pool:
@@ -405,12 +389,12 @@ def run(m: int, n: int, nnz: int, k: int, repeats: int, base_repeats: int, slow_
                 **case.extra,
             }
             results[case.name] = r
-            _log(f"{case.name:<15} {rate:7.2f} {case.unit} ({r['roofline_ratio']:.2f} of roof); "
+            log(f"{case.name:<15} {rate:7.2f} {case.unit} ({r['roofline_ratio']:.2f} of roof); "
                  f"numpy/scipy 1 thread {r['single']['rate']:.2f}, blocked "
                  f"{r['blocked']['rate']:.2f}")
             del got, want
     bw_end = triad_bandwidth(triad_elements, repeats=max(repeats, 5))
-    _log(f"triad bandwidth at the end {bw_end / 1e9:.2f} GB/s")
+    log(f"triad bandwidth at the end {bw_end / 1e9:.2f} GB/s")
     bw_start, bw = bw, max(bw, bw_end)
     for r in results.values():  # the roofline from the best triad of the run
         r["roofline"] = bw / r.pop("bytes_per_unit") / 1e9
@@ -418,22 +402,17 @@ def run(m: int, n: int, nnz: int, k: int, repeats: int, base_repeats: int, slow_
 
     sd, ds, dst = results["sddmm"], results["dense_sparse"], results["dense_sparse_t"]
     targets = [
-        {"name": "sddmm >= 4x the numpy way", "value": sd["speedup_vs_single"], "target": 4.0},
-        {"name": "sddmm >= 0.8 of the roofline", "value": sd["roofline_ratio"], "target": 0.8},
-        {"name": "dense_sparse >= scipy's best row-blocked product",
-         "value": ds["speedup_vs_blocked"], "target": 1.0},
-        {"name": "dense_sparse_t >= scipy's best row-blocked product",
-         "value": dst["speedup_vs_blocked"], "target": 1.0},
+        target("sddmm / the numpy way", sd["speedup_vs_single"], 4.0),
+        target("sddmm / the roofline", sd["roofline_ratio"], 0.8),
+        target("dense_sparse / scipy's best row-blocked product",
+               ds["speedup_vs_blocked"], 1.0),
+        target("dense_sparse_t / scipy's best row-blocked product",
+               dst["speedup_vs_blocked"], 1.0),
     ]
-    for t in targets:
-        t["met"] = bool(t["value"] >= t["target"])
     return {
         "benchmark": "kernels",
-        "machine": {"cpu": _cpu_model(), "cpus": os.cpu_count(), "numba_threads": threads,
-                    "numba_threading_layer": numba.threading_layer(),
-                    "platform": platform.platform(), "numpy": np.__version__,
-                    "scipy": scipy.__version__,
-                    "numba": numba.__version__},
+        "machine": machine(numba_threads=threads,
+                           numba_threading_layer=numba.threading_layer()),
         "workload": {"rows": m, "cols": n, "nnz": int(S.nnz), "k": k, "dtype": "float32",
                      "format": "csr", "columns": "Zipf ~1/(j+1)", "rows_length": "log-normal",
                      "generate_s": gen_s},
@@ -465,9 +444,7 @@ def print_report(res: dict[str, Any]) -> None:
               f"{r['speedup_vs_best']:>8.2f}{r['max_rel_err']:>10.1e}")
     print("   (1-thread / blocked: the numpy/scipy way in one thread / in row blocks on all "
           "threads; x = bidlab's speed-up)")
-    for t in res["targets"]:
-        flag = "MET   " if t["met"] else "MISSED"
-        print(f"   {flag} {t['name']}: {t['value']:.2f} (target {t['target']:g})")
+    print_targets(res["targets"], indent="   ")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -508,11 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     passed = sys.argv[1:] if argv is None else argv
     res["command"] = " ".join(["python -m bidlab.bench kernels", *passed])
     res["kernel_threads"] = args.threads
-    if args.json:
-        print(json.dumps(res, indent=1))
-    else:
-        print_report(res)
-    return 0
+    return emit(res, args.json, print_report)
 
 
 if __name__ == "__main__":

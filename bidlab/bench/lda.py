@@ -39,8 +39,6 @@ import argparse
 import json
 import math
 import os
-import platform
-import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -50,6 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bidlab import backend
+from bidlab.bench._common import emit, log, machine, print_targets, target
 from bidlab.models import LDA, LDAGibbs
 from bidlab.models._lda_common import heldout_loglik
 
@@ -283,41 +282,36 @@ def warm_up() -> float:
     return time.perf_counter() - t0
 
 
-def targets(rows: dict[str, dict]) -> dict[str, Any]:
-    """The issue's targets as measured ratios (time to reach a peer's LL / the peer's time)."""
-    out: dict[str, Any] = {}
+def targets(rows: dict[str, dict]) -> list[dict[str, Any]]:
+    """The speed targets as measured ratios (time to reach a peer's LL / the peer's time),
+    Gibbs's final LL against online VB's, and allocations per minibatch after warm-up."""
+    out: list[dict[str, Any]] = []
 
     def ratio(ours: str, peer: str, limit: float) -> None:
         if ours not in rows or peer not in rows:
             return
         goal = rows[peer]["heldout_loglik"]
         reach = _time_to_reach(rows[ours]["checkpoints"], goal)
-        key = f"{ours} to reach {peer}"
-        out[key] = {
-            "peer_loglik": goal,
-            "peer_wall_s": rows[peer]["wall_s"],
-            "time_to_reach_s": reach,
-            "ratio": None if reach is None else round(reach / rows[peer]["wall_s"], 4),
-            "target_ratio_max": limit,
-            "met": reach is not None and reach / rows[peer]["wall_s"] <= limit,
-        }
+        value = None if reach is None else round(reach / rows[peer]["wall_s"], 4)
+        out.append(target(f"{ours} to reach {peer}", value, limit, at_most=True,
+                          peer_loglik=goal, peer_wall_s=rows[peer]["wall_s"],
+                          time_to_reach_s=reach))
 
     ratio("bidlab online VB", "sklearn online", 0.1)
     ratio("bidlab online VB", "gensim", 0.2)
     ratio("bidlab SAME Gibbs", "tomotopy (2 threads)", 0.5)
     g, o = rows.get("bidlab SAME Gibbs"), rows.get("bidlab online VB")
     if g and o:
-        out["Gibbs ends better than online VB"] = {
-            "gibbs": g["heldout_loglik"], "online": o["heldout_loglik"],
-            "met": g["heldout_loglik"] > o["heldout_loglik"],
-        }
+        out.append(target("Gibbs ends better than online VB (LL difference)",
+                          g["heldout_loglik"] - o["heldout_loglik"], 0.0,
+                          gibbs=g["heldout_loglik"], online=o["heldout_loglik"]))
     allocs = {
         name: r.get("allocations_per_minibatch_after_first_pass")
         for name, r in rows.items() if name.startswith("bidlab")
     }
-    out["zero allocations per minibatch after warm-up"] = {
-        "per_method": allocs, "met": all(a == 0 for a in allocs.values() if a is not None),
-    }
+    measured = [a for a in allocs.values() if a is not None]
+    out.append(target("zero allocations per minibatch after warm-up",
+                      max(measured, default=0), 0, at_most=True, per_method=allocs))
     return out
 
 
@@ -355,11 +349,9 @@ def _progress(name: str, row: dict) -> None:
     if os.environ.get("BIDLAB_BENCH_QUIET"):
         return
     if "skipped" in row:
-        print(f"# {name}: {row['system']} skipped ({row['skipped']})", file=sys.stderr,
-              flush=True)
+        log(f"# {name}: {row['system']} skipped ({row['skipped']})")
         return
-    print(f"# {name}: {row['system']:<22} {row['wall_s']:8.2f} s  LL {row['heldout_loglik']:.4f}",
-          file=sys.stderr, flush=True)
+    log(f"# {name}: {row['system']:<22} {row['wall_s']:8.2f} s  LL {row['heldout_loglik']:.4f}")
 
 
 # ----------------------------------------------------------------------------- GPU
@@ -410,11 +402,6 @@ def bench_gpu(tokens: float = 1e8, k: int = 256, passes: int = 2) -> dict:
 # ----------------------------------------------------------------------------- main
 
 
-def _machine() -> dict:
-    return {"platform": platform.platform(), "cpus": os.cpu_count(),
-            "note": "2 shared cores; other work may have run at the same time"}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bidlab.bench lda", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -427,10 +414,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", action="store_true", help="add the 100M-token GPU benchmark")
     args = ap.parse_args(argv)
     peers = {p for p in args.peers.split(",") if p}
+    note = "other work may have run on the machine at the same time"
     result: dict[str, Any] = {"benchmark": "lda", "k": K, "alpha": ALPHA, "beta": BETA,
-                              "machine": _machine(), "corpora": []}
+                              "machine": machine(note=note), "corpora": []}
     result["warm_up_s"] = round(warm_up(), 2)
-    print(f"# warm-up (numba compilation, untimed): {result['warm_up_s']} s", file=sys.stderr)
+    log(f"# warm-up (numba compilation, untimed): {result['warm_up_s']} s")
     for name, corpus in load_corpora(args.quick, args.corpora.split(",")):
         if isinstance(corpus, Exception):
             result["corpora"].append({"corpus": name, "skipped": str(corpus)})
@@ -438,11 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         result["corpora"].append(bench_corpus(name, corpus, args.quick, peers))
     if args.gpu:
         result["gpu"] = bench_gpu()
-    if args.json:
-        print(json.dumps(result, indent=2, default=str))
-    else:
-        _print(result)
-    return 0
+    return emit(result, args.json, _print)
 
 
 def _print(result: dict) -> None:
@@ -459,7 +443,6 @@ def _print(result: dict) -> None:
                 continue
             print(f"  {r['system']:<24} {r['wall_s']:8.2f} s {r['tokens_per_s'] or 0:>12,} tok/s"
                   f"  held-out LL {r['heldout_loglik']:.4f}")
-        for name, t in c["targets"].items():
-            print(f"  target: {name}: {json.dumps(t, default=str)}")
+        print_targets(c["targets"])
     if "gpu" in result:
         print(f"\nGPU: {json.dumps(result['gpu'], default=str)}")

@@ -39,6 +39,8 @@ COMMANDS: dict[str, Command] = {
                     "bidlab.demo"),
     "lab": Command("open JupyterLab (127.0.0.1, with a token) on a bidlab notebook",
                    "bidlab.lab.launcher"),
+    "warmup": Command("compile the CPU kernels of the common first fits into numba's cache",
+                      "bidlab.cli.warmup"),
 }
 
 

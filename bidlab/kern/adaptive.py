@@ -2,25 +2,16 @@
 
 Why: a numba ``prange`` loop splits its work between the threads and waits for the last
 one. On an idle machine that halves a kernel's time; when another process keeps a core busy
-(a browser rendering a live dashboard beside the kernel, a second notebook, a compile), the
-second thread's share waits for a time slice and the same call becomes several times
-*slower* than running it in the calling thread. Measured on the 2-core CI machine, one
-SDDMM call (5,800 nonzeros x k = 10 .. 30,000 x 64)::
+(a browser rendering a live dashboard, a second notebook, a compile), the second thread's
+share waits for a time slice and the call becomes several times *slower* than running it in
+the calling thread. No fixed size threshold is right in both cases.
 
-                              2 threads     1 thread
-    idle machine                14-138 us     22-279 us
-    one busy process beside    175-946 us     24-364 us
-
-No fixed size threshold gets both rows right, so every call site keeps two timings per
-size class (powers of four of its work) -- the cost per unit of work of the parallel and of
-the serial version, as moving averages -- runs the cheaper one, and now and then runs the
-other once to see whether the machine has changed: after at least :data:`PROBE_EVERY`
-calls, and once the time spent at that site since the last probe is :data:`PROBE_BUDGET`
-times what a probe is expected to lose (so probing costs at most ~2 %, and a site whose two
-versions differ little is re-checked often, one that differs tenfold rarely). The
-bookkeeping is two ``perf_counter`` reads and a dict lookup (about 1 us; a serial run adds
-0.3 us to set and restore the thread count); the kernels it chooses between take
-microseconds to seconds.
+So every call site keeps, per size class (powers of four of its work), a moving average of
+the cost per unit of work of the parallel and of the serial version, runs the cheaper one,
+and now and then runs the other once to see whether the machine has changed: after at least
+:data:`PROBE_EVERY` calls, and once the time spent at that site since the last probe is
+:data:`PROBE_BUDGET` times what a probe is expected to lose (probing costs at most ~2 %).
+The bookkeeping costs about a microsecond a call.
 
 Policy: ``"adaptive"`` (default), ``"parallel"`` (always all threads: what the kernel
 benchmark's roofline figures use) or ``"serial"``; set with :func:`set_policy`, the
@@ -28,17 +19,12 @@ benchmark's roofline figures use) or ``"serial"``; set with :func:`set_policy`, 
 :func:`decisions` shows what each call site chose and why.
 
 :func:`adaptive_kernel` compiles a ``prange`` kernel once (``parallel=True``); its serial
-run is the same machine code with numba's thread count set to 1 for the call. (A separately
-compiled serial copy was measured 8x slower for the GLM's ADAGrad step: without the
-parallel lowering's no-alias guarantees LLVM left its loop scalar.) Only kernels whose
-result does not depend on how the work is split go through here (each output element is
-computed by one thread: SDDMM, row gathers, the column-listed CSR scatter, row sums,
-element-wise maps and optimizer steps, the GLM's row-wise update, k-means assignment), so
-the choice changes the time, never a bit of the answer, and a seeded run stays
-reproducible. Kernels that sum private per-thread copies (the CSR scatter into a small
-output, the SAME sampler's word-topic counts, k-means centre sums per minibatch) keep their
-fixed size rule; the k-means pass accumulation goes through here, as its rows are split
-between a fixed number of copies whatever the threads that fill them.
+run is the same machine code with numba's thread count set to 1 for the call (a separately
+compiled serial copy loses the parallel lowering's no-alias guarantees and runs much
+slower). Only kernels whose result does not depend on how the work is split go through
+here (each output element is computed by one thread), so the choice changes the time,
+never a bit of the answer, and a seeded run stays reproducible. Kernels that sum private
+per-thread copies keep their fixed size rule.
 """
 
 from __future__ import annotations

@@ -262,7 +262,7 @@ class _Pool:
 
     Why not one per thread: a learner starts a new training thread on every ``fit`` /
     ``start``, and per-thread scratch would be allocated again by each (the zero-allocation
-    contract is about the whole session). Two threads computing at once take two.
+    contract is about the learner's whole life). Two threads computing at once take two.
     """
 
     def __init__(self) -> None:

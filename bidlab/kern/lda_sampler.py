@@ -42,7 +42,6 @@ import numba
 import numpy as np
 
 from bidlab import backend
-from bidlab.gil import announce_gil_free
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -628,9 +627,8 @@ def same_sample_sweeps(
     thread (small minibatches, the usual case), the whole E-step is a single numba call
     that holds no GIL, instead of ``sweeps`` calls separated by Python steps. Another
     thread of the process (a dashboard's pump rendering the model) can then hold the GIL
-    for the whole E-step without stopping training between sweeps, and
-    :func:`bidlab.gil.announce_gil_free` tells it when that stretch starts. Other cases
-    (GPU, parallel CPU sweeps) loop over :func:`same_sample`.
+    for the whole E-step without stopping training between sweeps. Other cases (GPU,
+    parallel CPU sweeps) loop over :func:`same_sample`.
     """
     if isinstance(sweeps, bool) or not isinstance(sweeps, (int, np.integer)) or sweeps < 1:
         raise ValueError(f"same_sample_sweeps: sweeps must be >= 1 and a whole number; got "
@@ -653,7 +651,6 @@ def same_sample_sweeps(
                         with_phi=i == sweeps - 1)
             xp.add(theta_hat, a, out=theta)
         return
-    announce_gil_free()
     _sweeps_serial(X.indptr, X.indices, X.data, theta, phiT, float(scale), float(beta), invden,
                    phiT if temp is None else temp, hot, theta_hat, phi_hat, rows,
                    float(nsamps), np.uint64(int(seed) & _M64), np.uint64(int(step) & _M64),

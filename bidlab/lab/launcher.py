@@ -7,6 +7,11 @@ appears on a command line (which every local user can read from ``ps`` or
 which only its own user can read, and the URL with the token is printed to the launcher's
 own terminal. The server runs as a child process; Ctrl-C and SIGTERM reach it, and
 :func:`launch` returns its exit status.
+
+Without a notebook argument it opens the LDA demo: from the working directory's or the
+source checkout's ``notebooks/``, else (an installed wheel) from a user folder,
+``~/bidlab-demos`` (``$BIDLAB_DEMOS`` overrides), into which the demos shipped in the
+package are copied; copies already there are never overwritten, so edits survive.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -21,15 +27,58 @@ import sys
 import threading
 from pathlib import Path
 
-from bidlab._source_checkout import CHECKOUT_DIR
+from bidlab._source_checkout import CHECKOUT_DIR, PACKAGE_DIR
 
-__all__ = ["DEFAULT_NOTEBOOK", "launch", "lab_command", "lab_environment", "resolve_notebook",
-           "add_arguments", "run"]
+__all__ = ["DEFAULT_NOTEBOOK", "DEMOS_ENV", "launch", "lab_command", "lab_environment",
+           "resolve_notebook", "demos_dir", "install_demos", "add_arguments", "run"]
 
-#: Opened when no notebook is named (looked up in the working directory, then the checkout).
+#: Opened when no notebook is named (looked up in the working directory, then the checkout,
+#: then among the demos shipped in the package).
 DEFAULT_NOTEBOOK = "notebooks/02_lda_live.ipynb"
 
+#: The demo notebooks inside an installed wheel (absent in a source checkout).
+SHIPPED_DEMOS = PACKAGE_DIR / "notebooks"
+
+#: Environment variable naming the folder the shipped demos are copied into.
+DEMOS_ENV = "BIDLAB_DEMOS"
+
 HOST = "127.0.0.1"
+
+
+def demos_dir() -> Path:
+    """The user folder for the shipped demos: ``$BIDLAB_DEMOS``, else ``~/bidlab-demos``."""
+    env = os.environ.get(DEMOS_ENV)
+    return Path(env).expanduser() if env else Path.home() / "bidlab-demos"
+
+
+def install_demos(dest: Path | None = None) -> tuple[Path, list[str]] | None:
+    """Copy the demo notebooks shipped in the package into ``dest`` (default
+    :func:`demos_dir`); return the folder and the names copied, or None when the package
+    ships none (a source checkout).
+
+    A notebook already in ``dest`` is left alone: it may hold the user's edits. OSError
+    when ``dest`` cannot be written.
+    """
+    shipped = sorted(SHIPPED_DEMOS.glob("*.ipynb")) if SHIPPED_DEMOS.is_dir() else []
+    if not shipped:
+        return None
+    dest = demos_dir() if dest is None else Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for src in shipped:
+        target = dest / src.name
+        try:
+            out = open(target, "xb")  # exclusive: never replaces a file, even in a race
+        except FileExistsError:
+            continue
+        try:
+            with out, open(src, "rb") as inp:
+                shutil.copyfileobj(inp, out)
+        except BaseException:
+            target.unlink(missing_ok=True)  # no half-written demo left behind
+            raise
+        copied.append(src.name)
+    return dest, copied
 
 
 def resolve_notebook(notebook: str | os.PathLike | None) -> Path | None:
@@ -37,7 +86,10 @@ def resolve_notebook(notebook: str | os.PathLike | None) -> Path | None:
 
     A named notebook must exist (FileNotFoundError otherwise). The default,
     ``notebooks/02_lda_live.ipynb``, is looked up in the working directory and then in
-    the bidlab source checkout; when neither has it (an installed wheel), None.
+    the bidlab source checkout; when neither has it (an installed wheel), the demos
+    shipped in the package are copied to :func:`demos_dir` (see :func:`install_demos`)
+    and the copy there is opened. None when there is no demo to open or the folder cannot
+    be written (a note on stderr says why).
     """
     if notebook is not None:
         path = Path(notebook).expanduser()
@@ -50,7 +102,20 @@ def resolve_notebook(notebook: str | os.PathLike | None) -> Path | None:
         path = base / DEFAULT_NOTEBOOK
         if path.is_file():
             return path.resolve()
-    return None
+    try:
+        installed = install_demos()
+    except OSError as exc:
+        print(f"bidlab lab: cannot copy the demo notebooks to {demos_dir()}: {exc} (set "
+              f"${DEMOS_ENV} to a writable folder)", file=sys.stderr)
+        return None
+    if installed is None:
+        return None
+    folder, copied = installed
+    if copied:
+        print(f"bidlab lab: copied the demo notebooks {', '.join(copied)} to {folder}",
+              file=sys.stderr)
+    path = folder / Path(DEFAULT_NOTEBOOK).name
+    return path.resolve() if path.is_file() else None
 
 
 def free_port(start: int = 8888, tries: int = 50) -> int:
@@ -108,7 +173,8 @@ def launch(notebook: str | None = None, port: int | None = None, token: str | No
     """Run JupyterLab on 127.0.0.1 with a token, opening ``notebook``; return its exit code.
 
     Args:
-        notebook: the notebook to open (default ``notebooks/02_lda_live.ipynb`` when found).
+        notebook: the notebook to open (default: the LDA demo, see
+            :func:`resolve_notebook`).
         port: TCP port (default: the first free one from 8888).
         token: the access token (default: ``$JUPYTER_TOKEN`` when set, else a random
             48-hex-digit one).
@@ -116,8 +182,8 @@ def launch(notebook: str | None = None, port: int | None = None, token: str | No
     """
     path = resolve_notebook(notebook)
     if path is None:
-        print(f"bidlab lab: {DEFAULT_NOTEBOOK} not found here; opening JupyterLab in "
-              f"{Path.cwd()}", file=sys.stderr)
+        print(f"bidlab lab: no demo notebook to open; opening JupyterLab in {Path.cwd()}",
+              file=sys.stderr)
     port = free_port() if port is None else int(port)
     token = token or os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
     cmd, url = lab_command(path, port, token, open_browser)
@@ -143,7 +209,9 @@ def launch(notebook: str | None = None, port: int | None = None, token: str | No
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``bidlab lab``'s arguments to ``parser``."""
     parser.add_argument("notebook", nargs="?", default=None,
-                        help=f"notebook to open (default: {DEFAULT_NOTEBOOK})")
+                        help=f"notebook to open (default: the LDA demo, {DEFAULT_NOTEBOOK}; "
+                        f"outside a source checkout, a copy in ~/bidlab-demos or "
+                        f"${DEMOS_ENV})")
     parser.add_argument("--port", type=int, default=None,
                         help="TCP port on 127.0.0.1 (default: first free from 8888)")
     parser.add_argument("--token", default=None,

@@ -3,7 +3,7 @@
 Two ways to run the same loop::
 
     lr = Learner(LeastSquares(), (X, y), Grad(lrate=0.1), batch_size=500, n_passes=5)
-    lr.fit()                 # blocks; a progress bar and one summary line per pass
+    lr.fit()                 # blocks; a progress bar and pass summary lines
 
     lr.start()               # returns at once; training runs in a background thread
     lr.opts.lrate = 0.02     # validated here, used from the next minibatch on
@@ -15,9 +15,10 @@ from the source (same containers every step); (3) every ``val_every``-th minibat
 pass is held out and only evaluated (on-the-fly validation, as BIDMach does), every other
 one is trained on: ``model.update``, each mixin's ``gradient``, ``updater.update``;
 (4) records step, pass, time, score and the option-set version in a ring buffer;
-(5) at a pass end, lets the updater and model finish the pass and writes a summary line
-(and a checkpoint when ``checkpoint`` is set); (6) publishes metrics and model views to
-observers at their rate. The thread runs with ``bidlab.caching()`` on.
+(5) at a pass end, lets the updater and model finish the pass, records a summary (``fit``
+prints one every few seconds, and the last) and writes a checkpoint when ``checkpoint`` is
+set; (6) publishes metrics and model views to observers at their rate. The thread runs
+with ``bidlab.caching()`` on.
 
 States: ``created`` -> ``running`` <-> ``paused`` -> ``stopped`` | ``done`` | ``failed``.
 An exception in the training thread moves the learner to ``failed``; ``join()``
@@ -35,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from bidlab import backend, gil
+from bidlab import backend
 from bidlab.learn import learner_state, registry
 from bidlab.learn.datasource import DataSource, as_source
 from bidlab.learn.hyper import n_groups
@@ -43,7 +44,7 @@ from bidlab.learn.mixins import Mixin
 from bidlab.learn.model import Model
 from bidlab.learn.observers import ObserverHub, Subscription, format_error
 from bidlab.learn.options import Configurable, Option, Options
-from bidlab.learn.progress import format_summary, make_progress
+from bidlab.learn.progress import PassLines, format_scores, format_summary, make_progress
 from bidlab.learn.record import PassStats, RunRecord, ScoreSink
 from bidlab.learn.updaters import Grad, Updater
 from bidlab.mat import cache_stats, caching
@@ -161,13 +162,6 @@ class Learner(Configurable):
         return self._state
 
     @property
-    def thread_ident(self) -> int | None:
-        """``threading.get_ident()`` of the training thread while it runs (None otherwise):
-        what a helper thread passes to :func:`bidlab.gil.wait_gil_free`."""
-        thread = self._thread
-        return thread.ident if thread is not None and thread.is_alive() else None
-
-    @property
     def error(self) -> BaseException | None:
         """The exception that failed the run (None otherwise)."""
         return self._error
@@ -266,10 +260,18 @@ class Learner(Configurable):
         training failure is re-raised here.
         """
         disp = make_progress(progress, self.name, file)
+        lines = PassLines()
 
-        def tick() -> None:
-            self._drain_lines(disp)
+        def tick(final: bool = False) -> None:
+            self._drain_lines(disp, lines)
+            if final:
+                show_last()
             disp.update(self.progress, self._postfix())
+
+        def show_last() -> None:
+            last = lines.finish()
+            if last is not None:
+                disp.write(last)
 
         try:
             if background:
@@ -293,8 +295,9 @@ class Learner(Configurable):
                         self._thread = None
                 if isinstance(self._error, KeyboardInterrupt):
                     raise self._error
-            tick()
+            tick(final=True)
         finally:
+            show_last()  # when training failed or was interrupted
             disp.close()
         self.join()
         return self
@@ -458,7 +461,6 @@ class Learner(Configurable):
             self._score_buffer = self._sink.device_buffer
         self._sink = None  # its callback is this learner's method: no cycle left behind
         tb = format_error(err) if err is not None else None
-        gil.forget(threading.get_ident())
         now = time.perf_counter()
         self._update_metrics(now, state=final)
         self._hub.final(self.metrics | {"state": final}, self.model, final, self.step, tb)
@@ -669,11 +671,14 @@ class Learner(Configurable):
 
     def _postfix(self) -> str:
         m = self.metrics
-        return f"train {m['train_score']:.5g} val {m['val_score']:.5g}"
+        return format_scores(m["train_score"], m["val_score"])
 
-    def _drain_lines(self, disp: Any) -> None:
+    def _drain_lines(self, disp: Any, lines: PassLines) -> None:
+        """Show the pass summaries that came since the last call, at a readable rate."""
         while self._lines:
-            disp.write(self._lines.popleft())
+            line = lines.offer(self._lines.popleft())
+            if line is not None:
+                disp.write(line)
 
     def _check_finite(self, when: str) -> None:
         """Raise :class:`DivergedError` when a model matrix holds NaN or inf."""

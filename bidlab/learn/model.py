@@ -5,7 +5,7 @@ targets x features weight matrix or a topics x words matrix) and, with the same 
 **update matrices** (``updatemats``): for each minibatch, :meth:`Model.update` writes the
 update direction into them -- the gradient of the score for gradient updaters
 (:class:`~bidlab.learn.updaters.Grad`, :class:`~bidlab.learn.updaters.ADAGrad`), or
-sufficient statistics for :class:`~bidlab.learn.updaters.Minibatch` /
+sufficient statistics for :class:`~bidlab.learn.updaters.Batch` /
 :class:`~bidlab.learn.updaters.IncNorm`. The updater then moves ``modelmats``.
 
 **Sign convention (BIDMach's):** a model maximises its score (e.g. log-likelihood per

@@ -5,10 +5,7 @@ At most ``rate`` times a second, at a minibatch boundary, the training thread co
 metrics and the requested model views into the subscription's *back* host buffers and
 marks them ready; a separate publisher thread swaps front and back under a lock and calls
 the callback with the front ones. The training thread therefore never waits for a
-callback: a slow callback just sees fewer, newer snapshots. The publisher calls back when
-the training thread next enters a long GIL-free kernel (:mod:`bidlab.gil`; it waits at most
-``hub.align_wait`` for that), so a callback's Python does not make the training thread
-wait for the GIL.
+callback: a slow callback just sees fewer, newer snapshots.
 
 On a GPU the view is first copied device-to-device on the training stream (a consistent
 picture of the model at that boundary), then to pinned host memory on a separate stream,
@@ -38,7 +35,6 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.gil import align_wait, wait_gil_free
 
 __all__ = ["Snapshot", "Subscription", "ObserverHub"]
 
@@ -221,10 +217,6 @@ class ObserverHub:
         self._closed = False
         self._delivering = False  # the publisher holds taken snapshots it has not delivered
         self._stream = None
-        self._producer: int | None = None  # the thread that captured last (training)
-        #: seconds the publisher waits for the training thread's GIL-free stretch before
-        #: it calls back (0: at once); see :mod:`bidlab.gil`
-        self.align_wait = align_wait()
 
     def copy_stream(self) -> Any:
         if self._stream is None:
@@ -267,7 +259,6 @@ class ObserverHub:
     def publish(self, now: float, metrics: dict[str, Any], model: Any, state: str,
                 step: int) -> None:
         """Capture for every due subscription (the caller checked :meth:`due`)."""
-        self._producer = threading.get_ident()
         for s in list(self._subs):
             if s.active and now >= s.next_due:
                 s.next_due = now + s.interval
@@ -293,9 +284,6 @@ class ObserverHub:
                     self._cond.wait(timeout=1.0)
                 if self._closed and not work:
                     return
-            if self.align_wait > 0 and not self._closed:
-                # deliver while the training thread is in a GIL-free kernel (bidlab.gil)
-                wait_gil_free(self._producer, self.align_wait)
             try:
                 for sub, buf in work:
                     if buf is not None and sub.active:

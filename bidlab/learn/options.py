@@ -35,6 +35,8 @@ from typing import Any
 
 import numpy as np
 
+from bidlab.learn.persistable import persistable
+
 __all__ = ["Option", "Options", "OptionError", "Configurable", "validate_params"]
 
 
@@ -456,8 +458,6 @@ class Configurable:
         """bidlab's own components may be saved with :func:`bidlab.learn.persist.save_object`."""
         super().__init_subclass__(**kwargs)
         if cls.__module__.startswith("bidlab."):
-            from bidlab.learn.persist import persistable
-
             persistable(cls)
 
     def __init__(self, **options: Any) -> None:

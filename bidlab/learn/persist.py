@@ -29,22 +29,13 @@ import scipy.sparse as sp
 
 from bidlab import backend
 from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from bidlab.learn.persistable import PERSISTABLE, persistable
 from bidlab.mat import Mat, SMat
 
 __all__ = ["persistable", "save_object", "load_object", "PERSISTABLE"]
 
 KIND = "bidlab-object"
-PERSISTABLE: dict[str, type] = {}
 _TYPES = {"int": int, "float": float, "bool": bool, "str": str}
-
-
-def persistable(cls: type) -> type:
-    """Class decorator: objects of ``cls`` may be saved and rebuilt by :func:`load_object`.
-
-    Registered under ``module.qualname``; only bidlab's own classes should register.
-    """
-    PERSISTABLE[f"{cls.__module__}.{cls.__qualname__}"] = cls
-    return cls
 
 
 class _Encoder:

@@ -1,20 +1,35 @@
-"""Progress output for ``Learner.fit()``: a bar plus one summary line per pass.
+"""Progress output for ``Learner.fit()``: a bar plus pass summary lines.
 
 ``mode="auto"`` uses ``tqdm.auto`` (a widget bar in a notebook, text in a terminal) when
 it works and falls back to :class:`TextProgress`, a kernel-agnostic printer that rewrites
-one line with ``\\r`` at most twice a second and prints each pass summary on its own line
+one line with ``\\r`` at most twice a second and prints pass summaries on their own lines
 (works in terminals, notebooks without ipywidgets, and logs). ``mode=None`` prints nothing.
+
+Summary lines come at a readable rate (:class:`PassLines`: the first pass, then at most one
+every :data:`PASS_LINE_EVERY_S` seconds, and always the last), and show only what was
+measured: no validation score without validation, no GFLOP/s for a model that counts none.
 
 Everything here runs in the thread that called ``fit()``, never in the training thread.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
-__all__ = ["make_progress", "TextProgress", "format_summary", "human"]
+__all__ = ["make_progress", "TextProgress", "PassLines", "format_summary", "format_scores",
+           "human", "PASS_LINE_EVERY_S"]
+
+#: The least time between two pass summary lines (the last pass always gets one).
+PASS_LINE_EVERY_S = 5.0
+
+
+def _measured(x: Any) -> bool:
+    """A finite number (NaN stands for "not measured yet")."""
+    return isinstance(x, (int, float)) and math.isfinite(x)
 
 
 def human(x: float, unit: str = "") -> str:
@@ -27,22 +42,58 @@ def human(x: float, unit: str = "") -> str:
     return f"{x:.3g}{unit}"
 
 
+def format_scores(train: Any, val: Any, digits: int = 5) -> str:
+    """``"train 0.5 val 0.4"``, leaving out a score that is not measured (NaN)."""
+    parts = [f"{name} {x:.{digits}g}" for name, x in (("train", train), ("val", val))
+             if _measured(x)]
+    return " ".join(parts)
+
+
 def format_summary(s: dict[str, Any]) -> str:
-    """One BIDMach-style line from a pass summary dict."""
-    parts = [
-        f"pass {s['pass'] + 1:>3}/{s['n_passes']}",
-        f"{100 * s['progress']:5.1f}%",
-        f"train {s['train_score']:.6g}",
-        f"val {s['val_score']:.6g}" if s["val_score"] == s["val_score"] else "val n/a",
-        f"{s['seconds']:.2f}s",
-        f"{human(s['samples_per_s'])} samples/s",
-        f"{s['gflops']:.3g} GFLOP/s",
-        f"{s['mb_per_s']:.3g} MB/s",
-        f"cache {human(s['cache_bytes'], 'B')}",
-    ]
+    """One BIDMach-style line from a pass summary dict, with only the measured figures."""
+    parts = [f"pass {s['pass'] + 1:>3}/{s['n_passes']}", f"{100 * s['progress']:5.1f}%"]
+    scores = format_scores(s.get("train_score"), s.get("val_score"), digits=6)
+    if scores:
+        parts.append(scores.replace(" val", "  val"))
+    parts.append(f"{s['seconds']:.2f}s")
+    if _measured(s.get("samples_per_s")):
+        parts.append(f"{human(s['samples_per_s'])} samples/s")
+    if _measured(s.get("gflops")) and s["gflops"] > 0:  # 0: the model counts no flops
+        parts.append(f"{s['gflops']:.3g} GFLOP/s")
+    if _measured(s.get("mb_per_s")) and s["mb_per_s"] > 0:
+        parts.append(f"{s['mb_per_s']:.3g} MB/s")
+    parts.append(f"cache {human(s['cache_bytes'], 'B')}")
     if s.get("gpu_free") is not None:
         parts.append(f"GPU free {human(s['gpu_free'], 'B')}")
     return "  ".join(parts)
+
+
+class PassLines:
+    """Decides which pass summary lines are shown: the first, then at most one every
+    ``every`` seconds (default :data:`PASS_LINE_EVERY_S`), and the last one
+    (:meth:`finish`), so fast passes do not flood the output with hundreds of lines."""
+
+    def __init__(self, every: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.every = PASS_LINE_EVERY_S if every is None else every
+        self.clock = clock
+        self._shown_at = -math.inf
+        self._held: str | None = None
+
+    def offer(self, line: str) -> str | None:
+        """The line to show now, or None (it is held in case it turns out the last)."""
+        now = self.clock()
+        if now - self._shown_at >= self.every:
+            self._shown_at = now
+            self._held = None
+            return line
+        self._held = line
+        return None
+
+    def finish(self) -> str | None:
+        """The last line offered, when it was held back (None when it was shown)."""
+        held, self._held = self._held, None
+        return held
 
 
 class TextProgress:
@@ -62,14 +113,17 @@ class TextProgress:
         self._last = now
         n = 30
         fill = int(round(n * max(0.0, min(1.0, fraction))))
-        line = f"{self.desc} [{'#' * fill}{'.' * (n - fill)}] {100 * fraction:5.1f}% {postfix}"
+        line = f"{self.desc} [{'#' * fill}{'.' * (n - fill)}] {100 * fraction:5.1f}%"
+        if postfix:
+            line += " " + postfix
         pad = max(0, self._width - len(line))
         self._width = len(line)
         self.file.write("\r" + line + " " * pad)
         self.file.flush()
 
     def write(self, line: str) -> None:
-        self.file.write("\r" + " " * self._width + "\r" + line + "\n")
+        clear = "\r" + " " * self._width + "\r" if self._width else ""
+        self.file.write(clear + line + "\n")
         self._width = 0
         self._last = 0.0
         self.file.flush()
@@ -84,14 +138,15 @@ class _TqdmProgress:
     def __init__(self, desc: str, file: TextIO | None) -> None:
         from tqdm.auto import tqdm
 
+        # tqdm puts ", " before a non-empty postfix: it separates it from the times
         self.bar = tqdm(total=1000, desc=desc, file=file, leave=True,
-                        bar_format="{l_bar}{bar}| {elapsed}<{remaining} {postfix}")
+                        bar_format="{l_bar}{bar}| {elapsed}<{remaining}{postfix}")
 
     def update(self, fraction: float, postfix: str = "") -> None:
         target = int(round(1000 * max(0.0, min(1.0, fraction))))
         if target > self.bar.n:
             self.bar.update(target - self.bar.n)
-        if postfix:
+        if postfix != (self.bar.postfix or ""):
             self.bar.set_postfix_str(postfix, refresh=False)
 
     def write(self, line: str) -> None:

@@ -32,6 +32,7 @@ import scipy.sparse as sp
 
 from bidlab import backend
 from bidlab.mat import Mat, SMat
+from bidlab.mat.sparse import csr_view
 
 __all__ = ["Piece", "Plan", "Minibatch", "Stager", "RowsLike"]
 
@@ -181,8 +182,8 @@ class _CsrStaging:
 
     def csr(self) -> sp.csr_matrix:
         """A scipy CSR view of the staged rows (no copy)."""
-        return sp.csr_matrix((self.data[: self.nnz], self.indices[: self.nnz], self.indptr),
-                             shape=(self.n, self.cols), copy=False)
+        return csr_view(self.data[: self.nnz], self.indices[: self.nnz], self.indptr,
+                        (self.n, self.cols))
 
 
 # --------------------------------------------------------------------------- slots

@@ -1,4 +1,10 @@
-"""The cached matrix core: ``Mat``, ``SMat``, the result cache and every operation."""
+"""The cached matrix core: ``Mat``, ``SMat``, the result cache and every operation.
+
+Module layout (imports point down only): ``cache`` (result containers) <- ``dense``
+(``Mat``) <- ``sparse`` (``SMat``) <- ``ops`` (every operation) <- ``methods`` (binds the
+operators to the containers) and ``create`` (constructors). Importing this package binds
+the operators.
+"""
 
 from bidlab.mat.cache import (
     cache_limit,
@@ -10,6 +16,7 @@ from bidlab.mat.cache import (
 )
 from bidlab.mat.create import col, full, ones, rand, row, scalar, to_cpu, to_gpu, zeros
 from bidlab.mat.dense import Mat
+from bidlab.mat.methods import bind as _bind  # noqa: F401  (attaches Mat / SMat operators)
 from bidlab.mat.ops import (
     absolute,
     add,

@@ -2,7 +2,9 @@
 
 A ``Mat`` wraps an array without copying it. Its GUID names it in the result cache, so
 operations on the same operands find the same result container step after step. All
-arithmetic goes through :mod:`bidlab.mat.ops`; the operators here are thin sugar.
+arithmetic lives in :mod:`bidlab.mat.ops`; the operators (``+ - * / ** @``, comparisons,
+indexing, ``<<=``, ``set`` and the reductions ``sum / mean / max / min``) are thin sugar
+over it, attached by :mod:`bidlab.mat.methods` so that this module depends on no operation.
 
 Shapes are always 2-D (BIDMat's convention): a row vector is 1 x n, a column vector
 m x 1, a scalar 1 x 1. Binary operators broadcast ("edge operators") a 1 x n, m x 1 or
@@ -126,22 +128,6 @@ class Mat:
         out._data[...] = self._data
         return out
 
-    def set(self, value: Any) -> Mat:
-        """Overwrite the contents in place (a number, an array or a Mat of the same shape).
-
-        This is how live hyperparameters change: the matrix keeps its GUID, so no cache
-        entry is added.
-        """
-        from bidlab.mat.ops import copy_into
-
-        return copy_into(self, value)
-
-    def __ilshift__(self, other: Any) -> Mat:
-        """``dst <<= src``: BIDMat's ``dst <-- src``; copies src's values into dst."""
-        from bidlab.mat.ops import copy_into
-
-        return copy_into(self, other)
-
     def __repr__(self) -> str:
         where = backend.backend_name(self._data)
         m, n = self.shape
@@ -163,89 +149,3 @@ class Mat:
         raise TypeError(
             "the truth value of a Mat is ambiguous: use (a > b).numpy().all() or .any()"
         )
-
-    # -- operators (all arithmetic lives in bidlab.mat.ops) --------------------------------
-    def __add__(self, o):
-        return ops.add(self, o)
-
-    def __radd__(self, o):
-        return ops.add(o, self)
-
-    def __sub__(self, o):
-        return ops.subtract(self, o)
-
-    def __rsub__(self, o):
-        return ops.subtract(o, self)
-
-    def __mul__(self, o):
-        return ops.multiply(self, o)
-
-    def __rmul__(self, o):
-        return ops.multiply(o, self)
-
-    def __truediv__(self, o):
-        return ops.divide(self, o)
-
-    def __rtruediv__(self, o):
-        return ops.divide(o, self)
-
-    def __pow__(self, o):
-        return ops.power(self, o)
-
-    def __rpow__(self, o):
-        return ops.power(o, self)
-
-    def __matmul__(self, o):
-        return ops.matmul(self, o)
-
-    def __rmatmul__(self, o):
-        return ops.matmul(o, self)
-
-    def __neg__(self):
-        return ops.negative(self)
-
-    def __abs__(self):
-        return ops.absolute(self)
-
-    def __gt__(self, o):
-        return ops.greater(self, o)
-
-    def __ge__(self, o):
-        return ops.greater_equal(self, o)
-
-    def __lt__(self, o):
-        return ops.less(self, o)
-
-    def __le__(self, o):
-        return ops.less_equal(self, o)
-
-    def __eq__(self, o):  # type: ignore[override]
-        return ops.equal(self, o)
-
-    def __ne__(self, o):  # type: ignore[override]
-        return ops.not_equal(self, o)
-
-    __hash__ = object.__hash__
-
-    def __getitem__(self, index: Any) -> Mat:
-        return ops.getitem(self, index)
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        ops.setitem(self, index, value)
-
-    # -- reductions -----------------------------------------------------------------------
-    def sum(self, axis: int | None = None, out: Mat | None = None) -> Mat:
-        """Sum over rows (axis=0 -> 1 x n), columns (axis=1 -> m x 1) or all (1 x 1)."""
-        return ops.reduce("sum", self, axis, out)
-
-    def mean(self, axis: int | None = None, out: Mat | None = None) -> Mat:
-        return ops.reduce("mean", self, axis, out)
-
-    def max(self, axis: int | None = None, out: Mat | None = None) -> Mat:
-        return ops.reduce("max", self, axis, out)
-
-    def min(self, axis: int | None = None, out: Mat | None = None) -> Mat:
-        return ops.reduce("min", self, axis, out)
-
-
-from bidlab.mat import ops  # noqa: E402  (ops needs Mat defined first)

@@ -13,7 +13,8 @@ Two things make sparse matrices cheap in a minibatch loop:
   every derived result sees the new pattern at once; only its values buffer is its own.
 
 Element-wise operators act on the stored entries only (``S * 2`` scales them, ``S + 1``
-adds 1 to each stored entry, never to the implicit zeros).
+adds 1 to each stored entry, never to the implicit zeros). Like ``Mat``'s, the operators
+are attached by :mod:`bidlab.mat.methods`; this module defines the container only.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.mat.dense import Mat, new_guid
+from bidlab.mat.cache import CACHE
+from bidlab.mat.dense import new_guid
 
 DEFAULT_GROWTH = 1.2
 
@@ -72,6 +74,23 @@ def validate_csr(matrix: Any, what: str = "the sparse matrix") -> None:
         r = int(xp.searchsorted(indptr, p, side="right")) - 1
         raise ValueError(f"{what}: row {r} has column index {int(indices[p])}, outside "
                          f"[0, {n_cols}){fix}")
+
+
+def csr_view(data: Any, indices: Any, indptr: Any, shape: tuple[int, int]) -> Any:
+    """A scipy / cupyx ``csr_matrix`` over exactly these arrays: writes go both ways.
+
+    Why: scipy's constructor copies, even with ``copy=False``, a ``data`` or ``indices``
+    array that views less than half of its buffer (its ``prune``), and narrows int64
+    indices to int32. A matrix built over a growable buffer would then hold a copy that
+    misses every later write into the buffer. The arrays are put back after construction.
+    """
+    csp = backend.sparse_module(backend.namespace(data))
+    m = csp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
+    if m.data.dtype == data.dtype:
+        m.data = data
+    if indices.dtype == indptr.dtype:
+        m.indices, m.indptr = indices, indptr
+    return m
 
 
 class SMat:
@@ -202,8 +221,6 @@ class SMat:
         need = self.nnz
         if self._values.shape[0] >= need:
             return False
-        from bidlab.mat.cache import CACHE
-
         old = self.nbytes
         self._values = backend.empty((math.ceil(need * self.growth),), self.dtype, self.xp)
         CACHE.resized(self, old, self.nbytes)
@@ -232,8 +249,6 @@ class SMat:
             )
         backend.namespace(self._values, src.data)
         nnz = int(src.nnz)
-        from bidlab.mat.cache import CACHE
-
         old = self.nbytes
         owned = self._owned
         if not owned or self._indices.shape[0] < nnz:
@@ -260,10 +275,7 @@ class SMat:
         root = self.root
         key = (root._version, id(self._values), id(root._indices), root._nnz)
         if self._csr is None or self._csr_key != key:
-            csp = backend.sparse_module(self.xp)
-            self._csr = csp.csr_matrix(
-                (self.data, self.indices, self.indptr), shape=self.shape, copy=False
-            )
+            self._csr = csr_view(self.data, self.indices, self.indptr, self.shape)
             self._csr_key = key
         return self._csr
 
@@ -318,52 +330,6 @@ class SMat:
             f"{backend.backend_name(self._values)}, guid={self.guid:#x}{shared})"
         )
 
-    def __ilshift__(self, other: Any) -> SMat:
-        from bidlab.mat.ops import copy_into
-
-        return copy_into(self, other)
-
-    # -- operators ------------------------------------------------------------------------
-    def __mul__(self, o):
-        return ops.multiply(self, o)
-
-    def __rmul__(self, o):
-        return ops.multiply(o, self)
-
-    def __truediv__(self, o):
-        return ops.divide(self, o)
-
-    def __rtruediv__(self, o):
-        return ops.divide(o, self)
-
-    def __add__(self, o):
-        return ops.add(self, o)
-
-    def __radd__(self, o):
-        return ops.add(o, self)
-
-    def __sub__(self, o):
-        return ops.subtract(self, o)
-
-    def __rsub__(self, o):
-        return ops.subtract(o, self)
-
-    def __pow__(self, o):
-        return ops.power(self, o)
-
-    def __neg__(self):
-        return ops.negative(self)
-
-    def __matmul__(self, o):
-        return ops.matmul(self, o)
-
-    def __rmatmul__(self, o):
-        return ops.matmul(o, self)
-
-    def sum(self, axis: int | None = None, out: Mat | None = None) -> Mat:
-        """Sum over rows (axis=0 -> 1 x n dense), columns (axis=1 -> m x 1) or all (1 x 1)."""
-        return ops.reduce("sum", self, axis, out)
-
 
 class SparseTranspose:
     """``S.T`` for an SMat: a marker the products use to pick the transposed kernel."""
@@ -387,14 +353,5 @@ class SparseTranspose:
     def T(self) -> SMat:
         return self.parent
 
-    def __matmul__(self, o):
-        return ops.matmul(self, o)
-
-    def __rmatmul__(self, o):
-        return ops.matmul(o, self)
-
     def __repr__(self) -> str:
         return f"SparseTranspose({self.parent!r})"
-
-
-from bidlab.mat import ops  # noqa: E402

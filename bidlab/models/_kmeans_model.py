@@ -11,7 +11,14 @@ per minibatch each row goes to its nearest centre; centre c, which has now seen
 :meth:`KMeansModel.update` writes that move into the update matrix (``lrate`` < 1 damps
 it). Every ``reassign_every`` steps, centres that starve (below ``reassign_ratio`` of the
 busiest one's weight) move to minibatch rows drawn with probability proportional to their
-squared distance, as scikit-learn's MiniBatchKMeans does.
+squared distance, as scikit-learn's MiniBatchKMeans does. **Early stop** (scikit-learn's
+MiniBatchKMeans rules, while ``stop_early``): the minibatch inertia per unit weight
+(measured before each step; the first step's, of the initial centres, is ignored) is
+smoothed as ``ewa = (1 - a) ewa + a inertia`` with ``a = min(1, 2 m / (n + 1))`` (m rows per
+minibatch, n in the data); the model sets ``converged`` when ``ewa`` has not reached a new
+low for ``max_no_improvement`` steps in a row. ``tol`` is Lloyd's only: a minibatch step's
+centre shift follows its step size (which shrinks as 1 / steps) more than convergence
+(scikit-learn's MiniBatchKMeans has that test off by default too).
 
 ``algorithm="lloyd"`` (full batch), with :class:`~bidlab.learn.Batch` (``replace``): per
 minibatch the model adds the clusters' row sums and weights into per-thread partials
@@ -30,7 +37,11 @@ and ``l -= max_j p_j``; a row with ``u <= max(l, s_a)`` (``s_a``: half the dista
 centre to the nearest other) keeps its centre, and only the rest go through the GEMM. The
 bounds are per row, so they need a source that yields the same row ranges every pass (no
 shuffling; :class:`BlockSource`). In float64 the result equals plain Lloyd's; in float32 a
-row tied to within SGEMM rounding may go to the other centre.
+row tied to within SGEMM rounding may go to the other centre. Dense CPU blocks (Lloyd's
+and the minibatch steps') go through :func:`~bidlab.kern.kmeans.lloyd_block`: bound test,
+GEMM of the rows left, nearest two centres and cluster sums in one cache-blocked kernel;
+a row the bounds clear costs no GEMM work, so the bounds are kept whatever they skip. Small
+BLAS products between passes run single-threaded (:func:`~bidlab.kern.kmeans.one_blas_thread`).
 
 The score is minus the mean squared distance of a minibatch's rows to their centres
 (weighted), measured before the step.
@@ -50,6 +61,8 @@ from bidlab.kern.kmeans import (
     assigned_sq_dist,
     center_sums,
     hamerly,
+    lloyd_block,
+    one_blas_thread,
     row_norms_sq,
 )
 from bidlab.learn.datasource import DataInfo, DataSource
@@ -255,7 +268,10 @@ class KMeansModel(Model):
     """k-means on the Learner, started from the given k x d centres (see the module doc).
 
     Attributes (besides ``modelmats``):
-        converged: set by :meth:`end_pass` when Lloyd has converged (the learner stops).
+        converged: set when Lloyd has converged (:meth:`end_pass`) or minibatch steps
+            stop improving (:meth:`update`); the learner stops.
+        stop_early: minibatch steps may set ``converged`` (True by default;
+            ``partial_fit`` turns it off, as scikit-learn's does not stop early).
         n_updates: Lloyd centre updates that moved a centre (scikit-learn's ``n_iter_``).
         distance_evaluations: row-centre distances computed by GEMM so far (the bounds
             skip some).
@@ -273,6 +289,9 @@ class KMeansModel(Model):
                "centres (0: never)", low=0),
         Option("reassign_ratio", float, 0.01, "minibatch: a centre starves below this "
                "fraction of the busiest centre's weight", low=0.0, high=1.0),
+        Option("max_no_improvement", int, 10, "minibatch: stop after this many steps in a "
+               "row without a new low of the smoothed minibatch inertia (None: never)",
+               low=1, none_ok=True),
     )
     score_name = "-sq.dist/sample"
 
@@ -288,6 +307,8 @@ class KMeansModel(Model):
         self.n_updates = 0
         self.distance_evaluations = 0
         self.steps = 0
+        self.stop_early = True
+        self._reset_early_stop()
         # checkpointed: tells a reload from a live run (a random start: from another run's)
         self._token_value = float(np.random.default_rng().integers(1, 2**40))
         self._token = Mat(np.full((1, 1), self._token_value))
@@ -319,6 +340,12 @@ class KMeansModel(Model):
         self.info = info
         self._rows = None
         self._pass_state = None
+        self.converged = False
+        self._reset_early_stop()
+
+    def _reset_early_stop(self) -> None:
+        # minibatch early stop: steps seen, smoothed inertia, its lowest, steps since then
+        self._es: dict[str, Any] = {"step": 0, "ewa": None, "low": None, "since": 0}
 
     def forget_rows(self) -> None:
         """Drop the per-row state and scratch buffers (memory; a later Lloyd pass without
@@ -426,6 +453,31 @@ class KMeansModel(Model):
         buf["CT"][...] = C.T
         row_norms_sq(C, out=buf["cc"])
 
+    def _nearest_rows(self, X: Any, lab: Any, buf: dict[str, Any], m: int, w: Any = None,
+                      add: bool = False) -> bool:
+        """Nearest centre of every row of a minibatch into ``lab``, its squared distance
+        into ``buf["d1"]``; with ``add``, dense CPU rows also go into the cluster sums
+        ``buf["S"]`` / ``buf["N"]`` in the same kernel (returns whether they did)."""
+        k = self.modelmats[0].shape[0]
+        d1, d2, xx = buf["d1"][:m], buf["d2"][:m], buf["xx"][:m]
+        self.distance_evaluations += m * k
+        self._flops = 2.0 * (X.nnz if backend.is_sparse(X) else m * X.shape[1]) * k
+        if self._fused(X):
+            if add:
+                self._work.reset()
+            lloyd_block(X, self.modelmats[0].data, buf["cc"], xx, lab, d1, d2, self._work, w,
+                        xx_ready=False, sums=add, root=False)
+            if add:
+                S, N = buf["S"], buf["N"]
+                S.fill(0)
+                N.fill(0)
+                self._work.total(S, N)
+            return add
+        row_norms_sq(X, out=xx)
+        _cross(X, buf["CT"], buf["D"][:m])
+        assign(buf["D"][:m], buf["cc"], xx, lab, d1, d2)
+        return False
+
     def _stats(self, X: Any, lab: Any, w: Any, buf: dict[str, Any], m: int) -> None:
         S, N = buf["S"], buf["N"]
         S.fill(0)
@@ -440,15 +492,10 @@ class KMeansModel(Model):
         xp = self.xp
         C = self.modelmats[0].data
         seen = self.modelmats[1].data
-        k = C.shape[0]
         self._set_centers(buf)
         lab, d1 = buf["lab"][:m], buf["d1"][:m]
-        xx = row_norms_sq(X, out=buf["xx"][:m])
-        _cross(X, buf["CT"], buf["D"][:m])
-        assign(buf["D"][:m], buf["cc"], xx, lab, d1, buf["d2"][:m])
-        self.distance_evaluations += m * k
-        self._flops = 2.0 * (X.nnz if backend.is_sparse(X) else m * X.shape[1]) * k
-        self._stats(X, lab, w, buf, m)
+        if not self._nearest_rows(X, lab, buf, m, w=w, add=True):
+            self._stats(X, lab, w, buf, m)
         N, kcol = buf["N"], buf["kcol"]
         kcol[:, 0] = N
         xp.add(seen, kcol, out=seen)
@@ -463,7 +510,26 @@ class KMeansModel(Model):
         every = self.opts.reassign_every
         if every and self.steps % every == 0:
             self._reassign(X, d1, w)
-        return self._score(d1, w)
+        score = self._score(d1, w)
+        if self.stop_early:
+            self._early_stop(-score, m)
+        return score
+
+    def _early_stop(self, inertia: float, m: int) -> None:
+        """Set ``converged`` when minibatch steps stop improving (the module doc's rule)."""
+        es = self._es
+        es["step"] += 1
+        if es["step"] == 1 or not math.isfinite(inertia):
+            return  # the first step measures the initial centres
+        a = min(1.0, 2.0 * m / (self.info.n_samples + 1))
+        es["ewa"] = inertia if es["ewa"] is None else (1 - a) * es["ewa"] + a * inertia
+        if es["low"] is None or es["ewa"] < es["low"]:
+            es["low"], es["since"] = es["ewa"], 0
+        else:
+            es["since"] += 1
+        limit = self.opts.max_no_improvement
+        if limit is not None and es["since"] >= limit:
+            self.converged = True
 
     def _reassign(self, X: Any, d1: Any, w: Any) -> None:
         """Move starved centres to minibatch rows drawn by squared distance."""
@@ -542,8 +608,10 @@ class KMeansModel(Model):
             ps["centers_set"] = True
         sl = slice(a, a + m)
         lab, u, lo, xx = rows["labels"][sl], rows["u"][sl], rows["lo"][sl], rows["xx"][sl]
-        self._assign_rows(X, lab, u, lo, xx, buf, ps, m, count=True)
-        self._add_sums(X, lab, w, buf, ps, batch)
+        self._begin_sums(ps, batch)
+        if not self._assign_rows(X, lab, u, lo, xx, buf, ps, m, count=True, w=w, add=True):
+            self._work.add(X, lab, w)
+        self._end_sums(buf, ps, batch)
         if not rows["xx_ok"]:
             ps["sxx"] += float(xx.sum(dtype=np.float64) if w is None
                                else (w * xx).sum(dtype=np.float64))
@@ -553,24 +621,24 @@ class KMeansModel(Model):
         self._keep_farthest(X, lab, far, w, a)
         return self._score(far, w)
 
-    def _add_sums(self, X: Any, lab: Any, w: Any, buf: dict[str, Any], ps: dict[str, Any],
-                  batch: Minibatch) -> None:
-        """Add the block to the pass's cluster sums (per-thread partials, reduced once).
-
-        The last block writes the pass's totals into ``updatemats``, the others zeros, so
-        the Batch updater's sum at the pass end is the totals. A pass resumed mid-way
-        continues from the sums a checkpoint kept (:meth:`extra_state`); without them its
-        sums miss blocks and :meth:`_lloyd_end` does not use them.
-        """
-        work = self._work
+    def _begin_sums(self, ps: dict[str, Any], batch: Minibatch) -> None:
+        """Get the pass's cluster sums (per-thread partials, reduced once) ready for the
+        block: zeroed at the pass's first block. A pass resumed mid-way continues from the
+        sums a checkpoint kept (:meth:`extra_state`); without them its sums miss blocks and
+        :meth:`_lloyd_end` does not use them."""
         i = batch.index
         if i == 0:
-            work.reset()
+            self._work.reset()
             ps["sums_ok"] = True
         elif ps["sums_next"] != i:
             ps["sums_ok"] = self._resume_sums(batch.pass_, i)
-        work.add(X, lab, w)
-        ps["sums_next"] = i + 1
+
+    def _end_sums(self, buf: dict[str, Any], ps: dict[str, Any], batch: Minibatch) -> None:
+        """After the block's rows were added: the last block writes the pass's totals into
+        ``updatemats``, the others zeros, so the Batch updater's sum at the pass end is the
+        totals."""
+        work = self._work
+        ps["sums_next"] = batch.index + 1
         U, Un = self.updatemats[0].data, self.updatemats[1].data
         if batch.last:
             S, N = buf["S"], buf["N"]
@@ -626,13 +694,31 @@ class KMeansModel(Model):
         self._work.seed(A[:k, :d], A[:k, d])
         return True
 
+    def _fused(self, X: Any) -> bool:
+        """Whether :func:`~bidlab.kern.kmeans.lloyd_block` takes these rows (dense, CPU)."""
+        return (isinstance(X, np.ndarray) and X.flags.c_contiguous and self._work is not None
+                and self._work.cpu)
+
     def _assign_rows(self, X: Any, lab: Any, u: Any, lo: Any, xx: Any, buf: dict[str, Any],
-                     ps: dict[str, Any], m: int, count: bool) -> None:
+                     ps: dict[str, Any], m: int, count: bool, w: Any = None,
+                     add: bool = False) -> bool:
         """Nearest centres of a block of rows: by Hamerly's test where the bounds hold,
-        else for every row."""
+        else for every row. With ``add``, dense CPU rows are also added to the pass's
+        cluster sums in the same kernel; returns whether they were."""
         xp = self.xp
         k = self.modelmats[0].shape[0]
         CT, cc = buf["CT"], buf["cc"]
+        if self._fused(X):
+            pruned = bool(ps["pruned"])
+            changed, cnt = lloyd_block(X, self.modelmats[0].data, cc, xx, lab, u, lo,
+                                       self._work, w,
+                                       xx_ready=self._rows["xx_ok"],
+                                       bounds=self._pass_bounds if pruned else None, sums=add)
+            if count:
+                ps["changed"] += changed if pruned or ps["labels_ok"] else m
+            self.distance_evaluations += cnt * k
+            self._flops = 2.0 * cnt * X.shape[1] * k
+            return add
         if ps["pruned"]:
             b = self._pass_bounds
             need = buf["need"]
@@ -659,7 +745,7 @@ class KMeansModel(Model):
                 lo[idx] = xp.sqrt(d2)
             self.distance_evaluations += cnt * k
             self._flops = 2.0 * cnt * X.shape[1] * k
-            return
+            return False
         rows = self._rows
         if not rows["xx_ok"]:
             row_norms_sq(X, out=xx)
@@ -673,6 +759,7 @@ class KMeansModel(Model):
         xp.sqrt(d2, out=lo)
         self.distance_evaluations += m * k
         self._flops = 2.0 * (X.nnz if backend.is_sparse(X) else m * X.shape[1]) * k
+        return False
 
     def _keep_farthest(self, X: Any, lab: Any, dist: Any, w: Any, start: int) -> None:
         """Keep the pass's farthest rows (their data too): an empty cluster takes one.
@@ -766,7 +853,11 @@ class KMeansModel(Model):
         if k > 1:
             top = xp.argsort(-drift)[:2]
             t0, m1, m2 = int(top[0]), float(drift[top[0]]), float(drift[top[1]])
-            cd = sq_distances(C, C)
+            if xp is np:
+                with one_blas_thread():  # no BLAS threads left spinning for the next pass
+                    cd = sq_distances(C, C)
+            else:
+                cd = sq_distances(C, C)
             cd[xp.arange(k), xp.arange(k)] = xp.inf
             s = (0.5 * xp.sqrt(cd.min(axis=1))).astype(C.dtype)
         else:
@@ -837,11 +928,7 @@ class KMeansModel(Model):
                                   rows["xx"][sl], buf, ps, m, count=False)
             elif not own:
                 self._set_centers(buf)
-                xx = row_norms_sq(X, out=buf["xx"][:m])
-                _cross(X, buf["CT"], buf["D"][:m])
-                assign(buf["D"][:m], buf["cc"], xx, labels[sl], buf["d1"][:m],
-                       buf["d2"][:m])
-                self.distance_evaluations += m * C.shape[0]
+                self._nearest_rows(X, labels[sl], buf, m)
             dist = buf["dist"][:m]
             assigned_sq_dist(X, labels[sl], C, dist)
             total += float(dist.sum(dtype=np.float64) if w is None

@@ -5,11 +5,9 @@ and :class:`RhoStep` (Hoffman's online step, a :class:`bidlab.learn.Updater`).
 :class:`~bidlab.models.lda_gibbs.LDAGibbsModel` (SAME Gibbs) subclass :class:`LDACore`,
 which owns what both need around one minibatch step:
 
-* **fixed-shape minibatches**: each minibatch is copied into a ``batch_rows``-row ``SMat``
-  padded with empty documents, chosen by nnz from classes 1.5x wide, so every cached
-  container keeps its shape and, after the first pass, a step allocates nothing (scipy
-  copies a CSR's arrays when they view a buffer over twice their size; the classes keep
-  every buffer under that);
+* **fixed-shape minibatches**: each minibatch is copied into one ``batch_rows``-row
+  ``SMat`` padded with empty documents, so every cached container keeps its shape and,
+  once the buffers have grown to the largest minibatch, a step allocates nothing;
 * **warm starts**: with ``warm_start`` and several passes over the same documents, each
   document's topic weights are kept between passes (a documents x k matrix) and later
   passes take ``e_iters_warm`` iterations;
@@ -37,6 +35,7 @@ import bidlab as bl
 from bidlab import backend
 from bidlab.learn import Model, Option, Options, Updater
 from bidlab.learn.staging import Minibatch
+from bidlab.mat.sparse import csr_view
 from bidlab.models import _lda_common as common
 
 __all__ = ["LDACore", "RhoStep", "seed_topics", "own_options"]
@@ -371,7 +370,7 @@ class LDACore(Model):
         s = self._scratch
         if s is None:
             B, k, dt, dev = self.batch_rows, int(self.opts.k), self.dtype, self.device
-            s = self._scratch = {"batch": {}, "ptr": None,
+            s = self._scratch = {"batch": None, "ptr": None,
                                  "ev_gamma": bl.zeros((B, k), dt, dev),
                                  "ev_et": bl.zeros((B, k), dt, dev)}
             self.make_scratch(s)
@@ -389,8 +388,8 @@ class LDACore(Model):
         return self.load_rows(batch.mats[0].csr, 0, batch.n)
 
     def load_rows(self, X: Any, lo: int, hi: int) -> bl.SMat:
-        """Rows lo..hi of CSR ``X`` in the padded SMat of their nnz class (allocates only
-        the first time a class is used, or when its buffers must grow)."""
+        """Rows lo..hi of CSR ``X`` in the padded minibatch SMat (allocates only the first
+        time, or when its buffers must grow)."""
         s = self.scratch()
         xp = self.xp
         B = self.batch_rows
@@ -402,13 +401,10 @@ class LDACore(Model):
         ptr = s["ptr"]
         xp.subtract(indptr[lo : hi + 1], start, out=ptr[: n + 1])
         ptr[n + 1 :] = stop - start
-        csp = backend.sparse_module(xp)
-        view = csp.csr_matrix((X.data[start:stop], X.indices[start:stop], ptr),
-                              shape=(B, self.vocab_size), copy=False)
-        slot = int(np.log(max(stop - start, 1)) / np.log(1.5))
-        batch = s["batch"].get(slot)
+        view = csr_view(X.data[start:stop], X.indices[start:stop], ptr, (B, self.vocab_size))
+        batch = s["batch"]
         if batch is None:
-            batch = s["batch"][slot] = bl.SMat(view.copy())
+            batch = s["batch"] = bl.SMat(view.copy())
         batch.copy_from(view)
         return batch
 

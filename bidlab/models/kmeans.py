@@ -19,6 +19,7 @@ is the number of clusters (scikit-learn's ``n_clusters``).
 
 from __future__ import annotations
 
+import math
 import numbers
 from typing import Any
 
@@ -86,9 +87,15 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
             (``"minibatch"``).
         tol: Lloyd stops when the centres' total squared shift is at most ``tol`` times the
             mean feature variance (scikit-learn's rule), or when no label changes.
+            Minibatch steps stop on ``max_no_improvement`` only.
         algorithm: ``"lloyd"`` (full batch) or ``"minibatch"`` (Sculley's update).
         batch_size: rows per minibatch (``"minibatch"`` and ``partial_fit``; Lloyd works in
             blocks of about 4M distances).
+        max_no_improvement: minibatch ``fit`` stops after this many steps in a row in
+            which the smoothed minibatch inertia reaches no new low (scikit-learn's
+            MiniBatchKMeans rule: per-sample inertia before each step, averaged
+            exponentially with weight ``min(1, 2 batch_size / (n + 1))``); None: never.
+            ``partial_fit`` never stops early.
         bounds: prune Lloyd's distance computations with Hamerly's bounds (same result).
         random_state: seed (None, an int, a numpy ``RandomState`` or ``Generator``) for
             initialisation, re-seeding and minibatch order.
@@ -97,7 +104,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         device: ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
 
     Learned: ``cluster_centers_`` (k x d), ``labels_``, ``inertia_`` (weighted sum of
-    squared distances to the nearest centre), ``n_iter_``, ``n_steps_`` (minibatches),
+    squared distances to the nearest centre), ``n_iter_`` (Lloyd iterations, or passes
+    over the data begun by minibatch steps), ``n_steps_`` (minibatches),
     ``n_features_in_`` (and ``feature_names_in_`` for DataFrames), ``model_`` (the
     :class:`~bidlab.models._kmeans_model.KMeansModel`).
     """
@@ -112,6 +120,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         Option("algorithm", str, "lloyd", "full-batch or minibatch k-means",
                choices=("lloyd", "minibatch")),
         Option("batch_size", int, 4096, "rows per minibatch", low=1),
+        Option("max_no_improvement", int, 10, "minibatch steps without a new low of the "
+               "smoothed inertia before fit stops", low=1, none_ok=True),
         Option("bounds", bool, True, "prune Lloyd with Hamerly's bounds"),
         Option("random_state", int, None, "seed", test=_valid_seed, none_ok=True,
                text="None, an int in [0, 2**32), a numpy RandomState or Generator"),
@@ -130,6 +140,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         tol: float = 1e-4,
         algorithm: str = "lloyd",
         batch_size: int = 4096,
+        max_no_improvement: int | None = 10,
         bounds: bool = True,
         random_state: Any = None,
         dtype: Any = None,
@@ -142,6 +153,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         self.tol = tol
         self.algorithm = algorithm
         self.batch_size = batch_size
+        self.max_no_improvement = max_no_improvement
         self.bounds = bounds
         self.random_state = random_state
         self.dtype = dtype
@@ -280,7 +292,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         seed = int(rng.integers(2**31 - 1))
         C0 = init_centers(X, self.k, self.init, np.random.default_rng(seed), w)
         return KMeansModel(C0, random_state=seed, algorithm=algorithm, tol=self.tol,
-                           bounds=self.bounds)
+                           bounds=self.bounds, max_no_improvement=self.max_no_improvement)
 
     def _source(self, X: Any, w: Any, algorithm: str, batch_size: int | None,
                 seed: int) -> Any:
@@ -326,7 +338,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
                 X, w, "lloyd", None, 0)
             labels, inertia = model.label_pass(final)
             model.forget_rows()
-            n_iter = model.n_updates if self.algorithm == "lloyd" else len(lrn.summaries)
+            n_iter = (model.n_updates if self.algorithm == "lloyd"
+                      else math.ceil(lrn.samples / n))
             if best is None or inertia < best[1]:
                 best = (model, inertia, labels, n_iter, lrn.step)
         assert best is not None
@@ -356,6 +369,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
             self.model_ = self._model(X, w, self._rng(), "minibatch")
             self.n_steps_ = 0
         model = self.model_
+        model.stop_early = False
         src = self._source(X, w, "minibatch", None, int(self._rng().integers(2**31 - 1)))
         if model.initialised:
             model.rebind(src.info)

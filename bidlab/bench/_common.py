@@ -1,0 +1,106 @@
+"""What every benchmark program shares: the machine it ran on, progress on stderr, targets
+as measured, and the one JSON document or readable report on stdout.
+
+A program builds one result dict and hands it to :func:`emit`::
+
+    result = {"benchmark": "cache", "machine": machine(), ...,
+              "targets": [target("cached / uncached time", ratio, 0.8, at_most=True)]}
+    return emit(result, args.json, print_report)
+
+Every target is ``{"name", "value", "target", "direction", "met"}`` (plus any details),
+so a reader of any program's JSON finds the same fields.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = ["emit", "format_target", "log", "machine", "print_targets", "target"]
+
+
+def machine(**extra: Any) -> dict[str, Any]:
+    """Where the figures were measured: CPU model and count, platform, library versions.
+
+    ``extra`` adds program-specific entries (e.g. the kernel thread count)."""
+    import numpy as np
+    import scipy
+
+    info: dict[str, Any] = {"cpu": _cpu_model(), "cpus": os.cpu_count(),
+                            "platform": platform.platform(),
+                            "python": platform.python_version(), "numpy": np.__version__,
+                            "scipy": scipy.__version__}
+    try:
+        import numba
+
+        info["numba"] = numba.__version__
+    except ImportError:  # pragma: no cover - numba is a dependency
+        pass
+    info.update(extra)
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def log(msg: str) -> None:
+    """A progress line on stderr (stdout stays clean for ``--json``)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+def target(name: str, value: float | None, limit: float, at_most: bool = False,
+           **details: Any) -> dict[str, Any]:
+    """One target as measured: met when ``value >= limit`` (or ``<=`` with ``at_most``).
+
+    A ``value`` of None (not reached, not measured) or NaN does not meet the target.
+    ``details`` are kept beside the figures (e.g. the peer's time)."""
+    measured = value is not None and not (isinstance(value, float) and math.isnan(value))
+    met = measured and (value <= limit if at_most else value >= limit)
+    return {"name": name, "value": value, "target": limit,
+            "direction": "at most" if at_most else "at least", "met": bool(met), **details}
+
+
+def format_target(t: dict[str, Any]) -> str:
+    """``MET    name: 0.97 (target >= 0.95)`` for one :func:`target` entry."""
+    flag = "MET   " if t["met"] else "MISSED"
+    value = "not reached" if t["value"] is None else f"{t['value']:.4g}"
+    sign = "<=" if t.get("direction") == "at most" else ">="
+    return f"{flag} {t['name']}: {value} (target {sign} {t['target']:g})"
+
+
+def print_targets(targets: Iterable[dict[str, Any]], indent: str = "  ") -> None:
+    """Print each target on its own line (see :func:`format_target`)."""
+    for t in targets:
+        print(indent + format_target(t))
+
+
+def _plain(x: Any) -> Any:
+    """JSON for numpy scalars and arrays and anything else (as text)."""
+    if hasattr(x, "item") and getattr(x, "ndim", 1) == 0:
+        return x.item()
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    return str(x)
+
+
+def emit(result: dict[str, Any], as_json: bool,
+         report: Callable[[dict[str, Any]], None]) -> int:
+    """Print ``result`` as one JSON document (``--json``) or through ``report``; return 0."""
+    if as_json:
+        print(json.dumps(result, indent=1, default=_plain))
+    else:
+        report(result)
+    return 0

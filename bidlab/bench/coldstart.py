@@ -1,0 +1,221 @@
+"""Cold start: the first fit of a fresh process with an empty kernel cache, after
+``bidlab warmup``, and warm, each in its own subprocess.
+
+Workloads: ``bidlab demo`` (online LDA on the synthetic corpus, its whole command),
+``LDAGibbs`` k=20 for 4 passes on KOS, and k-means (Lloyd, 50,000 x 32 float32 blobs,
+k=16). Every run is a new Python process with ``NUMBA_CACHE_DIR`` pointing at a folder
+of this program's:
+
+* cold: an empty folder, so every kernel the fit needs is compiled;
+* after warmup: a copy of a folder ``bidlab warmup`` filled (a fresh copy per run, so a
+  kernel the warm-up missed is compiled in every run, not just the first);
+* warm: the folder the cold run filled (the same fit again: everything it needs is cached).
+
+Each run reports its first fit's seconds (for the demo, the whole command), the seconds
+spent importing bidlab and its models, the process's wall time (with interpreter start,
+data preparation and exit), and how many bidlab kernels numba compiled during it. The
+target: after warmup minus warm <= 1 s of fit time. Warm and after-warmup runs are
+repeated (``--repeat``, interleaved) and their medians compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+WORKLOADS = {
+    "demo": "bidlab demo (online LDA, synthetic corpus; the whole command)",
+    "gibbs": "LDAGibbs k=20, m=100, 4 passes on KOS",
+    "kmeans": "KMeans k=16 (Lloyd) on 50,000 x 32 float32 blobs",
+}
+TARGET_S = 1.0
+
+
+# ----------------------------------------------------------------------------- child
+
+
+def child(name: str, t_start: float) -> None:
+    """Run workload ``name`` once in this fresh process (started at ``t_start``, a
+    ``perf_counter`` reading taken before any import) and print its timings and
+    compilations as one JSON line."""
+    from numba.core import event
+
+    compiled: list[str] = []
+
+    class _Compiles(event.Listener):
+        def on_start(self, ev: event.Event) -> None:
+            pass
+
+        def on_end(self, ev: event.Event) -> None:
+            fn = ev.data["dispatcher"].py_func
+            if fn.__module__.startswith("bidlab"):
+                compiled.append(f"{fn.__module__}.{fn.__qualname__}")
+
+    event.register("numba:compile", _Compiles())
+    import bidlab.datasets
+    import bidlab.models  # noqa: F401  (scikit-learn: most of the import time)
+
+    t_import = time.perf_counter() - t_start
+    if name == "demo":
+        from bidlab.cli import main
+
+        with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
+            t0 = time.perf_counter()
+            status = main(["demo", "--progress", "none", "--out", str(Path(tmp) / "t.html")])
+            fit = time.perf_counter() - t0
+        if status:
+            raise RuntimeError(f"bidlab demo exited with status {status}")
+    elif name == "gibbs":
+        from bidlab.datasets import load_kos
+        from bidlab.models import LDAGibbs
+
+        X = load_kos().X
+        t0 = time.perf_counter()
+        LDAGibbs(20, 100, n_passes=4, random_state=0).fit(X)
+        fit = time.perf_counter() - t0
+    elif name == "kmeans":
+        from bidlab.datasets import blobs
+        from bidlab.models import KMeans
+
+        X, _, _ = blobs(50_000, 32, 16, spread=4.0, seed=0)
+        t0 = time.perf_counter()
+        KMeans(16, random_state=0).fit(X)
+        fit = time.perf_counter() - t0
+    else:
+        raise ValueError(f"unknown workload {name!r}: choose from {list(WORKLOADS)}")
+    print(json.dumps({"import_s": t_import, "fit_s": fit, "compiled": compiled}))
+
+
+# ----------------------------------------------------------------------------- parent
+
+
+def _spawn(args: list[str], cache: Path) -> tuple[subprocess.CompletedProcess[str], float]:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
+                          timeout=1800)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc, wall
+
+
+def _run(name: str, cache: Path) -> dict[str, Any]:
+    code = ("import time; t0 = time.perf_counter(); from bidlab.bench.coldstart import child; "
+            f"child({name!r}, t0)")
+    proc, wall = _spawn(["-c", code], cache)
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"fit_s": got["fit_s"], "import_s": got["import_s"], "process_s": wall,
+            "compiled": len(got["compiled"]), "compiled_kernels": sorted(set(got["compiled"]))}
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    out = {key: statistics.median(r[key] for r in runs)
+           for key in ("fit_s", "import_s", "process_s")}
+    out["compiled"] = max(r["compiled"] for r in runs)
+    out["compiled_kernels"] = sorted({k for r in runs for k in r["compiled_kernels"]})
+    out["runs"] = len(runs)
+    return out
+
+
+def run(workloads: list[str], repeat: int, echo: Any = None) -> dict[str, Any]:
+    """Measure ``workloads``; ``echo`` gets progress lines."""
+    say = echo or (lambda line: None)
+    root = Path(tempfile.mkdtemp(prefix="bidlab-coldstart-"))
+    try:
+        warmed = root / "warmed"
+        _, warmup_s = _spawn(["-m", "bidlab.cli", "warmup"], warmed)
+        say(f"bidlab warmup: {warmup_s:.1f} s (process) into an empty cache")
+        _, rewarm_s = _spawn(["-m", "bidlab.cli", "warmup"], warmed)
+        say(f"bidlab warmup again (all cached): {rewarm_s:.1f} s")
+        rows = {}
+        for name in workloads:
+            cold_dir = root / f"cold-{name}"
+            cold = _run(name, cold_dir)
+            say(f"{name}: cold fit {cold['fit_s']:.2f} s ({cold['compiled']} compiled)")
+            warm_runs, after_runs = [], []
+            for i in range(repeat):
+                warm_runs.append(_run(name, cold_dir))
+                copy = root / f"after-{name}-{i}"
+                shutil.copytree(warmed, copy)
+                after_runs.append(_run(name, copy))
+                shutil.rmtree(copy, ignore_errors=True)
+                say(f"{name}: warm {warm_runs[-1]['fit_s']:.2f} s, after warmup "
+                    f"{after_runs[-1]['fit_s']:.2f} s ({after_runs[-1]['compiled']} compiled)")
+            warm, after = _median(warm_runs), _median(after_runs)
+            rows[name] = {
+                "workload": WORKLOADS[name], "cold": cold, "after_warmup": after, "warm": warm,
+                "cold_minus_warm_s": cold["fit_s"] - warm["fit_s"],
+                "after_warmup_minus_warm_s": after["fit_s"] - warm["fit_s"],
+                "met": after["fit_s"] - warm["fit_s"] <= TARGET_S,
+            }
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return {
+        "benchmark": "coldstart",
+        "warmup_s": warmup_s,
+        "warmup_cached_s": rewarm_s,
+        "workloads": rows,
+        "target": {"goal": f"after warmup - warm <= {TARGET_S:g} s (first fit, each workload)",
+                   "met": all(r["met"] for r in rows.values())},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+    }
+
+
+def _print(res: dict[str, Any]) -> None:
+    print(f"== cold start (first fit of a fresh process); bidlab warmup {res['warmup_s']:.1f} s "
+          f"into an empty cache, {res['warmup_cached_s']:.1f} s when all is cached")
+    head = (f"  {'workload':<8} {'cold':>7} {'after warmup':>13} {'warm':>7} "
+            f"{'cold-warm':>10} {'after-warm':>11}  compiled (cold/after/warm)")
+    print(head)
+    for name, r in res["workloads"].items():
+        c, a, w = r["cold"], r["after_warmup"], r["warm"]
+        print(f"  {name:<8} {c['fit_s']:>6.2f}s {a['fit_s']:>12.2f}s {w['fit_s']:>6.2f}s "
+              f"{r['cold_minus_warm_s']:>9.2f}s {r['after_warmup_minus_warm_s']:>10.2f}s  "
+              f"{c['compiled']}/{a['compiled']}/{w['compiled']}")
+        print(f"  {'':<8} process wall: cold {c['process_s']:.2f} s, after warmup "
+              f"{a['process_s']:.2f} s, warm {w['process_s']:.2f} s (imports "
+              f"{w['import_s']:.2f} s)   [{r['workload']}]")
+        if a["compiled_kernels"]:
+            print(f"  {'':<8} compiled after warmup: {', '.join(a['compiled_kernels'])}")
+    print(f"  target: {res['target']['goal']}: {'met' if res['target']['met'] else 'MISSED'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bidlab.bench coldstart", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help=f"comma-separated subset of {','.join(WORKLOADS)}")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="warm and after-warmup runs per workload (medians reported)")
+    args = parser.parse_args(argv)
+    names = [s.strip() for s in args.workloads.split(",") if s.strip()]
+    bad = [s for s in names if s not in WORKLOADS]
+    if bad or not names:
+        parser.error(f"--workloads {args.workloads!r}: choose from {','.join(WORKLOADS)}")
+    if args.repeat < 1:
+        parser.error(f"--repeat must be >= 1; got {args.repeat}")
+    res = run(names, args.repeat, echo=None if args.json else
+              (lambda line: print(line, file=sys.stderr, flush=True)))
+    if args.json:
+        print(json.dumps(res, indent=1))
+    else:
+        _print(res)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

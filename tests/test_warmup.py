@@ -1,0 +1,172 @@
+"""``bidlab warmup`` fills numba's disk cache so that a later process compiles nothing, and
+the cache-folder policy of :mod:`bidlab._numba_cache`.
+
+The main test runs real processes against an empty ``NUMBA_CACHE_DIR``: one runs the
+warm-up (k-means, float32: the cheapest family to compile), a fresh one then fits k-means
+on data of other sizes and records every numba compilation through numba's event API. It
+must see none for the warmed dtype, and must see some for float64, which was not warmed
+(so the check can fail).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+# A first fit in a fresh process: prints the bidlab kernels numba compiled while fitting
+# float32 data (dense and CSR; Lloyd with and without bounds, minibatch), then those it
+# compiled for float64 data.
+_FIRST_FIT = r"""
+import json
+import numpy as np
+import scipy.sparse as sp
+from numba.core import event
+
+compiled = []
+
+class Listener(event.Listener):
+    def on_start(self, ev):
+        pass
+
+    def on_end(self, ev):
+        fn = ev.data["dispatcher"].py_func
+        if fn.__module__.startswith("bidlab"):
+            compiled.append(f"{fn.__module__}.{fn.__qualname__}{ev.data['args']}")
+
+event.register("numba:compile", Listener())
+
+from bidlab.models import KMeans
+
+rng = np.random.default_rng(5)
+dense = rng.standard_normal((3000, 40)).astype(np.float32)
+csr = sp.random(3000, 200, density=0.05, format="csr", dtype=np.float32, random_state=rng)
+out = {}
+for dtype in ("float32", "float64"):
+    start = len(compiled)
+    for X in (dense.astype(dtype), csr.astype(dtype)):
+        KMeans(6, max_iter=5, random_state=0).fit(X).predict(X)
+        KMeans(6, max_iter=5, bounds=False, random_state=0).fit(X)
+        KMeans(6, algorithm="minibatch", batch_size=512, max_iter=2, random_state=0).fit(X)
+    out[dtype] = compiled[start:]
+print(json.dumps(out))
+"""
+
+
+def _env(cache: Path) -> dict[str, str]:
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+    env.setdefault("NUMBA_NUM_THREADS", "2")
+    return env
+
+
+def test_first_fit_after_warmup_compiles_nothing(tmp_path: Path) -> None:
+    cache = tmp_path / "numba-cache"
+    warm = subprocess.run(
+        [sys.executable, "-m", "bidlab.cli", "warmup", "--models", "kmeans",
+         "--dtypes", "float32"],
+        cwd=REPO, env=_env(cache), capture_output=True, text=True, timeout=600)
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    assert "kmeans float32" in warm.stdout
+    assert f"numba cache: {cache}" in warm.stdout, warm.stdout
+    assert any(cache.rglob("*.nbi")), "the warm-up wrote no numba cache index"
+
+    fit = subprocess.run([sys.executable, "-c", _FIRST_FIT], cwd=REPO, env=_env(cache),
+                         capture_output=True, text=True, timeout=600)
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    got = json.loads(fit.stdout.strip().splitlines()[-1])
+    assert got["float32"] == [], "compiled after warmup:\n" + "\n".join(got["float32"])
+    # float64 was not warmed up: the listener must have seen those compilations
+    assert got["float64"], "no compilation seen for unwarmed float64: the check is blind"
+
+
+def test_warmup_rejects_unknown_names() -> None:
+    from bidlab.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["warmup", "--models", "kmeans,nonesuch"])
+    assert exc.value.code == 2
+    from bidlab.cli.warmup import jobs
+
+    with pytest.raises(ValueError, match="float16"):
+        jobs(("kmeans",), ("float16",))
+
+
+def test_warmup_thresholds_exist() -> None:
+    """Every threshold the warm-up moves to reach a kernel variant is still there."""
+    import importlib
+
+    from bidlab.cli.warmup import BRANCHES
+
+    for settings in BRANCHES.values():
+        for module, attr in settings:
+            assert isinstance(getattr(importlib.import_module(module), attr), int), (module, attr)
+
+
+# ----------------------------------------------------------------------------- policy
+
+
+@pytest.fixture
+def policy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """bidlab._numba_cache with every location under tmp_path (restores numba's config)."""
+    import numba.core.config as numba_config
+
+    from bidlab import _numba_cache
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # nothing can be created below a file: an unwritable place
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    with monkeypatch.context() as m:
+        m.setenv("NUMBA_CACHE_DIR", "unset")  # recorded, so the teardown restores it...
+        m.delenv("NUMBA_CACHE_DIR")  # ...even after configure() sets it
+        m.setattr(tempfile, "tempdir", str(tmp))
+        m.setenv("XDG_CACHE_HOME", str(tmp_path / "user-cache"))
+        m.setattr(_numba_cache, "KERNEL_DIRS", (tmp_path / "pkg",))
+        yield _numba_cache, m, blocker
+    numba_config.reload_config()  # the variable is back to its value: numba re-reads it
+
+
+def test_policy_leaves_a_writable_package_folder_to_numba(policy) -> None:
+    nc, _, _ = policy
+    assert nc.configure() is None
+    assert "NUMBA_CACHE_DIR" not in os.environ
+
+
+@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="XDG layout")
+def test_policy_leaves_the_user_cache_folder_to_numba(policy) -> None:
+    nc, m, blocker = policy
+    m.setattr(nc, "KERNEL_DIRS", (blocker / "pkg",))
+    assert nc.configure() is None
+    assert "NUMBA_CACHE_DIR" not in os.environ
+    assert (Path(os.environ["XDG_CACHE_HOME"]) / "numba").is_dir()
+
+
+@pytest.mark.skipif(sys.platform in ("win32", "darwin"), reason="XDG layout")
+def test_policy_falls_back_to_the_temp_folder(policy) -> None:
+    import numba.core.config as numba_config
+
+    nc, m, blocker = policy
+    m.setattr(nc, "KERNEL_DIRS", (blocker / "pkg",))
+    m.setenv("XDG_CACHE_HOME", str(blocker / "cache"))
+    chosen = nc.configure()
+    assert chosen == str(nc.fallback_dir())
+    assert chosen.startswith(tempfile.gettempdir())
+    assert os.environ["NUMBA_CACHE_DIR"] == chosen
+    assert numba_config.CACHE_DIR == chosen  # numba was imported already: it re-read it
+    assert Path(chosen).is_dir()
+
+
+def test_policy_respects_an_explicit_cache_dir(policy, tmp_path: Path) -> None:
+    nc, m, blocker = policy
+    m.setattr(nc, "KERNEL_DIRS", (blocker / "pkg",))
+    m.setenv("XDG_CACHE_HOME", str(blocker / "cache"))
+    m.setenv("NUMBA_CACHE_DIR", str(tmp_path / "mine"))
+    assert nc.configure() is None
+    assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / "mine")
