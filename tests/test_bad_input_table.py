@@ -10,8 +10,9 @@ import pytest
 import scipy.sparse as sp
 
 import bidlab as bl
-from bidlab.learn import Grad, Learner, LeastSquares, OptionError
+from bidlab.learn import Grad, Learner, OptionError
 from bidlab.models import GLM, LDA, KMeans, LDAGibbs
+from bidlab.models.lsq import LeastSquares
 
 RNG = np.random.default_rng(0)
 COUNTS = sp.random(40, 30, density=0.3, format="csr", random_state=1, dtype=np.float64)

@@ -20,7 +20,8 @@ import pytest
 from bidlab.lab import bridge as bridge_mod
 from bidlab.lab.bridge import TARGET, LearnerBridge
 from bidlab.lab.snapshot import applies_to, apply, dashboard_class, describe
-from bidlab.learn import Learner, LeastSquares, registry
+from bidlab.learn import Learner, registry
+from bidlab.models.lsq import LeastSquares
 
 
 class PacedLeastSquares(LeastSquares):
@@ -240,7 +241,8 @@ import time
 import numpy as np
 import bidlab
 import bidlab.lab
-from bidlab.learn import Learner, LeastSquares
+from bidlab.learn import Learner
+from bidlab.models.lsq import LeastSquares
 
 class Paced(LeastSquares):
     def update(self, batch):

@@ -29,7 +29,8 @@ SETUP = '''\
 import time
 import numpy as np
 import bidlab
-from bidlab.learn import Learner, LeastSquares
+from bidlab.learn import Learner
+from bidlab.models.lsq import LeastSquares
 
 
 class PacedLeastSquares(LeastSquares):

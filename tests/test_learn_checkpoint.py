@@ -19,10 +19,10 @@ from bidlab.learn import (
     CheckpointError,
     Grad,
     Learner,
-    LeastSquares,
     MemorySource,
     load_checkpoint,
 )
+from bidlab.models.lsq import LeastSquares
 
 
 def _data(seed=0):

@@ -12,13 +12,14 @@ import zipfile
 import numpy as np
 import pytest
 
-from bidlab.learn import ADAGrad, Learner, LeastSquares, MemorySource
+from bidlab.learn import ADAGrad, Learner, MemorySource
 from bidlab.learn.checkpoint import (
     CheckpointError,
     load_checkpoint,
     remove_stale_temps,
     save_checkpoint,
 )
+from bidlab.models.lsq import LeastSquares
 
 
 def _learner(**opts):

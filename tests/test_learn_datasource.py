@@ -243,7 +243,8 @@ def test_shuffled_sparse_shards_allocate_nothing_after_the_first_pass(tmp_path):
 
 
 def test_learner_releases_the_prefetch_thread_when_a_run_ends(tmp_path):
-    from bidlab.learn import Grad, Learner, LeastSquares
+    from bidlab.learn import Grad, Learner
+    from bidlab.models.lsq import LeastSquares
 
     X, y, _ = _data(n=200)
     write_shards(tmp_path, X, y, rows_per_shard=50)

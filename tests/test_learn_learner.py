@@ -18,7 +18,6 @@ from bidlab.learn import (
     Grad,
     L2Regularizer,
     Learner,
-    LeastSquares,
     MemorySource,
     Model,
     ShardSource,
@@ -26,6 +25,7 @@ from bidlab.learn import (
     registry,
     write_shards,
 )
+from bidlab.models.lsq import LeastSquares
 
 
 def planted(n=3000, f=12, k=2, sparse=False, seed=0, noise=0.01):

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bidlab.learn import ADAGrad, Grad, L2Regularizer, Learner, LeastSquares, Option, Options
+from bidlab.learn import ADAGrad, Grad, L2Regularizer, Learner, Option, Options
 from bidlab.learn.options import OptionError
+from bidlab.models.lsq import LeastSquares
 
 
 def _learner(**kw):

@@ -11,9 +11,10 @@ import pytest
 import scipy.sparse as sp
 
 import bidlab as bl
-from bidlab.learn import ADAGrad, Grad, L2Regularizer, Learner, LeastSquares, MemorySource
+from bidlab.learn import ADAGrad, Grad, L2Regularizer, Learner, MemorySource
 from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from bidlab.learn.persist import load_object, save_object
+from bidlab.models.lsq import LeastSquares
 
 
 def _trained(**opts):

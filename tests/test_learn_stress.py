@@ -8,8 +8,9 @@ import time
 
 import numpy as np
 
-from bidlab.learn import ADAGrad, L2Regularizer, Learner, LeastSquares, MemorySource
+from bidlab.learn import ADAGrad, L2Regularizer, Learner, MemorySource
 from bidlab.learn.options import OptionError
+from bidlab.models.lsq import LeastSquares
 
 
 def test_random_control_calls_never_deadlock_and_leave_a_finite_model(tmp_path):

@@ -18,7 +18,8 @@ pytest.importorskip("jupyter_bokeh", reason="bidlab.widgets needs the viz extra"
 
 from bidlab.widgets import MAX_RATE, Dashboard, Pump, View, pump_for  # noqa: E402
 
-from bidlab.learn import Grad, Learner, LeastSquares  # noqa: E402
+from bidlab.learn import Grad, Learner  # noqa: E402
+from bidlab.models.lsq import LeastSquares  # noqa: E402
 
 
 def _learner(name: str) -> Learner:

@@ -24,7 +24,6 @@ from bidlab.learn.datasource import (
 )
 from bidlab.learn.hyper import Component, Hyper
 from bidlab.learn.learner import STATES, DivergedError, Learner
-from bidlab.learn.lsq import LeastSquares
 from bidlab.learn.mixins import L1Regularizer, L2Regularizer, Mixin
 from bidlab.learn.model import MODELS, Model, register_model
 from bidlab.learn.observers import Snapshot, Subscription
@@ -49,7 +48,6 @@ __all__ = [
     "L1Regularizer",
     "L2Regularizer",
     "Learner",
-    "LeastSquares",
     "MODELS",
     "MemorySource",
     "Minibatch",

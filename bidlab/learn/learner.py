@@ -2,7 +2,7 @@
 
 Two ways to run the same loop::
 
-    lr = Learner(LeastSquares(), (X, y), Grad(lrate=0.1), batch_size=500, n_passes=5)
+    lr = Learner(LeastSquares(), (X, y), Grad(lrate=0.1), batch_size=500, n_passes=5)  # models.lsq
     lr.fit()                 # blocks; a progress bar and pass summary lines
 
     lr.start()               # returns at once; training runs in a background thread

@@ -3,7 +3,9 @@
 * :class:`LDA`: topic models by online or batch variational Bayes;
 * :class:`LDAGibbs`: SAME Gibbs sampling with per-parameter temperatures;
 * :class:`GLM`: linear / logistic / softmax / SVM, many targets (or a sweep) in one pass;
-* :class:`KMeans`: Lloyd's algorithm by GEMM distances, and a minibatch variant.
+* :class:`KMeans`: Lloyd's algorithm by GEMM distances, and a minibatch variant;
+* :class:`~bidlab.models.lsq.LeastSquares`: the spine's small reference model (a bare
+  :class:`bidlab.learn.Model`, trained by a :class:`bidlab.learn.Learner` directly).
 
 Every estimator saves itself with ``est.save(path)`` (the pickle-free safe format);
 :func:`load` reads any of them back.
@@ -14,5 +16,6 @@ from bidlab.models.glm import GLM
 from bidlab.models.kmeans import KMeans
 from bidlab.models.lda import LDA
 from bidlab.models.lda_gibbs import LDAGibbs
+from bidlab.models.lsq import LeastSquares
 
-__all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "BidlabEstimator", "load"]
+__all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "LeastSquares", "BidlabEstimator", "load"]

@@ -1,4 +1,4 @@
-"""Least squares (linear regression): the small model that proves the learner framework.
+"""Least squares (linear regression): the small model that proves the learner spine.
 
 Data: ``X`` (samples x features, dense or CSR), ``Y`` (samples x targets), optionally
 sample weights ``w`` (samples x 1). Model matrices, BIDMach's layout (one row per target,
