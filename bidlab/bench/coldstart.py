@@ -25,7 +25,6 @@ import contextlib
 import io
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -34,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from bidlab.bench._common import machine
 
 WORKLOADS = {
     "demo": "bidlab demo (online LDA, synthetic corpus; the whole command)",
@@ -170,7 +171,7 @@ def run(workloads: list[str], repeat: int, echo: Any = None) -> dict[str, Any]:
         "workloads": rows,
         "target": {"goal": f"after warmup - warm <= {TARGET_S:g} s (first fit, each workload)",
                    "met": all(r["met"] for r in rows.values())},
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": machine(),
     }
 
 

@@ -155,6 +155,18 @@ def _zero_parts(part, pc):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always")
+def _bounds_fail(i, labels, u, lo, drift, s, top, m1, m2):  # pragma: no cover - compiled
+    """Move row i's Hamerly bounds by the centres' drift; True when they cannot clear it."""
+    j = labels[i]
+    ui = u[i] + drift[j]
+    u[i] = ui
+    li = lo[i] - (m2 if j == top else m1)
+    lo[i] = li
+    # float32 distances from the GEMM formula carry rounding error: a small margin
+    return ui + 1e-3 * (ui + 1e-12) > max(s[j], li)
+
+
+@numba.njit(inline="always")
 def _add_to_sums(P, pc, t, X, i, j, w, weighted):  # pragma: no cover - compiled
     """Add row i of X (times w[i] when weighted) to thread t's sums of cluster j."""
     row, x = P[j], X[i]
@@ -329,13 +341,7 @@ def _lloyd_cpu(X, C, cc, xx, xx_ready, labels, u, lo, w, part, pc, nparts, D, G,
             cnt = 0
             if pruned:  # Hamerly: move the bounds, list the rows they cannot clear
                 for i in range(a, b):
-                    jl = labels[i]
-                    ui = u[i] + drift[jl]
-                    u[i] = ui
-                    li = lo[i] - (m2 if jl == top else m1)
-                    lo[i] = li
-                    # float32 distances from the GEMM formula carry rounding: a margin
-                    if ui + 1e-3 * (ui + 1e-12) > max(s[jl], li):
+                    if _bounds_fail(i, labels, u, lo, drift, s, top, m1, m2):
                         it[cnt] = i
                         cnt += 1
             else:
@@ -480,13 +486,7 @@ def assigned_sq_dist(X: Any, labels: Any, C: Any, out: Any) -> None:
 def _hamerly_cpu(labels, u, lo, drift, s, top, m1, m2, need):  # pragma: no cover - compiled
     cnt = 0
     for i in range(labels.shape[0]):
-        j = labels[i]
-        ui = u[i] + drift[j]
-        u[i] = ui
-        li = lo[i] - (m2 if j == top else m1)
-        lo[i] = li
-        # float32 distances from the GEMM formula carry rounding error: a small margin
-        if ui + 1e-3 * (ui + 1e-12) > max(s[j], li):
+        if _bounds_fail(i, labels, u, lo, drift, s, top, m1, m2):
             need[cnt] = i
             cnt += 1
     return cnt
