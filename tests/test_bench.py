@@ -84,7 +84,7 @@ def test_dashboard_cpu_shares_add_up_per_party() -> None:
     import threading
 
     pytest.importorskip("psutil", reason="the dashboard benchmark's accounting needs psutil")
-    from bidlab.bench.dashboard import CpuShares
+    from bidlab.bench._dashboard_run import CpuShares
 
     before = (100.0, {("kernel", 1): 5.0, ("training_thread", 11): 2.0,
                       ("chromium_renderer", 7): 1.0, ("chromium_other", 8): 0.5,
@@ -113,16 +113,23 @@ def test_dashboard_cpu_shares_add_up_per_party() -> None:
 
 
 def test_glm_news20_sweep_json_quick(shared_data) -> None:
-    """The sweep part of ``bench glm``: fit, the products floor and the learner path."""
-    proc = _bench("glm", "--quick", "--json", "--workloads", "news20", "--peers", "saga",
+    """The news20 part of ``bench glm``: the softmax target against saga and both SGDs, and
+    the sweep against the same configurations as separate scikit-learn fits."""
+    proc = _bench("glm", "--quick", "--json", "--workloads", "news20", "--peers", "saga,sgd",
                   timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (w,) = json.loads(proc.stdout)["workloads"]
     assert w["workload"] == "news20" and w["classes"] == 20
     target = w["target"]
-    assert isinstance(target["met"], bool) and _positive(target["time_ratio_bidlab_over_saga"])
+    assert isinstance(target["met"], bool) and _positive(target["time_ratio_bidlab_over_faster"])
+    assert target["faster_peer"] in ("saga", "sgd", "sgd_hinge")
+    accuracies = [r["accuracy"] for r in w["results"] if r["system"].startswith("sklearn")]
+    assert len(accuracies) == 3 and target["reference_accuracy"] == max(accuracies)
     sw = w["sweep"]
-    assert sw["configs"] == 32 and isinstance(sw["met"], bool)
+    assert sw["configs"] == 32
+    separate = sw["separate_sklearn"]
+    assert separate["configs_timed"] == 4 and 0.0 < separate["best_accuracy"] <= 1.0
+    assert _positive(sw["speedup_over_separate_sklearn"])
     for key in ("one_config_s", "sweep_s", "ratio_sweep_over_one", "products_floor_s",
                 "ratio_products_floor_over_one"):
         assert _positive(sw[key]), (key, sw[key])
@@ -132,10 +139,27 @@ def test_glm_news20_sweep_json_quick(shared_data) -> None:
         assert _positive(sw["learner"][key]), (key, sw["learner"])
 
 
+def test_glm_planted100_json_quick() -> None:
+    """The untuned 100-target workload: SGD's log loss within 0.002 is the reference."""
+    proc = _bench("glm", "--quick", "--json", "--workloads", "planted100", "--peers", "sgd",
+                  timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (w,) = json.loads(proc.stdout)["workloads"]
+    assert w["workload"] == "planted100" and w["targets"] == 100
+    assert w["glm_params"]["l2"] > 0
+    bid, sgd = w["results"]
+    assert sgd["targets_timed"] == 20 and _positive(sgd["wall_s"])
+    target = w["target"]
+    assert "+ 0.002" in target["goal"] and isinstance(target["met"], bool)
+    assert bid["reached_reference"] or not target["met"]
+    assert bid["reached_reference"] == (bid["log_loss"] <= target["reference_log_loss"] + 0.002
+                                        + 1e-5)
+
+
 def test_dashboard_bare_process_trains_windows_on_command() -> None:
     """``bench dashboard --page-only``'s separate learner: one window per line in, its rate
     (from its own record) out, and it exits when its input closes."""
-    code = ("import sys; from bidlab.bench.dashboard import bare_process; "
+    code = ("import sys; from bidlab.bench._dashboard_run import bare_process; "
             "bare_process('', 200, 3)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -164,7 +188,7 @@ def test_dashboard_rejects_counts_it_cannot_time(args: tuple[str, str]) -> None:
 
 
 def test_dashboard_window_rate_counts_intervals_of_the_window() -> None:
-    from bidlab.bench.dashboard import window_rate
+    from bidlab.bench._learner_windows import window_rate
 
     steps = [0, 1, 2, 3, 4, 5]
     times = [0.0, 1.0, 1.5, 2.0, 2.5, 9.0]
@@ -223,7 +247,7 @@ def test_dashboard_pair_ratios_pair_adjacent_windows() -> None:
 def test_dashboard_windows_alternate_which_learner_goes_first() -> None:
     """D B, B D, D B, ...: over an even number of rounds each learner goes first equally
     often, so a linear drift of the host's speed favours neither."""
-    from bidlab.bench.dashboard import window_order
+    from bidlab.bench._dashboard_run import window_order
 
     orders = [window_order(i) for i in range(4)]
     assert orders == [("learner", "bare"), ("bare", "learner")] * 2
@@ -233,7 +257,7 @@ def test_dashboard_windows_alternate_which_learner_goes_first() -> None:
 def test_dashboard_core_split_keeps_the_last_core_for_training() -> None:
     """--isolate: the training threads get the last core, the rest get the others; one
     core cannot be split and says so."""
-    from bidlab.bench.dashboard import core_split
+    from bidlab.bench._dashboard_run import core_split
 
     assert core_split([0, 1]) == ([1], [0])
     assert core_split([0, 2, 5, 7]) == ([7], [0, 2, 5])
@@ -245,7 +269,7 @@ def test_dashboard_core_split_keeps_the_last_core_for_training() -> None:
 def test_dashboard_isolate_pins_real_threads_of_another_process() -> None:
     """A child process with a named extra thread: isolate() puts that thread alone on the
     last core and every other thread of the child on the remaining cores."""
-    from bidlab.bench.dashboard import isolate
+    from bidlab.bench._dashboard_run import isolate
 
     code = ("import threading, time\n"
             "t = threading.Thread(target=time.sleep, args=(60,), daemon=True); t.start()\n"

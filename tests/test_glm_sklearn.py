@@ -236,6 +236,23 @@ def test_best_config_of_a_loaded_sweep():
     assert 0 <= best.index < 4 and best.score > 0.5
 
 
+def test_a_selected_configuration_predicts_as_its_sweep_column():
+    """``select(k)`` of a logistic sweep is an ordinary fitted binary classifier whose
+    margins, probabilities and labels are model target k's."""
+    X, Y, _ = synthetic_glm(600, 40, 6, seed=5)
+    y = Y[:, 0]
+    sweep = glm_sweep("logistic", lrate=[0.1, 1.0], l2=[0.0, 1e-3], n_passes=2,
+                      random_state=0).fit(X, y)
+    margins = sweep.decision_function(X)
+    for k in range(4):
+        one = sweep.select(k)
+        np.testing.assert_allclose(one.decision_function(X), margins[:, k], rtol=1e-6)
+        P = one.predict_proba(X)
+        assert P.shape == (X.shape[0], 2)
+        np.testing.assert_allclose(P[:, 1], 1.0 / (1.0 + np.exp(-margins[:, k])), rtol=1e-5)
+        np.testing.assert_array_equal(one.predict(X), (margins[:, k] > 0).astype(y.dtype))
+
+
 def test_inputs_wrapped_by_bidlab_are_accepted():
     X, Y, _ = synthetic_glm(400, 30, 5, seed=4)
     a = GLM("logistic", random_state=0, n_passes=1).fit(bl.SMat(X), Y[:, 0])

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bidlab.kern import adaptive, cpu, kmeans, steps, touched
+from bidlab.kern import adaptive, cpu, cpu_elementwise, kmeans, steps, touched
 
 
 @pytest.fixture(autouse=True)
@@ -229,13 +229,14 @@ def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
             runs.append((M, S, V))
         for u, w in zip(*runs, strict=True):
             np.testing.assert_array_equal(u, w)
-    a, b = both(cpu._csr_row_sums, lambda: np.zeros(301, dtype),
+    a, b = both(cpu_elementwise._csr_row_sums, lambda: np.zeros(301, dtype),
                 lambda o: (x.indptr, x.data, o))
     np.testing.assert_array_equal(a, b)
     v = rng.random(1001).astype(dtype) * 5
-    a, b = both(cpu._expdigamma_flat, lambda: np.empty(1001, dtype), lambda o: (v, o))
+    a, b = both(cpu_elementwise._expdigamma_flat, lambda: np.empty(1001, dtype), lambda o: (v, o))
     np.testing.assert_array_equal(a, b)
-    a, b = both(cpu._expdigamma_2d, lambda: np.empty((301, k), dtype), lambda o: (R + 0.1, o))
+    a, b = both(cpu_elementwise._expdigamma_2d, lambda: np.empty((301, k), dtype),
+                lambda o: (R + 0.1, o))
     np.testing.assert_array_equal(a, b)
 
     # the GLM's touched-rows step (fastmath), ADAGrad and plain, and k-means' nearest centre

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from bidlab.bench._common import emit, machine, print_targets, target
-from bidlab.bench.dashboard import paused_learner, train_window
+from bidlab.bench._learner_windows import paused_learner, train_window
 from bidlab.datasets.paths import find_shared_data_dir
 
 

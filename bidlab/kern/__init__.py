@@ -3,8 +3,9 @@
 This module is the one place a kernel call is checked and dispatched: it validates shapes
 and dtypes, maps each product onto one of three loops over *row views* (SDDMM, gather,
 scatter; see :mod:`bidlab.kern.cpu`) and sends it to :mod:`bidlab.kern.cpu` or
-:mod:`bidlab.kern.cuda` according to the operands' backend. No transpose is ever formed:
-a k x m matrix's row view is its ``.T`` (a free view).
+:mod:`bidlab.kern.cuda` according to the operands' backend (``expdigamma`` and the CSR
+sums to :mod:`bidlab.kern.cpu_elementwise` on the CPU). No transpose is ever formed: a
+k x m matrix's row view is its ``.T`` (a free view).
 
 Every function writes into ``out`` when given (the allocation-free contract) and otherwise
 allocates it through :func:`bidlab.backend.empty`. Each docstring names the numpy oracle
@@ -37,10 +38,23 @@ __all__ = [
 
 
 def _impl(xp: ModuleType) -> ModuleType:
+    """The module with the products (``sddmm_rows``, ``gather_rows``, ``scatter_rows``)
+    for ``xp``'s backend."""
     if xp is np:
         from bidlab.kern import cpu
 
         return cpu
+    from bidlab.kern import cuda
+
+    return cuda
+
+
+def _sums_impl(xp: ModuleType) -> ModuleType:
+    """The module with ``csr_row_sums`` and ``csr_col_sums`` for ``xp``'s backend."""
+    if xp is np:
+        from bidlab.kern import cpu_elementwise
+
+        return cpu_elementwise
     from bidlab.kern import cuda
 
     return cuda
@@ -199,9 +213,9 @@ def expdigamma(x: Any, out: Any = None) -> Any:
     order = "F" if x.ndim == 2 and x.flags.f_contiguous and not x.flags.c_contiguous else "C"
     out = _out(out, tuple(x.shape), dtype, xp, "expdigamma", order)
     if xp is np:
-        from bidlab.kern import cpu
+        from bidlab.kern import cpu_elementwise
 
-        cpu.expdigamma(x, out)
+        cpu_elementwise.expdigamma(x, out)
         return out
     from bidlab.kern import cuda
 
@@ -229,7 +243,7 @@ def row_sums(X: Any, out: Any = None) -> Any:
     if backend.is_sparse(X):
         _check_csr(X, "row_sums")
         out = _out_sum(out, m, X.data, xp, "row_sums")
-        _impl(xp).csr_row_sums(X.indptr, X.data, out)
+        _sums_impl(xp).csr_row_sums(X.indptr, X.data, out)
         return out
     out = _out_sum(out, m, X, xp, "row_sums")
     xp.sum(X, axis=1, out=out)
@@ -243,7 +257,7 @@ def col_sums(X: Any, out: Any = None) -> Any:
     if backend.is_sparse(X):
         _check_csr(X, "col_sums")
         out = _out_sum(out, n, X.data, xp, "col_sums")
-        _impl(xp).csr_col_sums(X.indptr, X.indices, X.data, out)
+        _sums_impl(xp).csr_col_sums(X.indptr, X.indices, X.data, out)
         return out
     out = _out_sum(out, n, X, xp, "col_sums")
     xp.sum(X, axis=0, out=out)

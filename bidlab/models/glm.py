@@ -7,7 +7,7 @@ configurations (BIDMach's ``targmap`` with column-vector ``lrate``). Every minib
 does *one* shared sparse product ``X @ W.T`` for all targets and one gradient product for
 all of them, so 100 targets cost far less than 100 models::
 
-    from bidlab.models import GLM, glm_sweep, best_config
+    from bidlab.models.glm import GLM, glm_sweep, best_config
 
     clf = GLM("softmax", lrate=0.5, l2=1e-6, n_passes=5).fit(X, y)       # scikit-learn style
     clf.predict(X_test); clf.predict_proba(X_test); clf.score(X_test, y_test)
@@ -31,9 +31,7 @@ returns self; ``clone``, ``Pipeline`` and ``GridSearchCV`` work; pandas DataFram
 
 from __future__ import annotations
 
-import itertools
 import numbers
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -49,6 +47,18 @@ from bidlab.learn.model import register_model
 from bidlab.learn.options import Option
 from bidlab.models._glm_links import CLASSIFIER_LINKS, LINKS, Layout, LinkStep
 from bidlab.models._glm_model import GLMModel
+from bidlab.models._glm_params import (
+    dtype_ok,
+    first_bad,
+    link_ok,
+    non_negative,
+    per_target,
+    positive,
+    seed_ok,
+    targmap_ok,
+    unwrap,
+)
+from bidlab.models._glm_sweep import SweepResult, best_config, sweep_params
 from bidlab.models._glm_targets import Targets, as_targets_2d, class_index, encode, resolve
 from bidlab.models.base import BidlabEstimator
 
@@ -56,78 +66,6 @@ __all__ = ["GLM", "SweepResult", "best_config", "glm_sweep"]
 
 _PREDICT_CHUNK = 1 << 22  # margins are computed this many entries (rows x columns) at a time
 _UPDATERS = {"adagrad": ADAGrad, "grad": Grad}
-
-
-# ------------------------------------------------------------------------------ inputs
-def _unwrap(X: Any) -> Any:
-    """The raw matrix of a bidlab Mat / SMat or a bidlab.datasets Corpus."""
-    if isinstance(X, bl.SMat):
-        return X.csr
-    if isinstance(X, bl.Mat):
-        return X.data
-    if hasattr(X, "X") and hasattr(X, "vocab"):  # a bidlab.datasets.Corpus
-        return X.X
-    return X
-
-
-def _first_bad(X: sp.csr_matrix, bad: np.ndarray) -> tuple[int, int]:
-    """(row, column) of the first flagged stored value of a CSR matrix."""
-    p = int(np.flatnonzero(bad)[0])
-    return int(np.searchsorted(X.indptr, p, side="right") - 1), int(X.indices[p])
-
-
-# ------------------------------------------------------------------------ parameter checks
-def _link_ok(x: Any) -> bool:
-    if isinstance(x, str):
-        return x in LINKS
-    return (isinstance(x, (list, tuple, np.ndarray)) and len(x) >= 1
-            and all(isinstance(v, str) and v in LINKS for v in x))
-
-
-def _real(x: Any) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) and bool(
-        np.isfinite(x))
-
-
-def _reals(x: Any, low: float, strict: bool) -> bool:
-    vals = [x] if _real(x) else (list(np.asarray(x, dtype=object).reshape(-1))
-                                 if isinstance(x, (list, tuple, np.ndarray)) else None)
-    if not vals:
-        return False
-    return all(_real(v) and (v > low if strict else v >= low) for v in vals)
-
-
-def _positive(x: Any) -> bool:
-    return _reals(x, 0.0, True)
-
-
-def _non_negative(x: Any) -> bool:
-    return _reals(x, 0.0, False)
-
-
-def _targmap_ok(x: Any) -> bool:
-    arr = np.asarray(x)
-    return arr.ndim == 1 and arr.size >= 1 and arr.dtype.kind in "iu" and int(arr.min()) >= 0
-
-
-def _seed_ok(x: Any) -> bool:
-    return (isinstance(x, (numbers.Integral, np.random.RandomState, np.random.Generator))
-            and not isinstance(x, (bool, np.bool_)))
-
-
-def _dtype_ok(x: Any) -> bool:
-    return (isinstance(x, str) and x == "auto") or _as_dtype(x) in (np.float32, np.float64)
-
-
-def _as_dtype(x: Any) -> Any:
-    try:
-        return np.dtype(x).type
-    except TypeError:
-        return None
-
-
-def _per_target(what: str) -> str:
-    return f"{what}, or a list of them (one per model target)"
 
 
 # ------------------------------------------------------------------------------ estimator
@@ -172,16 +110,16 @@ class GLM(BidlabEstimator):
 
     PARAMS = (
         Option("link", str, "logistic", "the link of every target, or one per target",
-               test=_link_ok,
+               test=link_ok,
                text=f"one of {list(LINKS)} (or a list of them, one per target)"),
         Option("lrate", float, 0.1, "learning rate, one or one per model target",
-               test=_positive, text=_per_target("a float > 0")),
+               test=positive, text=per_target("a float > 0")),
         Option("l1", float, 0.0, "L1 penalty weight, one or one per model target",
-               test=_non_negative, text=_per_target("a float >= 0")),
+               test=non_negative, text=per_target("a float >= 0")),
         Option("l2", float, 0.0, "L2 penalty weight, one or one per model target",
-               test=_non_negative, text=_per_target("a float >= 0")),
+               test=non_negative, text=per_target("a float >= 0")),
         Option("targmap", int, None, "the data target column each model target learns",
-               none_ok=True, test=_targmap_ok,
+               none_ok=True, test=targmap_ok,
                text="None or a 1-D sequence of data target columns (ints >= 0)"),
         Option("updater", str, "adagrad", "how the weights move",
                choices=tuple(_UPDATERS)),
@@ -189,9 +127,9 @@ class GLM(BidlabEstimator):
         Option("n_passes", int, 5, "passes over the data in fit", low=1),
         Option("shuffle", bool, True, "train on the rows in a random order"),
         Option("random_state", int, None, "seed of the shuffle", none_ok=True,
-               test=_seed_ok, text="None, an int or a numpy random generator"),
+               test=seed_ok, text="None, an int or a numpy random generator"),
         Option("dtype", str, None, "model dtype (None/'auto': float64 data stays float64, "
-               "else float32)", none_ok=True, test=_dtype_ok,
+               "else float32)", none_ok=True, test=dtype_ok,
                text="None, 'auto', float32 or float64"),
         Option("device", str, "cpu", "where the model trains", choices=("cpu", "gpu")),
     )
@@ -265,7 +203,7 @@ class GLM(BidlabEstimator):
     def _features(self, X: Any, reset: bool) -> Any:
         """X validated (``n_features_in_``, ``feature_names_in_``) as a canonical CSR
         matrix of the model dtype on the model's device."""
-        X = _unwrap(X)
+        X = unwrap(X)
         self._check_structure(X)
         X = validate_data(self, X, accept_sparse="csr", dtype="numeric",
                           ensure_all_finite=False, reset=reset)
@@ -281,7 +219,7 @@ class GLM(BidlabEstimator):
             X = sp.csr_matrix(np.asarray(X, dtype=dtype))
         bad = ~np.isfinite(X.data)
         if bad.any():
-            r, c = _first_bad(X, bad)
+            r, c = first_bad(X, bad)
             raise ValueError(f"GLM: X contains NaN or infinity (first at row {r}, column "
                              f"{c}): remove or impute those values first")
         xp = self._xp()
@@ -624,6 +562,7 @@ class GLM(BidlabEstimator):
         if hasattr(self, "feature_names_in_"):
             one.feature_names_in_ = self.feature_names_in_
         one.n_targets_ = 1
+        one.multilabel_ = False
         one.n_steps_ = getattr(self, "n_steps_", 0)
         if t.classes[c] is not None:
             one.classes_ = t.classes[c]
@@ -634,8 +573,6 @@ register_model("glm", GLM)
 
 
 # ------------------------------------------------------------------------------ sweeps
-
-
 def glm_sweep(
     link: str = "logistic",
     *,
@@ -651,72 +588,4 @@ def glm_sweep(
     among all configurations. ``n_targets``: data target columns (1 for a label vector).
     Pick the winner with :func:`best_config`.
     """
-    grid = list(itertools.product(np.atleast_1d(lrate), np.atleast_1d(l1), np.atleast_1d(l2)))
-    cfg = np.array(grid, dtype=np.float64)
-    reps = len(grid)
-    return GLM(
-        link,
-        lrate=np.tile(cfg[:, 0], n_targets).tolist(),
-        l1=np.tile(cfg[:, 1], n_targets).tolist(),
-        l2=np.tile(cfg[:, 2], n_targets).tolist(),
-        targmap=np.repeat(np.arange(n_targets), reps).tolist(),
-        **params,
-    )
-
-
-@dataclass
-class SweepResult:
-    """The best configuration of a sweep on validation data (see :func:`best_config`)."""
-
-    index: int  # the winning model target
-    lrate: float
-    l1: float
-    l2: float
-    score: float  # its validation score (accuracy / R^2) or mean loss
-    metric: str  # "score" (higher wins) or "loss" (lower wins)
-    scores: np.ndarray  # every model target's validation score or loss, (K,)
-    configs: np.ndarray  # every model target's (lrate, l1, l2), (K, 3)
-    candidates: np.ndarray  # the model targets that learn the chosen data target
-    model: GLM  # the winner as a fitted single-target GLM
-
-    def table(self) -> list[dict[str, float]]:
-        """The candidate configurations with their scores, best first."""
-        rows = [
-            {
-                "index": int(k),
-                "lrate": float(self.configs[k, 0]),
-                "l1": float(self.configs[k, 1]),
-                "l2": float(self.configs[k, 2]),
-                self.metric: float(self.scores[k]),
-            }
-            for k in self.candidates
-        ]
-        return sorted(rows, key=lambda r: r[self.metric], reverse=self.metric == "score")
-
-
-def best_config(
-    model: GLM, X: Any, Y: Any, *, metric: str = "score", target: int = 0
-) -> SweepResult:
-    """The best of a fitted sweep's configurations for data target ``target`` by validation
-    score (``metric="score"``: accuracy / R^2, higher wins) or mean loss (``"loss"``: log
-    loss / hinge / squared error, lower wins)."""
-    if metric not in ("score", "loss"):
-        raise ValueError(f"metric must be one of ['score', 'loss']; got {metric!r} instead")
-    check_is_fitted(model, "model_")
-    t = model.targets_
-    candidates = np.flatnonzero(t.data_col == target)
-    if candidates.size == 0:
-        raise ValueError(f"no model target learns data target {target} (Y has {t.q} columns)")
-    scores = model.score_targets(X, Y) if metric == "score" else model.loss_targets(X, Y)
-    sub = scores[candidates]
-    best = int(candidates[np.argmax(sub) if metric == "score" else np.argmin(sub)])
-
-    def vec(v: Any) -> np.ndarray:
-        arr = np.asarray(v, dtype=np.float64).reshape(-1)
-        return np.full(t.K, float(arr[0])) if arr.size == 1 else arr
-
-    configs = np.column_stack([vec(model.lrate), vec(model.l1), vec(model.l2)])
-    return SweepResult(
-        best, *(float(v) for v in configs[best]), float(scores[best]), metric, scores,
-        configs, candidates, model.select(best),
-    )
+    return GLM(link, **sweep_params(lrate, l1, l2, n_targets), **params)

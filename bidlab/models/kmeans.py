@@ -31,14 +31,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from bidlab import backend
 from bidlab.learn import Batch, Grad, Learner, MemorySource, Option
 from bidlab.learn.model import register_model
-from bidlab.models._kmeans_model import (
-    CHUNK_ENTRIES,
-    BlockSource,
-    KMeansModel,
-    init_centers,
-    nearest,
-    sq_distances,
-)
+from bidlab.models._kmeans_distances import CHUNK_ENTRIES, nearest, sq_distances
+from bidlab.models._kmeans_init import init_centers
+from bidlab.models._kmeans_model import KMeansModel
+from bidlab.models._kmeans_source import BlockSource
 from bidlab.models.base import BidlabEstimator
 
 __all__ = ["KMeans"]

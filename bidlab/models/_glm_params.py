@@ -1,0 +1,101 @@
+"""The checks behind :class:`~bidlab.models.glm.GLM`'s ``PARAMS`` table, and its input helpers.
+
+Each check is an :class:`~bidlab.learn.options.Option` ``test``: it takes a constructor
+parameter's value and says whether it is allowed (``lrate``, ``l1`` and ``l2`` may be one
+number or one per model target; ``link`` one link name or one per target). The input
+helpers take what ``fit`` / ``predict`` are given apart: the raw matrix of a bidlab
+``Mat`` / ``SMat`` or corpus, and where a CSR matrix holds its first bad value.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+import bidlab as bl
+from bidlab.models._glm_links import LINKS
+
+__all__ = ["unwrap", "first_bad", "link_ok", "positive", "non_negative", "targmap_ok",
+           "seed_ok", "dtype_ok", "per_target"]
+
+
+# ------------------------------------------------------------------------------ inputs
+def unwrap(X: Any) -> Any:
+    """The raw matrix of a bidlab Mat / SMat or a bidlab.datasets Corpus."""
+    if isinstance(X, bl.SMat):
+        return X.csr
+    if isinstance(X, bl.Mat):
+        return X.data
+    if hasattr(X, "X") and hasattr(X, "vocab"):  # a bidlab.datasets.Corpus
+        return X.X
+    return X
+
+
+def first_bad(X: sp.csr_matrix, bad: np.ndarray) -> tuple[int, int]:
+    """(row, column) of the first flagged stored value of a CSR matrix."""
+    p = int(np.flatnonzero(bad)[0])
+    return int(np.searchsorted(X.indptr, p, side="right") - 1), int(X.indices[p])
+
+
+# ------------------------------------------------------------------------ parameter checks
+def link_ok(x: Any) -> bool:
+    """One link name, or a non-empty list / tuple / array of them."""
+    if isinstance(x, str):
+        return x in LINKS
+    return (isinstance(x, (list, tuple, np.ndarray)) and len(x) >= 1
+            and all(isinstance(v, str) and v in LINKS for v in x))
+
+
+def _real(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_)) and bool(
+        np.isfinite(x))
+
+
+def _reals(x: Any, low: float, strict: bool) -> bool:
+    vals = [x] if _real(x) else (list(np.asarray(x, dtype=object).reshape(-1))
+                                 if isinstance(x, (list, tuple, np.ndarray)) else None)
+    if not vals:
+        return False
+    return all(_real(v) and (v > low if strict else v >= low) for v in vals)
+
+
+def positive(x: Any) -> bool:
+    """A finite number > 0, or a non-empty sequence of them."""
+    return _reals(x, 0.0, True)
+
+
+def non_negative(x: Any) -> bool:
+    """A finite number >= 0, or a non-empty sequence of them."""
+    return _reals(x, 0.0, False)
+
+
+def targmap_ok(x: Any) -> bool:
+    """A non-empty 1-D sequence of data target columns (ints >= 0)."""
+    arr = np.asarray(x)
+    return arr.ndim == 1 and arr.size >= 1 and arr.dtype.kind in "iu" and int(arr.min()) >= 0
+
+
+def seed_ok(x: Any) -> bool:
+    """An int or a numpy random generator (``RandomState`` or ``Generator``)."""
+    return (isinstance(x, (numbers.Integral, np.random.RandomState, np.random.Generator))
+            and not isinstance(x, (bool, np.bool_)))
+
+
+def dtype_ok(x: Any) -> bool:
+    """``"auto"``, float32 or float64 (as a type, dtype or name)."""
+    return (isinstance(x, str) and x == "auto") or _as_dtype(x) in (np.float32, np.float64)
+
+
+def _as_dtype(x: Any) -> Any:
+    try:
+        return np.dtype(x).type
+    except TypeError:
+        return None
+
+
+def per_target(what: str) -> str:
+    """The allowed values in words for a parameter given once or once per model target."""
+    return f"{what}, or a list of them (one per model target)"

@@ -1,0 +1,396 @@
+"""Lloyd's full-batch k-means passes, pruned by Hamerly's bounds.
+
+``algorithm="lloyd"`` (full batch), with :class:`~bidlab.learn.Batch` (``replace``): per
+minibatch the model adds the clusters' row sums and weights into per-thread partials
+(:class:`~bidlab.kern.kmeans.CenterWork`, zeroed and reduced once per pass, not per block);
+the pass's last minibatch writes the totals into the update matrices (the others write
+zeros), the updater puts them in the model matrices at the pass end, and
+:meth:`~bidlab.models._kmeans_model.KMeansModel.end_pass` divides (BIDMach's batch
+k-means). A checkpoint taken mid-pass keeps the sums so far, so a resumed pass continues
+from them. A cluster left empty takes the row farthest from its centre among the pass's
+farthest. When the labels stop changing, or the centres' total squared shift is at most
+``tol`` times the data's mean feature variance (scikit-learn's rule), the model sets
+``converged`` and the learner stops.
+
+**Hamerly's bounds** (``bounds=True``) skip the distances that cannot change an
+assignment: each row keeps an upper bound ``u`` on the distance to its centre and a lower
+bound ``l`` on the distance to any other; when centres move by ``p_j``, ``u += p_a`` and
+``l -= max_j p_j``; a row with ``u <= max(l, s_a)`` (``s_a``: half the distance from its
+centre to the nearest other) keeps its centre, and only the rest go through the GEMM. The
+bounds are per row, so they need a source that yields the same row ranges every pass (no
+shuffling; :class:`~bidlab.models._kmeans_source.BlockSource`). In float64 the result
+equals plain Lloyd's; in float32 a row tied to within SGEMM rounding may go to the other
+centre. Dense CPU blocks go through :func:`~bidlab.kern.kmeans.lloyd_block`: bound test,
+GEMM of the rows left, nearest two centres and cluster sums in one cache-blocked kernel; a
+row the bounds clear costs no GEMM work, so the bounds are kept whatever they skip. Small
+BLAS products between passes run single-threaded (:func:`~bidlab.kern.kmeans.one_blas_thread`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from bidlab import backend
+from bidlab.kern.kmeans import assign, hamerly, lloyd_block, one_blas_thread, row_norms_sq
+from bidlab.learn.staging import Minibatch
+from bidlab.mat import Mat
+from bidlab.models._kmeans_distances import cross, dense_rows, sq_distances
+
+__all__ = ["LloydPasses"]
+
+_RESERVOIR = 32  # farthest rows kept per Lloyd pass to re-seed empty clusters
+
+
+class LloydPasses:
+    """The Lloyd algorithm of :class:`~bidlab.models._kmeans_model.KMeansModel`.
+
+    A base of that class, not a model on its own: its methods work on the model's
+    matrices, options and buffers (``modelmats``, ``updatemats``, ``opts``, ``xp``,
+    ``info``, ``_buffers``, ``_fused``, ...). Its scratch state, rebuilt on demand and
+    not pickled, is the per-row labels and bounds ``_rows``, the pass's cluster sums
+    ``_work`` and their checkpoint copy ``_pending``, the farthest rows ``_res`` and the
+    pass's counters ``_pass_state``; Hamerly's per-pass quantities ``_pass_bounds`` and
+    the absolute tolerance ``_tol_abs`` are kept with the model.
+    """
+
+    def _prepare_pass(self, pass_: int, at_start: bool) -> dict[str, Any]:
+        """Per-pass state: centres for the GEMM, whether the bounds hold, counters."""
+        tok = float(self._token.data[0, 0])
+        if tok != self._token_value:  # a checkpoint was loaded: the row state is not its
+            self._rows = None
+            self._pass_state = None
+            self._token_value = tok
+        ps = self._pass_state
+        if ps is not None and ps["pass"] == pass_:
+            return ps
+        n = self.info.n_samples
+        rows = self._rows
+        if rows is None or rows["n"] != n:
+            xp, dtype = self.xp, self.modelmats[0].dtype
+            rows = self._rows = {
+                "n": n,
+                "labels": backend.zeros((n,), np.int64, xp),
+                "u": backend.empty((n,), dtype, xp),
+                "lo": backend.empty((n,), dtype, xp),
+                "xx": backend.empty((n,), dtype, xp),
+                "bounds_pass": None,  # the pass the bounds are ready for
+                "labels_pass": None,  # the pass whose start the labels belong to
+                "xx_ok": False,
+                "current": False,  # the labels belong to the current centres
+            }
+        C = self.modelmats[0].data
+        pruned = bool(self.opts.bounds and at_start and rows["bounds_pass"] == pass_)
+        ps = self._pass_state = {
+            "pass": pass_,
+            "complete": at_start,  # started at its first minibatch
+            "pruned": pruned,
+            "labels_ok": at_start and rows["labels_pass"] == pass_,
+            "changed": 0,
+            "sxx": 0.0,
+            "prev": C.copy(),
+            "prev_n": self.modelmats[1].data.copy(),
+            "centers_set": False,
+            "sums_next": None,  # the block the accumulated sums expect next
+            "sums_ok": True,  # they hold every block of the pass so far
+            "u_zero": False,  # updatemats hold zeros
+        }
+        self._res = None
+        return ps
+
+    def _lloyd_step(self, batch: Minibatch) -> float:
+        X, w = self._batch_data(batch)
+        m, a = batch.n, batch.start
+        ps = self._prepare_pass(batch.pass_, at_start=batch.index == 0)
+        rows = self._rows
+        buf = self._buffers(m)
+        if not ps["centers_set"]:
+            self._set_centers(buf)
+            ps["centers_set"] = True
+        sl = slice(a, a + m)
+        lab, u, lo, xx = rows["labels"][sl], rows["u"][sl], rows["lo"][sl], rows["xx"][sl]
+        self._begin_sums(ps, batch)
+        if not self._assign_rows(X, lab, u, lo, xx, buf, ps, m, count=True, w=w, add=True):
+            self._work.add(X, lab, w)
+        self._end_sums(buf, ps, batch)
+        if not rows["xx_ok"]:
+            ps["sxx"] += float(xx.sum(dtype=np.float64) if w is None
+                               else (w * xx).sum(dtype=np.float64))
+        # u bounds each row's distance from above (exact where it was computed this pass)
+        far = buf["dist"][:m]
+        self.xp.multiply(u, u, out=far)
+        self._keep_farthest(X, lab, far, w, a)
+        return self._score(far, w)
+
+    def _begin_sums(self, ps: dict[str, Any], batch: Minibatch) -> None:
+        """Get the pass's cluster sums (per-thread partials, reduced once) ready for the
+        block: zeroed at the pass's first block. A pass resumed mid-way continues from the
+        sums a checkpoint kept (:meth:`extra_state`); without them its sums miss blocks and
+        :meth:`_lloyd_end` does not use them."""
+        i = batch.index
+        if i == 0:
+            self._work.reset()
+            ps["sums_ok"] = True
+        elif ps["sums_next"] != i:
+            ps["sums_ok"] = self._resume_sums(batch.pass_, i)
+
+    def _end_sums(self, buf: dict[str, Any], ps: dict[str, Any], batch: Minibatch) -> None:
+        """After the block's rows were added: the last block writes the pass's totals into
+        ``updatemats``, the others zeros, so the Batch updater's sum at the pass end is the
+        totals."""
+        work = self._work
+        ps["sums_next"] = batch.index + 1
+        U, Un = self.updatemats[0].data, self.updatemats[1].data
+        if batch.last:
+            S, N = buf["S"], buf["N"]
+            S.fill(0)
+            N.fill(0)
+            work.total(S, N)
+            U[...] = S
+            Un[:, 0] = N
+            ps["u_zero"] = False
+        elif not ps["u_zero"]:
+            U.fill(0)
+            Un.fill(0)
+            ps["u_zero"] = True
+
+    def _pass_sums_state(self) -> Mat:
+        """The current pass's sums so far as one float64 matrix for a checkpoint: sums |
+        weights (k rows), then a row (pass, next block, valid, token)."""
+        xp = self.xp
+        shape = self._pending_shape()
+        k, d = self.modelmats[0].shape
+        P = self._pending
+        if P is None or P.shape != shape:
+            P = self._pending = Mat(backend.zeros(shape, np.float64, xp))
+        A = P.data
+        A.fill(0)
+        ps, buf = self._pass_state, self._buf
+        if (ps is not None and ps["sums_ok"] and ps["sums_next"] is not None
+                and self._work is not None and buf is not None):
+            S, N = buf["S"], buf["N"]
+            S.fill(0)
+            N.fill(0)
+            self._work.total(S, N)
+            A[:k, :d] = S
+            A[:k, d] = N
+            A[k, :4] = xp.asarray([ps["pass"], ps["sums_next"], 1.0, self._token_value])
+        return P
+
+    def _pending_shape(self) -> tuple[int, int]:
+        k, d = self.modelmats[0].shape
+        return k + 1, max(d + 1, 4)
+
+    def _resume_sums(self, pass_: int, index: int) -> bool:
+        """Restart the accumulation from a checkpoint's sums of the blocks before ``index``
+        of pass ``pass_``; False when it holds none for that point."""
+        P = self._pending
+        k, d = self.modelmats[0].shape
+        if P is None or P.shape != self._pending_shape():
+            return False
+        A = P.data
+        tag = [float(v) for v in backend.to_host(A[k, :4])]
+        if tag != [float(pass_), float(index), 1.0, self._token_value]:
+            return False
+        self._work.seed(A[:k, :d], A[:k, d])
+        return True
+
+    def _assign_rows(self, X: Any, lab: Any, u: Any, lo: Any, xx: Any, buf: dict[str, Any],
+                     ps: dict[str, Any], m: int, count: bool, w: Any = None,
+                     add: bool = False) -> bool:
+        """Nearest centres of a block of rows: by Hamerly's test where the bounds hold,
+        else for every row. With ``add``, dense CPU rows are also added to the pass's
+        cluster sums in the same kernel; returns whether they were."""
+        xp = self.xp
+        k = self.modelmats[0].shape[0]
+        CT, cc = buf["CT"], buf["cc"]
+        if self._fused(X):
+            pruned = bool(ps["pruned"])
+            changed, cnt = lloyd_block(X, self.modelmats[0].data, cc, xx, lab, u, lo,
+                                       self._work, w,
+                                       xx_ready=self._rows["xx_ok"],
+                                       bounds=self._pass_bounds if pruned else None, sums=add)
+            if count:
+                ps["changed"] += changed if pruned or ps["labels_ok"] else m
+            self.distance_evaluations += cnt * k
+            self._flops = 2.0 * cnt * X.shape[1] * k
+            return add
+        if ps["pruned"]:
+            b = self._pass_bounds
+            need = buf["need"]
+            cnt = hamerly(lab, u, lo, b["drift"], b["s"], b["top"], b["m1"], b["m2"], need)
+            if cnt:
+                idx = need[:cnt]
+                if backend.is_sparse(X):
+                    Xg = X[idx]
+                else:
+                    if buf["G"] is None or buf["G"].shape[0] < buf["cap"]:
+                        buf["G"] = backend.empty((buf["cap"], X.shape[1]), X.dtype, xp)
+                    Xg = buf["G"][:cnt]
+                    xp.take(X, idx, axis=0, out=Xg)
+                D = buf["D"][:cnt]
+                cross(Xg, CT, D)
+                newlab, d1, d2 = buf["lab"][:cnt], buf["d1"][:cnt], buf["d2"][:cnt]
+                xxg = buf["xx"][:cnt]
+                xp.take(xx, idx, out=xxg)
+                assign(D, cc, xxg, newlab, d1, d2)
+                if count:
+                    ps["changed"] += int(xp.count_nonzero(newlab != lab[idx]))
+                lab[idx] = newlab
+                u[idx] = xp.sqrt(d1)
+                lo[idx] = xp.sqrt(d2)
+            self.distance_evaluations += cnt * k
+            self._flops = 2.0 * cnt * X.shape[1] * k
+            return False
+        rows = self._rows
+        if not rows["xx_ok"]:
+            row_norms_sq(X, out=xx)
+        cross(X, CT, buf["D"][:m])
+        newlab, d1, d2 = buf["lab"][:m], buf["d1"][:m], buf["d2"][:m]
+        assign(buf["D"][:m], cc, xx, newlab, d1, d2)
+        if count:
+            ps["changed"] += int(xp.count_nonzero(newlab != lab)) if ps["labels_ok"] else m
+        lab[...] = newlab
+        xp.sqrt(d1, out=u)
+        xp.sqrt(d2, out=lo)
+        self.distance_evaluations += m * k
+        self._flops = 2.0 * (X.nnz if backend.is_sparse(X) else m * X.shape[1]) * k
+        return False
+
+    def _keep_farthest(self, X: Any, lab: Any, dist: Any, w: Any, start: int) -> None:
+        """Keep the pass's farthest rows (their data too): an empty cluster takes one.
+
+        Only the block's rows beyond the nearest kept one are ranked (after the first
+        block, a handful)."""
+        xp = self.xp
+        res = self._res
+        R = min(_RESERVOIR, self.modelmats[0].shape[0])
+        floor = -math.inf if res is None or res["d"].shape[0] < R else float(res["d"].min())
+        cand = xp.flatnonzero(dist > floor)
+        if w is not None:
+            cand = cand[w[cand] > 0]
+        n_c = int(cand.shape[0])
+        if n_c == 0:
+            return
+        score = dist[cand].astype(np.float64)
+        take = min(R, n_c)
+        if take < n_c:
+            top = xp.argpartition(-score, take - 1)[:take]
+            cand, score = cand[top], score[top]
+        new = {"d": score, "row": cand + start, "lab": lab[cand],
+               "w": (xp.ones(take, np.float64) if w is None
+                     else w[cand].astype(np.float64)),
+               "x": dense_rows(X, cand).astype(np.float64)}
+        if res is not None:
+            new = {key: xp.concatenate([res[key], new[key]]) for key in new}
+        if new["d"].shape[0] > R:
+            keep = xp.argpartition(-new["d"], R - 1)[:R]
+            new = {key: v[keep] for key, v in new.items()}
+        self._res = new
+
+    def _lloyd_end(self, pass_: int) -> None:
+        ps = self._pass_state
+        if ps is None or ps["pass"] != pass_:
+            return
+        xp = self.xp
+        S, Nm = self.modelmats[0].data, self.modelmats[1].data  # the pass's totals
+        N = Nm[:, 0]
+        prev = ps["prev"]
+        rows = self._rows
+        if not ps["sums_ok"]:  # they miss blocks: keep the centres, the next pass redoes it
+            S[...] = prev
+            Nm[...] = ps["prev_n"]
+            rows["labels_pass"] = rows["bounds_pass"] = None
+            rows["current"] = False
+            self._bump_token()
+            return
+        if ps["complete"]:
+            rows["xx_ok"] = True
+            if getattr(self, "_tol_abs", None) is None:
+                W = float(N.sum(dtype=np.float64))
+                mean = S.sum(axis=0, dtype=np.float64) / max(W, 1e-300)
+                var = (ps["sxx"] / max(W, 1e-300) - float((mean * mean).sum())) / S.shape[1]
+                self._tol_abs = max(var, 0.0) * self.opts.tol
+        ps["changed"] += self._reseed_empty(S, N)
+        if ps["complete"] and ps["labels_ok"] and ps["changed"] == 0:
+            # nothing moved: the centres are those of the pass's start, its labels final
+            S[...] = prev
+            self.converged = True
+            rows["labels_pass"] = pass_ + 1
+            rows["bounds_pass"] = None
+            rows["current"] = True
+            self._bump_token()
+            return
+        empty = N <= 0
+        xp.divide(S, xp.where(empty, 1, N)[:, None], out=S)
+        if bool(empty.any()):
+            S[empty] = prev[empty]
+        diff = S.astype(np.float64) - prev
+        drift = xp.sqrt((diff * diff).sum(axis=1))
+        shift = float((drift * drift).sum())
+        self.n_updates += 1
+        tol_abs = getattr(self, "_tol_abs", None)
+        if tol_abs is not None and shift <= tol_abs:
+            self.converged = True
+        rows["labels_pass"] = pass_ + 1 if ps["complete"] else None
+        rows["bounds_pass"] = pass_ + 1 if ps["complete"] else None
+        self._pass_bounds = self._bounds_for(S, drift.astype(S.dtype))
+        rows["current"] = False
+        self._bump_token()
+
+    def _bump_token(self) -> None:
+        self._token_value += 1.0
+        self._token.data[0, 0] = self._token_value
+
+    def _bounds_for(self, C: Any, drift: Any) -> dict[str, Any]:
+        """Hamerly's per-pass quantities for the new centres ``C`` that moved by ``drift``."""
+        xp = self.xp
+        k = C.shape[0]
+        if k > 1:
+            top = xp.argsort(-drift)[:2]
+            t0, m1, m2 = int(top[0]), float(drift[top[0]]), float(drift[top[1]])
+            if xp is np:
+                with one_blas_thread():  # no BLAS threads left spinning for the next pass
+                    cd = sq_distances(C, C)
+            else:
+                cd = sq_distances(C, C)
+            cd[xp.arange(k), xp.arange(k)] = xp.inf
+            s = (0.5 * xp.sqrt(cd.min(axis=1))).astype(C.dtype)
+        else:
+            t0, m1, m2 = 0, 0.0, 0.0
+            s = xp.full((1,), xp.inf, dtype=C.dtype)
+        return {"drift": drift, "s": s, "top": t0, "m1": m1, "m2": m2}
+
+    def _reseed_empty(self, S: Any, N: Any) -> int:
+        """An empty cluster takes the farthest kept row whose own cluster can spare it;
+        returns how many clusters were re-seeded."""
+        xp = self.xp
+        empty = xp.flatnonzero(N <= 0)
+        res = self._res
+        if int(empty.shape[0]) == 0 or res is None:
+            return 0
+        order = np.argsort(-np.asarray(backend.to_host(res["d"])), kind="stable").tolist()
+        rows = self._rows
+        taken = moved = 0
+        for j in backend.to_host(empty).tolist():
+            while taken < len(order):
+                q = order[taken]
+                taken += 1
+                old, wq = int(res["lab"][q]), float(res["w"][q])
+                if float(N[old]) > wq:
+                    break
+            else:
+                break
+            x = res["x"][q]
+            S[old] -= (wq * x).astype(S.dtype)
+            N[old] -= wq
+            S[j] = (wq * x).astype(S.dtype)
+            N[j] = wq
+            r = int(res["row"][q])
+            rows["labels"][r] = j
+            rows["u"][r] = 0  # it is its centre now
+            rows["lo"][r] = 0  # and its old centre may be the nearest other
+            moved += 1
+        return moved
