@@ -156,6 +156,20 @@ def test_glm_planted100_json_quick() -> None:
                                         + 1e-5)
 
 
+def test_glm_l2cost_json_quick() -> None:
+    """The L2-cost A/B: the rule defers on the large model (and its weights then differ a
+    little from the swept ones) and sweeps on the small one (identical weights)."""
+    proc = _bench("glm", "--quick", "--json", "--workloads", "l2cost", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (w,) = json.loads(proc.stdout)["workloads"]
+    big, small = w["cases"]
+    assert big["rule_defers"] and not small["rule_defers"]
+    assert 0.0 < big["max_abs_coef_diff"] < 0.05 and small["max_abs_coef_diff"] == 0.0
+    for case in (big, small):
+        for key in ("swept_s", "rule_s", "l2_0_s", "swept_over_rule"):
+            assert _positive(case[key]), (key, case)
+
+
 def test_dashboard_bare_process_trains_windows_on_command() -> None:
     """``bench dashboard --page-only``'s separate learner: one window per line in, its rate
     (from its own record) out, and it exits when its input closes."""

@@ -250,18 +250,34 @@ def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
     cols = step.columns
     cols.fill(X)  # grows perm / row_of, so the listing's arrays are taken after it
     state = (cols.pos, cols.colptr, cols.perm, cols.row_of, X.data, E, lr, l1, l2)
+    # rows last brought up to date at steps 0..4, so the deferred terms are applied too
+    done0 = rng.integers(0, 5, n_feat).astype(np.int64)
+    rates = np.cumsum(np.vstack([np.zeros((1, 2)), rng.random((6, 2))]), axis=0)
     kernels = ((touched._adagrad_touched, True), (touched._grad_touched, False))
+    # the untouched rows' regulariser terms swept, then deferred
     for kernel, sums in kernels:
+        for dense_reg, defer in ((True, False), (False, True)):
+            runs = []
+            for version in (kernel.serial, kernel.parallel):
+                W, S, done = W0.copy(), S0.copy(), done0.copy()
+                if sums:
+                    version(W, S, *state, lr + 1e-8, dtype(0.5), dtype(0.9), dense_reg, defer,
+                            done, 5, rates, 0, step.work)
+                else:
+                    version(W, *state, dtype(0.9), dense_reg, defer, done, 5, rates, 0,
+                            step.work)
+                runs.append((W, S, done))
+            for a, b in zip(*runs, strict=True):
+                np.testing.assert_array_equal(a, b)
+        assert not np.array_equal(runs[0][0], W0)
+    for adagrad in (True, False):
         runs = []
-        for version in (kernel.serial, kernel.parallel):
-            W, S = W0.copy(), S0.copy()
-            if sums:
-                version(W, S, *state, lr + 1e-8, dtype(0.5), dtype(0.9), True, step.work)
-            else:
-                version(W, *state, dtype(0.9), True, step.work)
-            runs.append((W, S))
-        np.testing.assert_array_equal(runs[0][0], runs[1][0])
-        np.testing.assert_array_equal(runs[0][1], runs[1][1])
+        for version in (touched._catch_up_all.serial, touched._catch_up_all.parallel):
+            W, S, done = W0.copy(), S0.copy(), done0.copy()
+            version(W, S, lr, l1, l2, lr + 1e-8, done, 6, rates, 0, adagrad, step.work)
+            runs.append((W, S, done))
+        for a, b in zip(*runs, strict=True):
+            np.testing.assert_array_equal(a, b)
         assert not np.array_equal(runs[0][0], W0)
     cols.clear()
     D = rng.standard_normal((301, 9)).astype(dtype)

@@ -378,22 +378,36 @@ def test_sparse_updates_follow_the_updater_formula_with_the_mixin_terms(make, mo
         not isinstance(upd, ADAGrad) or upd.vexp.scalar == 0.5)
     assert (len(formed) == 0) == fused_path  # the touched-rows step, or the update formed
     assert not np.array_equal(sparse.modelmats[0].data, start)
-    np.testing.assert_allclose(sparse.modelmats[0].data, dense.modelmats[0].data, rtol=1e-10,
-                               atol=1e-12)
-    # the oracle: the updater's formula on U = A.T @ X minus the mixins' terms
-    w, ss, v = start.copy(), np.zeros_like(start), np.zeros_like(start)
-    l1 = np.array([0.0, 0.01, 0.02, 0.0, 0.03])[:, None]
-    o = upd.opts
-    lrate = np.broadcast_to(np.asarray(o.lrate, dtype=float).reshape(-1, 1), (5, 1))
-    for t, (Xd, A) in enumerate(sparse.factors):
-        u = A.T @ Xd - l1 * np.sign(w) - 0.05 * w
-        step = lrate * (o.t0 / (o.t0 + t)) ** o.texp
-        if isinstance(upd, ADAGrad):
-            ss += u * u
-            u = u / ((ss / (t + 1)) ** o.vexp + o.epsilon)
-        v = o.momentum * v + step * u
-        w += v
-    np.testing.assert_allclose(sparse.modelmats[0].data, w, rtol=1e-10, atol=1e-12)
+
+    def oracle(l1, l2):
+        """The updater's formula on U = A.T @ X minus the mixins' terms, step by step."""
+        w, ss, v = start.copy(), np.zeros_like(start), np.zeros_like(start)
+        o = upd.opts
+        lrate = np.broadcast_to(np.asarray(o.lrate, dtype=float).reshape(-1, 1), (5, 1))
+        for t, (Xd, A) in enumerate(sparse.factors):
+            u = A.T @ Xd - l1 * np.sign(w) - l2 * w
+            step = lrate * (o.t0 / (o.t0 + t)) ** o.texp
+            if isinstance(upd, ADAGrad):
+                ss += u * u
+                u = u / ((ss / (t + 1)) ** o.vexp + o.epsilon)
+            v = o.momentum * v + step * u
+            w += v
+        return w
+
+    want = oracle(np.array([0.0, 0.01, 0.02, 0.0, 0.03])[:, None], 0.05)
+    got, dense_got = sparse.modelmats[0].data, dense.modelmats[0].data
+    if not fused_path:  # the formed update is the formula, step by step
+        np.testing.assert_allclose(got, dense_got, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    else:  # terms of untouched rows deferred (bidlab.kern.touched): near the formula
+        effect = np.abs(want - oracle(0.0, 0.0)).max()
+        assert effect > 0.01 * np.abs(want).max()
+        # the rows without L1: deferred L2 (strong here: 0.05) within 10 % of its effect
+        l2_only = [0, 3]
+        assert np.abs(got - want)[l2_only].max() < 0.1 * effect
+        # with L1 the deferred step stops at zero where the formula's sign(w) step
+        # oscillates around it: the rows agree more loosely
+        assert np.abs(got - want).max() < 0.2 * effect
 
 
 def test_adagrad_keeps_sums_of_squares_that_zero_updates_leave_alone():

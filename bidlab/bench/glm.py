@@ -13,6 +13,9 @@ Workloads:
   classes; plus a sweep of 32 (lrate, L2) configurations in one pass against the same 32
   configurations as separate scikit-learn fits.
 * ``a9a``: LIBSVM a9a, binary.
+* ``l2cost``: bidlab against itself: one pass with L2 under the rule that defers the
+  untouched rows' terms, against sweeping them every step (:mod:`bidlab.bench._glm_l2cost`).
+  Not in the default run.
 
 Peers in the same run: scikit-learn SGDClassifier (log loss, one per target; for classes
 also its defaults, hinge loss) and LogisticRegression (saga), Snap ML LogisticRegression,
@@ -43,6 +46,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from bidlab.bench._common import machine
+from bidlab.bench._glm_l2cost import bench_l2cost
 from bidlab.bench._glm_peers import (
     binary_metrics,
     have,
@@ -423,7 +427,7 @@ def bench_a9a(quick: bool, peers: set[str]) -> dict:
 
 WORKLOADS = {"synth100": bench_synth100, "planted100": bench_planted100,
              "synth20": bench_synth20, "planted20": bench_planted20, "news20": bench_news20,
-             "a9a": bench_a9a}
+             "a9a": bench_a9a, "l2cost": bench_l2cost}
 PEERS = ("sgd", "saga", "snapml", "vw")
 
 
@@ -431,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bidlab.bench glm", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+    parser.add_argument("--workloads", default=",".join(w for w in WORKLOADS if w != "l2cost"),
                         help=f"comma-separated subset of {list(WORKLOADS)}")
     parser.add_argument("--peers", default=",".join(PEERS),
                         help=f"comma-separated subset of {list(PEERS)}")
@@ -459,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print(res: dict) -> None:
-    print(f"== {res['workload']}: {res.get('n_train')} train x {res.get('d')} features")
+    size = f" x {res['d']} features" if res.get("d") else ""
+    print(f"== {res['workload']}: {res.get('n_train')} train{size}")
     for r in res["results"]:
         if "skipped" in r:
             print(f"  {r['system']:<58} skipped: {r['skipped']}")
@@ -470,6 +475,8 @@ def _print(res: dict) -> None:
             f"acc {r.get('accuracy', nan):.4f}  logloss {r.get('log_loss', nan):.4f}  "
             f"auc {r.get('auc', nan):.4f}"
         )
+    for case in res.get("cases", []):
+        print(f"  {json.dumps(case)}")
     for key in ("target", "sweep"):
         if res.get(key):
             print(f"  {key}: {json.dumps(res[key])}")

@@ -452,6 +452,8 @@ class Learner(Configurable):
         try:
             self.source.release()
             self._scores_flush()
+            if self.model.initialised:
+                self.updater.sync()  # what the updater deferred lands before anyone reads
             if err is None and self.opts.checkpoint and self.model.initialised:
                 self._save_now(self.opts.checkpoint)
         except BaseException as exc:  # noqa: BLE001
@@ -702,6 +704,7 @@ class Learner(Configurable):
                                "learner.init() or train first)")
         if threading.current_thread() is self._thread:
             self._scores_flush()  # scores of the minibatches up to here, into the record
+        self.updater.sync()  # the saved matrices hold every deferred term
         self._check_finite("saving a checkpoint")  # the last finite checkpoint stays
         learner_state.write(path, self.name, self.opts, self.model, self.updater, self.mixins,
                             {"pass": self._pos[0], "index": self._pos[1], "step": self.step,

@@ -180,6 +180,10 @@ class Updater(Component):
     def end_pass(self, pass_: int) -> None:
         """Called at the end of each pass (before the model's end_pass)."""
 
+    def sync(self) -> None:
+        """Apply whatever the updater deferred, so the model matrices are exact (called at
+        the end of each pass, before a checkpoint and when a run ends)."""
+
     def state(self) -> dict[str, Mat]:
         """Matrices to checkpoint (name -> Mat); ``t`` is saved separately."""
         return {}
@@ -283,6 +287,9 @@ class _Stepper(Updater):
                 rec.done()
                 if done:
                     continue
+            touched = self._steps.get(i)
+            if touched is not None and touched.deferring:
+                touched.catch_up(self.t)  # a dense step next: the deferred terms first
             if not use_momentum and self._fused(i, m.data, u.data, scale):
                 continue
             tmp = self._tmp[i]
@@ -297,6 +304,13 @@ class _Stepper(Updater):
                 tmp = v
             xp.add(m.data, tmp, out=m.data)
         self.t += 1
+
+    def end_pass(self, pass_: int) -> None:
+        self.sync()
+
+    def sync(self) -> None:
+        for step in self._steps.values():
+            step.catch_up(self.t)
 
     def state(self) -> dict[str, Mat]:
         if self._velocity is None:
@@ -325,7 +339,7 @@ class Grad(_Stepper):
         if args is None:
             return False
         step, M, X, A, lr, l1, l2 = args
-        step.grad(X, A, M, lr, l1, l2, scale)
+        step.grad(X, A, M, lr, l1, l2, scale, self.t)
         return True
 
 
@@ -372,7 +386,7 @@ class ADAGrad(_Stepper):
         if not S.T.flags.c_contiguous:  # e.g. loaded from a file: match the model's layout
             S = self.sumsq[i] = np.asfortranarray(S)
         step.adagrad(X, A, M, S.T, lr, l1, l2, self.epsilon[i][:, 0],
-                     1.0 / (self.t + 1), scale)
+                     1.0 / (self.t + 1), scale, self.t)
         return True
 
     def _direction(self, i: int, u: Any, out: Any) -> None:
