@@ -27,8 +27,10 @@ oscillates around zero), where ``k * eta`` is the sum of the k step sizes: exact
 regulariser updates of the gap's first weight, and the step sizes take it and ``epsilon``
 at the gap's middle. The terms land when the row is next touched (before its data term)
 and for every row at :meth:`TouchedStep.catch_up`, which the updater calls at the end of
-each pass, before a checkpoint, when a run ends and before a swept or dense step. A
-minibatch's margins see its rows before their deferred terms land. So Grad with L2, a
+each pass, before a checkpoint, when a run ends and before a swept or dense step. They
+are computed with the learning rates and penalties in force when they land (a live change
+of ``lrate`` or ``l2`` mid-pass applies to the gap before it too). A minibatch's margins
+see its rows before their deferred terms land. So Grad with L2, a
 constant rate and a data factor that does not depend on the weights equals the dense
 update to 3e-5 (a polynomial stands in for the power when ``l2 * eta`` is small), and
 otherwise tests/test_glm_touched.py bounds the difference from the dense update (5 % of
