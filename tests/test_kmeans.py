@@ -19,8 +19,8 @@ from bidlab.kern.kmeans import (
     assigned_sq_dist,
     center_sums,
     hamerly,
-    lloyd_block,
 )
+from bidlab.kern.kmeans_lloyd import lloyd_block
 from bidlab.models.kmeans import KMeans
 
 

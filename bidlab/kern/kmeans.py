@@ -4,12 +4,8 @@ Hamerly's bound test.
 Squared distances come from one GEMM, ``||x||^2 - 2 x.c + ||c||^2``; the caller computes
 ``D = X @ C.T`` (BLAS / cuBLAS) and :func:`assign` finishes the job. Each function has a
 fused numba kernel for the CPU and a generic ``xp`` version (numpy or CuPy) that the tests
-compare it with. On the CPU, :func:`lloyd_block` does a whole block of dense rows in one
-kernel: each thread takes a fixed share of the rows and, chunk by chunk (sized to stay in
-the L2 cache), runs Hamerly's test, gathers the rows it cannot clear, multiplies them by
-the centres (single-threaded SGEMM / DGEMM, distances transposed so that the search for
-the nearest two vectorises), picks the two nearest centres and adds the rows to its own
-cluster sums, so the distance block never leaves the cache. Numpy oracles::
+compare it with. The fused Lloyd step over a block of dense CPU rows (bound test, GEMM,
+nearest two and sums in one kernel) is in :mod:`bidlab.kern.kmeans_lloyd`. Numpy oracles::
 
     vals = cc[None, :] - 2 * D                    # ||x||^2 is the same for every centre
     labels = vals.argmin(1); d1 = max(xx + vals.min(1), 0); d2 = the second smallest + xx
@@ -19,7 +15,6 @@ cluster sums, so the distance block never leaves the cache. Numpy oracles::
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numba
@@ -28,8 +23,8 @@ import numpy as np
 from bidlab import backend
 from bidlab.kern.adaptive import adaptive_kernel
 
-__all__ = ["assign", "center_sums", "assigned_sq_dist", "CenterWork", "hamerly",
-           "lloyd_block", "chunk_rows", "one_blas_thread", "row_norms_sq"]
+__all__ = ["assign", "center_sums", "assigned_sq_dist", "CenterWork", "chunk_rows", "hamerly",
+           "row_norms_sq"]
 
 _NO_WEIGHTS = np.empty(0, np.float64)
 
@@ -102,9 +97,9 @@ class CenterWork:
         self._blocks: tuple[Any, ...] | None = None
 
     def blocks(self, dtype: Any) -> tuple[Any, ...]:
-        """Per-thread scratch of :func:`lloyd_block` (made on first use): distances
-        (k x chunk, flat), gathered rows (chunk x d), row numbers, the two smallest values
-        and the nearest centre per row, and counters."""
+        """Per-thread scratch of :func:`~bidlab.kern.kmeans_lloyd.lloyd_block` (made on
+        first use): distances (k x chunk, flat), gathered rows (chunk x d), row numbers,
+        the two smallest values and the nearest centre per row, and counters."""
         dtype = np.dtype(dtype)
         if self._blocks is None or self._blocks[0].dtype != dtype:
             _, k, d = self.part.shape
@@ -279,160 +274,9 @@ _CHUNK_BYTES = 1 << 19  # a chunk's distances and gathered rows: part of an L2 c
 
 
 def chunk_rows(k: int, d: int, itemsize: int) -> int:
-    """Rows per chunk of :func:`lloyd_block`: its k distances and d gathered values per row
-    stay within ``_CHUNK_BYTES``, between 32 and 1024 rows."""
+    """Rows per chunk of :func:`~bidlab.kern.kmeans_lloyd.lloyd_block`: its k distances
+    and d gathered values per row stay within ``_CHUNK_BYTES``, between 32 and 1024 rows."""
     return int(min(1024, max(32, _CHUNK_BYTES // ((k + d) * itemsize))))
-
-
-@numba.njit(fastmath={"reassoc", "contract", "arcp", "nsz"}, cache=True, nogil=True,
-            inline="always")
-def _two_smallest_cols(DT, cc, m, b1, b2, j1):  # pragma: no cover - compiled
-    # Per column r of the k x m block DT (X_chunk @ C.T, transposed): the index j1[r] and
-    # value b1[r] of the smallest cc[j] - 2 DT[j, r] and the second smallest b2[r]. The
-    # inner loop runs along a row of DT with selects, no branches, so it vectorises.
-    inf = np.float32(np.inf)
-    for r in range(m):
-        b1[r] = inf
-        b2[r] = inf
-        j1[r] = 0
-    for j in range(DT.shape[0]):
-        row = DT[j]
-        c = cc[j]
-        for r in range(m):
-            v = c - (row[r] + row[r])
-            a1 = b1[r]
-            a2 = b2[r]
-            first = v < a1
-            b2[r] = a1 if first else (v if v < a2 else a2)
-            j1[r] = j if first else j1[r]
-            b1[r] = v if first else a1
-
-
-@adaptive_kernel(fastmath={"reassoc", "contract", "arcp", "nsz"}, cache=True, nogil=True)
-def _lloyd_cpu(X, C, cc, xx, xx_ready, labels, u, lo, w, part, pc, nparts, D, G, idx, B1,
-               B2, J1, pruned, drift, s, top, m1, m2, sums, root,
-               stats):  # pragma: no cover - compiled
-    n, d = X.shape
-    k = C.shape[0]
-    chunk = G.shape[1]
-    weighted = w.shape[0] > 0
-    step = (n + nparts - 1) // nparts
-    for t in numba.prange(nparts):
-        Dt = D[t]
-        Gt = G[t]
-        it = idx[t]
-        b1 = B1[t]
-        b2 = B2[t]
-        j1 = J1[t]
-        P = part[t]
-        changed = 0
-        computed = 0
-        end = min(n, (t + 1) * step)
-        for a in range(t * step, end, chunk):
-            b = min(a + chunk, end)
-            m = b - a
-            if not xx_ready:
-                for i in range(a, b):
-                    x = X[i]
-                    acc = 0.0
-                    for q in range(d):
-                        acc += np.float64(x[q]) * x[q]
-                    xx[i] = acc
-            cnt = 0
-            if pruned:  # Hamerly: move the bounds, list the rows they cannot clear
-                for i in range(a, b):
-                    if _bounds_fail(i, labels, u, lo, drift, s, top, m1, m2):
-                        it[cnt] = i
-                        cnt += 1
-            else:
-                cnt = m
-            if cnt == 0:
-                pass
-            elif cnt == m:  # every row: multiply them in place, no gather
-                for r in range(m):
-                    it[r] = a + r
-                DT = Dt[: k * m].reshape((k, m))
-                np.dot(C, X[a:b].T, DT)
-            else:
-                for r in range(cnt):
-                    Gt[r, :] = X[it[r]]
-                DT = Dt[: k * cnt].reshape((k, cnt))
-                np.dot(C, Gt[:cnt].T, DT)
-            if cnt > 0:
-                _two_smallest_cols(DT, cc, cnt, b1, b2, j1)
-            for r in range(cnt):
-                i = it[r]
-                if labels[i] != j1[r]:
-                    changed += 1
-                labels[i] = j1[r]
-                v1 = max(xx[i] + b1[r], 0.0)
-                v2 = max(xx[i] + b2[r], 0.0)
-                if root:
-                    u[i] = np.sqrt(v1)
-                    lo[i] = np.sqrt(v2)
-                else:
-                    u[i] = v1
-                    lo[i] = v2
-            computed += cnt
-            if sums:
-                for i in range(a, b):
-                    _add_to_sums(P, pc, t, X, i, labels[i], w, weighted)
-        stats[t, 0] = changed
-        stats[t, 1] = computed
-
-
-@functools.cache
-def _blas() -> Any:
-    """The BLAS libraries' thread controls (numba's ``np.dot`` calls SciPy's BLAS)."""
-    import scipy.linalg.cython_blas  # noqa: F401 - load it before listing the libraries
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController().select(user_api="blas")
-
-
-def one_blas_thread() -> Any:
-    """Context manager: BLAS (NumPy's and SciPy's) on the calling thread only.
-
-    For the small products between :func:`lloyd_block` calls: a multi-threaded BLAS call
-    leaves its worker threads spinning for a while, and they take the cores from the next
-    kernel's threads.
-    """
-    return _blas().limit(limits=1)
-
-
-def lloyd_block(X: np.ndarray, C: np.ndarray, cc: np.ndarray, xx: np.ndarray,
-                labels: np.ndarray, u: np.ndarray, lo: np.ndarray, work: CenterWork,
-                w: Any = None, *, xx_ready: bool = True, bounds: dict[str, Any] | None = None,
-                sums: bool = True, root: bool = True) -> tuple[int, int]:
-    """One Lloyd step over a block of dense CPU rows, fused: the nearest two centres of
-    each row and (``sums``) its addition to ``work``'s per-thread cluster sums.
-
-    ``X`` m x d C-ordered, ``C`` k x d centres (X's dtype), ``cc`` (k,) their squared
-    norms; ``xx`` (m,) squared row norms, computed here unless ``xx_ready``. Writes
-    ``labels`` and the distances to the nearest and second-nearest centres into ``u`` and
-    ``lo`` (squared ones unless ``root``). With ``bounds`` (the keys of :func:`hamerly`'s
-    arguments: ``drift``, ``s``, ``top``, ``m1``, ``m2``), ``u`` / ``lo`` hold Hamerly's
-    bounds: they are moved first and only the rows they cannot clear are computed; a chunk
-    whose every row needs it is multiplied in place, without the gather. ``w`` (m,) sample
-    weights (None: all 1). Returns (labels changed, rows computed).
-
-    Each chunk's distances come transposed (``C @ X_chunk.T``, k x chunk), so the search
-    for the two smallest runs along contiguous rows and vectorises. The rows are split
-    between ``work.nparts`` fixed shares whatever the threads, so the sums do not depend on
-    how many threads ran. BLAS runs single-threaded inside (each thread multiplies its own
-    chunks).
-    """
-    D, G, idx, B1, B2, J1, stats = work.blocks(X.dtype)
-    ww = _NO_WEIGHTS if w is None else np.asarray(w, np.float64).reshape(-1)
-    pruned = bounds is not None
-    b = bounds or {"drift": cc, "s": cc, "top": 0, "m1": 0.0, "m2": 0.0}
-    args = (X, np.ascontiguousarray(C), cc, xx, bool(xx_ready), labels, u, lo, ww, work.part,
-            work.pc, work.nparts, D, G, idx, B1, B2, J1, pruned, b["drift"], b["s"],
-            int(b["top"]), float(b["m1"]), float(b["m2"]), bool(sums), bool(root), stats)
-    with one_blas_thread():
-        _lloyd_cpu(X.shape[0] * C.shape[0] * C.shape[1], *args)
-    changed, computed = stats.sum(axis=0).tolist()
-    return int(changed), int(computed)
 
 
 @numba.njit(parallel=True, fastmath={"reassoc", "contract"}, cache=True, nogil=True)

@@ -20,10 +20,11 @@ centre to the nearest other) keeps its centre, and only the rest go through the 
 bounds are per row, so they need a source that yields the same row ranges every pass (no
 shuffling; :class:`~bidlab.models._kmeans_source.BlockSource`). In float64 the result
 equals plain Lloyd's; in float32 a row tied to within SGEMM rounding may go to the other
-centre. Dense CPU blocks go through :func:`~bidlab.kern.kmeans.lloyd_block`: bound test,
+centre. Dense CPU blocks go through :func:`~bidlab.kern.kmeans_lloyd.lloyd_block`: bound test,
 GEMM of the rows left, nearest two centres and cluster sums in one cache-blocked kernel; a
 row the bounds clear costs no GEMM work, so the bounds are kept whatever they skip. Small
-BLAS products between passes run single-threaded (:func:`~bidlab.kern.kmeans.one_blas_thread`).
+BLAS products between passes run single-threaded
+(:func:`~bidlab.kern.kmeans_lloyd.one_blas_thread`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.kern.kmeans import assign, hamerly, lloyd_block, one_blas_thread, row_norms_sq
+from bidlab.kern.kmeans import assign, hamerly, row_norms_sq
+from bidlab.kern.kmeans_lloyd import lloyd_block, one_blas_thread
 from bidlab.learn.staging import Minibatch
 from bidlab.mat import Mat
 from bidlab.models._kmeans_distances import cross, dense_rows, sq_distances

@@ -30,9 +30,9 @@ from bidlab.kern.kmeans import (
     assign,
     assigned_sq_dist,
     center_sums,
-    lloyd_block,
     row_norms_sq,
 )
+from bidlab.kern.kmeans_lloyd import lloyd_block
 from bidlab.learn.datasource import DataInfo, DataSource
 from bidlab.learn.model import Model
 from bidlab.learn.options import Option
@@ -264,7 +264,7 @@ class KMeansModel(LloydPasses, MinibatchSteps, Model):
         center_sums(X, lab, S, N, w, self._work)
 
     def _fused(self, X: Any) -> bool:
-        """Whether :func:`~bidlab.kern.kmeans.lloyd_block` takes these rows (dense, CPU)."""
+        """Whether :func:`~bidlab.kern.kmeans_lloyd.lloyd_block` takes these rows (dense, CPU)."""
         return (isinstance(X, np.ndarray) and X.flags.c_contiguous and self._work is not None
                 and self._work.cpu)
 
