@@ -156,6 +156,23 @@ def test_glm_planted100_json_quick() -> None:
                                         + 1e-5)
 
 
+def test_glm_defaults_json_quick(shared_data) -> None:
+    """``GLM(link)`` with no settings against scikit-learn's default of the same loss, every
+    link on a9a and w8a (seed 0): each within 0.001 of its reference."""
+    proc = _bench("glm", "--quick", "--json", "--workloads", "defaults", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (w,) = json.loads(proc.stdout)["workloads"]
+    assert w["glm_defaults"] == {"lrate": 0.3, "n_passes": 10, "average": 0.5,
+                                 "batch_size": 500, "l2": 0.0}
+    cases = w["cases"]
+    assert [(c["data"], c["link"]) for c in cases] == [
+        (d, lk) for d in ("a9a", "w8a") for lk in ("logistic", "softmax", "svm", "linear")]
+    for c in cases:
+        assert c["metric"] == ("r2" if c["link"] == "linear" else "accuracy")
+        assert c["glm"] >= c["reference_score"] - 1e-3, c
+        assert isinstance(c["met"], bool) and _positive(c["glm_fit_s"])
+
+
 def test_glm_l2cost_json_quick() -> None:
     """The L2-cost A/B: the rule defers on the large model (and its weights then differ a
     little from the swept ones) and sweeps on the small one (identical weights)."""

@@ -27,7 +27,8 @@ def _fit_once(X: Any, Y: Any, batch: int, l2: float, defer_below: int) -> tuple[
     rule = touched.DEFER_BELOW
     touched.DEFER_BELOW = defer_below
     try:
-        m = GLM("logistic", l2=l2, n_passes=1, batch_size=batch, random_state=0)
+        m = GLM("logistic", lrate=0.1, l2=l2, n_passes=1, batch_size=batch, average=0.0,
+                random_state=0)
         t0 = time.perf_counter()
         m.fit(X, Y)
         return time.perf_counter() - t0, m

@@ -50,7 +50,7 @@ def sweep_study(Xtr, ytr, Xte, yte, quick: bool, epochs: int = 5) -> dict:
     lrates = [0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.0]
     l2s = [0.0, 1e-6, 1e-5, 1e-4]
     configs = [(lr, l2) for lr in lrates for l2 in l2s]
-    common = dict(n_passes=epochs, batch_size=500, random_state=0)
+    common = dict(n_passes=epochs, batch_size=500, average=0.0, random_state=0)
     one = GLM("softmax", lrate=0.1, l2=0.0, **common)
     t0 = time.perf_counter()
     one.fit(Xtr, ytr)

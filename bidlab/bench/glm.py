@@ -13,6 +13,9 @@ Workloads:
   classes; plus a sweep of 32 (lrate, L2) configurations in one pass against the same 32
   configurations as separate scikit-learn fits.
 * ``a9a``: LIBSVM a9a, binary.
+* ``defaults``: ``GLM(link)`` with no settings against scikit-learn's defaults of the same
+  loss, every link on 20 Newsgroups, a9a and w8a (:mod:`bidlab.bench._glm_defaults`).
+  Not in the default run.
 * ``l2cost``: bidlab against itself: one pass with L2 under the rule that defers the
   untouched rows' terms, against sweeping them every step (:mod:`bidlab.bench._glm_l2cost`).
   Not in the default run.
@@ -46,6 +49,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 from bidlab.bench._common import machine
+from bidlab.bench._glm_defaults import bench_defaults
 from bidlab.bench._glm_l2cost import bench_l2cost
 from bidlab.bench._glm_peers import (
     binary_metrics,
@@ -80,7 +84,7 @@ def _bidlab_until(
     one-pass fit on a slice first loads the compiled kernels, so a workload run on its own
     is not charged numba's first-call cost (~0.2 s) that a long-lived process pays once.
     """
-    model.set_params(n_passes=1)
+    model.set_params(n_passes=1, average=0.0)  # pass by pass: the last iterate
     warm = min(Xtr.shape[0], 2000)
     clone(model).fit(Xtr[:warm], Ytr[:warm])
     lrn = model.learner(Xtr, Ytr, n_passes=1, val_every=0, train_loss=False)
@@ -311,7 +315,8 @@ def bench_a9a(quick: bool, peers: set[str]) -> dict:
         wall, p = vw_binary(Xtr, ytr, Xte)
         rows.append(result_row("Vowpal Wabbit (3 passes, incl. text formatting)", wall, 3 * n,
                          binary_metrics(Yte, p.reshape(-1, 1))))
-    model = GLM("logistic", lrate=0.1, l2=1e-5, batch_size=500, n_passes=3, random_state=0)
+    model = GLM("logistic", lrate=0.1, l2=1e-5, batch_size=500, n_passes=3, average=0.0,
+                random_state=0)
     clone(model).set_params(n_passes=1).fit(Xtr[:2000], ytr[:2000])  # load the kernels
     t0 = time.perf_counter()
     model.fit(Xtr, ytr)
@@ -325,7 +330,8 @@ def bench_a9a(quick: bool, peers: set[str]) -> dict:
 
 WORKLOADS = {"synth100": bench_synth100, "planted100": bench_planted100,
              "synth20": bench_synth20, "planted20": bench_planted20, "news20": bench_news20,
-             "a9a": bench_a9a, "l2cost": bench_l2cost}
+             "a9a": bench_a9a, "l2cost": bench_l2cost, "defaults": bench_defaults}
+_OPT_IN = ("l2cost", "defaults")  # run only when named
 PEERS = ("sgd", "saga", "snapml", "vw")
 
 
@@ -333,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bidlab.bench glm", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
-    parser.add_argument("--workloads", default=",".join(w for w in WORKLOADS if w != "l2cost"),
+    parser.add_argument("--workloads", default=",".join(w for w in WORKLOADS if w not in _OPT_IN),
                         help=f"comma-separated subset of {list(WORKLOADS)}")
     parser.add_argument("--peers", default=",".join(PEERS),
                         help=f"comma-separated subset of {list(PEERS)}")
@@ -362,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _print(res: dict) -> None:
     size = f" x {res['d']} features" if res.get("d") else ""
-    print(f"== {res['workload']}: {res.get('n_train')} train{size}")
+    n = res.get("n_train")
+    print(f"== {res['workload']}" + (f": {n} train{size}" if n else ""))
     for r in res["results"]:
         if "skipped" in r:
             print(f"  {r['system']:<58} skipped: {r['skipped']}")

@@ -452,8 +452,8 @@ class Learner(Configurable):
         try:
             self.source.release()
             self._scores_flush()
-            if self.model.initialised:
-                self.updater.sync()  # what the updater deferred lands before anyone reads
+            if self.model.initialised:  # deferred terms (and averaged iterates) land now
+                self.updater.end_run(final in ("done", "stopped"))
             if err is None and self.opts.checkpoint and self.model.initialised:
                 self._save_now(self.opts.checkpoint)
         except BaseException as exc:  # noqa: BLE001

@@ -84,10 +84,11 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
     for what, now, saved_mats in (("model state", extra, extra_saved),
                                   ("updater state", upd_now, upd_saved)):
         for key, a in saved_mats.items():
-            if key in now and tuple(a.shape) != tuple(now[key].shape):
+            like = (tuple(now[key].shape) if key in now
+                    else _lazy_state_shape(key, shapes) if what == "updater state" else None)
+            if like is not None and tuple(a.shape) != like:
                 raise CheckpointError(f"checkpoint {path}: {what} {key!r} has shape "
-                                      f"{tuple(a.shape)}, this learner's "
-                                      f"{tuple(now[key].shape)}")
+                                      f"{tuple(a.shape)}, this learner's {like}")
     counters = meta.get("updater_counters", {})
     if not isinstance(counters, dict) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in counters.values()):
@@ -104,6 +105,16 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
     updater.load_state(upd_saved)
     updater.set_counters(counters)
     return progress
+
+
+def _lazy_state_shape(key: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """The shape of updater state allocated on first use and named after model matrix
+    ``i`` (``velocity0``, ``average_sum1``): that matrix's shape; None for other names."""
+    stem = key.rstrip("0123456789")
+    if stem == key or stem not in ("velocity", "average_sum"):
+        return None
+    i = int(key[len(stem):])
+    return tuple(shapes[i]) if i < len(shapes) else (-1,)
 
 
 def _checked_progress(path: str, prog: Any) -> dict[str, Any]:

@@ -27,6 +27,13 @@ ADAGrad    ``s`` = mean of ``u**2`` over the updates so far (kept as their sum `
 Momentum (Grad, ADAGrad): ``v <- momentum * v + step; m <- m + v``; its buffer is
 allocated the first time momentum is non-zero.
 
+Iterate averaging (Grad, ADAGrad; Polyak-Ruppert): with ``average_from = a >= 0`` the
+model after every update ``t > a`` (every ``average_every``-th of them) is added to a
+running sum, and when the run ends (:meth:`Updater.end_run`) the model becomes the mean of
+those iterates. Averaging takes out most of the noise of the last steps, so a large,
+slowly decaying learning rate both moves fast and ends close to the optimum. Each added
+iterate costs one pass over the model; the sum and its count are checkpointed.
+
 On the CPU, Grad and ADAGrad (``vexp`` 0.5) without momentum run each matrix's step as one
 fused pass (:mod:`bidlab.kern.steps`: the same arithmetic bit for bit; ADAGrad on a
 640 x 39,115 float32 matrix 100 -> 12 ms); other cases and other backends take the ufuncs.
@@ -184,6 +191,11 @@ class Updater(Component):
         """Apply whatever the updater deferred, so the model matrices are exact (called at
         the end of each pass, before a checkpoint and when a run ends)."""
 
+    def end_run(self, completed: bool) -> None:
+        """A run ended (``completed``: it finished or was stopped, not failed): make the
+        model matrices final. The base class syncs."""
+        self.sync()
+
     def state(self) -> dict[str, Mat]:
         """Matrices to checkpoint (name -> Mat); ``t`` is saved separately."""
         return {}
@@ -216,6 +228,11 @@ _T0 = Option("t0", float, 1.0, "time offset of the decay schedules (in updates)"
              low_open=True)
 _MOMENTUM = Option("momentum", float, 0.0, "momentum of the step (0: none)", low=0.0, high=1.0,
                    high_open=True, vector=True)
+_AVERAGE_FROM = Option("average_from", int, -1,
+                       "average the iterates after this many updates into the run's final "
+                       "model (Polyak-Ruppert; -1: off)", low=-1)
+_AVERAGE_EVERY = Option("average_every", int, 1,
+                        "add every this many updates' iterate to the average", low=1)
 
 
 class _Stepper(Updater):
@@ -228,6 +245,8 @@ class _Stepper(Updater):
         self.lrate = self._hyper("lrate")
         self.momentum = self._hyper("momentum")
         self._velocity: list[Any] | None = None
+        self._avg_sum: list[Any] | None = None
+        self._avg_n = 0
 
     def _direction(self, i: int, u: Any, out: Any) -> None:
         raise NotImplementedError
@@ -304,6 +323,18 @@ class _Stepper(Updater):
                 tmp = v
             xp.add(m.data, tmp, out=m.data)
         self.t += 1
+        start = self.opts.average_from
+        if start >= 0 and self.t > start and (self.t - start) % self.opts.average_every == 0:
+            self._add_to_average()
+
+    def _add_to_average(self) -> None:
+        """Add the current model (every deferred term landed) to the running sum."""
+        self.sync()
+        if self._avg_sum is None:
+            self._avg_sum = [backend.zeros_as(m.data) for m in self.model.modelmats]
+        for acc, m in zip(self._avg_sum, self.model.modelmats, strict=True):
+            self.xp.add(acc, m.data, out=acc)
+        self._avg_n += 1
 
     def end_pass(self, pass_: int) -> None:
         self.sync()
@@ -312,21 +343,44 @@ class _Stepper(Updater):
         for step in self._steps.values():
             step.catch_up(self.t)
 
+    def end_run(self, completed: bool) -> None:
+        """Sync; after a finished or stopped run with averaged iterates, the model becomes
+        their mean and the sum starts again (a later run averages its own iterates)."""
+        self.sync()
+        if not completed or self._avg_n == 0 or self._avg_sum is None:
+            return
+        for acc, m in zip(self._avg_sum, self.model.modelmats, strict=True):
+            self.xp.multiply(acc, 1.0 / self._avg_n, out=m.data)
+            acc.fill(0)
+        self._avg_n = 0
+
     def state(self) -> dict[str, Mat]:
-        if self._velocity is None:
-            return {}
-        return {f"velocity{i}": Mat(v) for i, v in enumerate(self._velocity)}
+        out: dict[str, Mat] = {}
+        if self._velocity is not None:
+            out.update({f"velocity{i}": Mat(v) for i, v in enumerate(self._velocity)})
+        if self._avg_sum is not None:
+            out.update({f"average_sum{i}": Mat(a) for i, a in enumerate(self._avg_sum)})
+        return out
 
     def load_state(self, mats: dict[str, Any]) -> None:
         if any(k.startswith("velocity") for k in mats) and self._velocity is None:
             self._velocity = [backend.zeros_as(m.data) for m in self.model.modelmats]
+        if any(k.startswith("average_sum") for k in mats) and self._avg_sum is None:
+            self._avg_sum = [backend.zeros_as(m.data) for m in self.model.modelmats]
         super().load_state(mats)
+
+    def counters(self) -> dict[str, int]:
+        return super().counters() | {"average_n": int(self._avg_n)}
+
+    def set_counters(self, values: dict[str, int]) -> None:
+        super().set_counters(values)
+        self._avg_n = int(values.get("average_n", 0))
 
 
 class Grad(_Stepper):
     """Gradient ascent: ``m += lrate * (t0/(t0+t))**texp * u`` (+ momentum)."""
 
-    OPTIONS = (_LRATE, _TEXP, _T0, _MOMENTUM)
+    OPTIONS = (_LRATE, _TEXP, _T0, _MOMENTUM, _AVERAGE_FROM, _AVERAGE_EVERY)
 
     def _direction(self, i: int, u: Any, out: Any) -> None:
         self.xp.copyto(out, u)
@@ -356,6 +410,8 @@ class ADAGrad(_Stepper):
                low=0.0, vector=True),
         Option("epsilon", float, 1e-5, "added to the denominator", low=0.0, low_open=True,
                vector=True),
+        _AVERAGE_FROM,
+        _AVERAGE_EVERY,
     )
 
     _SCRATCH = ("_tmp", "_tmp2", "_steps", "_zeros")
