@@ -88,7 +88,10 @@ class GLM(BidlabEstimator):
             link per model target (targets may mix links).
         lrate: learning rate: a number, or one per model target (a sweep). The default
             0.3 is large on purpose: ``average`` takes out the noise it leaves.
-        l1, l2: L1 / L2 penalty weights (on the mean loss), a number or one per target.
+        l1, l2: L1 / L2 penalty weights (on the mean loss: ``l2 / 2 * |w|^2``), a number
+            or one per target. The default ``l2=1e-4`` is scikit-learn's ``SGDClassifier``
+            ``alpha``: without it, many passes over sparse data with rare features grow
+            their weights until held-out log loss suffers.
         targmap: which column of ``Y`` each model target learns; ``[0] * 32`` trains 32
             copies of target 0 (e.g. with 32 different ``lrate`` / ``l2``). None: one model
             target per column of ``Y``.
@@ -122,7 +125,7 @@ class GLM(BidlabEstimator):
                test=positive, text=per_target("a float > 0")),
         Option("l1", float, 0.0, "L1 penalty weight, one or one per model target",
                test=non_negative, text=per_target("a float >= 0")),
-        Option("l2", float, 0.0, "L2 penalty weight, one or one per model target",
+        Option("l2", float, 1e-4, "L2 penalty weight, one or one per model target",
                test=non_negative, text=per_target("a float >= 0")),
         Option("targmap", int, None, "the data target column each model target learns",
                none_ok=True, test=targmap_ok,
@@ -148,7 +151,7 @@ class GLM(BidlabEstimator):
         *,
         lrate: Any = 0.3,
         l1: Any = 0.0,
-        l2: Any = 0.0,
+        l2: Any = 1e-4,
         targmap: Any = None,
         updater: str = "adagrad",
         batch_size: int = 500,
@@ -610,9 +613,9 @@ register_model("glm", GLM)
 def glm_sweep(
     link: str = "logistic",
     *,
-    lrate: Any = (0.1,),
+    lrate: Any = (0.3,),
     l1: Any = (0.0,),
-    l2: Any = (0.0,),
+    l2: Any = (1e-4,),
     n_targets: int = 1,
     **params: Any,
 ) -> GLM:
@@ -620,6 +623,6 @@ def glm_sweep(
 
     The grid is replicated through the target map, so ``fit`` shares each sparse product
     among all configurations. ``n_targets``: data target columns (1 for a label vector).
-    Pick the winner with :func:`best_config`.
+    Pick the winner with :func:`best_config`. An axis left out keeps ``GLM``'s default.
     """
     return GLM(link, **sweep_params(lrate, l1, l2, n_targets), **params)
