@@ -97,66 +97,76 @@ _SMALL = 0.05  # below this l2 * eta_sum a polynomial replaces the power (rel. e
 
 
 @numba.njit(inline="always")
-def _shrunk(w, k, c2, eta_sum, l1, l2):  # pragma: no cover - compiled
+def _shrunk(w, k, c2, eta_sum, l1, l2, one, zero):  # pragma: no cover - compiled
     """w after k regulariser-only steps whose sizes sum to eta_sum: L2 decay, then L1
-    towards zero, clipped at zero. ``c2 = (1 - 1/k) / 2``."""
+    towards zero, clipped at zero. ``c2 = (1 - 1/k) / 2``; ``one`` / ``zero`` typed as
+    the model (so a float32 model's arithmetic stays float32)."""
     x = l2 * eta_sum
     if x <= _SMALL:  # (1 - x/k)**k to O(x**3), without a pow
-        w = w * (1.0 - x + c2 * x * x)
+        w = w * (one - x + c2 * x * x)
     else:
-        w = w * max(1.0 - x / k, 0.0) ** k
-    return np.copysign(max(abs(w) - l1 * eta_sum, 0.0), w)
+        w = w * max(one - x / k, zero) ** k
+    return np.copysign(max(abs(w) - l1 * eta_sum, zero), w)
 
 
 @numba.njit(inline="always")
-def _shrunk_small(w, c2, eta_sum, l1, l2):  # pragma: no cover - compiled
+def _shrunk_small(w, c2, eta_sum, l1, l2, one, zero):  # pragma: no cover - compiled
     """_shrunk when l2 * eta_sum <= _SMALL is known: no branch, so the loop vectorises."""
     x = l2 * eta_sum
-    w = w * (1.0 - x + c2 * x * x)
-    return np.copysign(max(abs(w) - l1 * eta_sum, 0.0), w)
+    w = w * (one - x + c2 * x * x)
+    return np.copysign(max(abs(w) - l1 * eta_sum, zero), w)
 
 
 @numba.njit(inline="always")
 def _catch_up_row(M, S, i, lr, l1, l2, eps, done, t, rates, base, adagrad,
-                  buf):  # pragma: no cover - compiled
+                  buf, typed):  # pragma: no cover - compiled
     """Row i's deferred terms of steps done .. t-1. ``rates[j - base]`` holds the prefix
     sums of the decay (column 0) and, for ADAGrad, of decay * sqrt(step + 1) (column 1).
     Two branch-free loops that vectorise: the step-size sums into ``buf`` (and ADAGrad's
     grown sums of squares), then the shrinking; a column whose decay is too large for the
-    polynomial takes the exact power in a third, scalar loop."""
+    polynomial takes the exact power in a third, scalar loop.
+
+    The row's scalars are computed in float64 and stored through ``typed`` (a scratch
+    row in the model's dtype), so the per-weight loops run in the model's dtype: a float32
+    model's catch-up is float32 arithmetic (8 lanes, a cheap square root and division)."""
     k = t - done
-    c2 = 0.5 * (1.0 - 1.0 / k)
     a, b = done - base, t - base
+    typed[0] = 0.5 * (1.0 - 1.0 / k)
+    typed[1] = k
+    typed[2] = rates[b, 1] - rates[a, 1] if adagrad else rates[b, 0] - rates[a, 0]
+    typed[3] = np.sqrt(0.5 * (done + t - 1) + 1.0)
+    typed[4] = 0.5
+    typed[5] = 1.0
+    typed[6] = 0.0
+    c2, kf, q, mid, half, one, zero = (typed[0], typed[1], typed[2], typed[3], typed[4],
+                                       typed[5], typed[6])
     T = M.shape[1]
-    x_max = 0.0
+    x_max = zero
     if adagrad:
-        q = rates[b, 1] - rates[a, 1]
-        mid = np.sqrt(0.5 * (done + t - 1) + 1.0)
         for c in range(T):
             w = M[i, c]
-            u = l2[c] * w + np.copysign(l1[c], w) * (w != 0)
-            grow = k * u * u  # the squares of the k regulariser-only updates
+            u = l2[c] * w + np.copysign(l1[c], w) * (w != zero)
+            grow = kf * u * u  # the squares of the k regulariser-only updates
             s = S[i, c]
-            eta_sum = lr[c] * q / (np.sqrt(s + 0.5 * grow) + eps[c] * mid)
+            eta_sum = lr[c] * q / (np.sqrt(s + half * grow) + eps[c] * mid)
             buf[c] = eta_sum
             S[i, c] = s + grow
             x_max = max(x_max, l2[c] * eta_sum)
     else:
-        g = rates[b, 0] - rates[a, 0]
         for c in range(T):
-            buf[c] = lr[c] * g
+            buf[c] = lr[c] * q
             x_max = max(x_max, l2[c] * buf[c])
     if x_max <= _SMALL:
         for c in range(T):
-            M[i, c] = _shrunk_small(M[i, c], c2, buf[c], l1[c], l2[c])
+            M[i, c] = _shrunk_small(M[i, c], c2, buf[c], l1[c], l2[c], one, zero)
     else:
         for c in range(T):
-            M[i, c] = _shrunk(M[i, c], k, c2, buf[c], l1[c], l2[c])
+            M[i, c] = _shrunk(M[i, c], k, c2, buf[c], l1[c], l2[c], one, zero)
 
 
 @numba.njit(inline="always")
 def _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, dense_reg, defer,
-                done, t, rates, base, adagrad, buf):  # pragma: no cover
+                done, t, rates, base, adagrad, buf, typed):  # pragma: no cover
     """Put row i's data term in buf after its deferred terms; False: leave the row as it is.
 
     An untouched row is updated (with its regulariser terms alone) only when they are swept
@@ -169,7 +179,8 @@ def _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, de
         return True
     if defer:
         if done[i] < t:
-            _catch_up_row(M, S, i, lr, l1, l2, eps, done[i], t, rates, base, adagrad, buf)
+            _catch_up_row(M, S, i, lr, l1, l2, eps, done[i], t, rates, base, adagrad, buf,
+                          typed)
         done[i] = t + 1
     _data_term(i, pos, colptr, perm, row_of, data, A, buf)
     return True
@@ -177,7 +188,7 @@ def _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, de
 
 @adaptive_kernel(fastmath=True, cache=True, nogil=True)
 def _adagrad_touched(M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, inv_t, scale,
-                     dense_reg, defer, done, t, rates, base, work):
+                     dense_reg, defer, done, t, rates, base, work, scalars):
     d, T = M.shape  # pragma: no cover - compiled
     nparts = work.shape[0]
     for p in prange(nparts):
@@ -185,7 +196,7 @@ def _adagrad_touched(M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, 
         buf = work[p]
         for i in range(lo, hi):
             if _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps,
-                           dense_reg, defer, done, t, rates, base, True, buf):
+                           dense_reg, defer, done, t, rates, base, True, buf, scalars[p]):
                 for c in range(T):
                     w = M[i, c]
                     u = _regularised(buf[c], w, l1[c], l2[c])
@@ -196,7 +207,7 @@ def _adagrad_touched(M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, 
 
 @adaptive_kernel(fastmath=True, cache=True, nogil=True)
 def _grad_touched(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, scale, dense_reg, defer,
-                  done, t, rates, base, work):
+                  done, t, rates, base, work, scalars):
     d, T = M.shape  # pragma: no cover - compiled
     nparts = work.shape[0]
     for p in prange(nparts):
@@ -204,14 +215,14 @@ def _grad_touched(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, scale, dens
         buf = work[p]
         for i in range(lo, hi):
             if _row_update(i, M, M, pos, colptr, perm, row_of, data, A, lr, l1, l2, lr,
-                           dense_reg, defer, done, t, rates, base, False, buf):
+                           dense_reg, defer, done, t, rates, base, False, buf, scalars[p]):
                 for c in range(T):
                     w = M[i, c]
                     M[i, c] = w + _regularised(buf[c], w, l1[c], l2[c]) * lr[c] * scale
 
 
 @adaptive_kernel(fastmath=True, cache=True, nogil=True)
-def _catch_up_all(M, S, lr, l1, l2, eps, done, t, rates, base, adagrad, work):
+def _catch_up_all(M, S, lr, l1, l2, eps, done, t, rates, base, adagrad, work, scalars):
     d = M.shape[0]  # pragma: no cover - compiled
     nparts = work.shape[0]
     for p in prange(nparts):
@@ -219,7 +230,8 @@ def _catch_up_all(M, S, lr, l1, l2, eps, done, t, rates, base, adagrad, work):
         buf = work[p]
         for i in range(lo, hi):
             if done[i] < t:
-                _catch_up_row(M, S, i, lr, l1, l2, eps, done[i], t, rates, base, adagrad, buf)
+                _catch_up_row(M, S, i, lr, l1, l2, eps, done[i], t, rates, base, adagrad, buf,
+                              scalars[p])
                 done[i] = t
 
 
@@ -240,6 +252,7 @@ class TouchedStep:
         self.columns = ColumnListing(self.d)
         self.nparts = max(1, min(self.d, 4 * numba.config.NUMBA_NUM_THREADS))
         self.work = backend.empty((self.nparts, self.T), self.dtype)
+        self.scalars = backend.empty((self.nparts, 8), self.dtype)  # a row's typed scalars
         self.done = backend.empty((self.d,), np.int64)
         self.rates = backend.zeros((64, 2), np.float64)
         self.base = 0
@@ -301,7 +314,7 @@ class TouchedStep:
         def call(work: float, c: ColumnListing, dense_reg: bool, defer: bool) -> None:
             _adagrad_touched(work, M, S, c.pos, c.colptr, c.perm, c.row_of, X.data, A, lr, l1,
                              l2, eps, ty(inv_t), ty(scale), dense_reg, defer, self.done, t,
-                             self.rates, self.base, self.work)
+                             self.rates, self.base, self.work, self.scalars)
 
         self._run(X, reg, t, scale, (M, S, lr, l1, l2, eps, True), call)
 
@@ -314,7 +327,7 @@ class TouchedStep:
         def call(work: float, c: ColumnListing, dense_reg: bool, defer: bool) -> None:
             _grad_touched(work, M, c.pos, c.colptr, c.perm, c.row_of, X.data, A, lr, l1, l2,
                           M.dtype.type(scale), dense_reg, defer, self.done, t, self.rates,
-                          self.base, self.work)
+                          self.base, self.work, self.scalars)
 
         self._run(X, reg, t, scale, (M, M, lr, l1, l2, lr, False), call)
 
@@ -326,5 +339,5 @@ class TouchedStep:
             return
         M, S, lr, l1, l2, eps, adagrad = self._pending
         _catch_up_all(float(M.size), M, S, lr, l1, l2, eps, self.done, int(t), self.rates,
-                      self.base, adagrad, self.work)
+                      self.base, adagrad, self.work, self.scalars)
         self._pending = None
