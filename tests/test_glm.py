@@ -540,4 +540,4 @@ def test_averaging_spans_the_last_fraction_of_fit_and_partial_fit_does_not_avera
     assert GLM("linear").learner(Xtr, ytr, average_from=-1).opts.average_from == -1
     wide = sp.random(200, 50_000, density=1e-4, format="csr", random_state=0)
     w = GLM("linear", batch_size=100).fit(wide, np.ones(200))
-    assert w.average_every_ == math.ceil(50_000 / (2 * 100 * wide.nnz / 200))
+    assert w.average_every_ == math.ceil(5 * 50_000 / (100 * wide.nnz / 200))

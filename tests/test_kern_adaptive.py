@@ -262,10 +262,10 @@ def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
                 W, S, done = W0.copy(), S0.copy(), done0.copy()
                 if sums:
                     version(W, S, *state, lr + 1e-8, dtype(0.5), dtype(0.9), dense_reg, defer,
-                            done, 5, rates, 0, step.work)
+                            done, 5, rates, 0, step.work, step.scalars)
                 else:
                     version(W, *state, dtype(0.9), dense_reg, defer, done, 5, rates, 0,
-                            step.work)
+                            step.work, step.scalars)
                 runs.append((W, S, done))
             for a, b in zip(*runs, strict=True):
                 np.testing.assert_array_equal(a, b)
@@ -274,7 +274,8 @@ def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
         runs = []
         for version in (touched._catch_up_all.serial, touched._catch_up_all.parallel):
             W, S, done = W0.copy(), S0.copy(), done0.copy()
-            version(W, S, lr, l1, l2, lr + 1e-8, done, 6, rates, 0, adagrad, step.work)
+            version(W, S, lr, l1, l2, lr + 1e-8, done, 6, rates, 0, adagrad, step.work,
+                    step.scalars)
             runs.append((W, S, done))
         for a, b in zip(*runs, strict=True):
             np.testing.assert_array_equal(a, b)
