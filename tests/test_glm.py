@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import pickle
 import time
 
 import numpy as np
@@ -531,6 +532,8 @@ def test_averaging_spans_the_last_fraction_of_fit_and_partial_fit_does_not_avera
     m.fit(Xtr, ytr)
     assert m.n_steps_ == 36 and m.updater_.opts.average_from == 27  # the last 9 updates
     assert m.updater_.counters()["average_n"] == 0  # landed in the model, sum emptied
+    assert not any(k.startswith("average") for k in m.updater_.state())
+    assert pickle.loads(pickle.dumps(m)).updater_._avg_sum is None  # not carried along
     off = GLM("linear", n_passes=4, average=0.0).fit(Xtr, ytr)
     assert off.updater_.opts.average_from == -1
     p = GLM("linear").partial_fit(Xtr, ytr)

@@ -188,3 +188,31 @@ def test_writer_killed_mid_write_leaves_the_previous_checkpoint_loadable(tmp_pat
         big = ck.modelmats[0]
         assert big.shape == (4_000_000, 2) and big[0, 0] == k and big[-1, -1] == k
     assert caught_mid_write >= 1, "no kill landed during a write; the test proved nothing"
+
+
+@pytest.mark.parametrize("stop_at", [22, 33], ids=["pass-end", "mid-pass"])
+def test_a_resumed_run_continues_its_average_exactly(tmp_path, stop_at):
+    """A run cut by max_steps keeps its last iterate and the running sum of iterates; its
+    checkpoint holds both, so resuming ends on the same mean as a run never stopped."""
+    def averaging(**opts):
+        X, Y = _data()
+        return Learner(LeastSquares(), MemorySource(X, Y, batch_size=64, shuffle=True, seed=4),
+                       Grad(lrate=0.05, average_from=15, average_every=2), **opts)
+
+    straight = averaging(n_passes=5)
+    straight.fit(progress=None)
+    last = averaging(n_passes=5, average_from=-1)
+    last.fit(progress=None)
+    assert not np.allclose(straight.model.modelmats[0].data, last.model.modelmats[0].data)
+    first = averaging(n_passes=5, max_steps=stop_at)
+    first.fit(progress=None)
+    t = first.updater.t  # updates so far (validation minibatches do not update)
+    assert t > 15 and first.updater.counters()["average_n"] == (t - 15) // 2
+    first.save(str(tmp_path / "ck.npz"))
+    second = averaging()
+    second.load(str(tmp_path / "ck.npz"))
+    second.set(max_steps=None)
+    second.fit(progress=None)
+    assert second.step == straight.step == 55
+    for x, y in zip(straight.model.modelmats, second.model.modelmats, strict=True):
+        np.testing.assert_allclose(x.data, y.data, rtol=1e-6)

@@ -22,12 +22,15 @@ from bidlab.learn.checkpoint import (
 from bidlab.models.lsq import LeastSquares
 
 
-def _learner(**opts):
+def _data_xy():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((300, 4)).astype(np.float32)
-    Y = (X @ rng.standard_normal((4, 1))).astype(np.float32)
-    return Learner(LeastSquares(), MemorySource(X, Y, batch_size=50), ADAGrad(lrate=0.05),
-                   **opts)
+    return X, (X @ rng.standard_normal((4, 1))).astype(np.float32)
+
+
+def _learner(**opts):
+    return Learner(LeastSquares(), MemorySource(*_data_xy(), batch_size=50),
+                   ADAGrad(lrate=0.05), **opts)
 
 
 def _good(tmp_path):
@@ -148,3 +151,26 @@ def test_temp_files_of_dead_writers_are_removed_by_the_next_save(tmp_path):
     assert not stale.exists() and live.exists() and other.exists()
     assert load_checkpoint(target).arrays["x"].tolist() == [1.0, 1.0]
     assert remove_stale_temps(target) == []
+
+
+@pytest.mark.parametrize("key", ["updater/average_sum0", "updater/velocity1"])
+def test_updater_state_made_on_first_use_is_shape_checked_before_anything_is_written(
+        tmp_path, key):
+    """Running sums of averaged iterates and momentum buffers exist only once used; a
+    checkpoint's copy of the wrong shape is refused before the model is touched."""
+    lr = Learner(LeastSquares(), MemorySource(*_data_xy(), batch_size=50),
+                 ADAGrad(lrate=0.05, average_from=0, momentum=0.5), n_passes=2, max_steps=5)
+    lr.fit(progress=None)
+    ck = load_checkpoint(lr.save(str(tmp_path / "good.npz")))
+    arrays = dict(ck.arrays)
+    assert key in arrays
+    arrays[key] = np.zeros((3, 3), np.float32)
+    meta = {k: v for k, v in ck.meta.items() if k not in ("format", "version", "written")}
+    save_checkpoint(str(tmp_path / "bad.npz"), arrays, meta)
+    fresh = _learner(n_passes=2)
+    fresh.init()
+    before = [m.data.copy() for m in fresh.model.modelmats]
+    with pytest.raises(CheckpointError, match=f"updater state '{key.split('/')[1]}' has shape"):
+        fresh.load(str(tmp_path / "bad.npz"))
+    for a, m in zip(before, fresh.model.modelmats, strict=True):
+        np.testing.assert_array_equal(a, m.data)

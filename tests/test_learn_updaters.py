@@ -446,7 +446,7 @@ def test_a_run_with_averaging_ends_on_the_mean_of_its_iterates(make):
         np.testing.assert_allclose(a, np.mean([k[i] for k in kept], axis=0), rtol=1e-12)
 
 
-def test_averaging_state_round_trips_and_a_failed_run_keeps_its_last_iterate():
+def test_averaging_state_round_trips_and_an_unfinished_run_keeps_its_last_iterate():
     model = Scripted()
     lr = Learner(model, np.zeros((8, 1)), Grad(lrate=0.3, average_from=0), batch_size=1,
                  n_passes=1, val_every=0)
@@ -466,8 +466,8 @@ def test_averaging_state_round_trips_and_a_failed_run_keeps_its_last_iterate():
     for a, b in zip(fresh.state().values(), state.values(), strict=True):
         np.testing.assert_array_equal(a.numpy(), b)
     before = [m.data.copy() for m in model.modelmats]
-    upd.end_run(completed=False)  # a failed run: no average lands
+    upd.end_run(finished=False)  # stopped early or failed: no average lands yet
     assert all(np.array_equal(a, m.data) for a, m in zip(before, model.modelmats, strict=True))
-    upd.end_run(completed=True)
+    upd.end_run(finished=True)
     np.testing.assert_allclose(model.modelmats[0].data, state["average_sum0"] / 4)
     assert upd.counters()["average_n"] == 0

@@ -439,6 +439,7 @@ class Learner(Configurable):
     def _run(self) -> None:
         err: BaseException | None = None
         final = "done"
+        self._finished = False  # set when the run completes its passes (or converges)
         try:
             with caching():
                 self._ensure_initialised()
@@ -453,7 +454,7 @@ class Learner(Configurable):
             self.source.release()
             self._scores_flush()
             if self.model.initialised:  # deferred terms (and averaged iterates) land now
-                self.updater.end_run(final in ("done", "stopped"))
+                self.updater.end_run(err is None and self._finished)
             if err is None and self.opts.checkpoint and self.model.initialised:
                 self._save_now(self.opts.checkpoint)
         except BaseException as exc:  # noqa: BLE001
@@ -549,12 +550,15 @@ class Learner(Configurable):
                 return "stopped"
             p, _ = src.position
             max_steps = opts.max_steps
-            if (p >= opts.n_passes or (max_steps is not None and self.step >= max_steps)
-                    or model.converged):
+            if p >= opts.n_passes or model.converged:
+                self._finished = True
                 return "done"
+            if max_steps is not None and self.step >= max_steps:
+                return "done"  # a step budget: training may go on from here
             t0 = time.perf_counter()
             batch = src.next()
             if batch is None:
+                self._finished = True
                 return "done"
             if batch.index == 0:
                 stats.reset(batch.pass_)

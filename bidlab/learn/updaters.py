@@ -29,10 +29,12 @@ allocated the first time momentum is non-zero.
 
 Iterate averaging (Grad, ADAGrad; Polyak-Ruppert): with ``average_from = a >= 0`` the
 model after every update ``t > a`` (every ``average_every``-th of them) is added to a
-running sum, and when the run ends (:meth:`Updater.end_run`) the model becomes the mean of
-those iterates. Averaging takes out most of the noise of the last steps, so a large,
-slowly decaying learning rate both moves fast and ends close to the optimum. Each added
-iterate costs one pass over the model; the sum and its count are checkpointed.
+running sum, and when a run finishes its passes (:meth:`Updater.end_run`) the model becomes
+the mean of those iterates. A run stopped early, or cut by ``max_steps``, keeps its last
+iterate and the sum, which a resumed run goes on adding to. Averaging takes out most of the
+noise of the last steps, so a large, slowly decaying learning rate both moves fast and ends
+close to the optimum. Each added iterate costs one pass over the model; the sum and its
+count are checkpointed.
 
 On the CPU, Grad and ADAGrad (``vexp`` 0.5) without momentum run each matrix's step as one
 fused pass (:mod:`bidlab.kern.steps`: the same arithmetic bit for bit; ADAGrad on a
@@ -191,9 +193,10 @@ class Updater(Component):
         """Apply whatever the updater deferred, so the model matrices are exact (called at
         the end of each pass, before a checkpoint and when a run ends)."""
 
-    def end_run(self, completed: bool) -> None:
-        """A run ended (``completed``: it finished or was stopped, not failed): make the
-        model matrices final. The base class syncs."""
+    def end_run(self, finished: bool) -> None:
+        """A run ended (``finished``: it completed its passes or converged; not stopped,
+        cut by ``max_steps`` or failed): make the model matrices exact. The base class
+        syncs."""
         self.sync()
 
     def state(self) -> dict[str, Mat]:
@@ -343,11 +346,14 @@ class _Stepper(Updater):
         for step in self._steps.values():
             step.catch_up(self.t)
 
-    def end_run(self, completed: bool) -> None:
-        """Sync; after a finished or stopped run with averaged iterates, the model becomes
-        their mean and the sum starts again (a later run averages its own iterates)."""
+    def end_run(self, finished: bool) -> None:
+        """Sync; when a run with averaged iterates finishes, the model becomes their mean
+        and the sum is emptied (kept allocated, so a later run averaging its own iterates
+        allocates nothing; an empty sum is neither pickled nor checkpointed). A run
+        stopped early keeps its last iterate and the sum, so resuming it (from a
+        checkpoint too) continues the average exactly."""
         self.sync()
-        if not completed or self._avg_n == 0 or self._avg_sum is None:
+        if not finished or self._avg_n == 0 or self._avg_sum is None:
             return
         for acc, m in zip(self._avg_sum, self.model.modelmats, strict=True):
             self.xp.multiply(acc, 1.0 / self._avg_n, out=m.data)
@@ -358,16 +364,26 @@ class _Stepper(Updater):
         out: dict[str, Mat] = {}
         if self._velocity is not None:
             out.update({f"velocity{i}": Mat(v) for i, v in enumerate(self._velocity)})
-        if self._avg_sum is not None:
+        if self._avg_sum is not None and self._avg_n > 0:
             out.update({f"average_sum{i}": Mat(a) for i, a in enumerate(self._avg_sum)})
         return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        if not state.get("_avg_n"):
+            state["_avg_sum"] = None  # an empty sum: re-made when averaging next starts
+        return state
 
     def load_state(self, mats: dict[str, Any]) -> None:
         if any(k.startswith("velocity") for k in mats) and self._velocity is None:
             self._velocity = [backend.zeros_as(m.data) for m in self.model.modelmats]
-        if any(k.startswith("average_sum") for k in mats) and self._avg_sum is None:
+        sums = {k: v for k, v in mats.items() if k.startswith("average_sum")}
+        if sums and self._avg_sum is None:
             self._avg_sum = [backend.zeros_as(m.data) for m in self.model.modelmats]
-        super().load_state(mats)
+        for i, acc in enumerate(self._avg_sum if sums else ()):
+            if f"average_sum{i}" in sums:  # state() lists them only once the count is set
+                acc[...] = self.xp.asarray(sums[f"average_sum{i}"])
+        super().load_state({k: v for k, v in mats.items() if k not in sums})
 
     def counters(self) -> dict[str, int]:
         return super().counters() | {"average_n": int(self._avg_n)}

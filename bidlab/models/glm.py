@@ -401,8 +401,10 @@ class GLM(BidlabEstimator):
 
         ``options``: any learner option (``n_passes``, default this GLM's; ``val_every``,
         ``checkpoint``, ...), ``batch_size`` (default this GLM's) and ``sample_weight``. A
-        run of ``n_passes`` averages its last iterates as ``fit`` does (``average``);
-        ``average_from=-1`` turns that off, e.g. for open-ended live training.
+        run of ``n_passes`` averages its last iterates as ``fit`` does (``average``): the
+        mean lands when the run completes its passes, while a stopped run keeps its last
+        iterate and the running sum, which resuming goes on adding to (checkpoints hold
+        it); ``average_from=-1`` turns averaging off, e.g. for open-ended live training.
         """
         self._validate_params()
         X = self._features(X, reset=True)
