@@ -38,6 +38,16 @@ def _learner(**opts):
                    ADAGrad(lrate=0.05, momentum=0.5), **opts)
 
 
+def _resumed(first, make, tmp_path):
+    """A new learner from ``make()`` loaded from ``first``'s checkpoint and run to the end."""
+    first.save(str(tmp_path / "ck.npz"))
+    second = make()
+    second.load(str(tmp_path / "ck.npz"))
+    second.set(max_steps=None)
+    second.fit(progress=None)
+    return second
+
+
 def test_round_trip_is_exact(tmp_path):
     a = _learner(n_passes=3, max_steps=17, lrate=0.03)
     a.fit(progress=None)
@@ -63,11 +73,7 @@ def test_resuming_from_a_checkpoint_continues_exactly(tmp_path, stop_at):
     straight.fit(progress=None)
     first = _learner(n_passes=5, max_steps=stop_at)  # 11 minibatches per pass
     first.fit(progress=None)
-    first.save(str(tmp_path / "ck.npz"))
-    second = _learner()
-    second.load(str(tmp_path / "ck.npz"))
-    second.set(max_steps=None)
-    second.fit(progress=None)
+    second = _resumed(first, _learner, tmp_path)
     assert second.step == straight.step == 55
     for x, y in zip(straight.model.modelmats, second.model.modelmats, strict=True):
         np.testing.assert_array_equal(x.data, y.data)
@@ -208,11 +214,7 @@ def test_a_resumed_run_continues_its_average_exactly(tmp_path, stop_at):
     first.fit(progress=None)
     t = first.updater.t  # updates so far (validation minibatches do not update)
     assert t > 15 and first.updater.counters()["average_n"] == (t - 15) // 2
-    first.save(str(tmp_path / "ck.npz"))
-    second = averaging()
-    second.load(str(tmp_path / "ck.npz"))
-    second.set(max_steps=None)
-    second.fit(progress=None)
+    second = _resumed(first, averaging, tmp_path)
     assert second.step == straight.step == 55
     for x, y in zip(straight.model.modelmats, second.model.modelmats, strict=True):
         np.testing.assert_allclose(x.data, y.data, rtol=1e-6)

@@ -33,8 +33,8 @@ running sum, and when a run finishes its passes (:meth:`Updater.end_run`) the mo
 the mean of those iterates. A run stopped early, or cut by ``max_steps``, keeps its last
 iterate and the sum, which a resumed run goes on adding to. Averaging takes out most of the
 noise of the last steps, so a large, slowly decaying learning rate both moves fast and ends
-close to the optimum. Each added iterate costs one pass over the model; the sum and its
-count are checkpointed.
+close to the optimum. Each added iterate costs one pass over the model; the sum
+(:class:`~bidlab.learn.averaging.IterateSum`) and its count are checkpointed.
 
 On the CPU, Grad and ADAGrad (``vexp`` 0.5) without momentum run each matrix's step as one
 fused pass (:mod:`bidlab.kern.steps`: the same arithmetic bit for bit; ADAGrad on a
@@ -61,6 +61,7 @@ import numpy as np
 from bidlab import backend
 from bidlab.kern import steps
 from bidlab.kern.touched import TouchedStep
+from bidlab.learn.averaging import IterateSum
 from bidlab.learn.hyper import Component, Hyper
 from bidlab.learn.options import Option
 from bidlab.mat import Mat, SMat, sparse_t_dense
@@ -248,8 +249,7 @@ class _Stepper(Updater):
         self.lrate = self._hyper("lrate")
         self.momentum = self._hyper("momentum")
         self._velocity: list[Any] | None = None
-        self._avg_sum: list[Any] | None = None
-        self._avg_n = 0
+        self.iterates = IterateSum()
 
     def _direction(self, i: int, u: Any, out: Any) -> None:
         raise NotImplementedError
@@ -328,16 +328,8 @@ class _Stepper(Updater):
         self.t += 1
         start = self.opts.average_from
         if start >= 0 and self.t > start and (self.t - start) % self.opts.average_every == 0:
-            self._add_to_average()
-
-    def _add_to_average(self) -> None:
-        """Add the current model (every deferred term landed) to the running sum."""
-        self.sync()
-        if self._avg_sum is None:
-            self._avg_sum = [backend.zeros_as(m.data) for m in self.model.modelmats]
-        for acc, m in zip(self._avg_sum, self.model.modelmats, strict=True):
-            self.xp.add(acc, m.data, out=acc)
-        self._avg_n += 1
+            self.sync()  # every deferred term lands before the iterate is added
+            self.iterates.add(self.model.modelmats, xp)
 
     def end_pass(self, pass_: int) -> None:
         self.sync()
@@ -347,50 +339,31 @@ class _Stepper(Updater):
             step.catch_up(self.t)
 
     def end_run(self, finished: bool) -> None:
-        """Sync; when a run with averaged iterates finishes, the model becomes their mean
-        and the sum is emptied (kept allocated, so a later run averaging its own iterates
-        allocates nothing; an empty sum is neither pickled nor checkpointed). A run
-        stopped early keeps its last iterate and the sum, so resuming it (from a
+        """Sync; when a run with averaged iterates finishes, the model becomes their mean.
+        A run stopped early keeps its last iterate and the sum, so resuming it (from a
         checkpoint too) continues the average exactly."""
         self.sync()
-        if not finished or self._avg_n == 0 or self._avg_sum is None:
-            return
-        for acc, m in zip(self._avg_sum, self.model.modelmats, strict=True):
-            self.xp.multiply(acc, 1.0 / self._avg_n, out=m.data)
-            acc.fill(0)
-        self._avg_n = 0
+        if finished:
+            self.iterates.land(self.model.modelmats, self.xp)
 
     def state(self) -> dict[str, Mat]:
         out: dict[str, Mat] = {}
         if self._velocity is not None:
             out.update({f"velocity{i}": Mat(v) for i, v in enumerate(self._velocity)})
-        if self._avg_sum is not None and self._avg_n > 0:
-            out.update({f"average_sum{i}": Mat(a) for i, a in enumerate(self._avg_sum)})
-        return out
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        if not state.get("_avg_n"):
-            state["_avg_sum"] = None  # an empty sum: re-made when averaging next starts
-        return state
+        return out | self.iterates.state()
 
     def load_state(self, mats: dict[str, Any]) -> None:
         if any(k.startswith("velocity") for k in mats) and self._velocity is None:
             self._velocity = [backend.zeros_as(m.data) for m in self.model.modelmats]
-        sums = {k: v for k, v in mats.items() if k.startswith("average_sum")}
-        if sums and self._avg_sum is None:
-            self._avg_sum = [backend.zeros_as(m.data) for m in self.model.modelmats]
-        for i, acc in enumerate(self._avg_sum if sums else ()):
-            if f"average_sum{i}" in sums:  # state() lists them only once the count is set
-                acc[...] = self.xp.asarray(sums[f"average_sum{i}"])
-        super().load_state({k: v for k, v in mats.items() if k not in sums})
+        self.iterates.load(mats, self.model.modelmats, self.xp)
+        super().load_state({k: v for k, v in mats.items() if not IterateSum.owns(k)})
 
     def counters(self) -> dict[str, int]:
-        return super().counters() | {"average_n": int(self._avg_n)}
+        return super().counters() | {"average_n": int(self.iterates.n)}
 
     def set_counters(self, values: dict[str, int]) -> None:
         super().set_counters(values)
-        self._avg_n = int(values.get("average_n", 0))
+        self.iterates.n = int(values.get("average_n", 0))
 
 
 class Grad(_Stepper):

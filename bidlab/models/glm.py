@@ -69,6 +69,11 @@ _PREDICT_CHUNK = 1 << 22  # margins are computed this many entries (rows x colum
 _UPDATERS = {"adagrad": ADAGrad, "grad": Grad}
 
 
+def _n_steps(n_rows: int, batch: int, n_passes: int) -> int:
+    """Minibatch steps in ``n_passes`` over ``n_rows`` (the last minibatch may be short)."""
+    return n_passes * -(-n_rows // batch)
+
+
 # ------------------------------------------------------------------------------ estimator
 def _shared_binary_labels(links: Any, classes: list[Any]) -> np.ndarray | None:
     """The two labels all targets share when every target is a binary classifier (a
@@ -323,7 +328,7 @@ class GLM(BidlabEstimator):
         run near a tenth of its time; narrow or dense data averages every step.
         """
         batch = min(int(batch_size), X.shape[0])
-        steps = n_passes * -(-X.shape[0] // batch)
+        steps = _n_steps(X.shape[0], batch, n_passes)
         n_avg = math.ceil(float(self.average) * steps)
         nnz_row = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1]
         every = max(1, math.ceil(5.0 * X.shape[1] / max(batch * nnz_row, 1.0)))
@@ -334,7 +339,7 @@ class GLM(BidlabEstimator):
              n_passes: int, average: bool) -> None:
         """Train in this thread: ``n_passes`` over the rows, every minibatch trains; with
         ``average``, the final model is the mean of the last iterates (see ``average``)."""
-        steps = n_passes * -(-X.shape[0] // min(self.batch_size, X.shape[0]))
+        steps = _n_steps(X.shape[0], min(self.batch_size, X.shape[0]), n_passes)
         avg = (self._averaging(X, self.batch_size, n_passes) if average
                else {"average_from": -1})
         lrn = self._make_learner(X, Y2, w, shuffle=shuffle, batch_size=self.batch_size,
