@@ -109,6 +109,27 @@ def test_warmup_thresholds_exist() -> None:
             assert isinstance(getattr(importlib.import_module(module), attr), int), (module, attr)
 
 
+def test_glm_warmup_runs_the_deferred_catch_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The GLM job reaches the kernel that lands deferred L1 / L2 terms, for ADAGrad and
+    plain gradient steps: a default fit on wide sparse data defers them, and its first
+    fit after a warm-up that never deferred compiled that kernel (~2 s)."""
+    from bidlab.cli import warmup
+    from bidlab.kern import touched
+
+    seen: list[bool] = []
+    catch_up = touched._catch_up_all
+
+    def counted(*args: object) -> None:
+        seen.append(bool(args[11]))  # the adagrad flag
+        catch_up(*args)
+
+    monkeypatch.setattr(touched, "_catch_up_all", counted)
+    rule = touched.DEFER_BELOW
+    warmup._glm("float32")
+    assert set(seen) == {True, False}, seen
+    assert touched.DEFER_BELOW == rule  # the warm-up put the threshold back
+
+
 # ----------------------------------------------------------------------------- policy
 
 

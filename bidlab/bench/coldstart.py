@@ -40,6 +40,7 @@ WORKLOADS = {
     "demo": "bidlab demo (online LDA, synthetic corpus; the whole command)",
     "gibbs": "LDAGibbs k=20, m=100, 4 passes on KOS",
     "kmeans": "KMeans k=16 (Lloyd) on 50,000 x 32 float32 blobs",
+    "glm": "GLM('logistic') defaults, 10 targets, 20,000 x 50,000 sparse (L2 deferred)",
 }
 TARGET_S = 1.0
 
@@ -93,6 +94,14 @@ def child(name: str, t_start: float) -> None:
         X, _, _ = blobs(50_000, 32, 16, spread=4.0, seed=0)
         t0 = time.perf_counter()
         KMeans(16, random_state=0).fit(X)
+        fit = time.perf_counter() - t0
+    elif name == "glm":
+        from bidlab.datasets import synthetic_glm
+        from bidlab.models import GLM
+
+        X, Y, _ = synthetic_glm(20_000, 50_000, 20, n_targets=10, seed=0)
+        t0 = time.perf_counter()
+        GLM("logistic", random_state=0).fit(X, Y)
         fit = time.perf_counter() - t0
     else:
         raise ValueError(f"unknown workload {name!r}: choose from {list(WORKLOADS)}")

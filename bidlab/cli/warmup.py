@@ -42,7 +42,9 @@ BRANCHES: dict[str, dict[tuple[str, str], int]] = {
                  ("bidlab.kern.cpu", "LISTING_MIN_RATIO"): _BIG,
                  ("bidlab.kern.lda_sampler", "PARALLEL_MIN_PAIRS"): 0},
     "listed": {("bidlab.kern.cpu", "PARALLEL_MIN_WORK"): 0,
-               ("bidlab.kern.cpu", "LISTING_MIN_RATIO"): 0},
+               ("bidlab.kern.cpu", "LISTING_MIN_RATIO"): 0,
+               # GLM's L1 / L2 terms deferred whatever share of rows a minibatch touches
+               ("bidlab.kern.touched", "DEFER_BELOW"): 0},
 }
 
 
