@@ -97,8 +97,8 @@ _VECTOR = dict(fastmath=True, error_model="numpy", cache=True, nogil=True)
 #: the regulariser terms of untouched rows are deferred when a minibatch touches fewer than
 #: 1 / DEFER_BELOW of the rows, and swept over every row otherwise (cheaper when most rows
 #: are touched anyway: a sweep streams each weight once, a catch-up costs a square root and
-#: a division a weight). Measured over 3 passes, 100 targets: deferring costs 0.61-0.93 of
-#: the sweep at 8-18 % of the rows touched and 1.06-1.09 at 23-44 %
+#: a division a weight). Measured over 3 passes, 100 targets: deferring costs 0.6-0.9 of
+#: the sweep at 8-18 % of the rows touched and 1.00-1.03 of it at 23-44 %
 DEFER_BELOW = 5
 _SMALL = 0.05  # below this l2 * eta_sum a polynomial replaces the power (rel. error < 3e-5)
 
