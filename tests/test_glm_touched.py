@@ -188,6 +188,40 @@ def test_deferred_regularisation_over_many_steps_stays_near_the_dense_update(kin
         assert np.abs(W - W0).max() > 0.01  # the run did move the weights
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("steps", [7, 300, 4097])
+def test_deferred_large_decays_equal_the_repeated_dense_decay(dtype, steps, monkeypatch):
+    """Grad with L2 alone, a constant rate and no data term: a row skipped for k steps
+    owes exactly k dense decays, ``(1 - l2 * lr) ** k``. With decays far past the
+    polynomial's range (l2 * lr up to 0.2, k up to 4,097) the catch-up's power (square
+    and multiply across the row) must give that, and a zero row must stay zero."""
+    monkeypatch.setattr(touched_mod, "DEFER_BELOW", 0)
+    d, T = 40, 19
+    rng = np.random.default_rng(7)
+    W0 = rng.standard_normal((d, T)).astype(dtype)
+    W0[3] = 0
+    lr = np.full(T, 0.5, dtype)
+    l2 = np.geomspace(1e-5, 0.4, T).astype(dtype)
+    zeros = np.zeros(T, dtype)
+    X = sp.csr_matrix((np.ones(1, dtype), ([0], [0])), shape=(1, d))  # touches row 0 only
+    A = np.zeros((1, T), dtype)
+    W = W0.copy()
+    step = TouchedStep(d, T, dtype)
+    for t in range(steps):
+        step.grad(X, A, W, lr, zeros, l2, 1.0, t)
+    assert step.deferring
+    step.catch_up(steps)
+    decay = (1.0 - l2.astype(np.float64) * 0.5) ** steps
+    want = W0.astype(np.float64) * decay
+    power = l2.astype(np.float64) * 0.5 * steps > touched_mod._SMALL  # else the polynomial
+    assert power.any()
+    f32 = dtype == np.float32
+    np.testing.assert_allclose(W[1:, power], want[1:, power], rtol=2e-4 if f32 else 1e-9,
+                               atol=1e-30)
+    np.testing.assert_allclose(W[1:, ~power], want[1:, ~power], rtol=2e-4 if f32 else 3e-5)
+    assert not W[3].any()
+
+
 def test_steps_reuse_the_listing_buffers_and_grow_them_by_a_factor():
     d, T = 500, 4
     step = TouchedStep(d, T, np.float32)

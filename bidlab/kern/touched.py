@@ -104,16 +104,30 @@ _SMALL = 0.05  # below this l2 * eta_sum a polynomial replaces the power (rel. e
 
 
 @numba.njit(inline="always")
-def _shrunk(w, k, c2, eta_sum, l1, l2, one, zero):  # pragma: no cover - compiled
-    """w after k regulariser-only steps whose sizes sum to eta_sum: L2 decay, then L1
-    towards zero, clipped at zero. ``c2 = (1 - 1/k) / 2``; ``one`` / ``zero`` typed as
-    the model (so a float32 model's arithmetic stays float32)."""
-    x = l2 * eta_sum
-    if x <= _SMALL:  # (1 - x/k)**k to O(x**3), without a pow
-        w = w * (one - x + c2 * x * x)
-    else:
-        w = w * max(one - x / k, zero) ** k
-    return np.copysign(max(abs(w) - l1 * eta_sum, zero), w)
+def _decays(k, c2, eta_sum, l2, pw):  # pragma: no cover - compiled
+    """``pw[0, c]``: the L2 decay of k regulariser-only steps whose sizes sum to
+    ``eta_sum[c]``, ``(1 - x/k) ** k`` with ``x = l2[c] * eta_sum[c]`` (the polynomial
+    where x <= _SMALL). The power goes by square-and-multiply over k's bits: the exponent
+    is the row's gap, the same for every column, so each step is one multiply across the
+    row, which vectorises (a ``pow`` per weight stays a scalar call). ``pw`` is a float64
+    scratch pair of rows, as precise as the ``pow`` it replaces."""
+    acc, base = pw[0], pw[1]
+    T = eta_sum.shape[0]
+    for c in range(T):
+        acc[c] = 1.0
+        base[c] = max(1.0 - float(l2[c]) * float(eta_sum[c]) / k, 0.0)
+    e = k
+    while e > 0:
+        if e & 1:
+            for c in range(T):
+                acc[c] *= base[c]
+        e >>= 1
+        if e > 0:
+            for c in range(T):
+                base[c] *= base[c]
+    for c in range(T):
+        x = float(l2[c]) * float(eta_sum[c])
+        acc[c] = 1.0 - x + c2 * x * x if x <= _SMALL else acc[c]
 
 
 @numba.njit(inline="always")
@@ -126,15 +140,15 @@ def _shrunk_small(w, c2, eta_sum, l1, l2, one, zero):  # pragma: no cover - comp
 
 @numba.njit(inline="always")
 def _catch_up_row(M, S, i, lr, l1, l2, eps, done, t, rates, base, adagrad,
-                  buf, typed):  # pragma: no cover - compiled
+                  buf, typed, pw):  # pragma: no cover - compiled
     """Row i's deferred terms of steps done .. t-1. ``rates[j - base]`` holds the prefix
     sums of the decay (column 0) and, for ADAGrad, of decay * sqrt(step + 1) (column 1).
     Two branch-free loops that vectorise: the step-size sums into ``buf`` (and ADAGrad's
     grown sums of squares), then the shrinking; a row with a nonzero weight whose decay is
-    too large for the polynomial takes the exact power in a third, scalar loop. A zero
+    too large for the polynomial takes the power itself (:func:`_decays`, float64). A zero
     weight stays zero whatever its decay, so it never sends the row there: a row still all
     zero (ADAGrad's sums of squares zero, so its step-size sums are huge) keeps the
-    vectorised loops.
+    polynomial.
 
     The row's scalars are computed in float64 and stored through ``typed`` (a scratch
     row in the model's dtype), so the per-weight loops run in the model's dtype: a float32
@@ -171,13 +185,15 @@ def _catch_up_row(M, S, i, lr, l1, l2, eps, done, t, rates, base, adagrad,
         for c in range(T):
             M[i, c] = _shrunk_small(M[i, c], c2, buf[c], l1[c], l2[c], one, zero)
     else:
+        _decays(k, 0.5 * (1.0 - 1.0 / k), buf, l2, pw)
         for c in range(T):
-            M[i, c] = _shrunk(M[i, c], k, c2, buf[c], l1[c], l2[c], one, zero)
+            w = M[i, c] * pw[0, c]
+            M[i, c] = np.copysign(max(abs(w) - l1[c] * buf[c], zero), w)
 
 
 @numba.njit(inline="always")
 def _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, dense_reg, defer,
-                done, t, rates, base, adagrad, buf, typed):  # pragma: no cover
+                done, t, rates, base, adagrad, buf, typed, pw):  # pragma: no cover
     """Put row i's data term in buf after its deferred terms; False: leave the row as it is.
 
     An untouched row is updated (with its regulariser terms alone) only when they are swept
@@ -191,7 +207,7 @@ def _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, de
     if defer:
         if done[i] < t:
             _catch_up_row(M, S, i, lr, l1, l2, eps, done[i], t, rates, base, adagrad, buf,
-                          typed)
+                          typed, pw)
         done[i] = t + 1
     _data_term(i, pos, colptr, perm, row_of, data, A, buf)
     return True
@@ -199,7 +215,7 @@ def _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, de
 
 @adaptive_kernel(**_VECTOR)
 def _adagrad_touched(M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, inv_t, scale,
-                     dense_reg, defer, done, t, rates, base, work, scalars):
+                     dense_reg, defer, done, t, rates, base, work, scalars, powers):
     d, T = M.shape  # pragma: no cover - compiled
     nparts = work.shape[0]
     for p in prange(nparts):
@@ -207,7 +223,8 @@ def _adagrad_touched(M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, 
         buf = work[p]
         for i in range(lo, hi):
             if _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps,
-                           dense_reg, defer, done, t, rates, base, True, buf, scalars[p]):
+                           dense_reg, defer, done, t, rates, base, True, buf, scalars[p],
+                           powers[p]):
                 for c in range(T):
                     w = M[i, c]
                     u = _regularised(buf[c], w, l1[c], l2[c])
@@ -218,7 +235,7 @@ def _adagrad_touched(M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, 
 
 @adaptive_kernel(**_VECTOR)
 def _grad_touched(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, scale, dense_reg, defer,
-                  done, t, rates, base, work, scalars):
+                  done, t, rates, base, work, scalars, powers):
     d, T = M.shape  # pragma: no cover - compiled
     nparts = work.shape[0]
     for p in prange(nparts):
@@ -226,14 +243,16 @@ def _grad_touched(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, scale, dens
         buf = work[p]
         for i in range(lo, hi):
             if _row_update(i, M, M, pos, colptr, perm, row_of, data, A, lr, l1, l2, lr,
-                           dense_reg, defer, done, t, rates, base, False, buf, scalars[p]):
+                           dense_reg, defer, done, t, rates, base, False, buf, scalars[p],
+                           powers[p]):
                 for c in range(T):
                     w = M[i, c]
                     M[i, c] = w + _regularised(buf[c], w, l1[c], l2[c]) * lr[c] * scale
 
 
 @adaptive_kernel(**_VECTOR)
-def _catch_up_all(M, S, lr, l1, l2, eps, done, t, rates, base, adagrad, work, scalars):
+def _catch_up_all(M, S, lr, l1, l2, eps, done, t, rates, base, adagrad, work, scalars,
+                  powers):
     d = M.shape[0]  # pragma: no cover - compiled
     nparts = work.shape[0]
     for p in prange(nparts):
@@ -242,7 +261,7 @@ def _catch_up_all(M, S, lr, l1, l2, eps, done, t, rates, base, adagrad, work, sc
         for i in range(lo, hi):
             if done[i] < t:
                 _catch_up_row(M, S, i, lr, l1, l2, eps, done[i], t, rates, base, adagrad, buf,
-                              scalars[p])
+                              scalars[p], powers[p])
                 done[i] = t
 
 
@@ -264,6 +283,7 @@ class TouchedStep:
         self.nparts = max(1, min(self.d, 4 * numba.config.NUMBA_NUM_THREADS))
         self.work = backend.empty((self.nparts, self.T), self.dtype)
         self.scalars = backend.empty((self.nparts, 8), self.dtype)  # a row's typed scalars
+        self.powers = backend.empty((self.nparts, 2, self.T), np.float64)  # decays by power
         self.done = backend.empty((self.d,), np.int64)
         self.rates = backend.zeros((64, 2), np.float64)
         self.base = 0
@@ -325,7 +345,7 @@ class TouchedStep:
         def call(work: float, c: ColumnListing, dense_reg: bool, defer: bool) -> None:
             _adagrad_touched(work, M, S, c.pos, c.colptr, c.perm, c.row_of, X.data, A, lr, l1,
                              l2, eps, ty(inv_t), ty(scale), dense_reg, defer, self.done, t,
-                             self.rates, self.base, self.work, self.scalars)
+                             self.rates, self.base, self.work, self.scalars, self.powers)
 
         self._run(X, reg, t, scale, (M, S, lr, l1, l2, eps, True), call)
 
@@ -338,7 +358,7 @@ class TouchedStep:
         def call(work: float, c: ColumnListing, dense_reg: bool, defer: bool) -> None:
             _grad_touched(work, M, c.pos, c.colptr, c.perm, c.row_of, X.data, A, lr, l1, l2,
                           M.dtype.type(scale), dense_reg, defer, self.done, t, self.rates,
-                          self.base, self.work, self.scalars)
+                          self.base, self.work, self.scalars, self.powers)
 
         self._run(X, reg, t, scale, (M, M, lr, l1, l2, lr, False), call)
 
@@ -350,5 +370,5 @@ class TouchedStep:
             return
         M, S, lr, l1, l2, eps, adagrad = self._pending
         _catch_up_all(float(M.size), M, S, lr, l1, l2, eps, self.done, int(t), self.rates,
-                      self.base, adagrad, self.work, self.scalars)
+                      self.base, adagrad, self.work, self.scalars, self.powers)
         self._pending = None
