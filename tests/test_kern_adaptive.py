@@ -262,20 +262,21 @@ def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
                 W, S, done = W0.copy(), S0.copy(), done0.copy()
                 if sums:
                     version(W, S, *state, lr + 1e-8, dtype(0.5), dtype(0.9), dense_reg, defer,
-                            done, 5, rates, 0, step.work, step.scalars)
+                            done, 5, rates, 0, step.work, step.scalars, step.powers)
                 else:
                     version(W, *state, dtype(0.9), dense_reg, defer, done, 5, rates, 0,
-                            step.work, step.scalars)
+                            step.work, step.scalars, step.powers)
                 runs.append((W, S, done))
             for a, b in zip(*runs, strict=True):
                 np.testing.assert_array_equal(a, b)
         assert not np.array_equal(runs[0][0], W0)
-    for adagrad in (True, False):
+    # the catch-up, with decays within the polynomial's range and (L2 x 300) past it
+    for adagrad, l2x in ((True, l2), (False, l2), (True, l2 * 300), (False, l2 * 300)):
         runs = []
         for version in (touched._catch_up_all.serial, touched._catch_up_all.parallel):
             W, S, done = W0.copy(), S0.copy(), done0.copy()
-            version(W, S, lr, l1, l2, lr + 1e-8, done, 6, rates, 0, adagrad, step.work,
-                    step.scalars)
+            version(W, S, lr, l1, l2x, lr + 1e-8, done, 6, rates, 0, adagrad, step.work,
+                    step.scalars, step.powers)
             runs.append((W, S, done))
         for a, b in zip(*runs, strict=True):
             np.testing.assert_array_equal(a, b)
