@@ -104,13 +104,14 @@ _SMALL = 0.05  # below this l2 * eta_sum a polynomial replaces the power (rel. e
 
 
 @numba.njit(inline="always")
-def _decays(k, c2, eta_sum, l2, pw):  # pragma: no cover - compiled
+def _decays(k, eta_sum, l2, pw):  # pragma: no cover - compiled
     """``pw[0, c]``: the L2 decay of k regulariser-only steps whose sizes sum to
     ``eta_sum[c]``, ``(1 - x/k) ** k`` with ``x = l2[c] * eta_sum[c]`` (the polynomial
     where x <= _SMALL). The power goes by square-and-multiply over k's bits: the exponent
     is the row's gap, the same for every column, so each step is one multiply across the
     row, which vectorises (a ``pow`` per weight stays a scalar call). ``pw`` is a float64
     scratch pair of rows, as precise as the ``pow`` it replaces."""
+    c2 = 0.5 * (1.0 - 1.0 / k)
     acc, base = pw[0], pw[1]
     T = eta_sum.shape[0]
     for c in range(T):
@@ -132,7 +133,10 @@ def _decays(k, c2, eta_sum, l2, pw):  # pragma: no cover - compiled
 
 @numba.njit(inline="always")
 def _shrunk_small(w, c2, eta_sum, l1, l2, one, zero):  # pragma: no cover - compiled
-    """_shrunk when l2 * eta_sum <= _SMALL is known: no branch, so the loop vectorises."""
+    """w after k regulariser-only steps whose sizes sum to eta_sum, when l2 * eta_sum <=
+    _SMALL: L2 decay by the polynomial for ``(1 - x/k) ** k`` (``c2 = (1 - 1/k) / 2``),
+    then L1 towards zero, clipped at zero; no branch, so the loop vectorises. ``one`` /
+    ``zero`` are typed as the model, so a float32 model's arithmetic stays float32."""
     x = l2 * eta_sum
     w = w * (one - x + c2 * x * x)
     return np.copysign(max(abs(w) - l1 * eta_sum, zero), w)
@@ -185,7 +189,7 @@ def _catch_up_row(M, S, i, lr, l1, l2, eps, done, t, rates, base, adagrad,
         for c in range(T):
             M[i, c] = _shrunk_small(M[i, c], c2, buf[c], l1[c], l2[c], one, zero)
     else:
-        _decays(k, 0.5 * (1.0 - 1.0 / k), buf, l2, pw)
+        _decays(k, buf, l2, pw)
         for c in range(T):
             w = M[i, c] * pw[0, c]
             M[i, c] = np.copysign(max(abs(w) - l1[c] * buf[c], zero), w)
