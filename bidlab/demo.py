@@ -122,7 +122,7 @@ def bubble_chart_html(components: np.ndarray, vocab: list[str], top: int, title:
 
 def run(args: argparse.Namespace) -> int:
     """Train, print topics and the held-out score, write the chart; 0 on success."""
-    from bidlab.models._lda_common import heldout_loglik
+    from bidlab.models.lda.common import heldout_loglik
 
     try:
         corpus = load_data(args.data, args.seed)

@@ -12,8 +12,8 @@ from scipy.special import expit, logsumexp, softmax
 import bidlab as bl
 from bidlab import backend
 from bidlab.datasets import sparse_blobs, synthetic_glm
-from bidlab.models._glm_links import Layout, LinkStep
 from bidlab.models.glm import GLM, best_config, glm_sweep
+from bidlab.models.glm.links import Layout, LinkStep
 
 
 @pytest.fixture(autouse=True)

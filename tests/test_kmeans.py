@@ -318,7 +318,7 @@ def _init(X, k, seed=0):
 
 
 def test_fit_trains_the_model_with_a_learner_and_stops_when_converged():
-    from bidlab.models._kmeans_model import KMeansModel
+    from bidlab.models.kmeans.model import KMeansModel
 
     X, labels, _ = blobs(3000, 5, 4, spread=0.3, seed=8)
     km = KMeans(4, random_state=0, max_iter=50).fit(X)

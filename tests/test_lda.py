@@ -12,8 +12,8 @@ import bidlab as bl
 from bidlab import backend
 from bidlab.datasets import block_diagonal_corpus, synthetic_lda_corpus
 from bidlab.models import LDA, LDAGibbs
-from bidlab.models._lda_common import as_counts, heldout_loglik
-from bidlab.models.lda_gibbs import anneal_nsamps
+from bidlab.models.lda.common import as_counts, heldout_loglik
+from bidlab.models.lda.gibbs import anneal_nsamps
 
 MAKERS = {
     "online": lambda k, **kw: LDA(k, "online", **{"n_passes": 5, "batch_size": 100, **kw}),

@@ -9,7 +9,7 @@ In one process and one run, on each corpus (KOS, 20 Newsgroups train split, a sy
   the 100 iterations of its README's example) and the same priors (alpha=0.1, beta=0.01).
 
 Every method's normalised topic-word matrix is scored by ONE evaluator,
-:func:`bidlab.models._lda_common.heldout_loglik` (document completion). Each row gives
+:func:`bidlab.models.lda.common.heldout_loglik` (document completion). Each row gives
 the training wall time, tokens/s (training tokens x passes / s), the final held-out per-word
 log-likelihood and log-likelihood against training time at checkpoints (every pass; every
 10 iterations for tomotopy; every chunk for gensim), evaluation time excluded. For bidlab
@@ -50,7 +50,7 @@ import scipy.sparse as sp
 from bidlab import backend
 from bidlab.bench._common import emit, log, machine, print_targets, target
 from bidlab.models import LDA, LDAGibbs
-from bidlab.models._lda_common import heldout_loglik
+from bidlab.models.lda.common import heldout_loglik
 
 ALPHA = 0.1
 BETA = 0.01

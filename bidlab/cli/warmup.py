@@ -221,8 +221,8 @@ def _gibbs(dtype: str) -> None:
 
 
 def _glm(dtype: str) -> None:
-    from bidlab.models._glm_links import LINKS
     from bidlab.models.glm import GLM, glm_sweep
+    from bidlab.models.glm.links import LINKS
 
     for sparse in (False, True):
         X = _features(dtype, sparse)

@@ -7,7 +7,7 @@ can register every bidlab component as it is defined while :mod:`bidlab.learn.pe
 
 from __future__ import annotations
 
-__all__ = ["PERSISTABLE", "persistable"]
+__all__ = ["PERSISTABLE", "MOVED_MODULES", "persistable", "registered"]
 
 #: ``module.qualname`` -> class, for every class a saved file may name.
 PERSISTABLE: dict[str, type] = {}
@@ -20,3 +20,45 @@ def persistable(cls: type) -> type:
     """
     PERSISTABLE[f"{cls.__module__}.{cls.__qualname__}"] = cls
     return cls
+
+
+#: Modules whose classes moved, old -> new: a saved file names a class by the module it was
+#: defined in when the file was written, so files written before a move still load.
+MOVED_MODULES: dict[str, str] = {
+    "bidlab.models.lda": "bidlab.models.lda.vb",
+    "bidlab.models.lda_gibbs": "bidlab.models.lda.gibbs",
+    "bidlab.models._lda_base": "bidlab.models.lda.estimator",
+    "bidlab.models._lda_core": "bidlab.models.lda.core",
+    "bidlab.models._lda_common": "bidlab.models.lda.common",
+    "bidlab.models._lda_learn": "bidlab.models.lda.learner",
+    "bidlab.models.glm": "bidlab.models.glm.estimator",
+    "bidlab.models._glm_model": "bidlab.models.glm.model",
+    "bidlab.models._glm_links": "bidlab.models.glm.links",
+    "bidlab.models._glm_params": "bidlab.models.glm.params",
+    "bidlab.models._glm_sweep": "bidlab.models.glm.sweep",
+    "bidlab.models._glm_targets": "bidlab.models.glm.targets",
+    "bidlab.models.kmeans": "bidlab.models.kmeans.estimator",
+    "bidlab.models._kmeans_model": "bidlab.models.kmeans.model",
+    "bidlab.models._kmeans_lloyd": "bidlab.models.kmeans.lloyd",
+    "bidlab.models._kmeans_minibatch": "bidlab.models.kmeans.minibatch",
+    "bidlab.models._kmeans_init": "bidlab.models.kmeans.seeding",
+    "bidlab.models._kmeans_distances": "bidlab.models.kmeans.distances",
+    "bidlab.models._kmeans_source": "bidlab.models.kmeans.blocks",
+}
+
+
+def registered(name: str) -> type | None:
+    """The class a saved file calls ``name`` (``module.qualname``), or None.
+
+    A name from before a module move (:data:`MOVED_MODULES`) finds the class where it is now.
+    """
+    cls = PERSISTABLE.get(name)
+    if cls is not None:
+        return cls
+    module, _, qualname = name.rpartition(".")
+    while module:
+        if module in MOVED_MODULES:
+            return PERSISTABLE.get(f"{MOVED_MODULES[module]}.{qualname}")
+        module, _, head = module.rpartition(".")
+        qualname = f"{head}.{qualname}"
+    return None

@@ -1,4 +1,4 @@
-"""Models: one file per model, each with a scikit-learn surface and a live ``.learner()``.
+"""Models: one package per model family, each with a scikit-learn surface and a live ``.learner()``.
 
 * :class:`LDA`: topic models by online or batch variational Bayes;
 * :class:`LDAGibbs`: SAME Gibbs sampling with per-parameter temperatures;
@@ -15,8 +15,7 @@ Every estimator saves itself with ``est.save(path)`` (the pickle-free safe forma
 from bidlab.models.base import BidlabEstimator, load
 from bidlab.models.glm import GLM, best_config, glm_sweep
 from bidlab.models.kmeans import KMeans
-from bidlab.models.lda import LDA
-from bidlab.models.lda_gibbs import LDAGibbs
+from bidlab.models.lda import LDA, LDAGibbs
 from bidlab.models.lsq import LeastSquares
 
 __all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "LeastSquares", "BidlabEstimator", "load",

@@ -1,6 +1,6 @@
 """``KMeans``: k-means by GEMM, full-batch (Lloyd, with exact pruning) or minibatch.
 
-A scikit-learn face on one engine, :class:`~bidlab.models._kmeans_model.KMeansModel`,
+A scikit-learn face on one engine, :class:`~bidlab.models.kmeans.model.KMeansModel`,
 trained by the :class:`bidlab.learn.Learner`: ``fit`` runs it to completion in the calling
 thread, ``partial_fit`` runs one pass of minibatch steps over the given rows, and
 ``learner(X)`` hands out a live learner on the same kind of model (and makes it this
@@ -31,11 +31,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from bidlab import backend
 from bidlab.learn import Batch, Grad, Learner, MemorySource, Option
 from bidlab.learn.model import register_model
-from bidlab.models._kmeans_distances import CHUNK_ENTRIES, nearest, sq_distances
-from bidlab.models._kmeans_init import init_centers
-from bidlab.models._kmeans_model import KMeansModel
-from bidlab.models._kmeans_source import BlockSource
 from bidlab.models.base import BidlabEstimator
+from bidlab.models.kmeans.blocks import BlockSource
+from bidlab.models.kmeans.distances import CHUNK_ENTRIES, nearest, sq_distances
+from bidlab.models.kmeans.model import KMeansModel
+from bidlab.models.kmeans.seeding import init_centers
 
 __all__ = ["KMeans"]
 
@@ -103,7 +103,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
     squared distances to the nearest centre), ``n_iter_`` (Lloyd iterations, or passes
     over the data begun by minibatch steps), ``n_steps_`` (minibatches),
     ``n_features_in_`` (and ``feature_names_in_`` for DataFrames), ``model_`` (the
-    :class:`~bidlab.models._kmeans_model.KMeansModel`).
+    :class:`~bidlab.models.kmeans.model.KMeansModel`).
     """
 
     PARAMS = (

@@ -1,6 +1,6 @@
 """``BlockSource``: the same consecutive row blocks of in-memory data, every pass.
 
-Lloyd's per-row Hamerly bounds (:mod:`bidlab.models._kmeans_lloyd`) belong to fixed row
+Lloyd's per-row Hamerly bounds (:mod:`bidlab.models.kmeans.lloyd`) belong to fixed row
 ranges, so the source that feeds a bounded Lloyd run must yield the same blocks in the same
 order each pass (no shuffling). These blocks are views of the caller's matrices, so a pass
 copies nothing.
@@ -16,7 +16,7 @@ from bidlab import backend
 from bidlab.learn.datasource import DataInfo, DataSource
 from bidlab.learn.staging import MatSpec, Minibatch
 from bidlab.mat import Mat, SMat
-from bidlab.models._kmeans_distances import raw, xp_of
+from bidlab.models.kmeans.distances import raw, xp_of
 
 __all__ = ["BlockSource"]
 

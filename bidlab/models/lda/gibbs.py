@@ -36,7 +36,7 @@ the training thread at the start of its next minibatch by writing into the exist
 that minibatch's number.
 
 One engine: :class:`LDAGibbsModel` is the :class:`bidlab.learn.Model`, stepped by
-:class:`~bidlab.models._lda_core.RhoStep` (which hands rho_t to the model's ``blend``: on
+:class:`~bidlab.models.lda.core.RhoStep` (which hands rho_t to the model's ``blend``: on
 the CPU the lazily scaled counts change on the minibatch's words only). :class:`LDAGibbs`
 is the scikit-learn estimator around it.
 """
@@ -57,8 +57,8 @@ from bidlab.kern import lda_sampler
 from bidlab.learn import Option, Updater
 from bidlab.learn.model import register_model
 from bidlab.learn.staging import Minibatch
-from bidlab.models._lda_base import LDAEstimator
-from bidlab.models._lda_core import LDACore, RhoStep, ceil_batches
+from bidlab.models.lda.core import LDACore, RhoStep, ceil_batches
+from bidlab.models.lda.estimator import LDAEstimator
 
 __all__ = ["LDAGibbs", "LDAGibbsModel", "anneal_nsamps", "ANNEAL_SCHEDULES"]
 
@@ -98,7 +98,7 @@ class LDAGibbsModel(LDACore):
     The model matrix is the moving-average topic counts, topics x vocabulary (a view of
     the vocabulary x k ``NT``; the counts are ``a * NT`` with the scalar :attr:`scale`);
     the update matrix holds the minibatch's sampled counts phi_hat. Train it with
-    :class:`~bidlab.models._lda_core.RhoStep`.
+    :class:`~bidlab.models.lda.core.RhoStep`.
     """
 
     OPTIONS = (NSAMPS, NSAMPS0, ANNEAL, ANNEAL_PASSES)

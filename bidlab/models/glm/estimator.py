@@ -20,7 +20,7 @@ all of them, so 100 targets cost far less than 100 models::
     lrn = GLM("logistic").learner(X, Y)         # live: lrn.start(); lrn.opts.lrate = 0.05
 
 One engine: ``fit``, ``partial_fit`` and ``learner`` all train the same
-:class:`~bidlab.models._glm_model.GLMModel` (``model_``) with the same updater
+:class:`~bidlab.models.glm.model.GLMModel` (``model_``) with the same updater
 (:class:`bidlab.learn.ADAGrad` or ``Grad``, ``updater_``) and L1 / L2 mixins (``mixins_``)
 through a :class:`bidlab.learn.Learner`: ``fit`` runs it to completion in the calling
 thread, ``learner`` hands it to you. Scikit-learn conventions: ``__init__`` only stores
@@ -46,9 +46,10 @@ from bidlab import backend
 from bidlab.learn import ADAGrad, Grad, L1Regularizer, L2Regularizer, Learner, MemorySource
 from bidlab.learn.model import register_model
 from bidlab.learn.options import Option
-from bidlab.models._glm_links import CLASSIFIER_LINKS, LINKS, Layout, LinkStep
-from bidlab.models._glm_model import GLMModel
-from bidlab.models._glm_params import (
+from bidlab.models.base import BidlabEstimator
+from bidlab.models.glm.links import CLASSIFIER_LINKS, LINKS, Layout, LinkStep
+from bidlab.models.glm.model import GLMModel
+from bidlab.models.glm.params import (
     dtype_ok,
     first_bad,
     link_ok,
@@ -59,9 +60,8 @@ from bidlab.models._glm_params import (
     targmap_ok,
     unwrap,
 )
-from bidlab.models._glm_sweep import SweepResult, best_config, sweep_params
-from bidlab.models._glm_targets import Targets, as_targets_2d, class_index, encode, resolve
-from bidlab.models.base import BidlabEstimator
+from bidlab.models.glm.sweep import SweepResult, best_config, sweep_params
+from bidlab.models.glm.targets import Targets, as_targets_2d, class_index, encode, resolve
 
 __all__ = ["GLM", "SweepResult", "best_config", "glm_sweep"]
 

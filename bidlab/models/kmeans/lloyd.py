@@ -5,7 +5,7 @@ minibatch the model adds the clusters' row sums and weights into per-thread part
 (:class:`~bidlab.kern.kmeans.CenterWork`, zeroed and reduced once per pass, not per block);
 the pass's last minibatch writes the totals into the update matrices (the others write
 zeros), the updater puts them in the model matrices at the pass end, and
-:meth:`~bidlab.models._kmeans_model.KMeansModel.end_pass` divides (BIDMach's batch
+:meth:`~bidlab.models.kmeans.model.KMeansModel.end_pass` divides (BIDMach's batch
 k-means). A checkpoint taken mid-pass keeps the sums so far, so a resumed pass continues
 from them. A cluster left empty takes the row farthest from its centre among the pass's
 farthest. When the labels stop changing, or the centres' total squared shift is at most
@@ -18,7 +18,7 @@ bound ``l`` on the distance to any other; when centres move by ``p_j``, ``u += p
 ``l -= max_j p_j``; a row with ``u <= max(l, s_a)`` (``s_a``: half the distance from its
 centre to the nearest other) keeps its centre, and only the rest go through the GEMM. The
 bounds are per row, so they need a source that yields the same row ranges every pass (no
-shuffling; :class:`~bidlab.models._kmeans_source.BlockSource`). In float64 the result
+shuffling; :class:`~bidlab.models.kmeans.blocks.BlockSource`). In float64 the result
 equals plain Lloyd's; in float32 a row tied to within SGEMM rounding may go to the other
 centre. Dense CPU blocks go through :func:`~bidlab.kern.kmeans_lloyd.lloyd_block`: bound test,
 GEMM of the rows left, nearest two centres and cluster sums in one cache-blocked kernel; a
@@ -39,7 +39,7 @@ from bidlab.kern.kmeans import assign, hamerly, row_norms_sq
 from bidlab.kern.kmeans_lloyd import lloyd_block, one_blas_thread
 from bidlab.learn.staging import Minibatch
 from bidlab.mat import Mat
-from bidlab.models._kmeans_distances import cross, dense_rows, sq_distances
+from bidlab.models.kmeans.distances import cross, dense_rows, sq_distances
 
 __all__ = ["LloydPasses"]
 
@@ -47,7 +47,7 @@ _RESERVOIR = 32  # farthest rows kept per Lloyd pass to re-seed empty clusters
 
 
 class LloydPasses:
-    """The Lloyd algorithm of :class:`~bidlab.models._kmeans_model.KMeansModel`.
+    """The Lloyd algorithm of :class:`~bidlab.models.kmeans.model.KMeansModel`.
 
     A base of that class, not a model on its own: its methods work on the model's
     matrices, options and buffers (``modelmats``, ``updatemats``, ``opts``, ``xp``,

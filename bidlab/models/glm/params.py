@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 import bidlab as bl
-from bidlab.models._glm_links import LINKS
+from bidlab.models.glm.links import LINKS
 
 __all__ = ["unwrap", "first_bad", "link_ok", "positive", "non_negative", "targmap_ok",
            "seed_ok", "dtype_ok", "per_target"]

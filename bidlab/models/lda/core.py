@@ -2,7 +2,7 @@
 and :class:`RhoStep` (Hoffman's online step, a :class:`bidlab.learn.Updater`).
 
 :class:`~bidlab.models.lda.LDAModel` (variational Bayes) and
-:class:`~bidlab.models.lda_gibbs.LDAGibbsModel` (SAME Gibbs) subclass :class:`LDACore`,
+:class:`~bidlab.models.lda.gibbs.LDAGibbsModel` (SAME Gibbs) subclass :class:`LDACore`,
 which owns what both need around one minibatch step:
 
 * **fixed-shape minibatches**: each minibatch is copied into one ``batch_rows``-row
@@ -36,7 +36,7 @@ from bidlab import backend
 from bidlab.learn import Model, Option, Options, Updater
 from bidlab.learn.staging import Minibatch
 from bidlab.mat.sparse import csr_view
-from bidlab.models import _lda_common as common
+from bidlab.models.lda import common
 
 __all__ = ["LDACore", "RhoStep", "seed_topics", "own_options"]
 

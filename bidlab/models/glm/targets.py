@@ -20,7 +20,7 @@ from sklearn.utils.multiclass import check_classification_targets
 
 from bidlab import backend
 from bidlab.learn.persist import persistable
-from bidlab.models._glm_links import CLASSIFIER_LINKS
+from bidlab.models.glm.links import CLASSIFIER_LINKS
 
 _FAMILY = {"linear": "value", "logistic": "bin01", "svm": "pm1", "softmax": "class"}
 

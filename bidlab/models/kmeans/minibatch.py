@@ -3,7 +3,7 @@
 ``algorithm="minibatch"`` (Sculley 2010), with :class:`~bidlab.learn.Grad` at ``lrate=1``:
 per minibatch each row goes to its nearest centre; centre c, which has now seen
 ``counts[c]`` weight in all, moves towards the mean of its new rows by ``n_c / counts[c]``.
-:meth:`~bidlab.models._kmeans_model.KMeansModel.update` writes that move into the update
+:meth:`~bidlab.models.kmeans.model.KMeansModel.update` writes that move into the update
 matrix (``lrate`` < 1 damps it). Every ``reassign_every`` steps, centres that starve (below
 ``reassign_ratio`` of the busiest one's weight) move to minibatch rows drawn with
 probability proportional to their squared distance, as scikit-learn's MiniBatchKMeans does.
@@ -26,13 +26,13 @@ import numpy as np
 
 from bidlab import backend
 from bidlab.learn.staging import Minibatch
-from bidlab.models._kmeans_distances import dense_rows
+from bidlab.models.kmeans.distances import dense_rows
 
 __all__ = ["MinibatchSteps"]
 
 
 class MinibatchSteps:
-    """The minibatch algorithm of :class:`~bidlab.models._kmeans_model.KMeansModel`.
+    """The minibatch algorithm of :class:`~bidlab.models.kmeans.model.KMeansModel`.
 
     A base of that class, not a model on its own: its methods work on the model's
     matrices, options and buffers (``modelmats``, ``updatemats``, ``opts``, ``xp``,

@@ -34,7 +34,7 @@ from bidlab.learn.model import Model
 from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import SparseUpdate
-from bidlab.models._glm_links import Layout, LinkStep, predict_transform
+from bidlab.models.glm.links import Layout, LinkStep, predict_transform
 
 __all__ = ["GLMModel"]
 

@@ -1,8 +1,8 @@
 """The scikit-learn face shared by :class:`~bidlab.models.LDA` and
 :class:`~bidlab.models.LDAGibbs`: a thin wrapper around one LDA model
-(:class:`~bidlab.models._lda_core.LDACore`) trained by a :class:`bidlab.learn.Learner`.
+(:class:`~bidlab.models.lda.core.LDACore`) trained by a :class:`bidlab.learn.Learner`.
 
-* ``fit`` builds the model and runs an :class:`~bidlab.models._lda_learn.LDALearner` to
+* ``fit`` builds the model and runs an :class:`~bidlab.models.lda.learner.LDALearner` to
   completion in the calling thread (every document trained on, no per-minibatch score);
 * ``partial_fit`` runs one pass over the given documents, continuing the model (and the
   step-size schedule: the updater is kept with the model);
@@ -29,10 +29,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bidlab import backend
 from bidlab.learn import Option
-from bidlab.models import _lda_common as common
-from bidlab.models._lda_core import LDACore, own_options
-from bidlab.models._lda_learn import LDALearner
 from bidlab.models.base import BidlabEstimator
+from bidlab.models.lda import common
+from bidlab.models.lda.core import LDACore, own_options
+from bidlab.models.lda.learner import LDALearner
 
 __all__ = ["LDAEstimator"]
 

@@ -3,7 +3,7 @@
 Sampling runs along a canonical order of the rows (a fixed random projection, sorted), so
 the same data picks the same centres whatever order its rows come in, and a row given
 weight 2 is picked like two copies of it. Distances come from
-:mod:`bidlab.models._kmeans_distances`.
+:mod:`bidlab.models.kmeans.distances`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from bidlab import backend
 from bidlab.kern.kmeans import row_norms_sq
-from bidlab.models._kmeans_distances import dense_rows, sq_distances, xp_of
+from bidlab.models.kmeans.distances import dense_rows, sq_distances, xp_of
 
 __all__ = ["init_centers"]
 

@@ -5,9 +5,9 @@ data target once per configuration, so ``fit`` shares every sparse product among
 :func:`sweep_params` lays the grid out as the per-target ``lrate`` / ``l1`` / ``l2`` and
 ``targmap`` parameters that :func:`bidlab.models.glm.glm_sweep` hands to ``GLM``;
 :func:`best_config` scores a fitted sweep's configurations on validation data and returns
-the winner as a :class:`SweepResult`. Both are used as ``bidlab.models.glm`` names. This
+the winner as a :class:`SweepResult`. Both are used as ``bidlab.models.glm.estimator`` names. This
 module reads the fitted GLM only through its public methods (:class:`SweptModel`), so it
-does not import :mod:`bidlab.models.glm`, which imports it.
+does not import :mod:`bidlab.models.glm.estimator`, which imports it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from bidlab.models._glm_targets import Targets
+from bidlab.models.glm.targets import Targets
 
 __all__ = ["SweepResult", "SweptModel", "best_config", "sweep_params"]
 

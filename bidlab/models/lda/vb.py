@@ -23,7 +23,7 @@ is the normalised k x vocabulary host copy. Hyperparameters that change during t
 minibatch allocates nothing after the first.
 
 One engine: :class:`LDAModel` is the :class:`bidlab.learn.Model`; online training steps
-with :class:`~bidlab.models._lda_core.RhoStep` (the model writes the full-data estimate
+with :class:`~bidlab.models.lda.core.RhoStep` (the model writes the full-data estimate
 ``beta + D / |batch| sstats`` into its update matrix), batch training with
 :class:`bidlab.learn.Batch` (``batch_mode="replace"``: the pass's summed statistics
 replace lambda, the model adds beta at the pass end). :class:`LDA` is the scikit-learn
@@ -42,9 +42,9 @@ from bidlab import backend
 from bidlab.learn import Batch, Option, Updater
 from bidlab.learn.model import register_model
 from bidlab.learn.staging import Minibatch
-from bidlab.models import _lda_common as common
-from bidlab.models._lda_base import LDAEstimator
-from bidlab.models._lda_core import LDACore, RhoStep
+from bidlab.models.lda import common
+from bidlab.models.lda.core import LDACore, RhoStep
+from bidlab.models.lda.estimator import LDAEstimator
 
 __all__ = ["LDA", "LDAModel"]
 
@@ -66,7 +66,7 @@ class LDAModel(LDACore):
     """Variational LDA as a :class:`bidlab.learn.Model` (see the module doc for the math).
 
     The model matrix is lambda, topics x vocabulary (a view of the vocabulary x k
-    C-ordered ``lamT``); train it with :class:`~bidlab.models._lda_core.RhoStep`
+    C-ordered ``lamT``); train it with :class:`~bidlab.models.lda.core.RhoStep`
     (``method="online"``) or :class:`bidlab.learn.Batch` (``"batch"``), as
     :meth:`make_updater` does.
     """

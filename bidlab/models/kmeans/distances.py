@@ -2,7 +2,7 @@
 
 Distances are ``||x||^2 - 2 x.c + ||c||^2`` with the cross term from one GEMM per block
 of rows (BLAS / cuBLAS; ``kern.sparse_dense`` for CSR) and a fused nearest-centre pass
-(:mod:`bidlab.kern.kmeans`). The k-means engine (:mod:`bidlab.models._kmeans_model`),
+(:mod:`bidlab.kern.kmeans`). The k-means engine (:mod:`bidlab.models.kmeans.model`),
 its initialisation and the estimator's ``predict`` / ``transform`` all measure distances
 here, on dense or CSR rows, numpy or CuPy alike.
 """

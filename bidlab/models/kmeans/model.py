@@ -4,12 +4,12 @@ The model matrices are the k x d centres and a k x 1 column of cluster weights (
 summed sample weights). Distances are ``||x||^2 - 2 x.c + ||c||^2`` with the cross term
 from one GEMM per minibatch (BLAS / cuBLAS; ``kern.sparse_dense`` for CSR) and a fused
 nearest-centre pass (:mod:`bidlab.kern.kmeans`; whole-matrix distances in
-:mod:`bidlab.models._kmeans_distances`).
+:mod:`bidlab.models.kmeans.distances`).
 
 The two algorithms live in the class's bases: ``algorithm="minibatch"`` (Sculley's steps,
-scikit-learn's early stop) in :class:`~bidlab.models._kmeans_minibatch.MinibatchSteps`,
+scikit-learn's early stop) in :class:`~bidlab.models.kmeans.minibatch.MinibatchSteps`,
 ``algorithm="lloyd"`` (full batch, Hamerly's bounds, pass sums kept by checkpoints) in
-:class:`~bidlab.models._kmeans_lloyd.LloydPasses`; their module docs give the rules. This
+:class:`~bidlab.models.kmeans.lloyd.LloydPasses`; their module docs give the rules. This
 module holds what both share: the options, the buffers, the nearest-centre pass of a
 minibatch, pickling, and the final labelling (:meth:`KMeansModel.label_pass`).
 
@@ -38,9 +38,9 @@ from bidlab.learn.model import Model
 from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
 from bidlab.mat import Mat
-from bidlab.models._kmeans_distances import cross, nearest, raw
-from bidlab.models._kmeans_lloyd import LloydPasses
-from bidlab.models._kmeans_minibatch import MinibatchSteps
+from bidlab.models.kmeans.distances import cross, nearest, raw
+from bidlab.models.kmeans.lloyd import LloydPasses
+from bidlab.models.kmeans.minibatch import MinibatchSteps
 
 __all__ = ["KMeansModel"]
 
