@@ -207,6 +207,35 @@ def zeros_as(a: Any) -> Any:
     return arr
 
 
+def all_finite(a: Any) -> bool:
+    """True when no entry of ``a`` is NaN or infinite, without an array of flags.
+
+    ``isfinite(a).all()`` allocates a boolean array the size of ``a``; the largest and
+    smallest entries are finite exactly when every entry is (NaN propagates through both).
+    """
+    if a.size == 0:
+        return True
+    xp = namespace(a)
+    return bool(xp.isfinite(xp.max(a))) and bool(xp.isfinite(xp.min(a)))
+
+
+def take_into(a: Any, indices: Any, out: Any, axis: int | None = None) -> Any:
+    """``xp.take(a, indices, axis=axis, out=out)``, writing straight into ``out``.
+
+    In its default ``mode="raise"`` numpy fills a hidden temporary the size of ``out`` and
+    copies it over, on every call; with ``mode="wrap"`` it writes in place. So the indices
+    must be in range (negative ones count from the end, as in indexing): callers pass
+    indices they made or checked. CuPy always writes in place.
+
+    Example::
+
+        take_into(X, rows, out=buf, axis=0)     # buf[i] = X[rows[i]]
+    """
+    if isinstance(a, np.ndarray):
+        return np.take(a, indices, axis=axis, out=out, mode="wrap")
+    return namespace(a).take(a, indices, axis=axis, out=out)
+
+
 # -- pickling -------------------------------------------------------------------------------
 class HostModule:
     """Stands for the array module of a pickled object (restored as numpy: its arrays were

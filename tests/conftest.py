@@ -1,7 +1,12 @@
-"""Shared fixtures: the `xp` fixture runs a test on numpy and, where a GPU exists, on cupy."""
+"""Shared fixtures: the `xp` fixture runs a test on numpy and, where a GPU exists, on cupy;
+`traced_allocations` measures what a block allocates without trusting bidlab's own counter."""
 
 from __future__ import annotations
 
+import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -38,3 +43,53 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real datasets not found at {SHARED_DATA} (set BIDLAB_SHARED_DATA)")
     return SHARED_DATA
+
+
+@dataclass
+class AllocationTrace:
+    """What a traced block allocated, measured from outside bidlab.
+
+    ``peak_bytes``: how far the traced heap (Python objects and numpy's array buffers, which
+    numpy reports to :mod:`tracemalloc`) rose above its level at the start, at its highest;
+    ``gpu_mallocs``: CuPy memory-pool allocations (its memory hooks see every one).
+    Arrays that compiled numba kernels allocate are not seen here (numba's own counter cannot
+    tell them from the wrapper it makes for every array argument of every call); the kernels
+    take ``out=`` and their own tests hold them to it.
+    """
+
+    peak_bytes: int = 0
+    gpu_mallocs: int = 0
+
+
+@contextmanager
+def _trace() -> Iterator[AllocationTrace]:
+    trace = AllocationTrace()
+    hook = None
+    if backend.gpu_available():
+        from cupy.cuda import memory_hook
+
+        class _Count(memory_hook.MemoryHook):
+            name = "bidlab_test_count"
+
+            def malloc_preprocess(self, **kwargs) -> None:
+                trace.gpu_mallocs += 1
+
+        hook = _Count()
+        hook.__enter__()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    try:
+        yield trace
+    finally:
+        trace.peak_bytes = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.stop()
+        if hook is not None:
+            hook.__exit__(None, None, None)
+
+
+@pytest.fixture
+def traced_allocations():
+    """``with traced_allocations() as t: ...``, then read ``t.peak_bytes`` and
+    ``t.gpu_mallocs`` (:class:`AllocationTrace`)."""
+    return _trace

@@ -320,6 +320,8 @@ class MemorySource(DataSource):
         self._order_pass: int | None = None
         self._top_nnz: dict[int, np.ndarray] = {}
         self._order: Any = None
+        self._arange: np.ndarray | None = None  # 0..n-1, and the pass's order, kept
+        self._perm: np.ndarray | None = None
         self._info = DataInfo(n, names, tuple(specs), dev, self.batch_size)
 
     def nnz_bound(self, j: int, n: int) -> int | None:
@@ -334,8 +336,18 @@ class MemorySource(DataSource):
 
     def _order_for(self, pass_: int) -> Any:
         if self._order_pass != pass_:
-            perm = np.random.default_rng([self.seed, pass_]).permutation(self._info.n_samples)
-            self._order = perm if self._host_data else backend.cupy().asarray(perm)
+            n = self._info.n_samples
+            if self._arange is None or self._arange.shape[0] != n:
+                self._arange, self._perm = np.arange(n), np.empty(n, np.int64)
+            perm = self._perm
+            np.copyto(perm, self._arange)  # permutation(n) shuffles an arange: same order
+            np.random.default_rng([self.seed, pass_]).shuffle(perm)
+            if self._host_data:
+                self._order = perm
+            elif self._order is None or self._order.shape[0] != n:
+                self._order = backend.cupy().asarray(perm)
+            else:
+                self._order.set(perm)
             self._order_pass = pass_
         return self._order
 

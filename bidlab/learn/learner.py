@@ -689,7 +689,7 @@ class Learner(Configurable):
     def _check_finite(self, when: str) -> None:
         """Raise :class:`DivergedError` when a model matrix holds NaN or inf."""
         for i, m in enumerate(self.model.modelmats):
-            if m.dtype.kind == "f" and not bool(m.xp.isfinite(m.data).all()):
+            if m.dtype.kind == "f" and not backend.all_finite(m.data):
                 raise DivergedError(self._diverged_text(i, when))
 
     def _diverged_text(self, i: int, when: str) -> str:

@@ -218,7 +218,7 @@ def _dense_gather(xp: Any, pieces: list[tuple[Any, Any]], dst: Any) -> None:
             dst[r0 : r0 + m] = src[rows]
         else:
             m = rows.shape[0]
-            xp.take(src, rows, axis=0, out=dst[r0 : r0 + m])
+            backend.take_into(src, rows, out=dst[r0 : r0 + m], axis=0)
         r0 += m
 
 
@@ -269,7 +269,7 @@ class _SparseSlot:
         if self.host_data:
             if self.xp is np:
                 if len(pieces) == 1 and isinstance(pieces[0][1], slice):
-                    self.mat.copy_from(_slice_view_host(pieces[0][0], pieces[0][1], self))
+                    self.mat.copy_from_parts(*_slice_parts_host(pieces[0][0], pieces[0][1], self))
                     return
                 self.staging.gather(pieces)
                 self.mat.copy_from(self.staging.csr())
@@ -321,13 +321,13 @@ class _SparseSlot:
         self.mat.copy_from(parts[0] if len(parts) == 1 else csp.vstack(parts, format="csr"))
 
 
-def _slice_view_host(csr: Any, rows: slice, slot: _SparseSlot) -> sp.csr_matrix:
-    """A CSR view of a contiguous row range; its shifted indptr lives in the staging area."""
+def _slice_parts_host(csr: Any, rows: slice, slot: _SparseSlot) -> tuple[Any, Any, Any]:
+    """A contiguous row range as CSR arrays (views of ``csr``'s; the shifted row pointers
+    live in the staging area)."""
     st = slot.staging
     a, b = int(csr.indptr[rows.start]), int(csr.indptr[rows.stop])
     np.subtract(csr.indptr[rows.start : rows.stop + 1], a, out=st.indptr, casting="unsafe")
-    return sp.csr_matrix((csr.data[a:b], csr.indices[a:b], st.indptr),
-                         shape=(slot.n, slot.cols), copy=False)
+    return csr.data[a:b], csr.indices[a:b], st.indptr
 
 
 # --------------------------------------------------------------------------- stager

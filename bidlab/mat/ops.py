@@ -581,6 +581,16 @@ def _normalise_index(index: Any) -> tuple[Any, Any]:
     return out[0], out[1]
 
 
+def _take_checked(view: Any, idx: Any, out: Any, axis: int) -> None:
+    """Gather along ``axis`` into ``out``; host indices are checked first (numpy's in-place
+    take wraps out-of-range ones instead of raising)."""
+    n = view.shape[axis]
+    if isinstance(idx, np.ndarray) and idx.size and (idx.max() >= n or idx.min() < -n):
+        bad = int(idx.max()) if idx.max() >= n else int(idx.min())
+        raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {n}")
+    backend.take_into(view, idx, out=out, axis=axis)
+
+
 def getitem(a: Mat, index: Any, out: Mat | None = None) -> Mat:
     """A copy of a block (slices, ints -> kept 2-D) or a row/column gather by an index Mat.
 
@@ -603,7 +613,7 @@ def getitem(a: Mat, index: Any, out: Mat | None = None) -> Mat:
             xp,
             out,
         )
-        xp.take(view, rows, axis=0, out=res.data)
+        _take_checked(view, rows, res.data, 0)
         return res
     if not isinstance(cols, slice):
         view = arr[rows, :]
@@ -611,7 +621,7 @@ def getitem(a: Mat, index: Any, out: Mat | None = None) -> Mat:
         res = result(
             _key("getitem", a.guid, _index_key(index)), _mats(a, *index), shape, a.dtype, xp, out
         )
-        xp.take(view, cols, axis=1, out=res.data)
+        _take_checked(view, cols, res.data, 1)
         return res
     view = arr[rows, cols]
     res = result(

@@ -247,8 +247,24 @@ class SMat:
                 f"cannot copy a sparse matrix of shape {tuple(src.shape)} into an SMat of "
                 f"shape {self._shape}: shapes must match"
             )
-        backend.namespace(self._values, src.data)
-        nnz = int(src.nnz)
+        return self.copy_from_parts(src.data, src.indices, src.indptr)
+
+    def copy_from_parts(self, data: Any, indices: Any, indptr: Any) -> SMat:
+        """:meth:`copy_from` given a CSR matrix's three arrays (this matrix's row count + 1
+        row pointers starting at 0), so a row range of a larger matrix refills this one
+        without a ``csr_matrix`` in between: scipy's constructor copies arrays that view
+        less than half of their buffer.
+
+        Example::
+
+            a, b = X.indptr[r0], X.indptr[r1]
+            s.copy_from_parts(X.data[a:b], X.indices[a:b], X.indptr[r0:r1 + 1] - a)
+        """
+        backend.namespace(self._values, data)
+        if indptr.shape[0] != self._shape[0] + 1:
+            raise ValueError(f"indptr has {indptr.shape[0]} entries; this SMat has "
+                             f"{self._shape[0]} rows, so it needs {self._shape[0] + 1}")
+        nnz = int(indptr[-1])
         old = self.nbytes
         owned = self._owned
         if not owned or self._indices.shape[0] < nnz:
@@ -260,9 +276,9 @@ class SMat:
         if not owned:
             self._indptr = backend.empty(self._indptr.shape, self._indptr.dtype, self.xp)
             self._owned = True
-        self._indptr[...] = src.indptr
-        self._indices[:nnz] = src.indices
-        self._values[:nnz] = src.data
+        self._indptr[...] = indptr
+        self._indices[:nnz] = indices[:nnz]
+        self._values[:nnz] = data[:nnz]
         self._nnz = nnz
         self._version += 1
         if self.nbytes != old:

@@ -201,7 +201,7 @@ class LinkStep:
         xp.add(lin, w["base"], out=lin)
         ey = w["ey"]
         if loss is not None:
-            xp.take(flat, lin, out=ey)
+            backend.take_into(flat, lin, out=ey)
         mx, s = w["mx"], w["s"]
         xp.max(v, axis=2, keepdims=True, out=mx)
         xp.subtract(v, mx, out=v)
@@ -219,7 +219,7 @@ class LinkStep:
             lk = loss[:, blk.k0 : blk.k1]
             xp.sum(s2, axis=0, keepdims=True, out=w["ksum"])
             xp.add(lk, w["ksum"], out=lk)
-        xp.take(flat, lin, out=ey)
+        backend.take_into(flat, lin, out=ey)
         xp.subtract(ey, 1.0, out=ey)
         flat[lin] = ey
 

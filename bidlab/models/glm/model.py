@@ -164,7 +164,7 @@ class GLMModel(Model):
         buf = self._targets.get(n)
         if buf is None:
             buf = self._targets[n] = backend.empty((n, self.layout.K), self.dtype, self.xp)
-        self.xp.take(Y, self._tm, axis=1, out=buf)
+        backend.take_into(Y, self._tm, out=buf, axis=1)
         return buf
 
     def _forward(self, batch: Minibatch, loss: Any) -> tuple[bl.Mat, Any, float]:

@@ -231,12 +231,12 @@ class LloydPasses:
                     if buf["G"] is None or buf["G"].shape[0] < buf["cap"]:
                         buf["G"] = backend.empty((buf["cap"], X.shape[1]), X.dtype, xp)
                     Xg = buf["G"][:cnt]
-                    xp.take(X, idx, axis=0, out=Xg)
+                    backend.take_into(X, idx, out=Xg, axis=0)
                 D = buf["D"][:cnt]
                 cross(Xg, CT, D)
                 newlab, d1, d2 = buf["lab"][:cnt], buf["d1"][:cnt], buf["d2"][:cnt]
                 xxg = buf["xx"][:cnt]
-                xp.take(xx, idx, out=xxg)
+                backend.take_into(xx, idx, out=xxg)
                 assign(D, cc, xxg, newlab, d1, d2)
                 if count:
                     ps["changed"] += int(xp.count_nonzero(newlab != lab[idx]))
