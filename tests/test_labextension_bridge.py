@@ -274,6 +274,28 @@ def test_malformed_messages_get_an_error_reply_and_never_raise(bridge, comms, ma
     assert reply["request"] == "q9" and reply["learner"] is None and not reply["ok"]
 
 
+def test_a_failing_learner_listing_is_answered_not_raised(comms, make):
+    calls = []
+
+    def learners():
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError("x" * 5000)
+        return [make("t-once")]
+
+    b = LearnerBridge(learners=learners, open_comm=lambda d: comms.append(FakeComm(d))
+                      or comms[-1])
+    b.tick()
+    comm = comms[0]
+    comm.on_msg_cb({"content": {"data": {"action": "pause", "learner": None,
+                                         "request": "r7"}}})
+    reply = comm.messages[-1]
+    assert reply["type"] == "reply" and reply["request"] == "r7" and not reply["ok"]
+    assert reply["error"].startswith("the kernel failed to run the command: OSError: xxx")
+    assert len(reply["error"]) <= 1024
+    assert "learners" not in reply, "the panel keeps its last snapshot"
+
+
 def test_large_fields_are_refused_with_the_cap_and_not_echoed(bridge, comms, make):
     make("t-big")
     big = "x" * 50_000_000  # 50 MB

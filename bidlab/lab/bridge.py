@@ -177,16 +177,18 @@ class LearnerBridge:
 
     def _on_msg(self, msg: Any) -> None:
         # The comm's callback: whatever arrives, nothing raises into the kernel's handler.
+        data = message_data(msg)
         try:
-            self.handle(message_data(msg))
-        except Exception as exc:  # a learner listing or the comm itself failed
+            self.handle(data)
+        except Exception as exc:  # listing the learners or the comm itself failed
             log.exception("bidlab lab bridge: a panel command failed")
             error = f"the kernel failed to run the command: {type(exc).__name__}: {exc}"
+            # no "learners": the panel keeps showing the last snapshot it had
+            reply = {"type": "reply", "request": parse_command(data).request, "action": None,
+                     "learner": None, "ok": False, "states": {}, "error": error[:MAX_FIELD]}
             try:
                 with self._lock:
-                    self._send({"type": "reply", "request": "", "action": None,
-                                "learner": None, "ok": False, "states": {},
-                                "error": error[:MAX_FIELD], "learners": []})
+                    self._send(reply)
             except Exception:
                 log.exception("bidlab lab bridge: the error reply could not be sent")
 
