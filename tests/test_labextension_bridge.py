@@ -322,8 +322,10 @@ class GatedLeastSquares(LeastSquares):
     reaches no minibatch boundary, so it cannot pause until the gate opens."""
 
     gate = threading.Event()
+    inside: set[int] = set()  # ids of the models waiting at the gate
 
     def update(self, batch):
+        self.inside.add(id(self))
         self.gate.wait(10)
         return super().update(batch)
 
@@ -332,6 +334,7 @@ class GatedLeastSquares(LeastSquares):
 def gate():
     """The gate of GatedLeastSquares, opened after the test (before its learners stop)."""
     GatedLeastSquares.gate = threading.Event()
+    GatedLeastSquares.inside = set()
     yield GatedLeastSquares.gate
     GatedLeastSquares.gate.set()
 
@@ -345,12 +348,16 @@ def gated(name: str) -> Learner:
 def test_pause_all_waits_one_timeout_in_total_not_one_per_learner(bridge, comms, make, gate):
     learners = [gated(f"t-slow{i}").start() for i in range(4)]
     try:
+        end = time.monotonic() + 10
+        while len(GatedLeastSquares.inside) < 4 and time.monotonic() < end:
+            time.sleep(0.01)  # every learner is inside a minibatch: none can pause yet
+        assert len(GatedLeastSquares.inside) == 4
         assert bridge.settle == 2.0  # the default
         t0 = time.monotonic()
         reply = bridge.handle({"action": "pause", "learner": None, "request": "all"})
         took = time.monotonic() - t0
         # one after another, as before, this took 4 x 2 s = 8 s
-        assert 1.9 <= took < 3.5, f"pausing 4 slow learners took {took:.2f} s"
+        assert 1.9 <= took < 5.0, f"pausing 4 slow learners took {took:.2f} s"
         assert reply["ok"] and reply["states"] == {f"t-slow{i}": "running" for i in range(4)}
         gate.set()  # their minibatches end: the pause requests take effect
         for lr in learners:
