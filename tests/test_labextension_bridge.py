@@ -503,4 +503,18 @@ def test_kernel_publishes_over_a_comm_and_obeys_commands(kernel):
                                        output_hook=lambda m: None)
     assert value["content"]["user_expressions"]["s"]["data"]["text/plain"] == "'paused'"
     assert comm_messages(kernel, 1.0) == [], "nothing runs: nothing is published"
+
+    # malformed commands over the real comm: an error reply each, the kernel carries on
+    for data, words in ((None, "got null"), ([1, 2], "got list"),
+                        ({"action": "resume", "learner": "k-lsq", "request": "x" * 200_000},
+                         "at most 1024 characters")):
+        kernel.shell_channel.send(kernel.session.msg("comm_msg", {"comm_id": comm_id,
+                                                                  "data": data}))
+        replies = [m["content"]["data"] for m in comm_messages(kernel, 1.5)
+                   if m["content"]["data"].get("type") == "reply"]
+        assert len(replies) == 1 and not replies[0]["ok"], (data, replies)
+        assert words in replies[0]["error"] and len(json.dumps(replies[0])) < 5_000
+    value = kernel.execute_interactive("", user_expressions={"s": "lr.state"}, timeout=10,
+                                       output_hook=lambda m: None)
+    assert value["content"]["user_expressions"]["s"]["data"]["text/plain"] == "'paused'"
     run(kernel, "lr.stop()")
