@@ -8,8 +8,10 @@ start a real IPython kernel and play the extension's part over the real comm pro
 from __future__ import annotations
 
 import gc
+import json
 import subprocess
 import sys
+import threading
 import time
 import weakref
 from typing import Any
@@ -235,6 +237,168 @@ def test_importing_bidlab_lab_stays_headless():
     assert out == "[]", f"importing bidlab.lab pulled in {out}"
 
 
+# ---------------------------------------------------------- malformed and large messages
+MALFORMED = [  # (comm message, words the error must contain)
+    (None, "must be a JSON object"),
+    ([1, 2], "must be a JSON object"),
+    ({"content": None}, "got null"),
+    ({"content": {"data": None}}, "got null"),
+    ({"content": {"data": ["pause", "t-m"]}}, "got list"),
+    ({"content": {"data": {"learner": "t-m", "request": "r"}}}, "'action' is missing"),
+    ({"content": {"data": {"action": 7, "learner": "t-m", "request": "r"}}},
+     "'action' must be a string"),
+    ({"content": {"data": {"action": "pause", "request": "r"}}}, "'learner' is missing"),
+    ({"content": {"data": {"action": "pause", "learner": ["t-m"], "request": "r"}}},
+     "'learner' must be a string of at most 1024 characters or null; got list"),
+    ({"content": {"data": {"action": "stop", "learner": None}}}, "'request' is missing"),
+    ({"content": {"data": {"action": "stop", "learner": None, "request": {"id": 1}}}},
+     "'request' must be a string"),
+]
+
+
+def test_malformed_messages_get_an_error_reply_and_never_raise(bridge, comms, make):
+    lr = make("t-m").start()
+    bridge.tick()
+    comm = comms[0]
+    for msg, words in MALFORMED:
+        before = len(comm.messages)
+        comm.on_msg_cb(msg)  # the comm callback itself: it must not raise
+        assert len(comm.messages) == before + 1, f"no reply to {msg!r}"
+        reply = comm.messages[-1]
+        assert reply["type"] == "reply" and reply["ok"] is False, msg
+        assert words in reply["error"], (msg, reply["error"])
+        assert reply["states"] == {} and names(reply) == ["t-m"]
+    assert lr.state == "running", "a malformed command must not act on any learner"
+    # a valid request id is echoed even when another field is wrong
+    reply = bridge.handle({"action": "pause", "learner": 3, "request": "q9"})
+    assert reply["request"] == "q9" and reply["learner"] is None and not reply["ok"]
+
+
+def test_a_failing_learner_listing_is_answered_not_raised(comms, make):
+    calls = []
+
+    def learners():
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError("x" * 5000)
+        return [make("t-once")]
+
+    b = LearnerBridge(learners=learners, open_comm=lambda d: comms.append(FakeComm(d))
+                      or comms[-1])
+    b.tick()
+    comm = comms[0]
+    comm.on_msg_cb({"content": {"data": {"action": "pause", "learner": None,
+                                         "request": "r7"}}})
+    reply = comm.messages[-1]
+    assert reply["type"] == "reply" and reply["request"] == "r7" and not reply["ok"]
+    assert reply["error"].startswith("the kernel failed to run the command: OSError: xxx")
+    assert len(reply["error"]) <= 1024
+    assert "learners" not in reply, "the panel keeps its last snapshot"
+
+
+def test_large_fields_are_refused_with_the_cap_and_not_echoed(bridge, comms, make):
+    make("t-big")
+    big = "x" * 50_000_000  # 50 MB
+    for data in ({"action": "pause", "learner": big, "request": "r"},
+                 {"action": "pause", "learner": "t-big", "request": big},
+                 {"action": big, "learner": None, "request": "r"},
+                 {"action": "refresh", "request": big}):
+        reply = bridge.handle(data)
+        size = len(json.dumps(reply))
+        assert size < 5_000, f"a {size}-byte reply to a 50 MB field"
+        assert not reply["ok"] and "at most 1024 characters" in reply["error"]
+        assert "a string of 50000000 characters" in reply["error"]
+    # unknown extra fields are ignored, not echoed
+    reply = bridge.handle({"action": "refresh", "junk": big})
+    assert reply["type"] == "snapshot" and len(json.dumps(reply)) < 5_000
+    # at the cap, still accepted
+    reply = bridge.handle({"action": "pause", "learner": "t-big", "request": "r" * 1024})
+    assert reply["ok"] and reply["request"] == "r" * 1024
+
+
+# --------------------------------------------------------- learners that do not answer
+class GatedLeastSquares(LeastSquares):
+    """Least squares whose minibatch waits for ``gate`` (at most 10 s): its learner runs but
+    reaches no minibatch boundary, so it cannot pause until the gate opens."""
+
+    gate = threading.Event()
+    inside: set[int] = set()  # ids of the models waiting at the gate
+
+    def update(self, batch):
+        self.inside.add(id(self))
+        self.gate.wait(10)
+        return super().update(batch)
+
+
+@pytest.fixture
+def gate():
+    """The gate of GatedLeastSquares, opened after the test (before its learners stop)."""
+    GatedLeastSquares.gate = threading.Event()
+    GatedLeastSquares.inside = set()
+    yield GatedLeastSquares.gate
+    GatedLeastSquares.gate.set()
+
+
+def gated(name: str) -> Learner:
+    X = np.ones((400, 3), np.float32)
+    return Learner(GatedLeastSquares(), (X, X[:, :1]), batch_size=100, n_passes=10_000,
+                   name=name)
+
+
+def test_pause_all_waits_one_timeout_in_total_not_one_per_learner(bridge, comms, make, gate):
+    learners = [gated(f"t-slow{i}").start() for i in range(4)]
+    try:
+        end = time.monotonic() + 10
+        while len(GatedLeastSquares.inside) < 4 and time.monotonic() < end:
+            time.sleep(0.01)  # every learner is inside a minibatch: none can pause yet
+        assert len(GatedLeastSquares.inside) == 4
+        assert bridge.settle == 2.0  # the default
+        t0 = time.monotonic()
+        reply = bridge.handle({"action": "pause", "learner": None, "request": "all"})
+        took = time.monotonic() - t0
+        # one after another, as before, this took 4 x 2 s = 8 s
+        assert 1.9 <= took < 5.0, f"pausing 4 slow learners took {took:.2f} s"
+        assert reply["ok"] and reply["states"] == {f"t-slow{i}": "running" for i in range(4)}
+        gate.set()  # their minibatches end: the pause requests take effect
+        for lr in learners:
+            wait_state(lr, "paused")
+    finally:
+        for lr in learners:
+            lr.stop(wait=False)
+
+
+class StuckPauseLearner(Learner):
+    """A learner whose pause() blocks until ``gate`` opens (at most 10 s)."""
+
+    gate = threading.Event()
+
+    def pause(self, wait: bool = False, timeout: float | None = 10.0) -> None:
+        self.gate.wait(10)
+        super().pause(wait, timeout)
+
+
+def test_a_learner_that_never_answers_is_reported_and_delays_no_other(comms, make):
+    StuckPauseLearner.gate = threading.Event()
+    stuck = StuckPauseLearner(PacedLeastSquares(), (np.ones((200, 2), np.float32),
+                                                    np.ones((200, 1), np.float32)),
+                              batch_size=50, n_passes=10_000, name="t-stuck").start()
+    ok = make("t-ok").start()
+    b = LearnerBridge(learners=lambda: [stuck, ok],
+                      open_comm=lambda d: comms.append(FakeComm(d)) or comms[-1], settle=0.3)
+    try:
+        t0 = time.monotonic()
+        reply = b.handle({"action": "pause", "learner": None, "request": "r"})
+        took = time.monotonic() - t0
+        assert took < 1.5, f"a stuck learner held the command for {took:.2f} s"
+        assert reply["states"] == {"t-ok": "paused"} and ok.state == "paused"
+        assert not reply["ok"] and reply["error"] == "t-stuck: no answer within 0.3 s"
+    finally:
+        StuckPauseLearner.gate.set()
+        stuck.stop(wait=True, timeout=5)
+    with pytest.raises(ValueError, match="settle time must be > 0"):
+        LearnerBridge(settle=0)
+
+
 # ------------------------------------------------------------------- in a real kernel
 KERNEL_SETUP = """
 import time
@@ -339,4 +503,18 @@ def test_kernel_publishes_over_a_comm_and_obeys_commands(kernel):
                                        output_hook=lambda m: None)
     assert value["content"]["user_expressions"]["s"]["data"]["text/plain"] == "'paused'"
     assert comm_messages(kernel, 1.0) == [], "nothing runs: nothing is published"
+
+    # malformed commands over the real comm: an error reply each, the kernel carries on
+    for data, words in ((None, "got null"), ([1, 2], "got list"),
+                        ({"action": "resume", "learner": "k-lsq", "request": "x" * 200_000},
+                         "at most 1024 characters")):
+        kernel.shell_channel.send(kernel.session.msg("comm_msg", {"comm_id": comm_id,
+                                                                  "data": data}))
+        replies = [m["content"]["data"] for m in comm_messages(kernel, 1.5)
+                   if m["content"]["data"].get("type") == "reply"]
+        assert len(replies) == 1 and not replies[0]["ok"], (data, replies)
+        assert words in replies[0]["error"] and len(json.dumps(replies[0])) < 5_000
+    value = kernel.execute_interactive("", user_expressions={"s": "lr.state"}, timeout=10,
+                                       output_hook=lambda m: None)
+    assert value["content"]["user_expressions"]["s"]["data"]["text/plain"] == "'paused'"
     run(kernel, "lr.stop()")

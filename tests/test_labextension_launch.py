@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -17,6 +20,13 @@ from pathlib import Path
 import pytest
 
 from bidlab.lab import launcher as launch_mod
+from bidlab.lab.access import (
+    RUNTIME_ENV,
+    announce,
+    private_runtime_dir,
+    start_server,
+    token_file,
+)
 from bidlab.lab.launcher import (
     DEFAULT_NOTEBOOK,
     DEMOS_ENV,
@@ -126,6 +136,116 @@ def test_cli_arguments():
     assert parser.parse_args([]).notebook is None
 
 
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def lab_subprocess(tmp_path: Path, runtime: Path, *args: str) -> subprocess.CompletedProcess:
+    """``bidlab lab --no-browser <args>`` in ``tmp_path`` with ``$JUPYTER_RUNTIME_DIR`` =
+    ``runtime``; 60 s at most."""
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime),
+               JUPYTER_CONFIG_DIR=str(tmp_path / "_cfg"), JUPYTER_DATA_DIR=str(tmp_path / "_d"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return subprocess.run([sys.executable, "-m", "bidlab.cli", "lab", "--no-browser",
+                           "--port", str(port), *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+# ------------------------------------------------------------ the token stays private
+def test_a_missing_runtime_folder_is_created_private(tmp_path):
+    folder = tmp_path / "a" / "runtime"
+    old = os.umask(0o022)  # a common umask: folders would be 0755
+    try:
+        assert private_runtime_dir(folder) == folder
+    finally:
+        os.umask(old)
+    assert mode(folder) == 0o700
+    assert private_runtime_dir(folder) == folder, "a private folder is used as it is"
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    assert private_runtime_dir(link) == folder, "the server gets the checked folder itself"
+
+
+def test_a_shared_runtime_folder_is_refused_and_left_alone(tmp_path):
+    folder = tmp_path / "rt"
+    folder.mkdir()
+    for bits, words in ((0o1777, "is writable by other users (mode 1777)"),
+                        (0o770, "is writable by other users (mode 0770)"),
+                        (0o755, "is readable by other users (mode 0755)")):
+        os.chmod(folder, bits)
+        with pytest.raises(PermissionError, match=re.escape(words)) as err:
+            private_runtime_dir(folder)
+        assert f"`chmod 700 {folder}`" in str(err.value) and RUNTIME_ENV in str(err.value)
+        assert mode(folder) == bits, "the launcher must not change a folder it did not create"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotADirectoryError, match="is not a folder"):
+        private_runtime_dir(tmp_path / "file")
+
+
+def test_another_users_runtime_folder_is_refused(tmp_path):
+    if os.geteuid() == 0:
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o700)
+        os.chown(theirs, 65534, 65534)  # nobody
+    else:
+        theirs = Path("/")  # root's
+    with pytest.raises(PermissionError, match="belongs to another user"):
+        private_runtime_dir(theirs)
+
+
+def test_bidlab_lab_refuses_a_shared_runtime_folder(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # like JUPYTER_RUNTIME_DIR in the system temporary folder
+    res = lab_subprocess(tmp_path, shared)
+    assert res.returncode == 2, res.stderr
+    assert f"the Jupyter runtime folder {shared} is writable by other users" in res.stderr
+    assert list(shared.iterdir()) == [], "nothing was written to the shared folder"
+
+
+def test_the_server_process_creates_private_files(tmp_path):
+    code = ("import os, sys; open(sys.argv[1], 'w').write('token'); os.mkdir(sys.argv[2])")
+    old = os.umask(0o022)
+    try:
+        proc = start_server([sys.executable, "-c", code, str(tmp_path / "f"),
+                             str(tmp_path / "d")], os.environ)
+    finally:
+        os.umask(old)
+    assert proc.wait(30) == 0
+    assert mode(tmp_path / "f") == 0o600 and mode(tmp_path / "d") == 0o700
+
+
+URL = "http://127.0.0.1:9999/lab/tree/x.ipynb?token=tok123"
+
+
+def test_the_url_with_the_token_is_printed_to_a_terminal_only(tmp_path):
+    where = token_file(tmp_path, 4242, notebook=True)
+    assert where == tmp_path / "jpserver-file-to-run-4242-open.html"
+    assert token_file(tmp_path, 4242, notebook=False) == tmp_path / "jpserver-4242-open.html"
+    # a redirected stream: a StringIO, a pipe
+    buf = io.StringIO()
+    line = announce(URL, "tok123", where, buf)
+    assert buf.getvalue() == line + "\n" and "tok123" not in line
+    assert line.startswith("bidlab lab: http://127.0.0.1:9999/lab/tree/x.ipynb (")
+    assert str(where) in line and "jupyter server list" in line
+    r, w = os.pipe()
+    with open(w, "w") as out:
+        announce(URL, "tok123", where, out)
+    with open(r) as inp:
+        assert "tok123" not in inp.read()
+    # a terminal: the URL to click, with the token
+    master, slave = os.openpty()
+    try:
+        with open(slave, "w", closefd=False) as tty:
+            assert announce(URL, "tok123", where, tty) == f"bidlab lab: {URL}"
+        assert b"?token=tok123" in os.read(master, 4096)
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
 def listening_addresses(port: int) -> list[str]:
     """Local addresses of the TCP sockets listening on ``port`` (from /proc/net/tcp*)."""
     if not Path("/proc/net/tcp").exists():
@@ -219,8 +339,19 @@ def test_launch_serves_the_notebook_on_loopback_with_a_token(tmp_path):
             time.sleep(0.25)
         assert get(f"{base}/api/status", None) == 403, "the server must require the token"
         assert get(f"{base}/api/contents/notebooks/demo.ipynb", "sekret") == 200
+        # the log is a file, not a terminal: the URL without the token, and where it is
         text = log.read_text()
-        assert f"bidlab lab: {base}/lab/tree/notebooks/demo.ipynb?token=sekret" in text
+        runtime = tmp_path / "_jupyter" / "rt"
+        assert f"bidlab lab: {base}/lab/tree/notebooks/demo.ipynb (the access token" in text
+        assert "sekret" not in text, "the token reached a redirected log"
+        assert f"{runtime}/jpserver-file-to-run-" in text
+        # the runtime folder is private and every file the server wrote there is 0600
+        assert mode(runtime) == 0o700
+        files = sorted(runtime.iterdir())
+        assert any(f.name.endswith("-open.html") for f in files), files
+        assert {f.name: mode(f) for f in files} == {f.name: 0o600 for f in files}
+        holders = [f.name for f in files if "sekret" in f.read_text(errors="replace")]
+        assert any("file-to-run" in name for name in holders), holders
         # bound to loopback only: every listening socket on the port is 127.0.0.1 (or ::1)
         listeners = listening_addresses(port)
         assert listeners, f"no listening socket found for port {port}"

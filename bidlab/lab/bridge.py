@@ -13,7 +13,12 @@ second. The first time a learner exists it opens a comm on target ``bidlab.learn
 Nothing is sent while nothing runs and nothing changes. Commands from the panel
 (``{"action": "pause" | "resume" | "stop" | "refresh", "learner": name | None,
 "request": id}``; ``None`` means every learner) arrive on the same comm, act on the
-learner and are answered with a reply carrying the new states and a fresh snapshot.
+learner and are answered with a reply carrying the new states and a fresh snapshot. A
+command for several learners asks them all at once and waits ``settle`` seconds in total
+(:func:`bidlab.lab.snapshot.apply_all`). A malformed message (not an object, a missing or
+wrongly typed field, a string over :data:`bidlab.lab.protocol.MAX_FIELD` characters) is
+answered with an error reply (:mod:`bidlab.lab.protocol`); nothing raises inside the comm
+callback.
 
 The bridge never keeps a learner alive: it holds names, not learners, between ticks, so
 the registry's weak references still let finished learners go. It imports ``comm``
@@ -29,7 +34,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from bidlab.lab.snapshot import ACTIONS, applies_to, apply, describe
+from bidlab.lab.protocol import MAX_FIELD, message_data, parse_command
+from bidlab.lab.snapshot import ACTIONS, apply_all, describe
 
 __all__ = ["TARGET", "LearnerBridge", "install", "in_kernel", "current"]
 
@@ -69,6 +75,8 @@ class LearnerBridge:
             with ``send(data)``, ``on_msg(callback)``, ``on_close(callback)``); tests pass a
             fake.
         interval: seconds between ticks of the pump thread (0.25: at most 4 snapshots/s).
+        settle: seconds a command waits, in total, for the learners it asks to change state
+            (they are asked at once, not one after another).
     """
 
     def __init__(
@@ -76,10 +84,14 @@ class LearnerBridge:
         learners: Callable[[], list[Any]] = _registry_learners,
         open_comm: Callable[[dict[str, Any]], Any] = _open_comm,
         interval: float = 0.25,
+        settle: float = 2.0,
     ) -> None:
         if not interval > 0:
             raise ValueError(f"the bridge interval must be > 0 seconds; got {interval!r}")
+        if not settle > 0:
+            raise ValueError(f"the bridge settle time must be > 0 seconds; got {settle!r}")
         self.interval = float(interval)
+        self.settle = float(settle)
         self.sent = 0  # messages sent (snapshots and replies), for tests and diagnostics
         self._learners = learners
         self._open_comm = open_comm
@@ -121,19 +133,22 @@ class LearnerBridge:
 
     # -- commands -------------------------------------------------------------------------
     def handle(self, data: Any) -> dict[str, Any]:
-        """Run one panel command and return the reply (also sent on the comm)."""
-        if not isinstance(data, dict):
-            data = {}
-        action = data.get("action")
-        target = data.get("learner")
-        request = str(data.get("request", ""))
-        if action == "refresh":
+        """Run one panel command and return the reply (also sent on the comm).
+
+        ``data`` may be anything: a malformed command is answered with ``ok: false`` and an
+        error naming the problem (see :func:`bidlab.lab.protocol.parse_command`).
+        """
+        cmd = parse_command(data)
+        if cmd.error is None and cmd.action == "refresh":
             reply: dict[str, Any] = {"type": "snapshot", "learners": self.snapshot()}
         else:
-            states, error = self._act(action, target)
-            reply = {"type": "reply", "request": request, "action": action, "learner": target,
-                     "ok": error is None, "states": states, "error": error,
-                     "learners": self.snapshot()}
+            if cmd.error is None:
+                states, error = self._act(cmd.action, cmd.learner)
+            else:
+                states, error = {}, cmd.error
+            reply = {"type": "reply", "request": cmd.request, "action": cmd.action,
+                     "learner": cmd.learner, "ok": error is None, "states": states,
+                     "error": error, "learners": self.snapshot()}
         with self._lock:
             self._signature = tuple((i["id"], i["state"]) for i in reply["learners"])
             self._send(reply)
@@ -142,23 +157,11 @@ class LearnerBridge:
     def _act(self, action: Any, target: Any) -> tuple[dict[str, str], str | None]:
         if action not in ACTIONS:
             return {}, f"unknown command {action!r}; expected one of {ACTIONS} or 'refresh'"
-        states: dict[str, str] = {}
-        errors = []
-        found = []
-        for learner in self._learners():
-            try:
-                info = describe(learner)
-                found.append(info["id"])
-                if target is not None and info["id"] != target:
-                    continue
-                if target is None and not applies_to(action, info["state"]):
-                    continue  # "pause all" leaves paused or finished learners alone
-                states[info["id"]] = apply(learner, action)
-            except Exception as exc:
-                errors.append(f"{getattr(learner, 'name', '?')}: {exc}")
-        if target is not None and target not in found:
-            return {}, f"no live learner named {target!r}; live learners: {found or 'none'}"
-        return states, "; ".join(errors) or None
+        outcome = apply_all(self._learners(), action, target, timeout=self.settle)
+        if target is not None and target not in outcome.found:
+            found = outcome.found or "none"
+            return {}, f"no live learner named {target!r}; live learners: {found}"
+        return outcome.states, "; ".join(outcome.errors) or None
 
     # -- the comm -------------------------------------------------------------------------
     def _send(self, data: dict[str, Any]) -> None:
@@ -172,8 +175,22 @@ class LearnerBridge:
                 self._comm.send(data)
             self.sent += 1
 
-    def _on_msg(self, msg: dict[str, Any]) -> None:
-        self.handle(msg.get("content", {}).get("data"))
+    def _on_msg(self, msg: Any) -> None:
+        # The comm's callback: whatever arrives, nothing raises into the kernel's handler.
+        data = message_data(msg)
+        try:
+            self.handle(data)
+        except Exception as exc:  # listing the learners or the comm itself failed
+            log.exception("bidlab lab bridge: a panel command failed")
+            error = f"the kernel failed to run the command: {type(exc).__name__}: {exc}"
+            # no "learners": the panel keeps showing the last snapshot it had
+            reply = {"type": "reply", "request": parse_command(data).request, "action": None,
+                     "learner": None, "ok": False, "states": {}, "error": error[:MAX_FIELD]}
+            try:
+                with self._lock:
+                    self._send(reply)
+            except Exception:
+                log.exception("bidlab lab bridge: the error reply could not be sent")
 
     def _on_close(self, msg: dict[str, Any]) -> None:
         # A frontend closed it (e.g. one without the extension): reopen on the next send.

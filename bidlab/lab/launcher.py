@@ -4,9 +4,10 @@ The server binds to the loopback interface only and always asks for a token (a r
 one unless given), so nothing else on the network can reach the kernels. The token never
 appears on a command line (which every local user can read from ``ps`` or
 ``/proc/<pid>/cmdline``): the server gets it through its environment (``JUPYTER_TOKEN``),
-which only its own user can read, and the URL with the token is printed to the launcher's
-own terminal. The server runs as a child process; Ctrl-C and SIGTERM reach it, and
-:func:`launch` returns its exit status.
+which only its own user can read. The URL with the token is printed only when stderr is a
+terminal; the server's runtime folder must be private and the files it writes are
+``0600`` (:mod:`bidlab.lab.access`). The server runs as a child process; Ctrl-C and
+SIGTERM reach it, and :func:`launch` returns its exit status.
 
 Without a notebook argument it opens the LDA demo: from the working directory's or the
 source checkout's ``notebooks/``, else (an installed wheel) from a user folder,
@@ -22,12 +23,19 @@ import secrets
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import threading
 from pathlib import Path
 
 from bidlab._source_checkout import CHECKOUT_DIR, PACKAGE_DIR
+from bidlab.lab.access import (
+    RUNTIME_ENV,
+    announce,
+    private_runtime_dir,
+    runtime_dir,
+    start_server,
+    token_file,
+)
 
 __all__ = ["DEFAULT_NOTEBOOK", "DEMOS_ENV", "launch", "lab_command", "lab_environment",
            "resolve_notebook", "demos_dir", "install_demos", "add_arguments", "run"]
@@ -158,13 +166,18 @@ def lab_command(notebook: Path | None, port: int, token: str, open_browser: bool
     return cmd, f"http://{HOST}:{port}/lab/{path}?token={token}"
 
 
-def lab_environment(token: str, base: dict[str, str] | None = None) -> dict[str, str]:
+def lab_environment(token: str, base: dict[str, str] | None = None,
+                    runtime: Path | None = None) -> dict[str, str]:
     """The server's environment: ``base`` (default: this process's) with the token in
     ``JUPYTER_TOKEN``, where jupyter_server reads it (``/proc/<pid>/environ`` is readable
-    by the process's own user only, unlike its command line)."""
+    by the process's own user only, unlike its command line), and ``runtime`` (the
+    checked private folder, see :func:`bidlab.lab.access.private_runtime_dir`) in
+    ``JUPYTER_RUNTIME_DIR`` when given."""
     env = dict(os.environ if base is None else base)
     env.pop("JUPYTER_TOKEN_FILE", None)
     env["JUPYTER_TOKEN"] = token
+    if runtime is not None:
+        env[RUNTIME_ENV] = str(runtime)
     return env
 
 
@@ -179,7 +192,12 @@ def launch(notebook: str | None = None, port: int | None = None, token: str | No
         token: the access token (default: ``$JUPYTER_TOKEN`` when set, else a random
             48-hex-digit one).
         open_browser: open the notebook in the default web browser.
+
+    Raises:
+        PermissionError: the Jupyter runtime folder is not private (see
+            :func:`bidlab.lab.access.private_runtime_dir`).
     """
+    runtime = private_runtime_dir(runtime_dir())
     path = resolve_notebook(notebook)
     if path is None:
         print(f"bidlab lab: no demo notebook to open; opening JupyterLab in {Path.cwd()}",
@@ -187,8 +205,8 @@ def launch(notebook: str | None = None, port: int | None = None, token: str | No
     port = free_port() if port is None else int(port)
     token = token or os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
     cmd, url = lab_command(path, port, token, open_browser)
-    print(f"bidlab lab: {url}", file=sys.stderr, flush=True)
-    proc = subprocess.Popen(cmd, env=lab_environment(token))
+    proc = start_server(cmd, lab_environment(token, runtime=runtime))
+    announce(url, token, token_file(runtime, proc.pid, notebook=path is not None))
     in_main = threading.current_thread() is threading.main_thread()
     previous = {}
     if in_main:
@@ -216,8 +234,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="TCP port on 127.0.0.1 (default: first free from 8888)")
     parser.add_argument("--token", default=None,
                         help="access token (default: $JUPYTER_TOKEN, else a random one, "
-                        "printed with the URL); prefer JUPYTER_TOKEN: a command line is "
-                        "visible to every local user")
+                        "printed with the URL on a terminal); prefer JUPYTER_TOKEN: a "
+                        "command line is visible to every local user")
     parser.add_argument("--no-browser", action="store_true",
                         help="do not open a web browser")
 
@@ -231,6 +249,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         return launch(args.notebook, port=args.port, token=args.token,
                       open_browser=not args.no_browser)
-    except FileNotFoundError as exc:
+    except (FileNotFoundError, NotADirectoryError, PermissionError, ImportError) as exc:
         print(f"bidlab lab: {exc}", file=sys.stderr)
         return 2

@@ -5,17 +5,22 @@ the ``bidlab.learners`` comm (``labextension/src/protocol.ts``): :func:`describe
 learner into a JSON-safe dict; :func:`apply` runs a panel command on it. It needs only
 what :class:`bidlab.learn.Learner` offers: ``summary()``, ``state``, ``pause()``,
 ``resume()`` and ``stop(wait=False)``. States: ``created``, ``running``, ``paused``,
-``stopped``, ``done``, ``failed``.
+``stopped``, ``done``, ``failed``. :func:`apply_all` asks several learners at once, each in
+its own thread, under one deadline for them all.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ACTIONS", "dashboard_class", "describe", "apply", "applies_to"]
+__all__ = ["ACTIONS", "dashboard_class", "describe", "apply", "applies_to", "apply_all",
+           "Outcome"]
 
 #: Commands the panel may send for a learner.
 ACTIONS = ("pause", "resume", "stop")
@@ -96,3 +101,74 @@ def apply(learner: Any, action: str, settle: float = 2.0) -> str:
         time.sleep(0.01)
         state = _state(learner)
     return state
+
+
+#: Seconds :func:`apply_all` waits, past its timeout, for a learner's own ``apply`` to
+#: return the state it saw at the deadline.
+GRACE = 0.25
+
+
+@dataclass
+class Outcome:
+    """What :func:`apply_all` did: the ids of the live learners it saw, the new state of
+    each learner it acted on (by id), and one ``"name: problem"`` line per failure."""
+
+    found: list[str] = field(default_factory=list)
+    states: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+def _apply_one(learner: Any, action: str, target: str | None, deadline: float,
+               out: dict[str, Any]) -> None:
+    try:
+        info = describe(learner)
+        out["id"] = info["id"]
+        if target is not None and info["id"] != target:
+            return
+        if target is None and not applies_to(action, info["state"]):
+            return  # "pause all" leaves paused or finished learners alone
+        out["state"] = apply(learner, action, settle=max(0.0, deadline - time.monotonic()))
+    except Exception as exc:  # reported in the reply, next to the others' states
+        out["error"] = f"{type(exc).__name__}: {exc}"
+
+
+def apply_all(learners: Sequence[Any], action: str, target: str | None = None,
+              timeout: float = 2.0) -> Outcome:
+    """Run ``action`` on the learner named ``target`` (None: on every learner it applies to,
+    see :func:`applies_to`), all learners at once, waiting ``timeout`` seconds in total.
+
+    Each learner is asked in its own daemon thread, so one that does not answer (a
+    minibatch that takes long, a ``pause()`` that blocks) delays the answer by at most
+    ``timeout`` (plus :data:`GRACE`) however many learners there are. A learner whose state
+    has not changed by then is reported in the state it is in; one whose thread has not
+    returned is reported as an error ("no answer within ...").
+    """
+    if action not in ACTIONS:
+        raise ValueError(f"unknown learner command {action!r}; expected one of {ACTIONS}")
+    if not timeout > 0:
+        raise ValueError(f"the command timeout must be > 0 seconds; got {timeout!r}")
+    deadline = time.monotonic() + timeout
+    jobs = []
+    for learner in learners:
+        out: dict[str, Any] = {}
+        name = str(getattr(learner, "name", type(learner).__name__))
+        thread = threading.Thread(target=_apply_one, args=(learner, action, target, deadline,
+                                                           out),
+                                  name=f"bidlab-lab-{action}-{name}", daemon=True)
+        thread.start()
+        jobs.append((name, thread, out))
+    outcome = Outcome()
+    for name, thread, out in jobs:
+        thread.join(max(0.0, deadline + GRACE - time.monotonic()))
+        if thread.is_alive():
+            outcome.found.append(name)  # registry names are the ids
+            if target is None or target == name:
+                outcome.errors.append(f"{name}: no answer within {timeout:g} s")
+            continue
+        if "id" in out:
+            outcome.found.append(out["id"])
+        if "state" in out:
+            outcome.states[out["id"]] = out["state"]
+        if "error" in out:
+            outcome.errors.append(f"{out.get('id', name)}: {out['error']}")
+    return outcome
