@@ -431,7 +431,7 @@ class BlendedSource(DataSource):
         if self._nb:
             pb = self.b._next_plan()
             if pb is not None:
-                pieces += pb.pieces
+                pieces += [Piece(p.mats, p.rows, None) for p in pb.pieces]
         self._pass, self._index = self.a.position
         return Plan(pieces, pa.pass_, pa.index, pa.last, pa.start)
 

@@ -222,6 +222,7 @@ def _produce(folder: Path, manifest: dict[str, Any], batch_size: int, shuffle_sh
     sizes = np.array([int(s["rows"]) for s in shards], dtype=np.int64)
     n = int(sizes.sum())
     bpp = math.ceil(n / batch_size)
+    first_row = np.cumsum(sizes) - sizes  # each shard's first global row id
 
     def put(item: Any) -> bool:
         while not stop.is_set():
@@ -257,7 +258,7 @@ def _produce(folder: Path, manifest: dict[str, Any], batch_size: int, shuffle_sh
                     lo = pos - int(starts[k])
                     hi = min(b, int(ends[k])) - int(starts[k])
                     rows: Any = slice(lo, hi) if perm is None else perm[lo:hi]
-                    pieces.append(Piece(mats, rows))
+                    pieces.append(Piece(mats, rows, int(first_row[sid])))
                     pos += hi - lo
                     k += 1
                 if not put(Plan(pieces, pass_, index, b >= n, a)):

@@ -41,10 +41,16 @@ RowsLike = slice | np.ndarray
 
 @dataclass
 class Piece:
-    """Rows ``rows`` (a slice or an int index array) of the aligned matrices ``mats``."""
+    """Rows ``rows`` (a slice or an int index array) of the aligned matrices ``mats``.
+
+    ``offset``: the global id of ``mats``' first row (a shard's place in the data set), so
+    that row ``r`` here is row ``offset + r`` of the whole data; None for rows of another
+    data set (a blended source's second stream), whose ids read -1.
+    """
 
     mats: tuple[Any, ...]
     rows: Any
+    offset: int | None = 0
 
     @property
     def n(self) -> int:
@@ -83,6 +89,9 @@ class Minibatch:
         index: its index within the pass (0-based).
         last: True for the last minibatch of the pass.
         start: position of its first row in the pass's (possibly shuffled) order.
+        ids: the global ids of its ``n`` rows (a host int64 array; the row's index in the
+            whole data set, the same every pass however the source shuffles; -1 where a
+            row has none): what :class:`~bidlab.learn.rowstate.RowState` keys rows by.
     """
 
     mats: tuple[Any, ...]
@@ -92,6 +101,7 @@ class Minibatch:
     last: bool = False
     start: int = 0
     nbytes: int = field(default=0)
+    ids: Any = None
 
     def __getitem__(self, i: int) -> Any:
         return self.mats[i]
@@ -361,6 +371,7 @@ class Stager:
         self.host_data = host_data
         self.xp = np if device == "cpu" else backend.cupy()
         self._slots: dict[int, tuple[Minibatch, list[Any]]] = {}
+        self._id_bufs: dict[int, np.ndarray] = {}
 
     @property
     def sizes(self) -> list[int]:
@@ -397,7 +408,37 @@ class Stager:
         batch.pass_, batch.index, batch.last, batch.start = (
             plan.pass_, plan.index, plan.last, plan.start)
         batch.nbytes = nbytes
+        batch.ids = self._ids(plan, n)
         return batch
+
+    def _ids(self, plan: Plan, n: int) -> np.ndarray:
+        """The plan's global row ids, in a buffer kept per minibatch size."""
+        ids = self._id_bufs.get(n)
+        if ids is None:
+            ids = self._id_bufs[n] = np.empty(n, np.int64)
+        fill_ids(plan.pieces, ids)
+        return ids
+
+
+def fill_ids(pieces: Any, ids: np.ndarray) -> None:
+    """Write the global ids of ``pieces``' rows, in order, into ``ids``."""
+    r0 = 0
+    for p in pieces:
+        m = p.n
+        dst = ids[r0 : r0 + m]
+        if p.offset is None:
+            dst.fill(-1)
+        elif isinstance(p.rows, slice):
+            if m:  # offset + start, offset + start + 1, ...: no range array made
+                dst.fill(1)
+                dst[0] = p.offset + p.rows.start
+                np.cumsum(dst, out=dst)
+        elif isinstance(p.rows, np.ndarray):
+            np.add(p.rows, p.offset, out=dst, casting="unsafe")
+        else:  # row indices on the GPU: copied into the host buffer
+            p.rows.get(out=dst)
+            dst += p.offset
+        r0 += m
 
 
 def _data_bytes(m: Any) -> int:

@@ -34,6 +34,7 @@ import scipy.sparse as sp
 import bidlab as bl
 from bidlab import backend
 from bidlab.learn import Model, Option, Options, Updater
+from bidlab.learn.rowstate import RowState
 from bidlab.learn.staging import Minibatch
 from bidlab.mat.sparse import csr_view
 from bidlab.models.lda import common
@@ -65,7 +66,7 @@ TAU0 = Option("tau0", float, 1.0, "delay of the step-size schedule rho_t = (tau0
 KAPPA = Option("kappa", float, 0.7, "forgetting rate of the step-size schedule", low=0.5,
                low_open=True, high=1.0)
 
-_TRANSIENT = ("_scratch", "_store", "_head", "_learner_ref")
+_TRANSIENT = ("_scratch", "_store", "_head", "_learner_ref", "_cur")
 
 
 def own_options(component: Any) -> None:
@@ -206,21 +207,25 @@ class LDACore(Model):
         self._head: Any = None
         self._head_tokens: float | None = None
         self._store_rows = 0
-        self._store: bl.Mat | None = None
-        self._store_ready = False
-        self._lo = 0
+        self._store: RowState | None = None  # each document's topic weights, by row id
+        self._warm = False  # the current minibatch started from its documents' last values
+        self._cur: Minibatch | None = None
         self._scratch: dict[str, Any] | None = None
 
     # -- pickling: scratch is rebuilt on demand ------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items() if k not in _TRANSIENT}
-        state["_store_ready"] = False
+        state["_warm"] = False
         # the model matrices are views of the stored ones: rebuilt by link()
         state["modelmats"], state["updatemats"] = [], []
         return backend.portable_state(state)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        state.pop("_store_ready", None)  # files from before per-row state keep these two
+        state.pop("_lo", None)
         self.__dict__.update(backend.restore_state(state))
+        self.__dict__.setdefault("_warm", False)
         for name in _TRANSIENT:
             self.__dict__.setdefault(name, None)
         if self.vocab_size is not None and "_doc_init" in self.__dict__:
@@ -252,7 +257,7 @@ class LDACore(Model):
             if self.total_docs is None:
                 self.total_docs = int(self.opts.total_docs or max(n, 1))
         self._store = None
-        self._store_ready = False
+        self._warm = False
         self._store_rows = n if warm and self.opts.warm_start and n_passes > 1 else 0
 
     # -- Model -----------------------------------------------------------------------------
@@ -307,7 +312,6 @@ class LDACore(Model):
 
     def end_pass(self, pass_: int) -> None:
         self.n_passes_done += 1
-        self._store_ready = self._store is not None
 
     def flops(self, batch: Minibatch) -> float:
         x = batch.mats[0]
@@ -375,7 +379,7 @@ class LDACore(Model):
                                  "ev_et": bl.zeros((B, k), dt, dev)}
             self.make_scratch(s)
         if self._store is None and self._store_rows:
-            self._store = bl.ones((self._store_rows, int(self.opts.k)), self.dtype, self.device)
+            self._store = RowState(self._store_rows, int(self.opts.k), self.dtype, self.xp)
         return s
 
     def make_scratch(self, s: dict[str, Any]) -> None:
@@ -383,8 +387,8 @@ class LDACore(Model):
 
     def rows(self, batch: Minibatch) -> bl.SMat:
         """The minibatch copied into a persistent ``batch_rows``-row SMat (padded with
-        empty documents); its position in the pass is remembered for warm starts."""
-        self._lo = int(batch.start)
+        empty documents); its rows' ids are remembered for warm starts."""
+        self._cur = batch
         return self.load_rows(batch.mats[0].csr, 0, batch.n)
 
     def load_rows(self, X: Any, lo: int, hi: int) -> bl.SMat:
@@ -410,21 +414,24 @@ class LDACore(Model):
 
     def init_doc_topics(self, target: bl.Mat, n: int) -> None:
         """Start a minibatch's document-topic weights: last pass's values (warm start) or
-        the fixed random start."""
-        if self._store_ready:
-            target.data[:n] = self._store.data[self._lo : self._lo + n]
+        the fixed random start. A minibatch is warm-started when every one of its
+        documents was trained on before (by row id: shuffled passes too)."""
+        store, batch = self._store, self._cur
+        self._warm = store is not None and batch is not None and store.all_seen(batch)
+        if self._warm:
+            store.get(batch, target)
             target.data[n:] = self._doc_init.data[n:]
         else:
             target <<= self._doc_init
 
     def save_doc_topics(self, source: bl.Mat, n: int) -> None:
-        if self._store is not None:
-            self._store.data[self._lo : self._lo + n] = source.data[:n]
+        if self._store is not None and self._cur is not None:
+            self._store.put(self._cur, source)
 
     def n_e_iters(self) -> int:
         """E-step iterations for this minibatch (fewer once warm-started)."""
         warm = self.opts.e_iters_warm
-        if self._store_ready and warm is not None:
+        if self._warm and warm is not None:
             return int(warm)
         return int(self.opts.e_iters)
 

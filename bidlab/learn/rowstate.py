@@ -1,0 +1,111 @@
+"""Per-row state kept across passes: BIDMach's ``putBack``, keyed by global row id.
+
+A model that keeps something for each data row between passes (a document's topic
+weights for a warm start, a factor model's row factors, a Gibbs chain's state, a row's
+distance bounds) holds it in a :class:`RowState`. Every minibatch carries the global ids of
+its rows (:attr:`bidlab.learn.staging.Minibatch.ids`), the same every pass whether or not
+the source shuffles and whether the rows come from memory or from shards, so the state
+follows the rows. Its matrices are model state: a model lists them in ``extra_state`` and
+they ride along in checkpoints.
+
+Example::
+
+    self.theta = RowState(n_rows=info.n_samples, width=k, dtype=np.float32, xp=xp)
+    ...
+    if self.theta.all_seen(batch):               # every row was trained on before
+        self.theta.get(batch, out=theta_mb)      # its values from last time
+    self.theta.put(batch, theta_mb)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import bidlab as bl
+from bidlab import backend
+from bidlab.learn.staging import Minibatch
+
+__all__ = ["RowState"]
+
+
+class RowState:
+    """``width`` numbers for each of ``n_rows`` data rows, read and written a minibatch at
+    a time by the rows' global ids.
+
+    Args:
+        n_rows: rows in the data set (ids run from 0 to ``n_rows - 1``).
+        width: numbers kept per row.
+        dtype: their dtype.
+        xp: numpy or cupy (where the values live).
+
+    ``values`` (``n_rows`` x ``width``) and ``seen`` (``n_rows`` x 1, 1 where a row was
+    written) are :class:`~bidlab.Mat` objects, so they checkpoint like model matrices.
+    Reading and writing allocate nothing after the first minibatch of each size.
+    """
+
+    def __init__(self, n_rows: int, width: int, dtype: Any = np.float64, xp: Any = np) -> None:
+        if int(n_rows) < 0 or int(width) < 1:
+            raise ValueError(f"RowState needs n_rows >= 0 and width >= 1; got {n_rows}, "
+                             f"{width}")
+        self.xp = xp
+        self.values = bl.Mat(backend.zeros((int(n_rows), int(width)), dtype, xp))
+        self.seen = bl.Mat(backend.zeros((int(n_rows), 1), np.int8, xp))
+        self._dev_ids: dict[int, Any] = {}  # per minibatch size, on a GPU
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.values.shape[0])
+
+    def _ids(self, batch: Minibatch) -> Any:
+        ids = batch.ids
+        if ids is None:
+            raise ValueError("this minibatch carries no row ids (a source outside the "
+                             "spine?): per-row state needs them")
+        n = int(batch.n)
+        ids = ids[:n]
+        if n and (int(ids.min()) < 0 or int(ids.max()) >= self.n_rows):
+            raise ValueError(f"row ids {int(ids.min())}..{int(ids.max())} fall outside this "
+                             f"RowState's {self.n_rows} rows: was it made for another data "
+                             "set?")
+        if self.xp is np:
+            return ids
+        dev = self._dev_ids.get(n)
+        if dev is None:
+            dev = self._dev_ids[n] = backend.empty((n,), np.int64, self.xp)
+        dev.set(ids)
+        return dev
+
+    def all_seen(self, batch: Minibatch) -> bool:
+        """True when every row of the minibatch was written before."""
+        ids = self._ids(batch)
+        return bool(ids.shape[0] == 0 or self.xp.all(self.seen.data[ids]))
+
+    def get(self, batch: Minibatch, out: Any) -> bool:
+        """Copy the minibatch rows' values into the first ``batch.n`` rows of ``out`` (a Mat
+        or array); True when every one of them had been written before (rows never written
+        read as zeros)."""
+        n = int(batch.n)
+        ids = self._ids(batch)
+        dst = out.data if isinstance(out, bl.Mat) else out
+        backend.take_into(self.values.data, ids, out=dst[:n], axis=0)
+        return bool(n == 0 or self.xp.all(self.seen.data[ids]))
+
+    def put(self, batch: Minibatch, values: Any) -> None:
+        """Store the first ``batch.n`` rows of ``values`` (a Mat or array) as the minibatch
+        rows' state."""
+        n = int(batch.n)
+        ids = self._ids(batch)
+        src = values.data if isinstance(values, bl.Mat) else values
+        self.values.data[ids] = src[:n]
+        self.seen.data[ids] = 1
+
+    def clear(self) -> None:
+        """Forget every row (all read as unseen zeros again)."""
+        self.values.data.fill(0)
+        self.seen.data.fill(0)
+
+    def state(self, prefix: str) -> dict[str, bl.Mat]:
+        """Its matrices, named for a model's ``extra_state``."""
+        return {f"{prefix}.values": self.values, f"{prefix}.seen": self.seen}
