@@ -15,6 +15,7 @@ Samples are rows everywhere (features ``X`` is samples x features).
 
 from bidlab.learn import registry
 from bidlab.learn.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from bidlab.learn.comm import Communicator, SingleProcess, ThreadGroup
 from bidlab.learn.datasource import (
     BlendedSource,
     DataInfo,
@@ -28,11 +29,16 @@ from bidlab.learn.mixins import L1Regularizer, L2Regularizer, Mixin
 from bidlab.learn.model import MODELS, Model, register_model
 from bidlab.learn.observers import Snapshot, Subscription
 from bidlab.learn.options import Option, OptionError, Options
+from bidlab.learn.rowstate import RowState
 from bidlab.learn.shards import ShardError, ShardSource, read_manifest, write_shards
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import UPDATERS, ADAGrad, Batch, Grad, IncNorm, Updater
 
 __all__ = [
+    "Communicator",
+    "RowState",
+    "SingleProcess",
+    "ThreadGroup",
     "ADAGrad",
     "Batch",
     "BlendedSource",

@@ -187,6 +187,10 @@ class DataSource:
         """
         return None
 
+    def use_rank(self, fold_seed: Any) -> None:
+        """This source feeds one rank of several: ``fold_seed(seed)`` makes its random
+        streams (the order it visits rows in) the rank's own. Nothing to do here."""
+
     def release(self) -> None:
         """Stop background work (prefetch threads) for now; :meth:`next` restarts it.
 
@@ -323,6 +327,10 @@ class MemorySource(DataSource):
         self._arange: np.ndarray | None = None  # 0..n-1, and the pass's order, kept
         self._perm: np.ndarray | None = None
         self._info = DataInfo(n, names, tuple(specs), dev, self.batch_size)
+
+    def use_rank(self, fold_seed: Any) -> None:
+        self.seed = fold_seed(self.seed)
+        self._order_pass = None
 
     def nnz_bound(self, j: int, n: int) -> int | None:
         m = self._mats[j]

@@ -38,6 +38,7 @@ import numpy as np
 
 from bidlab import backend
 from bidlab.learn import learner_state, registry
+from bidlab.learn.comm import Communicator, SingleProcess, check_combine, combine_models
 from bidlab.learn.datasource import DataSource, as_source
 from bidlab.learn.hyper import n_groups
 from bidlab.learn.mixins import Mixin
@@ -91,11 +92,14 @@ class Learner(Configurable):
                "pass ends only)", low=0.0),
         Option("record_size", int, 100_000, "minibatches kept in the per-minibatch record",
                low=1, live=False),
+        Option("sync_every", int, 1, "training minibatches between combinations of the "
+               "model across ranks (with a communicator of several)", low=1),
     )
 
     def __init__(self, model: Model, data: Any, updater: Updater | None = None,
                  mixins: list[Mixin] | tuple[Mixin, ...] = (), *, name: str | None = None,
-                 batch_size: int = 1000, **options: Any) -> None:
+                 batch_size: int = 1000, comm: Communicator | None = None,
+                 **options: Any) -> None:
         super().__init__()
         if not isinstance(model, Model):
             raise TypeError(f"model must be a bidlab.learn.Model; got {type(model).__name__}")
@@ -108,7 +112,14 @@ class Learner(Configurable):
                 raise TypeError(f"mixins must be bidlab.learn.Mixin objects; got "
                                 f"{type(mx).__name__}")
         self.model = model
+        #: the learner's peers (:mod:`bidlab.learn.comm`); alone by default
+        self.comm: Communicator = SingleProcess() if comm is None else comm
+        if not isinstance(self.comm, Communicator):
+            raise TypeError(f"comm must be a bidlab.learn.comm.Communicator; got "
+                            f"{type(self.comm).__name__}")
         self.source: DataSource = as_source(data, batch_size)
+        if self.comm.size > 1:
+            self.source.use_rank(self.comm.fold_seed)
         self.updater = updater
         self.mixins = list(mixins)
         merged = Options()
@@ -135,6 +146,7 @@ class Learner(Configurable):
         self.traceback: str | None = None
         self._saves: list[_SaveRequest] = []
         self._tick: Any = None  # fit()'s progress display, called from the loop
+        self._combine: tuple[str, ...] = ()  # each model matrix's combination across ranks
 
         self._pos = (0, 0)  # (pass, index) of the next minibatch
         self.step = 0  # minibatches processed so far (train + validation)
@@ -445,6 +457,7 @@ class Learner(Configurable):
                 self._ensure_initialised()
                 self._apply_changes()  # values set while it was not running
                 self.source.seek(*self._pos)
+                self._sync_start()
                 final = self._loop()
         except KeyboardInterrupt as exc:  # Ctrl-C in fit(): stopped at a clean point
             err, final = exc, "stopped"
@@ -455,6 +468,9 @@ class Learner(Configurable):
             self._scores_flush()
             if self.model.initialised:  # deferred terms (and averaged iterates) land now
                 self.updater.end_run(err is None and self._finished)
+                if err is None and self.comm.size > 1:  # the end sync point: one model
+                    combine_models(self.comm, self.model.modelmats, self._combine)
+                    self.model.refresh()
             if err is None and self.opts.checkpoint and self.model.initialised:
                 self._save_now(self.opts.checkpoint)
         except BaseException as exc:  # noqa: BLE001
@@ -478,6 +494,16 @@ class Learner(Configurable):
             self._saves = []
             self._cond.notify_all()
         self._done.set()
+
+    def _sync_start(self) -> None:
+        """The start sync point: every rank takes rank 0's model (a fresh run only)."""
+        if self.comm.size == 1:
+            return
+        self._combine = check_combine(self.model.combine, len(self.model.modelmats),
+                                      type(self.model).__name__)
+        if self.step == 0:
+            self.comm.broadcast([m.data for m in self.model.modelmats])
+            self.model.refresh()
 
     def _boundary(self) -> bool:
         """Pause / stop / checkpoint requests / option changes; True means stop."""
@@ -545,12 +571,19 @@ class Learner(Configurable):
         hub = self._hub
         if self._pos[1] == 0 or stats.pass_ != self._pos[0]:
             stats.reset(self._pos[0])
+        comm = self.comm
+        together = comm.size > 1
+        since_sync = 0
         while True:
-            if self._boundary():
+            stop = self._boundary()
+            if together:
+                stop = comm.any_of(stop)
+            if stop:
                 return "stopped"
             p, _ = src.position
             max_steps = opts.max_steps
-            if p >= opts.n_passes or model.converged:
+            converged = comm.any_of(model.converged) if together else model.converged
+            if p >= opts.n_passes or converged:
                 self._finished = True
                 return "done"
             if max_steps is not None and self.step >= max_steps:
@@ -573,6 +606,11 @@ class Learner(Configurable):
                     mx.gradient()
                 upd.update(self.step)
                 stats.flops += model.flops(batch)
+                since_sync += 1
+                if together and since_sync >= opts.sync_every:
+                    combine_models(comm, model.modelmats, self._combine)
+                    model.refresh()
+                    since_sync = 0
             t1 = time.perf_counter()
             slot = record.append(self.step, batch.pass_, batch.index, t1, batch.n, is_val,
                                  math.nan, self._opts_version)
@@ -586,6 +624,10 @@ class Learner(Configurable):
             self._pos = src.position
             if batch.last:
                 sink.flush()
+                stats_ = upd.pass_statistics()
+                if together and stats_:
+                    comm.allreduce(stats_, "sum")
+                    upd.statistics_combined()
                 upd.end_pass(batch.pass_)
                 model.end_pass(batch.pass_)
                 self._check_finite(f"pass {batch.pass_ + 1}")

@@ -67,11 +67,15 @@ class Model(Component):
             read per group (a GLM's targets: a sweep's rates, one per configuration).
         converged: set it (e.g. in :meth:`end_pass`) when training has nothing left to
             do; the learner then stops as if ``n_passes`` were reached.
+        combine: how learners that share the rows (a communicator of several ranks)
+            combine each model matrix at their step sync point: ``"mean"``, ``"sum"`` or
+            ``"local"`` (kept per rank); one word for all or one per matrix; None: mean.
     """
 
     score_name: str = "score"
     row_groups: Any = None
     converged: bool = False
+    combine: Any = None
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
@@ -111,6 +115,10 @@ class Model(Component):
     def extra_state(self) -> dict[str, Mat]:
         """Further matrices to checkpoint besides ``modelmats`` (name -> Mat)."""
         return {}
+
+    def refresh(self) -> None:
+        """Called after ``modelmats`` were changed from outside the model (combined with
+        other ranks' at a sync point): recompute whatever the model derives from them."""
 
     # -- helpers --------------------------------------------------------------------------
     @property

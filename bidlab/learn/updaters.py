@@ -187,6 +187,15 @@ class Updater(Component):
         """Apply ``model.updatemats`` to ``model.modelmats`` (one training minibatch)."""
         raise NotImplementedError
 
+    def pass_statistics(self) -> list[Any]:
+        """Arrays this updater accumulates over a pass and applies at its end (a full-batch
+        updater's sums): learners that share the rows sum them across ranks just before
+        :meth:`end_pass`. None here."""
+        return []
+
+    def statistics_combined(self) -> None:
+        """Called after :meth:`pass_statistics`' arrays were summed across ranks."""
+
     def end_pass(self, pass_: int) -> None:
         """Called at the end of each pass (before the model's end_pass)."""
 
@@ -517,6 +526,7 @@ class Batch(Updater):
         super().init(model)
         self.sums = [backend.zeros_as(m.data) for m in model.modelmats]
         self.count = 0
+        self._count = np.zeros(1)  # the count as an array, summed with the sums
         self.lrate = self._hyper("lrate")
 
     def update(self, step: int) -> None:
@@ -526,6 +536,13 @@ class Batch(Updater):
             xp.add(s, u.data, out=s)
         self.count += 1
         self.t += 1
+
+    def pass_statistics(self) -> list[Any]:
+        self._count[0] = self.count
+        return [*self.sums, self._count]
+
+    def statistics_combined(self) -> None:
+        self.count = int(round(float(self._count[0])))
 
     def end_pass(self, pass_: int) -> None:
         if self.count == 0:

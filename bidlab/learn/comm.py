@@ -1,0 +1,191 @@
+"""Communicators: how learners that each train on a share of the rows combine their work.
+
+The :class:`~bidlab.learn.learner.Learner` calls its communicator at named sync points,
+and nowhere else:
+
+* **start** (before the first minibatch): rank 0's model matrices are broadcast, so every
+  rank starts from the same model; then the model's ``refresh`` runs;
+* **step** (every ``sync_every`` training minibatches): the model matrices are combined,
+  each as the model declares in ``Model.combine`` (``"mean"``, ``"sum"`` or ``"local"``),
+  then the model's ``refresh`` runs;
+* **pass end** (before the updater applies a pass): the updater's pass statistics
+  (``Updater.pass_statistics``, e.g. a full-batch updater's summed updates) are summed;
+* **stopping**: a model's ``converged`` and a stop request end every rank's run together
+  (``any_of``), so no rank waits in a collective that the others left.
+
+:class:`SingleProcess` (the default) does nothing. :class:`ThreadGroup` joins learners in
+threads of one process: the tests' proof of the seam. MPI and NCCL communicators implement
+the same four methods over their engines.
+
+Example::
+
+    group = ThreadGroup(2)
+    learners = [Learner(make_model(), (X[i::2],), Batch(), comm=group.comm(i))
+                for i in range(2)]
+    # run each learner's fit() in its own thread: they train as one
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from bidlab import backend
+
+__all__ = ["Communicator", "SingleProcess", "ThreadGroup", "COMBINATIONS"]
+
+#: How a model matrix is combined across ranks at a step sync point.
+COMBINATIONS = ("mean", "sum", "local")
+
+
+class Communicator:
+    """The operations a learner needs from its peers (rank ``rank`` of ``size``).
+
+    Arrays are numpy or CuPy arrays, changed in place. Every rank must make the same calls
+    in the same order.
+    """
+
+    rank: int = 0
+    size: int = 1
+
+    def allreduce(self, arrays: Sequence[Any], op: str = "sum") -> None:
+        """Replace each array by the sum (``op="sum"``) or mean (``"mean"``) of that
+        array over all ranks."""
+        raise NotImplementedError
+
+    def broadcast(self, arrays: Sequence[Any], root: int = 0) -> None:
+        """Replace each array by rank ``root``'s."""
+        raise NotImplementedError
+
+    def any_of(self, flag: bool) -> bool:
+        """True on every rank when ``flag`` is True on any rank."""
+        raise NotImplementedError
+
+    def fold_seed(self, seed: int) -> int:
+        """``seed`` made distinct per rank (rank 0 keeps it): for streams that must differ
+        across ranks, such as the order each rank visits its rows in."""
+        return int(seed) if self.rank == 0 else int(seed) * 1_000_003 + self.rank
+
+
+class SingleProcess(Communicator):
+    """One learner on its own: every operation leaves its arguments as they are."""
+
+    def allreduce(self, arrays: Sequence[Any], op: str = "sum") -> None:
+        _check_op(op)
+
+    def broadcast(self, arrays: Sequence[Any], root: int = 0) -> None:
+        pass
+
+    def any_of(self, flag: bool) -> bool:
+        return bool(flag)
+
+
+class ThreadGroup:
+    """``size`` learners in threads of one process, combined through shared memory.
+
+    ``comm(rank)`` is the communicator of the learner of rank ``rank``. Each collective
+    waits (with ``timeout`` seconds at most) until every rank has arrived, so the learners
+    must run concurrently, one thread each.
+    """
+
+    def __init__(self, size: int, timeout: float = 120.0) -> None:
+        if int(size) < 1:
+            raise ValueError(f"a ThreadGroup needs size >= 1; got {size}")
+        self.size = int(size)
+        self.timeout = float(timeout)
+        self._barrier = threading.Barrier(self.size)
+        self._posted: list[Any] = [None] * self.size
+        self._comms = [_ThreadComm(self, r) for r in range(self.size)]
+
+    def comm(self, rank: int) -> Communicator:
+        return self._comms[rank]
+
+    def _wait(self) -> None:
+        try:
+            self._barrier.wait(self.timeout)
+        except threading.BrokenBarrierError:
+            raise RuntimeError(
+                f"a rank of this {self.size}-learner group did not reach the same sync point "
+                f"within {self.timeout} s (it failed, stopped on its own, or made other "
+                "calls): every rank must run, with the same number of minibatches per pass"
+            ) from None
+
+    def abort(self) -> None:
+        """Release every rank waiting in a collective (they raise)."""
+        self._barrier.abort()
+
+
+class _ThreadComm(Communicator):
+    def __init__(self, group: ThreadGroup, rank: int) -> None:
+        self.group, self.rank, self.size = group, rank, group.size
+        self._scratch: dict[tuple, list[Any]] = {}
+
+    def _exchange(self, value: Any) -> list[Any]:
+        """Post ``value``; return every rank's, once all have posted (valid until the
+        caller's next barrier)."""
+        g = self.group
+        g._posted[self.rank] = value
+        g._wait()
+        return list(g._posted)
+
+    def allreduce(self, arrays: Sequence[Any], op: str = "sum") -> None:
+        _check_op(op)
+        arrays = list(arrays)
+        everyone = self._exchange(arrays)
+        key = tuple((a.shape, a.dtype.str, backend.backend_name(a)) for a in arrays)
+        out = self._scratch.get(key)
+        if out is None:
+            out = self._scratch[key] = [backend.empty_as(a) for a in arrays]
+        for i, acc in enumerate(out):
+            xp = backend.namespace(acc)
+            xp.copyto(acc, everyone[0][i])
+            for r in range(1, self.size):
+                xp.add(acc, everyone[r][i], out=acc)
+            if op == "mean":
+                xp.multiply(acc, 1.0 / self.size, out=acc, casting="unsafe")
+        self.group._wait()  # every rank has read every other's arrays
+        for a, acc in zip(arrays, out, strict=True):
+            backend.namespace(a).copyto(a, acc)
+
+    def broadcast(self, arrays: Sequence[Any], root: int = 0) -> None:
+        arrays = list(arrays)
+        everyone = self._exchange(arrays)
+        if self.rank != root:
+            for a, src in zip(arrays, everyone[root], strict=True):
+                backend.namespace(a).copyto(a, src)
+        self.group._wait()
+
+    def any_of(self, flag: bool) -> bool:
+        everyone = self._exchange(bool(flag))
+        self.group._wait()
+        return any(everyone)
+
+
+def _check_op(op: str) -> None:
+    if op not in ("sum", "mean"):
+        raise ValueError(f"allreduce op must be 'sum' or 'mean'; got {op!r}")
+
+
+def combine_models(comm: Communicator, modelmats: Sequence[Any], how: Sequence[str]) -> None:
+    """The step sync point's work: each model matrix combined as ``how`` says."""
+    if comm.size == 1:
+        return
+    for op in ("mean", "sum"):
+        group = [m.data for m, h in zip(modelmats, how, strict=True) if h == op]
+        if group:
+            comm.allreduce(group, op)
+
+
+def check_combine(how: Any, n: int, owner: str) -> tuple[str, ...]:
+    """A model's ``combine`` declaration as one word per model matrix."""
+    if how is None:
+        return ("mean",) * n
+    if isinstance(how, str):
+        how = (how,) * n
+    how = tuple(how)
+    if len(how) != n or any(h not in COMBINATIONS for h in how):
+        raise ValueError(f"{owner}.combine must name one of {COMBINATIONS} per model matrix "
+                         f"({n} of them); got {how!r}")
+    return how
+
