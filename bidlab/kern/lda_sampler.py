@@ -34,7 +34,6 @@ shape or device: CPU and GPU differ only in float summation order.
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
@@ -42,49 +41,12 @@ import numba
 import numpy as np
 
 from bidlab import backend
+from bidlab.kern.random import GOLD, STRIDE, mix64, stream_key, stream_key_nb, uniform, unit
 
 _M64 = (1 << 64) - 1
-_GOLDEN = 0x9E3779B97F4A7C15
-
-
-def _mix64_py(x: int) -> int:
-    x &= _M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
-    return x ^ (x >> 31)
-
-
-def stream_key(seed: int, step: int) -> int:
-    """The 64-bit key of one sweep: distinct (seed, step) pairs give independent streams."""
-    return _mix64_py(_mix64_py((int(seed) & _M64) + _GOLDEN) + (int(step) & _M64) * _GOLDEN)
-
+_CP = np.uint64(0xD1B54A32D192ED03)  # spreads nonzero p's streams apart
 
 # ----------------------------------------------------------------------------- numba (CPU)
-
-_U30 = np.uint64(30)
-_U27 = np.uint64(27)
-_U31 = np.uint64(31)
-_U11 = np.uint64(11)
-_C1 = np.uint64(0xBF58476D1CE4E5B9)
-_C2 = np.uint64(0x94D049BB133111EB)
-_CP = np.uint64(0xD1B54A32D192ED03)
-_GOLD = np.uint64(_GOLDEN)
-_TWO_M53 = 1.1102230246251565e-16  # 2**-53: 53 random bits to a double in [0, 1)
-_STRIDE = np.uint64((_GOLDEN << 20) & _M64)  # stream (p, j) starts j * 2^20 draws apart
-
-
-@numba.njit(inline="always")
-def _mix64(x):
-    x = (x ^ (x >> _U30)) * _C1
-    x = (x ^ (x >> _U27)) * _C2
-    return x ^ (x >> _U31)
-
-
-@numba.njit(inline="always")
-def _uniform(s):
-    s = s + _GOLD
-    return float(_mix64(s) >> _U11) * _TWO_M53, s
-
 
 # Poisson draws, shared step by step with the CUDA kernel (kernels/lda_sampler.cu):
 #   lam < LAM_INV: inversion from the stream's first uniform u, z = #{x : u > F(x)}, the
@@ -151,9 +113,9 @@ def _ptrs(lam, s):
     invalpha = 1.1239 + 1.1328 / (b - 3.4)
     vr = 0.9277 - 3.6224 / (b - 2.0)
     for _ in range(1000):
-        uu, s = _uniform(s)
+        uu, s = uniform(s)
         uu -= 0.5
-        v, s = _uniform(s)
+        v, s = uniform(s)
         us = 0.5 - abs(uu)
         kk = math.floor((2.0 * a / us + b) * uu + lam + 0.43)
         if us >= 0.07 and v <= vr:
@@ -235,11 +197,11 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
             if not mu > 0.0:
                 continue
             scale = nsamps * float(counts[p]) / mu
-            base = (key ^ _mix64(np.uint64(p) * _CP)) + _GOLD
+            base = (key ^ mix64(np.uint64(p) * _CP)) + GOLD
             # branch-free, vectorised over topics: rates, first uniforms, first terms
             for j in range(k):
                 q[j] = q[j] * scale
-                uu[j] = float(_mix64(base + np.uint64(j) * _STRIDE) >> _U11) * _TWO_M53
+                uu[j] = unit(base + np.uint64(j) * STRIDE)
             # a word whose temperatures are all 1 (nearly every word, even with a few heated)
             # never reads its row of temp: see heated_words
             heated = hot[w] != 0
@@ -259,7 +221,7 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
             for j in range(k):  # the few draws the vectorised terms did not settle
                 lam = q[j]
                 if lam >= LAM_INV:
-                    zz[j] = _ptrs(lam, base + np.uint64(j) * _STRIDE)
+                    zz[j] = _ptrs(lam, base + np.uint64(j) * STRIDE)
                 elif zz[j] == terms and lam > 0.0:  # u beyond the first terms: go on
                     z, f, t, u = terms, cdf[j], pr[j], uu[j]
                     for x in range(terms, MAX_TERMS):
@@ -320,12 +282,6 @@ def _sample_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, h
                  temp, hot, theta_hat, phi_hat, with_phi, nsamps, key)
 
 
-@numba.njit(inline="always")
-def _stream_key(seed, step):
-    """:func:`stream_key` in numba (same bits: uint64 arithmetic wraps like ``& _M64``)."""
-    return _mix64(_mix64(seed + _GOLD) + step * _GOLD)
-
-
 @numba.njit(cache=True, nogil=True)
 def _sweeps_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
                    theta_hat, phi_hat, rows, nsamps, seed, step, sweeps, alpha):
@@ -337,7 +293,7 @@ def _sweeps_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, h
                 phi_hat[rows[r], :] = 0
         _sample_rows(0, theta.shape[0], indptr, indices, counts, theta, cnt, a, beta,
                      invden, temp, hot, theta_hat, phi_hat, last, nsamps,
-                     _stream_key(seed, step + np.uint64(i)))
+                     stream_key_nb(seed, step + np.uint64(i)))
         for d in range(theta.shape[0]):
             for j in range(theta.shape[1]):
                 theta[d, j] = theta_hat[d, j] + alpha
@@ -397,19 +353,17 @@ def workspace(vocab: int, k: int, dtype: Any, xp: Any = np) -> Any:
 # ----------------------------------------------------------------------------- CUDA
 
 
-@functools.cache
-def _cuda_kernel(device_id: int, dtype: str, itype: str) -> Any:
-    """The compiled kernel for one device, value type and index type (compiled once)."""
-    del device_id  # part of the memo key: one compiled module per device
-    cp = backend.cupy()
-    from bidlab._source_checkout import cuda_source_dir
+_NAMES = tuple(f"bidlab_same_sample<{t}, {i}>" for t in ("float", "double")
+               for i in ("int", "long long"))
 
-    src = (cuda_source_dir() / "lda_sampler.cu").read_text()
-    names = [
-        f"bidlab_same_sample<{t}, {i}>" for t in ("float", "double") for i in ("int", "long long")
-    ]
-    module = cp.RawModule(code=src, options=("--std=c++17",), name_expressions=names)
-    return module.get_function(f"bidlab_same_sample<{dtype}, {itype}>")
+
+def _cuda_kernel(device_id: int, dtype: str, itype: str) -> Any:
+    """The compiled kernel for one device, value type and index type (compiled once, by
+    the one loader of :mod:`bidlab.kern.cuda`)."""
+    from bidlab.kern.cuda import _module
+
+    return _module(device_id, "lda_sampler.cu", _NAMES).get_function(
+        f"bidlab_same_sample<{dtype}, {itype}>")
 
 
 def _same_sample_gpu(X, theta, cnt, a, beta, invden, temp, nsamps, key, theta_hat, phi_hat,
