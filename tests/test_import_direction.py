@@ -29,12 +29,16 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "base": frozenset({"base"}),
     "kern": frozenset({"base", "kern"}),
     "mat": frozenset({"base", "kern", "mat"}),
-    "learn": frozenset({"base", "kern", "mat", "root", "learn"}),
-    "models": frozenset({"base", "kern", "mat", "root", "learn", "models"}),
+    "learn": frozenset({"base", "kern", "mat", "root", "learn", "io"}),
+    "models": frozenset({"base", "kern", "mat", "root", "learn", "models", "io"}),
     # loaders and generators: numpy / scipy / scikit-learn only (bidlab/datasets/__init__.py)
-    "datasets": frozenset({"datasets"}),
+    # and the bounded file reading they share with the learner layer
+    "datasets": frozenset({"datasets", "io"}),
+    # bounded, safe reading of data files (standard library and numpy only)
+    "io": frozenset({"io"}),
 }
 BASE = {"bidlab.backend", "bidlab._threads", "bidlab._source_checkout"}
+IO = {"bidlab._bounded_io"}
 #: Everything else (lab, bench, cli, demo, the package root and any new top-level module)
 #: is an application: it may import any bidlab layer, and no layer above may import it.
 APP = "app"
@@ -47,6 +51,8 @@ def layer(module: str) -> str:
         return "root"
     if module in BASE:
         return "base"
+    if module in IO:
+        return "io"
     part = module.split(".")[1]
     if part == "widgets":
         return WIDGETS

@@ -170,6 +170,75 @@ def test_manifest_rows_must_add_up(tmp_path):
         ShardSource(tmp_path)
 
 
+def _point_shard_at(folder, index, name, keep_bytes=False):
+    m = json.loads((folder / "manifest.json").read_text())
+    m["shards"][index]["file"] = name
+    if not keep_bytes:
+        del m["shards"][index]["bytes"]
+    (folder / "manifest.json").write_text(json.dumps(m))
+
+
+@pytest.mark.parametrize("keep_bytes", [False, True], ids=["no-bytes", "bytes"])
+@pytest.mark.parametrize("how", ["dotdot", "absolute", "symlink"])
+def test_a_manifest_names_files_inside_its_folder_only(tmp_path, how, keep_bytes):
+    from bidlab.cli import main
+
+    X, y, _ = _data(n=60)
+    folder = tmp_path / "shards"
+    write_shards(folder, X, y, rows_per_shard=30)
+    outside = tmp_path / "x.npz"  # a valid shard of other data, beside the folder
+    write_shards(tmp_path / "other", X * 2, y, rows_per_shard=30)
+    (tmp_path / "other" / "shard-00000.npz").rename(outside)
+    name = {"dotdot": "../x.npz", "absolute": str(outside), "symlink": "link.npz"}[how]
+    if how == "symlink":
+        (folder / "link.npz").symlink_to(outside)
+    _point_shard_at(folder, 0, name, keep_bytes)
+    with pytest.raises(ShardError, match=r"names '.*x.npz'|names 'link.npz'") as err:
+        ShardSource(folder, batch_size=10)
+    assert "outside its folder" in str(err.value)
+    assert main(["train", "lsq", "--data", str(folder), "--n_passes", "1"]) == 2
+
+
+def _raised_within(fn, fifo, seconds=20):
+    """What ``fn()`` raised, run in a thread; fails (freeing a reader blocked on ``fifo``)
+    if it has not ended within ``seconds``."""
+    import os
+
+    box = {}
+
+    def target():
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - handed to the test
+            box["exc"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail(f"blocked on the FIFO {fifo}")
+    return box.get("exc")
+
+
+def test_special_files_in_a_shard_folder_are_refused_without_blocking(tmp_path):
+    import os
+
+    X, y, _ = _data(n=60)
+    write_shards(tmp_path, X, y, rows_per_shard=30)
+    victim = tmp_path / "shard-00001.npz"
+    victim.unlink()
+    os.mkfifo(victim)
+    exc = _raised_within(lambda: ShardSource(tmp_path, batch_size=10), victim)
+    assert isinstance(exc, ShardError) and f"{victim} is a FIFO" in str(exc), repr(exc)
+    victim.unlink()
+    manifest = tmp_path / "manifest.json"
+    manifest.unlink()
+    os.mkfifo(manifest)
+    exc = _raised_within(lambda: read_manifest(tmp_path), manifest)
+    assert isinstance(exc, ShardError) and f"{manifest} is a FIFO" in str(exc), repr(exc)
+
+
 def test_blended_source_mixes_in_the_given_fraction():
     rng = np.random.default_rng(0)
     Xa, Xb = rng.random((100, 3)), rng.random((30, 3)) + 10

@@ -10,6 +10,14 @@ fits, :class:`DataFormatError` names the formats tried and what the file looked 
 A bidlab shard folder (``manifest.json`` with ``"format": "bidlab-shards"``) is
 recognised here but streamed by :class:`bidlab.learn.ShardSource`; :func:`load` does not
 read it (this package stays free of the learner layer).
+
+Reading is bounded (:mod:`bidlab._bounded_io`): only regular files are opened (a FIFO, a
+device such as ``/dev/zero`` or a symlink loop is refused by its type), gzip content and
+``.npz`` / tar members stop at a decompressed-size cap (``max_decompressed=`` or
+``$BIDLAB_MAX_DECOMPRESSED``; default 4 GiB or the memory budget, whichever is smaller),
+and a header that asks for more than the memory budget (``memory_budget=`` or
+``$BIDLAB_MEMORY_BUDGET``; default a quarter of the machine's memory) is refused before
+anything is allocated.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import gzip
 import json
 import os
 import re
+import stat
 import tarfile
 import zipfile
 from dataclasses import dataclass, field
@@ -26,6 +35,13 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
+from bidlab._bounded_io import (
+    check_npz,
+    open_regular,
+    require_regular,
+    stat_path,
+)
 
 __all__ = ["FORMATS", "DataFormatError", "Sniffed", "LoadedData", "sniff", "load"]
 
@@ -107,12 +123,12 @@ class LoadedData:
 # ------------------------------------------------------------------------------ sniffing
 def _read_head(path: Path) -> tuple[bytes, bool]:
     """The first bytes of ``path`` (decompressed when it is gzip) and whether it was."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         raw = f.read(_HEAD_BYTES)
     if raw[:2] != _GZIP_MAGIC:
         return raw, False
     try:
-        with gzip.open(path, "rb") as g:
+        with open_regular(path) as f, gzip.GzipFile(fileobj=f, mode="rb") as g:
             return g.read(_HEAD_BYTES), True
     except (OSError, EOFError) as exc:
         raise DataFormatError(f"{path}: starts like gzip (1f 8b) but cannot be decompressed "
@@ -183,7 +199,7 @@ def _tried(kinds: tuple[str, ...]) -> str:
 
 
 def _sniff_file(path: Path) -> Sniffed:
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         magic = f.read(4)
     if magic == _ZIP_MAGIC:
         kind, keys = _npz_kind(path)
@@ -218,6 +234,7 @@ def _visible_files(folder: Path, limit: int) -> list[Path]:
         for name in sorted(files):
             if not name.startswith("."):
                 found.append(Path(root) / name)
+                require_regular(found[-1], "document")  # a FIFO here would block open()
                 if len(found) >= limit:
                     return found
     return found
@@ -276,14 +293,19 @@ def _sniff_manifest(manifest: Path) -> Sniffed:
 def sniff(path: str | os.PathLike) -> Sniffed:
     """The format of the data at ``path`` (a file or folder), told from its content.
 
-    Raises FileNotFoundError when nothing is there and :class:`DataFormatError` (a
+    Raises FileNotFoundError when nothing is there, NotRegularFileError (a ``ValueError``)
+    for a FIFO, device, socket or symlink loop, and :class:`DataFormatError` (a
     ``ValueError``) naming the formats tried and what the file looked like when none fits.
     """
     path = Path(path)
-    if path.is_dir():
+    try:
+        mode = stat_path(path).st_mode
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(
+            str(exc) if "symlink" in str(exc) else f"{path}: no such file or folder") from None
+    if stat.S_ISDIR(mode):
         return _sniff_folder(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file or folder")
+    require_regular(path)
     if path.name == "manifest.json":
         return _sniff_manifest(path)
     return _sniff_file(path)
@@ -319,8 +341,13 @@ def _npz_mats(arrays: dict[str, np.ndarray], path: Path) -> list[Any]:
     return mats
 
 
-def _load_npz(path: Path, kind: str) -> tuple[Any, Any, Any]:
-    with np.load(path, allow_pickle=False) as z:
+def _load_npz(path: Path, kind: str, cap: int | None = None) -> tuple[Any, Any, Any]:
+    try:
+        check_npz(path, cap)  # declared sizes within the cap before numpy inflates anything
+    except (zipfile.BadZipFile, EOFError) as exc:
+        raise DataFormatError(f"{path}: a zip file that numpy cannot read as .npz ({exc}); "
+                              "re-write it with numpy.savez or scipy.sparse.save_npz") from None
+    with open_regular(path) as f, np.load(f, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files}
     if kind == "scipy-npz":
         fmt = arrays["format"].item()
@@ -341,7 +368,8 @@ def _load_npz(path: Path, kind: str) -> tuple[Any, Any, Any]:
     return mats[0], mats[1], mats[2]
 
 
-def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float32
+def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float32,
+         max_decompressed: int | None = None, memory_budget: int | None = None
          ) -> LoadedData:
     """Read the data at ``data`` (a path, or what :func:`sniff` returned) into memory.
 
@@ -349,6 +377,10 @@ def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float
     archive word counts, and labels when the documents sit in one sub-folder per label;
     an ``.npz`` its ``X`` (and ``y``, ``w``). A shard folder is refused: stream it with
     :class:`bidlab.learn.ShardSource` instead.
+
+    ``max_decompressed`` caps the bytes that compressed input may expand to and
+    ``memory_budget`` the memory a header may ask for (defaults: see the module docstring);
+    exceeding either raises ``InputTooLargeError`` (a ``ValueError``) saying how to raise it.
     """
     from bidlab.datasets.svmlight import load_svmlight
     from bidlab.datasets.text import load_text_folder
@@ -359,19 +391,21 @@ def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float
         raise DataFormatError(f"{s.path} is a bidlab shard folder: stream it with "
                               "bidlab.learn.ShardSource(folder) rather than loading it whole")
     if s.format in ("npz", "scipy-npz"):
-        X, y, w = _load_npz(s.path, s.format)
+        X, y, w = _load_npz(s.path, s.format, max_decompressed)
         if sp.issparse(X):
             X = X.tocsr()
         return LoadedData(X, y, w, sniffed=s)
     if s.format == "svmlight":
-        X, y = load_svmlight(s.path, dtype=dtype)
+        X, y = load_svmlight(s.path, dtype=dtype, max_decompressed=max_decompressed,
+                             memory_budget=memory_budget)
         return LoadedData(X, y, sniffed=s)
     if s.format == "uci-bow":
-        corpus = load_uci_bow(s.path, vocab=_uci_vocab(s.path), dtype=dtype)
+        corpus = load_uci_bow(s.path, vocab=_uci_vocab(s.path), dtype=dtype,
+                              max_decompressed=max_decompressed, memory_budget=memory_budget)
         return LoadedData(corpus.X, vocab=list(corpus.vocab), sniffed=s,
                           extra={"name": corpus.name})
     if s.format in ("text-folder", "text-archive"):
-        corpus = load_text_folder(s.path, dtype=dtype)
+        corpus = load_text_folder(s.path, dtype=dtype, max_decompressed=max_decompressed)
         y = None if corpus.labels is None else corpus.labels.astype(dtype)
         return LoadedData(corpus.X, y, vocab=list(corpus.vocab),
                           label_names=corpus.label_names, sniffed=s,

@@ -3,23 +3,64 @@
 Parsing is scikit-learn's ``load_svmlight_file`` (C speed, skips blank lines). Note from the
 shared data README: ``a9a.t`` never uses feature 123, so both a9a files load with
 ``n_features=123``; ``w8a`` has 300 features and ends with an empty line.
+
+Reading is bounded (:mod:`bidlab._bounded_io`): a FIFO or device is refused before it is
+opened, gzip content stops at a decompressed-size cap, runs of blank lines are dropped
+before the parser sees them (2 GB of newlines cost a decompression, not 2e9 parser steps),
+and a largest feature index whose columns would not fit the memory budget is refused.
 """
 
 from __future__ import annotations
 
-import gzip
 import os
+import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
+from bidlab._bounded_io import (
+    InputTooLargeError,
+    check_budget,
+    open_data,
+    require_regular,
+    stat_path,
+)
 from bidlab.datasets.corpus import canonical_csr
 from bidlab.datasets.paths import resolve_shared
 
 A9A_FEATURES = 123
 W8A_FEATURES = 300
+_COLUMN_BYTES = 8  # one float64 per column: the least a model over the columns holds
+_CHUNK = 1 << 20
+_BLANK_RUN = re.compile(rb"\n[ \t\r\f\v\n]*\n")  # blank lines, whatever their spaces
+
+
+class _Lines:
+    """The lines of a binary stream, runs of blank lines collapsed at C speed, for
+    scikit-learn's parser (which takes one Python step per line, blank or not)."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f = f
+
+    def read(self, n: int = -1) -> bytes:  # the parser checks for a read method
+        return self._f.read(n)
+
+    def __iter__(self) -> Iterator[bytes]:
+        parts: list[bytes] = []
+        while chunk := self._f.read(_CHUNK):
+            lines = _BLANK_RUN.sub(b"\n", chunk).split(b"\n")
+            if len(lines) == 1:
+                parts.append(lines[0])
+                continue
+            parts.append(lines[0])
+            yield b"".join(parts)
+            yield from lines[1:-1]
+            parts = [lines[-1]]
+        if any(parts):
+            yield b"".join(parts)
 
 
 class TrainTest(NamedTuple):
@@ -36,6 +77,9 @@ def load_svmlight(
     n_features: int | None = None,
     dtype: np.dtype | type = np.float32,
     zero_based: bool | str = "auto",
+    *,
+    max_decompressed: int | None = None,
+    memory_budget: int | None = None,
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """Load an svmlight/LIBSVM file as ``(X, y)``: X canonical CSR (rows are samples).
 
@@ -43,26 +87,41 @@ def load_svmlight(
     last feature); ``zero_based="auto"`` treats indices as 1-based unless a 0 occurs.
     ``y`` has the file's labels (e.g. +1/-1) as ``dtype``. A gzip file is read by its
     magic number, whatever its name.
+
+    ``max_decompressed`` caps the bytes a gzip file may expand to (default 4 GiB or the
+    memory budget, whichever is smaller; ``$BIDLAB_MAX_DECOMPRESSED``). Without
+    ``n_features``, the largest feature index sets the column count, which must fit
+    ``memory_budget`` at 8 bytes per column (default a quarter of the machine's memory;
+    ``$BIDLAB_MEMORY_BUDGET``). Either limit raises ``InputTooLargeError`` (a ValueError).
     """
     from sklearn.datasets import load_svmlight_file  # lazy: sklearn is slow to import
 
     path = Path(path)
-    if not path.is_file():
+    try:
+        stat_path(path)
+    except FileNotFoundError:
         raise FileNotFoundError(
             f"{path} not found: expected an svmlight/LIBSVM text file "
             "('<label> <index>:<value> ...' per line)"
-        )
+        ) from None
+    require_regular(path, "svmlight/LIBSVM file")
     try:
-        with open(path, "rb") as f:
-            gzipped = f.read(2) == b"\x1f\x8b"  # by content: the name need not end in .gz
-        with gzip.open(path, "rb") if gzipped else open(path, "rb") as f:
+        with open_data(path, max_decompressed) as f:
             X, y = load_svmlight_file(
-                f, n_features=n_features, dtype=dtype, zero_based=zero_based
+                _Lines(f), n_features=n_features, dtype=dtype, zero_based=zero_based
             )
+    except InputTooLargeError:
+        raise
     except (ValueError, OSError, EOFError) as e:
-        where = _first_bad_line(path, gzipped) if not isinstance(e, EOFError) else None
+        where = (_first_bad_line(path, max_decompressed) if not isinstance(e, EOFError)
+                 else None)
         at = f" at line {where[0]}: {where[1]!r}" if where else ""
         raise ValueError(f"{path}: could not read as svmlight/LIBSVM{at} ({e})") from e
+    if n_features is None:
+        check_budget(path, f"the largest feature index, which sets {X.shape[1]} columns "
+                     f"({_COLUMN_BYTES} bytes each),",
+                     X.shape[1] * _COLUMN_BYTES, memory_budget,
+                     "pass n_features= (the true column count) or fix the index")
     return canonical_csr(X, dtype), y.astype(dtype)
 
 
@@ -77,12 +136,12 @@ def _token_ok(tok: bytes) -> bool:
         return False
 
 
-def _first_bad_line(path: Path, gzipped: bool) -> tuple[int, str] | None:
+def _first_bad_line(path: Path, cap: int | None) -> tuple[int, str] | None:
     """(line number, its start) of the first line that is not ``<label> <index>:<value>
     ...``, to say where a file is damaged; None when every line reads (or it cannot be
     scanned)."""
     try:
-        with gzip.open(path, "rb") if gzipped else open(path, "rb") as f:
+        with open_data(path, cap) as f:
             for no, raw in enumerate(f, start=1):
                 line = raw.split(b"#", 1)[0].strip()
                 if not line:
@@ -94,7 +153,7 @@ def _first_bad_line(path: Path, gzipped: bool) -> tuple[int, str] | None:
                     return no, raw[:80].decode(errors="replace").rstrip()
                 if not all(_token_ok(t) for t in feats):
                     return no, raw[:80].decode(errors="replace").rstrip()
-    except (OSError, EOFError):
+    except (OSError, EOFError, InputTooLargeError):
         return None
     return None
 

@@ -6,11 +6,19 @@ the folder that holds it, and ``subset="train"`` keeps the documents whose top f
 member with :mod:`tarfile`; nothing is extracted to disk. Counting is scikit-learn's
 ``CountVectorizer``; pass ``vocabulary=train.vocab`` to count a test split in the training
 split's columns.
+
+Reading is bounded (:mod:`bidlab._bounded_io`): a FIFO, device or socket in a folder (or
+given as the path) is refused by its type before anything is opened, and an archive's
+members are read only while their decompressed end lies within the decompressed-size cap
+(``max_decompressed=`` or ``$BIDLAB_MAX_DECOMPRESSED``; default 4 GiB or the memory
+budget, whichever is smaller), so a small archive declaring a 3 GB member is refused by
+its header.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tarfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -18,6 +26,13 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from bidlab._bounded_io import (
+    InputTooLargeError,
+    format_bytes,
+    max_decompressed,
+    require_regular,
+    stat_path,
+)
 from bidlab.datasets.corpus import Corpus, canonical_csr
 
 DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
@@ -27,7 +42,10 @@ _ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
 def is_archive(path: Path) -> bool:
     """True for a tar file (plain, gzip, bz2 or xz), by its name (``.tar``, ``.tar.gz``,
     ``.tgz``, ``.tar.bz2``, ``.tar.xz``) or, whatever the name, by its content."""
-    if not path.is_file():
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return False
+    except OSError:
         return False
     return path.name.lower().endswith(_ARCHIVE_SUFFIXES) or tarfile.is_tarfile(path)
 
@@ -46,17 +64,28 @@ def _visible(parts: tuple[str, ...]) -> bool:
 
 
 def _iter_folder(root: Path, subset: str | None) -> Iterator[tuple[tuple[str, ...], bytes]]:
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    for path in sorted(p for p in root.rglob("*") if p.exists() and not p.is_dir()):
         parts = path.relative_to(root).parts
         if _visible(parts) and _in_subset(parts, subset):
+            require_regular(path, "document")  # a FIFO would block open() forever
             yield parts, path.read_bytes()
 
 
-def _iter_tar(path: Path, subset: str | None) -> Iterator[tuple[tuple[str, ...], bytes]]:
+def _iter_tar(path: Path, subset: str | None,
+              cap: int | None = None) -> Iterator[tuple[tuple[str, ...], bytes]]:
     members: list[tuple[tuple[str, ...], bytes]] = []
+    limit = max_decompressed(cap)
     try:
         with tarfile.open(path, "r:*") as tar:
             for member in tar:
+                end = member.offset_data + member.size
+                if end > limit:  # from the header, before the member is read or skipped
+                    raise InputTooLargeError(
+                        f"{path}: member {member.name!r} ({format_bytes(member.size)}) ends "
+                        f"{format_bytes(end)} into the archive's decompressed content, past "
+                        f"the decompressed-size cap of {format_bytes(limit)}; if the data is "
+                        "genuine, raise the cap with max_decompressed=BYTES or "
+                        "$BIDLAB_MAX_DECOMPRESSED=SIZE")
                 if not member.isfile():
                     continue
                 parts = tuple(p for p in PurePosixPath(member.name).parts if p not in (".", "/"))
@@ -95,16 +124,26 @@ def read_text_documents(
     subset: str | None = None,
     categories: Iterable[str] | None = None,
     encoding: str = "latin-1",
+    max_decompressed: int | None = None,
 ) -> tuple[list[str], list[str], list[str | None]]:
     """Read every file of a folder or tar archive: ``(texts, doc_ids, label_strings)``.
 
     Documents come in sorted path order; a document's label is its parent folder (None
     for files at the top level). ``categories`` keeps only those labels.
+    ``max_decompressed`` caps how far into an archive's decompressed content members are
+    read (see the module docstring).
     """
     path = Path(path)
+    try:
+        is_dir = stat.S_ISDIR(stat_path(path).st_mode)
+    except FileNotFoundError:
+        is_dir = False
+    else:
+        if not is_dir:
+            require_regular(path, "text archive")
     if is_archive(path):
-        items: Iterable = _iter_tar(path, subset)
-    elif path.is_dir():
+        items: Iterable = _iter_tar(path, subset, max_decompressed)
+    elif is_dir:
         items = _iter_folder(path, subset)
     else:
         raise FileNotFoundError(
@@ -173,6 +212,7 @@ def load_text_folder(
     preprocess: Callable[[str], str] | None = None,
     dtype: np.dtype | type = np.float32,
     name: str | None = None,
+    max_decompressed: int | None = None,
 ) -> Corpus:
     """Load a folder or tar archive of text files as a word-count :class:`Corpus`.
 
@@ -189,6 +229,9 @@ def load_text_folder(
         preprocess: applied to each document's text before tokenising (e.g. strip headers).
         dtype: dtype of the count matrix.
         name: the corpus name (default: the file or folder name).
+        max_decompressed: cap on how far into an archive's decompressed content members
+            are read (default 4 GiB or the memory budget, whichever is smaller;
+            ``$BIDLAB_MAX_DECOMPRESSED``).
 
     Labels are the parent folder names, encoded as indices into ``label_names``; ``doc_ids``
     are the paths relative to ``path``.
@@ -197,7 +240,8 @@ def load_text_folder(
 
     source = Path(path)
     texts, ids, label_strings = read_text_documents(
-        source, subset=subset, categories=categories, encoding=encoding
+        source, subset=subset, categories=categories, encoding=encoding,
+        max_decompressed=max_decompressed,
     )
     if preprocess is not None:
         texts = [preprocess(t) for t in texts]

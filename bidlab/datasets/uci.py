@@ -5,11 +5,15 @@ Format (https://archive.ics.uci.edu/ml/datasets/Bag+of+Words): three header line
 ``docID wordID count``, 1-based. ``vocab.NAME.txt`` holds one word per line, line i being
 wordID i. The triples are parsed in one vectorised ``np.loadtxt`` call (KOS, 353k lines, in
 well under a second) and checked against the header.
+
+Reading is bounded (:mod:`bidlab._bounded_io`): a FIFO or device is refused before it is
+opened, gzip content stops at a decompressed-size cap, and the header's D, W and NNZ are
+checked against the memory budget before the body is read (a header with W = 10^12 is
+refused rather than building 10^12 word names).
 """
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import re
@@ -17,23 +21,35 @@ from pathlib import Path
 
 import numpy as np
 
+from bidlab._bounded_io import check_budget, open_data, read_data, require_regular, stat_path
 from bidlab.datasets.corpus import Corpus, counts_csr
 from bidlab.datasets.paths import resolve_shared
 
 _DOCWORD = re.compile(r"^docword\.(?P<name>.+)\.txt(\.gz)?$")
 _HEADER = ("D (number of documents)", "W (vocabulary size)", "NNZ (number of triples)")
+_NAME_BYTES = 64  # a generated word name "w123" as a Python str in a list
+_COLUMN_BYTES = 8  # one float64 per word: the least a model over the vocabulary holds
+_TRIPLE_BYTES = 3 * 8 + 4 + 8  # the int64 triple, then its CSR index and float64 value
 
 
-def read_maybe_gzip(path: Path) -> bytes:
-    """The bytes of ``path``, gunzipped when the file starts with the gzip magic number."""
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise ValueError(f"{path}: corrupt gzip data ({e}); re-download the file") from e
-    return raw
+def read_maybe_gzip(path: Path, max_decompressed: int | None = None) -> bytes:
+    """The bytes of ``path`` (a regular file), gunzipped when it starts with the gzip magic
+    number; the decompressed size is capped (``max_decompressed``, see
+    :mod:`bidlab._bounded_io`)."""
+    return read_data(path, max_decompressed)
+
+
+def check_header_budget(source: Path | str, D: int, W: int, NNZ: int, *,
+                        names: bool = False, memory_budget: int | None = None) -> None:
+    """Refuse a docword header whose D, W and NNZ would need more than the memory budget
+    (the triples and their CSR matrix, its row pointers, one float64 per word and, with
+    ``names``, the generated word names ``w1 .. wW``)."""
+    need = {"NNZ": NNZ * _TRIPLE_BYTES, "D": (D + 1) * 8,
+            "W": W * (_COLUMN_BYTES + (_NAME_BYTES if names else 0))}
+    big = max(need, key=need.get)
+    check_budget(source, f"the header D={D}, W={W}, NNZ={NNZ} (mostly for {big})",
+                 sum(need.values()), memory_budget,
+                 "check the header's three lines against the data")
 
 
 def _find_file(folder: Path, stem: str) -> Path | None:
@@ -62,10 +78,13 @@ def _locate(path: Path, name: str | None) -> tuple[Path, str]:
                 "words), found neither"
             )
         return docword, name
-    if not path.is_file():
+    try:
+        stat_path(path)
+    except FileNotFoundError:
         raise FileNotFoundError(
             f"{path} not found: pass a UCI bag-of-words folder or its docword.NAME.txt[.gz] file"
-        )
+        ) from None
+    require_regular(path, "UCI docword file")
     m = _DOCWORD.match(path.name)
     return path, name if name is not None else (m["name"] if m else path.name.split(".")[0])
 
@@ -98,15 +117,18 @@ def _first_bad_line(body: bytes) -> tuple[int, str]:
     return 0, ""
 
 
-def parse_docword(raw: bytes, source: Path | str = "<docword>") -> tuple[int, int, np.ndarray]:
+def parse_docword(raw: bytes, source: Path | str = "<docword>", *,
+                  memory_budget: int | None = None) -> tuple[int, int, np.ndarray]:
     """Parse UCI docword text into ``(D, W, triples)``; ``triples`` is NNZ x 3, 1-based.
 
     Checks the header against the data: the triple count must equal NNZ, IDs must lie in
-    1..D and 1..W and counts must be >= 0. Errors name the file and line.
+    1..D and 1..W and counts must be >= 0, and against ``memory_budget`` (see
+    :func:`check_header_budget`). Errors name the file and line.
     """
     source = Path(source)
     parts = raw.split(b"\n", 3)
     D, W, NNZ = _parse_header(parts[:3], source)
+    check_header_budget(source, D, W, NNZ, memory_budget=memory_budget)
     body = parts[3] if len(parts) == 4 else b""
     if not body.strip():
         triples = np.zeros((0, 3), dtype=np.int64)
@@ -144,9 +166,10 @@ def parse_docword(raw: bytes, source: Path | str = "<docword>") -> tuple[int, in
     return D, W, triples
 
 
-def read_vocab(path: Path, expected: int | None = None) -> list[str]:
+def read_vocab(path: Path, expected: int | None = None,
+               max_decompressed: int | None = None) -> list[str]:
     """One word per line (UTF-8, else Latin-1); checks the count when ``expected`` is given."""
-    raw = read_maybe_gzip(path)
+    raw = read_maybe_gzip(path, max_decompressed)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -169,6 +192,8 @@ def load_uci_bow(
     *,
     vocab: str | os.PathLike | bool | None = None,
     dtype: np.dtype | type = np.float32,
+    max_decompressed: int | None = None,
+    memory_budget: int | None = None,
 ) -> Corpus:
     """Load a UCI bag-of-words collection as a :class:`Corpus` (documents x vocabulary).
 
@@ -179,11 +204,28 @@ def load_uci_bow(
         vocab: the vocabulary file; default: ``vocab.NAME.txt[.gz]`` beside the docword file.
             ``False`` skips it and names the words ``w1 .. wW``.
         dtype: dtype of the count matrix.
+        max_decompressed: cap on the bytes a gzip file may expand to (default 4 GiB or the
+            memory budget, whichever is smaller; ``$BIDLAB_MAX_DECOMPRESSED``).
+        memory_budget: what the header's D, W and NNZ may ask for (default a quarter of
+            the machine's memory; ``$BIDLAB_MEMORY_BUDGET``), checked before the body is read.
 
     Document i of the file is row i-1 and ``doc_ids`` holds the 1-based UCI IDs.
     """
     docword, name = _locate(Path(path), name)
-    D, W, triples = parse_docword(read_maybe_gzip(docword), docword)
+    with open_data(docword, max_decompressed) as f:
+        try:
+            head = [f.readline(64) for _ in range(3)]
+            try:
+                header = _parse_header(head, docword)
+            except ValueError:
+                header = None  # malformed: parse_docword below says where
+            if header is not None:  # before the body is read
+                check_header_budget(docword, *header, names=vocab is False,
+                                    memory_budget=memory_budget)
+            raw = b"".join(head) + f.read()
+        except (OSError, EOFError) as e:
+            raise ValueError(f"{docword}: corrupt gzip data ({e}); re-download the file") from e
+    D, W, triples = parse_docword(raw, docword, memory_budget=memory_budget)
     if vocab is False:
         words = [f"w{j}" for j in range(1, W + 1)]
     else:
@@ -200,7 +242,7 @@ def load_uci_bow(
                 raise FileNotFoundError(
                     f"vocabulary file {vocab_path} not found (expected {W} words, one per line)"
                 )
-        words = read_vocab(vocab_path, expected=W)
+        words = read_vocab(vocab_path, expected=W, max_decompressed=max_decompressed)
     X = counts_csr(triples[:, 0] - 1, triples[:, 1] - 1, triples[:, 2], (D, W), dtype)
     X.eliminate_zeros()
     return Corpus(X=X, vocab=words, doc_ids=np.arange(1, D + 1), name=name)

@@ -10,8 +10,12 @@ but never runs code.
 Reading is bounded: every member must be stored uncompressed (bidlab writes no other
 kind, so a zip bomb is refused before anything is inflated), each array's header must
 describe exactly the bytes the member holds (a header claiming 10^12 floats in a small file
-is refused before anything is allocated), and the whole file is capped at
-``MAX_BYTES``. Any failure is a :class:`CheckpointError` naming the file and the reason.
+is refused before anything is allocated), the file must be a regular file (a FIFO or
+device is refused before it is opened), and the file and the sizes its zip directory
+declares are capped at ``MAX_BYTES`` -- by default (None) the memory budget of
+:mod:`bidlab._bounded_io` (``$BIDLAB_MEMORY_BUDGET``, else a quarter of the machine's
+memory) -- before any member is read. The file is read member by member, never whole.
+Any failure is a :class:`CheckpointError` naming the file and the reason.
 
 Writing is atomic: a temporary file in the same folder is written, flushed and fsynced,
 then renamed over the target (and the folder fsynced), so a writer killed at any moment
@@ -21,7 +25,6 @@ files of writers that died are removed by the next save to the same path.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
@@ -33,12 +36,23 @@ from typing import Any
 
 import numpy as np
 
+from bidlab._bounded_io import (
+    MEMORY_BUDGET_ENV,
+    NotRegularFileError,
+    format_bytes,
+    memory_budget,
+    open_regular,
+    require_regular,
+)
+
 __all__ = ["save_checkpoint", "load_checkpoint", "Checkpoint", "CheckpointError",
            "atomic_write_bytes", "remove_stale_temps", "MAX_BYTES"]
 
 FORMAT = "bidlab-checkpoint"
 VERSION = 1
-MAX_BYTES = 1 << 40  #: the largest checkpoint file read (1 TiB)
+#: the largest checkpoint (file, and sum of its declared members) read, in bytes; None:
+#: the memory budget (``bidlab._bounded_io.memory_budget()``)
+MAX_BYTES: int | None = None
 
 
 class CheckpointError(ValueError):
@@ -146,15 +160,24 @@ def save_checkpoint(path: str | os.PathLike, arrays: dict[str, Any],
     return atomic_write_bytes(path, lambda f: np.savez(f, **payload))
 
 
-def _read_members(path: Path, raw: bytes) -> dict[str, np.ndarray]:
+def _read_members(path: Path, f: Any, size: int, cap: int) -> dict[str, np.ndarray]:
     """The arrays of an uncompressed ``.npz``, each checked against its header first."""
     arrays = {}
-    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
-        for info in zf.infolist():
+    with zipfile.ZipFile(f) as zf:
+        infos = zf.infolist()
+        for info in infos:
             if info.compress_type != zipfile.ZIP_STORED:
                 raise CheckpointError(f"checkpoint {path}: member {info.filename!r} is "
                                       "compressed; bidlab writes (and reads) only stored "
                                       "members")
+        declared = sum(info.file_size for info in infos)
+        if declared > min(size, cap):
+            raise CheckpointError(
+                f"checkpoint {path}: its zip directory declares {format_bytes(declared)} of "
+                f"arrays, more than the file holds ({format_bytes(size)}) or the cap "
+                f"({format_bytes(cap)}, bidlab.learn.checkpoint.MAX_BYTES or "
+                f"${MEMORY_BUDGET_ENV}); it is corrupt or crafted")
+        for info in infos:
             if not info.filename.endswith(".npy"):
                 raise CheckpointError(f"checkpoint {path}: unexpected member "
                                       f"{info.filename!r}")
@@ -186,16 +209,20 @@ def _read_members(path: Path, raw: bytes) -> dict[str, np.ndarray]:
 def load_checkpoint(path: str | os.PathLike) -> Checkpoint:
     """Read a checkpoint without unpickling anything; CheckpointError names the file."""
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"no checkpoint file at {path}")
-    size = path.stat().st_size
-    if size > MAX_BYTES:
-        raise CheckpointError(f"checkpoint {path} is {size} bytes, over the {MAX_BYTES}-byte "
-                              "limit (bidlab.learn.checkpoint.MAX_BYTES)")
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-        arrays = _read_members(path, raw)
+        size = require_regular(path, "checkpoint").st_size
+    except NotRegularFileError as exc:
+        raise CheckpointError(str(exc)) from None
+    except OSError:
+        raise CheckpointError(f"no checkpoint file at {path}") from None
+    cap = memory_budget() if MAX_BYTES is None else MAX_BYTES
+    if size > cap:
+        raise CheckpointError(f"checkpoint {path} is {format_bytes(size)}, over the cap of "
+                              f"{format_bytes(cap)} (bidlab.learn.checkpoint.MAX_BYTES, by "
+                              f"default the memory budget: raise ${MEMORY_BUDGET_ENV})")
+    try:
+        with open_regular(path, "checkpoint") as f:
+            arrays = _read_members(path, f, size, cap)
     except CheckpointError:
         raise
     except Exception as exc:  # any parse failure of a crafted or torn file  # noqa: BLE001

@@ -20,7 +20,10 @@ speed; the training thread only copies the planned rows into its reused containe
 
 A missing shard is reported when the source is made; a corrupt or truncated one (a bad
 zip, a wrong shape, a size that disagrees with the manifest) when it is read -- each
-error names the file.
+error names the file. A manifest names files inside its folder only: a ``"file"`` that is
+absolute, holds ``..`` or resolves (through a symlink) outside the folder is refused, as
+is one that is not a regular file. Each shard's ``.npz`` members are checked against the
+decompressed-size cap (:mod:`bidlab._bounded_io`) before numpy inflates them.
 """
 
 from __future__ import annotations
@@ -38,6 +41,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from bidlab._bounded_io import (
+    InputTooLargeError,
+    NotRegularFileError,
+    check_npz,
+    is_within,
+    open_regular,
+    require_regular,
+)
 from bidlab.learn.checkpoint import atomic_write_bytes
 from bidlab.learn.datasource import (
     DataInfo,
@@ -141,7 +152,10 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
     path = folder / MANIFEST if folder.is_dir() else folder
     folder = path.parent
     try:
+        require_regular(path, "shard manifest")
         manifest = json.loads(path.read_text())
+    except NotRegularFileError as exc:
+        raise ShardError(str(exc)) from None
     except FileNotFoundError:
         raise ShardError(f"no shard manifest at {path}: write one with "
                          "bidlab.learn.write_shards(folder, X, y)") from None
@@ -159,7 +173,14 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
     if total != manifest.get("n_samples"):
         raise ShardError(f"shard manifest {path} lists {total} rows in its shards but "
                          f"n_samples={manifest.get('n_samples')}")
-    missing = [s["file"] for s in manifest["shards"] if not (folder / s["file"]).is_file()]
+    for entry in manifest["shards"]:
+        shard = _shard_path(folder, entry, path)
+        if shard.exists():
+            try:
+                require_regular(shard, "shard file")
+            except NotRegularFileError as exc:
+                raise ShardError(str(exc)) from None
+    missing = [s["file"] for s in manifest["shards"] if not (folder / s["file"]).exists()]
     if missing:
         raise ShardError(f"shard folder {folder} is missing {len(missing)} shard file(s): "
                          f"{', '.join(str(folder / f) for f in missing[:5])}; re-write the "
@@ -168,17 +189,34 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
     return manifest
 
 
+def _shard_path(folder: Path, entry: Any, manifest: Path | str) -> Path:
+    """``folder / entry["file"]``, refused unless it names a file inside ``folder``."""
+    name = entry.get("file") if isinstance(entry, dict) else None
+    if not isinstance(name, str) or not name:
+        raise ShardError(f"shard manifest {manifest} has a shard entry without a file name: "
+                         f"{entry!r:.80}")
+    rel = Path(name)
+    if rel.is_absolute() or ".." in rel.parts or (folder / rel).exists() and not is_within(
+            folder / rel, folder):
+        raise ShardError(f"shard manifest {manifest} names {name!r}, which is outside its "
+                         f"folder {folder}: shard files must lie inside the folder (no '..', "
+                         "no absolute paths, no symlinks out); re-write the shards with "
+                         "write_shards(...)")
+    return folder / rel
+
+
 def _load_shard(folder: Path, entry: dict[str, Any], mspecs: list[dict[str, Any]]) -> tuple:
     """The aligned matrices of one shard (CSR as scipy matrices), checked against the manifest."""
-    path = folder / entry["file"]
+    path = _shard_path(folder, entry, folder / MANIFEST)
     rows = int(entry["rows"])
     try:
-        size = path.stat().st_size
+        size = require_regular(path, "shard file").st_size
         if "bytes" in entry and size != int(entry["bytes"]):
             raise ShardError(f"shard file {path} has {size} bytes but the manifest says "
                              f"{entry['bytes']}: it is truncated or was changed; re-write it")
+        check_npz(path)
         out = []
-        with np.load(path, allow_pickle=False) as z:
+        with open_regular(path, "shard file") as f, np.load(f, allow_pickle=False) as z:
             for m in mspecs:
                 name, cols = m["name"], int(m["cols"])
                 if m["kind"] == "csr":
@@ -198,6 +236,8 @@ def _load_shard(folder: Path, entry: dict[str, Any], mspecs: list[dict[str, Any]
         return tuple(out)
     except ShardError:
         raise
+    except (NotRegularFileError, InputTooLargeError) as exc:
+        raise ShardError(str(exc)) from None
     except FileNotFoundError:
         raise ShardError(f"shard file {path} is missing; re-write the shards") from None
     except (zipfile.BadZipFile, ValueError, KeyError, OSError, EOFError) as exc:
