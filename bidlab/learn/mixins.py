@@ -24,7 +24,8 @@ import numpy as np
 from bidlab.kern import steps
 from bidlab.learn.hyper import Component, Hyper
 from bidlab.learn.options import Option
-from bidlab.learn.updaters import _Scratch, sparse_updates
+from bidlab.learn.updaters.base import _Scratch
+from bidlab.learn.updaters.sparse import sparse_updates
 
 __all__ = ["Mixin", "L1Regularizer", "L2Regularizer", "MIXINS"]
 
