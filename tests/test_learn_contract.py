@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import bidlab as bl
-from bidlab.learn import CG, Batch, Grad, IncMult, Learner, Model, PerMatrix
+from bidlab.learn import CG, Batch, Grad, IncMult, L2Regularizer, Learner, Model, PerMatrix
 
 
 class Bare(Model):
@@ -219,3 +219,11 @@ def test_a_full_batch_model_loses_no_block_and_batch_reads_only_its_totals():
         lr.set(val_every=3)
     with pytest.raises(ValueError, match="full-batch.*val_every must stay 0"):
         Learner(WholePass(), X, Batch(), batch_size=1, val_every=3)
+
+
+def test_a_mixin_on_named_statistics_is_refused():
+    A, B = _system()
+    lr = Learner(TwoFactors(A, B), np.zeros((2, 1)), {"W": IncMult(), "H": CG()},
+                 [L2Regularizer(mats=[1])], batch_size=1, n_passes=1, val_every=0)
+    with pytest.raises(ValueError, match=r"updatemats\[1\] hold named statistics"):
+        lr.init()

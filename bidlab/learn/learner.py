@@ -42,7 +42,7 @@ from bidlab.learn import learner_state, registry
 from bidlab.learn.datasource import DataSource, as_source
 from bidlab.learn.hyper import n_groups
 from bidlab.learn.mixins import Mixin
-from bidlab.learn.model import Model
+from bidlab.learn.model import Model, hold_out_none
 from bidlab.learn.observers import ObserverHub, Subscription, format_error
 from bidlab.learn.options import Configurable, Option, Options
 from bidlab.learn.progress import PassLines, format_scores, format_summary, make_progress
@@ -64,17 +64,6 @@ class _SaveRequest:
         self.done = threading.Event()
         self.error: BaseException | None = None
         self.retry = False
-
-
-def _whole_passes(model_name: str) -> Any:
-    """An option validator refusing held-out minibatches (for a full-batch model)."""
-
-    def check(values: dict[str, Any]) -> None:
-        if values.get("val_every", 0):
-            raise ValueError(f"{model_name} is full-batch: it needs every minibatch of every "
-                             "pass, so val_every must stay 0")
-
-    return check
 
 
 class Learner(Configurable):
@@ -133,11 +122,7 @@ class Learner(Configurable):
         for comp in (self, model, updater, *self.mixins):
             comp.attach(merged)
         if model.full_batch:  # every pass is one step over the whole data: none held out
-            if options.get("val_every"):
-                raise ValueError(f"{type(model).__name__} is full-batch: it needs every "
-                                 "minibatch of every pass, so val_every must stay 0")
-            merged.set(val_every=0)
-            merged.add_validator(_whole_passes(type(model).__name__))
+            hold_out_none(model, merged, options)
         if options:
             merged.set(**options)
         self.name = registry.register(self, name or type(model).__name__.lower())

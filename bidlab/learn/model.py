@@ -60,7 +60,7 @@ from bidlab.learn.updaters.gradient import Grad
 from bidlab.learn.updaters.sparse import SparseUpdate
 from bidlab.mat import Mat
 
-__all__ = ["Model", "MODELS", "register_model"]
+__all__ = ["Model", "MODELS", "register_model", "hold_out_none"]
 
 
 class Model(Component):
@@ -213,6 +213,22 @@ class Model(Component):
     def host_modelmats(self) -> list[np.ndarray]:
         """numpy copies of the model matrices."""
         return [np.array(m.numpy(), copy=True) for m in self.modelmats]
+
+
+def hold_out_none(model: Model, opts: Any, given: dict[str, Any]) -> None:
+    """For a full-batch ``model``: set the learner options ``opts`` to hold out no
+    minibatch (``val_every`` 0) and refuse any other value, given now (``given``: the
+    learner's keyword options) or set later."""
+    name = type(model).__name__
+
+    def check(values: dict[str, Any]) -> None:
+        if values.get("val_every", 0):
+            raise ValueError(f"{name} is full-batch: it needs every minibatch of every "
+                             "pass, so val_every must stay 0")
+
+    check(given)
+    opts.set(val_every=0)
+    opts.add_validator(check)
 
 
 MODELS: dict[str, Any] = {}

@@ -78,7 +78,7 @@ class CG(Updater):
         xp = self.xp
         X = self.model.modelmats[i].data
         B = self.model.updatemats[i]["rhs"].data
-        R, P, AP = self._tmp[i], self._p[i], self._ap[i]
+        R, P, AP, Q = self._tmp[i], self._p[i], self._ap[i], self._q[i]
         n = X.shape[0]
         self._matvec(i, X, AP)
         xp.subtract(B, AP, out=R)
@@ -96,8 +96,10 @@ class CG(Updater):
             self._matvec(i, P, AP)
             pap = xp.einsum("ij,ij->i", P, AP)
             alpha = xp.where(live, rs / xp.maximum(pap, tiny), 0.0)[:, None]
-            X += alpha * P
-            R -= alpha * AP
+            xp.multiply(P, alpha, out=Q)
+            xp.add(X, Q, out=X)
+            xp.multiply(AP, alpha, out=Q)
+            xp.subtract(R, Q, out=R)
             rs_new = xp.einsum("ij,ij->i", R, R)
             beta = xp.where(live, rs_new / xp.maximum(rs, tiny), 0.0)[:, None]
             xp.multiply(P, beta, out=P)
@@ -109,5 +111,6 @@ class CG(Updater):
         super()._new_scratch()
         self._p = type(self._tmp)(self.model)
         self._ap = type(self._tmp)(self.model)
+        self._q = type(self._tmp)(self.model)
 
-    _SCRATCH = ("_tmp", "_p", "_ap")
+    _SCRATCH = ("_tmp", "_p", "_ap", "_q")
