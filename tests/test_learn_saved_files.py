@@ -36,6 +36,9 @@ def test_saved_glm_with_adagrad_loads_and_predicts_as_when_saved():
     assert est.updater_.t == 9  # 3 passes of 3 minibatches
     expected = np.load(FIXTURES / "glm_adagrad_proba.npy")
     np.testing.assert_allclose(est.predict_proba(_glm_rows()), expected, rtol=1e-6)
+    X = _glm_rows()
+    est.partial_fit(X, est.predict(X))  # the loaded updater trains on: one more pass
+    assert est.updater_.t == 12
 
 
 def test_learner_checkpoint_loads_and_training_continues():
