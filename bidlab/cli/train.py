@@ -209,9 +209,8 @@ class _ModelJob(_Job):
         upd_name = _updater_name(self.extra)
         if upd_name is not None:
             upd_name = cli["updater"].parse(upd_name)
-        upd_name = upd_name or getattr(self.factory, "default_updater", "adagrad")
         model = self.factory()
-        updater = UPDATERS[upd_name]()
+        updater = UPDATERS[upd_name]() if upd_name else model.default_updater()
         named = {t[2:].partition("=")[0].replace("-", "_") for t in self.extra
                  if t.startswith("--")}
         mixins = [cls() for key, cls in MIXINS.items() if key in named]

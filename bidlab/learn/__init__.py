@@ -5,7 +5,8 @@ Samples are rows everywhere (features ``X`` is samples x features).
 * :mod:`~bidlab.learn.datasource`, :mod:`~bidlab.learn.shards` -- streams of minibatches
   copied into reused containers (memory, ``.npz`` shards with prefetch, blends).
 * :mod:`~bidlab.learn.model` -- the :class:`Model` base class models subclass.
-* :mod:`~bidlab.learn.updaters` -- Batch, IncNorm, Grad, ADAGrad.
+* :mod:`~bidlab.learn.updaters` -- Batch, IncNorm, Grad, ADAGrad, IncMult, BatchMult, CG;
+  PerMatrix (an updater per model matrix).
 * :mod:`~bidlab.learn.mixins` -- L1 / L2 terms and their KPIs.
 * :mod:`~bidlab.learn.learner` -- the :class:`Learner` (``fit``; ``start`` / ``pause`` /
   ``resume`` / ``stop`` / ``join`` in a background thread; live options; observers;
@@ -32,7 +33,18 @@ from bidlab.learn.options import Option, OptionError, Options
 from bidlab.learn.rowstate import RowState
 from bidlab.learn.shards import ShardError, ShardSource, read_manifest, write_shards
 from bidlab.learn.staging import Minibatch
-from bidlab.learn.updaters import UPDATERS, ADAGrad, Batch, Grad, IncNorm, Updater
+from bidlab.learn.updaters import (
+    CG,
+    UPDATERS,
+    ADAGrad,
+    Batch,
+    BatchMult,
+    Grad,
+    IncMult,
+    IncNorm,
+    PerMatrix,
+    Updater,
+)
 
 __all__ = [
     "Communicator",
@@ -41,7 +53,9 @@ __all__ = [
     "ThreadGroup",
     "ADAGrad",
     "Batch",
+    "BatchMult",
     "BlendedSource",
+    "CG",
     "Checkpoint",
     "CheckpointError",
     "Component",
@@ -50,6 +64,7 @@ __all__ = [
     "DivergedError",
     "Grad",
     "Hyper",
+    "IncMult",
     "IncNorm",
     "L1Regularizer",
     "L2Regularizer",
@@ -62,6 +77,7 @@ __all__ = [
     "Option",
     "OptionError",
     "Options",
+    "PerMatrix",
     "STATES",
     "ShardError",
     "ShardSource",

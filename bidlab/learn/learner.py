@@ -32,6 +32,7 @@ import math
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -42,12 +43,13 @@ from bidlab.learn.comm import Communicator, SingleProcess, check_combine, combin
 from bidlab.learn.datasource import DataSource, as_source
 from bidlab.learn.hyper import n_groups
 from bidlab.learn.mixins import Mixin
-from bidlab.learn.model import Model
+from bidlab.learn.model import Model, hold_out_none
 from bidlab.learn.observers import ObserverHub, Subscription, format_error
 from bidlab.learn.options import Configurable, Option, Options
 from bidlab.learn.progress import PassLines, format_scores, format_summary, make_progress
 from bidlab.learn.record import PassStats, RunRecord, ScoreSink
-from bidlab.learn.updaters import Grad, Updater
+from bidlab.learn.updaters.base import Updater
+from bidlab.learn.updaters.per_matrix import as_updater
 from bidlab.mat import cache_stats, caching
 
 __all__ = ["Learner", "STATES", "DivergedError"]
@@ -66,13 +68,15 @@ class _SaveRequest:
 
 
 class Learner(Configurable):
-    """Trains ``model`` on ``data`` with ``updater`` (default :class:`Grad`) and ``mixins``.
+    """Trains ``model`` on ``data`` with ``updater`` (default the model's) and ``mixins``.
 
     Args:
         model: a :class:`~bidlab.learn.model.Model` (initialised from the data on start).
         data: a :class:`~bidlab.learn.datasource.DataSource`, or a matrix / tuple of
             aligned matrices (samples as rows), wrapped in a ``MemorySource``.
-        updater: how the model moves (default ``Grad()``).
+        updater: how the model moves: an Updater, or a mapping of model matrix (name or
+            index) -> Updater to move each matrix its own way (default
+            ``model.default_updater()``).
         mixins: extra loss terms (``L1Regularizer``, ``L2Regularizer``, ...).
         name: shown in progress output and the registry (made unique).
         batch_size: rows per minibatch when ``data`` is not already a source.
@@ -96,17 +100,15 @@ class Learner(Configurable):
                "model across ranks (with a communicator of several)", low=1),
     )
 
-    def __init__(self, model: Model, data: Any, updater: Updater | None = None,
+    def __init__(self, model: Model, data: Any,
+                 updater: Updater | Mapping[str | int, Updater] | None = None,
                  mixins: list[Mixin] | tuple[Mixin, ...] = (), *, name: str | None = None,
                  batch_size: int = 1000, comm: Communicator | None = None,
                  **options: Any) -> None:
         super().__init__()
         if not isinstance(model, Model):
             raise TypeError(f"model must be a bidlab.learn.Model; got {type(model).__name__}")
-        updater = Grad() if updater is None else updater
-        if not isinstance(updater, Updater):
-            raise TypeError(f"updater must be a bidlab.learn.Updater; got "
-                            f"{type(updater).__name__}")
+        updater = as_updater(model.default_updater() if updater is None else updater)
         for mx in mixins:
             if not isinstance(mx, Mixin):
                 raise TypeError(f"mixins must be bidlab.learn.Mixin objects; got "
@@ -130,6 +132,8 @@ class Learner(Configurable):
                 merged.declare(spec, comp.opts.get(spec.name), has_value=True)
         for comp in (self, model, updater, *self.mixins):
             comp.attach(merged)
+        if model.full_batch:  # every pass is one step over the whole data: none held out
+            hold_out_none(model, merged, options)
         if options:
             merged.set(**options)
         self.name = registry.register(self, name or type(model).__name__.lower())

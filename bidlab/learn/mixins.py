@@ -24,7 +24,8 @@ import numpy as np
 from bidlab.kern import steps
 from bidlab.learn.hyper import Component, Hyper
 from bidlab.learn.options import Option
-from bidlab.learn.updaters import _Scratch, sparse_updates
+from bidlab.learn.updaters.base import _Scratch
+from bidlab.learn.updaters.sparse import sparse_updates
 
 __all__ = ["Mixin", "L1Regularizer", "L2Regularizer", "MIXINS"]
 
@@ -56,6 +57,12 @@ class Mixin(Component):
         if bad:
             raise ValueError(f"{type(self).__name__}: mats={self.mats} names matrices "
                              f"{bad}, but the model has {n} (0..{n - 1})")
+        named = [i for i in idx if isinstance(model.updatemats[i], dict)]
+        if named:
+            raise ValueError(f"{type(self).__name__} adds a gradient term to an update "
+                             f"matrix, but {type(model).__name__}.updatemats{named} hold "
+                             "named statistics; give the mixin only matrices with one update "
+                             "matrix (mats=[...])")
         self.idx = idx
         self.xp = mm[0].xp
         self.shapes = [m.shape for m in mm]

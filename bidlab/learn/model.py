@@ -2,11 +2,16 @@
 
 A model owns a list of **model matrices** (``modelmats``: the learned parameters, e.g. a
 targets x features weight matrix or a topics x words matrix) and, with the same shapes,
-**update matrices** (``updatemats``): for each minibatch, :meth:`Model.update` writes the
-update direction into them -- the gradient of the score for gradient updaters
-(:class:`~bidlab.learn.updaters.Grad`, :class:`~bidlab.learn.updaters.ADAGrad`), or
-sufficient statistics for :class:`~bidlab.learn.updaters.Batch` /
-:class:`~bidlab.learn.updaters.IncNorm`. The updater then moves ``modelmats``.
+**update matrices** (``updatemats``), one entry per model matrix: for each minibatch,
+:meth:`Model.update` writes the update direction into them -- the gradient of the score for
+gradient updaters (:class:`~bidlab.learn.updaters.Grad`,
+:class:`~bidlab.learn.updaters.ADAGrad`), or sufficient statistics for
+:class:`~bidlab.learn.updaters.Batch` / :class:`~bidlab.learn.updaters.IncNorm` (a Mat of
+the model matrix's shape) -- or the named statistics another updater declares in its
+``STATS`` (a dict: ``{"num": N, "den": D}`` for the multiplicative updaters, ``{"rhs": B,
+"gram": G}`` for :class:`~bidlab.learn.updaters.CG`). The updater then moves ``modelmats``;
+each model matrix may have an updater of its own (``Learner(..., updater={"W": IncMult(),
+"H": CG()})``).
 
 **Sign convention (BIDMach's):** a model maximises its score (e.g. log-likelihood per
 sample, or minus the mean squared error), so ``updatemats`` hold an *ascent* direction and
@@ -50,9 +55,12 @@ import numpy as np
 from bidlab.learn.datasource import DataInfo
 from bidlab.learn.hyper import Component
 from bidlab.learn.staging import Minibatch
+from bidlab.learn.updaters.base import Updater
+from bidlab.learn.updaters.gradient import Grad
+from bidlab.learn.updaters.sparse import SparseUpdate
 from bidlab.mat import Mat
 
-__all__ = ["Model", "MODELS", "register_model"]
+__all__ = ["Model", "MODELS", "register_model", "hold_out_none"]
 
 
 class Model(Component):
@@ -60,7 +68,9 @@ class Model(Component):
 
     Attributes:
         modelmats: the learned matrices (checkpointed, observable), set by :meth:`init`.
-        updatemats: same shapes; the update direction of the current minibatch.
+        updatemats: one entry per model matrix: a Mat of its shape (the update direction
+            of the current minibatch) or a dict of the named statistics its updater
+            declares (``Updater.STATS``; the updater checks them and names what is missing).
         score_name: what the score is (shown in progress lines), e.g. ``"-mse"``.
         row_groups: None, or one group number per row of the model matrices (which then
             all have that many rows): a vector hyperparameter with one value per group is
@@ -70,17 +80,42 @@ class Model(Component):
         combine: how learners that share the rows (a communicator of several ranks)
             combine each model matrix at their step sync point: ``"mean"``, ``"sum"`` or
             ``"local"`` (kept per rank); one word for all or one per matrix; None: mean.
+
+    The contract's optional parts, each with a default (override what the model needs):
+
+        mat_names: names of the model matrices, in order (``("W", "H")``), the keys of a
+            per-matrix updater mapping besides their indices; default none (indices only).
+        full_batch: True for a model whose every pass is one step over the whole data
+            (Lloyd k-means): the learner holds out no minibatch for validation
+            (``val_every`` is 0 and may not be set), and the model accumulates a pass's
+            statistics itself, writing the totals into ``updatemats`` at the pass's last
+            minibatch -- :class:`~bidlab.learn.updaters.Batch` and
+            :class:`~bidlab.learn.updaters.BatchMult` read them once at the pass end and
+            never sum the other minibatches' update matrices. Default False.
+        sparse_updates: None, or ``{i: SparseUpdate}`` set in :meth:`update` to hand over
+            the update of matrix ``i`` unformed (:mod:`bidlab.learn.updaters.sparse`).
+            Default None (every update is formed).
+        step_weight: how large a step this minibatch deserves relative to a full one
+            (documents / batch rows for online LDA; read by its step schedule). Default 1.
+        :meth:`blend`: a model that applies a blending step ``m <- (1 - rho) m + rho u``
+            itself (LDA's Gibbs counts) does it there and returns True. Default: False.
+        :meth:`default_updater`: the updater (or mapping of model matrix -> updater) a
+            learner uses when given none. Default :class:`~bidlab.learn.updaters.Grad`.
     """
 
     score_name: str = "score"
     row_groups: Any = None
     converged: bool = False
     combine: Any = None
+    mat_names: tuple[str, ...] = ()
+    full_batch: bool = False
+    sparse_updates: dict[int, SparseUpdate] | None = None
+    step_weight: float = 1.0
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self.modelmats: list[Mat] = []
-        self.updatemats: list[Mat] = []
+        self.updatemats: list[Mat | dict[str, Any]] = []
         self.info: DataInfo | None = None
 
     # -- to implement ---------------------------------------------------------------------
@@ -119,6 +154,17 @@ class Model(Component):
     def refresh(self) -> None:
         """Called after ``modelmats`` were changed from outside the model (combined with
         other ranks' at a sync point): recompute whatever the model derives from them."""
+    def default_updater(self, **options: Any) -> Updater | dict[str | int, Updater]:
+        """The updater a learner uses for this model when given none (``options``: the
+        updater's options). Return a mapping of model matrix (name or index) -> Updater to
+        move each matrix its own way. The base class returns ``Grad(**options)``."""
+        return Grad(**options)
+
+    def blend(self, rho: float) -> bool:
+        """Take the blending step ``m <- (1 - rho) m + rho u`` in the model's own
+        representation and return True; False (the default) lets the updater blend
+        ``modelmats`` with ``updatemats``."""
+        return False
 
     # -- helpers --------------------------------------------------------------------------
     @property
@@ -135,10 +181,38 @@ class Model(Component):
             raise RuntimeError(f"{type(self).__name__}.init made {len(self.modelmats)} "
                                f"modelmats but {len(self.updatemats)} updatemats")
         for i, (m, u) in enumerate(zip(self.modelmats, self.updatemats, strict=True)):
-            if not isinstance(m, Mat) or not isinstance(u, Mat) or m.shape != u.shape:
+            if not isinstance(m, Mat):
+                raise RuntimeError(f"{type(self).__name__}: modelmats[{i}] must be a Mat; got "
+                                   f"{type(m).__name__}")
+            if isinstance(u, dict):
+                if not u or not all(isinstance(k, str) for k in u):
+                    raise RuntimeError(
+                        f"{type(self).__name__}: updatemats[{i}] is a dict, so it must name "
+                        f"the statistics its updater reads (non-empty, string keys); got "
+                        f"{list(u)}")
+            elif not isinstance(u, Mat) or m.shape != u.shape:
                 raise RuntimeError(
-                    f"{type(self).__name__}: modelmats[{i}] and updatemats[{i}] must be Mats "
-                    f"of one shape; got {getattr(m, 'shape', m)} and {getattr(u, 'shape', u)}")
+                    f"{type(self).__name__}: updatemats[{i}] must be a Mat of modelmats[{i}]'s "
+                    f"shape {m.shape} or a dict of named statistics; got "
+                    f"{getattr(u, 'shape', type(u).__name__)}")
+
+    def mat_name(self, i: int) -> str:
+        """The name of model matrix ``i`` (its index as a string when unnamed)."""
+        return self.mat_names[i] if i < len(self.mat_names) else str(i)
+
+    def mat_index(self, key: str | int) -> int:
+        """The index of the model matrix named or numbered ``key`` (ValueError if none)."""
+        n = len(self.modelmats)
+        if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < n:
+            return key
+        if isinstance(key, str):
+            if key in self.mat_names[:n]:
+                return self.mat_names.index(key)
+            if key.isdigit() and int(key) < n:
+                return int(key)
+        names = [self.mat_name(i) for i in range(n)]
+        raise ValueError(f"{type(self).__name__} has no model matrix {key!r}: its model "
+                         f"matrices are {names} (or their indices 0..{n - 1})")
 
     def shapes(self) -> list[tuple[int, int]]:
         return [m.shape for m in self.modelmats]
@@ -146,6 +220,22 @@ class Model(Component):
     def host_modelmats(self) -> list[np.ndarray]:
         """numpy copies of the model matrices."""
         return [np.array(m.numpy(), copy=True) for m in self.modelmats]
+
+
+def hold_out_none(model: Model, opts: Any, given: dict[str, Any]) -> None:
+    """For a full-batch ``model``: set the learner options ``opts`` to hold out no
+    minibatch (``val_every`` 0) and refuse any other value, given now (``given``: the
+    learner's keyword options) or set later."""
+    name = type(model).__name__
+
+    def check(values: dict[str, Any]) -> None:
+        if values.get("val_every", 0):
+            raise ValueError(f"{name} is full-batch: it needs every minibatch of every "
+                             "pass, so val_every must stay 0")
+
+    check(given)
+    opts.set(val_every=0)
+    opts.add_validator(check)
 
 
 MODELS: dict[str, Any] = {}

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 from bidlab import backend
 from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from bidlab.learn.persistable import PERSISTABLE, persistable, registered
+from bidlab.learn.persistable import PERSISTABLE, lookup, persistable
 from bidlab.mat import Mat, SMat
 
 __all__ = ["persistable", "save_object", "load_object", "PERSISTABLE"]
@@ -212,7 +212,7 @@ class _Decoder:
                 raise self.fail(f"invalid sparse matrix ({exc})") from None
             return self._remember(v, SMat(m) if v.get("smat") else m)
         if tag == "$obj":
-            cls = registered(body) if isinstance(body, str) else None
+            cls = lookup(body) if isinstance(body, str) else None
             if cls is None:
                 raise self.fail(f"object of unknown class {body!r:.80} (only bidlab's own "
                                 "model classes load)")

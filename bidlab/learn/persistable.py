@@ -7,10 +7,14 @@ can register every bidlab component as it is defined while :mod:`bidlab.learn.pe
 
 from __future__ import annotations
 
-__all__ = ["PERSISTABLE", "MOVED_MODULES", "persistable", "registered"]
+__all__ = ["PERSISTABLE", "ALIASES", "MOVED_MODULES", "persistable", "alias", "lookup"]
 
 #: ``module.qualname`` -> class, for every class a saved file may name.
 PERSISTABLE: dict[str, type] = {}
+
+#: A class's earlier ``module.qualname`` (before a module moved) -> the class, so files
+#: saved under the earlier name still load.
+ALIASES: dict[str, type] = {}
 
 
 def persistable(cls: type) -> type:
@@ -47,12 +51,17 @@ MOVED_MODULES: dict[str, str] = {
 }
 
 
-def registered(name: str) -> type | None:
-    """The class a saved file calls ``name`` (``module.qualname``), or None.
+def alias(old_name: str, cls: type) -> None:
+    """Let files that name the registered ``cls`` as ``old_name`` load it (a moved class)."""
+    if PERSISTABLE.get(f"{cls.__module__}.{cls.__qualname__}") is not cls:
+        raise ValueError(f"{cls.__qualname__} is not registered as persistable")
+    ALIASES[old_name] = cls
 
-    A name from before a module move (:data:`MOVED_MODULES`) finds the class where it is now.
-    """
-    cls = PERSISTABLE.get(name)
+
+def lookup(name: str) -> type | None:
+    """The registered class a saved file names ``name`` (its current or an earlier name:
+    a moved class, :data:`ALIASES`, or a class of a moved module, :data:`MOVED_MODULES`)."""
+    cls = PERSISTABLE.get(name) or ALIASES.get(name)
     if cls is not None:
         return cls
     module, _, qualname = name.rpartition(".")

@@ -31,7 +31,7 @@ class LeastSquares(Model):
     """Linear least squares trained by minibatch gradient steps (any updater)."""
 
     score_name = "-mse"
-    default_updater = "grad"  # what `bidlab train lsq` uses unless --updater says otherwise
+    mat_names = ("W", "b")
     OPTIONS = (
         Option("fit_intercept", bool, True, "learn an intercept b (a second model matrix)",
                live=False),

@@ -43,7 +43,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 import bidlab as bl
 from bidlab import backend
-from bidlab.learn import ADAGrad, Grad, L1Regularizer, L2Regularizer, Learner, MemorySource
+from bidlab.learn import UPDATERS, L1Regularizer, L2Regularizer, Learner, MemorySource
 from bidlab.learn.model import register_model
 from bidlab.learn.options import Option
 from bidlab.models.base import BidlabEstimator
@@ -66,7 +66,7 @@ from bidlab.models.glm.targets import Targets, as_targets_2d, class_index, encod
 __all__ = ["GLM", "SweepResult", "best_config", "glm_sweep"]
 
 _PREDICT_CHUNK = 1 << 22  # margins are computed this many entries (rows x columns) at a time
-_UPDATERS = {"adagrad": ADAGrad, "grad": Grad}
+_UPDATER_CHOICES = ("adagrad", "grad")  # names in bidlab.learn.updaters.UPDATERS
 
 
 def _n_steps(n_rows: int, batch: int, n_passes: int) -> int:
@@ -136,7 +136,7 @@ class GLM(BidlabEstimator):
                none_ok=True, test=targmap_ok,
                text="None or a 1-D sequence of data target columns (ints >= 0)"),
         Option("updater", str, "adagrad", "how the weights move",
-               choices=tuple(_UPDATERS)),
+               choices=_UPDATER_CHOICES),
         Option("batch_size", int, 500, "rows per minibatch", low=1),
         Option("n_passes", int, 10, "passes over the data in fit", low=1),
         Option("average", float, 0.5, "the last fraction of fit's updates averaged into "
@@ -274,7 +274,7 @@ class GLM(BidlabEstimator):
         self.targets_ = t
         self.layout_ = layout
         self.model_ = GLMModel(layout, t.enc_col)
-        self.updater_ = _UPDATERS[self.updater](lrate=rates["lrate"])
+        self.updater_ = UPDATERS[self.updater](lrate=rates["lrate"])
         self.mixins_ = [L1Regularizer(mats=[0], l1=rates["l1"]),
                         L2Regularizer(mats=[0], l2=rates["l2"])]
         self.n_targets_ = t.K
@@ -601,7 +601,7 @@ class GLM(BidlabEstimator):
         cols = self.layout_.columns(k)
         W, b = self.model_.modelmats
         one.model_ = GLMModel.from_weights(one.layout_, [0], W.data[cols], b.data[cols])
-        one.updater_ = _UPDATERS[self.updater](lrate=one.lrate)
+        one.updater_ = UPDATERS[self.updater](lrate=one.lrate)
         one.mixins_ = [L1Regularizer(mats=[0], l1=one.l1), L2Regularizer(mats=[0], l2=one.l2)]
         one.dtype_ = self.dtype_
         one.n_features_in_ = self.n_features_in_

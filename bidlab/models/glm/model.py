@@ -33,7 +33,7 @@ from bidlab.learn.datasource import DataInfo
 from bidlab.learn.model import Model
 from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
-from bidlab.learn.updaters import SparseUpdate
+from bidlab.learn.updaters import ADAGrad, SparseUpdate, Updater
 from bidlab.models.glm.links import Layout, LinkStep, predict_transform
 
 __all__ = ["GLMModel"]
@@ -52,6 +52,7 @@ class GLMModel(Model):
     """
 
     score_name = "-loss/sample"
+    mat_names = ("W", "b")
     OPTIONS = (
         Option("train_loss", bool, True, "compute each training minibatch's loss (the "
                "training score); off is a little faster"),
@@ -75,6 +76,10 @@ class GLMModel(Model):
         self._sparse_map = {0: self._sparse}
         self.sparse_updates: dict[int, SparseUpdate] | None = None
         self._loss: Any = None
+
+    def default_updater(self, **options: Any) -> Updater:
+        """ADAGrad (``options``: its options, e.g. lrate), GLM's default."""
+        return ADAGrad(**options)
 
     # -- state ----------------------------------------------------------------------------
     def init(self, info: DataInfo) -> None:

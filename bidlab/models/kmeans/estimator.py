@@ -29,7 +29,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bidlab import backend
-from bidlab.learn import Batch, Grad, Learner, MemorySource, Option
+from bidlab.learn import Learner, MemorySource, Option
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.kmeans.blocks import BlockSource
@@ -300,10 +300,6 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         return MemorySource(*mats, batch_size=min(batch_size or self.batch_size, X.shape[0]),
                             shuffle=True, seed=seed, names=names)
 
-    @staticmethod
-    def _updater(algorithm: str, lrate: float = 1.0) -> Any:
-        return Batch() if algorithm == "lloyd" else Grad(lrate=lrate)
-
     def _forget_results(self) -> None:
         for name in ("labels_", "inertia_", "n_iter_", "n_steps_", "distance_evaluations_"):
             self.__dict__.pop(name, None)
@@ -326,8 +322,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
             model = self._model(X, w, rng, self.algorithm)
             src = self._source(X, w, self.algorithm, None, model.random_state)
             bpp = src.batches_per_pass
-            lrn = Learner(model, src, self._updater(self.algorithm), name="kmeans",
-                          n_passes=self.max_iter, val_every=0,
+            lrn = Learner(model, src, name="kmeans", n_passes=self.max_iter, val_every=0,
                           record_size=max(1, min(100_000, bpp * self.max_iter)))
             lrn.fit(progress=None)
             final = src if isinstance(src, BlockSource) else self._source(
@@ -370,8 +365,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         if model.initialised:
             model.rebind(src.info)
         model.opts.set(algorithm="minibatch")
-        lrn = Learner(model, src, self._updater("minibatch"), name="kmeans", n_passes=1,
-                      val_every=0, record_size=max(1, src.batches_per_pass))
+        lrn = Learner(model, src, name="kmeans", n_passes=1, val_every=0,
+                      record_size=max(1, src.batches_per_pass))
         lrn.fit(progress=None)
         labels, inertia = model.label_pass(self._source(X, w, "lloyd", None, 0))
         model.forget_rows()
@@ -389,8 +384,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
 
         ``y`` is ignored (unsupervised). ``options``: learner options (``n_passes``,
         default ``max_iter``; ``batch_size``; ``checkpoint``; ``lrate`` to damp minibatch
-        steps; ...) and ``sample_weight``. Lloyd needs every row in every pass, so its
-        ``val_every`` stays 0.
+        steps; ...) and ``sample_weight``. Lloyd needs every row in every pass (a full-batch
+        model), so its ``val_every`` stays 0.
         """
         self._validate_params()
         X = self._data(X, reset=True)
@@ -403,16 +398,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
                            model.random_state)
         options.setdefault("n_passes", self.max_iter)
         options.setdefault("val_every", 0)
-        upd = self._updater(algorithm, options.pop("lrate", 1.0))
+        upd = model.default_updater(lrate=options.pop("lrate", 1.0))
         lrn = Learner(model, src, upd, name=options.pop("name", "kmeans"), **options)
-        if algorithm == "lloyd":
-            def whole_passes(values: dict[str, Any]) -> None:
-                if values.get("val_every", 0):
-                    raise ValueError("Lloyd k-means needs every row in every pass: "
-                                     "val_every must stay 0 (use algorithm='minibatch' "
-                                     "for held-out minibatches)")
-            whole_passes(lrn.opts.as_dict())
-            lrn.opts.add_validator(whole_passes)
         lrn.init()
         self._forget_results()
         self.model_ = model

@@ -97,7 +97,6 @@ class LloydPasses:
             "centers_set": False,
             "sums_next": None,  # the block the accumulated sums expect next
             "sums_ok": True,  # they hold every block of the pass so far
-            "u_zero": False,  # updatemats hold zeros
         }
         self._res = None
         return ps
@@ -140,23 +139,16 @@ class LloydPasses:
 
     def _end_sums(self, buf: dict[str, Any], ps: dict[str, Any], batch: Minibatch) -> None:
         """After the block's rows were added: the last block writes the pass's totals into
-        ``updatemats``, the others zeros, so the Batch updater's sum at the pass end is the
-        totals."""
-        work = self._work
+        ``updatemats`` (the model is full-batch: the Batch updater reads them at the pass end
+        and never the other blocks' update matrices)."""
         ps["sums_next"] = batch.index + 1
-        U, Un = self.updatemats[0].data, self.updatemats[1].data
         if batch.last:
             S, N = buf["S"], buf["N"]
             S.fill(0)
             N.fill(0)
-            work.total(S, N)
-            U[...] = S
-            Un[:, 0] = N
-            ps["u_zero"] = False
-        elif not ps["u_zero"]:
-            U.fill(0)
-            Un.fill(0)
-            ps["u_zero"] = True
+            self._work.total(S, N)
+            self.updatemats[0].data[...] = S
+            self.updatemats[1].data[:, 0] = N
 
     def _pass_sums_state(self) -> Mat:
         """The current pass's sums so far as one float64 matrix for a checkpoint: sums |

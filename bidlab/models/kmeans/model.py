@@ -37,6 +37,7 @@ from bidlab.learn.datasource import DataInfo, DataSource
 from bidlab.learn.model import Model
 from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
+from bidlab.learn.updaters import Batch, Grad, Updater
 from bidlab.mat import Mat
 from bidlab.models.kmeans.distances import cross, nearest, raw
 from bidlab.models.kmeans.lloyd import LloydPasses
@@ -77,6 +78,19 @@ class KMeansModel(LloydPasses, MinibatchSteps, Model):
                low=1, none_ok=True),
     )
     score_name = "-sq.dist/sample"
+    mat_names = ("centers", "counts")
+
+    @property
+    def full_batch(self) -> bool:  # type: ignore[override]
+        """Lloyd is full-batch: its pass sums are its own, handed over at the last block."""
+        return self.opts.algorithm == "lloyd"
+
+    def default_updater(self, **options: Any) -> Updater:
+        """Lloyd: Batch (the pass's sums replace the model). Minibatch: Grad at lrate 1
+        (``options``: Grad's, e.g. a smaller ``lrate`` to damp the steps)."""
+        if self.opts.algorithm == "lloyd":
+            return Batch(**options)
+        return Grad(**{"lrate": 1.0, **options})
 
     def __init__(self, centers: Any, *, random_state: int = 0, **options: Any) -> None:
         super().__init__(**options)

@@ -89,25 +89,22 @@ class RhoStep(Updater):
     times the model's ``step_weight`` (documents / batch rows: a short minibatch takes a
     partial step). A model with its own representation of the step (``blend(rho)``: the
     Gibbs model's lazily scaled counts, updated on the minibatch's words only) gets ``rho``
-    and does it; else ``updatemats`` hold the full-data estimate ``u``."""
+    and does it (``Model.blend`` returns True); else ``updatemats`` hold the full-data
+    estimate ``u``."""
 
     OPTIONS = (TAU0, KAPPA)
 
     def rho(self) -> float:
         """The step of the next update."""
         rho = float((self.opts.tau0 + self.t + 1) ** (-self.opts.kappa))
-        return rho * float(getattr(self.model, "step_weight", 1.0))
+        return rho * float(self.model.step_weight)
 
     def update(self, step: int) -> None:
         rho = self.rho()
-        blend = getattr(self.model, "blend", None)
-        if blend is not None:
-            blend(rho)
-        else:
+        if not self.model.blend(rho):
             xp = self.xp
-            for i, (m, u) in enumerate(zip(self.model.modelmats, self.model.updatemats,
-                                           strict=True)):
-                tmp = self._tmp[i]
+            for i in self.mats:
+                m, u, tmp = self.model.modelmats[i], self.model.updatemats[i], self._tmp[i]
                 xp.multiply(u.data, rho, out=tmp)
                 xp.multiply(m.data, 1.0 - rho, out=m.data)
                 xp.add(m.data, tmp, out=m.data)

@@ -80,9 +80,6 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
     def _make_model(self) -> LDACore:
         raise NotImplementedError
 
-    def _make_updater(self, model: Any) -> Any:
-        raise NotImplementedError
-
     def _model_options(self, model_cls: type) -> dict[str, Any]:
         names = {s.name for s in model_cls.option_table()} - {"train_score"}
         return {name: getattr(self, name) for name in names}
@@ -172,7 +169,7 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
         self._validate_params()
         model = self._make_model()
         self.model_ = model
-        self.updater_ = self._make_updater(model)
+        self.updater_ = model.default_updater(tau0=self.tau0, kappa=self.kappa)
         self.n_empty_docs_ = 0
 
     def _default_batch(self, C: Any) -> int:

@@ -130,7 +130,8 @@ class LDAGibbsModel(LDACore):
         self._rows_touched = None
         self._phi_stale = True
 
-    def make_updater(self, **options: Any) -> Updater:
+    def default_updater(self, **options: Any) -> Updater:
+        """RhoStep (``options``: its options, e.g. tau0)."""
         return RhoStep(**options)
 
     def bind_learner(self, learner: Any) -> None:
@@ -285,7 +286,7 @@ class LDAGibbsModel(LDACore):
         self.n_docs_seen += n
         return score
 
-    def blend(self, rho: float) -> None:
+    def blend(self, rho: float) -> bool:
         """N <- (1 - rho) N + rho (D / |batch|) phi_hat (RhoStep's step, in this model's
         representation: on the CPU a decays and only the minibatch's words' rows move)."""
         step = rho * self._upd_scale
@@ -302,6 +303,7 @@ class LDAGibbsModel(LDACore):
             self.scale_m.set(step)
             self.NT <<= self.NT * self.keep_m + self.phi_hat * self.scale_m
             self._count_columns()
+        return True
 
     def sweep_flops(self) -> float:
         """Each sweep is the fused SDDMM and the accumulation of the draws (2 flops per
@@ -464,9 +466,6 @@ class LDAGibbs(LDAEstimator):
 
     def _make_model(self) -> LDAGibbsModel:
         return LDAGibbsModel(dtype=self.dtype, **self._model_options(LDAGibbsModel))
-
-    def _make_updater(self, model: LDAGibbsModel) -> Updater:
-        return model.make_updater(tau0=self.tau0, kappa=self.kappa)
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

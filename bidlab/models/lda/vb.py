@@ -68,12 +68,12 @@ class LDAModel(LDACore):
     The model matrix is lambda, topics x vocabulary (a view of the vocabulary x k
     C-ordered ``lamT``); train it with :class:`~bidlab.models.lda.core.RhoStep`
     (``method="online"``) or :class:`bidlab.learn.Batch` (``"batch"``), as
-    :meth:`make_updater` does.
+    :meth:`default_updater` does.
     """
 
     OPTIONS = (METHOD,)
 
-    def make_updater(self, **options: Any) -> Updater:
+    def default_updater(self, **options: Any) -> Updater:
         """The updater of this model's method (``options``: its options, e.g. tau0)."""
         if self.opts.method == "batch":
             return Batch(batch_mode="replace")
@@ -231,9 +231,6 @@ class LDA(LDAEstimator):
 
     def _make_model(self) -> LDAModel:
         return LDAModel(dtype=self.dtype, **self._model_options(LDAModel))
-
-    def _make_updater(self, model: LDAModel) -> Updater:
-        return model.make_updater(tau0=self.tau0, kappa=self.kappa)
 
 
 register_model("lda", LDA)

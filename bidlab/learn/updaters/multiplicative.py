@@ -1,0 +1,133 @@
+"""Multiplicative updaters for nonnegative factors (NMF): IncMult and BatchMult.
+
+The model writes, for each matrix ``i`` these updaters move, a numerator and a denominator
+statistic (``updatemats[i] = {"num": N, "den": D}``, both Mats of the model matrix's shape,
+nonnegative), e.g. NMF's ``W.T @ X`` and ``W.T @ W @ H`` for the factor ``H`` of
+``X ~ W @ H``. The step is Lee and Seung's ``m <- m * N / max(D, epsilon)``, which keeps a
+nonnegative ``m`` nonnegative.
+
+=========  ==================================================================================
+BatchMult  sums ``N`` and ``D`` over a pass's minibatches and takes one step at the pass end
+           (the classic multiplicative update of the whole data; a full-batch model hands
+           over the pass's totals at its last block instead).
+IncMult    keeps running statistics, blended at each minibatch with a decaying weight
+           ``r = min(1, (t0 / t) ** power)``, ``t = 1, 2, ...``: ``N <- (1 - r) N + r num``,
+           ``D <- (1 - r) D + r den``, then steps ``m <- m * N / max(D, epsilon)`` (BIDMach's
+           IncMult: an online NMF whose step forgets old minibatches slowly).
+=========  ==================================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bidlab import backend
+from bidlab.learn.options import Option
+from bidlab.learn.updaters.base import Updater
+from bidlab.mat import Mat
+
+__all__ = ["IncMult", "BatchMult"]
+
+_EPSILON = Option("epsilon", float, 1e-9, "floor of the denominator statistic", low=0.0,
+                  low_open=True)
+
+
+class _Mult(Updater):
+    """Shared by IncMult and BatchMult: the statistics, their check and the step."""
+
+    STATS = ("num", "den")
+
+    def check_stats(self, i: int) -> None:
+        super().check_stats(i)
+        for stat in self.STATS:
+            self.stat_mat(i, stat, (self.model.modelmats[i].shape,))
+
+    def init(self, model: Any) -> None:
+        super().init(model)
+        mm = model.modelmats
+        self.num = self._per_mat(lambda i: backend.zeros_as(mm[i].data))
+        self.den = self._per_mat(lambda i: backend.zeros_as(mm[i].data))
+
+    def _step(self, i: int, num: Any, den: Any) -> None:
+        """``m <- m * num / max(den, epsilon)``."""
+        xp, m, tmp = self.xp, self.model.modelmats[i].data, self._tmp[i]
+        xp.maximum(den, self.opts.epsilon, out=tmp)
+        xp.divide(num, tmp, out=tmp)
+        xp.multiply(m, tmp, out=m)
+
+    def state(self) -> dict[str, Mat]:
+        out = {f"num{i}": Mat(a) for i, a in enumerate(self.num) if a is not None}
+        return out | {f"den{i}": Mat(a) for i, a in enumerate(self.den) if a is not None}
+
+
+class IncMult(_Mult):
+    """Incremental multiplicative step from running, decaying numerator and denominator
+    statistics (see the module doc)."""
+
+    OPTIONS = (
+        Option("power", float, 0.3, "decay exponent of the blending weight (t0/t)**power",
+               low=0.0),
+        Option("t0", float, 1.0, "time offset: the weight is 1 until t exceeds t0", low=0.0,
+               low_open=True),
+        _EPSILON,
+    )
+
+    def rate(self) -> float:
+        """The blending weight of the next update."""
+        return min(1.0, (self.opts.t0 / (self.t + 1)) ** self.opts.power)
+
+    def update(self, step: int) -> None:
+        xp, r = self.xp, self.rate()
+        for i in self.mats:
+            u = self.model.updatemats[i]
+            for run, new in ((self.num[i], u["num"].data), (self.den[i], u["den"].data)):
+                tmp = self._tmp[i]
+                xp.multiply(new, r, out=tmp)
+                xp.multiply(run, 1.0 - r, out=run)
+                xp.add(run, tmp, out=run)
+            self._step(i, self.num[i], self.den[i])
+        self.t += 1
+
+
+class BatchMult(_Mult):
+    """One multiplicative step per pass from the pass's summed statistics (see the module
+    doc); ``t`` counts minibatches."""
+
+    OPTIONS = (_EPSILON,)
+
+    def init(self, model: Any) -> None:
+        super().init(model)
+        if model.full_batch:  # the model hands over the pass's totals: no sums kept
+            self.num = self.den = [None] * len(model.modelmats)
+        self.count = 0
+
+    def update(self, step: int) -> None:
+        if not self.model.full_batch:
+            xp = self.xp
+            for i in self.mats:
+                u = self.model.updatemats[i]
+                xp.add(self.num[i], u["num"].data, out=self.num[i])
+                xp.add(self.den[i], u["den"].data, out=self.den[i])
+        self.count += 1
+        self.t += 1
+
+    def end_pass(self, pass_: int) -> None:
+        if self.count == 0:
+            return
+        full = self.model.full_batch
+        for i in self.mats:
+            if full:
+                u = self.model.updatemats[i]
+                self._step(i, u["num"].data, u["den"].data)
+            else:
+                self._step(i, self.num[i], self.den[i])
+                self.num[i].fill(0)
+                self.den[i].fill(0)
+        self.count = 0
+
+    def counters(self) -> dict[str, int]:
+        return {**super().counters(), "count": int(self.count)}
+
+    def set_counters(self, values: dict[str, int]) -> None:
+        super().set_counters(values)
+        self.count = int(values.get("count", 0))
