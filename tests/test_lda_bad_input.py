@@ -64,7 +64,7 @@ def test_vocabulary_mismatch_names_both_sizes(cls, X):
     ({"kappa": 0.3}, r"'kappa' parameter .* \(0\.5, 1\]"),
     ({"dtype": np.int32}, r"'dtype' parameter .* float32 or float64"),
     ({"init": "magic"}, r"'init' parameter .* one of 'random', 'kmeans'"),
-    ({"random_state": -1}, r"'random_state' parameter .* >= 0 or None"),
+    ({"random_state": -1}, r"'random_state' parameter .* an int in \[0, 2\*\*32\)"),
     ({"device": "tpu"}, r"'device' parameter .* 'cpu', 'gpu' or None"),
 ])
 def test_bad_parameters_are_refused_by_fit_with_one_message_shape(cls, kw, msg, X):

@@ -32,7 +32,6 @@ returns self; ``clone``, ``Pipeline`` and ``GridSearchCV`` work; pandas DataFram
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
@@ -56,12 +55,12 @@ from bidlab.models.glm.params import (
     non_negative,
     per_target,
     positive,
-    seed_ok,
     targmap_ok,
     unwrap,
 )
 from bidlab.models.glm.sweep import SweepResult, best_config, sweep_params
 from bidlab.models.glm.targets import Targets, as_targets_2d, class_index, encode, resolve
+from bidlab.models.validation import SEED_TEXT, seed_from, seed_ok
 
 __all__ = ["GLM", "SweepResult", "best_config", "glm_sweep"]
 
@@ -143,7 +142,7 @@ class GLM(BidlabEstimator):
                "the final model (0: the last iterate)", low=0.0, high=1.0),
         Option("shuffle", bool, True, "train on the rows in a random order"),
         Option("random_state", int, None, "seed of the shuffle", none_ok=True,
-               test=seed_ok, text="None, an int or a numpy random generator"),
+               test=seed_ok, text=SEED_TEXT),
         Option("dtype", str, None, "model dtype (None/'auto': float64 data stays float64, "
                "else float32)", none_ok=True, test=dtype_ok,
                text="None, 'auto', float32 or float64"),
@@ -292,12 +291,8 @@ class GLM(BidlabEstimator):
             self.classes_ = shared if shared is not None else per_target
 
     def _seed(self) -> int:
-        rng = self.random_state
-        if isinstance(rng, numbers.Integral):
-            return int(rng)
-        if isinstance(rng, np.random.Generator):
-            return int(rng.integers(2**31 - 1))
-        return int(check_random_state(rng).randint(2**31 - 1))
+        seed = seed_from(self.random_state)
+        return int(check_random_state(None).randint(2**31 - 1)) if seed is None else seed
 
     def _make_learner(self, X: Any, Y2: np.ndarray, w: np.ndarray | None, *, shuffle: bool,
                       batch_size: int, **options: Any) -> Learner:

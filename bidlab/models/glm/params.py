@@ -19,7 +19,7 @@ import bidlab as bl
 from bidlab.models.glm.links import LINKS
 
 __all__ = ["unwrap", "first_bad", "link_ok", "positive", "non_negative", "targmap_ok",
-           "seed_ok", "dtype_ok", "per_target"]
+           "dtype_ok", "per_target"]
 
 
 # ------------------------------------------------------------------------------ inputs
@@ -76,12 +76,6 @@ def targmap_ok(x: Any) -> bool:
     """A non-empty 1-D sequence of data target columns (ints >= 0)."""
     arr = np.asarray(x)
     return arr.ndim == 1 and arr.size >= 1 and arr.dtype.kind in "iu" and int(arr.min()) >= 0
-
-
-def seed_ok(x: Any) -> bool:
-    """An int or a numpy random generator (``RandomState`` or ``Generator``)."""
-    return (isinstance(x, (numbers.Integral, np.random.RandomState, np.random.Generator))
-            and not isinstance(x, (bool, np.bool_)))
 
 
 def dtype_ok(x: Any) -> bool:

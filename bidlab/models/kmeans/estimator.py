@@ -20,7 +20,6 @@ is the number of clusters (scikit-learn's ``n_clusters``).
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
@@ -36,6 +35,7 @@ from bidlab.models.kmeans.blocks import BlockSource
 from bidlab.models.kmeans.distances import CHUNK_ENTRIES, nearest, sq_distances
 from bidlab.models.kmeans.model import KMeansModel
 from bidlab.models.kmeans.seeding import init_centers
+from bidlab.models.validation import SEED_TEXT, seed_ok
 
 __all__ = ["KMeans"]
 
@@ -44,13 +44,6 @@ def _valid_init(x: Any) -> bool:
     if isinstance(x, str):
         return x in ("k-means++", "random")
     return len(np.shape(x)) == 2
-
-
-def _valid_seed(x: Any) -> bool:
-    if isinstance(x, (np.random.RandomState, np.random.Generator)):
-        return True
-    return (isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
-            and 0 <= int(x) < 2**32)
 
 
 def _valid_dtype(x: Any) -> bool:
@@ -119,8 +112,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         Option("max_no_improvement", int, 10, "minibatch steps without a new low of the "
                "smoothed inertia before fit stops", low=1, none_ok=True),
         Option("bounds", bool, True, "prune Lloyd with Hamerly's bounds"),
-        Option("random_state", int, None, "seed", test=_valid_seed, none_ok=True,
-               text="None, an int in [0, 2**32), a numpy RandomState or Generator"),
+        Option("random_state", int, None, "seed", test=seed_ok, text=SEED_TEXT, none_ok=True),
         Option("dtype", str, None, "float type of the centres", test=_valid_dtype,
                none_ok=True, text="None (follow the input), float32 or float64"),
         Option("device", str, "cpu", "where to compute", choices=("cpu", "gpu")),

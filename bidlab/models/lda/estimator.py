@@ -33,6 +33,7 @@ from bidlab.models.base import BidlabEstimator
 from bidlab.models.lda import common
 from bidlab.models.lda.core import LDACore, own_options
 from bidlab.models.lda.learner import LDALearner
+from bidlab.models.validation import RANDOM_STATE, seed_from
 
 __all__ = ["LDAEstimator"]
 
@@ -71,7 +72,7 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
         for spec in (*model_cls.option_table(), *updater_cls.option_table()):
             if spec.name != "train_score":
                 rows[spec.name] = spec
-        for spec in (*extra, BATCH_SIZE, N_PASSES, DTYPE, DEVICE):
+        for spec in (*extra, BATCH_SIZE, N_PASSES, DTYPE, DEVICE, RANDOM_STATE):
             rows[spec.name] = spec
         return tuple(dataclasses.replace(s, default=defaults[s.name]) if s.name in defaults
                      else s for s in rows.values())
@@ -82,7 +83,10 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
 
     def _model_options(self, model_cls: type) -> dict[str, Any]:
         names = {s.name for s in model_cls.option_table()} - {"train_score"}
-        return {name: getattr(self, name) for name in names}
+        values = {name: getattr(self, name) for name in names}
+        if "random_state" in values:  # a generator gives the engine one int drawn from it
+            values["random_state"] = seed_from(values["random_state"])
+        return values
 
     # -- sklearn plumbing -----------------------------------------------------------------
     def __sklearn_tags__(self) -> Any:

@@ -1,0 +1,41 @@
+"""Every estimator takes ``random_state`` as scikit-learn's do: None, an int, or a numpy
+``Generator`` / ``RandomState``; the same generator state gives the same model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from bidlab.models import GLM, LDA, KMeans, LDAGibbs
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    X = sp.csr_matrix(rng.poisson(0.5, (60, 20)).astype(float))
+    return X, np.arange(60) % 2
+
+
+def _fit(est, X, y):
+    return est.fit(X, y) if isinstance(est, GLM) else est.fit(X)
+
+
+def _result(est):
+    return np.asarray(est.coef_ if isinstance(est, GLM) else
+                      est.cluster_centers_ if isinstance(est, KMeans) else est.components_)
+
+
+@pytest.mark.parametrize("make", [lambda rs: LDA(3, n_passes=2, random_state=rs),
+                                  lambda rs: LDAGibbs(3, 5, n_passes=2, random_state=rs),
+                                  lambda rs: KMeans(3, random_state=rs),
+                                  lambda rs: GLM(n_passes=2, random_state=rs)],
+                         ids=["LDA", "LDAGibbs", "KMeans", "GLM"])
+def test_random_state_takes_ints_none_and_generators(make):
+    X, y = _data()
+    for rs in (None, 7, np.random.RandomState(1), np.random.default_rng(2)):
+        _fit(make(rs), X, y)
+    a = _result(_fit(make(np.random.default_rng(5)), X, y))
+    b = _result(_fit(make(np.random.default_rng(5)), X, y))
+    np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="random_state.*numpy random generator. Got -1"):
+        _fit(make(-1), X, y)
