@@ -354,8 +354,8 @@ class Learner(Configurable):
 
     # -- checkpoints ----------------------------------------------------------------------
     def save(self, path: str | None = None, timeout: float = 120.0) -> str:
-        """Write a checkpoint (atomically). While running, the training thread writes it at
-        the next minibatch boundary and this call waits for it."""
+        """Write a checkpoint atomically to a new path or a regular file (a link, folder, FIFO
+        or device is refused). While running, the training thread writes it; this waits."""
         path = path or self.opts.checkpoint
         if not path:
             raise ValueError("save() needs a path (or set the 'checkpoint' option)")
