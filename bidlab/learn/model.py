@@ -72,6 +72,8 @@ class Model(Component):
     score_name: str = "score"
     row_groups: Any = None
     converged: bool = False
+    #: matrices a loaded model must hold as float32 or float64 (bidlab.learn.persist_check)
+    FLOAT_STATE: tuple[str, ...] = ("modelmats", "updatemats")
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

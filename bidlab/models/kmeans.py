@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
@@ -106,6 +106,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
     :class:`~bidlab.models._kmeans_model.KMeansModel`).
     """
 
+    #: a loaded estimator's shapes (bidlab.learn.persist_check): k centres x the features
+    STATE_SHAPES: ClassVar[dict[str, tuple[str | int, ...]]] = {
+        "model_.modelmats.0": ("k", "n_features_in_"), "model_.modelmats.1": ("k", 1),
+        "model_.updatemats.0": ("k", "n_features_in_"), "model_.updatemats.1": ("k", 1),
+        "model_.start_centers": ("k", "n_features_in_")}
     PARAMS = (
         Option("k", int, 8, "number of clusters", low=1),
         Option("init", str, "k-means++", "initial centres", test=_valid_init,
