@@ -75,6 +75,20 @@ def test_bad_progress_metadata_is_refused(tmp_path, progress, fragment):
     assert lr.step == 0
 
 
+@pytest.mark.parametrize("options, fragment", [
+    ({"n_passes": 10**18}, "'n_passes' parameter of Learner must be an int in"),
+    ({"val_every": -5}, "'val_every' parameter of Learner must be an int >= 0"),
+    ({"lrate": -1.0}, "'lrate' parameter of ADAGrad must be a float > 0"),
+])
+def test_option_values_out_of_their_range_are_refused(tmp_path, options, fragment):
+    crafted = _rewrite_meta(_good(tmp_path), tmp_path / "crafted.npz",
+                            lambda m: m["options"].update(options))
+    lr = _learner()
+    with pytest.raises(CheckpointError, match=f"holds an invalid option: .*{fragment}"):
+        lr.load(str(crafted))
+    assert lr.step == 0 and lr.opts.n_passes == 10 and lr.state == "created"
+
+
 def _zip(path, members, compress=zipfile.ZIP_STORED):
     with zipfile.ZipFile(path, "w", compression=compress) as zf:
         for name, data in members.items():

@@ -80,7 +80,7 @@ class Learner(Configurable):
     """
 
     OPTIONS = (
-        Option("n_passes", int, 10, "passes over the data", low=1),
+        Option("n_passes", int, 10, "passes over the data", low=1, high=10**9),
         Option("max_steps", int, None, "stop after this many minibatches (None: no limit)",
                low=1, none_ok=True),
         Option("val_every", int, 11, "hold out every k-th minibatch of a pass for "
