@@ -89,6 +89,25 @@ def test_option_values_out_of_their_range_are_refused(tmp_path, options, fragmen
     assert lr.step == 0 and lr.opts.n_passes == 10 and lr.state == "created"
 
 
+def test_a_loaded_learner_is_stopped_whatever_it_was(tmp_path):
+    path = _good(tmp_path)
+    done = _learner(n_passes=1)
+    done.fit(progress=None)
+    failed = _learner(n_passes=1)
+    failed.model.update = lambda batch: 1 / 0  # this learner's run fails
+    with pytest.raises(ZeroDivisionError):
+        failed.fit(progress=None)
+    del failed.model.update
+    assert (done.state, failed.state) == ("done", "failed")
+    for lr in (_learner(), done, failed):
+        lr.load(path)
+        assert lr.state == lr.metrics["state"] == "stopped"
+        assert lr.error is None and lr.traceback is None and lr.join(0.1)  # nothing re-raised
+    failed.set(n_passes=2)
+    failed.fit(progress=None)
+    assert failed.state == "done" and failed.metrics["pass"] == 2
+
+
 def _zip(path, members, compress=zipfile.ZIP_STORED):
     with zipfile.ZipFile(path, "w", compression=compress) as zf:
         for name, data in members.items():

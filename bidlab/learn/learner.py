@@ -379,9 +379,9 @@ class Learner(Configurable):
     def load(self, path: str) -> Learner:
         """Restore model matrices, updater state, options and progress from a checkpoint.
 
-        Only while not running. Set options (e.g. a larger ``n_passes``) after loading;
-        ``start()`` / ``fit()`` then continue where the checkpoint left off. Everything is
-        checked before anything changes (:func:`bidlab.learn.learner_state.restore`).
+        Only while not running; a loaded learner is ``stopped``, whatever it was. Set options
+        (e.g. a larger ``n_passes``) after loading; ``start()`` / ``fit()`` then continue where
+        the checkpoint left off. All is checked first (:func:`bidlab.learn.learner_state.restore`).
         """
         with self._cond:
             if self._state in _ACTIVE:
@@ -392,8 +392,8 @@ class Learner(Configurable):
             self._ensure_initialised)
         self._pos = (progress["pass"], progress["index"])
         self.step = progress["step"]
-        self.samples = progress["samples"]
-        self._elapsed = progress["elapsed"]
+        self.samples, self._elapsed = progress["samples"], progress["elapsed"]
+        self._state, self._error, self.traceback = "stopped", None, None  # a fresh start point
         self.source.seek(*self._pos)
         self._update_metrics(time.perf_counter())
         return self
