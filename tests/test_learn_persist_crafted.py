@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from bidlab.learn.persist import load_object
-from bidlab.models import LDA, KMeans, load
+from bidlab.models import GLM, LDA, KMeans, load
 
 X = np.random.default_rng(0).standard_normal((60, 4))
 COUNTS = sp.random(40, 30, density=0.3, format="csr", random_state=1, dtype=np.float64)
@@ -23,6 +23,7 @@ def saved(tmp_path_factory):
     folder = tmp_path_factory.mktemp("saved")
     KMeans(k=3, random_state=0).fit(X).save(folder / "km.npz")
     LDA(k=3, n_passes=1, random_state=0).fit(COUNTS).save(folder / "lda.npz")
+    GLM("softmax", n_passes=1).fit(X, np.arange(60) % 3).save(folder / "glm.npz")
     return folder
 
 
@@ -61,6 +62,11 @@ def _matrix_dtype(dtype, name, *index):
     return change
 
 
+def _glm_columns(root, arrays):
+    key = _state(root, "model_")["modelmats"][0]["$mat"]["$array"]
+    arrays[key] = arrays[key][:, :2].copy()
+
+
 def _bad_generator(root, arrays):
     _state(root, "model_")["rng"] = {"$generator": {"$dict": {
         "bit_generator": "PCG64", "state": {"$dict": {"state": 2**200, "inc": 1}},
@@ -91,6 +97,9 @@ CASES = [
         k=4), r"LDA.model_.lamT: has shape \(30, 3\), but LDA.model_.opts.k = 4"),
     ("km.npz", _set(k=2), r"KMeans.model_.modelmats.0: has shape \(3, 4\), but KMeans.k = 2"),
     ("km.npz", _set(n_features_in_=1), r"has shape \(3, 4\), but KMeans.n_features_in_ = 1"),
+    ("glm.npz", _glm_columns, r"GLM.model_.modelmats.0: has shape \(3, 2\), but "
+     r"GLM.model_.info.specs.0.cols = 4"),
+    ("glm.npz", _set(n_passes=0), "GLM.n_passes: The 'n_passes' parameter of GLM must be"),
     # model matrices: float32 or float64, with the fix
     ("lda.npz", _matrix_dtype(np.float16, "lamT"), r"LDA.model_.lamT: a matrix of dtype "
      r"float16; bidlab's model matrices are float32 or float64: convert them"),
@@ -115,6 +124,8 @@ def test_the_unedited_files_still_load(saved, tmp_path):
     assert km.transform(X).shape == (60, 3)
     lda = load(_crafted(saved, tmp_path, "lda.npz", lambda root, arrays: None))
     assert lda.transform(COUNTS).shape == (40, 3)
+    glm = load(_crafted(saved, tmp_path, "glm.npz", lambda root, arrays: None))
+    assert glm.predict(X).shape == (60,)
 
 
 def test_a_live_learner_is_never_rebuilt_from_a_file(tmp_path):
