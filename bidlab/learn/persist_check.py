@@ -19,8 +19,8 @@ is its own:
 * ``STATE_SHAPES`` -- ``{path: dims}``: the matrix (or list) at ``path`` (dotted attribute
   names and list indices, e.g. ``"model_.modelmats.0"``) has ``len(dims)`` dimensions; a
   dim that is a number, or names a path holding a whole number (``"k"``, ``"opts.k"``),
-  must equal it; any other name must take the same value wherever it appears
-  (``"n_features_in_"`` of an estimator not fitted on a DataFrame).
+  must equal it; any other name (a path that is missing or holds no whole number) must
+  take the same size in every matrix that names it.
 
 A failure raises :class:`StateError` (a ``ValueError``) naming the field;
 ``load_object`` reports it as a :class:`~bidlab.learn.checkpoint.CheckpointError`.
