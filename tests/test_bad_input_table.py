@@ -82,6 +82,7 @@ CASES = [
     ("GLM updater", _glm(updater="adam"), ValueError, "'updater' parameter of GLM"),
     ("GLM batch_size", _glm(batch_size=0), ValueError, "'batch_size' parameter of GLM"),
     ("GLM n_passes", _glm(n_passes=1.5), ValueError, "'n_passes' parameter of GLM"),
+    ("GLM n_passes huge", _glm(n_passes=10**18), ValueError, "'n_passes' parameter of GLM"),
     ("GLM device", _glm(device="tpu"), ValueError, "'device' parameter of GLM"),
     ("KMeans k", _km(k=0), ValueError, "'k' parameter of KMeans"),
     ("KMeans tol", _km(tol=-1.0), ValueError, "'tol' parameter of KMeans"),
@@ -129,6 +130,8 @@ CASES = [
     ("GLM diverges", lambda: _quiet(lambda: GLM(
         "linear", lrate=1e30, n_passes=3, batch_size=10, updater="grad").fit(
             X.astype(np.float32), X[:, 0])), ArithmeticError, "lrate=1e+30"),
+    ("save onto a folder", lambda: KMeans(k=2).fit(X).save(Path(__file__).parent),
+     ValueError, "is a directory, not a regular file"),
     # --- the matrix core
     ("Mat 3-D", lambda: bl.Mat(np.ones((2, 2, 2))), ValueError, "a Mat is 2-D"),
     ("Mat strings", lambda: bl.Mat(np.array([["a"]])), TypeError, "holds numbers"),

@@ -315,7 +315,7 @@ def test_bad_parameters_list_the_valid_values():
                                          r"float32 or float64\. Got 'int8' instead\."):
         GLM(dtype="int8").fit(X, y)
     with pytest.raises(ValueError, match=r"The 'n_passes' parameter of GLM must be an int "
-                                         r">= 1\. Got 0 instead\."):
+                                         r"in \[1, 1000000000\]\. Got 0 instead\."):
         GLM(n_passes=0).fit(X, y)
     with pytest.raises(ValueError, match="The 'updater' parameter of GLM must be one of"):
         GLM(updater="adam").fit(X, y)

@@ -75,6 +75,39 @@ def test_bad_progress_metadata_is_refused(tmp_path, progress, fragment):
     assert lr.step == 0
 
 
+@pytest.mark.parametrize("options, fragment", [
+    ({"n_passes": 10**18}, "'n_passes' parameter of Learner must be an int in"),
+    ({"val_every": -5}, "'val_every' parameter of Learner must be an int >= 0"),
+    ({"lrate": -1.0}, "'lrate' parameter of ADAGrad must be a float > 0"),
+])
+def test_option_values_out_of_their_range_are_refused(tmp_path, options, fragment):
+    crafted = _rewrite_meta(_good(tmp_path), tmp_path / "crafted.npz",
+                            lambda m: m["options"].update(options))
+    lr = _learner()
+    with pytest.raises(CheckpointError, match=f"holds an invalid option: .*{fragment}"):
+        lr.load(str(crafted))
+    assert lr.step == 0 and lr.opts.n_passes == 10 and lr.state == "created"
+
+
+def test_a_loaded_learner_is_stopped_whatever_it_was(tmp_path):
+    path = _good(tmp_path)
+    done = _learner(n_passes=1)
+    done.fit(progress=None)
+    failed = _learner(n_passes=1)
+    failed.model.update = lambda batch: 1 / 0  # this learner's run fails
+    with pytest.raises(ZeroDivisionError):
+        failed.fit(progress=None)
+    del failed.model.update
+    assert (done.state, failed.state) == ("done", "failed")
+    for lr in (_learner(), done, failed):
+        lr.load(path)
+        assert lr.state == lr.metrics["state"] == "stopped"
+        assert lr.error is None and lr.traceback is None and lr.join(0.1)  # nothing re-raised
+    failed.set(n_passes=2)
+    failed.fit(progress=None)
+    assert failed.state == "done" and failed.metrics["pass"] == 2
+
+
 def _zip(path, members, compress=zipfile.ZIP_STORED):
     with zipfile.ZipFile(path, "w", compression=compress) as zf:
         for name, data in members.items():

@@ -30,9 +30,10 @@ def test_bad_lrate_message_names_option_range_and_value():
 @pytest.mark.parametrize(
     "name, value, fragment",
     [
-        ("n_passes", 0, "an int >= 1. Got 0"),
-        ("n_passes", 2.5, "an int >= 1. Got 2.5"),
-        ("n_passes", "3", "an int >= 1. Got '3'"),
+        ("n_passes", 0, "an int in [1, 1000000000]. Got 0"),
+        ("n_passes", 2.5, "an int in [1, 1000000000]. Got 2.5"),
+        ("n_passes", "3", "an int in [1, 1000000000]. Got '3'"),
+        ("n_passes", 10**18, "an int in [1, 1000000000]. Got 1000000000000000000"),
         ("val_every", True, "an int >= 0. Got True"),
         ("momentum", 1.0,
          "a float in [0, 1) (or a per-row / per-model-matrix vector of such). Got 1 instead"),

@@ -19,7 +19,9 @@ With ``--checkpoint PATH`` the learner writes a checkpoint (atomically) at each 
 every ``--checkpoint_every`` seconds and when the run ends; an existing one is resumed
 (options on the command line override the saved ones; ``--restart`` ignores it).
 ``--save PATH`` writes the fitted estimator at the end (``est.save``; read it back with
-``bidlab.models.load``).
+``bidlab.models.load``). Both paths are checked before the data is read: each must be a new
+path or a regular file in a folder where a file can be created, else the command exits 2
+with one line naming the path and the reason.
 
 This module runs the command (load the data, build the learner, train, report);
 :mod:`bidlab.cli.train_options` declares its arguments, reads the options and writes
@@ -143,6 +145,19 @@ class _Job:
     def run(self) -> int:
         raise NotImplementedError
 
+    def check_outputs(self) -> None:
+        """Refuse ``--checkpoint`` / ``--save`` paths that cannot be written, before any
+        data is read or training starts (one line, exit status 2)."""
+        from bidlab.learn.save_target import SaveTargetError, check_writable
+
+        for flag in ("checkpoint", "save"):
+            path = getattr(self.args, flag, None)
+            if path:
+                try:
+                    check_writable(path)
+                except SaveTargetError as exc:
+                    raise _BadInput(f"--{flag}: {exc}") from None
+
     def need_data(self) -> Any:
         if not self.args.data:
             raise _BadInput("--data is required: a file or folder of data (bidlab train "
@@ -236,6 +251,7 @@ class _ModelJob(_Job):
         if self.args.save:
             raise _BadInput(f"--save needs an estimator model (e.g. glm); {self.name} is a "
                             "plain learner Model: keep its state with --checkpoint PATH")
+        self.check_outputs()
         data = self.need_data()
         o = {k: given.get(k, cli[k].default) for k in ("batch_size", "shuffle", "device")}
         if getattr(data, "format", None) == "shards":
@@ -278,6 +294,7 @@ class _EstimatorJob(_Job):
         if self.args.save and not callable(getattr(cls, "save", None)):
             raise _BadInput(f"--save: {cls.__name__} has no save(path) method, so it cannot "
                             "be saved; keep its state with --checkpoint PATH")
+        self.check_outputs()
         data = self.need_data()
         if getattr(data, "format", None) == "shards":
             data = _read_shards(data.path)

@@ -20,7 +20,10 @@ Any failure is a :class:`CheckpointError` naming the file and the reason.
 Writing is atomic: a temporary file in the same folder is written, flushed and fsynced,
 then renamed over the target (and the folder fsynced), so a writer killed at any moment
 leaves either the previous checkpoint or the new one, never a torn file. The temporary
-files of writers that died are removed by the next save to the same path.
+files of writers that died are removed by the next save to the same path. The target must
+be missing or a regular file (:mod:`bidlab.learn.save_target`, checked before writing and
+again just before the rename): a directory, FIFO, socket, device or symbolic link there is
+refused with :class:`~bidlab.learn.save_target.SaveTargetError`, never replaced.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from bidlab._bounded_io import (
     open_regular,
     require_regular,
 )
+from bidlab.learn.save_target import check_save_target
 
 __all__ = ["save_checkpoint", "load_checkpoint", "Checkpoint", "CheckpointError",
            "atomic_write_bytes", "remove_stale_temps", "MAX_BYTES"]
@@ -126,8 +130,13 @@ def remove_stale_temps(path: str | os.PathLike) -> list[Path]:
 
 
 def atomic_write_bytes(path: str | os.PathLike, write: Any) -> Path:
-    """Call ``write(fileobj)`` on a temporary file next to ``path``, fsync, rename."""
-    path = Path(path)
+    """Call ``write(fileobj)`` on a temporary file next to ``path``, fsync, rename.
+
+    ``path`` must be missing or a regular file; anything else there (a directory, FIFO,
+    socket, device or symbolic link) raises
+    :class:`~bidlab.learn.save_target.SaveTargetError` and is left as it was.
+    """
+    path = check_save_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
@@ -136,6 +145,7 @@ def atomic_write_bytes(path: str | os.PathLike, write: Any) -> Path:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        check_save_target(path)  # nothing else appeared there while the file was written
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -85,7 +85,7 @@ class Learner(Configurable):
     """
 
     OPTIONS = (
-        Option("n_passes", int, 10, "passes over the data", low=1),
+        Option("n_passes", int, 10, "passes over the data", low=1, high=10**9),
         Option("max_steps", int, None, "stop after this many minibatches (None: no limit)",
                low=1, none_ok=True),
         Option("val_every", int, 11, "hold out every k-th minibatch of a pass for "
@@ -370,8 +370,8 @@ class Learner(Configurable):
 
     # -- checkpoints ----------------------------------------------------------------------
     def save(self, path: str | None = None, timeout: float = 120.0) -> str:
-        """Write a checkpoint (atomically). While running, the training thread writes it at
-        the next minibatch boundary and this call waits for it."""
+        """Write a checkpoint atomically to a new path or a regular file (a link, folder, FIFO
+        or device is refused). While running, the training thread writes it; this waits."""
         path = path or self.opts.checkpoint
         if not path:
             raise ValueError("save() needs a path (or set the 'checkpoint' option)")
@@ -395,9 +395,9 @@ class Learner(Configurable):
     def load(self, path: str) -> Learner:
         """Restore model matrices, updater state, options and progress from a checkpoint.
 
-        Only while not running. Set options (e.g. a larger ``n_passes``) after loading;
-        ``start()`` / ``fit()`` then continue where the checkpoint left off. Everything is
-        checked before anything changes (:func:`bidlab.learn.learner_state.restore`).
+        Only while not running; a loaded learner is ``stopped``, whatever it was. Set options
+        (e.g. a larger ``n_passes``) after loading; ``start()`` / ``fit()`` then continue where
+        the checkpoint left off. All is checked first (:func:`bidlab.learn.learner_state.restore`).
         """
         with self._cond:
             if self._state in _ACTIVE:
@@ -408,8 +408,8 @@ class Learner(Configurable):
             self._ensure_initialised)
         self._pos = (progress["pass"], progress["index"])
         self.step = progress["step"]
-        self.samples = progress["samples"]
-        self._elapsed = progress["elapsed"]
+        self.samples, self._elapsed = progress["samples"], progress["elapsed"]
+        self._state, self._error, self.traceback = "stopped", None, None  # a fresh start point
         self.source.seek(*self._pos)
         self._update_metrics(time.perf_counter())
         return self

@@ -111,6 +111,8 @@ class Model(Component):
     full_batch: bool = False
     sparse_updates: dict[int, SparseUpdate] | None = None
     step_weight: float = 1.0
+    #: matrices a loaded model must hold as float32 or float64 (bidlab.learn.persist_check)
+    FLOAT_STATE: tuple[str, ...] = ("modelmats", "updatemats")
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

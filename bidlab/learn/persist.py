@@ -4,7 +4,9 @@
 (:mod:`bidlab.learn.checkpoint`: numeric arrays in an ``.npz`` plus one JSON document);
 :func:`load_object` rebuilds it. Loading never unpickles and never imports or calls
 anything named by the file: an object is rebuilt only if its class was registered with
-:func:`persistable` by bidlab's own code, and only by setting its attributes.
+:func:`persistable` by bidlab's own code, and only by setting its attributes, after its
+whole state passed :func:`bidlab.learn.persist_check.check_state` (declared names, types,
+ranges and shapes). Every failure is a :class:`CheckpointError` naming the field.
 
 What can be saved: None, bools, ints, floats, strings; lists, tuples, sets and dicts of them;
 numpy arrays (numbers in the ``.npz``; strings and small object-free arrays in the JSON),
@@ -29,6 +31,7 @@ import scipy.sparse as sp
 
 from bidlab import backend
 from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from bidlab.learn.persist_check import check_state
 from bidlab.learn.persistable import PERSISTABLE, lookup, persistable
 from bidlab.mat import Mat, SMat
 
@@ -140,11 +143,12 @@ class _Decoder:
             raise self.fail(f"missing array {key!r}")
         return self.arrays[key]
 
-    def decode(self, v: Any) -> Any:
+    def decode(self, v: Any, where: str = "") -> Any:
+        """The value ``v`` encodes; ``where`` (``model_.modelmats[0]``) names it in errors."""
         if v is None or isinstance(v, (bool, int, float, str)):
             return v
         if isinstance(v, list):
-            return [self.decode(x) for x in v]
+            return [self.decode(x, f"{where}[{i}]") for i, x in enumerate(v)]
         if not isinstance(v, dict) or len(v) == 0:
             raise self.fail(f"unreadable value {v!r:.60}")
         tag = next(iter(v))
@@ -163,16 +167,18 @@ class _Decoder:
                 raise self.fail(f"unknown type name {body!r:.40}")
             return _TYPES[body]
         if tag == "$tuple":
-            return tuple(self.decode(x) for x in self._list(body))
+            return tuple(self.decode(x, f"{where}[{i}]") for i, x in enumerate(self._list(body)))
         if tag == "$set":
-            items = [self._key(self.decode(x)) for x in self._list(body)]
+            items = [self._key(self.decode(x, where)) for x in self._list(body)]
             return frozenset(items) if v.get("frozen") else set(items)
         if tag == "$dict":
             if not isinstance(body, dict):
                 raise self.fail("bad dict")
-            return {k: self.decode(x) for k, x in body.items()}
+            dot = f"{where}." if where else ""
+            return {k: self.decode(x, f"{dot}{k}") for k, x in body.items()}
         if tag == "$items":
-            return {self._key(self.decode(k)): self.decode(x) for k, x in self._list(body)}
+            return {self._key(self.decode(k, where)): self.decode(x, f"{where}[{k!r:.20}]")
+                    for k, x in self._list(body)}
         if tag == "$array":
             return self.array(body)
         if tag == "$strings":
@@ -183,16 +189,17 @@ class _Decoder:
                 raise self.fail("string array of the wrong size")
             return flat.reshape(shape)
         if tag == "$generator":
-            state = self.decode(body)
+            state = self.decode(body, where)
             name = state.get("bit_generator") if isinstance(state, dict) else None
             if name not in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"):
                 raise self.fail(f"unknown bit generator {name!r:.40}")
             bitgen = getattr(np.random, name)()
-            bitgen.state = state
+            self._random_state(where, lambda: setattr(bitgen, "state", state))
             return np.random.Generator(bitgen)
         if tag == "$randomstate":
             rs = np.random.RandomState()
-            rs.set_state(self.decode(body))
+            state = self.decode(body, where)
+            self._random_state(where, lambda: rs.set_state(state))
             return rs
         if tag == "$xp":
             return np
@@ -201,7 +208,7 @@ class _Decoder:
                 raise self.fail(f"reference to unknown object {body!r:.20}")
             return self.objs[body]
         if tag == "$mat":
-            return self._remember(v, Mat(self.decode(body)))
+            return self._remember(v, Mat(self.decode(body, where)))
         if tag == "$csr":
             data, indices, indptr = (self.array(k) for k in self._list(body))
             shape = tuple(int(n) for n in self._list(v.get("shape")))
@@ -218,7 +225,11 @@ class _Decoder:
                                 "model classes load)")
             obj = cls.__new__(cls)
             self._remember(v, obj)
-            state = self.decode(v.get("state"))
+            state = self.decode(v.get("state"), where)
+            try:
+                check_state(cls, state, where)
+            except ValueError as exc:
+                raise CheckpointError(f"{self.path}: {exc}") from None
             if hasattr(obj, "__setstate__"):
                 obj.__setstate__(state)
             elif isinstance(state, dict):
@@ -227,6 +238,16 @@ class _Decoder:
                 raise self.fail(f"bad state for {body}")
             return obj
         raise self.fail(f"unknown tag {tag!r:.20}")
+
+    def _random_state(self, where: str, apply: Any) -> None:
+        """Set a random generator's state, refusing one numpy will not take."""
+        try:
+            apply()
+        except (TypeError, ValueError, KeyError, OverflowError) as exc:
+            raise CheckpointError(f"{self.path}: {where or 'the saved object'}: an invalid "
+                                  f"random generator state ({type(exc).__name__}: {exc}); "
+                                  "the file is corrupt or was not written by bidlab's "
+                                  "save()") from None
 
     def _remember(self, v: dict, obj: Any) -> Any:
         ref = v.get("id")
@@ -274,7 +295,10 @@ def load_object(path: str | os.PathLike) -> Any:
         raise CheckpointError(f"{path} is a bidlab checkpoint but not a saved model: load a "
                               "learner's checkpoint with Learner.load(path)")
     try:
-        return _Decoder(ck.arrays, path).decode(ck.meta["root"])
+        root = ck.meta["root"]
+        name = root.get("$obj") if isinstance(root, dict) else None
+        where = name.rsplit(".", 1)[-1] if isinstance(name, str) else ""
+        return _Decoder(ck.arrays, path).decode(root, where)
     except CheckpointError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError, RecursionError) as exc:

@@ -69,7 +69,14 @@ class BidlabEstimator(BaseEstimator):
     # -- safe files -----------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
         """Write this estimator (parameters and fitted state) to ``path`` atomically, in the
-        pickle-free format; :meth:`load` (or :func:`bidlab.models.load`) reads it back."""
+        pickle-free format; :meth:`load` (or :func:`bidlab.models.load`) reads it back.
+
+        ``path`` must be a new path or an existing regular file (which is replaced). A
+        directory, FIFO, socket or device there raises
+        :class:`~bidlab.learn.save_target.SaveTargetError` (a ``ValueError``) and is left
+        untouched; so does a symbolic link, which is refused rather than followed: save to
+        the file it points to instead.
+        """
         return save_object(path, self, meta={"estimator": type(self).__name__})
 
     @classmethod

@@ -137,7 +137,7 @@ class GLM(BidlabEstimator):
         Option("updater", str, "adagrad", "how the weights move",
                choices=_UPDATER_CHOICES),
         Option("batch_size", int, 500, "rows per minibatch", low=1),
-        Option("n_passes", int, 10, "passes over the data in fit", low=1),
+        Option("n_passes", int, 10, "passes over the data in fit", low=1, high=10**9),
         Option("average", float, 0.5, "the last fraction of fit's updates averaged into "
                "the final model (0: the last iterate)", low=0.0, high=1.0),
         Option("shuffle", bool, True, "train on the rows in a random order"),

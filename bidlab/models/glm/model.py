@@ -53,6 +53,13 @@ class GLMModel(Model):
 
     score_name = "-loss/sample"
     mat_names = ("W", "b")
+    #: a loaded model's shapes (bidlab.learn.persist_check): one row per model target
+    #: (layout.T), one column per feature (the data's first matrix)
+    STATE_SHAPES = {
+        "modelmats.0": ("layout.T", "info.specs.0.cols"), "modelmats.1": ("layout.T", 1),
+        "updatemats.0": ("layout.T", "info.specs.0.cols"), "updatemats.1": ("layout.T", 1),
+        "_Wt": ("info.specs.0.cols", "layout.T"), "_bt": (1, "layout.T"),
+        "row_groups": ("layout.T",)}
     OPTIONS = (
         Option("train_loss", bool, True, "compute each training minibatch's loss (the "
                "training score); off is a little faster"),

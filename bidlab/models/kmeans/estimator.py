@@ -20,7 +20,7 @@ is the number of clusters (scikit-learn's ``n_clusters``).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
@@ -99,6 +99,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
     :class:`~bidlab.models.kmeans.model.KMeansModel`).
     """
 
+    #: a loaded estimator's shapes (bidlab.learn.persist_check): k centres x the features
+    STATE_SHAPES: ClassVar[dict[str, tuple[str | int, ...]]] = {
+        "model_.modelmats.0": ("k", "n_features_in_"), "model_.modelmats.1": ("k", 1),
+        "model_.updatemats.0": ("k", "n_features_in_"), "model_.updatemats.1": ("k", 1),
+        "model_.start_centers": ("k", "n_features_in_")}
     PARAMS = (
         Option("k", int, 8, "number of clusters", low=1),
         Option("init", str, "k-means++", "initial centres", test=_valid_init,

@@ -188,6 +188,10 @@ class LDACore(Model):
     OPTIONS = (K, ALPHA, BETA, E_ITERS, E_ITERS_WARM, TOTAL_DOCS, WARM_START, INIT,
                RANDOM_STATE, TRAIN_SCORE)
     kmeans_tokens = 30.0  # pseudo-tokens of its k-means cluster in an initial topic
+    #: the stored vocabulary x k matrices of LDAModel and LDAGibbsModel (modelmats are
+    #: views of them, made on load): float32 / float64 and of these shapes once loaded
+    FLOAT_STATE = ("lamT", "ebT", "upd", "NT", "phiT", "temp", "phi_hat")
+    STATE_SHAPES = {name: ("vocab_size", "opts.k") for name in FLOAT_STATE}
 
     def __init__(self, *, dtype: Any = np.float32, **options: Any) -> None:
         super().__init__(**options)

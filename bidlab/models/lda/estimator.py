@@ -47,7 +47,8 @@ def is_float_dtype(value: Any) -> bool:
 
 BATCH_SIZE = Option("batch_size", int, None, "documents per minibatch (None: a default per "
                     "device)", low=1, none_ok=True)
-N_PASSES = Option("n_passes", int, 10, "passes over the data made by fit", low=1)
+N_PASSES = Option("n_passes", int, 10, "passes over the data made by fit", low=1,
+                  high=10**9)
 DTYPE = Option("dtype", str, np.float32, "the model's arithmetic", test=is_float_dtype,
                text="float32 or float64")
 DEVICE = Option("device", str, None, "where the model lives (None: the data's device)",
@@ -62,6 +63,10 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
     _gpu_batch = 16384
     _min_gpu_batches = 16  # a default GPU minibatch leaves at least this many per pass
     PARAMS: ClassVar[tuple[Option, ...]] = ()
+    #: a loaded estimator's shapes (bidlab.learn.persist_check): k topics x the vocabulary
+    STATE_SHAPES: ClassVar[dict[str, tuple[str, ...]]] = {
+        "model_.lamT": ("n_features_in_", "k"), "model_.NT": ("n_features_in_", "k"),
+        "vocab_": ("n_features_in_",)}
 
     @staticmethod
     def params_of(model_cls: type, updater_cls: type, extra: tuple[Option, ...] = (),

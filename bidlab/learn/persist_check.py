@@ -1,0 +1,199 @@
+"""What a loaded object's state may hold, checked as a whole before the object is built.
+
+:func:`bidlab.learn.persist.load_object` calls :func:`check_state` for every object of a
+registered class with the state read from the file (its parts already rebuilt), before
+any attribute is set. The rules are the same for every class; a class declares only what
+is its own:
+
+* **names** -- identifiers that shadow nothing the class defines except plain data: never a
+  method, property or other descriptor, a nested class, a dunder or an ``UPPER_CASE``
+  constant (``PARAMS``, ``TRANSIENT``, ...);
+* **never loaded** -- a live :class:`~bidlab.learn.Learner` is not saved in files (its
+  thread, locks and state are its own run's): a file naming one is refused, so a loaded
+  learner never claims to be running (a learner reads a checkpoint with ``Learner.load``);
+* **parameters** -- an estimator's constructor parameters, every one present, pass its
+  ``PARAMS`` table (the checks ``fit`` makes); a component's option values pass its
+  ``OPTIONS`` table (the checks ``learner.set`` makes), whatever tables the file carries;
+* ``FLOAT_STATE`` -- attributes holding (lists of) matrices that must be float32 or float64
+  (a model's ``modelmats`` and ``updatemats``);
+* ``STATE_SHAPES`` -- ``{path: dims}``: the matrix (or list) at ``path`` (dotted attribute
+  names and list indices, e.g. ``"model_.modelmats.0"``) has ``len(dims)`` dimensions; a
+  dim that is a number, or names a path holding a whole number (``"k"``, ``"opts.k"``),
+  must equal it; any other name (a path that is missing or holds no whole number) must
+  take the same size in every matrix that names it.
+
+A failure raises :class:`StateError` (a ``ValueError``) naming the field;
+``load_object`` reports it as a :class:`~bidlab.learn.checkpoint.CheckpointError`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from bidlab.learn.options import Option, Options
+
+__all__ = ["StateError", "check_state", "NEVER_LOADED"]
+
+#: classes (``module.qualname``) whose objects a file may not hold, and why
+NEVER_LOADED = {
+    "bidlab.learn.learner.Learner": "a live Learner is not saved in files (its thread, locks "
+    "and run state belong to one process); restore a learner from its checkpoint with "
+    "Learner.load(path)",
+}
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_MISSING = object()
+
+
+class StateError(ValueError):
+    """A loaded object's state contradicts its class or itself."""
+
+
+def check_state(cls: type, state: Any, where: str) -> None:
+    """Check ``state`` (what ``cls.__setstate__`` or ``__dict__`` would receive) against
+    ``cls``; ``where`` names the object in messages (``LDA.model_``)."""
+    for klass in cls.__mro__:
+        why = NEVER_LOADED.get(f"{klass.__module__}.{klass.__qualname__}")
+        if why is not None:
+            raise StateError(f"{where or cls.__name__}: {why}")
+    if not isinstance(state, dict):
+        raise StateError(f"{where or cls.__name__}: the state of a {cls.__name__} must be a "
+                         f"table of attributes, not {type(state).__name__}")
+    at = f"{where}." if where else ""
+    for name in state:
+        _check_name(cls, name, at)
+    _check_params(cls, state, at)
+    _check_options(cls, state, at)
+    for name in _declared(cls, "FLOAT_STATE"):
+        _check_floats(state.get(name), f"{at}{name}")
+    _check_shapes(cls, state, at)
+
+
+def _declared(cls: type, attr: str) -> list[Any]:
+    """A per-class declaration merged over the class's bases (base classes first)."""
+    out: list[Any] = []
+    for klass in reversed(cls.__mro__):
+        decl = vars(klass).get(attr)
+        if isinstance(decl, dict):
+            out += list(decl.items())
+        elif decl:
+            out += list(decl)
+    return out
+
+
+def _check_name(cls: type, name: Any, at: str) -> None:
+    if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
+        raise StateError(f"{at}{name!r:.60}: not an attribute name a {cls.__name__} has")
+    for klass in cls.__mro__:
+        attr = vars(klass).get(name, _MISSING)
+        if attr is _MISSING:
+            continue
+        if name.isupper():
+            what = "its class constant"
+        elif isinstance(attr, (type, property)) or callable(attr) or hasattr(type(attr),
+                                                                             "__get__"):
+            what = "a method or property of the class"
+        else:
+            return  # a plain class-level default the instance may override
+        raise StateError(f"{at}{name}: would shadow {what} {klass.__name__}.{name}; "
+                         f"a saved {cls.__name__} never holds such an attribute")
+
+
+def _check_params(cls: type, state: dict[str, Any], at: str) -> None:
+    table = getattr(cls, "PARAMS", None)
+    if not table:
+        return
+    for spec in table:
+        if spec.name not in state:
+            raise StateError(f"{at}{spec.name}: missing; every parameter of {cls.__name__} "
+                             "is saved with it")
+        named = Option(**{**spec.__dict__, "owner": cls.__name__})
+        try:
+            named.check(state[spec.name])
+        except ValueError as exc:
+            raise StateError(f"{at}{spec.name}: {exc}") from None
+
+
+def _check_options(cls: type, state: dict[str, Any], at: str) -> None:
+    table = getattr(cls, "option_table", None)
+    opts = state.get("opts")
+    if table is None or not isinstance(opts, Options):
+        return
+    values = vars(opts).get("_values")
+    if not isinstance(values, dict):
+        raise StateError(f"{at}opts: an option set without values")
+    for spec in table():
+        if spec.name in values:
+            try:
+                spec.check(values[spec.name])
+            except ValueError as exc:
+                raise StateError(f"{at}opts.{spec.name}: {exc}") from None
+
+
+def _check_floats(value: Any, field: str) -> None:
+    if value is None:
+        return
+    items = list(enumerate(value)) if isinstance(value, (list, tuple)) else [(None, value)]
+    for i, m in items:
+        name = field if i is None else f"{field}[{i}]"
+        dtype = getattr(m, "dtype", None)
+        if dtype is None:
+            raise StateError(f"{name}: a {type(m).__name__}, not a matrix")
+        if np.dtype(dtype) not in _FLOATS:
+            raise StateError(
+                f"{name}: a matrix of dtype {np.dtype(dtype).name}; bidlab's model matrices "
+                "are float32 or float64: convert them (e.g. m.astype(np.float32)) and save "
+                "again")
+
+
+def _resolve(state: dict[str, Any], path: str) -> Any:
+    """The value at a dotted ``path`` (attribute names, list indices), or _MISSING."""
+    head, *rest = path.split(".")
+    value = state.get(head, _MISSING)
+    for part in rest:
+        if value is _MISSING or value is None:
+            return _MISSING
+        if part.isdigit():
+            i = int(part)
+            value = value[i] if isinstance(value, (list, tuple)) and i < len(value) else _MISSING
+        elif isinstance(value, Options):
+            value = vars(value).get("_values", {}).get(part, _MISSING)
+        else:
+            value = vars(value).get(part, _MISSING) if hasattr(value, "__dict__") else _MISSING
+    return value
+
+
+def _shape(value: Any, field: str) -> tuple[int, ...]:
+    shape = getattr(value, "shape", None)
+    if shape is None and isinstance(value, (list, tuple)):
+        shape = (len(value),)
+    if shape is None:
+        raise StateError(f"{field}: a {type(value).__name__}, not a matrix")
+    return tuple(int(n) for n in shape)
+
+
+def _check_shapes(cls: type, state: dict[str, Any], at: str) -> None:
+    bound: dict[str, tuple[int, str]] = {}  # free dim name -> (size, the field that set it)
+    for path, dims in _declared(cls, "STATE_SHAPES"):
+        value = _resolve(state, path)
+        if value is _MISSING or value is None:
+            continue  # not fitted yet
+        field = f"{at}{path}"
+        shape = _shape(value, field)
+        if len(shape) != len(dims):
+            raise StateError(f"{field}: has shape {shape}, expected {len(dims)} dimensions "
+                             f"({', '.join(map(str, dims))})")
+        for size, dim in zip(shape, dims, strict=True):
+            fixed = dim if isinstance(dim, int) else _resolve(state, dim)
+            if isinstance(fixed, numbers.Integral) and not isinstance(fixed, bool):
+                if size != fixed:
+                    named = f"{at}{dim}" if isinstance(dim, str) else "it"
+                    raise StateError(f"{field}: has shape {shape}, but {named} = {fixed}; "
+                                     "the file contradicts itself")
+            elif dim in bound and bound[dim][0] != size:
+                raise StateError(f"{field}: has shape {shape}, but {bound[dim][1]} has "
+                                 f"{dim} = {bound[dim][0]}; the file contradicts itself")
+            else:
+                bound.setdefault(dim, (size, field))

@@ -1,0 +1,74 @@
+"""Where bidlab may write a file: only a regular file (new or replaced), never anything else.
+
+Every file bidlab writes -- an estimator's ``save``, a learner's checkpoint, ``bidlab train
+--save`` / ``--checkpoint`` -- goes through :func:`bidlab.learn.checkpoint.atomic_write_bytes`
+(a temporary file renamed over the target). A rename replaces whatever has the target's
+name, so the target is checked first (and again just before the rename):
+
+* a missing path or an existing regular file is written (the file is replaced);
+* a directory, FIFO, socket, character or block device is refused;
+* a symbolic link is refused rather than followed (the link would otherwise be replaced by
+  a file, or the write would land wherever the link points): save to the file itself.
+
+:func:`check_writable` adds what a command line wants before a long run: that the folder
+exists (or can be made) and a file can be created in it, so an unwritable checkpoint path
+is reported before training rather than after.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+__all__ = ["SaveTargetError", "check_save_target", "check_writable"]
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"))
+
+
+class SaveTargetError(ValueError):
+    """A path bidlab was asked to write to is not (and cannot become) a regular file."""
+
+
+def check_save_target(path: str | os.PathLike) -> Path:
+    """Return ``path`` when it is missing or a regular file; raise :class:`SaveTargetError`
+    when it is a symbolic link, a directory, a FIFO, a socket or a device."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return path  # nothing there (or an unreachable folder: the write itself says so)
+    if stat.S_ISREG(st.st_mode):
+        return path
+    if stat.S_ISLNK(st.st_mode):
+        raise SaveTargetError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); bidlab does not write "
+            "through links: save to the file's own path, or remove the link first")
+    kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+    raise SaveTargetError(
+        f"{path} is {kind}, not a regular file; bidlab writes models and checkpoints only to "
+        "regular files (it replaces an existing file, nothing else): choose a file path")
+
+
+def check_writable(path: str | os.PathLike) -> Path:
+    """:func:`check_save_target`, and that a file can be created next to ``path`` (its
+    folder, or the nearest existing folder above a missing one); raise
+    :class:`SaveTargetError` naming the path and the reason otherwise."""
+    path = check_save_target(path)
+    folder = path.absolute().parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise SaveTargetError(f"cannot write {path}: {folder} is not a folder")
+    probe = folder / f".{path.name}.tmp-{os.getpid()}-{time.monotonic_ns()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise SaveTargetError(f"cannot write {path}: {exc.strerror or exc} (in "
+                              f"{folder})") from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
