@@ -255,12 +255,15 @@ class Learner(Configurable):
         thread is involved and the learner can be stopped from another thread or by
         Ctrl-C; ``background=True`` runs it in the training thread and waits, as
         ``start()`` + ``join()`` would. ``progress``: ``"auto"`` (tqdm.auto, else a text
-        line), ``"text"``, ``"tqdm"`` or None. Interrupting (Ctrl-C / kernel interrupt)
-        stops the learner cleanly (state ``stopped``, model consistent) and re-raises. A
-        training failure is re-raised here.
+        line), ``"text"``, ``"tqdm"``, ``"tqdm_postfix"`` (the pass summaries in the bar's
+        postfix), ``"lines"`` (a summary line per pass, no bar) or None; ``file``: the
+        stream for all of it (default ``sys.stderr``; a stream that is not a terminal gets
+        lines, no bar). Interrupting (Ctrl-C / kernel interrupt) stops the learner cleanly
+        (state ``stopped``, model consistent) and re-raises. A training failure is
+        re-raised here.
         """
         disp = make_progress(progress, self.name, file)
-        lines = PassLines()
+        lines = PassLines(every=0.0 if progress == "lines" else None)
 
         def tick(final: bool = False) -> None:
             self._drain_lines(disp, lines)
