@@ -29,9 +29,11 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 import threading
 import time
 import weakref
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -351,9 +353,14 @@ class Learner(Configurable):
                            f"{self.record.capacity} minibatches)")
         return self.opts.value_at(name, int(rec["opts_version"][hit[0]]))
 
-    def history(self) -> dict[str, np.ndarray]:
-        """The per-minibatch record as numpy columns, oldest first."""
-        return self.record.as_dict()
+    def history(self, as_frame: bool = False) -> Any:
+        """The per-minibatch record, oldest first: numpy columns by name, or with
+        ``as_frame`` a pandas DataFrame (pandas must be installed)."""
+        return self.record.as_frame() if as_frame else self.record.as_dict()
+
+    def to_csv(self, path: str | os.PathLike) -> Path:
+        """Write :meth:`history` to ``path`` as CSV (a header row; no pandas needed)."""
+        return self.record.to_csv(path)
 
     # -- checkpoints ----------------------------------------------------------------------
     def save(self, path: str | None = None, timeout: float = 120.0) -> str:
