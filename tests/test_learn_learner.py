@@ -341,11 +341,16 @@ def test_registry_lists_live_learners_and_forgets_collected_ones():
     assert other.state in ("stopped", "done")
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
 def test_fit_prints_pass_summary_lines(monkeypatch):
     monkeypatch.setattr(progress, "PASS_LINE_EVERY_S", 0.0)  # every pass's line
     X, Y, _, _ = planted(n=600)
     lr = Learner(LeastSquares(), (X, Y), Grad(), batch_size=50, n_passes=3, name="demo")
-    out = io.StringIO()
+    out = _Terminal()  # the text bar is drawn on a terminal only
     lr.fit(progress="text", file=out)
     lines = [ln.strip("\r ") for ln in out.getvalue().splitlines()]
     summaries = [ln for ln in lines if ln.startswith("pass")]

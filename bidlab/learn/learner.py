@@ -41,6 +41,7 @@ import numpy as np
 from bidlab import backend
 from bidlab.learn import learner_state, registry
 from bidlab.learn.datasource import DataSource, as_source
+from bidlab.learn.diverged import DivergedError, diverged_text
 from bidlab.learn.hyper import n_groups
 from bidlab.learn.mixins import Mixin
 from bidlab.learn.model import Model
@@ -700,17 +701,8 @@ class Learner(Configurable):
         """Raise :class:`DivergedError` when a model matrix holds NaN or inf."""
         for i, m in enumerate(self.model.modelmats):
             if m.dtype.kind == "f" and not bool(m.xp.isfinite(m.data).all()):
-                raise DivergedError(self._diverged_text(i, when))
-
-    def _diverged_text(self, i: int, when: str) -> str:
-        names = {spec.name for comp in self._components()
-                 for spec in type(comp).option_table() if spec.type in (float, int)}
-        values = ", ".join(f"{k}={_short(v)}" for k, v in self.opts.as_dict().items()
-                           if k in names)
-        return (f"the model diverged: {type(self.model).__name__}.modelmats[{i}] holds NaN or "
-                f"inf at step {self.step} ({when}), with {values}. The learner stopped "
-                "(state 'failed'); the last checkpoint written stays as it was. Lower the "
-                "learning rate (or raise the regularisation) and train again.")
+                raise DivergedError(diverged_text(self.model, i, self.step, when,
+                                                  self._components(), self.opts.as_dict()))
 
     def _save_now(self, path: str) -> None:
         if not self.model.initialised:
@@ -724,14 +716,3 @@ class Learner(Configurable):
                             {"pass": self._pos[0], "index": self._pos[1], "step": self.step,
                              "samples": self.samples, "elapsed": self._elapsed})
 
-
-class DivergedError(ArithmeticError):
-    """Training produced NaN or inf model parameters."""
-
-
-def _short(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:g}"
-    if isinstance(v, tuple):
-        return "[" + ", ".join(_short(x) for x in v[:4]) + (", ...]" if len(v) > 4 else "]")
-    return repr(v)
