@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "text files (default: a synthetic corpus with planted topics)")
     parser.add_argument("--method", choices=METHODS, default="online",
                         help="online or batch variational Bayes, or SAME Gibbs sampling")
-    parser.add_argument("--k", type=int, default=None,
+    parser.add_argument("--n_components", type=int, default=None,
                         help="number of topics (default: 12 on the synthetic corpus, else 20)")
     parser.add_argument("--passes", type=int, default=None, help="passes over the data")
     parser.add_argument("--top", type=int, default=8, help="top words shown per topic")
@@ -129,15 +129,15 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError, OSError) as exc:
         print(f"bidlab demo: {exc}", file=sys.stderr)
         return 2
-    k = args.k if args.k is not None else (12 if args.data is None else 20)
+    k = args.n_components if args.n_components is not None else (12 if args.data is None else 20)
     if k < 1:
-        print(f"bidlab demo: --k must be >= 1; got {k}", file=sys.stderr)
+        print(f"bidlab demo: --n_components must be >= 1; got {k}", file=sys.stderr)
         return 2
     Xtr, Xte = split(corpus.X, args.seed)
     name = corpus.name or "corpus"
     print(f"{name}: {Xtr.shape[0]} training + {Xte.shape[0]} held-out documents, "
           f"vocabulary {corpus.X.shape[1]}, {int(corpus.X.sum())} tokens; "
-          f"LDA k={k}, method={args.method}")
+          f"LDA n_components={k}, method={args.method}")
     model = make_model(args.method, k, args.passes, args.seed)
     t0 = time.perf_counter()
     learner = model.learner(Xtr, val_every=0, name="demo")
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
           f"{-math.log(Xtr.shape[1]):.4f}; perplexity {math.exp(-ll):.1f})")
     try:
         page = bubble_chart_html(comp, vocab, args.top,
-                                 f"LDA ({args.method}, k={k}) on {name}")
+                                 f"LDA ({args.method}, n_components={k}) on {name}")
     except ImportError as exc:
         print(f"bidlab demo: the chart needs bokeh ({exc}): pip install 'bidlab[viz]'",
               file=sys.stderr)

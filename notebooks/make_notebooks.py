@@ -124,7 +124,7 @@ if folder:
 else:
     corpus = synthetic_lda_corpus(n_docs=LDA_DOCS + 500, n_words=2000, k=LDA_TOPICS, seed=0)
 train, test = corpus.X[:LDA_DOCS], corpus.X[LDA_DOCS:]
-lda = LDA(k=LDA_TOPICS, n_passes=LDA_PASSES, random_state=0).fit(train)
+lda = LDA(n_components=LDA_TOPICS, n_passes=LDA_PASSES, random_state=0).fit(train)
 print(f"{corpus.name}: {train.shape[0]} documents x {train.shape[1]} words, "
       f"{lda.n_passes_done_} passes done")
 print(f"held-out perplexity ({test.shape[0]} documents): {lda.perplexity(test):.0f}")
@@ -156,7 +156,8 @@ print(f"{corpus.name} ({X.shape[0]} documents x {X.shape[1]} words; "
 
 from bidlab.models import LDAGibbs
 
-learner = LDAGibbs(k=K, nsamps=20, batch_size=64, random_state=0).learner(X, n_passes=NPASSES)
+learner = LDAGibbs(n_components=K, nsamps=20, batch_size=64,
+                   random_state=0).learner(X, n_passes=NPASSES)
 dash = Dashboard(learner)     # re-running this cell replaces the dashboard: one update loop
 dash'''),
         ("code", '''bubbles = TopicBubbles(learner, vocab, n_top=5)

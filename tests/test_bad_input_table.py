@@ -62,7 +62,8 @@ def _write(tmp: Path, name: str, data: bytes) -> Path:
 
 CASES = [
     # --- estimator parameters: one message shape
-    ("LDA k=0", _lda(k=0), ValueError, "The 'k' parameter of LDA must be"),
+    ("LDA n_components=0", _lda(n_components=0), ValueError,
+     "The 'n_components' parameter of LDA must be"),
     ("LDA alpha<0", _lda(alpha=-1.0), ValueError, "The 'alpha' parameter of LDA"),
     ("LDA beta=0", _lda(beta=0.0), ValueError, "The 'beta' parameter of LDA"),
     ("LDA method", _lda(method="em"), ValueError, "'method' parameter of LDA"),
@@ -73,7 +74,8 @@ CASES = [
     ("LDA kappa", _lda(kappa=2.0), ValueError, "'kappa' parameter of LDA"),
     ("Gibbs nsamps", _gibbs(nsamps=0), ValueError, "'nsamps' parameter of LDAGibbs"),
     ("Gibbs anneal", _gibbs(anneal="hot"), ValueError, "'anneal' parameter of LDAGibbs"),
-    ("Gibbs k", _gibbs(k=-3), ValueError, "'k' parameter of LDAGibbs"),
+    ("Gibbs n_components", _gibbs(n_components=-3), ValueError,
+     "'n_components' parameter of LDAGibbs"),
     ("GLM link", _glm(link="probit"), ValueError, "'link' parameter of GLM"),
     ("GLM lrate", _glm(lrate=-1), ValueError, "'lrate' parameter of GLM must be"),
     ("GLM lrate nan", _glm(lrate=float("nan")), ValueError, "'lrate' parameter of GLM"),
@@ -84,13 +86,13 @@ CASES = [
     ("GLM n_passes", _glm(n_passes=1.5), ValueError, "'n_passes' parameter of GLM"),
     ("GLM n_passes huge", _glm(n_passes=10**18), ValueError, "'n_passes' parameter of GLM"),
     ("GLM device", _glm(device="tpu"), ValueError, "'device' parameter of GLM"),
-    ("KMeans k", _km(k=0), ValueError, "'k' parameter of KMeans"),
+    ("KMeans n_clusters", _km(n_clusters=0), ValueError, "'n_clusters' parameter of KMeans"),
     ("KMeans tol", _km(tol=-1.0), ValueError, "'tol' parameter of KMeans"),
     ("KMeans algorithm", _km(algorithm="elkan2"), ValueError, "'algorithm' parameter of KMeans"),
     ("KMeans max_iter", _km(max_iter=0), ValueError, "'max_iter' parameter of KMeans"),
     ("KMeans n_init", _km(n_init=0), ValueError, "'n_init' parameter of KMeans"),
     ("KMeans init", _km(init="corners"), ValueError, "'init' parameter of KMeans"),
-    ("KMeans k > rows", lambda: KMeans(k=50).fit(X), ValueError, "50"),
+    ("KMeans k > rows", lambda: KMeans(n_clusters=50).fit(X), ValueError, "50"),
     # --- estimator data
     ("LDA negative counts", lambda: LDA(n_passes=1).fit(_with(lambda m: m.data.__setitem__(0, -2))),
      ValueError, "negative"),
@@ -116,21 +118,23 @@ CASES = [
      "features"),
     ("GLM not fitted", lambda: GLM().predict(X), Exception, "not fitted"),
     ("GLM partial_fit classes", lambda: GLM().partial_fit(X, Y2), ValueError, "classes"),
-    ("KMeans NaN", lambda: KMeans(k=2).fit(np.where(X > 2, np.nan, X)), ValueError, "NaN"),
-    ("KMeans complex", lambda: KMeans(k=2).fit(X.astype(np.complex64)), ValueError,
+    ("KMeans NaN", lambda: KMeans(n_clusters=2).fit(np.where(X > 2, np.nan, X)), ValueError, "NaN"),
+    ("KMeans complex", lambda: KMeans(n_clusters=2).fit(X.astype(np.complex64)), ValueError,
      "Complex data not supported"),
-    ("KMeans overflow", lambda: KMeans(k=2, dtype=np.float32).fit(X.astype(np.float32) * 3e18),
+    ("KMeans overflow",
+     lambda: KMeans(n_clusters=2, dtype=np.float32).fit(X.astype(np.float32) * 3e18),
      ValueError, "overflow"),
-    ("KMeans predict width", lambda: KMeans(k=2).fit(X).predict(X[:, :2]), ValueError,
+    ("KMeans predict width", lambda: KMeans(n_clusters=2).fit(X).predict(X[:, :2]), ValueError,
      "features"),
-    ("KMeans bad CSR", lambda: KMeans(k=2).fit(_with(lambda m: m.indices.__setitem__(0, 99))),
+    ("KMeans bad CSR",
+     lambda: KMeans(n_clusters=2).fit(_with(lambda m: m.indices.__setitem__(0, 99))),
      ValueError, "column index 99"),
     ("GLM bad CSR", lambda: GLM(n_passes=1).fit(
         _with(lambda m: m.indptr.__setitem__(3, 10**6)), Y2), ValueError, "row"),
     ("GLM diverges", lambda: _quiet(lambda: GLM(
         "linear", lrate=1e30, n_passes=3, batch_size=10, updater="grad").fit(
             X.astype(np.float32), X[:, 0])), ArithmeticError, "lrate=1e+30"),
-    ("save onto a folder", lambda: KMeans(k=2).fit(X).save(Path(__file__).parent),
+    ("save onto a folder", lambda: KMeans(n_clusters=2).fit(X).save(Path(__file__).parent),
      ValueError, "is a directory, not a regular file"),
     # --- the matrix core
     ("Mat 3-D", lambda: bl.Mat(np.ones((2, 2, 2))), ValueError, "a Mat is 2-D"),
@@ -173,7 +177,8 @@ def test_cli_refuses_a_crafted_npz(tmp_path):
     np.savez(path, X__data=m.data, X__indices=m.indices, X__indptr=m.indptr,
              X__shape=np.array(m.shape))
     res = subprocess.run([sys.executable, "-m", "bidlab.cli", "train", "kmeans", "--data",
-                          str(path), "--k", "2"], capture_output=True, text=True, timeout=120)
+                          str(path), "--n_clusters", "2"], capture_output=True, text=True,
+                         timeout=120)
     assert res.returncode == 2, res.stderr
     assert "column index 1000000, outside [0, 30)" in res.stderr
 

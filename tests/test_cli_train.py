@@ -241,8 +241,8 @@ def test_estimator_errors_use_the_one_message_shape(tmp_path, corpus, logistic, 
     doc = _docword(tmp_path, corpus)
     svm = _svmlight(tmp_path / "svm", *logistic)
     cases = [
-        (["train", "kmeans", "--data", str(svm), "--kk", "3"],
-         "unknown option 'kk'. Did you mean 'k'"),
+        (["train", "kmeans", "--data", str(svm), "--n_cluster", "3"],
+         "unknown option 'n_cluster'. Did you mean 'n_clusters'"),
         (["train", "glm", "--data", str(svm), "--lrate", "-1"],
          "The 'lrate' parameter of GLM must be a float > 0"),
         (["train", "glm", "--data", str(svm), "--n_passes", "0"],
@@ -279,7 +279,7 @@ def test_kmeans_on_npz_finds_the_blobs(tmp_path):
     b = blobs(n=3000, d=5, k=3, seed=1)
     with open(tmp_path / "points", "wb") as f:
         np.savez(f, X=b.X)
-    out = _ok(_bidlab("train", "kmeans", "--data", str(tmp_path / "points"), "--k", "3",
+    out = _ok(_bidlab("train", "kmeans", "--data", str(tmp_path / "points"), "--n_clusters", "3",
                       "--random_state", "0", "--n_passes", "3", "--save",
                       str(tmp_path / "km"), "--progress", "none"))
     assert math.isfinite(_score(out))
@@ -292,7 +292,7 @@ def test_lda_on_a_uci_docword_file(tmp_path, corpus):
     from bidlab.models.base import load as load_model
 
     doc = _docword(tmp_path / "uci", corpus)
-    out = _ok(_bidlab("train", "lda", "--data", str(doc), "--k", "4", "--n_passes", "3",
+    out = _ok(_bidlab("train", "lda", "--data", str(doc), "--n_components", "4", "--n_passes", "3",
                       "--batch_size", "60", "--save", str(tmp_path / "lda"),
                       "--progress", "none"))
     W = corpus.X.shape[1]
@@ -307,7 +307,7 @@ def test_ldagibbs_on_a_text_folder_checkpoints_and_resumes(tmp_path, corpus):
 
     docs = _text_folder(tmp_path / "docs", corpus)
     ck = tmp_path / "gibbs.ck"
-    args = ["train", "ldagibbs", "--data", str(docs), "--k", "4", "--batch_size", "40",
+    args = ["train", "ldagibbs", "--data", str(docs), "--n_components", "4", "--batch_size", "40",
             "--checkpoint", str(ck), "--progress", "none"]
     out = _ok(_bidlab(*args, "--n_passes", "1"))
     assert _score(out) > -math.log(corpus.X.shape[1])
@@ -346,9 +346,31 @@ def test_glm_on_a9a(shared, tmp_path):
 @pytest.mark.parametrize("name", ["lda", "ldagibbs"])
 def test_lda_models_on_kos(shared, tmp_path, name):
     kos = shared / "uci-kos" / "docword.kos.txt.gz"
-    r = _bidlab("train", name, "--data", str(kos), "--k", "10", "--max_steps", "4",
+    r = _bidlab("train", name, "--data", str(kos), "--n_components", "10", "--max_steps", "4",
                 "--progress", "none")
     out = _ok(r)
     assert "uci-bow, 3430 x 6906" in r.stderr
     assert out.startswith("done: 4 minibatches")
     assert -math.log(6906) < _score(out) < 0
+
+
+def test_a_redirected_log_gets_plain_pass_lines_on_stderr_only(tmp_path, logistic):
+    """stdout and stderr are pipes here (as with `bidlab train ... > log 2>&1`): the pass
+    summaries come as plain lines on stderr, no bar frames with \\r, nothing on stdout but
+    the result line."""
+    svm = _svmlight(tmp_path / "svm", *logistic)
+    r = _bidlab("train", "glm", "--data", str(svm), "--n_passes", "3", "--batch_size", "100")
+    out = _ok(r)
+    assert "\r" not in r.stdout and "\r" not in r.stderr
+    assert "pass " not in out and len(out.strip().splitlines()) == 1
+    assert "glm: pass   1/3" in r.stderr and "glm: pass   3/3" in r.stderr
+
+
+def test_help_lists_the_scikit_learn_names(capsys):
+    for model, names in (("lda", ("--n_components", "--warm_start", "--n_jobs", "--verbose")),
+                         ("kmeans", ("--n_clusters",)), ("glm", ("--class_weight",))):
+        assert main(["train", model, "--help"]) == 0
+        text = capsys.readouterr().out
+        for name in names:
+            assert name.lstrip("-") in text, (model, name)
+        assert not re.search(r"^\s*k\s", text, re.M), text

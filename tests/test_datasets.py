@@ -519,3 +519,19 @@ def test_a_truncated_text_archive_is_named(tmp_path):
     path.write_bytes(raw[: len(raw) // 2])
     with pytest.raises(ValueError, match=r"corpus.tar.gz: the archive is truncated or corrupt"):
         load_text_folder(path)
+
+
+def test_svmlight_indices_are_int32_and_scikit_learn_sgd_takes_them(tmp_path):
+    from sklearn.datasets import dump_svmlight_file
+    from sklearn.linear_model import SGDClassifier
+
+    rng = np.random.default_rng(0)
+    X = sp.random(200, 40, density=0.2, format="csr", random_state=1)
+    y = np.where(rng.random(200) > 0.5, 1, -1)
+    path = tmp_path / "data.svm"
+    dump_svmlight_file(X, y, str(path))
+    Xl, yl = ds.load_svmlight(path, n_features=40)
+    assert Xl.indices.dtype == np.int32 and Xl.indptr.dtype == np.int32
+    np.testing.assert_allclose(Xl.toarray(), X.toarray(), rtol=1e-6)
+    clf = SGDClassifier(max_iter=5, tol=None, random_state=0).fit(Xl, yl)
+    assert clf.score(Xl, yl) > 0.5

@@ -258,3 +258,75 @@ def test_inputs_wrapped_by_bidlab_are_accepted():
     a = GLM("logistic", random_state=0, n_passes=1).fit(bl.SMat(X), Y[:, 0])
     b = GLM("logistic", random_state=0, n_passes=1).fit(X, Y[:, 0])
     np.testing.assert_array_equal(a.coef_, b.coef_)
+
+
+# -- scikit-learn's names and habits ------------------------------------------------------
+def _imbalanced(n=800, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 6))
+    y = (X[:, 0] + 0.5 * rng.normal(size=n) > 1.2).astype(np.int64)  # about 15% ones
+    return X, y
+
+
+def test_scikit_learn_parameters_are_accepted():
+    est = GLM(verbose=1, n_jobs=2, warm_start=True, class_weight="balanced")
+    assert est.get_params()["n_jobs"] == 2 and est.get_params()["class_weight"] == "balanced"
+    for bad, msg in (({"class_weight": "even"}, "class_weight"),
+                     ({"n_jobs": 0}, "n_jobs"), ({"verbose": -1}, "verbose")):
+        with pytest.raises(ValueError, match=msg):
+            GLM(**bad).fit(*_imbalanced(50))
+
+
+def test_n_iter_loss_curve_and_warm_start():
+    X, y = _imbalanced()
+    est = GLM(n_passes=4, random_state=0).fit(X, y)
+    assert est.n_iter_ == 4 and len(est.loss_curve_) == 4
+    assert est.loss_curve_[-1] < est.loss_curve_[0]  # the training loss falls
+    assert est.loss_curve_[0] < np.log(2) + 0.05  # a mean log loss per sample
+    cold = GLM(n_passes=4, random_state=0).fit(X, y)
+    cold.fit(X, y)
+    assert cold.n_iter_ == 4  # starts again
+    np.testing.assert_array_equal(cold.coef_, est.coef_)
+    est.set_params(warm_start=True).fit(X, y)
+    assert est.n_iter_ == 8 and len(est.loss_curve_) == 8
+    assert est.loss_curve_[4] < est.loss_curve_[0]  # went on from the trained weights
+    est.partial_fit(X, y)
+    assert est.n_iter_ == 9
+    assert "n_iter_" in est.summary() and "final training loss" in est.summary()
+
+
+def test_predict_log_proba():
+    X, y = _imbalanced()
+    est = GLM("softmax", n_passes=2, random_state=0).fit(X, y)
+    np.testing.assert_allclose(np.exp(est.predict_log_proba(X[:50])), est.predict_proba(X[:50]),
+                               rtol=1e-5)
+    assert not hasattr(GLM("svm").fit(X, y), "predict_log_proba")
+
+
+def test_class_weight_balanced_and_dict_act_as_sample_weights():
+    X, y = _imbalanced()
+    plain = GLM(n_passes=3, random_state=0, shuffle=False).fit(X, y)
+    balanced = GLM(n_passes=3, random_state=0, shuffle=False, class_weight="balanced").fit(X, y)
+    assert balanced.predict(X).mean() > plain.predict(X).mean()  # the rare class gains
+    n, n1 = len(y), int(y.sum())
+    w = np.where(y == 1, n / (2 * n1), n / (2 * (n - n1)))
+    by_weight = GLM(n_passes=3, random_state=0, shuffle=False).fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(balanced.coef_, by_weight.coef_, rtol=1e-5)
+    as_dict = GLM(n_passes=3, random_state=0, shuffle=False, class_weight={1: 3.0}).fit(
+        X, y, sample_weight=np.full(n, 2.0))
+    by_weight = GLM(n_passes=3, random_state=0, shuffle=False).fit(
+        X, y, sample_weight=np.where(y == 1, 6.0, 2.0))
+    np.testing.assert_allclose(as_dict.coef_, by_weight.coef_, rtol=1e-5)
+    with pytest.raises(ValueError, match="not classes of y"):
+        GLM(class_weight={7: 2.0}).fit(X, y)
+    with pytest.raises(ValueError, match="classifier links"):
+        GLM("linear", class_weight="balanced").fit(X, y.astype(float))
+    with pytest.raises(ValueError, match="partial_fit"):
+        GLM(class_weight="balanced").partial_fit(X, y, classes=[0, 1])
+
+
+def test_verbose_lines_go_to_stderr_never_stdout(capsys):
+    X, y = _imbalanced(200)
+    GLM(n_passes=3, verbose=2).fit(X, y)
+    out, err = capsys.readouterr()
+    assert out == "" and len([ln for ln in err.splitlines() if "pass " in ln]) == 3

@@ -308,3 +308,24 @@ def test_public_kernels_record_their_choices() -> None:
     assert d["serial_calls"] + d["parallel_calls"] == 6
     assert d["serial_calls"] >= 2 and d["parallel_calls"] >= 2
     assert d["prefers"] in ("serial", "parallel")
+
+
+def test_threadpoolctl_limits_reach_the_numba_kernels():
+    """threadpoolctl sees numba's thread count (bidlab.kern.threads) and a limit of one
+    thread makes every adaptive kernel call run serially, then is put back."""
+    import numba
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    numba_pools = [i for i in threadpool_info() if i["user_api"] == "numba"]
+    assert len(numba_pools) == 1 and numba_pools[0]["num_threads"] == numba.get_num_threads()
+    before = numba.get_num_threads()
+    ran = []
+    with threadpool_limits(limits=1):
+        assert numba.get_num_threads() == 1
+        with adaptive.policy("parallel"):
+            adaptive.run("limit-test", 1e6, lambda: ran.append("serial"),
+                         lambda: ran.append("parallel"))
+    assert ran == ["serial"] and numba.get_num_threads() == before
+    with threadpool_limits(limits=1, user_api="numba"):
+        assert numba.get_num_threads() == 1
+    assert numba.get_num_threads() == before

@@ -288,16 +288,18 @@ def test_clone_and_grid_search():
     X, _, _ = blobs(600, 3, 4, spread=0.5, seed=7)
     est = KMeans(3, random_state=0)
     assert clone(est).get_params() == est.get_params()
-    grid = GridSearchCV(est, {"k": [2, 4]}, cv=3).fit(X)
-    assert grid.best_params_ == {"k": 4}  # score is -inertia: more clusters, lower inertia
+    grid = GridSearchCV(est, {"n_clusters": [2, 4]}, cv=3).fit(X)
+    assert grid.best_params_ == {"n_clusters": 4}  # score is -inertia: more clusters, lower inertia
 
 
 def test_bad_input_messages():
     X = np.random.default_rng(0).random((5, 3)).astype(np.float32)
-    with pytest.raises(ValueError, match=r"needs at least k=10 samples but got n_samples=5"):
+    with pytest.raises(ValueError,
+                       match=r"needs at least n_clusters=10 samples but got n_samples=5"):
         KMeans(10).fit(X)
     with pytest.raises(ValueError,
-                       match=r"The 'k' parameter of KMeans must be an int >= 1. Got 0 instead"):
+                       match=r"The 'n_clusters' parameter of KMeans must be an int >= 1. "
+                             r"Got 0 instead"):
         KMeans(0).fit(X)
     with pytest.raises(ValueError, match=r"The 'algorithm' parameter of KMeans must be one of"):
         KMeans(2, algorithm="elkan").fit(X)
@@ -308,7 +310,7 @@ def test_bad_input_messages():
     km = KMeans(2, random_state=0).fit(X)
     with pytest.raises(ValueError, match="X has 2 features, but KMeans is expecting 3"):
         km.predict(X[:, :2])
-    with pytest.raises(ValueError, match=r"init has shape \(2, 3\) but k=3 centres"):
+    with pytest.raises(ValueError, match=r"init has shape \(2, 3\) but n_clusters=3 centres"):
         KMeans(3, init=X[:2]).fit(X)
 
 
@@ -333,7 +335,8 @@ def test_fit_trains_the_model_with_a_learner_and_stops_when_converged():
 def test_learner_runs_the_same_engine_as_fit(algorithm):
     X, _, _ = blobs(2000, 4, 5, spread=1.5, seed=9)
     X = X.astype(np.float64)
-    params = dict(k=5, random_state=3, algorithm=algorithm, batch_size=256, tol=0, max_iter=4)
+    params = dict(n_clusters=5, random_state=3, algorithm=algorithm, batch_size=256, tol=0,
+                  max_iter=4)
     fitted = KMeans(**params).fit(X)
     est = KMeans(**params)
     lrn = est.learner(X, None)
@@ -509,7 +512,7 @@ def test_pickle_joblib_and_save_round_trips(tmp_path, algorithm):
     path = km.save(tmp_path / "km.bidlab")
     for back in (pickle.loads(pickle.dumps(km)), joblib.load(tmp_path / "km.joblib"),
                  KMeans.load(path)):
-        assert type(back) is KMeans and back.get_params()["k"] == 4
+        assert type(back) is KMeans and back.get_params()["n_clusters"] == 4
         np.testing.assert_array_equal(back.predict(X), want_p)
         np.testing.assert_array_equal(back.transform(X), want_t)
         back.partial_fit(X[:200])  # and it trains on
@@ -543,6 +546,47 @@ def test_a_converged_lloyd_learner_stops_before_n_passes():
 def test_values_whose_squares_overflow_the_dtype_are_refused():
     X = np.random.default_rng(0).random((100, 3)).astype(np.float32) * 1e19
     with pytest.raises(ValueError, match=r"squared distances overflow float32.*float64"):
-        KMeans(k=2, dtype=np.float32).fit(X)
-    labels = KMeans(k=2, random_state=0).fit(X.astype(np.float64)).labels_
+        KMeans(n_clusters=2, dtype=np.float32).fit(X)
+    labels = KMeans(n_clusters=2, random_state=0).fit(X.astype(np.float64)).labels_
     assert labels.shape == (100,)
+
+
+# -- scikit-learn's names and habits ------------------------------------------------------
+def test_n_clusters_warm_start_verbose_and_summary(capsys):
+    X, _, _ = blobs(600, 3, 4, seed=2)
+    params = KMeans(n_clusters=4, n_jobs=1, verbose=2).get_params()
+    assert params["n_clusters"] == 4 and "k" not in params and params["n_jobs"] == 1
+    with pytest.raises(TypeError):
+        KMeans(k=4)
+    km = KMeans(n_clusters=4, max_iter=2, tol=0, random_state=0, warm_start=True,
+                bounds=False).fit(X)
+    first, centres = km.n_iter_, km.cluster_centers_.copy()
+    assert capsys.readouterr() == ("", "")
+    km.set_params(verbose=2).fit(X)  # continues from the fitted centres
+    out, err = capsys.readouterr()
+    assert out == "" and "pass " in err and "\r" not in err
+    assert km.n_iter_ > first
+    again = KMeans(n_clusters=4, init=centres, n_init=1, max_iter=2, tol=0,
+                   bounds=False).fit(X)
+    np.testing.assert_allclose(km.cluster_centers_, again.cluster_centers_, rtol=1e-6)
+    text = km.summary()
+    assert text.splitlines()[0].startswith("KMeans(") and "n_clusters=4" in text
+    assert "cluster_centers_  4 x 3" in text and "inertia_" in text
+
+
+@pytest.mark.parametrize("name", ["kmeans_k2_v0.bidlab", "kmeans_k2_v0.pkl"])
+def test_files_written_with_the_old_name_k_still_load(name):
+    """Written by the code before the rename, as KMeans(2, random_state=0)."""
+    import pickle
+    from pathlib import Path
+
+    fixtures = Path(__file__).parent / "fixtures"
+    inputs = np.load(fixtures / "sknames_v0_inputs.npz")
+    if name.endswith(".pkl"):
+        with open(fixtures / name, "rb") as fh:
+            km = pickle.load(fh)
+    else:
+        km = KMeans.load(fixtures / name)
+    params = km.get_params()
+    assert params["n_clusters"] == 2 and "k" not in params and params["warm_start"] is False
+    np.testing.assert_array_equal(km.predict(inputs["Xk"]), inputs["km_labels"])

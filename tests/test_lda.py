@@ -184,7 +184,7 @@ def _repeat_sweeps(model, sb, n, reps, m):
 
 def test_heating_one_parameter_raises_its_variance_only(planted):
     """Repeated minibatch samples with the topics frozen: an F-test on the variances."""
-    est = LDAGibbs(5, 10, anneal="constant", n_passes=2, batch_size=200, warm_start=False,
+    est = LDAGibbs(5, 10, anneal="constant", n_passes=2, batch_size=200, warm_docs=False,
                    random_state=3).fit(planted.X)
     model = est.model_
     X = as_counts(planted.X, owner="test", dtype=np.float32)

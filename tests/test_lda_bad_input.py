@@ -54,8 +54,8 @@ def test_vocabulary_mismatch_names_both_sizes(cls, X):
 
 @pytest.mark.parametrize("cls", [LDA, LDAGibbs])
 @pytest.mark.parametrize("kw,msg", [
-    ({"k": 0}, r"'k' parameter of LDA\w* must be an int >= 1\. Got 0"),
-    ({"k": 2.5}, r"'k' parameter .* Got 2\.5"),
+    ({"n_components": 0}, r"'n_components' parameter of LDA\w* must be an int >= 1\. Got 0"),
+    ({"n_components": 2.5}, r"'n_components' parameter .* Got 2\.5"),
     ({"alpha": 0.0}, r"'alpha' parameter .* > 0\. Got 0 instead"),
     ({"alpha": -1}, r"'alpha' parameter .* Got -1"),
     ({"beta": 0}, r"'beta' parameter .* Got 0"),
@@ -68,7 +68,7 @@ def test_vocabulary_mismatch_names_both_sizes(cls, X):
     ({"device": "tpu"}, r"'device' parameter .* 'cpu', 'gpu' or None"),
 ])
 def test_bad_parameters_are_refused_by_fit_with_one_message_shape(cls, kw, msg, X):
-    args = {"k": 3, **kw}
+    args = {"n_components": 3, **kw}
     model = cls(**args)  # __init__ only stores (scikit-learn's contract)
     assert model.get_params()[next(iter(kw))] is kw[next(iter(kw))]
     for call in (model.fit, model.partial_fit, model.learner):

@@ -115,7 +115,7 @@ def test_temperature_can_be_set_right_after_start():
     from bidlab.models import LDAGibbs
 
     X = synthetic_lda_corpus(n_docs=200, n_words=80, k=3, seed=2).X
-    lrn = LDAGibbs(k=3, n_passes=2, random_state=0).learner(X)
+    lrn = LDAGibbs(n_components=3, n_passes=2, random_state=0).learner(X)
     assert lrn.model.initialised  # made by learner(), before any thread runs
     lrn.start()
     lrn.set_temperature(3.0, topic=1, word=2)

@@ -44,7 +44,7 @@ def test_demo_reads_a_uci_folder_and_reports_a_missing_path(tmp_path, capsys):
     lines += [f"{r + 1} {c + 1} {int(corpus.X[r, c])}" for r, c in zip(rows, cols, strict=True)]
     (tmp_path / "docword.toy.txt").write_text("\n".join(lines) + "\n")
     (tmp_path / "vocab.toy.txt").write_text("\n".join(corpus.vocab) + "\n")
-    code = demo.run(_args(data=tmp_path, k=4, out=tmp_path / "c.html", progress="none"))
+    code = demo.run(_args(data=tmp_path, n_components=4, out=tmp_path / "c.html", progress="none"))
     assert code == 0 and "topic  3:" in capsys.readouterr().out
     assert demo.run(_args(data=tmp_path / "nope", progress="none")) == 2
     assert "no such file or folder" in capsys.readouterr().err

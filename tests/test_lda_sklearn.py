@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pickle
 import shutil
+from pathlib import Path
 
 import joblib
 import numpy as np
@@ -21,7 +22,7 @@ from bidlab.models import LDA, LDAGibbs
 from bidlab.models.base import load
 
 # small models, so the ~50 checks per estimator run in seconds
-_FAST = {"k": 3, "n_passes": 2, "e_iters": 3, "e_iters_warm": 2}
+_FAST = {"n_components": 3, "n_passes": 2, "e_iters": 3, "e_iters_warm": 2}
 
 # LDAGibbs draws whole tokens: it refuses fractional counts with a ValueError, and these
 # checks feed it non-integer data (uniform or Gaussian floats)
@@ -121,9 +122,9 @@ def test_pipeline_with_countvectorizer_and_grid_search():
     words = pipe.named_steps["lda"].top_words(4, vocab=list(names))
     assert sorted(sorted(w) for w in words) == sorted(sorted(t) for t in topics)
     assert list(pipe.get_feature_names_out()) == ["lda0", "lda1", "lda2"]
-    search = GridSearchCV(LDA(n_passes=3, batch_size=20), {"k": [1, 3]}, cv=3)
+    search = GridSearchCV(LDA(n_passes=3, batch_size=20), {"n_components": [1, 3]}, cv=3)
     search.fit(CountVectorizer().fit_transform(docs))
-    assert search.best_params_ == {"k": 3}
+    assert search.best_params_ == {"n_components": 3}
 
 
 @pytest.mark.parametrize("method", ["online", "gibbs"])
@@ -167,7 +168,7 @@ def test_cli_style_learner_with_checkpoint_resumes_exactly(corpus, method, tmp_p
     """What ``bidlab train`` does: Est(**params).learner(X, None, **learner options).
     (Warm starts are not checkpointed: a resumed run starts its documents afresh.)"""
     ck = tmp_path / "lda.ckpt"
-    a = MAKERS[method](warm_start=False)
+    a = MAKERS[method](warm_docs=False)
     lr = a.learner(corpus.X, None, n_passes=2, checkpoint=str(ck), batch_size=50,
                    val_every=0)
     lr.fit(progress=None)
@@ -175,10 +176,110 @@ def test_cli_style_learner_with_checkpoint_resumes_exactly(corpus, method, tmp_p
     shutil.copy(ck, tmp_path / "after2.ckpt")
     lr.set(n_passes=3)
     lr.fit(progress=None)
-    b = MAKERS[method](warm_start=False)
+    b = MAKERS[method](warm_docs=False)
     lr2 = b.learner(corpus.X, None, n_passes=2, batch_size=50, val_every=0)
     lr2.load(str(tmp_path / "after2.ckpt"))
     assert b.n_batches_ == 12 and b.n_passes_done_ == 2
     lr2.set(n_passes=3)
     lr2.fit(progress=None)
     np.testing.assert_allclose(b.components_, a.components_, rtol=1e-5, atol=1e-7)
+
+
+# -- scikit-learn's names and habits ------------------------------------------------------
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize("cls", [LDA, LDAGibbs])
+def test_scikit_learn_parameter_names(cls):
+    est = cls(n_components=5, warm_start=True, n_jobs=1, verbose=2)
+    params = est.get_params()
+    assert params["n_components"] == 5 and params["warm_start"] and params["n_jobs"] == 1
+    assert "k" not in params and "warm_docs" in params  # one name per concept
+    with pytest.raises(TypeError):
+        cls(k=5)
+
+
+@pytest.mark.parametrize("method", list(MAKERS))
+def test_warm_start_continues_and_passes_add_up(corpus, method):
+    est = MAKERS[method](warm_start=True).fit(corpus.X)
+    first = est.n_passes_done_
+    batches = est.n_batches_
+    est.fit(corpus.X)
+    assert est.n_passes_done_ == 2 * first and est.n_batches_ == 2 * batches
+    cold = MAKERS[method]().fit(corpus.X)
+    cold.fit(corpus.X)  # without warm_start a second fit starts again
+    assert cold.n_passes_done_ == first
+
+
+@pytest.mark.parametrize("method", ["online", "gibbs"])
+def test_verbose_writes_to_stderr_only(corpus, method, capsys):
+    MAKERS[method](verbose=0).fit(corpus.X)
+    assert capsys.readouterr() == ("", "")
+    MAKERS[method](verbose=2).fit(corpus.X)
+    out, err = capsys.readouterr()
+    lines = [ln for ln in err.splitlines() if "pass " in ln]
+    assert out == "" and len(lines) == 3 and "\r" not in err, err  # a line per pass
+    MAKERS[method](verbose=1).fit(corpus.X)
+    out, err = capsys.readouterr()
+    assert out == "" and "pass   3/3" in err  # not a terminal: plain lines, no bar frames
+
+
+@pytest.mark.parametrize("name", ["lda_k3_v0.bidlab", "lda_k3_v0.pkl"])
+def test_files_written_with_the_old_name_k_still_load(name):
+    """The fixtures were written by the code before the rename (LDA(k=3, warm_start=False),
+    warm_start then meaning each document's E-step started from its previous pass)."""
+    inputs = np.load(FIXTURES / "sknames_v0_inputs.npz")
+    path = FIXTURES / name
+    if name.endswith(".pkl"):
+        with open(path, "rb") as fh:
+            est = pickle.load(fh)
+    else:
+        est = LDA.load(path)
+    params = est.get_params()
+    assert params["n_components"] == 3 and "k" not in params
+    assert params["warm_docs"] is False and params["warm_start"] is False
+    assert params["n_jobs"] is None and params["verbose"] == 0
+    X = inputs["X"]
+    np.testing.assert_array_equal(est.transform(X), inputs["lda_transform"])
+    assert est.model_.opts.n_components == 3 and "k" not in est.model_.opts
+    est.set_params(warm_start=True).fit(X)  # trains on under today's names
+    assert est.n_passes_done_ == 4
+
+
+def test_top_words_with_weights_and_summary(corpus):
+    est = MAKERS["online"]().fit(corpus.X)
+    words = est.top_words(3)
+    pairs = est.top_words(3, with_weights=True)
+    assert [[w for w, _ in row] for row in pairs] == words
+    for t, row in enumerate(pairs):
+        weights = [p for _, p in row]
+        assert weights == sorted(weights, reverse=True)
+        assert weights[0] == pytest.approx(est.components_[t].max())
+    text = est.summary()
+    assert text.startswith("LDA(n_components=4, batch_size=50, n_passes=3)") or \
+        text.splitlines()[0] == "LDA(batch_size=50, n_components=4, n_passes=3)"
+    assert "4 topics x 120 words" in text and "n_passes_done_  3" in text
+    assert "not fitted" in LDAGibbs().summary()
+
+
+def test_perplexity_is_documented_as_document_completion():
+    for meth in (LDA.perplexity, LDA.score):
+        doc = meth.__doc__
+        assert "ocument completion" in doc or "ocument-completion" in doc
+    assert "scikit-learn" in LDA.perplexity.__doc__ and "gensim" in LDA.perplexity.__doc__
+
+
+def test_n_jobs_limits_the_kernels_to_one_thread(corpus):
+    """With n_jobs=1 every adaptive kernel call runs serially, so none is timed; without
+    it the kernels time both versions (bidlab.kern.adaptive.decisions)."""
+    import numba
+
+    from bidlab.kern import adaptive
+
+    if adaptive.get_policy() != "adaptive" or numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs the adaptive policy and at least two numba threads")
+    adaptive.reset()
+    MAKERS["online"](n_jobs=1).fit(corpus.X)
+    assert adaptive.decisions() == {}
+    MAKERS["online"]().fit(corpus.X)
+    assert adaptive.decisions() != {}

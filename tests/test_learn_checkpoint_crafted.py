@@ -163,11 +163,11 @@ def test_an_lda_checkpoint_does_not_load_into_a_gibbs_learner(tmp_path):
     from bidlab.models import LDA, LDAGibbs
 
     X = synthetic_lda_corpus(n_docs=120, n_words=50, k=3, seed=0).X
-    vb = LDA(k=3, n_passes=1).learner(X)
+    vb = LDA(n_components=3, n_passes=1).learner(X)
     vb.fit(progress=None)
     path = vb.save(str(tmp_path / "vb.npz"))
     with pytest.raises(CheckpointError, match="holds a 'LDAModel' model"):
-        LDAGibbs(k=3, n_passes=1).learner(X).load(path)
+        LDAGibbs(n_components=3, n_passes=1).learner(X).load(path)
 
 
 def test_temp_files_of_dead_writers_are_removed_by_the_next_save(tmp_path):

@@ -127,6 +127,28 @@ def test_validation_holds_out_every_kth_minibatch():
     assert lr.updater.t == 50 - 12  # held-out minibatches never train
 
 
+def test_history_as_a_dataframe_and_as_csv(tmp_path):
+    import csv
+
+    pd = pytest.importorskip("pandas")
+    X, Y, _, _ = planted(n=400)
+    lr = Learner(LeastSquares(), (X, Y), Grad(), batch_size=40, n_passes=2, val_every=4)
+    lr.fit(progress=None)
+    cols = lr.history()
+    frame = lr.history(as_frame=True)
+    assert isinstance(frame, pd.DataFrame) and list(frame.columns) == list(cols)
+    assert len(frame) == 20
+    np.testing.assert_array_equal(frame["score"].to_numpy(), cols["score"])
+    path = lr.to_csv(tmp_path / "history.csv")
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    assert rows[0] == list(cols) and len(rows) == 21
+    back = pd.read_csv(path)
+    np.testing.assert_array_equal(back["step"].to_numpy(), cols["step"])
+    np.testing.assert_array_equal(back["val"].to_numpy(), cols["val"].astype(int))
+    np.testing.assert_array_equal(back["score"].to_numpy(), cols["score"])  # exact: repr
+
+
 class Counter(Model):
     """W += lrate each step (update direction 1); the score is W before the step.
 
@@ -319,11 +341,16 @@ def test_registry_lists_live_learners_and_forgets_collected_ones():
     assert other.state in ("stopped", "done")
 
 
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
 def test_fit_prints_pass_summary_lines(monkeypatch):
     monkeypatch.setattr(progress, "PASS_LINE_EVERY_S", 0.0)  # every pass's line
     X, Y, _, _ = planted(n=600)
     lr = Learner(LeastSquares(), (X, Y), Grad(), batch_size=50, n_passes=3, name="demo")
-    out = io.StringIO()
+    out = _Terminal()  # the text bar is drawn on a terminal only
     lr.fit(progress="text", file=out)
     lines = [ln.strip("\r ") for ln in out.getvalue().splitlines()]
     summaries = [ln for ln in lines if ln.startswith("pass")]

@@ -21,8 +21,8 @@ COUNTS.data = np.ceil(COUNTS.data * 5)
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     folder = tmp_path_factory.mktemp("saved")
-    KMeans(k=3, random_state=0).fit(X).save(folder / "km.npz")
-    LDA(k=3, n_passes=1, random_state=0).fit(COUNTS).save(folder / "lda.npz")
+    KMeans(n_clusters=3, random_state=0).fit(X).save(folder / "km.npz")
+    LDA(n_components=3, n_passes=1, random_state=0).fit(COUNTS).save(folder / "lda.npz")
     GLM("softmax", n_passes=1).fit(X, np.arange(60) % 3).save(folder / "glm.npz")
     return folder
 
@@ -85,17 +85,19 @@ CASES = [
     ("lda.npz", _set(n_passes=10**18), "LDA.n_passes: The 'n_passes' parameter of LDA must be"),
     ("km.npz", _set(batch_size=-5), "KMeans.batch_size: The 'batch_size' parameter of KMeans"),
     ("km.npz", _set(algorithm="elkan2"), "KMeans.algorithm: The 'algorithm' parameter"),
-    ("km.npz", _drop("tol"), "KMeans.tol: missing"),
     # option values: the component's own OPTIONS table, not the one in the file
     ("lda.npz", lambda root, arrays: _state(root, "model_", "opts")["_values"]["$dict"].update(
         alpha=-1.0), "LDA.model_.opts.alpha: The 'alpha' parameter of LDAModel"),
     # shapes agree with each other and with the parameters
-    ("lda.npz", _set(k=5), r"LDA.model_.lamT: has shape \(30, 3\), but LDA.k = 5"),
+    ("lda.npz", _set(n_components=5), r"LDA.model_.lamT: has shape \(30, 3\), but "
+     "LDA.n_components = 5"),
     ("lda.npz", _set(vocab_=["a", "b"]), r"LDA.vocab_: has shape \(2,\), but "
      "LDA.n_features_in_ = 30"),
     ("lda.npz", lambda root, arrays: _state(root, "model_", "opts")["_values"]["$dict"].update(
-        k=4), r"LDA.model_.lamT: has shape \(30, 3\), but LDA.model_.opts.k = 4"),
-    ("km.npz", _set(k=2), r"KMeans.model_.modelmats.0: has shape \(3, 4\), but KMeans.k = 2"),
+        n_components=4), r"LDA.model_.lamT: has shape \(30, 3\), but "
+     "LDA.model_.opts.n_components = 4"),
+    ("km.npz", _set(n_clusters=2), r"KMeans.model_.modelmats.0: has shape \(3, 4\), but "
+     "KMeans.n_clusters = 2"),
     ("km.npz", _set(n_features_in_=1), r"has shape \(3, 4\), but KMeans.n_features_in_ = 1"),
     ("glm.npz", _glm_columns, r"GLM.model_.modelmats.0: has shape \(3, 2\), but "
      r"GLM.model_.info.specs.0.cols = 4"),
@@ -147,3 +149,9 @@ def test_a_crafted_random_state_is_a_checkpoint_error(tmp_path, root):
     with pytest.raises(CheckpointError, match="the saved object: an invalid random generator "
                                               "state"):
         load_object(path)
+
+
+def test_a_parameter_missing_from_the_file_takes_its_default(saved, tmp_path):
+    """Files written before a parameter existed load with that parameter's default."""
+    path = _crafted(saved, tmp_path, "km.npz", _drop("tol"))
+    assert KMeans.load(path).tol == KMeans().tol

@@ -81,13 +81,20 @@ def test_a_shown_last_line_is_not_given_twice():
     assert lines.finish() is None
 
 
+class _Terminal(io.StringIO):
+    """A stream that says it is a terminal (bars are drawn only on one)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
 def _pass_lines(text: str) -> list[str]:
     return [m.group(0) for m in re.finditer(r"pass +\d+/\d+[^\r\n]*", text)]
 
 
 def test_fit_prints_a_few_lines_for_many_fast_passes():
     lr = Learner(Step(), np.zeros((4, 1)), Grad(), batch_size=2, n_passes=200, val_every=0)
-    out = io.StringIO()
+    out = _Terminal()
     lr.fit(progress="text", file=out)
     text = out.getvalue()
     lines = _pass_lines(text)
@@ -100,10 +107,45 @@ def test_fit_prints_a_few_lines_for_many_fast_passes():
 
 def test_the_tqdm_bar_has_no_stray_separator_or_placeholder():
     lr = Learner(Step(), np.zeros((4, 1)), Grad(), batch_size=1, n_passes=3, val_every=0)
-    out = io.StringIO()
+    out = _Terminal()
     lr.fit(progress="tqdm", file=out)
     text = out.getvalue()
     assert "nan" not in text and " , " not in text and ", ," not in text
     bars = [b for b in text.split("\r") if "%|" in b]
     assert bars and re.search(r"00:00, train [\d.]+$", bars[-1].rstrip()), bars[-1]
     assert not any(b.rstrip().endswith(",") for b in bars), bars
+
+
+def test_tqdm_pass_lines_go_to_the_given_stream_not_stdout(capsys):
+    lr = Learner(Step(), np.zeros((4, 1)), Grad(), batch_size=2, n_passes=3, val_every=0)
+    out = _Terminal()
+    lr.fit(progress="tqdm", file=out)
+    assert _pass_lines(out.getvalue())  # the summary lines are in the bar's stream
+    assert capsys.readouterr().out == ""
+
+
+def test_a_stream_that_is_not_a_terminal_gets_plain_lines(capsys):
+    for mode in ("auto", "tqdm", "text"):
+        lr = Learner(Step(), np.zeros((4, 1)), Grad(), batch_size=1, n_passes=3, val_every=0)
+        log = io.StringIO()
+        lr.fit(progress=mode, file=log)
+        text = log.getvalue()
+        assert "\r" not in text and "%|" not in text, (mode, text)
+        assert _pass_lines(text)[-1].startswith("pass   3/3"), (mode, text)
+    lr = Learner(Step(), np.zeros((4, 1)), Grad(), batch_size=1, n_passes=2, val_every=0)
+    lr.fit(progress="auto")  # default stream: stderr
+    out, err = capsys.readouterr()
+    assert out == "" and "pass   2/2" in err
+
+
+def test_lines_mode_prints_every_pass_and_postfix_mode_none():
+    lr = Learner(Step(), np.zeros((4, 1)), Grad(), batch_size=2, n_passes=50, val_every=0)
+    log = io.StringIO()
+    lr.fit(progress="lines", file=log)
+    assert len(_pass_lines(log.getvalue())) == 50  # not thinned to one per 5 s
+    lr = Learner(Step(), np.zeros((4, 1)), Grad(), batch_size=2, n_passes=4, val_every=0)
+    tty = _Terminal()
+    lr.fit(progress="tqdm_postfix", file=tty)
+    text = tty.getvalue()
+    assert "\n" not in text.rstrip("\n")  # one bar line redrawn, no pass lines under it
+    assert re.search(r"pass 4/4 100\.0%", text.split("\r")[-1]), text.split("\r")[-1]

@@ -60,7 +60,7 @@ def _unchanged(tmp_path, target, is_kind):
 @pytest.mark.parametrize("make", TARGETS, ids=[f.__name__[1:] for f in TARGETS])
 def test_estimator_save_refuses_a_target_that_is_not_a_regular_file(tmp_path, make):
     target, is_kind, words = make(tmp_path)
-    est = KMeans(k=2, random_state=0).fit(X)
+    est = KMeans(n_clusters=2, random_state=0).fit(X)
     with pytest.raises(SaveTargetError, match=f"{target} is {words}"):
         est.save(target)
     _unchanged(tmp_path, target, is_kind)
@@ -78,7 +78,7 @@ def test_learner_checkpoint_refuses_a_target_that_is_not_a_regular_file(tmp_path
 
 
 def test_a_regular_file_is_replaced_and_a_new_path_written(tmp_path):
-    est = KMeans(k=2, random_state=0).fit(X)
+    est = KMeans(n_clusters=2, random_state=0).fit(X)
     old = tmp_path / "old.npz"
     old.write_bytes(b"an earlier file")
     est.save(old)
@@ -111,7 +111,7 @@ def _points(tmp_path):
 def test_cli_refuses_an_unwritable_output_before_training(tmp_path, capsys, flag):
     (tmp_path / "afile").write_text("x")
     bad = tmp_path / "afile" / "out.npz"
-    code = main(["train", "kmeans", "--data", _points(tmp_path), "--k", "2",
+    code = main(["train", "kmeans", "--data", _points(tmp_path), "--n_clusters", "2",
                  "--progress", "none", flag, str(bad)])
     out = capsys.readouterr()
     assert code == 2
@@ -124,7 +124,7 @@ def test_cli_refuses_an_unwritable_output_before_training(tmp_path, capsys, flag
 @pytest.mark.parametrize("flag", ["--checkpoint", "--save"])
 def test_cli_refuses_a_fifo_output_and_leaves_it(tmp_path, capsys, flag):
     target, is_kind, _ = _fifo(tmp_path)
-    code = main(["train", "kmeans", "--data", _points(tmp_path), "--k", "2",
+    code = main(["train", "kmeans", "--data", _points(tmp_path), "--n_clusters", "2",
                  "--progress", "none", flag, str(target)])
     out = capsys.readouterr()
     assert code == 2 and out.out == ""

@@ -73,9 +73,9 @@ FUZZ = textwrap.dedent('''
             elif entry == 2:
                 GLM(n_passes=1).fit(m, np.arange(30) % 2)
             elif entry == 3:
-                LDA(k=2, n_passes=1).fit(m)
+                LDA(n_components=2, n_passes=1).fit(m)
             else:
-                KMeans(k=2, max_iter=2).fit(m)
+                KMeans(n_clusters=2, max_iter=2).fit(m)
             accepted += 1
         except ValueError:
             refused += 1

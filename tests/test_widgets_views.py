@@ -25,7 +25,8 @@ from bidlab.models import LDAGibbs  # noqa: E402
 @pytest.fixture
 def bubbles():
     corpus = synthetic_lda_corpus(n_docs=60, n_words=40, k=3, seed=0)
-    learner = LDAGibbs(k=3, nsamps=2, batch_size=20, random_state=0).learner(corpus.X, n_passes=1)
+    learner = LDAGibbs(n_components=3, nsamps=2, batch_size=20,
+                       random_state=0).learner(corpus.X, n_passes=1)
     view = TopicBubbles(learner, corpus.vocab, n_top=2)
     sent: list[dict[str, Any]] = []
 
@@ -122,7 +123,8 @@ def test_bubble_rows_hold_words_near_the_top(bubbles) -> None:
 
 def test_bubble_rows_keep_near_words_while_rows_are_free() -> None:
     corpus = synthetic_lda_corpus(n_docs=60, n_words=40, k=3, seed=0)
-    learner = LDAGibbs(k=3, nsamps=2, batch_size=20, random_state=0).learner(corpus.X, n_passes=1)
+    learner = LDAGibbs(n_components=3, nsamps=2, batch_size=20,
+                       random_state=0).learner(corpus.X, n_passes=1)
     view = TopicBubbles(learner, corpus.vocab, n_top=2)
     try:
         s = np.full((3, 40), 1.0)
@@ -163,7 +165,8 @@ def test_top_words_list_follows_sets_at_once_and_order_at_most_every_second(bubb
 
 def test_throughput_line_is_written_at_most_four_times_a_second() -> None:
     corpus = synthetic_lda_corpus(n_docs=40, n_words=30, k=2, seed=0)
-    learner = LDAGibbs(k=2, nsamps=2, batch_size=20, random_state=0).learner(corpus.X, n_passes=1)
+    learner = LDAGibbs(n_components=2, nsamps=2, batch_size=20,
+                       random_state=0).learner(corpus.X, n_passes=1)
     dash = Dashboard(learner)
     try:
         dash.pump.stop()
@@ -184,7 +187,8 @@ def test_throughput_line_is_written_at_most_four_times_a_second() -> None:
 
 def test_progress_bar_is_sent_per_mille() -> None:
     corpus = synthetic_lda_corpus(n_docs=40, n_words=30, k=2, seed=0)
-    learner = LDAGibbs(k=2, nsamps=2, batch_size=20, random_state=0).learner(corpus.X, n_passes=1)
+    learner = LDAGibbs(n_components=2, nsamps=2, batch_size=20,
+                       random_state=0).learner(corpus.X, n_passes=1)
     dash = Dashboard(learner)
     try:
         changes: list[float] = []
@@ -209,7 +213,8 @@ def test_score_chart_has_a_static_legend_not_a_bokeh_one() -> None:
     from bokeh.models import HoverTool, Legend
 
     corpus = synthetic_lda_corpus(n_docs=40, n_words=30, k=2, seed=0)
-    learner = LDAGibbs(k=2, nsamps=2, batch_size=20, random_state=0).learner(corpus.X, n_passes=1)
+    learner = LDAGibbs(n_components=2, nsamps=2, batch_size=20,
+                       random_state=0).learner(corpus.X, n_passes=1)
     dash = Dashboard(learner)
     try:
         fig = next(iter(dash.source.document.roots))

@@ -1,6 +1,6 @@
 """``KMeansView(learner)``: live cluster sizes and centre movement of a k-means learner.
 
-For ``bidlab.models.kmeans.KMeans(k).learner(X)`` (either algorithm): a bar per cluster
+For ``bidlab.models.kmeans.KMeans(n_clusters).learner(X)`` (either algorithm): a bar per cluster
 with its weight (``model.counts``: the rows it has absorbed with ``algorithm="minibatch"``,
 its size in the last pass with Lloyd), a curve of how far the centres moved between two
 updates of the view (mean and maximum Euclidean distance; it falls towards 0 as k-means
@@ -33,7 +33,7 @@ class KMeansView(PumpedView):
     def __init__(self, learner: Any, rate: float = MAX_RATE, key: str = "kmeans") -> None:
         if not hasattr(learner.model, "counts") and learner.model.initialised:
             raise TypeError("KMeansView needs a k-means learner: "
-                            "bidlab.models.kmeans.KMeans(k).learner(X)")
+                            "bidlab.models.kmeans.KMeans(n_clusters).learner(X)")
         if not learner.model.initialised:
             learner.init()
         self.learner = learner

@@ -33,7 +33,8 @@ from bidlab.bench._learner_windows import paused_learner, train_window
 # learner gets the notebook learner's temperatures too (the notebook heats one parameter), so
 # the two learners differ only in the dashboard.
 _BARE = """
-bare = LDAGibbs(k=K, nsamps=20, batch_size=64, random_state=0).learner(X, n_passes=NPASSES)
+bare = LDAGibbs(n_components=K, nsamps=20, batch_size=64,
+                random_state=0).learner(X, n_passes=NPASSES)
 bare.start(); bare.pause()
 _bench_T = learner.estimator.temperature
 for _t, _w in zip(*__import__('numpy').nonzero(_bench_T != 1.0)):

@@ -26,7 +26,8 @@ def paused_learner(X: Any, k: int) -> Any:
     its first minibatch (compiled, counts initialised): ready for :func:`train_window`."""
     from bidlab.models import LDAGibbs
 
-    lr = LDAGibbs(k=k, nsamps=20, batch_size=64, random_state=0).learner(X, n_passes=100_000)
+    lr = LDAGibbs(n_components=k, nsamps=20, batch_size=64,
+                  random_state=0).learner(X, n_passes=100_000)
     lr.start()
     lr.pause(wait=True)
     return lr

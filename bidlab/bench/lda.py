@@ -378,9 +378,9 @@ def bench_gpu(tokens: float = 1e8, k: int = 256, passes: int = 2) -> dict:
         "generate_s": round(gen_s, 1),
     }
     for system, model in (
-        ("online VB", LDA(k, "online", batch_size=16384, n_passes=passes, warm_start=False)),
+        ("online VB", LDA(k, "online", batch_size=16384, n_passes=passes, warm_docs=False)),
         ("SAME Gibbs m=100", LDAGibbs(k, 100, anneal="constant", batch_size=16384,
-                                      n_passes=passes, warm_start=False)),
+                                      n_passes=passes, warm_docs=False)),
     ):
         times = []
         steps = model.fit_passes(X)

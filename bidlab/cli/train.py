@@ -31,6 +31,7 @@ the help.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -180,7 +181,7 @@ class _Job:
     def train(self, learner: Any, source_close: Any = None) -> int:
         args, err = self.args, sys.stderr
         try:
-            learner.fit(progress=None if args.progress == "none" else args.progress)
+            learner.fit(progress=None if args.progress == "none" else args.progress, file=err)
         except KeyboardInterrupt:
             print("\ninterrupted: the learner stopped cleanly"
                   + (f"; checkpoint in {args.checkpoint}" if args.checkpoint else ""), file=err)
@@ -309,7 +310,8 @@ class _EstimatorJob(_Job):
         X, y = data.X, data.y
         learner = est.learner(X, y, **lopts) if supervised else est.learner(X, **lopts)
         self.resume(learner, {**params, **lopts})
-        code = self.train(learner)
+        with getattr(est, "_threads", contextlib.nullcontext)():  # n_jobs
+            code = self.train(learner)
         if code != 0:
             return code
         notes = [_score_note(est, X, y if supervised else None)]

@@ -31,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ignore an existing checkpoint and start from scratch")
     parser.add_argument("--save", default=None,
                         help="write the fitted estimator here when training ends")
-    parser.add_argument("--progress", choices=["auto", "text", "none"], default="auto")
+    parser.add_argument("--progress", choices=["auto", "text", "lines", "none"], default="auto",
+                        help="on stderr: a bar and pass lines (auto, text), pass lines only "
+                        "(lines; also what a stream that is not a terminal gets), or none")
     parser.add_argument("-h", "--help", action="store_true",
                         help="show the models, or with a model its options")
 

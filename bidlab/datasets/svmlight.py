@@ -86,7 +86,8 @@ def load_svmlight(
     ``n_features`` fixes the column count (needed when a file, like a9a.t, never uses the
     last feature); ``zero_based="auto"`` treats indices as 1-based unless a 0 occurs.
     ``y`` has the file's labels (e.g. +1/-1) as ``dtype``. A gzip file is read by its
-    magic number, whatever its name.
+    magic number, whatever its name. X's ``indices`` and ``indptr`` are int32 when they
+    fit (scikit-learn's ``SGDClassifier`` refuses int64 ones).
 
     ``max_decompressed`` caps the bytes a gzip file may expand to (default 4 GiB or the
     memory budget, whichever is smaller; ``$BIDLAB_MAX_DECOMPRESSED``). Without
@@ -122,7 +123,17 @@ def load_svmlight(
                      f"({_COLUMN_BYTES} bytes each),",
                      X.shape[1] * _COLUMN_BYTES, memory_budget,
                      "pass n_features= (the true column count) or fix the index")
-    return canonical_csr(X, dtype), y.astype(dtype)
+    return int32_indices(canonical_csr(X, dtype)), y.astype(dtype)
+
+
+def int32_indices(X: sp.csr_matrix) -> sp.csr_matrix:
+    """``X`` with int32 ``indices`` / ``indptr`` when its columns and nonzeros fit (scipy
+    and bidlab take either; scikit-learn's SGD estimators and Cython code want int32)."""
+    limit = np.iinfo(np.int32).max
+    if X.indices.dtype != np.int32 and X.nnz <= limit and X.shape[1] <= limit:
+        X.indices = X.indices.astype(np.int32)
+        X.indptr = X.indptr.astype(np.int32)
+    return X
 
 
 def _token_ok(tok: bytes) -> bool:

@@ -16,7 +16,10 @@ The bookkeeping costs about a microsecond a call.
 Policy: ``"adaptive"`` (default), ``"parallel"`` (always all threads: what the kernel
 benchmark's roofline figures use) or ``"serial"``; set with :func:`set_policy`, the
 :func:`policy` context manager, or the ``BIDLAB_KERNEL_THREADS`` environment variable.
-:func:`decisions` shows what each call site chose and why.
+:func:`decisions` shows what each call site chose and why. A thread limit set with
+``numba.set_num_threads``, ``threadpoolctl.threadpool_limits`` (see
+:mod:`bidlab.kern.threads`) or an estimator's ``n_jobs`` is read on every call: one thread
+means the serial version.
 
 :func:`adaptive_kernel` compiles a ``prange`` kernel once (``parallel=True``); its serial
 run is the same machine code with numba's thread count set to 1 for the call (a separately
@@ -39,6 +42,8 @@ from typing import Any, TypeVar
 
 import numba
 
+from bidlab.kern import threads
+
 __all__ = ["POLICIES", "PROBE_EVERY", "PROBE_BUDGET", "AdaptiveKernel", "adaptive_kernel",
            "one_thread", "run", "set_policy", "get_policy", "policy", "decisions", "reset"]
 
@@ -60,6 +65,7 @@ def _initial_policy() -> str:
 
 
 _policy = _initial_policy()
+threads.register()  # threadpoolctl's limits reach numba's thread count
 
 
 @dataclass

@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 import threading
 import time
 import weakref
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -41,6 +43,7 @@ from bidlab import backend
 from bidlab.learn import learner_state, registry
 from bidlab.learn.comm import Communicator, SingleProcess, check_combine, combine_models
 from bidlab.learn.datasource import DataSource, as_source
+from bidlab.learn.diverged import DivergedError, diverged_text
 from bidlab.learn.hyper import n_groups
 from bidlab.learn.mixins import Mixin
 from bidlab.learn.model import Model, hold_out_none
@@ -271,12 +274,15 @@ class Learner(Configurable):
         thread is involved and the learner can be stopped from another thread or by
         Ctrl-C; ``background=True`` runs it in the training thread and waits, as
         ``start()`` + ``join()`` would. ``progress``: ``"auto"`` (tqdm.auto, else a text
-        line), ``"text"``, ``"tqdm"`` or None. Interrupting (Ctrl-C / kernel interrupt)
-        stops the learner cleanly (state ``stopped``, model consistent) and re-raises. A
-        training failure is re-raised here.
+        line), ``"text"``, ``"tqdm"``, ``"tqdm_postfix"`` (the pass summaries in the bar's
+        postfix), ``"lines"`` (a summary line per pass, no bar) or None; ``file``: the
+        stream for all of it (default ``sys.stderr``; a stream that is not a terminal gets
+        lines, no bar). Interrupting (Ctrl-C / kernel interrupt) stops the learner cleanly
+        (state ``stopped``, model consistent) and re-raises. A training failure is
+        re-raised here.
         """
         disp = make_progress(progress, self.name, file)
-        lines = PassLines()
+        lines = PassLines(every=0.0 if progress == "lines" else None)
 
         def tick(final: bool = False) -> None:
             self._drain_lines(disp, lines)
@@ -364,9 +370,14 @@ class Learner(Configurable):
                            f"{self.record.capacity} minibatches)")
         return self.opts.value_at(name, int(rec["opts_version"][hit[0]]))
 
-    def history(self) -> dict[str, np.ndarray]:
-        """The per-minibatch record as numpy columns, oldest first."""
-        return self.record.as_dict()
+    def history(self, as_frame: bool = False) -> Any:
+        """The per-minibatch record, oldest first: numpy columns by name, or with
+        ``as_frame`` a pandas DataFrame (pandas must be installed)."""
+        return self.record.as_frame() if as_frame else self.record.as_dict()
+
+    def to_csv(self, path: str | os.PathLike) -> Path:
+        """Write :meth:`history` to ``path`` as CSV (a header row; no pandas needed)."""
+        return self.record.to_csv(path)
 
     # -- checkpoints ----------------------------------------------------------------------
     def save(self, path: str | None = None, timeout: float = 120.0) -> str:
@@ -736,17 +747,8 @@ class Learner(Configurable):
         """Raise :class:`DivergedError` when a model matrix holds NaN or inf."""
         for i, m in enumerate(self.model.modelmats):
             if m.dtype.kind == "f" and not backend.all_finite(m.data):
-                raise DivergedError(self._diverged_text(i, when))
-
-    def _diverged_text(self, i: int, when: str) -> str:
-        names = {spec.name for comp in self._components()
-                 for spec in type(comp).option_table() if spec.type in (float, int)}
-        values = ", ".join(f"{k}={_short(v)}" for k, v in self.opts.as_dict().items()
-                           if k in names)
-        return (f"the model diverged: {type(self.model).__name__}.modelmats[{i}] holds NaN or "
-                f"inf at step {self.step} ({when}), with {values}. The learner stopped "
-                "(state 'failed'); the last checkpoint written stays as it was. Lower the "
-                "learning rate (or raise the regularisation) and train again.")
+                raise DivergedError(diverged_text(self.model, i, self.step, when,
+                                                  self._components(), self.opts.as_dict()))
 
     def _save_now(self, path: str) -> None:
         if not self.model.initialised:
@@ -760,14 +762,3 @@ class Learner(Configurable):
                             {"pass": self._pos[0], "index": self._pos[1], "step": self.step,
                              "samples": self.samples, "elapsed": self._elapsed})
 
-
-class DivergedError(ArithmeticError):
-    """Training produced NaN or inf model parameters."""
-
-
-def _short(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:g}"
-    if isinstance(v, tuple):
-        return "[" + ", ".join(_short(x) for x in v[:4]) + (", ...]" if len(v) > 4 else "]")
-    return repr(v)

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from bidlab import backend
 from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from bidlab.learn.persist_check import check_state
-from bidlab.learn.persistable import PERSISTABLE, lookup, persistable
+from bidlab.learn.persistable import PERSISTABLE, lookup, persistable, upgrade
 from bidlab.mat import Mat, SMat
 
 __all__ = ["persistable", "save_object", "load_object", "PERSISTABLE"]
@@ -226,6 +226,7 @@ class _Decoder:
             obj = cls.__new__(cls)
             self._remember(v, obj)
             state = self.decode(v.get("state"), where)
+            upgrade(cls, state)
             try:
                 check_state(cls, state, where)
             except ValueError as exc:

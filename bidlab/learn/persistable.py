@@ -7,7 +7,10 @@ can register every bidlab component as it is defined while :mod:`bidlab.learn.pe
 
 from __future__ import annotations
 
-__all__ = ["PERSISTABLE", "ALIASES", "MOVED_MODULES", "persistable", "alias", "lookup"]
+from typing import Any
+
+__all__ = ["PERSISTABLE", "ALIASES", "MOVED_MODULES", "UPGRADES", "persistable", "alias",
+           "lookup", "upgrade"]
 
 #: ``module.qualname`` -> class, for every class a saved file may name.
 PERSISTABLE: dict[str, type] = {}
@@ -71,3 +74,18 @@ def lookup(name: str) -> type | None:
         module, _, head = module.rpartition(".")
         qualname = f"{head}.{qualname}"
     return None
+
+
+#: class -> ``f(cls, state)``: brings a state written by an earlier version of ``cls`` (or of
+#: a subclass) up to date, in place, before it is checked and set
+UPGRADES: dict[type, Any] = {}
+
+
+def upgrade(cls: type, state: Any) -> None:
+    """Apply the :data:`UPGRADES` of ``cls`` and its bases (bases first) to ``state``."""
+    if not isinstance(state, dict):
+        return
+    for klass in reversed(cls.__mro__):
+        fn = UPGRADES.get(klass)
+        if fn is not None:
+            fn(cls, state)

@@ -2,8 +2,11 @@
 
 ``mode="auto"`` uses ``tqdm.auto`` (a widget bar in a notebook, text in a terminal) when
 it works and falls back to :class:`TextProgress`, a kernel-agnostic printer that rewrites
-one line with ``\\r`` at most twice a second and prints pass summaries on their own lines
-(works in terminals, notebooks without ipywidgets, and logs). ``mode=None`` prints nothing.
+one line with ``\\r`` at most twice a second and prints pass summaries on their own lines.
+``mode="lines"`` (:class:`LineProgress`) prints only the pass summary lines, and so does any
+bar mode when the stream is not a terminal (a log file, a pipe): no ``\\r`` frames there.
+``mode=None`` prints nothing. Everything goes to the stream given (default ``sys.stderr``),
+pass summary lines included: nothing is sent to ``sys.stdout`` unless it is that stream.
 
 Summary lines come at a readable rate (:class:`PassLines`: the first pass, then at most one
 every :data:`PASS_LINE_EVERY_S` seconds, and always the last), and show only what was
@@ -20,8 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
-__all__ = ["make_progress", "TextProgress", "PassLines", "format_summary", "format_scores",
-           "human", "PASS_LINE_EVERY_S"]
+__all__ = ["make_progress", "TextProgress", "LineProgress", "PassLines", "format_summary",
+           "format_scores", "human", "is_terminal", "PASS_LINE_EVERY_S"]
 
 #: The least time between two pass summary lines (the last pass always gets one).
 PASS_LINE_EVERY_S = 5.0
@@ -134,23 +137,54 @@ class TextProgress:
             self.file.flush()
 
 
+class LineProgress:
+    """Pass summary lines only, each on its own line (no bar, no ``\\r``): for logs."""
+
+    def __init__(self, desc: str, file: TextIO | None = None) -> None:
+        self.desc = desc
+        self.file = file or sys.stderr
+
+    def update(self, fraction: float, postfix: str = "") -> None:
+        pass
+
+    def write(self, line: str) -> None:
+        self.file.write(f"{self.desc}: {line}\n")
+        self.file.flush()
+
+    def close(self) -> None:
+        pass
+
+
 class _TqdmProgress:
-    def __init__(self, desc: str, file: TextIO | None) -> None:
+    """A tqdm bar; with ``summaries_in_postfix`` the pass summaries replace its postfix
+    instead of printing lines (``verbose=1`` of the estimators)."""
+
+    def __init__(self, desc: str, file: TextIO | None,
+                 summaries_in_postfix: bool = False) -> None:
         from tqdm.auto import tqdm
 
+        self.file = file or sys.stderr
+        self.in_postfix = summaries_in_postfix
+        self._summary = ""
         # tqdm puts ", " before a non-empty postfix: it separates it from the times
-        self.bar = tqdm(total=1000, desc=desc, file=file, leave=True,
+        self.bar = tqdm(total=1000, desc=desc, file=self.file, leave=True,
                         bar_format="{l_bar}{bar}| {elapsed}<{remaining}{postfix}")
 
     def update(self, fraction: float, postfix: str = "") -> None:
         target = int(round(1000 * max(0.0, min(1.0, fraction))))
         if target > self.bar.n:
             self.bar.update(target - self.bar.n)
+        if self.in_postfix and self._summary:
+            postfix = self._summary
         if postfix != (self.bar.postfix or ""):
             self.bar.set_postfix_str(postfix, refresh=False)
 
     def write(self, line: str) -> None:
-        self.bar.write(line)
+        if self.in_postfix:
+            self._summary = " ".join(line.split())
+            self.bar.set_postfix_str(self._summary, refresh=True)
+            return
+        self.bar.write(line, file=self.file)  # tqdm.write's default stream is sys.stdout
 
     def close(self) -> None:
         self.bar.close()
@@ -167,16 +201,36 @@ class _Silent:
         pass
 
 
+def is_terminal(file: Any) -> bool:
+    """Whether ``file`` is an interactive terminal (a notebook's output stream counts as
+    one: it draws ``\\r`` frames as a bar)."""
+    if "ipykernel" in type(file).__module__:
+        return True
+    try:
+        return bool(file.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+_MODES = ("auto", "tqdm", "tqdm_postfix", "text", "lines", "none")
+
+
 def make_progress(mode: str | None, desc: str, file: TextIO | None = None) -> Any:
-    """A progress display: ``"auto"`` (tqdm.auto, else text), ``"tqdm"``, ``"text"``, None."""
+    """A progress display on ``file`` (default ``sys.stderr``): ``"auto"`` (tqdm.auto, else
+    text), ``"tqdm"``, ``"tqdm_postfix"`` (a bar whose postfix shows the last pass summary,
+    no lines), ``"text"``, ``"lines"`` (pass summary lines only) or None. A bar mode on a
+    stream that is not a terminal prints lines instead (no ``\\r`` in logs)."""
     if mode is None or mode == "none":
         return _Silent()
-    if mode in ("auto", "tqdm"):
+    if mode not in _MODES:
+        raise ValueError(f"progress must be one of {list(_MODES)} or None; got {mode!r}")
+    file = file or sys.stderr
+    if mode == "lines" or not is_terminal(file):
+        return LineProgress(desc, file)
+    if mode in ("auto", "tqdm", "tqdm_postfix"):
         try:
-            return _TqdmProgress(desc, file)
+            return _TqdmProgress(desc, file, summaries_in_postfix=mode == "tqdm_postfix")
         except Exception:
-            if mode == "tqdm":
+            if mode != "auto":
                 raise
-    if mode in ("auto", "text"):
-        return TextProgress(desc, file)
-    raise ValueError(f"progress must be 'auto', 'tqdm', 'text' or None; got {mode!r}")
+    return TextProgress(desc, file)

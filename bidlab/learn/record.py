@@ -13,9 +13,12 @@ stream is not stalled every step.
 
 from __future__ import annotations
 
+import csv
 import math
+import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,6 +84,27 @@ class RunRecord:
                 return {k: v[:n].copy() for k, v in self._cols.items()}
             i = n % cap
             return {k: np.concatenate([v[i:], v[:i]]) for k, v in self._cols.items()}
+
+    def as_frame(self) -> Any:
+        """:meth:`as_dict` as a pandas DataFrame (one row per minibatch)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("history(as_frame=True) needs pandas: pip install pandas, or "
+                              "use history() (numpy columns) or to_csv(path)") from None
+        return pd.DataFrame(self.as_dict())
+
+    def to_csv(self, path: str | os.PathLike) -> Path:
+        """Write :meth:`as_dict` to ``path`` as CSV with a header row; returns the path."""
+        cols = self.as_dict()
+        path = Path(path)
+        with open(path, "w", newline="") as fh:
+            out = csv.writer(fh)
+            out.writerow(list(cols))
+            for row in zip(*(c.tolist() for c in cols.values()), strict=True):
+                out.writerow([repr(v) if isinstance(v, float) else int(v) if
+                              isinstance(v, bool) else v for v in row])
+        return path
 
     def last(self) -> dict[str, float] | None:
         """The newest row as a dict, or None."""

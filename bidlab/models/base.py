@@ -10,22 +10,33 @@ they share lives here:
 * pickling that works anywhere: a live learner's thread is not part of the state, array
   modules and device arrays are saved as numpy (a GPU-trained model unpickles without CuPy);
 * :meth:`save` / :meth:`load`: the pickle-free safe format of :mod:`bidlab.learn.persist`
-  (an ``.npz`` of numbers plus JSON; loading runs no code from the file).
+  (an ``.npz`` of numbers plus JSON; loading runs no code from the file). Files and pickles
+  of earlier versions load: :meth:`_upgrade_state` maps old parameter names to today's, and
+  a parameter added since takes its default;
+* scikit-learn's shared parameters (:mod:`bidlab.models.sk_params`): ``n_jobs`` applied
+  around training and prediction by :meth:`_threads`, ``verbose`` turned into the learner's
+  progress by :meth:`_progress`; and :meth:`summary`, a short text about the estimator.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
 
 from bidlab import backend
 from bidlab.learn.checkpoint import CheckpointError
 from bidlab.learn.options import Option, validate_params
 from bidlab.learn.persist import load_object, persistable, save_object
+from bidlab.learn.persistable import UPGRADES
 from bidlab.mat import validate_csr
+from bidlab.models.sk_params import progress_mode, thread_limit
 
 __all__ = ["BidlabEstimator", "load"]
 
@@ -64,7 +75,63 @@ class BidlabEstimator(BaseEstimator):
         return backend.portable_state(state)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        super().__setstate__(backend.restore_state(state))
+        state = dict(backend.restore_state(state))
+        self.upgraded(state)
+        super().__setstate__(state)
+
+    @classmethod
+    def upgraded(cls, state: dict[str, Any]) -> None:
+        """Bring, in place, a state written by an earlier version up to date: parameters
+        renamed (:meth:`_upgrade_state`) and those added since set to their defaults. Runs
+        before a loaded state is checked (:mod:`bidlab.learn.persist_check`) and on unpickling."""
+        cls._upgrade_state(state)
+        for name, default in cls._defaults().items():
+            state.setdefault(name, default)  # a parameter added since the file was written
+
+    @classmethod
+    def _upgrade_state(cls, state: dict[str, Any]) -> None:
+        """Rename, in place, the parameters of a state written by an earlier version."""
+
+    @classmethod
+    def _defaults(cls) -> dict[str, Any]:
+        """The constructor's parameters and their defaults."""
+        sig = inspect.signature(cls.__init__)
+        return {n: p.default for n, p in sig.parameters.items()
+                if n != "self" and p.kind is not p.VAR_KEYWORD}
+
+    # -- scikit-learn's shared parameters ---------------------------------------------------
+    def _threads(self) -> Any:
+        """A context in which the kernels use ``n_jobs`` threads (None: unchanged)."""
+        return thread_limit(getattr(self, "n_jobs", None))
+
+    def _progress(self) -> str | None:
+        """The learner's progress mode for ``verbose`` (None: silent)."""
+        return progress_mode(getattr(self, "verbose", 0))
+
+    def _facts(self) -> list[tuple[str, Any]]:
+        """(name, value) lines about the fitted state, for :meth:`summary`."""
+        return []
+
+    def summary(self) -> str:
+        """A short text: the parameters that differ from their defaults, and once fitted
+        the fitted shapes, the passes done and the final scores."""
+        name = type(self).__name__
+        changed = [f"{k}={_short(v)}" for k, v in self.get_params(deep=False).items()
+                   if not _same(v, self._defaults().get(k, inspect.Parameter.empty))]
+        lines = [f"{name}({', '.join(changed)})"]
+        try:
+            check_is_fitted(self)
+            fitted = True
+        except NotFittedError:
+            fitted = False
+        if not fitted:
+            lines.append("  not fitted")
+            return "\n".join(lines)
+        facts = self._facts()
+        width = max((len(k) for k, _ in facts), default=0)
+        lines += [f"  {k:<{width}}  {v if isinstance(v, str) else _short(v)}"
+                  for k, v in facts]
+        return "\n".join(lines)
 
     # -- safe files -----------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> Path:
@@ -90,6 +157,34 @@ class BidlabEstimator(BaseEstimator):
         return obj
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Whether a parameter value equals its default (arrays, dtypes and types too)."""
+    try:
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            return bool(np.array_equal(a, b))
+        if a is not None and b is not None and (isinstance(a, (type, np.dtype))
+                                                 or isinstance(b, (type, np.dtype))):
+            return np.dtype(a) == np.dtype(b)
+        return bool(a == b) and type(a) is type(b) or a is b
+    except (TypeError, ValueError):
+        return a is b
+
+
+def _short(v: Any) -> str:
+    """A value in a few characters, for :meth:`BidlabEstimator.summary`."""
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, type) and issubclass(v, np.generic):
+        return np.dtype(v).name
+    if isinstance(v, np.ndarray):
+        return f"array{v.shape}" if v.size > 6 else np.array2string(v, precision=4)
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def load(path: str | os.PathLike) -> BidlabEstimator:
     """Read any estimator written by ``save(path)``."""
     return BidlabEstimator.load(path)
+
+
+UPGRADES[BidlabEstimator] = lambda cls, state: cls.upgraded(state)

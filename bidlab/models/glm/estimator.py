@@ -11,6 +11,7 @@ all of them, so 100 targets cost far less than 100 models::
 
     clf = GLM("softmax", lrate=0.5, l2=1e-6, n_passes=5).fit(X, y)       # scikit-learn style
     clf.predict(X_test); clf.predict_proba(X_test); clf.score(X_test, y_test)
+    clf.n_iter_, clf.loss_curve_                # passes made, mean training loss per pass
 
     many = GLM("logistic").fit(X, Y)            # Y: n x 100 binary, 100 models, one pass
 
@@ -31,24 +32,23 @@ returns self; ``clone``, ``Pipeline`` and ``GridSearchCV`` work; pandas DataFram
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils import check_random_state
-from sklearn.utils._available_if import available_if
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-import bidlab as bl
 from bidlab import backend
-from bidlab.learn import UPDATERS, L1Regularizer, L2Regularizer, Learner, MemorySource
+from bidlab.learn import UPDATERS, L1Regularizer, L2Regularizer, Learner
 from bidlab.learn.model import register_model
 from bidlab.learn.options import Option
 from bidlab.models.base import BidlabEstimator
-from bidlab.models.glm.links import CLASSIFIER_LINKS, LINKS, Layout, LinkStep
+from bidlab.models.glm.engine import UPDATER_CHOICES, GLMEngine
+from bidlab.models.glm.links import CLASSIFIER_LINKS, LINKS, Layout
 from bidlab.models.glm.model import GLMModel
 from bidlab.models.glm.params import (
+    class_weight_ok,
+    class_weights,
     dtype_ok,
     first_bad,
     link_ok,
@@ -58,33 +58,15 @@ from bidlab.models.glm.params import (
     targmap_ok,
     unwrap,
 )
+from bidlab.models.glm.predict import GLMPredictions
 from bidlab.models.glm.sweep import SweepResult, best_config, sweep_params
-from bidlab.models.glm.targets import Targets, as_targets_2d, class_index, encode, resolve
-from bidlab.models.validation import SEED_TEXT, seed_from, seed_ok
+from bidlab.models.glm.targets import Targets, as_targets_2d
+from bidlab.models.sk_params import COMMON
+from bidlab.models.validation import SEED_TEXT, seed_ok
 
 __all__ = ["GLM", "SweepResult", "best_config", "glm_sweep"]
 
-_PREDICT_CHUNK = 1 << 22  # margins are computed this many entries (rows x columns) at a time
-_UPDATER_CHOICES = ("adagrad", "grad")  # names in bidlab.learn.updaters.UPDATERS
-
-
-def _n_steps(n_rows: int, batch: int, n_passes: int) -> int:
-    """Minibatch steps in ``n_passes`` over ``n_rows`` (the last minibatch may be short)."""
-    return n_passes * -(-n_rows // batch)
-
-
-# ------------------------------------------------------------------------------ estimator
-def _shared_binary_labels(links: Any, classes: list[Any]) -> np.ndarray | None:
-    """The two labels all targets share when every target is a binary classifier (a
-    logistic, svm or 2-class softmax link): the GLM is then a multilabel classifier."""
-    if any(lk == "linear" for lk in links) or any(c is None or len(c) != 2 for c in classes):
-        return None
-    first = classes[0]
-    same = all(c.dtype == first.dtype and np.array_equal(c, first) for c in classes[1:])
-    return first if same else None
-
-
-class GLM(BidlabEstimator):
+class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
     """A generalized linear model over one or many targets, trained by minibatch SGD.
 
     Args:
@@ -112,13 +94,26 @@ class GLM(BidlabEstimator):
         dtype: None / ``"auto"`` (float64 data trains a float64 model, anything else
             float32), ``float32`` or ``float64``.
         device: ``"cpu"`` (numpy/numba) or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
+        class_weight: for a classifier with one data target: None, ``"balanced"`` (class
+            c weighs n / (n_classes * count of c)) or a dict {label: weight}; multiplies
+            ``sample_weight``. ``partial_fit`` takes a dict only.
+        warm_start: a fitted GLM's ``fit`` continues from its weights (and the updater's
+            state) instead of starting again.
+        n_jobs: CPU threads of the kernels in fit and predict, through threadpoolctl
+            (None: as the process is set; -1: every core).
+        verbose: 0 silent, 1 a progress bar with the pass summaries, 2 a line per pass (on
+            stderr).
 
     Learned attributes: ``coef_`` (targets' columns x features, like scikit-learn's),
     ``intercept_``, ``classes_`` (one target: its labels; several binary targets with the
     same two labels, a multilabel GLM (``multilabel_`` True): those labels; otherwise a list
     with one array per target),
     ``n_features_in_``, ``feature_names_in_`` (DataFrame input), ``n_targets_``,
-    ``n_steps_``, ``average_every_``; the engine ``model_``, ``updater_`` and ``mixins_``.
+    ``n_steps_``, ``average_every_``, ``n_iter_`` (passes over the data, adding up over
+    warm-started fits and partial fits), ``loss_curve_`` (the mean training loss of each of
+    those passes, summed over targets; CPU only: on a GPU no training loss is computed,
+    as that would wait for the device every minibatch); the engine ``model_``,
+    ``updater_`` and ``mixins_``.
     """
 
     PARAMS = (
@@ -135,7 +130,7 @@ class GLM(BidlabEstimator):
                none_ok=True, test=targmap_ok,
                text="None or a 1-D sequence of data target columns (ints >= 0)"),
         Option("updater", str, "adagrad", "how the weights move",
-               choices=_UPDATER_CHOICES),
+               choices=UPDATER_CHOICES),
         Option("batch_size", int, 500, "rows per minibatch", low=1),
         Option("n_passes", int, 10, "passes over the data in fit", low=1, high=10**9),
         Option("average", float, 0.5, "the last fraction of fit's updates averaged into "
@@ -147,6 +142,9 @@ class GLM(BidlabEstimator):
                "else float32)", none_ok=True, test=dtype_ok,
                text="None, 'auto', float32 or float64"),
         Option("device", str, "cpu", "where the model trains", choices=("cpu", "gpu")),
+        Option("class_weight", str, None, "weights of the classes", none_ok=True,
+               test=class_weight_ok, text="None, 'balanced' or a dict {label: weight >= 0}"),
+        *COMMON,
     )
 
     def __init__(
@@ -165,6 +163,10 @@ class GLM(BidlabEstimator):
         random_state: Any = None,
         dtype: Any = None,
         device: str = "cpu",
+        class_weight: Any = None,
+        warm_start: bool = False,
+        n_jobs: int | None = None,
+        verbose: int = 0,
     ) -> None:
         self.link = link
         self.lrate = lrate
@@ -179,6 +181,10 @@ class GLM(BidlabEstimator):
         self.random_state = random_state
         self.dtype = dtype
         self.device = device
+        self.class_weight = class_weight
+        self.warm_start = warm_start
+        self.n_jobs = n_jobs
+        self.verbose = verbose
 
     # -- scikit-learn plumbing ------------------------------------------------------------
     def _links(self) -> list[str]:
@@ -254,109 +260,41 @@ class GLM(BidlabEstimator):
         return _check_sample_weight(sample_weight, X, dtype=self.dtype_,
                                     ensure_non_negative=True)
 
-    # -- building the engine ---------------------------------------------------------------
-    def _per_target_values(self, name: str, K: int) -> Any:
-        """A parameter as one number, or one value per model target (a list)."""
-        v = np.asarray(getattr(self, name), dtype=np.float64).reshape(-1)
-        if v.size == 1:
-            return float(v[0])
-        if v.size != K:
-            raise ValueError(f"{name} has {v.size} values but the model has {K} targets: give "
-                             f"one number or one value per target ({K})")
-        return float(v[0]) if np.all(v == v[0]) else v.tolist()
-
-    def _init_engine(self, X: Any, Y2: np.ndarray, y_1d: bool, classes: Any = None) -> None:
-        """A fresh model, updater and mixins for data like (X, Y2)."""
-        t = resolve(self.link, self.targmap, Y2, y_1d, "GLM", classes)
-        layout = Layout(t.links, t.widths())
-        rates = {n: self._per_target_values(n, t.K) for n in ("lrate", "l1", "l2")}
-        self.targets_ = t
-        self.layout_ = layout
-        self.model_ = GLMModel(layout, t.enc_col)
-        self.updater_ = UPDATERS[self.updater](lrate=rates["lrate"])
-        self.mixins_ = [L1Regularizer(mats=[0], l1=rates["l1"]),
-                        L2Regularizer(mats=[0], l2=rates["l2"])]
-        self.n_targets_ = t.K
-        self.n_steps_ = 0
-        self.multilabel_ = False
-        if t.K == 1:
-            if t.classes[t.data_col[0]] is not None:
-                self.classes_ = t.classes[t.data_col[0]]
-            elif hasattr(self, "classes_"):
-                del self.classes_
-        else:
-            per_target = [t.classes[c] for c in t.data_col]
-            shared = _shared_binary_labels(t.links, per_target)
-            self.multilabel_ = shared is not None
-            self.classes_ = shared if shared is not None else per_target
-
-    def _seed(self) -> int:
-        seed = seed_from(self.random_state)
-        return int(check_random_state(None).randint(2**31 - 1)) if seed is None else seed
-
-    def _make_learner(self, X: Any, Y2: np.ndarray, w: np.ndarray | None, *, shuffle: bool,
-                      batch_size: int, **options: Any) -> Learner:
-        """A Learner training ``model_`` on (X, Y2[, w]) with ``updater_`` and ``mixins_``."""
-        xp = self._xp()
-        Ye = encode(self.targets_, Y2, self.dtype_)
-        if shuffle:  # one seeded order for all passes; minibatches are then row ranges
-            perm = np.random.default_rng(self._seed()).permutation(X.shape[0])
-            X = X[perm] if xp is np else X[xp.asarray(perm)]
-            Ye = Ye[perm]
-            w = None if w is None else w[perm]
-        mats = [X, xp.asarray(Ye)]
-        if w is not None:
-            mats.append(xp.asarray(np.asarray(w, dtype=self.dtype_).reshape(-1, 1)))
-        source = MemorySource(*mats, batch_size=min(int(batch_size), X.shape[0]))
-        return Learner(self.model_, source, self.updater_, self.mixins_, name="glm",
-                       **options)
-
-    def _averaging(self, X: Any, batch_size: int, n_passes: int) -> dict[str, int]:
-        """The updater's averaging options for a run of ``n_passes`` over ``X``: average
-        the last ``average`` fraction of its updates, one in ``average_every_``.
-
-        Adding an iterate is a pass over the model (features x weight columns, after the
-        deferred L1 / L2 terms land); a step costs about its minibatch's nonzeros x weight
-        columns, and measured per element the two cost about the same (d = 300,000, 100
-        targets: 87 ms to add an iterate, 6.5 ms a step of 20,000 nonzeros). One iterate in
-        ``ceil(5 * features / nonzeros per minibatch)`` keeps averaging the last half of a
-        run near a tenth of its time; narrow or dense data averages every step.
-        """
-        batch = min(int(batch_size), X.shape[0])
-        steps = _n_steps(X.shape[0], batch, n_passes)
-        n_avg = math.ceil(float(self.average) * steps)
-        nnz_row = X.nnz / max(X.shape[0], 1) if hasattr(X, "nnz") else X.shape[1]
-        every = max(1, math.ceil(5.0 * X.shape[1] / max(batch * nnz_row, 1.0)))
-        self.average_every_ = every
-        return {"average_from": steps - n_avg if n_avg > 0 else -1, "average_every": every}
-
-    def _run(self, X: Any, Y2: np.ndarray, w: np.ndarray | None, *, shuffle: bool,
-             n_passes: int, average: bool) -> None:
-        """Train in this thread: ``n_passes`` over the rows, every minibatch trains; with
-        ``average``, the final model is the mean of the last iterates (see ``average``)."""
-        steps = _n_steps(X.shape[0], min(self.batch_size, X.shape[0]), n_passes)
-        avg = (self._averaging(X, self.batch_size, n_passes) if average
-               else {"average_from": -1})
-        lrn = self._make_learner(X, Y2, w, shuffle=shuffle, batch_size=self.batch_size,
-                                 n_passes=n_passes, val_every=0, max_steps=None,
-                                 checkpoint=None, train_loss=False, mixin_kpis=False,
-                                 record_size=max(1, min(steps, 100_000)), **avg)
-        lrn.fit(progress=None)
-        self.n_steps_ += lrn.step
+    def _class_weighted(self, w: np.ndarray | None, Y2: np.ndarray,
+                        partial: bool = False) -> np.ndarray | None:
+        """``w`` times each row's class weight (``class_weight``), or ``w`` when None."""
+        if self.class_weight is None:
+            return w
+        t = self.targets_
+        if t.classes[0] is None or "linear" in t.links:
+            raise ValueError("class_weight is for classifier links (logistic, softmax, svm); "
+                             "a linear GLM has no classes: pass sample_weight instead")
+        if t.q != 1:
+            raise ValueError(f"class_weight needs one column of labels y; this GLM has {t.q} "
+                             "target columns: pass sample_weight instead")
+        cw = class_weights(self.class_weight, Y2[:, 0], np.asarray(t.classes[0]), partial)
+        cw = cw.astype(self.dtype_)
+        return cw if w is None else w * cw
 
     # -- training -------------------------------------------------------------------------
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> GLM:
-        """Train from scratch for ``n_passes`` passes over ``X`` (n x d) and ``y``.
+        """Train for ``n_passes`` passes over ``X`` (n x d) and ``y``: from scratch, or with
+        ``warm_start`` on a fitted GLM, from its weights.
 
         ``y``: length-n labels / values, or n x q with one column per data target.
         ``sample_weight``: one weight >= 0 per row; a minibatch's gradient is the weighted
         mean of its rows' gradients.
         """
         self._validate_params()
-        X = self._features(X, reset=True)
+        warm = bool(self.warm_start) and hasattr(self, "model_")
+        X = self._features(X, reset=not warm)
         Y2, y_1d = self._targets_2d(y, X.shape[0])
         w = self._weights(sample_weight, X)
-        self._init_engine(X, Y2, y_1d)
+        if warm:
+            self._check_target_columns(Y2)
+        else:
+            self._init_engine(X, Y2, y_1d)
+        w = self._class_weighted(w, Y2)
         self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes, average=True)
         return self
 
@@ -383,6 +321,7 @@ class GLM(BidlabEstimator):
             self._init_engine(X, Y2, y_1d, classes)
         else:
             self._check_target_columns(Y2)
+        w = self._class_weighted(w, Y2, partial=True)
         self._run(X, Y2, w, shuffle=False, n_passes=1, average=False)
         return self
 
@@ -411,6 +350,7 @@ class GLM(BidlabEstimator):
         Y2, y_1d = self._targets_2d(y, X.shape[0])
         w = self._weights(options.pop("sample_weight", None), X)
         self._init_engine(X, Y2, y_1d)
+        w = self._class_weighted(w, Y2)
         batch_size = options.pop("batch_size", self.batch_size)
         options.setdefault("n_passes", self.n_passes)
         if "average_from" not in options:
@@ -418,148 +358,15 @@ class GLM(BidlabEstimator):
         return self._make_learner(X, Y2, w, shuffle=self.shuffle, batch_size=batch_size,
                                   **options).init()
 
-    # -- predicting -----------------------------------------------------------------------
-    def _margins(self, X: Any, transform: bool = False) -> np.ndarray:
-        """X @ coef_.T + intercept_ on the host (n x T), in row chunks; link-transformed
-        (probabilities) when asked."""
-        check_is_fitted(self, "model_")
-        X = self._features(X, reset=False)
-        T = self.layout_.T
-        out = np.empty((X.shape[0], T), dtype=self.dtype_)
-        step = max(1, _PREDICT_CHUNK // max(T, 1))
-        model = self.model_
-        for a in range(0, X.shape[0], step):
-            chunk = bl.SMat(X[a : a + step])
-            res = model.predictions(chunk) if transform else model.margins(chunk).data
-            out[a : a + step] = backend.to_host(res)
-        return out
-
-    def _has_margins(self) -> bool:
-        if self._is_regressor():
-            raise AttributeError("decision_function is for classifier links; a linear GLM's "
-                                 "predictions are its margins (use predict)")
-        return True
-
-    @available_if(_has_margins)
-    def decision_function(self, X: Any) -> np.ndarray:
-        """Margins ``X @ coef_.T + intercept_``: (n,) for one binary target (for a 2-class
-        softmax, class 1's margin minus class 0's); n x K, one binary margin per target, for
-        a multilabel GLM (see ``multilabel_``); else n x T (every weight column)."""
-        E = self._margins(X)
-        if E.shape[1] == 1:
-            return E[:, 0]
-        if self.layout_.K == 1 and E.shape[1] == 2:
-            return E[:, 1] - E[:, 0]
-        if self.multilabel_:
-            return np.column_stack([self._binary_margin(E, k) for k in range(self.layout_.K)])
-        return E
-
-    def _binary_margin(self, E: np.ndarray, k: int) -> np.ndarray:
-        e = E[:, self.layout_.columns(k)]
-        return e[:, 0] if e.shape[1] == 1 else e[:, 1] - e[:, 0]
-
-    def _predict_columns(self, E: np.ndarray) -> list[np.ndarray]:
-        t, lay = self.targets_, self.layout_
-        cols = []
-        for k, (lk, c) in enumerate(zip(t.links, t.data_col, strict=True)):
-            e = E[:, lay.columns(k)]
-            if lk == "linear":
-                cols.append(e[:, 0])
-            elif lk == "softmax":
-                cols.append(t.classes[c][np.argmax(e, axis=1)])
-            else:  # logistic and svm: the sign of the margin
-                cols.append(t.classes[c][(e[:, 0] > 0).astype(np.int64)])
-        return cols
-
-    def predict(self, X: Any) -> np.ndarray:
-        """Labels (classifier links) or values (linear): (n,) for one target, else n x K."""
-        cols = self._predict_columns(self._margins(X))
-        return cols[0] if len(cols) == 1 else np.column_stack(cols)
-
-    def _has_proba(self) -> bool:
-        other = [lk for lk in self._links() if lk not in ("logistic", "softmax")]
-        if other:
-            raise AttributeError(f"predict_proba needs logistic or softmax links; this GLM has "
-                                 f"{other[0]!r} (use decision_function for its margins)")
-        return True
-
-    @available_if(_has_proba)
-    def predict_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
-        """Class probabilities: n x 2 (logistic) or n x C (softmax) for one target. For
-        several: a multilabel GLM (every target binary with the same two labels, see
-        ``multilabel_``) gives n x K, each target's probability of ``classes_[1]``
-        (scikit-learn's multilabel form); otherwise a list with one array per target
-        (scikit-learn's multi-output form)."""
-        Pm = self._margins(X, transform=True)
-        t, lay = self.targets_, self.layout_
-        if self.multilabel_:
-            return np.column_stack([Pm[:, lay.columns(k)][:, -1] for k in range(t.K)])
-        out = []
-        for k, lk in enumerate(t.links):
-            p = Pm[:, lay.columns(k)]
-            out.append(np.column_stack([1.0 - p[:, 0], p[:, 0]]) if lk == "logistic" else p)
-        return out[0] if len(out) == 1 else out
-
-    def score_targets(self, X: Any, y: Any) -> np.ndarray:
-        """Per model target: accuracy (classifier links) or R^2 (linear), shape (K,)."""
-        from sklearn.metrics import r2_score
-
-        E = self._margins(X)
-        Y2, _ = as_targets_2d(y, E.shape[0], "GLM")
-        self._check_target_columns(Y2)
-        preds = self._predict_columns(E)
-        t = self.targets_
-        scores = np.empty(t.K)
-        for k, (lk, c) in enumerate(zip(t.links, t.data_col, strict=True)):
-            if lk == "linear":
-                scores[k] = r2_score(Y2[:, c].astype(np.float64), preds[k])
-            else:
-                what = f"Y column {c}" if t.q > 1 else "y"
-                class_index(Y2[:, c], t.classes[c], what)  # unseen labels raise here
-                scores[k] = float(np.mean(preds[k] == Y2[:, c]))
-        return scores
-
-    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
-        """Mean over targets of accuracy (classifier links) or R^2 (linear); with
-        ``sample_weight``, the weighted accuracy / R^2."""
-        if sample_weight is None:
-            return float(np.mean(self.score_targets(X, y)))
-        from sklearn.metrics import accuracy_score, r2_score
-
-        E = self._margins(X)
-        Y2, _ = as_targets_2d(y, E.shape[0], "GLM")
-        self._check_target_columns(Y2)
-        t = self.targets_
-        out = []
-        for k, (lk, pred) in enumerate(zip(t.links, self._predict_columns(E), strict=True)):
-            col = Y2[:, t.data_col[k]]
-            if lk == "linear":
-                out.append(r2_score(col.astype(np.float64), pred, sample_weight=sample_weight))
-            else:
-                out.append(accuracy_score(col, pred, sample_weight=sample_weight))
-        return float(np.mean(out))
-
-    def loss_targets(self, X: Any, y: Any) -> np.ndarray:
-        """Per model target, the mean loss on (X, y): log loss for logistic / softmax,
-        hinge for svm, half the squared error for linear. Shape (K,)."""
-        E = self._margins(X)
-        Y2, _ = as_targets_2d(y, E.shape[0], "GLM")
-        self._check_target_columns(Y2)
-        Ye = encode(self.targets_, Y2, E.dtype)[:, self.targets_.enc_col]
-        loss = np.zeros((1, self.targets_.K), dtype=np.float64)
-        step = max(1, _PREDICT_CHUNK // max(E.shape[1], 1))
-        for a in range(0, E.shape[0], step):
-            e, yy = E[a : a + step], np.ascontiguousarray(Ye[a : a + step])
-            part = np.zeros((1, self.targets_.K), dtype=E.dtype)
-            LinkStep(self.layout_, e.shape[0], E.dtype, np)(e, yy, part)
-            loss += part
-        return loss[0] / E.shape[0]
-
-    def _check_target_columns(self, Y2: np.ndarray) -> None:
-        if Y2.shape[1] != self.targets_.q:
-            raise ValueError(
-                f"Y has {Y2.shape[1]} target columns but GLM was fitted with {self.targets_.q}"
-            )
+    def _facts(self) -> list[tuple[str, Any]]:
+        facts: list[tuple[str, Any]] = [
+            ("coef_", "{} x {}".format(*self.model_.modelmats[0].shape)),
+            ("n_targets_", self.n_targets_), ("n_iter_", getattr(self, "n_iter_", 0)),
+            ("n_steps_", self.n_steps_)]
+        curve = getattr(self, "loss_curve_", [])
+        if curve:
+            facts.append(("final training loss", curve[-1]))
+        return facts
 
     # -- learned weights ------------------------------------------------------------------
     @property

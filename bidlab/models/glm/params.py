@@ -19,7 +19,7 @@ import bidlab as bl
 from bidlab.models.glm.links import LINKS
 
 __all__ = ["unwrap", "first_bad", "link_ok", "positive", "non_negative", "targmap_ok",
-           "dtype_ok", "per_target"]
+           "dtype_ok", "per_target", "class_weight_ok", "class_weights"]
 
 
 # ------------------------------------------------------------------------------ inputs
@@ -93,3 +93,32 @@ def _as_dtype(x: Any) -> Any:
 def per_target(what: str) -> str:
     """The allowed values in words for a parameter given once or once per model target."""
     return f"{what}, or a list of them (one per model target)"
+
+
+def class_weight_ok(x: Any) -> bool:
+    """None, ``"balanced"`` or a dict {label: weight >= 0}."""
+    if x is None or (isinstance(x, str) and x == "balanced"):
+        return True
+    return isinstance(x, dict) and all(_real(v) and v >= 0 for v in x.values())
+
+
+def class_weights(class_weight: Any, labels: np.ndarray, classes: np.ndarray,
+                  partial: bool = False) -> np.ndarray:
+    """One weight per sample from its label's class weight (scikit-learn's rules:
+    ``"balanced"`` weighs class c by n / (n_classes * count of c); a dict's missing
+    classes weigh 1). ``partial``: a ``partial_fit`` chunk, which cannot be balanced."""
+    from sklearn.utils.class_weight import compute_class_weight
+
+    if isinstance(class_weight, str) and partial:
+        raise ValueError("class_weight='balanced' needs every sample at once, so partial_fit "
+                         "cannot use it: pass a dict of class weights, e.g. computed with "
+                         "sklearn.utils.class_weight.compute_class_weight on all labels")
+    if isinstance(class_weight, dict):
+        unknown = [c for c in class_weight if not np.isin(np.asarray([c], dtype=object),
+                                                          classes.astype(object)).any()]
+        if unknown:
+            raise ValueError(f"class_weight names labels {unknown[:5]} that are not classes "
+                             f"of y (classes: {classes.tolist()[:10]}): use the labels of y")
+    present = np.unique(labels)
+    per = compute_class_weight(class_weight, classes=present, y=labels)
+    return per[np.searchsorted(present, labels)]

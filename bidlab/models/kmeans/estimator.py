@@ -10,11 +10,11 @@ Hamerly's bounds skip the distances that cannot change an assignment. Dense and 
 (CSR) inputs, numpy or CuPy::
 
     from bidlab.models import KMeans
-    km = KMeans(256, random_state=0).fit(X)
+    km = KMeans(n_clusters=256, random_state=0).fit(X)
     km.cluster_centers_, km.labels_, km.inertia_, km.predict(X_new), km.transform(X_new)
 
-Scikit-learn conventions (``clone``, ``Pipeline``, ``GridSearchCV``, pandas input); ``k``
-is the number of clusters (scikit-learn's ``n_clusters``).
+Scikit-learn conventions and names (``n_clusters``, ``n_jobs``, ``verbose``, ``warm_start``;
+``clone``, ``Pipeline``, ``GridSearchCV``, pandas input).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from bidlab.models.kmeans.blocks import BlockSource
 from bidlab.models.kmeans.distances import CHUNK_ENTRIES, nearest, sq_distances
 from bidlab.models.kmeans.model import KMeansModel
 from bidlab.models.kmeans.seeding import init_centers
+from bidlab.models.sk_params import COMMON
 from bidlab.models.validation import SEED_TEXT, seed_ok
 
 __all__ = ["KMeans"]
@@ -69,8 +70,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
     """k-means clustering with distances by GEMM.
 
     Args:
-        k: number of clusters.
-        init: ``"k-means++"`` (default), ``"random"`` (k distinct rows) or a k x d array.
+        n_clusters: number of clusters.
+        init: ``"k-means++"`` (default), ``"random"`` (n_clusters distinct rows) or an
+            n_clusters x d array.
         n_init: runs from different seeds; the lowest inertia wins.
         max_iter: most Lloyd iterations (``"lloyd"``) or the passes over the data
             (``"minibatch"``).
@@ -91,8 +93,14 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         dtype: float32 or float64; None (default) follows the input (other types become
             float64).
         device: ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
+        warm_start: a fitted estimator's ``fit`` continues from its centres (one run,
+            ``n_iter_`` and ``n_steps_`` add up) instead of starting again.
+        n_jobs: CPU threads of the kernels in fit, predict, transform and score, through
+            threadpoolctl (None: as the process is set; -1: every core).
+        verbose: 0 silent, 1 a progress bar with the pass summaries, 2 a line per pass (on
+            stderr).
 
-    Learned: ``cluster_centers_`` (k x d), ``labels_``, ``inertia_`` (weighted sum of
+    Learned: ``cluster_centers_`` (n_clusters x d), ``labels_``, ``inertia_`` (weighted sum of
     squared distances to the nearest centre), ``n_iter_`` (Lloyd iterations, or passes
     over the data begun by minibatch steps), ``n_steps_`` (minibatches),
     ``n_features_in_`` (and ``feature_names_in_`` for DataFrames), ``model_`` (the
@@ -101,13 +109,15 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
 
     #: a loaded estimator's shapes (bidlab.learn.persist_check): k centres x the features
     STATE_SHAPES: ClassVar[dict[str, tuple[str | int, ...]]] = {
-        "model_.modelmats.0": ("k", "n_features_in_"), "model_.modelmats.1": ("k", 1),
-        "model_.updatemats.0": ("k", "n_features_in_"), "model_.updatemats.1": ("k", 1),
-        "model_.start_centers": ("k", "n_features_in_")}
+        "model_.modelmats.0": ("n_clusters", "n_features_in_"),
+        "model_.modelmats.1": ("n_clusters", 1),
+        "model_.updatemats.0": ("n_clusters", "n_features_in_"),
+        "model_.updatemats.1": ("n_clusters", 1),
+        "model_.start_centers": ("n_clusters", "n_features_in_")}
     PARAMS = (
-        Option("k", int, 8, "number of clusters", low=1),
+        Option("n_clusters", int, 8, "number of clusters", low=1),
         Option("init", str, "k-means++", "initial centres", test=_valid_init,
-               text="one of 'k-means++', 'random' or a k x d array of centres"),
+               text="one of 'k-means++', 'random' or an n_clusters x d array of centres"),
         Option("n_init", int, 1, "runs from different seeds (the best is kept)", low=1),
         Option("max_iter", int, 100, "most Lloyd iterations, or minibatch passes", low=1),
         Option("tol", float, 1e-4, "relative tolerance of Lloyd's convergence", low=0.0),
@@ -121,11 +131,12 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         Option("dtype", str, None, "float type of the centres", test=_valid_dtype,
                none_ok=True, text="None (follow the input), float32 or float64"),
         Option("device", str, "cpu", "where to compute", choices=("cpu", "gpu")),
+        *COMMON,
     )
 
     def __init__(
         self,
-        k: int = 8,
+        n_clusters: int = 8,
         *,
         init: Any = "k-means++",
         n_init: int = 1,
@@ -138,8 +149,11 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         random_state: Any = None,
         dtype: Any = None,
         device: str = "cpu",
+        warm_start: bool = False,
+        n_jobs: int | None = None,
+        verbose: int = 0,
     ) -> None:
-        self.k = k
+        self.n_clusters = n_clusters
         self.init = init
         self.n_init = n_init
         self.max_iter = max_iter
@@ -151,6 +165,21 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         self.random_state = random_state
         self.dtype = dtype
         self.device = device
+        self.warm_start = warm_start
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    @classmethod
+    def _upgrade_state(cls, state: dict[str, Any]) -> None:
+        if "k" in state:  # written before the scikit-learn names
+            state["n_clusters"] = state.pop("k")
+
+    def _facts(self) -> list[tuple[str, Any]]:
+        C = self.model_.modelmats[0]
+        facts = [("cluster_centers_", f"{C.shape[0]} x {C.shape[1]}")]
+        facts += [(name, getattr(self, name)) for name in ("n_iter_", "n_steps_", "inertia_")
+                  if hasattr(self, name)]
+        return facts
 
     # -- fitted state -----------------------------------------------------------------------
     def __sklearn_is_fitted__(self) -> bool:
@@ -270,20 +299,23 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         return np.random.default_rng(rs.randint(0, 2**31 - 1, size=2).tolist())
 
     def _check_k(self, n: int, d: int) -> None:
-        if self.k > n:
-            raise ValueError(f"KMeans needs at least k={self.k} samples but got n_samples={n}: "
-                             f"use k <= {n} or give more data")
-        if not isinstance(self.init, str) and tuple(np.shape(self.init)) != (self.k, d):
-            raise ValueError(f"init has shape {tuple(np.shape(self.init))} but k={self.k} "
-                             f"centres of {d} features need shape ({self.k}, {d})")
+        k = self.n_clusters
+        if k > n:
+            raise ValueError(f"KMeans needs at least n_clusters={k} samples but got "
+                             f"n_samples={n}: use n_clusters <= {n} or give more data")
+        if not isinstance(self.init, str) and tuple(np.shape(self.init)) != (k, d):
+            raise ValueError(f"init has shape {tuple(np.shape(self.init))} but n_clusters={k} "
+                             f"centres of {d} features need shape ({k}, {d})")
 
     def _block_rows(self, d: int) -> int:
         """Rows per Lloyd block: about CHUNK_ENTRIES distances and gathered entries."""
-        return max(256, min(CHUNK_ENTRIES // max(self.k, 1), CHUNK_ENTRIES // max(d, 1)))
+        return max(256, min(CHUNK_ENTRIES // max(self.n_clusters, 1), CHUNK_ENTRIES // max(d, 1)))
 
-    def _model(self, X: Any, w: Any, rng: np.random.Generator, algorithm: str) -> KMeansModel:
+    def _model(self, X: Any, w: Any, rng: np.random.Generator, algorithm: str,
+               init: Any = None) -> KMeansModel:
         seed = int(rng.integers(2**31 - 1))
-        C0 = init_centers(X, self.k, self.init, np.random.default_rng(seed), w)
+        init = self.init if init is None else init
+        C0 = init_centers(X, self.n_clusters, init, np.random.default_rng(seed), w)
         return KMeansModel(C0, random_state=seed, algorithm=algorithm, tol=self.tol,
                            bounds=self.bounds, max_no_improvement=self.max_no_improvement)
 
@@ -306,22 +338,29 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         """Cluster the rows of ``X`` (n x d, dense or sparse); ``y`` is ignored.
 
         ``sample_weight``: one non-negative weight per row (a row of weight 2 counts as two
-        copies of it).
+        copies of it). With ``warm_start`` a fitted estimator starts from its centres.
         """
+        with self._threads():
+            return self._fit(X, sample_weight)
+
+    def _fit(self, X: Any, sample_weight: Any) -> KMeans:
         self._validate_params()
-        X = self._data(X, reset=True)
+        warm = bool(self.warm_start) and getattr(self, "model_", None) is not None
+        start = np.array(self.cluster_centers_) if warm else None
+        before = (getattr(self, "n_iter_", 0), getattr(self, "n_steps_", 0)) if warm else (0, 0)
+        X = self._data(X, reset=not warm)
         n, d = X.shape
         w = self._weights(sample_weight, n)
         self._check_k(n, d)
         rng = self._rng()
         best: tuple | None = None
-        for _ in range(1 if not isinstance(self.init, str) else self.n_init):
-            model = self._model(X, w, rng, self.algorithm)
+        for _ in range(1 if warm or not isinstance(self.init, str) else self.n_init):
+            model = self._model(X, w, rng, self.algorithm, start)
             src = self._source(X, w, self.algorithm, None, model.random_state)
             bpp = src.batches_per_pass
             lrn = Learner(model, src, name="kmeans", n_passes=self.max_iter, val_every=0,
                           record_size=max(1, min(100_000, bpp * self.max_iter)))
-            lrn.fit(progress=None)
+            lrn.fit(progress=self._progress())
             final = src if isinstance(src, BlockSource) else self._source(
                 X, w, "lloyd", None, 0)
             labels, inertia = model.label_pass(final)
@@ -335,8 +374,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         self.model_ = model
         self.labels_ = np.asarray(backend.to_host(labels))
         self.inertia_ = float(inertia)
-        self.n_iter_ = int(n_iter)
-        self.n_steps_ = int(steps)
+        self.n_iter_ = int(n_iter) + before[0]
+        self.n_steps_ = int(steps) + before[1]
         self.distance_evaluations_ = int(model.distance_evaluations)
         return self
 
@@ -347,6 +386,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         per-centre weights (after ``fit`` too), as scikit-learn's
         ``MiniBatchKMeans.partial_fit`` does. ``labels_`` and ``inertia_`` describe ``X``.
         """
+        with self._threads():
+            return self._partial_fit(X, sample_weight)
+
+    def _partial_fit(self, X: Any, sample_weight: Any) -> KMeans:
         self._validate_params()
         first = getattr(self, "model_", None) is None
         X = self._data(X, reset=first)
@@ -364,7 +407,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         model.opts.set(algorithm="minibatch")
         lrn = Learner(model, src, name="kmeans", n_passes=1, val_every=0,
                       record_size=max(1, src.batches_per_pass))
-        lrn.fit(progress=None)
+        lrn.fit(progress=self._progress())
         labels, inertia = model.label_pass(self._source(X, w, "lloyd", None, 0))
         model.forget_rows()
         self.labels_ = np.asarray(backend.to_host(labels))
@@ -406,7 +449,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
     def _nearest(self, X: Any) -> tuple[Any, Any]:
         check_is_fitted(self)
         X = self._data(X, reset=False)
-        return nearest(X, self.model_.modelmats[0].data)
+        with self._threads():
+            return nearest(X, self.model_.modelmats[0].data)
 
     def predict(self, X: Any, sample_weight: Any = None) -> np.ndarray:
         """The nearest centre of each row of ``X`` (``sample_weight`` does not change it)."""
@@ -422,7 +466,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         """Euclidean distance from each row of ``X`` to each centre (n x k)."""
         check_is_fitted(self)
         X = self._data(X, reset=False)
-        D = sq_distances(X, self.model_.modelmats[0].data)
+        with self._threads():
+            D = sq_distances(X, self.model_.modelmats[0].data)
         backend.namespace(D).sqrt(D, out=D)
         return np.asarray(backend.to_host(D))
 

@@ -44,8 +44,8 @@ def init_centers(X: Any, k: int, method: Any, rng: np.random.Generator, w: Any =
     if method == "random":
         p = np.asarray(backend.to_host(wo), np.float64)
         if np.count_nonzero(p) < k:
-            raise ValueError(f"init='random' needs at least k={k} samples with a positive "
-                             f"weight; got {np.count_nonzero(p)}")
+            raise ValueError(f"init='random' needs at least n_clusters={k} samples with a "
+                             f"positive weight; got {np.count_nonzero(p)}")
         pick = rng.choice(n, k, replace=False, p=p / p.sum())
         return xp.ascontiguousarray(dense_rows(X, order[xp.asarray(pick)])).astype(dtype)
     trials = 2 + int(math.log(k))

@@ -8,7 +8,7 @@ which owns what both need around one minibatch step:
 * **fixed-shape minibatches**: each minibatch is copied into one ``batch_rows``-row
   ``SMat`` padded with empty documents, so every cached container keeps its shape and,
   once the buffers have grown to the largest minibatch, a step allocates nothing;
-* **warm starts**: with ``warm_start`` and several passes over the same documents, each
+* **warm starts**: with ``warm_docs`` and several passes over the same documents, each
   document's topic weights are kept between passes (a documents x k matrix) and later
   passes take ``e_iters_warm`` iterations;
 * **initial topics** from a light spherical k-means of the leading documents
@@ -39,10 +39,10 @@ from bidlab.learn.staging import Minibatch
 from bidlab.mat.sparse import csr_view
 from bidlab.models.lda import common
 
-__all__ = ["LDACore", "RhoStep", "seed_topics", "own_options"]
+__all__ = ["LDACore", "RhoStep", "seed_topics", "own_options", "OLD_OPTION_NAMES"]
 
 # -- the option rows shared by the models (live options) and the estimators (parameters) --
-K = Option("k", int, 10, "number of topics", low=1, live=False)
+N_COMPONENTS = Option("n_components", int, 10, "number of topics", low=1, live=False)
 ALPHA = Option("alpha", float, 0.1, "symmetric Dirichlet prior on documents' topic "
                "proportions", low=0.0, low_open=True)
 BETA = Option("beta", float, 0.01, "symmetric Dirichlet prior on topics' word probabilities",
@@ -53,7 +53,7 @@ E_ITERS_WARM = Option("e_iters_warm", int, 3, "E-step iterations once warm-start
                       "e_iters)", low=1, none_ok=True)
 TOTAL_DOCS = Option("total_docs", int, None, "documents in the whole stream (None: those of "
                     "the data)", low=1, none_ok=True, live=False)
-WARM_START = Option("warm_start", bool, True, "start each document's E-step from its values "
+WARM_DOCS = Option("warm_docs", bool, True, "start each document's E-step from its values "
                     "of the previous pass", live=False)
 INIT = Option("init", str, "kmeans", "initial topics: k-means of the leading documents, or "
               "random", choices=("random", "kmeans"), live=False)
@@ -67,6 +67,8 @@ KAPPA = Option("kappa", float, 0.7, "forgetting rate of the step-size schedule",
                low_open=True, high=1.0)
 
 _TRANSIENT = ("_scratch", "_store", "_head", "_learner_ref", "_cur")
+#: option names of files written by earlier versions -> today's names
+OLD_OPTION_NAMES = {"k": "n_components", "warm_start": "warm_docs"}
 
 
 def own_options(component: Any) -> None:
@@ -82,6 +84,21 @@ def own_options(component: Any) -> None:
         own.declare(spec, cur.get(spec.name) if spec.name in cur else spec.default,
                     has_value=spec.name in cur)
     component.opts = own
+
+
+def _renamed_options(component: Any) -> None:
+    """Rebuild a loaded component's options written under :data:`OLD_OPTION_NAMES`."""
+    old = component.opts
+    if not any(name in old for name in OLD_OPTION_NAMES):
+        return
+    values = {OLD_OPTION_NAMES.get(name, name): old.get(name) for name in old}
+    own = Options()
+    for spec in component.option_table():
+        own.declare(spec, values.get(spec.name), has_value=spec.name in values)
+    component.opts = own
+    given = component.__dict__.get("_given")
+    if isinstance(given, dict):
+        component._given = {OLD_OPTION_NAMES.get(k, k): v for k, v in given.items()}
 
 
 class RhoStep(Updater):
@@ -175,7 +192,7 @@ class LDACore(Model):
 
     Args:
         dtype: float32 or float64, the model's arithmetic.
-        **options: the options below (``k``, ``alpha``, ...), also settable on a learner.
+        **options: the options below (``n_components``, ``alpha``, ...), also settable on a learner.
 
     Attributes:
         n_batches: training minibatches so far (t of the step-size schedule).
@@ -185,13 +202,13 @@ class LDACore(Model):
     """
 
     score_name = "ll/word"
-    OPTIONS = (K, ALPHA, BETA, E_ITERS, E_ITERS_WARM, TOTAL_DOCS, WARM_START, INIT,
+    OPTIONS = (N_COMPONENTS, ALPHA, BETA, E_ITERS, E_ITERS_WARM, TOTAL_DOCS, WARM_DOCS, INIT,
                RANDOM_STATE, TRAIN_SCORE)
     kmeans_tokens = 30.0  # pseudo-tokens of its k-means cluster in an initial topic
     #: the stored vocabulary x k matrices of LDAModel and LDAGibbsModel (modelmats are
     #: views of them, made on load): float32 / float64 and of these shapes once loaded
     FLOAT_STATE = ("lamT", "ebT", "upd", "NT", "phiT", "temp", "phi_hat")
-    STATE_SHAPES = {name: ("vocab_size", "opts.k") for name in FLOAT_STATE}
+    STATE_SHAPES = {name: ("vocab_size", "opts.n_components") for name in FLOAT_STATE}
 
     def __init__(self, *, dtype: Any = np.float32, **options: Any) -> None:
         super().__init__(**options)
@@ -229,6 +246,8 @@ class LDACore(Model):
         self.__dict__.setdefault("_warm", False)
         for name in _TRANSIENT:
             self.__dict__.setdefault(name, None)
+        if "opts" in self.__dict__:
+            _renamed_options(self)
         if self.vocab_size is not None and "_doc_init" in self.__dict__:
             self.link()
             self.xp = self.modelmats[0].xp
@@ -238,7 +257,7 @@ class LDACore(Model):
     def seed_docs(self) -> int:
         """How many leading documents the k-means initialisation looks at (8 per topic,
         between 256 and 1024)."""
-        return min(1024, max(256, 8 * int(self.opts.k)))
+        return min(1024, max(256, 8 * int(self.opts.n_components)))
 
     def prepare(self, X: Any, n_passes: int, warm: bool = True) -> None:
         """Get ready to train on the documents x vocabulary counts ``X`` (canonical CSR).
@@ -246,7 +265,7 @@ class LDACore(Model):
         Before the first training: keeps the leading documents for the initialisation,
         takes ``total_docs`` from ``X`` unless set and plans ``n_passes`` passes (Gibbs
         annealing). Always: with ``warm`` (the passes revisit these same documents in
-        order) and ``warm_start`` and ``n_passes > 1``, documents are warm-started from
+        order) and ``warm_docs`` and ``n_passes > 1``, documents are warm-started from
         their previous pass.
         """
         n = int(X.shape[0])
@@ -259,12 +278,12 @@ class LDACore(Model):
                 self.total_docs = int(self.opts.total_docs or max(n, 1))
         self._store = None
         self._warm = False
-        self._store_rows = n if warm and self.opts.warm_start and n_passes > 1 else 0
+        self._store_rows = n if warm and self.opts.warm_docs and n_passes > 1 else 0
 
     # -- Model -----------------------------------------------------------------------------
     def init(self, info: Any) -> None:
         o = self.opts
-        k, V, B = int(o.k), int(info.n_features), int(info.batch_size)
+        k, V, B = int(o.n_components), int(info.n_features), int(info.batch_size)
         self.device = info.device
         self.xp = np if info.device == "cpu" else backend.cupy()
         self.vocab_size, self.batch_rows = V, B
@@ -316,7 +335,7 @@ class LDACore(Model):
 
     def flops(self, batch: Minibatch) -> float:
         x = batch.mats[0]
-        return self.sweep_flops() * float(self.opts.k) * float(x.nnz)
+        return self.sweep_flops() * float(self.opts.n_components) * float(x.nnz)
 
     def sweep_flops(self) -> float:
         """Flops per topic and nonzero of one training minibatch."""
@@ -374,13 +393,14 @@ class LDACore(Model):
         """Per-minibatch working matrices, allocated on first use (and after unpickling)."""
         s = self._scratch
         if s is None:
-            B, k, dt, dev = self.batch_rows, int(self.opts.k), self.dtype, self.device
+            B, k, dt, dev = self.batch_rows, int(self.opts.n_components), self.dtype, self.device
             s = self._scratch = {"batch": None, "ptr": None,
                                  "ev_gamma": bl.zeros((B, k), dt, dev),
                                  "ev_et": bl.zeros((B, k), dt, dev)}
             self.make_scratch(s)
         if self._store is None and self._store_rows:
-            self._store = RowState(self._store_rows, int(self.opts.k), self.dtype, self.xp)
+            self._store = RowState(self._store_rows, int(self.opts.n_components), self.dtype,
+                                   self.xp)
         return s
 
     def make_scratch(self, s: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@
 
 * ``fit`` builds the model and runs an :class:`~bidlab.models.lda.learner.LDALearner` to
   completion in the calling thread (every document trained on, no per-minibatch score);
+  with ``warm_start=True`` a fitted estimator's ``fit`` continues its model instead;
 * ``partial_fit`` runs one pass over the given documents, continuing the model (and the
   step-size schedule: the updater is kept with the model);
 * ``learner(X, y=None, **options)`` returns the live learner on the same model object.
@@ -33,6 +34,7 @@ from bidlab.models.base import BidlabEstimator
 from bidlab.models.lda import common
 from bidlab.models.lda.core import LDACore, own_options
 from bidlab.models.lda.learner import LDALearner
+from bidlab.models.sk_params import COMMON
 from bidlab.models.validation import RANDOM_STATE, seed_from
 
 __all__ = ["LDAEstimator"]
@@ -65,19 +67,21 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
     PARAMS: ClassVar[tuple[Option, ...]] = ()
     #: a loaded estimator's shapes (bidlab.learn.persist_check): k topics x the vocabulary
     STATE_SHAPES: ClassVar[dict[str, tuple[str, ...]]] = {
-        "model_.lamT": ("n_features_in_", "k"), "model_.NT": ("n_features_in_", "k"),
+        "model_.lamT": ("n_features_in_", "n_components"),
+        "model_.NT": ("n_features_in_", "n_components"),
         "vocab_": ("n_features_in_",)}
 
     @staticmethod
     def params_of(model_cls: type, updater_cls: type, extra: tuple[Option, ...] = (),
                   **defaults: Any) -> tuple[Option, ...]:
         """The estimator's parameter table: the model's and updater's option rows (with
-        the estimator's defaults), ``extra`` rows, and batch_size, n_passes, dtype, device."""
+        the estimator's defaults), ``extra`` rows, and batch_size, n_passes, dtype, device,
+        warm_start, n_jobs, verbose."""
         rows: dict[str, Option] = {}
         for spec in (*model_cls.option_table(), *updater_cls.option_table()):
             if spec.name != "train_score":
                 rows[spec.name] = spec
-        for spec in (*extra, BATCH_SIZE, N_PASSES, DTYPE, DEVICE, RANDOM_STATE):
+        for spec in (*extra, BATCH_SIZE, N_PASSES, DTYPE, DEVICE, RANDOM_STATE, *COMMON):
             rows[spec.name] = spec
         return tuple(dataclasses.replace(s, default=defaults[s.name]) if s.name in defaults
                      else s for s in rows.values())
@@ -85,6 +89,12 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
     # -- to implement ---------------------------------------------------------------------
     def _make_model(self) -> LDACore:
         raise NotImplementedError
+
+    @classmethod
+    def _upgrade_state(cls, state: dict[str, Any]) -> None:
+        if "k" in state:  # written before the scikit-learn names
+            state["n_components"] = state.pop("k")
+            state["warm_docs"] = state.pop("warm_start", True)
 
     def _model_options(self, model_cls: type) -> dict[str, Any]:
         names = {s.name for s in model_cls.option_table()} - {"train_score"}
@@ -107,7 +117,7 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
 
     @property
     def _n_features_out(self) -> int:
-        return int(self.model_.opts.k)
+        return int(self.model_.opts.n_components)
 
     # -- input ----------------------------------------------------------------------------
     def _validated(self, X: Any, reset: bool) -> tuple[Any, np.dtype, bool]:
@@ -219,18 +229,25 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
         del lr
 
     def _fit_learner(self, X: Any) -> LDALearner:
+        n_passes = int(self.n_passes)
+        if self.warm_start and self.__sklearn_is_fitted__() and self.model_.initialised:
+            self._validate_params()
+            Xv, _, _ = self._validated(X, reset=False)
+            return self._run(self._counts(Xv, self.model_), n_passes, n_passes, warm=True)
         self._new_model()
         Xv, _, _ = self._validated(X, reset=True)
         C = self._counts(Xv, None)
-        n_passes = int(self.n_passes)
         return self._run(C, n_passes, n_passes, warm=True)
 
     def fit(self, X: Any, y: Any = None) -> LDAEstimator:
-        """Train from scratch: ``n_passes`` passes over the documents x vocabulary counts X."""
+        """Train ``n_passes`` passes over the documents x vocabulary counts X: from scratch,
+        or with ``warm_start=True`` on a fitted estimator, continuing its model (its
+        ``n_passes_done_`` adds up)."""
         del y
-        lr = self._fit_learner(X)
-        lr.fit(progress=None)
-        self._done(lr)
+        with self._threads():
+            lr = self._fit_learner(X)
+            lr.fit(progress=self._progress())
+            self._done(lr)
         return self
 
     def fit_passes(self, X: Any, every: int = 0) -> Iterator[int]:
@@ -269,7 +286,8 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
         Xv, _, _ = self._validated(X, reset=first)
         C = self._counts(Xv, self.model_)
         lr = self._run(C, int(self.n_passes), 1, warm=False)
-        lr.fit(progress=None)
+        with self._threads():
+            lr.fit(progress=self._progress())
         self._done(lr)
         return self
 
@@ -311,22 +329,44 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
         inferred by the variational E-step; an empty document gets the prior mean."""
         model = self._fitted()
         Xv, out_dtype, on_gpu = self._validated(X, reset=False)
-        theta = model.transform(self._counts(Xv, model))
+        with self._threads():
+            theta = model.transform(self._counts(Xv, model))
         if not on_gpu:
             theta = np.asarray(backend.to_host(theta))
         return theta.astype(out_dtype, copy=False)
 
     def score(self, X: Any, y: Any = None, random_state: int = 0) -> float:
-        """Held-out per-word log-likelihood of X by document completion (higher is
-        better); ``random_state`` seeds the split of each document's tokens."""
+        """Held-out per-word log-likelihood of X by document completion (higher is better).
+
+        Document completion: each document's tokens are split in two halves
+        (``random_state`` seeds the split); its topic proportions are inferred from the
+        first half with the topics held fixed, and the score is the mean log-probability
+        per token of the second half. This is not scikit-learn's
+        ``LatentDirichletAllocation.score`` (the approximate variational bound of all of
+        X, summed over documents: divide it by the total count ``X.sum()`` for a per-word
+        figure) nor gensim's ``LdaModel.log_perplexity`` (that bound per word, all
+        tokens); those bounds include the tokens the proportions were inferred from, so
+        they are not directly comparable with this held-out figure.
+        """
         del y
         model = self._fitted()
         Xv, _, _ = self._validated(X, reset=False)
         C = common.as_counts(Xv, owner=type(self).__name__, dtype=np.float64)
-        return model.heldout_score(C, random_state=random_state)
+        with self._threads():
+            return model.heldout_score(C, random_state=random_state)
 
     def perplexity(self, X: Any, y: Any = None) -> float:
-        """exp(-score(X)): the held-out per-word perplexity (lower is better)."""
+        """Document-completion perplexity: ``exp(-score(X))``, the held-out per-word
+        perplexity of each document's second half of tokens given its first (lower is
+        better; see :meth:`score`).
+
+        Conversions: scikit-learn's ``LatentDirichletAllocation.perplexity(X)`` is
+        ``exp(-bound / X.sum())`` with ``bound`` its variational bound of all of X, and
+        gensim reports ``2 ** -log_perplexity`` with ``log_perplexity`` that bound per word
+        (natural log): ``exp(-log_perplexity)`` gives scikit-learn's figure. Both score
+        every token, including those the proportions were fitted on, so they run lower
+        than this held-out perplexity on the same model and data.
+        """
         return float(np.exp(-self.score(X, y)))
 
     @property
@@ -349,8 +389,10 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
         """Documents trained on so far (counting each pass)."""
         return self._fitted().n_docs_seen
 
-    def top_words(self, n: int = 10, vocab: Sequence[str] | None = None) -> list[list[str]]:
-        """Each topic's ``n`` most probable words, best first.
+    def top_words(self, n: int = 10, vocab: Sequence[str] | None = None,
+                  with_weights: bool = False) -> list[list[str]] | list[list[tuple[str, float]]]:
+        """Each topic's ``n`` most probable words, best first; with ``with_weights``,
+        (word, probability in the topic) pairs.
 
         ``vocab`` names the columns (default: the training Corpus's vocabulary, else the
         feature names seen in fit, else the column numbers as strings).
@@ -367,4 +409,17 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
                              f"{comp.shape[1]}")
         n = max(1, min(int(n), comp.shape[1]))
         best = np.argsort(-comp, axis=1, kind="stable")[:, :n]
+        if with_weights:
+            return [[(vocab[j], float(comp[t, j])) for j in row] for t, row in enumerate(best)]
         return [[vocab[j] for j in row] for row in best]
+
+    def _facts(self) -> list[tuple[str, Any]]:
+        model = self.model_
+        if not model.initialised:
+            return [("trained", "not yet")]
+        facts: list[tuple[str, Any]] = [
+            ("components_", f"{model.opts.n_components} topics x {model.vocab_size} words"),
+            ("n_passes_done_", self.n_passes_done_), ("n_batches_", self.n_batches_),
+            ("n_docs_seen_", self.n_docs_seen_),
+            ("n_empty_docs_", getattr(self, "n_empty_docs_", 0))]
+        return facts

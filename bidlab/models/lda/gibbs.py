@@ -43,7 +43,6 @@ is the scikit-learn estimator around it.
 
 from __future__ import annotations
 
-import math
 import threading
 import weakref
 from collections import deque
@@ -59,37 +58,17 @@ from bidlab.learn.model import register_model
 from bidlab.learn.staging import Minibatch
 from bidlab.models.lda.core import LDACore, RhoStep, ceil_batches
 from bidlab.models.lda.estimator import LDAEstimator
+from bidlab.models.lda.gibbs_params import (
+    ANNEAL,
+    ANNEAL_PASSES,
+    ANNEAL_SCHEDULES,
+    NSAMPS,
+    NSAMPS0,
+    TEMPERATURE,
+    anneal_nsamps,
+)
 
 __all__ = ["LDAGibbs", "LDAGibbsModel", "anneal_nsamps", "ANNEAL_SCHEDULES"]
-
-ANNEAL_SCHEDULES = ("constant", "linear", "log", "inverse_linear")
-
-NSAMPS = Option("nsamps", float, 100.0, "SAME samples per token (m) once annealed; higher "
-                "is colder", low=0.0, low_open=True)
-NSAMPS0 = Option("nsamps0", float, 1.0, "m at the start of annealing", low=0.0,
-                 low_open=True)
-ANNEAL = Option("anneal", str, "constant", "annealing schedule of m", choices=ANNEAL_SCHEDULES)
-ANNEAL_PASSES = Option("anneal_passes", int, None, "passes over which m anneals (None: the "
-                       "planned passes)", low=1, none_ok=True)
-TEMPERATURE = Option("temperature", float, 1.0, "a parameter's temperature", low=0.0,
-                     low_open=True)
-
-
-def anneal_nsamps(schedule: str, progress: float, m0: float, m1: float) -> float:
-    """The number of samples m at ``progress`` (0 at the start, >= 1 once annealed)."""
-    t = min(max(progress, 0.0), 1.0)
-    if schedule == "constant":
-        return m1
-    if schedule == "linear":
-        return m0 + (m1 - m0) * t
-    if schedule == "log":
-        return m0 + (m1 - m0) * math.log1p(9.0 * t) / math.log(10.0)
-    if schedule == "inverse_linear":
-        return 1.0 / (1.0 / m0 + (1.0 / m1 - 1.0 / m0) * t)
-    raise ValueError(
-        f"The 'anneal' parameter of LDAGibbs must be one of {ANNEAL_SCHEDULES}. "
-        f"Got {schedule!r} instead."
-    )
 
 
 class LDAGibbsModel(LDACore):
@@ -141,7 +120,8 @@ class LDAGibbsModel(LDACore):
 
     # -- state ------------------------------------------------------------------------------
     def allocate(self, seedT: np.ndarray) -> None:
-        V, k, dt, dev, xp = self.vocab_size, int(self.opts.k), self.dtype, self.device, self.xp
+        V, k, dt, xp = self.vocab_size, int(self.opts.n_components), self.dtype, self.xp
+        dev = self.device
         # The counts are held as N = a * NT: decaying all of N is one multiply of the
         # scalar a, so a CPU step only touches the rows of the minibatch's words.
         self.NT = bl.Mat(backend.empty((V, k), dt, xp))
@@ -172,8 +152,8 @@ class LDAGibbsModel(LDACore):
         self.updatemats = [self.phi_hat.T]
 
     def make_scratch(self, s: dict[str, Any]) -> None:
-        B, V, k, dt, dev, xp = (self.batch_rows, self.vocab_size, int(self.opts.k), self.dtype,
-                                self.device, self.xp)
+        B, V, k = self.batch_rows, self.vocab_size, int(self.opts.n_components)
+        dt, dev, xp = self.dtype, self.device, self.xp
         s["theta"] = bl.zeros((B, k), dt, dev)
         s["theta_hat"] = bl.zeros((B, k), dt, dev)
         s["work"] = lda_sampler.workspace(V, k, dt, xp)
@@ -345,7 +325,7 @@ class LDAGibbsModel(LDACore):
         if not self.initialised:
             raise RuntimeError(f"this {owner} is not fitted yet: call fit(X) or "
                                "partial_fit(X) first (or init() its learner)")
-        V, k = self.vocab_size, int(self.opts.k)
+        V, k = self.vocab_size, int(self.opts.n_components)
         for name, idx, size in (("topic", topic, k), ("word", word, V)):
             if idx is None:
                 continue
@@ -396,7 +376,7 @@ class LDAGibbs(LDAEstimator):
 
     Parameters
     ----------
-    k: number of topics (>= 1).
+    n_components: number of topics (>= 1).
     nsamps: m, samples per token once annealed (> 0); higher is colder.
     anneal: ``"constant"``, ``"linear"``, ``"log"`` or ``"inverse_linear"``.
     nsamps0: m at the start of annealing (> 0).
@@ -407,8 +387,8 @@ class LDAGibbs(LDAEstimator):
     n_passes, e_iters, e_iters_warm: passes of ``fit``; sampling sweeps per minibatch, and
         once warm-started (``fit``'s passes after the first).
     tau0, kappa: the moving average's step rho_t = (tau0 + t)^-kappa.
-    total_docs, warm_start, init, random_state, dtype, device: as for
-        :class:`bidlab.models.LDA`.
+    total_docs, warm_docs, init, random_state, dtype, device, warm_start, n_jobs,
+        verbose: as for :class:`bidlab.models.LDA`.
 
     Counts must be whole numbers: fractional counts are refused (ValueError), not rounded.
     Per-parameter temperatures: :meth:`set_temperature`, :attr:`temperature`,
@@ -423,7 +403,7 @@ class LDAGibbs(LDAEstimator):
 
     def __init__(
         self,
-        k: int = 10,
+        n_components: int = 10,
         nsamps: float = 100.0,
         *,
         anneal: str = "constant",
@@ -438,13 +418,16 @@ class LDAGibbs(LDAEstimator):
         tau0: float = 8.0,
         kappa: float = 0.7,
         total_docs: int | None = None,
-        warm_start: bool = True,
+        warm_docs: bool = True,
         init: str = "kmeans",
         random_state: int | None = 0,
         dtype: Any = np.float32,
         device: str | None = None,
+        warm_start: bool = False,
+        n_jobs: int | None = None,
+        verbose: int = 0,
     ) -> None:
-        self.k = k
+        self.n_components = n_components
         self.nsamps = nsamps
         self.anneal = anneal
         self.nsamps0 = nsamps0
@@ -458,11 +441,14 @@ class LDAGibbs(LDAEstimator):
         self.tau0 = tau0
         self.kappa = kappa
         self.total_docs = total_docs
-        self.warm_start = warm_start
+        self.warm_docs = warm_docs
         self.init = init
         self.random_state = random_state
         self.dtype = dtype
         self.device = device
+        self.warm_start = warm_start
+        self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def _make_model(self) -> LDAGibbsModel:
         return LDAGibbsModel(dtype=self.dtype, **self._model_options(LDAGibbsModel))

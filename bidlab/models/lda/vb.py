@@ -80,7 +80,8 @@ class LDAModel(LDACore):
         return RhoStep(**options)
 
     def allocate(self, seedT: np.ndarray) -> None:
-        V, k, dt, dev, xp = self.vocab_size, int(self.opts.k), self.dtype, self.device, self.xp
+        V, k, dt, xp = self.vocab_size, int(self.opts.n_components), self.dtype, self.xp
+        dev = self.device
         init = (seedT * V).astype(dt)  # mean entry 1, like scikit-learn's Gamma(100, 0.01)
         self.lamT = bl.Mat(backend.empty((V, k), dt, xp))
         self.lamT.data[...] = init if xp is np else xp.asarray(init)
@@ -97,7 +98,7 @@ class LDAModel(LDACore):
         self.updatemats = [self.upd.T]
 
     def make_scratch(self, s: dict[str, Any]) -> None:
-        B, k, dt, dev = self.batch_rows, int(self.opts.k), self.dtype, self.device
+        B, k, dt, dev = self.batch_rows, int(self.opts.n_components), self.dtype, self.device
         s["gamma"] = bl.zeros((B, k), dt, dev)
         s["et"] = bl.zeros((B, k), dt, dev)
 
@@ -163,7 +164,7 @@ class LDA(LDAEstimator):
 
     Parameters
     ----------
-    k: number of topics (>= 1).
+    n_components: number of topics (>= 1).
     method: ``"online"`` (a step per minibatch, Hoffman's rho_t) or ``"batch"`` (one
         update per pass over the data).
     alpha: symmetric Dirichlet prior on documents' topic proportions (> 0).
@@ -176,15 +177,21 @@ class LDA(LDAEstimator):
         None: ``e_iters``).
     tau0, kappa: the online step size rho_t = (tau0 + t)^-kappa.
     total_docs: documents in the whole stream, for ``partial_fit`` (default: those of X).
-    warm_start: in ``fit``, start each document's E-step from its values of the previous
-        pass (keeps a documents x k matrix) instead of from a random point.
+    warm_docs: in ``fit``, start each document's E-step from its values of the previous
+        pass (keeps a documents x n_components matrix) instead of from a random point.
     init: ``"kmeans"`` (topics nudged apart by a k-means clustering of the first
         documents) or ``"random"`` (scikit-learn's Gamma(100, 0.01) start).
     random_state: initialisation seed (None: a fresh one). dtype: float32 or float64, the
         model's arithmetic (``transform`` returns the input's float dtype). device: 'cpu',
         'gpu' or None (the data's device).
+    warm_start: a fitted estimator's ``fit`` continues its model (scikit-learn's meaning:
+        ``n_passes_done_`` adds up) instead of starting again.
+    n_jobs: CPU threads of the kernels during fit, transform and score, through
+        threadpoolctl (None: as the process is set; -1: every core).
+    verbose: 0 silent, 1 a progress bar with the pass summaries, 2 a line per pass (on
+        stderr; plain lines when it is not a terminal).
 
-    Attributes: ``components_`` (k x vocabulary, rows sum to 1), ``model_`` (the
+    Attributes: ``components_`` (n_components x vocabulary, rows sum to 1), ``model_`` (the
     :class:`LDAModel`), ``n_features_in_``, ``n_empty_docs_``, ``n_batches_``,
     ``n_passes_done_``.
     """
@@ -194,7 +201,7 @@ class LDA(LDAEstimator):
 
     def __init__(
         self,
-        k: int = 10,
+        n_components: int = 10,
         method: str = "online",
         *,
         alpha: float = 0.1,
@@ -206,13 +213,16 @@ class LDA(LDAEstimator):
         tau0: float = 1.0,
         kappa: float = 0.7,
         total_docs: int | None = None,
-        warm_start: bool = True,
+        warm_docs: bool = True,
         init: str = "kmeans",
         random_state: int | None = 0,
         dtype: Any = np.float32,
         device: str | None = None,
+        warm_start: bool = False,
+        n_jobs: int | None = None,
+        verbose: int = 0,
     ) -> None:
-        self.k = k
+        self.n_components = n_components
         self.method = method
         self.alpha = alpha
         self.beta = beta
@@ -223,11 +233,14 @@ class LDA(LDAEstimator):
         self.tau0 = tau0
         self.kappa = kappa
         self.total_docs = total_docs
-        self.warm_start = warm_start
+        self.warm_docs = warm_docs
         self.init = init
         self.random_state = random_state
         self.dtype = dtype
         self.device = device
+        self.warm_start = warm_start
+        self.n_jobs = n_jobs
+        self.verbose = verbose
 
     def _make_model(self) -> LDAModel:
         return LDAModel(dtype=self.dtype, **self._model_options(LDAModel))
