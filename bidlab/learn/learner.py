@@ -135,6 +135,9 @@ class Learner(Configurable):
         self.traceback: str | None = None
         self._saves: list[_SaveRequest] = []
         self._tick: Any = None  # fit()'s progress display, called from the loop
+        #: a :class:`~bidlab.learn.exclusive.FitGuard` shared with the estimator that made
+        #: this learner (held while the loop runs), or None
+        self.guard: Any = None
 
         self._pos = (0, 0)  # (pass, index) of the next minibatch
         self.step = 0  # minibatches processed so far (train + validation)
@@ -192,6 +195,8 @@ class Learner(Configurable):
                 "resume() a paused one, or join() to wait for it.")
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()  # a finished thread that is exiting
+        if self.guard is not None:
+            self.guard.claim(self)  # refused while the estimator trains its model elsewhere
         self._stop_req = self._pause_req = False
         self._error = None
         self.traceback = None
@@ -476,6 +481,8 @@ class Learner(Configurable):
                 req.retry = True
                 req.done.set()
             self._saves = []
+            if self.guard is not None:
+                self.guard.release(self)
             self._cond.notify_all()
         self._done.set()
 
