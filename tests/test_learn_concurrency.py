@@ -1,4 +1,4 @@
-"""One training at a time per estimator.
+"""One training at a time per estimator; divergence by growth.
 
 Two threads fitting one estimator used to corrupt its model (glibc aborts, SIGSEGV, shape
 errors inside the kernels); now the second gets a clear RuntimeError at once. The race runs
@@ -22,7 +22,11 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 import bidlab as bl
+from bidlab.datasets import synthetic_glm
+from bidlab.learn import DivergedError, Grad, Learner
+from bidlab.learn.divergence import FLOOR, magnitude
 from bidlab.models import GLM, LDA, LDAGibbs
+from bidlab.models.lsq import LeastSquares
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -206,3 +210,31 @@ def test_the_guard_is_neither_pickled_nor_cloned():
     copy.fit(X, y)  # a fresh guard of its own
     assert copy._training_guard() is not est._training_guard()
     assert "_fit_guard" not in clone(est).__dict__
+
+
+# ----------------------------------------------------------------------------- divergence
+
+
+def test_glm_growing_to_finite_garbage_raises_diverged_naming_lrate():
+    # float64 with lrate 1e12: before the growth check the coefficients reached 1e199 and
+    # stayed finite, R^2 = -inf, and fit returned without a word
+    d = synthetic_glm(2000, 300, 10, link="linear", seed=0, dtype=np.float64)
+    est = GLM("linear", lrate=1e12, updater="grad", n_passes=4, random_state=0)
+    with pytest.raises(DivergedError, match=r"grew from .* more than 1e\+06 times, with "
+                                            r"lrate=1e\+12"):
+        est.fit(d.X, d.Y.ravel())
+
+
+def test_a_legitimately_large_model_does_not_count():
+    # targets of order 1e10: the weights pass the floor, but they got their scale in the
+    # first steps, so they never grow a million times past it
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((3000, 20))
+    w = rng.standard_normal((20, 1))
+    Y = (X @ w + 3.0) * 1e10
+    lrn = Learner(LeastSquares(), (X, Y), Grad(lrate=0.1), batch_size=100, n_passes=3,
+                  val_every=0)
+    lrn.fit(progress=None)
+    assert magnitude(lrn.model) > FLOOR
+    W = lrn.model.modelmats[0].numpy()
+    np.testing.assert_allclose(W.ravel() * 1e-10, w.ravel(), atol=1e-3)  # trained well

@@ -22,7 +22,9 @@ with ``bidlab.caching()`` on.
 
 States: ``created`` -> ``running`` <-> ``paused`` -> ``stopped`` | ``done`` | ``failed``.
 An exception in the training thread moves the learner to ``failed``; ``join()``
-re-raises it (with its traceback) and observers receive the traceback text.
+re-raises it (with its traceback) and observers receive the traceback text. NaN or inf in
+the model, or a model growing by orders of magnitude, fails it with :class:`DivergedError`
+(see :mod:`bidlab.learn.divergence`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import numpy as np
 from bidlab import backend
 from bidlab.learn import learner_state, registry
 from bidlab.learn.datasource import DataSource, as_source
+from bidlab.learn.divergence import AFTER, DivergedError, DivergenceWatch, options_in_force
 from bidlab.learn.hyper import n_groups
 from bidlab.learn.mixins import Mixin
 from bidlab.learn.model import Model
@@ -139,6 +142,7 @@ class Learner(Configurable):
         #: this learner (held while the loop runs), or None
         self.guard: Any = None
 
+        self._watch = DivergenceWatch()  # growth by orders of magnitude is divergence too
         self._pos = (0, 0)  # (pass, index) of the next minibatch
         self.step = 0  # minibatches processed so far (train + validation)
         self.samples = 0  # rows processed so far
@@ -399,6 +403,7 @@ class Learner(Configurable):
         self.step = progress["step"]
         self.samples = progress["samples"]
         self._elapsed = progress["elapsed"]
+        self._watch.reset()  # the loaded model is the new reference
         self.source.seek(*self._pos)
         self._update_metrics(time.perf_counter())
         return self
@@ -542,6 +547,7 @@ class Learner(Configurable):
 
     def _loop(self) -> str:
         src, model, upd, mixins = self.source, self.model, self.updater, self.mixins
+        watch = self._watch
         record, stats = self.record, self._stats
         self._sink = sink = ScoreSink(self._on_score, getattr(self, "_score_buffer", None))
         opts = self.opts
@@ -580,6 +586,7 @@ class Learner(Configurable):
                     mx.gradient()
                 upd.update(self.step)
                 stats.flops += model.flops(batch)
+                watch.trained += 1
             t1 = time.perf_counter()
             slot = record.append(self.step, batch.pass_, batch.index, t1, batch.n, is_val,
                                  math.nan, self._opts_version)
@@ -591,11 +598,14 @@ class Learner(Configurable):
             self.step += 1
             self.samples += batch.n
             self._pos = src.position
+            if watch.trained >= watch.next_check and not batch.last:
+                watch.check(self, f"pass {batch.pass_ + 1}")
             if batch.last:
                 sink.flush()
                 upd.end_pass(batch.pass_)
                 model.end_pass(batch.pass_)
                 self._check_finite(f"pass {batch.pass_ + 1}")
+                watch.check(self, f"end of pass {batch.pass_ + 1}")
                 self._end_pass(batch.pass_)
                 if opts.checkpoint:
                     self._save_now(opts.checkpoint)
@@ -700,14 +710,8 @@ class Learner(Configurable):
                 raise DivergedError(self._diverged_text(i, when))
 
     def _diverged_text(self, i: int, when: str) -> str:
-        names = {spec.name for comp in self._components()
-                 for spec in type(comp).option_table() if spec.type in (float, int)}
-        values = ", ".join(f"{k}={_short(v)}" for k, v in self.opts.as_dict().items()
-                           if k in names)
         return (f"the model diverged: {type(self.model).__name__}.modelmats[{i}] holds NaN or "
-                f"inf at step {self.step} ({when}), with {values}. The learner stopped "
-                "(state 'failed'); the last checkpoint written stays as it was. Lower the "
-                "learning rate (or raise the regularisation) and train again.")
+                f"inf at step {self.step} ({when}), with {options_in_force(self)}. {AFTER}")
 
     def _save_now(self, path: str) -> None:
         if not self.model.initialised:
@@ -720,15 +724,3 @@ class Learner(Configurable):
         learner_state.write(path, self.name, self.opts, self.model, self.updater, self.mixins,
                             {"pass": self._pos[0], "index": self._pos[1], "step": self.step,
                              "samples": self.samples, "elapsed": self._elapsed})
-
-
-class DivergedError(ArithmeticError):
-    """Training produced NaN or inf model parameters."""
-
-
-def _short(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:g}"
-    if isinstance(v, tuple):
-        return "[" + ", ".join(_short(x) for x in v[:4]) + (", ...]" if len(v) > 4 else "]")
-    return repr(v)

@@ -210,6 +210,10 @@ class LDAGibbsModel(LDACore):
         if self._scratch is not None and self._scratch.get("hot") is not None:
             lda_sampler.heated_words(self.temp.data, self._scratch["hot"])
 
+    def divergence_mats(self) -> list[tuple[bl.Mat, float]]:
+        """The counts a * NT: NT grows as the lazy scale a shrinks."""
+        return [(m, self._a) for m in self.modelmats]
+
     def extra_state(self) -> dict[str, bl.Mat]:
         out = super().extra_state()
         c = self._counters_mat()
