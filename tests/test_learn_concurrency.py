@@ -1,4 +1,4 @@
-"""One training at a time per estimator; divergence by growth.
+"""One training at a time per estimator, divergence by growth, the bounded temperature log.
 
 Two threads fitting one estimator used to corrupt its model (glibc aborts, SIGSEGV, shape
 errors inside the kernels); now the second gets a clear RuntimeError at once. The race runs
@@ -26,6 +26,7 @@ from bidlab.datasets import synthetic_glm
 from bidlab.learn import DivergedError, Grad, Learner
 from bidlab.learn.divergence import FLOOR, magnitude
 from bidlab.models import GLM, LDA, LDAGibbs
+from bidlab.models._lda_temperature import TEMPERATURE_LOG_KEPT
 from bidlab.models.lsq import LeastSquares
 
 REPO = Path(__file__).resolve().parent.parent
@@ -238,3 +239,22 @@ def test_a_legitimately_large_model_does_not_count():
     assert magnitude(lrn.model) > FLOOR
     W = lrn.model.modelmats[0].numpy()
     np.testing.assert_allclose(W.ravel() * 1e-10, w.ravel(), atol=1e-3)  # trained well
+
+
+# ----------------------------------------------------------------------- temperature log
+
+
+def test_temperature_log_keeps_its_cap_and_counts_the_rest(tmp_path):
+    X = _counts(120, 60)
+    est = LDAGibbs(k=3, n_passes=1, batch_size=40, random_state=0).fit(X)
+    extra = 25
+    for i in range(TEMPERATURE_LOG_KEPT + extra):
+        est.set_temperature(1.0 + (i % 7) / 10, topic=i % 3)
+    log = est.temperature_log_
+    assert len(log) == TEMPERATURE_LOG_KEPT
+    assert est.model_.temperature_log_dropped == extra
+    assert log[-1]["value"] == pytest.approx(1.0 + ((TEMPERATURE_LOG_KEPT + extra - 1) % 7)
+                                             / 10)
+    back = LDAGibbs.load(est.save(tmp_path / "gibbs"))
+    assert back.temperature_log_ == log
+    assert back.model_.temperature_log_dropped == extra
