@@ -22,7 +22,9 @@ with ``bidlab.caching()`` on.
 
 States: ``created`` -> ``running`` <-> ``paused`` -> ``stopped`` | ``done`` | ``failed``.
 An exception in the training thread moves the learner to ``failed``; ``join()``
-re-raises it (with its traceback) and observers receive the traceback text.
+re-raises it (with its traceback) and observers receive the traceback text. NaN or inf in
+the model, or a model growing by orders of magnitude, fails it with :class:`DivergedError`
+(see :mod:`bidlab.learn.divergence`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from bidlab import backend
 from bidlab.learn import learner_state, registry
 from bidlab.learn.comm import Communicator, SingleProcess, check_combine, combine_models
 from bidlab.learn.datasource import DataSource, as_source
-from bidlab.learn.diverged import DivergedError, diverged_text
+from bidlab.learn.divergence import AFTER, DivergedError, DivergenceWatch, options_in_force
 from bidlab.learn.hyper import n_groups
 from bidlab.learn.mixins import Mixin
 from bidlab.learn.model import Model, hold_out_none
@@ -154,7 +156,11 @@ class Learner(Configurable):
         self._saves: list[_SaveRequest] = []
         self._tick: Any = None  # fit()'s progress display, called from the loop
         self._combine: tuple[str, ...] = ()  # each model matrix's combination across ranks
+        #: a :class:`~bidlab.learn.exclusive.FitGuard` shared with the estimator that made
+        #: this learner (held while the loop runs), or None
+        self.guard: Any = None
 
+        self._watch = DivergenceWatch()  # growth by orders of magnitude is divergence too
         self._pos = (0, 0)  # (pass, index) of the next minibatch
         self.step = 0  # minibatches processed so far (train + validation)
         self.samples = 0  # rows processed so far
@@ -211,6 +217,8 @@ class Learner(Configurable):
                 "resume() a paused one, or join() to wait for it.")
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()  # a finished thread that is exiting
+        if self.guard is not None:
+            self.guard.claim(self)  # refused while the estimator trains its model elsewhere
         self._stop_req = self._pause_req = False
         self._error = None
         self.traceback = None
@@ -421,6 +429,7 @@ class Learner(Configurable):
         self.step = progress["step"]
         self.samples, self._elapsed = progress["samples"], progress["elapsed"]
         self._state, self._error, self.traceback = "stopped", None, None  # a fresh start point
+        self._watch.reset()  # the loaded model is the new reference
         self.source.seek(*self._pos)
         self._update_metrics(time.perf_counter())
         return self
@@ -507,6 +516,8 @@ class Learner(Configurable):
                 req.retry = True
                 req.done.set()
             self._saves = []
+            if self.guard is not None:
+                self.guard.release(self)
             self._cond.notify_all()
         self._done.set()
 
@@ -576,6 +587,7 @@ class Learner(Configurable):
 
     def _loop(self) -> str:
         src, model, upd, mixins = self.source, self.model, self.updater, self.mixins
+        watch = self._watch
         record, stats = self.record, self._stats
         self._sink = sink = ScoreSink(self._on_score, getattr(self, "_score_buffer", None))
         opts = self.opts
@@ -626,6 +638,7 @@ class Learner(Configurable):
                     combine_models(comm, model.modelmats, self._combine)
                     model.refresh()
                     since_sync = 0
+                watch.trained += 1
             t1 = time.perf_counter()
             slot = record.append(self.step, batch.pass_, batch.index, t1, batch.n, is_val,
                                  math.nan, self._opts_version)
@@ -637,6 +650,8 @@ class Learner(Configurable):
             self.step += 1
             self.samples += batch.n
             self._pos = src.position
+            if watch.trained >= watch.next_check and not batch.last:
+                watch.check(self, f"pass {batch.pass_ + 1}")
             if batch.last:
                 sink.flush()
                 stats_ = upd.pass_statistics()
@@ -646,6 +661,7 @@ class Learner(Configurable):
                 upd.end_pass(batch.pass_)
                 model.end_pass(batch.pass_)
                 self._check_finite(f"pass {batch.pass_ + 1}")
+                watch.check(self, f"end of pass {batch.pass_ + 1}")
                 self._end_pass(batch.pass_)
                 if opts.checkpoint:
                     self._save_now(opts.checkpoint)
@@ -747,8 +763,11 @@ class Learner(Configurable):
         """Raise :class:`DivergedError` when a model matrix holds NaN or inf."""
         for i, m in enumerate(self.model.modelmats):
             if m.dtype.kind == "f" and not backend.all_finite(m.data):
-                raise DivergedError(diverged_text(self.model, i, self.step, when,
-                                                  self._components(), self.opts.as_dict()))
+                raise DivergedError(self._diverged_text(i, when))
+
+    def _diverged_text(self, i: int, when: str) -> str:
+        return (f"the model diverged: {type(self.model).__name__}.modelmats[{i}] holds NaN or "
+                f"inf at step {self.step} ({when}), with {options_in_force(self)}. {AFTER}")
 
     def _save_now(self, path: str) -> None:
         if not self.model.initialised:
@@ -761,4 +780,3 @@ class Learner(Configurable):
         learner_state.write(path, self.name, self.opts, self.model, self.updater, self.mixins,
                             {"pass": self._pos[0], "index": self._pos[1], "step": self.step,
                              "samples": self.samples, "elapsed": self._elapsed})
-

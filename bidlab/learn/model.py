@@ -149,6 +149,16 @@ class Model(Component):
     def end_pass(self, pass_: int) -> None:
         """Called after the last minibatch of each pass (after the updater's end_pass)."""
 
+    def divergence_mats(self) -> list[tuple[Mat, float]]:
+        """The matrices whose growth by orders of magnitude means training diverged, each
+        with the factor its stored values are multiplied by (a lazily scaled matrix).
+
+        Default: every floating-point model matrix, factor 1. Override it for matrices
+        that legitimately grow without bound (counts), or return ``[]`` for none; the NaN /
+        inf check covers every model matrix regardless (:mod:`bidlab.learn.divergence`).
+        """
+        return [(m, 1.0) for m in self.modelmats if m.dtype.kind == "f"]
+
     def extra_state(self) -> dict[str, Mat]:
         """Further matrices to checkpoint besides ``modelmats`` (name -> Mat)."""
         return {}

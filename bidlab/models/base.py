@@ -16,22 +16,29 @@ they share lives here:
 * scikit-learn's shared parameters (:mod:`bidlab.models.sk_params`): ``n_jobs`` applied
   around training and prediction by :meth:`_threads`, ``verbose`` turned into the learner's
   progress by :meth:`_progress`; and :meth:`summary`, a short text about the estimator.
+* one training at a time: ``fit``, ``partial_fit``, ``fit_passes`` and ``learner`` of every
+  subclass run under the estimator's :class:`~bidlab.learn.exclusive.FitGuard`, so a second
+  thread calling one of them, or calling ``fit`` while the estimator's learner runs, gets a
+  clear ``RuntimeError`` at once instead of two trainings corrupting one model.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from bidlab import backend
 from bidlab.learn.checkpoint import CheckpointError
+from bidlab.learn.exclusive import FitGuard
 from bidlab.learn.options import Option, validate_params
 from bidlab.learn.persist import load_object, persistable, save_object
 from bidlab.learn.persistable import UPGRADES
@@ -39,6 +46,10 @@ from bidlab.mat import validate_csr
 from bidlab.models.sk_params import progress_mode, thread_limit
 
 __all__ = ["BidlabEstimator", "load"]
+
+#: the methods that train the estimator's model, run one at a time (see FitGuard)
+GUARDED = ("fit", "partial_fit", "fit_passes", "learner")
+_GUARD_MADE = threading.Lock()  # makes each estimator's guard exactly once
 
 
 class BidlabEstimator(BaseEstimator):
@@ -49,12 +60,26 @@ class BidlabEstimator(BaseEstimator):
     """
 
     PARAMS: ClassVar[tuple[Option, ...]] = ()
-    TRANSIENT: ClassVar[tuple[str, ...]] = ("_learner",)
+    TRANSIENT: ClassVar[tuple[str, ...]] = ("_learner", "_fit_guard")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.__module__.startswith("bidlab."):
             persistable(cls)
+        for name in GUARDED:
+            fn = cls.__dict__.get(name)
+            if callable(fn) and not getattr(fn, "_fit_guarded", False):
+                setattr(cls, name, _guarded(fn, name))
+
+    def _training_guard(self) -> FitGuard:
+        """This estimator's guard (made on first use; never pickled, never cloned)."""
+        guard = self.__dict__.get("_fit_guard")
+        if guard is None:
+            with _GUARD_MADE:
+                guard = self.__dict__.get("_fit_guard")
+                if guard is None:
+                    guard = self.__dict__["_fit_guard"] = FitGuard(type(self).__name__)
+        return guard
 
     def _validate_params(self) -> None:
         """Check every constructor parameter against ``PARAMS`` (one message shape)."""
@@ -180,6 +205,37 @@ def _short(v: Any) -> str:
         return f"array{v.shape}" if v.size > 6 else np.array2string(v, precision=4)
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _guarded(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``fn`` run under the estimator's guard; a learner it returns is bound to the guard
+    (it holds it while it runs); a generator (``fit_passes``) holds it until exhausted or
+    closed."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def passes(self: BidlabEstimator, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            guard = self._training_guard()
+            guard.enter(f"{type(self).__name__}.{name}", reentrant=False)
+            try:
+                yield from fn(self, *args, **kwargs)
+            finally:
+                guard.exit()
+        wrapper = passes
+    else:
+        @functools.wraps(fn)
+        def call(self: BidlabEstimator, *args: Any, **kwargs: Any) -> Any:
+            guard = self._training_guard()
+            guard.enter(f"{type(self).__name__}.{name}")
+            try:
+                out = fn(self, *args, **kwargs)
+            finally:
+                guard.exit()
+            if hasattr(out, "guard") and hasattr(out, "start"):  # a live learner
+                out.guard = guard
+            return out
+        wrapper = call
+    wrapper._fit_guarded = True  # type: ignore[attr-defined]
+    return wrapper
 
 
 def load(path: str | os.PathLike) -> BidlabEstimator:

@@ -171,6 +171,11 @@ class KMeansModel(LloydPasses, MinibatchSteps, Model):
         """Weight per cluster (k,): absorbed so far (minibatch) or in the last pass (Lloyd)."""
         return self.modelmats[1].data[:, 0]
 
+    def divergence_mats(self) -> list[tuple[Mat, float]]:
+        """None: the centres are weighted means of rows (they cannot diverge; a Lloyd pass
+        holds running sums in them) and the weights count rows."""
+        return []
+
     def extra_state(self) -> dict[str, Mat]:
         state = {"token": self._token}
         if self.modelmats and self.opts.algorithm == "lloyd":

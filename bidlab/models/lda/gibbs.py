@@ -44,7 +44,6 @@ is the scikit-learn estimator around it.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections import deque
 from typing import Any, ClassVar
 
@@ -67,11 +66,12 @@ from bidlab.models.lda.gibbs_params import (
     TEMPERATURE,
     anneal_nsamps,
 )
+from bidlab.models.lda.temperature import Temperatures
 
 __all__ = ["LDAGibbs", "LDAGibbsModel", "anneal_nsamps", "ANNEAL_SCHEDULES"]
 
 
-class LDAGibbsModel(LDACore):
+class LDAGibbsModel(Temperatures, LDACore):
     """SAME Gibbs LDA as a :class:`bidlab.learn.Model` (see the module doc for the math).
 
     The model matrix is the moving-average topic counts, topics x vocabulary (a view of
@@ -112,11 +112,6 @@ class LDAGibbsModel(LDACore):
     def default_updater(self, **options: Any) -> Updater:
         """RhoStep (``options``: its options, e.g. tau0)."""
         return RhoStep(**options)
-
-    def bind_learner(self, learner: Any) -> None:
-        """The learner training this model: while it runs, temperature changes wait for
-        the next minibatch."""
-        self._learner_ref = weakref.ref(learner)
 
     # -- state ------------------------------------------------------------------------------
     def allocate(self, seedT: np.ndarray) -> None:
@@ -190,6 +185,10 @@ class LDAGibbsModel(LDACore):
         self._temp_active = bool((self.temp.data != 1.0).any())
         if self._scratch is not None and self._scratch.get("hot") is not None:
             lda_sampler.heated_words(self.temp.data, self._scratch["hot"])
+
+    def divergence_mats(self) -> list[tuple[bl.Mat, float]]:
+        """The counts a * NT: NT grows as the lazy scale a shrinks."""
+        return [(m, self._a) for m in self.modelmats]
 
     def extra_state(self) -> dict[str, bl.Mat]:
         out = super().extra_state()
@@ -305,71 +304,6 @@ class LDAGibbsModel(LDACore):
             self._phi_stale = False
         return self.phiT
 
-    # -- temperatures -----------------------------------------------------------------------
-    def temperature(self) -> np.ndarray:
-        """The k x vocabulary temperature matrix (a host copy)."""
-        self.apply_pending_if_idle()
-        return np.ascontiguousarray(np.asarray(backend.to_host(self.temp.data)).T)
-
-    def set_temperature(self, value: float, topic: int | None = None,
-                        word: int | None = None, owner: str = "LDAGibbs") -> None:
-        """Set the temperature of one (topic, word) entry, a topic row, a word column or all.
-
-        ``topic`` and ``word`` given: one entry; only ``topic``: that topic's row; only
-        ``word``: that word's column; neither: every entry. ``value`` must be > 0 (1 is
-        the default; > 1 heats). Safe while a learner trains: the change takes effect at
-        the next minibatch and is logged in :attr:`temperature_log`.
-        """
-        spec = Option(**{**TEMPERATURE.__dict__, "owner": owner})
-        value = spec.check(value)
-        if not self.initialised:
-            raise RuntimeError(f"this {owner} is not fitted yet: call fit(X) or "
-                               "partial_fit(X) first (or init() its learner)")
-        V, k = self.vocab_size, int(self.opts.n_components)
-        for name, idx, size in (("topic", topic, k), ("word", word, V)):
-            if idx is None:
-                continue
-            if not isinstance(idx, (int, np.integer)) or isinstance(idx, bool):
-                raise TypeError(f"temperature {name} index must be an int; got {idx!r}")
-            if not 0 <= int(idx) < size:
-                raise IndexError(
-                    f"temperature index (topic={topic}, word={word}) is outside the k x "
-                    f"vocabulary = {k} x {V} temperature matrix: {name} must be in "
-                    f"0..{size - 1}")
-        self._pending.append((None if topic is None else int(topic),
-                              None if word is None else int(word), float(value)))
-        self.apply_pending_if_idle()
-
-    def training_active(self) -> bool:
-        """True while a learner runs (or pauses) on this model."""
-        lr = self._learner_ref() if self._learner_ref is not None else None
-        return lr is not None and lr.state in ("running", "paused")
-
-    def apply_pending_if_idle(self) -> None:
-        if not self.training_active():
-            self.apply_pending({"pass": self.n_passes_done, "batch": self.n_batches})
-
-    def apply_pending(self, where: dict[str, Any]) -> None:
-        """Write queued temperature changes into the matrix (training thread, or when
-        idle), logging each with ``where``: the pass and minibatch it takes effect at."""
-        if not self._pending:
-            return
-        with self._temp_lock:
-            while self._pending:
-                topic, word, value = self._pending.popleft()
-                t = self.temp.data  # V x k
-                rows = slice(None) if word is None else word
-                cols = slice(None) if topic is None else topic
-                t[rows, cols] = value
-                if topic is None and word is None:
-                    self._temp_active = value != 1.0
-                elif value != 1.0:
-                    self._temp_active = True
-                self.temperature_log.append({**where, "topic": topic, "word": word,
-                                             "value": value})
-            if self._scratch is not None and self._scratch.get("hot") is not None:
-                lda_sampler.heated_words(self.temp.data, self._scratch["hot"])
-
 
 class LDAGibbs(LDAEstimator):
     """LDA topic model trained by SAME Gibbs sampling (fused Poisson sampler).
@@ -470,7 +404,9 @@ class LDAGibbs(LDAEstimator):
 
     @property
     def temperature_log_(self) -> list[dict[str, Any]]:
-        """Every temperature change with the pass and minibatch it took effect at."""
+        """The temperature changes with the pass and minibatch each took effect at: the
+        last 10,000 (``TEMPERATURE_LOG_KEPT``), oldest first; the model's
+        ``temperature_log_dropped`` counts the older ones."""
         return self._fitted().temperature_log
 
     def set_temperature(self, value: float, topic: int | None = None,

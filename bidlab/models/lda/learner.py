@@ -49,7 +49,8 @@ class LDALearner(Learner):
 
     @property
     def temperature_log(self) -> list[dict[str, Any]]:
-        """Every temperature change with the pass, index and minibatch it took effect at."""
+        """The temperature changes with the pass, index and minibatch each took effect at
+        (the last 10,000, oldest first; see :mod:`bidlab.models.lda.temperature`)."""
         return list(self._gibbs().temperature_log)
 
     def load(self, path: str) -> LDALearner:

@@ -1,0 +1,113 @@
+"""One training at a time on one model: the guard an estimator shares with its learners.
+
+An estimator's ``fit`` / ``partial_fit`` / ``learner()`` and the live learner that
+``learner()`` returns all write the same model objects (model matrices, updater state,
+staging containers). Two of them at once corrupt those objects: wrong shapes, or worse,
+freed memory written by the other thread. A :class:`FitGuard` lets one holder in at a
+time and refuses the others at once with a message that says what holds it and what to do:
+
+* a **call**: a thread inside one of the estimator's training methods; the same thread may
+  enter again (``fit_predict`` calling ``fit``), another thread is refused;
+* a **learner**: a live :class:`~bidlab.learn.Learner` bound to the guard
+  (``learner.guard``) holds it from ``start()`` / ``fit()`` until its loop ends (done,
+  stopped or failed), paused included.
+
+The guard is never pickled or saved (it belongs to the running process, not the model).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+__all__ = ["FitGuard"]
+
+_CLONE = "or train a copy made with sklearn.base.clone(est)"
+_SUSPENDED = -1  # the holder of a non-reentrant entry (no thread has this ident)
+
+
+class FitGuard:
+    """Lets one training call or one running learner at a time at an estimator's model.
+
+    Args:
+        owner: the estimator's class name, used in messages (e.g. ``"GLM"``).
+    """
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self._lock = threading.Lock()
+        self._thread: int | None = None  # ident of the thread inside a training call
+        self._depth = 0
+        self._what = ""  # the outermost call, e.g. "GLM.fit"
+        self._learner: Any = None  # the learner running on the model
+
+    def enter(self, what: str, reentrant: bool = True) -> None:
+        """Start training call ``what`` (e.g. ``"GLM.fit"``) in this thread, or raise
+        :class:`RuntimeError` when another thread or a running learner holds the guard.
+
+        ``reentrant=False`` (a generator such as ``fit_passes``, which holds the guard
+        between its steps): no call may enter until :meth:`exit`, this thread's included.
+        """
+        me = threading.get_ident()
+        with self._lock:
+            lrn = self._learner
+            if lrn is not None:
+                raise RuntimeError(
+                    f"{what} refused: this estimator's learner {lrn.name!r} is {lrn.state} "
+                    "and trains the same model. Call learner.stop() and then learner.join() "
+                    f"(or wait for it with learner.join()) before {what}, {_CLONE}.")
+            if self._thread == _SUSPENDED:
+                raise RuntimeError(
+                    f"{what} refused: {self._what} is in progress on this estimator (a "
+                    "generator between its steps). Exhaust it or close() it first, "
+                    f"{_CLONE}.")
+            if self._thread is not None and self._thread != me:
+                raise RuntimeError(
+                    f"{self._what} is already running in another thread on this estimator; "
+                    f"{what} cannot run beside it (one estimator trains one model at a time). "
+                    f"Wait for it to return, {_CLONE}.")
+            if self._depth == 0:
+                self._what = what
+            self._thread = me if reentrant else _SUSPENDED
+            self._depth += 1
+
+    def exit(self) -> None:
+        """End the training call that :meth:`enter` started in this thread."""
+        with self._lock:
+            self._depth -= 1
+            if self._depth <= 0:
+                self._depth = 0
+                self._thread = None
+                self._what = ""
+
+    def claim(self, learner: Any) -> None:
+        """``learner`` starts training (called as it moves to ``running``); raise
+        :class:`RuntimeError` when a training call or another learner holds the guard."""
+        with self._lock:
+            other = self._learner
+            if other is not None and other is not learner:
+                raise RuntimeError(
+                    f"Learner {learner.name!r} cannot start: learner {other.name!r} of the "
+                    f"same {self.owner} is {other.state} and trains the same model. Call "
+                    f"{other.name!r}.stop() and join() first.")
+            if self._thread is not None:
+                raise RuntimeError(
+                    f"Learner {learner.name!r} cannot start: {self._what} is running on its "
+                    f"estimator and trains the same model. Wait for it to return, then "
+                    "start() the learner (or make a new one with learner()).")
+            self._learner = learner
+
+    def release(self, learner: Any) -> None:
+        """``learner``'s loop has ended (done, stopped or failed): the guard is free."""
+        with self._lock:
+            if self._learner is learner:
+                self._learner = None
+
+    @property
+    def holder(self) -> str | None:
+        """What holds the guard now (a call such as ``"GLM.fit"``, or ``"learner 'glm'"``),
+        None when free."""
+        with self._lock:
+            if self._learner is not None:
+                return f"learner {self._learner.name!r}"
+            return self._what or None
