@@ -31,31 +31,27 @@ from __future__ import annotations
 
 import collections
 import math
-import os
 import threading
 import time
 import weakref
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from bidlab import backend
 from bidlab.learn import learner_state, registry
-from bidlab.learn.comm import Communicator, SingleProcess, check_combine, combine_models
+from bidlab.learn.comm import Communicator, SingleProcess
 from bidlab.learn.datasource import DataSource, as_source
-from bidlab.learn.divergence import AFTER, DivergedError, DivergenceWatch, options_in_force
+from bidlab.learn.divergence import DivergedError, DivergenceWatch
 from bidlab.learn.hyper import n_groups
+from bidlab.learn.learner_loop import TrainingLoop
+from bidlab.learn.learner_metrics import LearnerMetrics
 from bidlab.learn.mixins import Mixin
 from bidlab.learn.model import Model, hold_out_none
-from bidlab.learn.observers import ObserverHub, Subscription, format_error
+from bidlab.learn.observers import ObserverHub, Subscription
 from bidlab.learn.options import Configurable, Option, Options
-from bidlab.learn.progress import PassLines, format_scores, format_summary, make_progress
-from bidlab.learn.record import PassStats, RunRecord, ScoreSink
+from bidlab.learn.progress import PassLines, make_progress
+from bidlab.learn.record import PassStats, RunRecord
 from bidlab.learn.updaters.base import Updater
 from bidlab.learn.updaters.per_matrix import as_updater
-from bidlab.mat import cache_stats, caching
 
 __all__ = ["Learner", "STATES", "DivergedError"]
 
@@ -72,7 +68,7 @@ class _SaveRequest:
         self.retry = False
 
 
-class Learner(Configurable):
+class Learner(TrainingLoop, LearnerMetrics, Configurable):
     """Trains ``model`` on ``data`` with ``updater`` (default the model's) and ``mixins``.
 
     Args:
@@ -345,49 +341,6 @@ class Learner(Configurable):
     def observers(self) -> ObserverHub:
         return self._hub
 
-    @property
-    def progress(self) -> float:
-        """Fraction done (0..1) by passes, or by ``max_steps`` when that comes first."""
-        p, i = self._pos
-        bpp = self.source.batches_per_pass
-        frac = (p + (i / bpp if bpp else 0.0)) / self.opts.n_passes
-        if self.opts.max_steps:
-            frac = max(frac, self.step / self.opts.max_steps)
-        return float(min(1.0, frac))
-
-    @property
-    def metrics(self) -> dict[str, Any]:
-        """The latest metrics (a copy): state, step, pass, scores, speeds, cache, KPIs."""
-        with self._metrics_lock:
-            out = dict(self._metrics)
-        out["state"] = self._state
-        return out
-
-    def summary(self) -> dict[str, Any]:
-        """What the registry shows for this learner."""
-        m = self.metrics
-        return {k: m.get(k) for k in ("name", "model", "state", "progress", "train_score",
-                                      "val_score", "samples_per_s", "step", "pass")}
-
-    def option_used(self, name: str, step: int) -> Any:
-        """The value option ``name`` had when minibatch ``step`` ran (from the record)."""
-        rec = self.record.as_dict()
-        hit = np.nonzero(rec["step"] == step)[0]
-        if hit.size == 0:
-            raise KeyError(f"step {step} is not in the record (it keeps the last "
-                           f"{self.record.capacity} minibatches)")
-        return self.opts.value_at(name, int(rec["opts_version"][hit[0]]))
-
-    def history(self, as_frame: bool = False) -> Any:
-        """The per-minibatch record, oldest first: numpy columns by name, or with
-        ``as_frame`` a pandas DataFrame (pandas must be installed)."""
-        return self.record.as_frame() if as_frame else self.record.as_dict()
-
-    def to_csv(self, path: str | os.PathLike) -> Path:
-        """Write :meth:`history` to ``path`` as CSV (a header row; no pandas needed)."""
-        return self.record.to_csv(path)
-
-    # -- checkpoints ----------------------------------------------------------------------
     def save(self, path: str | None = None, timeout: float = 120.0) -> str:
         """Write a checkpoint atomically to a new path or a regular file (a link, folder, FIFO
         or device is refused). While running, the training thread writes it; this waits."""
@@ -471,303 +424,6 @@ class Learner(Configurable):
             for comp in self._components():
                 comp.apply_changes(changes)
         self._opts_version = version
-
-    def _run(self) -> None:
-        err: BaseException | None = None
-        final = "done"
-        self._finished = False  # set when the run completes its passes (or converges)
-        try:
-            with caching():
-                self._ensure_initialised()
-                self._apply_changes()  # values set while it was not running
-                self.source.seek(*self._pos)
-                self._sync_start()
-                final = self._loop()
-        except KeyboardInterrupt as exc:  # Ctrl-C in fit(): stopped at a clean point
-            err, final = exc, "stopped"
-        except BaseException as exc:  # noqa: BLE001 - everything surfaces on join()
-            err, final = exc, "failed"
-        try:
-            self.source.release()
-            self._scores_flush()
-            if self.model.initialised:  # deferred terms (and averaged iterates) land now
-                self.updater.end_run(err is None and self._finished)
-                if err is None and self.comm.size > 1:  # the end sync point: one model
-                    combine_models(self.comm, self.model.modelmats, self._combine)
-                    self.model.refresh()
-            if err is None and self.opts.checkpoint and self.model.initialised:
-                self._save_now(self.opts.checkpoint)
-        except BaseException as exc:  # noqa: BLE001
-            if err is None:
-                err, final = exc, "failed"
-        if getattr(self, "_sink", None) is not None:
-            self._score_buffer = self._sink.device_buffer
-        self._sink = None  # its callback is this learner's method: no cycle left behind
-        tb = format_error(err) if err is not None else None
-        now = time.perf_counter()
-        self._update_metrics(now, state=final)
-        self._hub.final(self.metrics | {"state": final}, self.model, final, self.step, tb)
-        with self._cond:
-            self.opts.set_running(False)
-            self._error = err
-            self.traceback = tb
-            self._state = final
-            for req in self._saves:  # served by the caller now that nothing runs
-                req.retry = True
-                req.done.set()
-            self._saves = []
-            if self.guard is not None:
-                self.guard.release(self)
-            self._cond.notify_all()
-        self._done.set()
-
-    def _sync_start(self) -> None:
-        """The start sync point: every rank takes rank 0's model (a fresh run only)."""
-        if self.comm.size == 1:
-            return
-        self._combine = check_combine(self.model.combine, len(self.model.modelmats),
-                                      type(self.model).__name__)
-        if self.step == 0:
-            self.comm.broadcast([m.data for m in self.model.modelmats])
-            self.model.refresh()
-
-    def _boundary(self) -> bool:
-        """Pause / stop / checkpoint requests / option changes; True means stop."""
-        announced = False
-        while True:
-            with self._cond:
-                saves, self._saves = self._saves, []
-                if not saves:
-                    if self._stop_req:
-                        return True
-                    if not self._pause_req:
-                        if self._state != "running":
-                            self._state = "running"
-                            self._cond.notify_all()
-                        break
-                    if self._state != "paused":
-                        self._state = "paused"
-                        self._cond.notify_all()
-                    if announced:
-                        self._cond.wait(0.5)
-                        continue
-            for req in saves:
-                try:
-                    self._save_now(req.path)
-                except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                    req.error = exc
-                req.done.set()
-            if not saves and not announced:
-                announced = True
-                now = time.perf_counter()
-                self._update_metrics(now, state="paused")
-                self._hub.publish(now, self.metrics, self.model, "paused", self.step)
-        self._apply_changes()
-        return False
-
-    def _on_score(self, meta: tuple, value: float) -> None:
-        slot, step, is_val, n = meta
-        self.record.set_score(slot, step, value)
-        if value != value:
-            return
-        st = self._stats
-        if is_val:
-            st.val_sum += value * n
-            st.val_n += n
-            self._last_val = value
-        else:
-            st.train_sum += value * n
-            st.train_n += n
-            self._last_train = value
-
-    def _scores_flush(self) -> None:
-        sink = getattr(self, "_sink", None)
-        if sink is not None:
-            sink.flush()
-
-    def _loop(self) -> str:
-        src, model, upd, mixins = self.source, self.model, self.updater, self.mixins
-        watch = self._watch
-        record, stats = self.record, self._stats
-        self._sink = sink = ScoreSink(self._on_score, getattr(self, "_score_buffer", None))
-        opts = self.opts
-        bpp = src.batches_per_pass
-        now = time.perf_counter()
-        next_metrics = now
-        next_ckpt = now + opts.checkpoint_every if opts.checkpoint_every else math.inf
-        hub = self._hub
-        if self._pos[1] == 0 or stats.pass_ != self._pos[0]:
-            stats.reset(self._pos[0])
-        comm = self.comm
-        together = comm.size > 1
-        since_sync = 0
-        while True:
-            stop = self._boundary()
-            if together:
-                stop = comm.any_of(stop)
-            if stop:
-                return "stopped"
-            p, _ = src.position
-            max_steps = opts.max_steps
-            converged = comm.any_of(model.converged) if together else model.converged
-            if p >= opts.n_passes or converged:
-                self._finished = True
-                return "done"
-            if max_steps is not None and self.step >= max_steps:
-                return "done"  # a step budget: training may go on from here
-            t0 = time.perf_counter()
-            batch = src.next()
-            if batch is None:
-                self._finished = True
-                return "done"
-            if batch.index == 0:
-                stats.reset(batch.pass_)
-                model.start_pass(batch.pass_)
-            k = opts.val_every
-            is_val = k > 0 and (bpp is None or bpp > 1) and batch.index % k == k - 1
-            if is_val:
-                score = model.evaluate(batch)
-            else:
-                score = model.update(batch)
-                for mx in mixins:
-                    mx.gradient()
-                upd.update(self.step)
-                stats.flops += model.flops(batch)
-                since_sync += 1
-                if together and since_sync >= opts.sync_every:
-                    combine_models(comm, model.modelmats, self._combine)
-                    model.refresh()
-                    since_sync = 0
-                watch.trained += 1
-            t1 = time.perf_counter()
-            slot = record.append(self.step, batch.pass_, batch.index, t1, batch.n, is_val,
-                                 math.nan, self._opts_version)
-            sink.push(score, (slot, self.step, is_val, batch.n))
-            stats.seconds += t1 - t0
-            stats.samples += batch.n
-            stats.nbytes += batch.nbytes
-            self._elapsed += t1 - t0
-            self.step += 1
-            self.samples += batch.n
-            self._pos = src.position
-            if watch.trained >= watch.next_check and not batch.last:
-                watch.check(self, f"pass {batch.pass_ + 1}")
-            if batch.last:
-                sink.flush()
-                stats_ = upd.pass_statistics()
-                if together and stats_:
-                    comm.allreduce(stats_, "sum")
-                    upd.statistics_combined()
-                upd.end_pass(batch.pass_)
-                model.end_pass(batch.pass_)
-                self._check_finite(f"pass {batch.pass_ + 1}")
-                watch.check(self, f"end of pass {batch.pass_ + 1}")
-                self._end_pass(batch.pass_)
-                if opts.checkpoint:
-                    self._save_now(opts.checkpoint)
-                    next_ckpt = (time.perf_counter() + opts.checkpoint_every
-                                 if opts.checkpoint_every else math.inf)
-            if t1 >= next_ckpt and opts.checkpoint:
-                self._save_now(opts.checkpoint)
-                next_ckpt = t1 + (opts.checkpoint_every or math.inf)
-            if t1 >= next_metrics or hub.due(t1):
-                sink.flush()
-                self._update_metrics(t1)
-                next_metrics = t1 + 0.25
-                if self._tick is not None:
-                    self._tick()
-                if hub.due(t1):
-                    hub.publish(t1, self.metrics, model, self._state, self.step)
-
-    def _end_pass(self, pass_: int) -> None:
-        st = self._stats
-        secs = max(st.seconds, 1e-12)
-        summary = {
-            "pass": pass_,
-            "n_passes": self.opts.n_passes,
-            "progress": self.progress,
-            "train_score": st.train,
-            "val_score": st.val,
-            "seconds": st.seconds,
-            "samples_per_s": st.samples / secs,
-            "gflops": st.flops / secs / 1e9,
-            "mb_per_s": st.nbytes / secs / 1e6,
-            "cache_bytes": int(cache_stats()["bytes_held"] or 0),
-            "gpu_free": self._gpu_free(),
-            "score_name": self.model.score_name,
-        }
-        self.summaries.append(summary)
-        self._lines.append(format_summary(summary))
-        while len(self._lines) > 1000:
-            self._lines.popleft()
-
-    def _gpu_free(self) -> int | None:
-        if self.source.info.device != "gpu":
-            return None
-        try:
-            return int(backend.cupy().cuda.runtime.memGetInfo()[0])
-        except Exception:  # pragma: no cover - GPU only
-            return None
-
-    def _update_metrics(self, now: float, state: str | None = None) -> None:
-        st = self._stats
-        secs = max(st.seconds, 1e-12)
-        kpis = {}
-        if self.model.initialised:
-            for mx in self.mixins:
-                if mx.model is not None:
-                    try:
-                        kpis[mx.kpi] = mx.score()
-                    except Exception:  # a KPI must never break training
-                        kpis[mx.kpi] = math.nan
-        pass_, index = self._pos
-        m = {
-            "name": self.name,
-            "model": type(self.model).__name__,
-            "state": state or self._state,
-            "step": self.step,
-            "pass": pass_,
-            "index": index,
-            "n_passes": self.opts.n_passes,
-            "progress": self.progress,
-            "samples": self.samples,
-            "train_score": self._last_train,
-            "val_score": self._last_val,
-            "pass_train_score": st.train,
-            "pass_val_score": st.val,
-            "samples_per_s": st.samples / secs if st.samples else math.nan,
-            "gflops": st.flops / secs / 1e9 if st.samples else math.nan,
-            "mb_per_s": st.nbytes / secs / 1e6 if st.samples else math.nan,
-            "elapsed": self._elapsed,
-            "cache_bytes": int(cache_stats()["bytes_held"] or 0),
-            "gpu_free": self._gpu_free() if self.model.initialised else None,
-            "opts_version": self._opts_version,
-            "score_name": self.model.score_name,
-            **{f"kpi_{k}": v for k, v in kpis.items()},
-        }
-        with self._metrics_lock:
-            self._metrics = m
-
-    def _postfix(self) -> str:
-        m = self.metrics
-        return format_scores(m["train_score"], m["val_score"])
-
-    def _drain_lines(self, disp: Any, lines: PassLines) -> None:
-        """Show the pass summaries that came since the last call, at a readable rate."""
-        while self._lines:
-            line = lines.offer(self._lines.popleft())
-            if line is not None:
-                disp.write(line)
-
-    def _check_finite(self, when: str) -> None:
-        """Raise :class:`DivergedError` when a model matrix holds NaN or inf."""
-        for i, m in enumerate(self.model.modelmats):
-            if m.dtype.kind == "f" and not backend.all_finite(m.data):
-                raise DivergedError(self._diverged_text(i, when))
-
-    def _diverged_text(self, i: int, when: str) -> str:
-        return (f"the model diverged: {type(self.model).__name__}.modelmats[{i}] holds NaN or "
-                f"inf at step {self.step} ({when}), with {options_in_force(self)}. {AFTER}")
 
     def _save_now(self, path: str) -> None:
         if not self.model.initialised:

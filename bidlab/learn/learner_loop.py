@@ -1,0 +1,244 @@
+"""The training loop of :class:`~bidlab.learn.learner.Learner`: the run in the calling or the
+background thread, the minibatch boundary (pause, stop, checkpoint requests, option
+changes), the named sync points with the learner's communicator, and the checks for a
+diverging model. A base of ``Learner``, not used on its own: its methods work on the
+learner's parts (``source``, ``model``, ``updater``, ``mixins``, ``opts``, ``comm``, ...).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from bidlab import backend
+from bidlab.learn.comm import check_combine, combine_models
+from bidlab.learn.divergence import AFTER, DivergedError, options_in_force
+from bidlab.learn.observers import format_error
+from bidlab.learn.record import ScoreSink
+from bidlab.mat import caching
+
+__all__ = ["TrainingLoop"]
+
+_ACTIVE = ("running", "paused")
+
+
+class TrainingLoop:
+    """The loop of :class:`~bidlab.learn.learner.Learner` (see the module doc)."""
+
+    def _run(self) -> None:
+        err: BaseException | None = None
+        final = "done"
+        self._finished = False  # set when the run completes its passes (or converges)
+        try:
+            with caching():
+                self._ensure_initialised()
+                self._apply_changes()  # values set while it was not running
+                self.source.seek(*self._pos)
+                self._sync_start()
+                final = self._loop()
+        except KeyboardInterrupt as exc:  # Ctrl-C in fit(): stopped at a clean point
+            err, final = exc, "stopped"
+        except BaseException as exc:  # noqa: BLE001 - everything surfaces on join()
+            err, final = exc, "failed"
+        try:
+            self.source.release()
+            self._scores_flush()
+            if self.model.initialised:  # deferred terms (and averaged iterates) land now
+                self.updater.end_run(err is None and self._finished)
+                if err is None and self.comm.size > 1:  # the end sync point: one model
+                    combine_models(self.comm, self.model.modelmats, self._combine)
+                    self.model.refresh()
+            if err is None and self.opts.checkpoint and self.model.initialised:
+                self._save_now(self.opts.checkpoint)
+        except BaseException as exc:  # noqa: BLE001
+            if err is None:
+                err, final = exc, "failed"
+        if getattr(self, "_sink", None) is not None:
+            self._score_buffer = self._sink.device_buffer
+        self._sink = None  # its callback is this learner's method: no cycle left behind
+        tb = format_error(err) if err is not None else None
+        now = time.perf_counter()
+        self._update_metrics(now, state=final)
+        self._hub.final(self.metrics | {"state": final}, self.model, final, self.step, tb)
+        with self._cond:
+            self.opts.set_running(False)
+            self._error = err
+            self.traceback = tb
+            self._state = final
+            for req in self._saves:  # served by the caller now that nothing runs
+                req.retry = True
+                req.done.set()
+            self._saves = []
+            if self.guard is not None:
+                self.guard.release(self)
+            self._cond.notify_all()
+        self._done.set()
+
+    def _sync_start(self) -> None:
+        """The start sync point: every rank takes rank 0's model (a fresh run only)."""
+        if self.comm.size == 1:
+            return
+        self._combine = check_combine(self.model.combine, len(self.model.modelmats),
+                                      type(self.model).__name__)
+        if self.step == 0:
+            self.comm.broadcast([m.data for m in self.model.modelmats])
+            self.model.refresh()
+
+    def _boundary(self) -> bool:
+        """Pause / stop / checkpoint requests / option changes; True means stop."""
+        announced = False
+        while True:
+            with self._cond:
+                saves, self._saves = self._saves, []
+                if not saves:
+                    if self._stop_req:
+                        return True
+                    if not self._pause_req:
+                        if self._state != "running":
+                            self._state = "running"
+                            self._cond.notify_all()
+                        break
+                    if self._state != "paused":
+                        self._state = "paused"
+                        self._cond.notify_all()
+                    if announced:
+                        self._cond.wait(0.5)
+                        continue
+            for req in saves:
+                try:
+                    self._save_now(req.path)
+                except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                    req.error = exc
+                req.done.set()
+            if not saves and not announced:
+                announced = True
+                now = time.perf_counter()
+                self._update_metrics(now, state="paused")
+                self._hub.publish(now, self.metrics, self.model, "paused", self.step)
+        self._apply_changes()
+        return False
+
+    def _on_score(self, meta: tuple, value: float) -> None:
+        slot, step, is_val, n = meta
+        self.record.set_score(slot, step, value)
+        if value != value:
+            return
+        st = self._stats
+        if is_val:
+            st.val_sum += value * n
+            st.val_n += n
+            self._last_val = value
+        else:
+            st.train_sum += value * n
+            st.train_n += n
+            self._last_train = value
+
+    def _scores_flush(self) -> None:
+        sink = getattr(self, "_sink", None)
+        if sink is not None:
+            sink.flush()
+
+    def _loop(self) -> str:
+        src, model, upd, mixins = self.source, self.model, self.updater, self.mixins
+        watch = self._watch
+        record, stats = self.record, self._stats
+        self._sink = sink = ScoreSink(self._on_score, getattr(self, "_score_buffer", None))
+        opts = self.opts
+        bpp = src.batches_per_pass
+        now = time.perf_counter()
+        next_metrics = now
+        next_ckpt = now + opts.checkpoint_every if opts.checkpoint_every else math.inf
+        hub = self._hub
+        if self._pos[1] == 0 or stats.pass_ != self._pos[0]:
+            stats.reset(self._pos[0])
+        comm = self.comm
+        together = comm.size > 1
+        since_sync = 0
+        while True:
+            stop = self._boundary()
+            if together:
+                stop = comm.any_of(stop)
+            if stop:
+                return "stopped"
+            p, _ = src.position
+            max_steps = opts.max_steps
+            converged = comm.any_of(model.converged) if together else model.converged
+            if p >= opts.n_passes or converged:
+                self._finished = True
+                return "done"
+            if max_steps is not None and self.step >= max_steps:
+                return "done"  # a step budget: training may go on from here
+            t0 = time.perf_counter()
+            batch = src.next()
+            if batch is None:
+                self._finished = True
+                return "done"
+            if batch.index == 0:
+                stats.reset(batch.pass_)
+                model.start_pass(batch.pass_)
+            k = opts.val_every
+            is_val = k > 0 and (bpp is None or bpp > 1) and batch.index % k == k - 1
+            if is_val:
+                score = model.evaluate(batch)
+            else:
+                score = model.update(batch)
+                for mx in mixins:
+                    mx.gradient()
+                upd.update(self.step)
+                stats.flops += model.flops(batch)
+                since_sync += 1
+                if together and since_sync >= opts.sync_every:
+                    combine_models(comm, model.modelmats, self._combine)
+                    model.refresh()
+                    since_sync = 0
+                watch.trained += 1
+            t1 = time.perf_counter()
+            slot = record.append(self.step, batch.pass_, batch.index, t1, batch.n, is_val,
+                                 math.nan, self._opts_version)
+            sink.push(score, (slot, self.step, is_val, batch.n))
+            stats.seconds += t1 - t0
+            stats.samples += batch.n
+            stats.nbytes += batch.nbytes
+            self._elapsed += t1 - t0
+            self.step += 1
+            self.samples += batch.n
+            self._pos = src.position
+            if watch.trained >= watch.next_check and not batch.last:
+                watch.check(self, f"pass {batch.pass_ + 1}")
+            if batch.last:
+                sink.flush()
+                stats_ = upd.pass_statistics()
+                if together and stats_:
+                    comm.allreduce(stats_, "sum")
+                    upd.statistics_combined()
+                upd.end_pass(batch.pass_)
+                model.end_pass(batch.pass_)
+                self._check_finite(f"pass {batch.pass_ + 1}")
+                watch.check(self, f"end of pass {batch.pass_ + 1}")
+                self._end_pass(batch.pass_)
+                if opts.checkpoint:
+                    self._save_now(opts.checkpoint)
+                    next_ckpt = (time.perf_counter() + opts.checkpoint_every
+                                 if opts.checkpoint_every else math.inf)
+            if t1 >= next_ckpt and opts.checkpoint:
+                self._save_now(opts.checkpoint)
+                next_ckpt = t1 + (opts.checkpoint_every or math.inf)
+            if t1 >= next_metrics or hub.due(t1):
+                sink.flush()
+                self._update_metrics(t1)
+                next_metrics = t1 + 0.25
+                if self._tick is not None:
+                    self._tick()
+                if hub.due(t1):
+                    hub.publish(t1, self.metrics, model, self._state, self.step)
+
+    def _check_finite(self, when: str) -> None:
+        """Raise :class:`DivergedError` when a model matrix holds NaN or inf."""
+        for i, m in enumerate(self.model.modelmats):
+            if m.dtype.kind == "f" and not backend.all_finite(m.data):
+                raise DivergedError(self._diverged_text(i, when))
+
+    def _diverged_text(self, i: int, when: str) -> str:
+        return (f"the model diverged: {type(self.model).__name__}.modelmats[{i}] holds NaN or "
+                f"inf at step {self.step} ({when}), with {options_in_force(self)}. {AFTER}")
+
