@@ -63,3 +63,6 @@ def test_a_learner_checkpoint_written_by_0_1_restores(name):
     assert lrn.step == want["step"]
     got = backend.to_host(lrn.model.modelmats[0].data).ravel()[:8]
     np.testing.assert_allclose(got, want["modelmat0"], rtol=1e-6)
+    if name == "lda":  # its counters, then packed in a float matrix, come back as integers
+        assert lrn.model.counters() == {"n_batches": 12, "n_docs_seen": 120,
+                                        "n_passes_done": 2}

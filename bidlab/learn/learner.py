@@ -138,6 +138,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         if options:
             merged.set(**options)
         self.name = registry.register(self, name or type(model).__name__.lower())
+        model.bind(self)
 
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)

@@ -41,6 +41,7 @@ def write(path: str, name: str, opts: Any, model: Any, updater: Any, mixins: lis
                     for k, v in opts.as_dict().items()},
         "progress": progress,
         "updater_counters": updater.counters(),
+        "model_counters": model.counters(),
         "shapes": [list(m.shape) for m in model.modelmats],
     }
     save_checkpoint(path, arrays, meta)
@@ -93,6 +94,11 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
     if not isinstance(counters, dict) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in counters.values()):
         raise CheckpointError(f"checkpoint {path}: updater counters are not numbers")
+    model_counters = meta.get("model_counters", {})
+    if not isinstance(model_counters, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and abs(v) < _LIMIT
+            for v in model_counters.values()):
+        raise CheckpointError(f"checkpoint {path}: model counters are not whole numbers")
     if batches_per_pass is not None and progress["index"] > batches_per_pass:
         raise CheckpointError(f"checkpoint {path}: minibatch index {progress['index']} is "
                               f"beyond this data's {batches_per_pass} minibatches per pass")
@@ -104,6 +110,8 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
             extra[key].data[...] = extra[key].xp.asarray(a)
     updater.load_state(upd_saved)
     updater.set_counters(counters)
+    model.set_counters(model_counters)
+    model.restored({k: a for k, a in extra_saved.items() if k not in extra})
     return progress
 
 

@@ -166,6 +166,23 @@ class Model(Component):
     def refresh(self) -> None:
         """Called after ``modelmats`` were changed from outside the model (combined with
         other ranks' at a sync point): recompute whatever the model derives from them."""
+
+    def bind(self, learner: Any) -> None:
+        """Called when a learner takes this model (a model that acts differently while it
+        is trained, e.g. queues changes for the next minibatch, keeps a weak reference)."""
+
+    def counters(self) -> dict[str, int]:
+        """Integer counters to checkpoint beside the matrices (name -> int)."""
+        return {}
+
+    def set_counters(self, values: dict[str, int]) -> None:
+        """Take back a checkpoint's :meth:`counters` (a name it lacks keeps its value)."""
+
+    def restored(self, earlier: dict[str, Any]) -> None:
+        """Called after a checkpoint was written into ``modelmats``, :meth:`extra_state` and
+        the counters: rebuild what derives from them and forget per-run scratch (row
+        bounds, a pass's partial sums). ``earlier``: arrays a checkpoint of an earlier
+        version saved under names this model no longer lists (name -> numpy array)."""
     def default_updater(self, **options: Any) -> Updater | dict[str | int, Updater]:
         """The updater a learner uses for this model when given none (``options``: the
         updater's options). Return a mapping of model matrix (name or index) -> Updater to

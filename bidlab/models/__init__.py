@@ -20,3 +20,37 @@ from bidlab.models.lsq import LeastSquares
 
 __all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "LeastSquares", "BidlabEstimator", "load",
            "glm_sweep", "best_config"]
+
+
+# -- modules of earlier versions ------------------------------------------------------------
+# Before one package per family, the engines lived in flat modules (bidlab.models._glm_model,
+# ...). A pickle names a class by its module, so those names resolve to the modules the
+# classes live in now (bidlab.learn.persistable.MOVED_MODULES; the safe format uses the
+# same table). Only names that no longer exist are mapped.
+def _install_moved_modules() -> None:
+    import importlib
+    import importlib.abc
+    import importlib.util
+    import sys
+
+    from bidlab.learn.persistable import MOVED_MODULES
+
+    old = {k: v for k, v in MOVED_MODULES.items()
+           if k.rpartition(".")[2].startswith("_") or k.endswith(".lda_gibbs")}
+
+    class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, fullname: str, path: object, target: object = None) -> object:
+            if fullname not in old:
+                return None
+            return importlib.util.spec_from_loader(fullname, self)
+
+        def exec_module(self, module: object) -> None:
+            now = importlib.import_module(old[module.__name__])
+            module.__dict__.update({k: v for k, v in vars(now).items()
+                                    if not k.startswith("__")})
+
+    if not any(type(f).__name__ == "MovedModules" for f in sys.meta_path):
+        sys.meta_path.append(MovedModules())
+
+
+_install_moved_modules()

@@ -7,6 +7,6 @@ gradient steps), ``targets`` (target columns and classes), ``params`` (parameter
 """
 
 from bidlab.models.glm.estimator import GLM, glm_sweep
-from bidlab.models.glm.sweep import best_config
+from bidlab.models.glm.sweep import SweepResult, best_config
 
-__all__ = ["GLM", "glm_sweep", "best_config"]
+__all__ = ["GLM", "glm_sweep", "best_config", "SweepResult"]

@@ -60,11 +60,6 @@ class LloydPasses:
 
     def _prepare_pass(self, pass_: int, at_start: bool) -> dict[str, Any]:
         """Per-pass state: centres for the GEMM, whether the bounds hold, counters."""
-        tok = float(self._token.data[0, 0])
-        if tok != self._token_value:  # a checkpoint was loaded: the row state is not its
-            self._rows = None
-            self._pass_state = None
-            self._token_value = tok
         ps = self._pass_state
         if ps is not None and ps["pass"] == pass_:
             return ps
@@ -170,7 +165,7 @@ class LloydPasses:
             self._work.total(S, N)
             A[:k, :d] = S
             A[:k, d] = N
-            A[k, :4] = xp.asarray([ps["pass"], ps["sums_next"], 1.0, self._token_value])
+            A[k, :4] = xp.asarray([ps["pass"], ps["sums_next"], 1.0, float(self._generation)])
         return P
 
     def _pending_shape(self) -> tuple[int, int]:
@@ -186,7 +181,7 @@ class LloydPasses:
             return False
         A = P.data
         tag = [float(v) for v in backend.to_host(A[k, :4])]
-        if tag != [float(pass_), float(index), 1.0, self._token_value]:
+        if tag != [float(pass_), float(index), 1.0, float(self._generation)]:
             return False
         self._work.seed(A[:k, :d], A[:k, d])
         return True
@@ -298,7 +293,7 @@ class LloydPasses:
             Nm[...] = ps["prev_n"]
             rows["labels_pass"] = rows["bounds_pass"] = None
             rows["current"] = False
-            self._bump_token()
+            self._generation += 1
             return
         if ps["complete"]:
             rows["xx_ok"] = True
@@ -315,7 +310,7 @@ class LloydPasses:
             rows["labels_pass"] = pass_ + 1
             rows["bounds_pass"] = None
             rows["current"] = True
-            self._bump_token()
+            self._generation += 1
             return
         empty = N <= 0
         xp.divide(S, xp.where(empty, 1, N)[:, None], out=S)
@@ -332,11 +327,7 @@ class LloydPasses:
         rows["bounds_pass"] = pass_ + 1 if ps["complete"] else None
         self._pass_bounds = self._bounds_for(S, drift.astype(S.dtype))
         rows["current"] = False
-        self._bump_token()
-
-    def _bump_token(self) -> None:
-        self._token_value += 1.0
-        self._token.data[0, 0] = self._token_value
+        self._generation += 1
 
     def _bounds_for(self, C: Any, drift: Any) -> dict[str, Any]:
         """Hamerly's per-pass quantities for the new centres ``C`` that moved by ``drift``."""

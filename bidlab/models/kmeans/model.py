@@ -106,9 +106,7 @@ class KMeansModel(LloydPasses, MinibatchSteps, Model):
         self.steps = 0
         self.stop_early = True
         self._reset_early_stop()
-        # checkpointed: tells a reload from a live run (a random start: from another run's)
-        self._token_value = float(np.random.default_rng().integers(1, 2**40))
-        self._token = Mat(np.full((1, 1), self._token_value))
+        self._generation = 0  # Lloyd: centre updates so far; tags a pass's checkpointed sums
         self._clear_scratch()
 
     # -- pickling: scratch buffers and per-row state are rebuilt on demand ---------------
@@ -176,8 +174,19 @@ class KMeansModel(LloydPasses, MinibatchSteps, Model):
         holds running sums in them) and the weights count rows."""
         return []
 
+    def counters(self) -> dict[str, int]:
+        return {"generation": int(self._generation)}
+
+    def set_counters(self, values: dict[str, int]) -> None:
+        self._generation = int(values.get("generation", self._generation))
+
+    def restored(self, earlier: dict[str, Any]) -> None:
+        """The per-row labels and bounds are not the checkpoint's: rebuilt next pass."""
+        self._rows = None
+        self._pass_state = None
+
     def extra_state(self) -> dict[str, Mat]:
-        state = {"token": self._token}
+        state: dict[str, Mat] = {}
         if self.modelmats and self.opts.algorithm == "lloyd":
             state["pass_sums"] = self._pass_sums_state()
         return state
@@ -186,6 +195,7 @@ class KMeansModel(LloydPasses, MinibatchSteps, Model):
         return self._flops
 
     _flops = 0.0
+    _generation = 0  # files saved before it existed load with 0
 
     def start_pass(self, pass_: int) -> None:
         if self.opts.algorithm == "lloyd":

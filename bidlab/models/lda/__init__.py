@@ -6,7 +6,7 @@ estimator face both share), ``core`` (the engine both share), ``common`` (E-step
 score, input checks), ``learner`` (the learner both train with).
 """
 
-from bidlab.models.lda.gibbs import LDAGibbs
-from bidlab.models.lda.vb import LDA
+from bidlab.models.lda.gibbs import LDAGibbs, LDAGibbsModel
+from bidlab.models.lda.vb import LDA, LDAModel
 
-__all__ = ["LDA", "LDAGibbs"]
+__all__ = ["LDA", "LDAGibbs", "LDAModel", "LDAGibbsModel"]

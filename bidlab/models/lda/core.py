@@ -465,24 +465,22 @@ class LDACore(Model):
         prob = bl.sddmm(theta.T, phiT.T, sb)
         return (sb * bl.log(prob + tiny)).sum() / sb.sum()
 
-    def extra_state(self) -> dict[str, bl.Mat]:
-        """The counters (n_batches, n_docs_seen, n_passes_done) ride along in checkpoints."""
-        c = self._counters_mat()
-        c.data[0, :3] = (self.n_batches, self.n_docs_seen, self.n_passes_done)
-        return {"counters": c}
+    def counters(self) -> dict[str, int]:
+        return {"n_batches": int(self.n_batches), "n_docs_seen": int(self.n_docs_seen),
+                "n_passes_done": int(self.n_passes_done)}
 
-    def _counters_mat(self) -> bl.Mat:
-        c = self.__dict__.get("_ckpt")
-        if c is None:
-            c = self._ckpt = bl.Mat(np.zeros((1, 5), np.float64))
-        return c
+    def set_counters(self, values: dict[str, int]) -> None:
+        self.n_batches = int(values.get("n_batches", self.n_batches))
+        self.n_docs_seen = int(values.get("n_docs_seen", self.n_docs_seen))
+        self.n_passes_done = int(values.get("n_passes_done", self.n_passes_done))
 
-    def restored(self) -> None:
-        """Called after a checkpoint was written into the model's matrices and
-        :meth:`extra_state`: takes the counters back and recomputes what derives from
-        the matrices."""
-        v = np.asarray(backend.to_host(self._counters_mat().data)).reshape(-1)
-        self.n_batches, self.n_docs_seen, self.n_passes_done = (int(x) for x in v[:3])
+    def restored(self, earlier: dict[str, Any]) -> None:
+        """Recompute what derives from the matrices. A checkpoint written before the
+        counters were integers held them in a 1 x 5 float matrix ``counters``."""
+        old = earlier.get("counters")
+        if old is not None and old.size >= 3:
+            v = np.asarray(old, np.float64).reshape(-1)
+            self.n_batches, self.n_docs_seen, self.n_passes_done = (int(x) for x in v[:3])
         self.refresh()
 
 

@@ -191,16 +191,28 @@ class LDAGibbsModel(Temperatures, LDACore):
         return [(m, self._a) for m in self.modelmats]
 
     def extra_state(self) -> dict[str, bl.Mat]:
-        out = super().extra_state()
-        c = self._counters_mat()
-        c.data[0, 3:5] = (self._a, self._sweep)  # the lazy scale, the sampler's key
-        out["temperature"] = self.temp
-        return out
+        scale = self.__dict__.get("_scale_mat")
+        if scale is None:
+            scale = self._scale_mat = bl.Mat(np.ones((1, 1), np.float64))
+        scale.data[0, 0] = self._a  # the lazy scale of the counts: a number, not a counter
+        return {**super().extra_state(), "temperature": self.temp, "scale": scale}
 
-    def restored(self) -> None:
-        c = np.asarray(backend.to_host(self._counters_mat().data))
-        self._a, self._sweep = float(c[0, 3]) or 1.0, int(c[0, 4])
-        super().restored()
+    def counters(self) -> dict[str, int]:
+        return {**super().counters(), "sweep": int(self._sweep)}  # the sampler's key
+
+    def set_counters(self, values: dict[str, int]) -> None:
+        super().set_counters(values)
+        self._sweep = int(values.get("sweep", self._sweep))
+
+    def restored(self, earlier: dict[str, Any]) -> None:
+        scale = self.__dict__.get("_scale_mat")
+        if scale is not None:
+            self._a = float(np.asarray(backend.to_host(scale.data))[0, 0]) or 1.0
+        old = earlier.get("counters")  # before: scale and sweep packed with the counters
+        if old is not None and old.size >= 5:
+            v = np.asarray(old, np.float64).reshape(-1)
+            self._a, self._sweep = float(v[3]) or 1.0, int(v[4])
+        super().restored(earlier)
 
     def _fold_scale(self) -> None:
         """Multiply the lazy scale a into NT (a = 1 afterwards)."""

@@ -28,9 +28,6 @@ class LDALearner(Learner):
     def __init__(self, *args: Any, estimator: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.estimator = estimator
-        bind = getattr(self.model, "bind_learner", None)
-        if bind is not None:
-            bind(self)
 
     @property
     def has_temperature(self) -> bool:
@@ -52,13 +49,6 @@ class LDALearner(Learner):
         """The temperature changes with the pass, index and minibatch each took effect at
         (the last 10,000, oldest first; see :mod:`bidlab.models.lda.temperature`)."""
         return list(self._gibbs().temperature_log)
-
-    def load(self, path: str) -> LDALearner:
-        """Restore a checkpoint (see :meth:`bidlab.learn.Learner.load`) and the model's
-        counters and derived quantities."""
-        super().load(path)
-        self.model.restored()
-        return self
 
     def _gibbs(self) -> Any:
         if not self.has_temperature:

@@ -37,7 +37,7 @@ class Temperatures:
 
     temperature_log_dropped: int = 0
 
-    def bind_learner(self, learner: Any) -> None:
+    def bind(self, learner: Any) -> None:
         """The learner training this model: while it runs, temperature changes wait for
         the next minibatch."""
         self._learner_ref = weakref.ref(learner)
