@@ -370,3 +370,34 @@ def test_cupy_graphs_are_ranked_on_the_gpu(xp):
     assert np.abs(pr.scores_ - oracle(A)[0]).sum() <= 1e-6
     cpu = PageRank(tol=1e-10, device="gpu" if xp is not np else "cpu").fit(A)
     np.testing.assert_allclose(cpu.scores_, pr.scores_, atol=1e-12)
+
+
+# ------------------------------------------------------------------------ command line
+def test_bidlab_train_pagerank_on_an_edge_list(tmp_path, capsys):
+    from bidlab.cli import main
+    from bidlab.datasets.sniff import DataFormatError, sniff
+
+    A = random_graph(40, 0.08, 17, n_dangling=4, loops=False)
+    coo = A.tocoo()
+    lines = [f"{i + 100}\t{j + 100}" for i, j in zip(coo.row, coo.col, strict=True)]
+    lines += [f"{i + 100}\t{i + 100}" for i in range(40) if A[i].nnz == 0][:1]  # a vertex id
+    f = tmp_path / "edges"  # no extension: told by content, gzipped
+    f.write_bytes(gzip.compress(("# a graph\n" + "\n".join(lines) + "\n").encode()))
+    s = sniff(f)
+    assert (s.format, s.gzip) == ("edge-list", True)
+    out = tmp_path / "pr.bidlab"
+    assert main(["train", "pagerank", "--data", str(f), "--tol", "1e-10", "--damping", "0.9",
+                 "--save", str(out)]) == 0
+    assert "(L1 change)" in capsys.readouterr().out
+    g = load_snap_edges(f)
+    pr = load(out)
+    assert isinstance(pr, PageRank) and pr.damping == 0.9
+    assert np.abs(pr.scores_ - oracle(g.A, d=0.9)[0]).sum() <= 1e-6
+    assert main(["train", "pagerank", "--data", str(f), "--damping", "1.5"]) == 2
+    assert "'damping' parameter of PageRank must be a float in (0, 1)" in capsys.readouterr().err
+    folder = tmp_path / "graph"
+    folder.mkdir()
+    (folder / "edges.txt").write_text("1 2\n2 3\n")
+    (folder / "README.md").write_text("# about\n")
+    with pytest.raises(DataFormatError, match=r"edges.txt \(edge-list\)"):
+        sniff(folder)
