@@ -401,3 +401,23 @@ def test_bidlab_train_pagerank_on_an_edge_list(tmp_path, capsys):
     (folder / "README.md").write_text("# about\n")
     with pytest.raises(DataFormatError, match=r"edges.txt \(edge-list\)"):
         sniff(folder)
+
+
+# ------------------------------------------------------------------------ benchmark smoke
+def test_pagerank_benchmark_runs_tiny_and_agrees_with_scipy(capsys):
+    import json
+
+    from bidlab.bench import BENCHMARKS
+    from bidlab.bench.pagerank import main as bench_main
+    from bidlab.bench.pagerank import rmat
+
+    assert "pagerank" in BENCHMARKS
+    A = rmat(8, edge_factor=4, seed=1)
+    assert A.shape == (256, 256) and A.sum() == 4 * 256  # duplicates summed into weights
+    assert bench_main(["--quick", "--json", "--scale", "8", "--tol", "1e-10"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["benchmark"] == "pagerank" and [g["graph"] for g in doc["graphs"]] == ["rmat-8"]
+    row = doc["graphs"][0]
+    assert row["bidlab"]["seconds"] > 0 and row["scipy"]["seconds"] > 0
+    assert row["bidlab"]["iterations"] == row["scipy"]["iterations"]
+    assert row["bidlab"]["l1_to_scipy"] <= 1e-6
