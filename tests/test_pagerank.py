@@ -250,6 +250,22 @@ def test_live_learner_pauses_resumes_and_records_one_residual_per_iteration():
     assert np.abs(est.scores_ - oracle(A, tol=1e-12)[0]).sum() <= 1e-6
 
 
+def test_a_checkpointed_run_resumes_to_the_same_scores(tmp_path):
+    A = random_graph(500, 0.01, 18, n_dangling=40)
+    whole = PageRank(tol=1e-10).fit(A)
+    ck = str(tmp_path / "pr.ckpt")
+    first = PageRank(tol=1e-10).learner(A, n_passes=6, checkpoint=ck)
+    first.fit(progress=None)
+    est = PageRank(tol=1e-10)
+    lrn = est.learner(A)
+    lrn.load(ck)  # the checkpoint's options come back too: n_passes 6
+    lrn.set(n_passes=101)
+    lrn.fit(progress=None)
+    np.testing.assert_allclose(est.scores_, whole.scores_, rtol=1e-12, atol=1e-15)
+    assert est.n_iter_ == whole.n_iter_ and est.converged_
+    np.testing.assert_allclose(est.residuals_[5:], whole.residuals_[5:], rtol=1e-9)
+
+
 def test_two_ranks_each_on_half_the_rows_give_the_scores_of_one_learner():
     A = random_graph(400, 0.01, 11, n_dangling=30)
     p = np.random.default_rng(12).random(400)

@@ -122,6 +122,7 @@ class PageRankModel(Model):
         self._coef = xp.asarray(np.array([[self.opts.damping, 1.0 - self.opts.damping]],
                                          dtype=dtype))
         self._ab = backend.empty((1, 2), dtype, xp)
+        self._r = backend.empty((1,), dtype, xp)
         self.residuals = np.full(int(self.opts.max_iter), np.nan)
         self.n_iter = 0
         self.reached_tol = False
@@ -160,7 +161,8 @@ class PageRankModel(Model):
         if pass_ > 0:
             xp.subtract(x, prev, out=tmp)
             xp.abs(tmp, out=tmp)
-            r = float(tmp.sum())
+            tmp.sum(axis=1, out=self._r)  # into a kept buffer: no device allocation
+            r = float(self._r[0])
             t = min(pass_, self.residuals.shape[0])
             self.residuals[t - 1] = r
             self.n_iter = t

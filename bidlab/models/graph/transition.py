@@ -116,8 +116,9 @@ def transition(A: Any) -> tuple[Any, Any]:
     out = xp.asarray(A.sum(axis=1)).reshape(-1)
     dangling = out == 0
     inv = xp.where(dangling, 0.0, 1.0 / xp.where(dangling, 1.0, out)).astype(A.dtype)
-    lengths = xp.diff(A.indptr)
-    vals = A.data * xp.repeat(inv, lengths.astype(np.int64))
+    # each stored entry's row (searchsorted, not repeat: CuPy's repeat takes no array)
+    row = xp.searchsorted(A.indptr, xp.arange(A.nnz, dtype=A.indptr.dtype), side="right") - 1
+    vals = A.data * inv[row]
     csp = backend.sparse_module(xp)
     P = csp.csr_matrix((vals, A.indices, A.indptr), shape=A.shape, copy=False)
     rows = xp.ones((m, 2), dtype=A.dtype)
