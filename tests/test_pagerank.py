@@ -346,6 +346,9 @@ def test_snap_edge_list_comments_separators_remap_and_gzip(tmp_path):
     w = tmp_path / "w.txt"
     w.write_text("1 2 0.5\n2 1 1.5\n")
     assert load_snap_edges(w).A[0, 1] == 0.5
+    big = tmp_path / "big.txt"  # ids past 2**53 stay exact (read as integers, not floats)
+    big.write_text("9007199254740993 9007199254740992\n")
+    assert load_snap_edges(big).ids.tolist() == [2**53, 2**53 + 1]
     # the scores of a loaded graph are a PageRank of it
     assert PageRank(tol=1e-10).fit(g).scores_.shape == (4,)
 
@@ -354,7 +357,9 @@ def test_snap_edge_list_comments_separators_remap_and_gzip(tmp_path):
     ("# only comments\n", "no edges"),
     ("1 2 3 4\n", "4 fields"),
     ("1 x\n", "not a SNAP edge list"),
-    ("1 -2\n", "not a non-negative integer"),
+    ("1 -2\n", "line 1 .* has a negative vertex id"),
+    ("1 2.5\n", "two integer vertex ids"),
+    ("1 2 0.5\n3 4\n", "not a SNAP edge list"),
 ])
 def test_bad_edge_lists_are_refused(tmp_path, text, match):
     f = tmp_path / "bad.txt"

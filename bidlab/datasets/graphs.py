@@ -85,21 +85,22 @@ def load_snap_edges(path: str | os.PathLike, *, directed: bool = True,
                          "weight'")
     check_budget(path, "its edges", len(rows) * 48,
                  fix="load a smaller graph or raise $BIDLAB_MEMORY_BUDGET")
-    try:
-        table = np.loadtxt(io.BytesIO(b"\n".join(rows)), dtype=np.float64, ndmin=2)
+    body = b"\n".join(rows)
+    try:  # ids as int64 (exact however large), weights as float64
+        ends = np.loadtxt(io.BytesIO(body), dtype=np.int64, usecols=(0, 1), ndmin=2)
+        w = (np.loadtxt(io.BytesIO(body), dtype=np.float64, usecols=(2,), ndmin=1)
+             if ncol == 3 else np.ones(len(rows)))
     except ValueError as exc:
         raise ValueError(f"{path}: not a SNAP edge list ({exc}); every non-comment line must "
-                         f"hold {ncol} numbers") from None
-    if table.shape[1] != ncol:
-        raise ValueError(f"{path}: lines hold different numbers of fields; expected {ncol}")
-    ends = table[:, :2]
-    if not np.isfinite(ends).all() or (ends < 0).any() or (ends != np.floor(ends)).any():
-        bad = int(np.flatnonzero(~np.isfinite(ends).all(1) | (ends < 0).any(1)
-                                 | (ends != np.floor(ends)).any(1))[0])
-        raise ValueError(f"{path}: edge line {bad + 1} ({rows[bad][:80]!r}) has a vertex id "
-                         "that is not a non-negative integer")
-    src, dst = ends[:, 0].astype(np.int64), ends[:, 1].astype(np.int64)
-    w = table[:, 2] if ncol == 3 else np.ones(len(rows))
+                         f"hold {ncol} fields: two integer vertex ids"
+                         + (" and a weight" if ncol == 3 else "")) from None
+    if (ends < 0).any():
+        bad = int(np.flatnonzero((ends < 0).any(axis=1))[0])
+        raise ValueError(f"{path}: edge line {bad + 1} ({rows[bad][:80]!r}) has a negative "
+                         "vertex id: ids must be non-negative integers")
+    if not np.isfinite(w).all():
+        raise ValueError(f"{path}: some edge weights are NaN or infinite")
+    src, dst = ends[:, 0], ends[:, 1]
     ids, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
     n = int(ids.shape[0])
     i, j = inv[: len(rows)], inv[len(rows):]
