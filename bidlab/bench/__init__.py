@@ -17,5 +17,6 @@ BENCHMARKS: dict[str, str] = {
     "dashboard": "the live dashboard (bidlab/bench/dashboard.py)",
     "temperature": "SAME Gibbs with heated parameters vs without",
     "coldstart": "first fit of a fresh process: empty kernel cache, after warmup, warm",
+    "pagerank": "PageRank vs networkx and a scipy power iteration (SNAP, R-MAT)",
 }
 """Benchmark name -> one-line summary; the name is the module ``bidlab.bench.<name>``."""

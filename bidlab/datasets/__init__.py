@@ -6,13 +6,15 @@ numpy / scipy / scikit-learn: nothing here touches the matrix core or a GPU.
 
 Real data (see ``shared/data/README.md``): :func:`load_kos`, :func:`load_20newsgroups`,
 :func:`load_a9a`, :func:`load_w8a`, found through :func:`shared_data_dir`. General loaders:
-:func:`load_uci_bow`, :func:`load_text_folder`, :func:`load_svmlight`. Synthetic data with
+:func:`load_uci_bow`, :func:`load_text_folder`, :func:`load_svmlight`; graphs:
+:func:`load_snap_edges` (SNAP edge lists), :func:`load_matrix_market`. Synthetic data with
 planted answers: :func:`synthetic_lda_corpus`, :func:`block_diagonal_corpus`,
 :func:`synthetic_glm`, :func:`blobs`, :func:`sparse_blobs`.
 """
 
 from bidlab.datasets.blobs import Blobs, blobs, sparse_blobs
 from bidlab.datasets.corpus import Corpus, canonical_csr, counts_csr, top_words
+from bidlab.datasets.graphs import EdgeList, load_matrix_market, load_snap_edges
 from bidlab.datasets.newsgroups import (
     load_20newsgroups,
     newsgroups_tfidf,
@@ -35,6 +37,7 @@ from bidlab.datasets.uci import load_kos, load_uci_bow, parse_docword
 __all__ = [
     "Blobs",
     "Corpus",
+    "EdgeList",
     "GLMData",
     "TrainTest",
     "blobs",
@@ -44,6 +47,8 @@ __all__ = [
     "load_20newsgroups",
     "load_a9a",
     "load_kos",
+    "load_matrix_market",
+    "load_snap_edges",
     "load_svmlight",
     "load_text_folder",
     "load_uci_bow",

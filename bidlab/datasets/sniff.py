@@ -54,6 +54,7 @@ FORMATS: dict[str, str] = {
     "scipy-npz": "scipy.sparse.save_npz file",
     "text-folder": "folder of text files, one document per file (label = sub-folder)",
     "text-archive": "tar archive of text files, one document per file",
+    "edge-list": "SNAP edge list ('# ...' comments, then 'source target [weight]' per line)",
 }
 
 _HEAD_BYTES = 1 << 16
@@ -67,6 +68,7 @@ _SVM_LINE = re.compile(
 _SVM_PAIR = re.compile(rb"\s\d+:\S")
 _INT_LINE = re.compile(rb"^\s*\d+\s*$")
 _TRIPLE_LINE = re.compile(rb"^\s*\d+\s+\d+\s+\d+\s*$")
+_EDGE_LINE = re.compile(rb"^\s*\d+[ \t]+\d+(?:[ \t]+" + _NUMBER.encode() + rb")?\s*$")
 _DOCWORD_NAME = re.compile(r"^docword\.(?P<name>.+)\.txt(\.gz)?$")
 
 
@@ -164,6 +166,13 @@ def _looks_svmlight(lines: list[bytes]) -> str | None:
     return f"first line {rows[0][:40].decode('latin-1')!r}"
 
 
+def _looks_edge_list(lines: list[bytes]) -> str | None:
+    rows = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith(b"#")]
+    if not rows or not all(_EDGE_LINE.match(ln) for ln in rows):
+        return None
+    return f"first edge {rows[0].strip()[:40].decode('latin-1')!r}"
+
+
 def _npz_kind(path: Path) -> tuple[str | None, list[str]]:
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -220,6 +229,9 @@ def _sniff_file(path: Path) -> Sniffed:
         detail = _looks_svmlight(lines)
         if detail is not None:
             return Sniffed("svmlight", path, was_gzip, detail)
+        detail = _looks_edge_list(lines)
+        if detail is not None:
+            return Sniffed("edge-list", path, was_gzip, detail)
     raise DataFormatError(
         f"cannot tell the format of {path}: it is {_appearance(head, was_gzip)}. Tried: "
         f"{_tried(tuple(k for k in FORMATS if k != 'text-folder'))} (any of them plain or "
@@ -260,7 +272,7 @@ def _sniff_folder(path: Path) -> Sniffed:
                 kind = _sniff_file(p).format
             except (DataFormatError, OSError):
                 continue
-            if kind in ("svmlight", "npz", "scipy-npz", "uci-bow", "text-archive"):
+            if kind in ("svmlight", "npz", "scipy-npz", "uci-bow", "text-archive", "edge-list"):
                 data_files.append(f"{p.name} ({kind})")
         if data_files:
             raise DataFormatError(
@@ -375,13 +387,16 @@ def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float
 
     svmlight gives ``X, y``; a UCI docword file ``X`` and its vocabulary; a text folder or
     archive word counts, and labels when the documents sit in one sub-folder per label;
-    an ``.npz`` its ``X`` (and ``y``, ``w``). A shard folder is refused: stream it with
+    an ``.npz`` its ``X`` (and ``y``, ``w``); a SNAP edge list its n x n adjacency
+    matrix as ``X`` (rows = source vertices; ``extra["ids"]``: the original vertex ids).
+    A shard folder is refused: stream it with
     :class:`bidlab.learn.ShardSource` instead.
 
     ``max_decompressed`` caps the bytes that compressed input may expand to and
     ``memory_budget`` the memory a header may ask for (defaults: see the module docstring);
     exceeding either raises ``InputTooLargeError`` (a ``ValueError``) saying how to raise it.
     """
+    from bidlab.datasets.graphs import load_snap_edges
     from bidlab.datasets.svmlight import load_svmlight
     from bidlab.datasets.text import load_text_folder
     from bidlab.datasets.uci import load_uci_bow
@@ -410,4 +425,7 @@ def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float
         return LoadedData(corpus.X, y, vocab=list(corpus.vocab),
                           label_names=corpus.label_names, sniffed=s,
                           extra={"name": corpus.name})
+    if s.format == "edge-list":
+        g = load_snap_edges(s.path, dtype=dtype, cap=max_decompressed)
+        return LoadedData(g.A, sniffed=s, extra={"ids": g.ids})
     raise DataFormatError(f"{s.path}: unknown format {s.format!r}; known: {', '.join(FORMATS)}")

@@ -5,6 +5,7 @@
 * :class:`GLM`: linear / logistic / softmax / SVM, many targets (or a sweep) in one pass;
   :func:`glm_sweep` builds a sweep, :func:`best_config` picks its winner;
 * :class:`KMeans`: Lloyd's algorithm by GEMM distances, and a minibatch variant;
+* :class:`PageRank`: PageRank by power iteration, one sparse mat-vec per pass;
 * :class:`~bidlab.models.lsq.LeastSquares`: the spine's small reference model (a bare
   :class:`bidlab.learn.Model`, trained by a :class:`bidlab.learn.Learner` directly).
 
@@ -14,12 +15,13 @@ Every estimator saves itself with ``est.save(path)`` (the pickle-free safe forma
 
 from bidlab.models.base import BidlabEstimator, load
 from bidlab.models.glm import GLM, best_config, glm_sweep
+from bidlab.models.graph import PageRank
 from bidlab.models.kmeans import KMeans
 from bidlab.models.lda import LDA, LDAGibbs
 from bidlab.models.lsq import LeastSquares
 
-__all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "LeastSquares", "BidlabEstimator", "load",
-           "glm_sweep", "best_config"]
+__all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "PageRank", "LeastSquares", "BidlabEstimator",
+           "load", "glm_sweep", "best_config"]
 
 
 # -- modules of earlier versions ------------------------------------------------------------

@@ -1,0 +1,129 @@
+"""Graph loaders: SNAP edge lists and Matrix Market files, as sparse adjacency matrices.
+
+An adjacency matrix has one row per source vertex and one column per target vertex
+(``A[i, j]`` is the weight of the edge ``i -> j``), which is what
+:class:`bidlab.models.PageRank` takes. Reading is bounded (:mod:`bidlab._bounded_io`): a
+FIFO or device is refused, a gzip file is capped at the decompressed-size limit.
+
+Real data: the SNAP graphs in the shared data folder (``snap-ca-grqc``,
+``snap-email-eu-core``, ``snap-wiki-vote``), found through
+:func:`bidlab.datasets.paths.shared_data_dir`.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+from bidlab._bounded_io import check_budget, read_data
+
+__all__ = ["EdgeList", "load_snap_edges", "load_matrix_market"]
+
+
+@dataclass
+class EdgeList:
+    """A graph read from an edge list.
+
+    Attributes:
+        A: the n x n adjacency matrix (``scipy.sparse.csr_matrix``, rows = source vertices);
+            an edge listed twice has weight 2 (duplicates are summed), a self-loop is kept.
+        ids: the original id of each of the n vertices (``ids[i]`` is vertex ``i``'s id in
+            the file), sorted.
+    """
+
+    A: sp.csr_matrix
+    ids: np.ndarray
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.A.shape[0])
+
+    @property
+    def n_edges(self) -> int:
+        """Stored edges (after summing duplicates)."""
+        return int(self.A.nnz)
+
+    def index_of(self) -> dict[int, int]:
+        """The map original id -> dense index (0..n-1)."""
+        return {int(v): i for i, v in enumerate(self.ids)}
+
+
+def load_snap_edges(path: str | os.PathLike, *, directed: bool = True,
+                    dtype: Any = np.float64, cap: int | None = None) -> EdgeList:
+    """Read a SNAP edge list: ``#`` comment lines, then ``source target [weight]`` per line,
+    tab or space separated (CRLF line ends and gzip compression are fine).
+
+    Vertex ids may be any non-negative integers, sparse or not: they are remapped to dense
+    indices ``0..n-1`` in increasing id order, and ``EdgeList.ids`` maps them back. Every
+    vertex that appears in an edge is a vertex of the graph.
+
+    Args:
+        path: the file (plain or gzip).
+        directed: False reads each line as an undirected edge: both directions are stored
+            (a self-loop once).
+        dtype: float type of the weights.
+        cap: decompressed-size cap in bytes (default: :func:`bidlab._bounded_io.max_decompressed`).
+
+    Returns:
+        :class:`EdgeList` (``A``: n x n CSR, ``ids``: original ids).
+    """
+    raw = read_data(path, cap, "SNAP edge list")
+    rows = [ln for ln in raw.splitlines() if ln.strip() and not ln.lstrip().startswith(b"#")]
+    if not rows:
+        raise ValueError(f"{path}: no edges (only comments or blank lines): a SNAP edge list "
+                         "has one 'source<TAB>target' line per edge")
+    ncol = len(rows[0].split())
+    if ncol not in (2, 3):
+        raise ValueError(f"{path}: the first edge line has {ncol} fields "
+                         f"({rows[0][:80]!r}); expected 'source target' or 'source target "
+                         "weight'")
+    check_budget(path, "its edges", len(rows) * 48,
+                 fix="load a smaller graph or raise $BIDLAB_MEMORY_BUDGET")
+    body = b"\n".join(rows)
+    try:  # ids as int64 (exact however large), weights as float64
+        ends = np.loadtxt(io.BytesIO(body), dtype=np.int64, usecols=(0, 1), ndmin=2)
+        w = (np.loadtxt(io.BytesIO(body), dtype=np.float64, usecols=(2,), ndmin=1)
+             if ncol == 3 else np.ones(len(rows)))
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a SNAP edge list ({exc}); every non-comment line must "
+                         f"hold {ncol} fields: two integer vertex ids"
+                         + (" and a weight" if ncol == 3 else "")) from None
+    if (ends < 0).any():
+        bad = int(np.flatnonzero((ends < 0).any(axis=1))[0])
+        raise ValueError(f"{path}: edge line {bad + 1} ({rows[bad][:80]!r}) has a negative "
+                         "vertex id: ids must be non-negative integers")
+    if not np.isfinite(w).all():
+        raise ValueError(f"{path}: some edge weights are NaN or infinite")
+    src, dst = ends[:, 0], ends[:, 1]
+    ids, inv = np.unique(np.concatenate([src, dst]), return_inverse=True)
+    n = int(ids.shape[0])
+    i, j = inv[: len(rows)], inv[len(rows):]
+    if not directed:
+        loop = i == j
+        i, j, w = (np.concatenate([i, j[~loop]]), np.concatenate([j, i[~loop]]),
+                   np.concatenate([w, w[~loop]]))
+    A = sp.csr_matrix((w.astype(dtype), (i, j)), shape=(n, n))
+    A.sum_duplicates()
+    return EdgeList(A, ids)
+
+
+def load_matrix_market(path: str | os.PathLike, *, dtype: Any = np.float64,
+                       cap: int | None = None) -> sp.csr_matrix:
+    """Read a Matrix Market file (``scipy.io.mmread``; plain or gzip) as a CSR matrix.
+
+    A ``symmetric`` file comes back with both triangles; a ``pattern`` file has weights 1.
+    """
+    raw = read_data(path, cap, "Matrix Market file")
+    try:
+        M = scipy.io.mmread(io.BytesIO(raw))
+    except (ValueError, IndexError, TypeError) as exc:
+        raise ValueError(f"{path}: not a Matrix Market file ({exc})") from None
+    if not sp.issparse(M):
+        M = sp.csr_matrix(np.asarray(M))
+    return sp.csr_matrix(M, dtype=dtype)

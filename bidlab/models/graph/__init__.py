@@ -1,0 +1,9 @@
+"""Graph models: :class:`PageRank`, power iteration as a sparse mat-vec per pass.
+
+Modules: ``estimator`` (the scikit-learn face), ``model`` (the engine on the Learner),
+``transition`` (input checks, the transition matrix and the vertex weight vectors).
+"""
+
+from bidlab.models.graph.estimator import PageRank
+
+__all__ = ["PageRank"]

@@ -1,0 +1,204 @@
+"""``PageRank``: PageRank by power iteration, a sparse mat-vec per pass on the Learner.
+
+A scikit-learn-style face on one engine, :class:`~bidlab.models.graph.model.PageRankModel`:
+``fit(G)`` builds the transition once and runs a :class:`bidlab.learn.Learner` to
+convergence in the calling thread; ``learner(G)`` hands out a live learner (pause, resume,
+one residual per iteration in its history) on the same kind of model::
+
+    from bidlab.datasets.graphs import load_snap_edges
+    from bidlab.models import PageRank
+    g = load_snap_edges("wiki-Vote.txt")
+    pr = PageRank(damping=0.85, tol=1e-8).fit(g.A)
+    pr.scores_, pr.n_iter_, pr.residuals_, pr.top(10, labels=g.ids)
+
+Input: the adjacency matrix, rows = source vertices (``A[i, j]``: weight of ``i -> j``), as
+a scipy / CuPy CSR matrix (taken as is), another sparse format or a dense array
+(converted), a bidlab ``SMat`` or a :class:`bidlab.datasets.graphs.EdgeList`. Results match
+``networkx.pagerank`` (same update, same stopping rule).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted
+
+from bidlab import backend
+from bidlab.learn import Learner, Option
+from bidlab.learn.model import register_model
+from bidlab.models.base import BidlabEstimator
+from bidlab.models.graph.model import PageRankModel
+from bidlab.models.graph.transition import as_adjacency, transition, vertex_weights
+from bidlab.models.kmeans.blocks import BlockSource
+
+__all__ = ["PageRank"]
+
+
+def _valid_dtype(x: Any) -> bool:
+    try:
+        return np.dtype(x) in (np.float32, np.float64)
+    except TypeError:
+        return False
+
+
+def _valid_weights(x: Any) -> bool:
+    return isinstance(x, dict) or len(np.shape(x)) == 1
+
+
+class PageRank(BidlabEstimator):
+    """PageRank of a graph's vertices, networkx's power iteration.
+
+    Args:
+        damping: probability of following an out-edge at each step (networkx's ``alpha``),
+            in (0, 1); the rest teleports by ``personalization``.
+        tol: stop when an iteration changes the scores by less than ``tol * n`` in L1 norm
+            (networkx's rule).
+        max_iter: most iterations; if the change is still above the tolerance then, the
+            scores are kept and a ``ConvergenceWarning`` says so (networkx raises).
+        personalization: teleport weights, one per vertex (a length-n array) or a dict
+            {vertex index: weight} (missing vertices weigh 0); normalised to sum 1. None:
+            uniform.
+        dangling: where the score of a vertex without out-edges goes, in the same form;
+            None: by ``personalization`` (networkx's default).
+        directed: False reads every stored edge as undirected: the graph is
+            ``maximum(A, A.T)`` (an edge stored in one direction or both is one edge).
+        dtype: float32 or float64 (default: float64; float32 cannot reach a tolerance
+            much below 1e-7 per vertex).
+        device: ``"cpu"`` or ``"gpu"``; None (default): where the graph lives.
+
+    Edges: duplicate entries of a sparse matrix (a COO or non-canonical CSR input, an edge
+    listed twice) are summed into one edge of their total weight; a self-loop ``A[i, i]``
+    is kept as an edge like any other (networkx keeps them too); weights must be >= 0; a
+    vertex whose out-weights sum to 0 is dangling.
+
+    Learned: ``scores_`` (n,) summing to 1, ``n_iter_`` (iterations run),
+    ``residuals_`` (the L1 change of each iteration), ``converged_`` (whether the
+    tolerance was reached), ``model_`` (the
+    :class:`~bidlab.models.graph.model.PageRankModel`).
+    """
+
+    PARAMS = (
+        Option("damping", float, 0.85, "probability of following an edge", low=0.0, high=1.0,
+               low_open=True, high_open=True),
+        Option("tol", float, 1e-6, "converged when the L1 change is below tol x n", low=0.0),
+        Option("max_iter", int, 100, "most iterations", low=1),
+        Option("personalization", str, None, "teleport weights", test=_valid_weights,
+               none_ok=True, text="None, a length-n array or a dict {vertex index: weight}"),
+        Option("dangling", str, None, "where dangling vertices' score goes",
+               test=_valid_weights, none_ok=True,
+               text="None, a length-n array or a dict {vertex index: weight}"),
+        Option("directed", bool, True, "False: every stored edge is undirected"),
+        Option("dtype", str, None, "float type of the scores", test=_valid_dtype,
+               none_ok=True, text="None (float64), float32 or float64"),
+        Option("device", str, None, "where to compute", choices=("cpu", "gpu"), none_ok=True),
+    )
+
+    def __init__(self, damping: float = 0.85, tol: float = 1e-6, max_iter: int = 100,
+                 personalization: Any = None, dangling: Any = None, *,
+                 directed: bool = True, dtype: Any = None, device: str | None = None) -> None:
+        self.damping = damping
+        self.tol = tol
+        self.max_iter = max_iter
+        self.personalization = personalization
+        self.dangling = dangling
+        self.directed = directed
+        self.dtype = dtype
+        self.device = device
+
+    # -- fitted state ---------------------------------------------------------------------
+    def __sklearn_is_fitted__(self) -> bool:
+        return getattr(self, "model_", None) is not None
+
+    @property
+    def scores_(self) -> np.ndarray:
+        """The PageRank of each vertex (n,), summing to 1 (a host copy)."""
+        check_is_fitted(self)
+        return np.array(backend.to_host(self.model_.modelmats[0].data), dtype=np.float64,
+                        copy=True).reshape(-1)
+
+    @property
+    def n_iter_(self) -> int:
+        check_is_fitted(self)
+        return int(self.model_.n_iter)
+
+    @property
+    def residuals_(self) -> np.ndarray:
+        """The L1 change of each iteration run (``n_iter_`` values)."""
+        check_is_fitted(self)
+        return self.model_.residuals[: self.model_.n_iter].copy()
+
+    @property
+    def converged_(self) -> bool:
+        check_is_fitted(self)
+        return bool(self.model_.reached_tol)
+
+    def top(self, n: int = 10, labels: Any = None) -> list[tuple[Any, float]]:
+        """The ``n`` highest-ranked vertices, best first, as ``(vertex, score)`` pairs;
+        ``labels[i]`` names vertex ``i`` (e.g. ``EdgeList.ids``), else its index."""
+        s = self.scores_
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"top(n): n must be an int >= 0; got {n!r}")
+        if labels is not None and len(labels) != s.shape[0]:
+            raise ValueError(f"top: labels has {len(labels)} entries but the graph has "
+                             f"{s.shape[0]} vertices: give one label per vertex")
+        order = np.argsort(-s, kind="stable")[: int(n)]
+        names = [labels[i] for i in order] if labels is not None else [int(i) for i in order]
+        names = [v.item() if isinstance(v, np.generic) else v for v in names]
+        return list(zip(names, (float(s[i]) for i in order), strict=True))
+
+    # -- training -------------------------------------------------------------------------
+    def _learner(self, G: Any, first_row: int | None, options: dict[str, Any]) -> Learner:
+        self._validate_params()
+        dtype = np.dtype(self.dtype or np.float64)
+        A = as_adjacency(G, dtype, square=first_row is None, directed=self.directed,
+                         device=self.device)
+        n = int(A.shape[1])
+        first = 0 if first_row is None else int(first_row)
+        if first < 0 or first + A.shape[0] > n:
+            raise ValueError(f"PageRank: first_row={first_row} puts the block's {A.shape[0]} "
+                             f"rows outside the graph's {n} vertices")
+        p = vertex_weights(self.personalization, n, "personalization")
+        u = vertex_weights(self.dangling, n, "dangling")
+        P, rows = transition(A)
+        model = PageRankModel(n, first_row=first, personalization=p, dangling=u,
+                              damping=self.damping, tol=self.tol, max_iter=self.max_iter)
+        src = BlockSource(P, rows, batch_size=options.pop("batch_size", None) or A.shape[0],
+                          names=("P", "rows"))
+        options.setdefault("n_passes", self.max_iter + 1)
+        options.setdefault("record_size", max(1, min(100_000, src.batches_per_pass
+                                                     * (self.max_iter + 1))))
+        lrn = Learner(model, src, name=options.pop("name", "pagerank"), **options)
+        lrn.init()
+        self.model_ = model
+        self.n_features_in_ = n
+        return lrn
+
+    def fit(self, G: Any, y: Any = None) -> PageRank:
+        """Rank the vertices of ``G`` (n x n adjacency, rows = source vertices); ``y`` is
+        ignored."""
+        lrn = self._learner(G, None, {})
+        lrn.fit(progress=None)
+        if not self.model_.reached_tol:
+            warnings.warn(f"PageRank did not converge in max_iter={self.max_iter} iterations "
+                          f"(last L1 change {self.model_.residuals[-1]:.3g} > tol x n = "
+                          f"{self.tol * self.model_.n:.3g}): raise max_iter or tol",
+                          ConvergenceWarning, stacklevel=2)
+        return self
+
+    def learner(self, G: Any, y: Any = None, *, first_row: int | None = None,
+                **options: Any) -> Learner:
+        """A live :class:`bidlab.learn.Learner` ranking ``G``'s vertices; its model becomes
+        this estimator's model (``scores_`` follows the training).
+
+        ``first_row``: ``G`` holds only rows ``first_row..first_row + m`` of an n x n graph
+        (an m x n block; with ``comm=``, each rank its own block). ``options``: learner
+        options (``n_passes``, default ``max_iter + 1``: the last pass only measures the
+        last change; ``batch_size``, default all rows; ``comm``; ``checkpoint``; ...).
+        """
+        return self._learner(G, first_row, dict(options))
+
+
+register_model("pagerank", PageRank)

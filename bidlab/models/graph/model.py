@@ -1,0 +1,210 @@
+"""The PageRank engine: power iteration as a full-batch :class:`~bidlab.learn.Model`.
+
+The data are the rows of the transition ``P`` (one row per source vertex, row-stochastic;
+:mod:`bidlab.models.graph.transition`) and, aligned with them, the row table ``[dangling,
+1]``. The one model matrix is the 1 x n score vector ``x``. One pass is one iteration,
+networkx's::
+
+    x' = d (x P + (sum of x over dangling rows) u) + (1 - d) p
+
+with ``d`` the damping, ``p`` the personalisation and ``u`` the dangling distribution
+(``p`` unless given). A block of rows ``R`` contributes ``d x_R P_R + d (x_R . dangling_R)
+u + (1 - d) sum(x_R) p`` -- a sum over rows, as ``sum(x) = 1`` -- so the blocks' totals
+(and, with several ranks each holding some rows, their sum across ranks: the
+:class:`~bidlab.learn.updaters.Batch` updater's pass statistics) are ``x'``; ``Batch``
+("replace") makes them the model at the pass end.
+
+The first minibatch of pass ``t`` measures the L1 change ``|x_t - x_{t-1}|`` of the last
+iteration and returns it as the minibatch's score (the learner's history then holds one
+residual per iteration). Below ``tol * n`` (networkx's rule), or after ``max_iter``
+iterations, the model is ``converged``: that pass computes no product -- each block writes
+its own entries of ``x`` back, so the totals are ``x`` unchanged -- and the learner stops.
+
+After the first pass nothing is allocated: the product goes into the totals (or a 1 x n
+buffer) with ``out=``, the vector updates are ``xp`` ufuncs with ``out=``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bidlab import backend
+from bidlab.learn.datasource import DataInfo
+from bidlab.learn.model import Model
+from bidlab.learn.options import Option
+from bidlab.learn.staging import Minibatch
+from bidlab.learn.updaters import Batch, Updater
+from bidlab.mat import Mat, dense_sparse
+
+__all__ = ["PageRankModel"]
+
+_SCRATCH = ("_views",)
+
+
+class PageRankModel(Model):
+    """PageRank by power iteration on the Learner (see the module doc).
+
+    Args:
+        n: vertices of the whole graph (the transition's columns).
+        first_row: the global index of the first row this learner's data holds (0 for the
+            whole graph; a rank holding rows ``a..b`` of the transition passes ``a``).
+        personalization: the teleport distribution, a host (n,) array summing to 1, or
+            None (uniform).
+        dangling: where a dangling vertex's score goes, likewise; None: ``personalization``.
+        damping, tol, max_iter: the options below.
+
+    Attributes (besides ``modelmats``, the 1 x n scores):
+        residuals: host float64 array; ``residuals[t - 1]`` is the L1 change of iteration
+            ``t`` (NaN where not yet measured).
+        n_iter: iterations whose change was measured.
+        reached_tol: whether the last measured change was below ``tol * n``.
+    """
+
+    OPTIONS = (
+        Option("damping", float, 0.85, "probability of following an edge (1 - teleport)",
+               low=0.0, high=1.0, low_open=True, high_open=True, live=False),
+        Option("tol", float, 1e-6, "converged when the L1 change of an iteration is below "
+               "tol x n (networkx's rule)", low=0.0),
+        Option("max_iter", int, 100, "most iterations", low=1, live=False),
+    )
+    score_name = "L1 change"
+    mat_names = ("scores",)
+    full_batch = True
+
+    def __init__(self, n: int, *, first_row: int = 0, personalization: Any = None,
+                 dangling: Any = None, **options: Any) -> None:
+        super().__init__(**options)
+        self.n = int(n)
+        self.first_row = int(first_row)
+        uniform = np.full(self.n, 1.0 / self.n)
+        self.personalization = uniform if personalization is None else np.asarray(
+            personalization, dtype=np.float64)
+        self.dangling = self.personalization if dangling is None else np.asarray(
+            dangling, dtype=np.float64)
+        self.residuals = np.full(int(self.opts.max_iter), np.nan)
+        self.n_iter = 0
+        self.reached_tol = False
+        self.converged = False
+        self._final = False
+        self._views: dict[int, tuple[Mat, Any, Any]] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for name in _SCRATCH:
+            state[name] = None
+        return backend.portable_state(state)
+
+    def default_updater(self, **options: Any) -> Updater:
+        """Batch ("replace"): the pass's totals (summed across ranks) become the scores."""
+        return Batch(**options)
+
+    # -- Model interface ------------------------------------------------------------------
+    def init(self, info: DataInfo) -> None:
+        if info.n_features != self.n:
+            raise ValueError(f"PageRank: the transition has {info.n_features} columns but the "
+                             f"graph has {self.n} vertices")
+        if self.first_row < 0 or self.first_row + info.n_samples > self.n:
+            raise ValueError(f"PageRank: rows {self.first_row}..{self.first_row + info.n_samples}"
+                             f" do not lie in a graph of {self.n} vertices")
+        xp, dtype = info.xp, info.dtype
+        n = self.n
+        self.xp = xp
+        x = backend.empty((1, n), dtype, xp)
+        x.fill(1.0 / n)
+        self.modelmats = [Mat(x)]
+        self.updatemats = [Mat(backend.zeros((1, n), dtype, xp))]
+        self._prev = Mat(backend.zeros((1, n), dtype, xp))
+        self._tmp = Mat(backend.empty((1, n), dtype, xp))
+        self._p = xp.asarray(self.personalization.reshape(1, n).astype(dtype))
+        self._u = xp.asarray(self.dangling.reshape(1, n).astype(dtype))
+        self._coef = xp.asarray(np.array([[self.opts.damping, 1.0 - self.opts.damping]],
+                                         dtype=dtype))
+        self._ab = backend.empty((1, 2), dtype, xp)
+        self._r = backend.empty((1,), dtype, xp)
+        self.residuals = np.full(int(self.opts.max_iter), np.nan)
+        self.n_iter = 0
+        self.reached_tol = False
+        self.converged = False
+        self._final = False
+        self._views = None
+
+    @property
+    def scores(self) -> Mat:
+        """The 1 x n scores (the live model matrix)."""
+        return self.modelmats[0]
+
+    def extra_state(self) -> dict[str, Mat]:
+        return {"previous": self._prev} if self.modelmats else {}
+
+    def _view(self, batch: Minibatch) -> tuple[Mat, Any, Any]:
+        """This block's slice of the scores (a Mat, made once per block) and of the totals."""
+        views = self._views
+        if views is None:
+            views = self._views = {}
+        key = batch.start
+        v = views.get(key)
+        if v is None or v[0].shape[1] != batch.n:
+            a = self.first_row + batch.start
+            sl = slice(a, a + batch.n)
+            v = views[key] = (Mat(self.modelmats[0].data[:, sl]), self.updatemats[0].data[:, sl],
+                              self.modelmats[0].data[:, sl])
+        return v
+
+    def _start_iteration(self, pass_: int) -> float | None:
+        """At a pass's first block: measure the last iteration's change, decide whether to
+        stop, keep the current scores as the previous ones."""
+        xp = self.xp
+        x, prev, tmp = self.modelmats[0].data, self._prev.data, self._tmp.data
+        r = None
+        if pass_ > 0:
+            xp.subtract(x, prev, out=tmp)
+            xp.abs(tmp, out=tmp)
+            tmp.sum(axis=1, out=self._r)  # into a kept buffer: no device allocation
+            r = float(self._r[0])
+            t = min(pass_, self.residuals.shape[0])
+            self.residuals[t - 1] = r
+            self.n_iter = t
+            self.reached_tol = r < self.opts.tol * self.n
+            if self.reached_tol or pass_ >= self.opts.max_iter:
+                self.converged = True
+        self._final = self.converged
+        xp.copyto(prev, x)
+        return r
+
+    def update(self, batch: Minibatch) -> float | None:
+        xp = self.xp
+        r = self._start_iteration(batch.pass_) if batch.index == 0 else None
+        xb, tb, xraw = self._view(batch)
+        T = self.updatemats[0]
+        if self._final:  # converged: this block hands its own scores back unchanged
+            if batch.index == 0:
+                T.data.fill(0)
+            xp.copyto(tb, xraw)
+            return r
+        P, rows = batch.mats[0], batch.mats[1].data
+        d, t = self.opts.damping, self._tmp.data
+        if batch.index == 0:  # the totals start with this block's d x_R P_R
+            dense_sparse(xb, P, out=T)
+            xp.multiply(T.data, d, out=T.data)
+        else:
+            dense_sparse(xb, P, out=self._tmp)
+            xp.multiply(t, d, out=t)
+            xp.add(T.data, t, out=T.data)
+        # [x_R . dangling_R, sum(x_R)] scaled by [d, 1 - d]: the weights of u and p
+        ab = self._ab
+        xp.matmul(xraw, rows, out=ab)
+        xp.multiply(ab, self._coef, out=ab)
+        xp.multiply(self._u, ab[:, 0:1], out=t)
+        xp.add(T.data, t, out=T.data)
+        xp.multiply(self._p, ab[:, 1:2], out=t)
+        xp.add(T.data, t, out=T.data)
+        return r
+
+    def evaluate(self, batch: Minibatch) -> Any:
+        """Full-batch: nothing is held out; the score is the last change measured."""
+        return float(self.residuals[self.n_iter - 1]) if self.n_iter else None
+
+    def flops(self, batch: Minibatch) -> float:
+        return 2.0 * batch.mats[0].nnz + 8.0 * self.n

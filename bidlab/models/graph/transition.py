@@ -1,0 +1,158 @@
+"""PageRank's input: the adjacency matrix checked, and the transition built from it once.
+
+The adjacency ``A`` has one row per source vertex (``A[i, j]``: the weight of the edge
+``i -> j``). The transition ``P`` shares ``A``'s ``indices`` and ``indptr`` (no copy of the
+structure) and holds ``A[i, j] / sum_j A[i, j]``; a row that sums to 0 (no out-edge) is a
+dangling vertex. Everything is xp-generic: a scipy / CuPy CSR matrix stays where it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from bidlab import backend
+from bidlab.mat import Mat, SMat, validate_csr
+
+__all__ = ["as_adjacency", "transition", "vertex_weights"]
+
+
+def _unwrap(G: Any) -> Any:
+    if isinstance(G, SMat):
+        return G.csr
+    if isinstance(G, Mat):
+        return G.data
+    if hasattr(G, "A") and hasattr(G, "ids"):  # a bidlab.datasets.graphs.EdgeList
+        return G.A
+    return G
+
+
+def as_adjacency(G: Any, dtype: Any, *, square: bool = True, directed: bool = True,
+                 device: str | None = None) -> Any:
+    """``G`` as a canonical float CSR matrix (scipy or CuPy), checked.
+
+    Taken as is when it is a CSR matrix of the float type asked for with sorted, unique
+    entries; another sparse format, a dense array or a duplicate-laden CSR is converted
+    (duplicates summed). ``square=False`` accepts a block of rows of a larger graph (an
+    m x n matrix with m <= n). ``directed=False`` makes each stored edge undirected: the
+    graph becomes ``maximum(A, A.T)``.
+    """
+    G = _unwrap(G)
+    shape = getattr(G, "shape", None)
+    if shape is None or len(shape) != 2:
+        raise ValueError(f"PageRank: the graph must be a 2-D adjacency matrix (rows = source "
+                         f"vertices); got {type(G).__name__} of shape {shape}")
+    m, n = int(shape[0]), int(shape[1])
+    if m == 0 or n == 0:
+        raise ValueError(f"PageRank: the graph is empty (shape {m} x {n}): give a graph with "
+                         "at least one vertex")
+    if square and m != n:
+        raise ValueError(f"PageRank: the adjacency matrix must be square (n x n, rows = "
+                         f"source vertices, columns = targets); got {m} x {n}")
+    if not square and m > n:
+        raise ValueError(f"PageRank: a block of rows of an n x n graph has at most n rows; "
+                         f"got {m} x {n}")
+    data = G.data if backend.is_sparse(G) else G
+    on_gpu = backend.is_cupy_array(data)
+    if backend.is_sparse(G):
+        csp = backend.sparse_module(backend.cupy() if on_gpu else np)
+        if getattr(G, "format", None) != "csr":
+            G = csp.csr_matrix(G)
+        else:
+            validate_csr(G, "PageRank: the graph")
+    else:
+        xp = backend.cupy() if on_gpu else np
+        csp = backend.sparse_module(xp)
+        dense = xp.asarray(G)
+        if dense.dtype.kind not in "biuf":
+            raise TypeError(f"PageRank: edge weights must be numbers; got {dense.dtype}")
+        G = csp.csr_matrix(dense.astype(np.float64) if dense.dtype.kind != "f" else dense)
+    if sp.issparse(G) and G.dtype.kind not in "biuf":
+        raise TypeError(f"PageRank: edge weights must be numbers; got {G.dtype}")
+    if G.dtype != dtype:
+        G = G.astype(dtype)
+    xp = backend.namespace(G.data)
+    vals = G.data
+    if vals.size:
+        if not bool(xp.isfinite(vals).all()):
+            raise ValueError("PageRank: the graph has NaN or infinite edge weights: remove "
+                             "or replace them")
+        neg = vals < 0
+        if bool(neg.any()):
+            p = int(backend.to_host(xp.flatnonzero(neg)[:1])[0])
+            indptr = np.asarray(backend.to_host(G.indptr))
+            r = int(np.searchsorted(indptr, p, side="right") - 1)
+            c = int(backend.to_host(G.indices[p : p + 1])[0])
+            raise ValueError(f"PageRank: edge weights must be >= 0; the graph has "
+                             f"{int(neg.sum())} negative weights (first: edge {r} -> {c}, "
+                             f"{float(backend.to_host(vals[p:p + 1])[0]):g}): a negative "
+                             "weight is no transition probability; drop or shift them")
+    if not directed:
+        if not square:
+            raise ValueError("PageRank: directed=False needs the whole graph (a square "
+                             "adjacency), not a block of its rows")
+        G = G.maximum(G.T).tocsr()
+    if not G.has_canonical_format:
+        G = G.copy()
+        G.sum_duplicates()
+    if device == "gpu" and not on_gpu:
+        G = backend.to_device(G)
+    elif device == "cpu" and on_gpu:
+        G = backend.to_host(G)
+    return G
+
+
+def transition(A: Any) -> tuple[Any, Any]:
+    """The row-stochastic transition of the CSR adjacency ``A`` (m x n) and the m x 2 row
+    table ``[dangling, 1]`` (1.0 where row ``i`` has no out-weight).
+
+    ``P`` shares ``A.indices`` and ``A.indptr``; its values are ``A[i, j] / out(i)`` (0 in a
+    dangling row, whose stored entries all weigh 0).
+    """
+    xp = backend.namespace(A.data)
+    m = A.shape[0]
+    out = xp.asarray(A.sum(axis=1)).reshape(-1)
+    dangling = out == 0
+    inv = xp.where(dangling, 0.0, 1.0 / xp.where(dangling, 1.0, out)).astype(A.dtype)
+    # each stored entry's row (searchsorted, not repeat: CuPy's repeat takes no array)
+    row = xp.searchsorted(A.indptr, xp.arange(A.nnz, dtype=A.indptr.dtype), side="right") - 1
+    vals = A.data * inv[row]
+    csp = backend.sparse_module(xp)
+    P = csp.csr_matrix((vals, A.indices, A.indptr), shape=A.shape, copy=False)
+    rows = xp.ones((m, 2), dtype=A.dtype)
+    rows[:, 0] = dangling.astype(A.dtype)
+    return P, rows
+
+
+def vertex_weights(v: Any, n: int, what: str) -> np.ndarray | None:
+    """A personalisation / dangling distribution as a host float64 (n,) array summing to 1
+    (None stays None). ``v``: a length-n array, or a dict {vertex index: weight} (missing
+    vertices weigh 0)."""
+    if v is None:
+        return None
+    if isinstance(v, dict):
+        w = np.zeros(n)
+        for key, val in v.items():
+            if isinstance(key, (bool, np.bool_)) or not isinstance(key, (int, np.integer)):
+                raise ValueError(f"PageRank: {what} keys must be vertex indices 0..{n - 1}; "
+                                 f"got {key!r}")
+            if not 0 <= int(key) < n:
+                raise ValueError(f"PageRank: {what} names vertex {int(key)}, out of range for "
+                                 f"a graph of {n} vertices (indices 0..{n - 1}); map "
+                                 "original ids with EdgeList.index_of()")
+            w[int(key)] = float(val)
+    else:
+        w = np.asarray(backend.to_host(v), dtype=np.float64).reshape(-1)
+        if w.shape[0] != n:
+            raise ValueError(f"PageRank: {what} has {w.shape[0]} entries but the graph has "
+                             f"{n} vertices: give one weight per vertex, or a dict "
+                             "{vertex index: weight}")
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError(f"PageRank: {what} weights must be finite and >= 0")
+    total = float(w.sum())
+    if total <= 0:
+        raise ValueError(f"PageRank: {what} weights are all 0: give some vertex a positive "
+                         "weight")
+    return w / total

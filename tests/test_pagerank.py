@@ -1,0 +1,444 @@
+"""PageRank (bidlab.models.PageRank) against an independent power iteration, on the Learner.
+
+networkx is not a dependency, so the oracle below is networkx's scipy PageRank written
+out: ``x = d (x P + sum(x[dangling]) u) + (1 - d) p`` from ``x = 1/n``, stopping when the
+L1 change is below ``n * tol``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+import threading
+import warnings
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
+
+import bidlab as bl
+from bidlab import backend
+from bidlab.datasets.graphs import load_matrix_market, load_snap_edges
+from bidlab.learn import MODELS
+from bidlab.learn.comm import ThreadGroup
+from bidlab.mat import SMat
+from bidlab.models import PageRank, load
+
+SNAP = {"ca-grqc": "snap-ca-grqc/ca-GrQc.txt",
+        "email-eu-core": "snap-email-eu-core/email-Eu-core.txt.gz",
+        "wiki-vote": "snap-wiki-vote/wiki-Vote.txt"}
+
+
+def oracle(A, d=0.85, tol=1e-10, max_iter=1000, p=None, u=None):
+    """networkx.pagerank's iteration (its scipy form) on a scipy adjacency matrix."""
+    A = sp.csr_matrix(A, dtype=np.float64)
+    A.sum_duplicates()
+    n = A.shape[0]
+    out = np.asarray(A.sum(axis=1)).ravel()
+    inv = np.divide(1.0, out, out=np.zeros(n), where=out != 0)
+    P = sp.diags(inv) @ A
+    p = np.full(n, 1.0 / n) if p is None else np.asarray(p, float) / np.sum(p)
+    u = p if u is None else np.asarray(u, float) / np.sum(u)
+    dangling = out == 0
+    x = np.full(n, 1.0 / n)
+    for it in range(max_iter):
+        last = x
+        x = d * (last @ P + last[dangling].sum() * u) + (1 - d) * p
+        if np.abs(x - last).sum() < n * tol:
+            return x, it + 1
+    raise AssertionError("the oracle did not converge")
+
+
+def random_graph(n, density, seed, n_dangling=0, loops=True):
+    rng = np.random.default_rng(seed)
+    A = sp.random(n, n, density=density, format="lil", random_state=rng,
+                  data_rvs=lambda k: rng.integers(1, 5, k).astype(float))
+    for i in rng.choice(n, n_dangling, replace=False):
+        A[i, :] = 0
+    if not loops:
+        A.setdiag(0)
+    A = sp.csr_matrix(A)
+    A.eliminate_zeros()
+    return A
+
+
+# ------------------------------------------------------------------------ against the oracle
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_scores_equal_the_power_iteration_oracle_with_dangling_vertices(seed):
+    A = random_graph(80, 0.04, seed, n_dangling=10)
+    assert (np.diff(A.indptr) == 0).sum() >= 10
+    pr = PageRank(tol=1e-10).fit(A)
+    x, it = oracle(A)
+    assert np.abs(pr.scores_ - x).sum() <= 1e-6
+    assert pr.n_iter_ == it and pr.converged_
+    assert abs(pr.scores_.sum() - 1) < 1e-12
+    assert pr.residuals_.shape == (it,) and pr.residuals_[-1] < 80 * 1e-10
+    assert (pr.residuals_[:-1] >= 80 * 1e-10).all()
+
+
+def test_personalization_and_dangling_weights_as_arrays_and_dicts():
+    A = random_graph(50, 0.06, 3, n_dangling=6)
+    rng = np.random.default_rng(4)
+    p, u = rng.random(50), rng.random(50)
+    pr = PageRank(damping=0.7, tol=1e-10, personalization=p, dangling=u).fit(A)
+    x, _ = oracle(A, d=0.7, p=p, u=u)
+    assert np.abs(pr.scores_ - x).sum() <= 1e-6
+    # a dict names some vertices (the others weigh 0); dangling follows it when not given
+    pd = {0: 1.0, 7: 3.0, 49: 2.0}
+    dense = np.zeros(50)
+    dense[[0, 7, 49]] = [1.0, 3.0, 2.0]
+    pr = PageRank(tol=1e-10, personalization=pd).fit(A)
+    x, _ = oracle(A, p=dense)
+    assert np.abs(pr.scores_ - x).sum() <= 1e-6
+    assert np.abs(pr.scores_ - oracle(A)[0]).sum() > 0.1  # personalisation did change it
+
+
+def test_blocks_of_rows_give_the_scores_of_one_block():
+    A = random_graph(90, 0.05, 5, n_dangling=8)
+    whole = PageRank(tol=1e-10).fit(A)
+    est = PageRank(tol=1e-10)
+    lrn = est.learner(A, batch_size=20)  # 5 blocks per pass, the last one short
+    lrn.fit(progress=None)
+    np.testing.assert_allclose(est.scores_, whole.scores_, rtol=1e-12, atol=1e-15)
+    assert est.n_iter_ == whole.n_iter_
+
+
+@pytest.mark.parametrize("name", list(SNAP))
+def test_snap_graphs_match_the_oracle(shared_data, name):
+    g = load_snap_edges(shared_data / SNAP[name])
+    pr = PageRank(tol=1e-10).fit(g.A)
+    x, it = oracle(g.A)
+    assert np.abs(pr.scores_ - x).sum() <= 1e-6, name
+    assert pr.n_iter_ == it
+    top = pr.top(3, labels=g.ids)
+    assert top[0][0] == g.ids[int(np.argmax(x))] and top[0][1] == pytest.approx(x.max())
+
+
+def test_snap_loader_sizes_and_id_map(shared_data):
+    g = load_snap_edges(shared_data / SNAP["ca-grqc"])
+    assert (g.n_nodes, g.n_edges) == (5242, 28980)
+    assert g.ids[0] == 13 and g.ids[-1] == 26196
+    assert (g.A != g.A.T).nnz == 0  # every undirected edge listed both ways
+    e = load_snap_edges(shared_data / SNAP["email-eu-core"])
+    assert (e.n_nodes, e.n_edges) == (1005, 25571) and e.A.diagonal().astype(bool).sum() == 642
+    w = load_snap_edges(shared_data / SNAP["wiki-vote"])
+    assert w.n_nodes == 7115
+
+
+# ------------------------------------------------------------------------ graphs and input
+def test_undirected_graphs_each_stored_edge_is_both_directions():
+    A = sp.triu(random_graph(40, 0.1, 6), format="csr")  # each edge stored once
+    sym = A.maximum(A.T).tocsr()
+    pr = PageRank(tol=1e-10, directed=False).fit(A)
+    assert np.abs(pr.scores_ - oracle(sym)[0]).sum() <= 1e-6
+    # a symmetric input is the same graph either way
+    both = PageRank(tol=1e-10, directed=False).fit(sym)
+    np.testing.assert_allclose(both.scores_, pr.scores_, atol=1e-15)
+    assert np.abs(PageRank(tol=1e-10).fit(A).scores_ - pr.scores_).sum() > 0.01
+
+
+def test_duplicate_edges_are_summed_and_self_loops_kept():
+    rows, cols = [0, 0, 0, 1, 2, 2, 3], [1, 1, 2, 1, 0, 3, 3]  # 0->1 twice, 1->1, 3->3
+    A = sp.coo_matrix((np.ones(7), (rows, cols)), shape=(5, 5))  # 4 is dangling
+    summed = sp.csr_matrix(A)  # scipy sums duplicates on conversion
+    assert summed[0, 1] == 2 and summed[1, 1] == 1
+    pr = PageRank(tol=1e-10).fit(A)
+    assert np.abs(pr.scores_ - oracle(summed)[0]).sum() <= 1e-6
+    # a non-canonical CSR (duplicates stored apart) means the same
+    raw = sp.csr_matrix((np.ones(7), np.array(cols), np.array([0, 3, 4, 6, 7, 7])),
+                        shape=(5, 5))
+    assert not raw.has_canonical_format
+    np.testing.assert_allclose(PageRank(tol=1e-10).fit(raw).scores_, pr.scores_, atol=1e-15)
+    # the self-loop counts: without it vertex 1 is dangling and ranks differently
+    no_loop = summed.tolil()
+    no_loop[1, 1] = 0
+    no_loop = sp.csr_matrix(no_loop)
+    no_loop.eliminate_zeros()
+    assert np.abs(pr.scores_ - oracle(no_loop)[0]).sum() > 0.01
+
+
+def test_inputs_dense_smat_edge_list_and_csr_taken_as_is(tmp_path):
+    A = random_graph(30, 0.1, 7, n_dangling=3)
+    ref = PageRank(tol=1e-10).fit(A).scores_
+    for G in (A.toarray(), SMat(A), A.tocoo(), A.tocsc()):
+        np.testing.assert_allclose(PageRank(tol=1e-10).fit(G).scores_, ref, atol=1e-14)
+    est = PageRank()
+    lrn = est.learner(A)
+    P = lrn.source.next().mats[0].csr
+    assert np.shares_memory(P.indices, A.indices)  # the structure is A's, not a copy
+    assert lrn.source.next() is not None and lrn.source.next().mats[0].csr.indices is P.indices
+    np.testing.assert_allclose(np.asarray(P.sum(axis=1)).ravel()[np.diff(A.indptr) > 0], 1.0)
+
+
+def test_float32_scores():
+    A = random_graph(60, 0.05, 8, n_dangling=4)
+    pr = PageRank(tol=1e-6, dtype=np.float32).fit(A)
+    assert pr.model_.modelmats[0].dtype == np.float32
+    assert np.abs(pr.scores_ - oracle(A)[0]).sum() < 1e-4
+
+
+def test_max_iter_keeps_the_scores_and_warns():
+    A = random_graph(60, 0.05, 9)
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        pr = PageRank(tol=1e-14, max_iter=5).fit(A)
+    assert pr.n_iter_ == 5 and not pr.converged_ and pr.residuals_.shape == (5,)
+    assert abs(pr.scores_.sum() - 1) < 1e-12
+
+
+# ------------------------------------------------------------------------ bad input
+@pytest.mark.parametrize("G, match", [
+    (sp.csr_matrix((3, 4)), "must be square"),
+    (sp.csr_matrix((0, 0)), "empty"),
+    (np.ones(5), "2-D adjacency"),
+    (sp.csr_matrix(np.array([[0.0, 1.0], [-2.0, 0.0]])), r"negative weights \(first: edge 1 -> 0"),
+    (sp.csr_matrix(np.array([[0.0, np.nan], [1.0, 0.0]])), "NaN or infinite"),
+    (np.array([["a", "b"], ["c", "d"]]), "must be numbers"),
+])
+def test_bad_graphs_are_refused_with_the_fix(G, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        PageRank().fit(G)
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"damping": 0.0}, r"'damping' parameter of PageRank must be a float in \(0, 1\). Got 0"),
+    ({"damping": 1.0}, "'damping' parameter"),
+    ({"damping": 1.5}, "'damping' parameter"),
+    ({"tol": -1.0}, "'tol' parameter"),
+    ({"max_iter": 0}, "'max_iter' parameter"),
+    ({"personalization": {0: 1.0, 9: 1.0}}, "names vertex 9, out of range for a graph of 4"),
+    ({"personalization": {-1: 1.0}}, "names vertex -1, out of range"),
+    ({"personalization": np.ones(3)}, "has 3 entries but the graph has 4 vertices"),
+    ({"personalization": np.zeros(4)}, "all 0"),
+    ({"dangling": np.array([1.0, -1.0, 0.0, 0.0])}, "finite and >= 0"),
+])
+def test_bad_parameters_are_refused_with_the_fix(params, match):
+    A = random_graph(4, 0.5, 1)
+    with pytest.raises(ValueError, match=match):
+        PageRank(**params).fit(A)
+
+
+def test_a_graph_without_edges_ranks_by_the_teleport_weights():
+    A = sp.csr_matrix((6, 6))
+    pr = PageRank(tol=1e-10).fit(A)
+    np.testing.assert_allclose(pr.scores_, 1 / 6)
+    p = np.arange(1.0, 7.0)
+    np.testing.assert_allclose(PageRank(tol=1e-10, personalization=p).fit(A).scores_,
+                               p / p.sum(), atol=1e-12)
+
+
+# ------------------------------------------------------------------------ the live learner
+def test_live_learner_pauses_resumes_and_records_one_residual_per_iteration():
+    A = random_graph(3000, 0.002, 10, n_dangling=100)
+    est = PageRank(tol=1e-12)
+    lrn = est.learner(A)
+    lrn.start()
+    lrn.pause(wait=True)
+    assert lrn.state == "paused"
+    paused_at = lrn.step
+    threading.Event().wait(0.05)
+    assert lrn.step == paused_at
+    lrn.resume()
+    assert lrn.join(timeout=120)
+    assert lrn.state == "done" and est.converged_
+    h = lrn.history()["score"]
+    # pass 0 has no change to report yet; pass t reports iteration t's; the last pass
+    # only measures the last change
+    assert np.isnan(h[0]) and h.shape == (est.n_iter_ + 1,)
+    np.testing.assert_allclose(h[1:], est.residuals_)
+    assert np.abs(est.scores_ - oracle(A, tol=1e-12)[0]).sum() <= 1e-6
+
+
+def test_a_checkpointed_run_resumes_to_the_same_scores(tmp_path):
+    A = random_graph(500, 0.01, 18, n_dangling=40)
+    whole = PageRank(tol=1e-10).fit(A)
+    ck = str(tmp_path / "pr.ckpt")
+    first = PageRank(tol=1e-10).learner(A, n_passes=6, checkpoint=ck)
+    first.fit(progress=None)
+    est = PageRank(tol=1e-10)
+    lrn = est.learner(A)
+    lrn.load(ck)  # the checkpoint's options come back too: n_passes 6
+    lrn.set(n_passes=101)
+    lrn.fit(progress=None)
+    np.testing.assert_allclose(est.scores_, whole.scores_, rtol=1e-12, atol=1e-15)
+    assert est.n_iter_ == whole.n_iter_ and est.converged_
+    np.testing.assert_allclose(est.residuals_[5:], whole.residuals_[5:], rtol=1e-9)
+
+
+def test_two_ranks_each_on_half_the_rows_give_the_scores_of_one_learner():
+    A = random_graph(400, 0.01, 11, n_dangling=30)
+    p = np.random.default_rng(12).random(400)
+    one = PageRank(tol=1e-10, personalization=p).fit(A)
+    group = ThreadGroup(2, timeout=60)
+    halves = [PageRank(tol=1e-10, personalization=p) for _ in range(2)]
+    learners = [halves[0].learner(A[:200], first_row=0, comm=group.comm(0)),
+                halves[1].learner(A[200:], first_row=200, comm=group.comm(1))]
+    errors = []
+
+    def run(lrn):
+        try:
+            lrn.fit(progress=None)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(lrn,)) for lrn in learners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads) and not errors, errors
+    for h in halves:
+        np.testing.assert_allclose(h.scores_, one.scores_, rtol=1e-12, atol=1e-15)
+        assert h.n_iter_ == one.n_iter_
+    with pytest.raises(ValueError, match="outside the graph"):
+        PageRank().learner(A[:200], first_row=300)
+
+
+def test_power_iterations_allocate_nothing_after_the_first(traced_allocations):
+    n = 20_000
+    A = random_graph(n, 5 / n, 13, n_dangling=500)
+    est = PageRank(tol=0.0, max_iter=1000)
+    lrn = est.learner(A, n_passes=2)
+    lrn.fit(progress=None)
+    lrn.set(n_passes=12)
+    before = bl.cache_stats()["allocations"]
+    with traced_allocations() as trace:
+        lrn.fit(progress=None)
+    assert est.n_iter_ == 11
+    assert bl.cache_stats()["allocations"] == before
+    assert trace.peak_bytes < n * 8 // 4, trace  # well below one score vector
+
+
+# ------------------------------------------------------------------------ files
+def test_save_load_and_pickle(tmp_path):
+    A = random_graph(50, 0.06, 14, n_dangling=5)
+    pr = PageRank(tol=1e-10, personalization={1: 1.0, 2: 1.0}).fit(A)
+    for back in (PageRank.load(pr.save(tmp_path / "pr.bidlab")), load(tmp_path / "pr.bidlab"),
+                 pickle.loads(pickle.dumps(pr))):
+        assert isinstance(back, PageRank)
+        np.testing.assert_array_equal(back.scores_, pr.scores_)
+        np.testing.assert_array_equal(back.residuals_, pr.residuals_)
+        assert back.n_iter_ == pr.n_iter_ and back.get_params() == pr.get_params()
+        assert back.top(3) == pr.top(3)
+
+
+def test_registered_for_the_command_line():
+    assert MODELS["pagerank"] is PageRank
+
+
+# ------------------------------------------------------------------------ loaders
+def test_snap_edge_list_comments_separators_remap_and_gzip(tmp_path):
+    text = ("# Directed graph\r\n# FromNodeId\tToNodeId\r\n"
+            "10\t20\r\n20 30\r\n30\t10\r\n10\t20\r\n40 40\r\n")
+    f = tmp_path / "g.txt"
+    f.write_bytes(text.encode())
+    g = load_snap_edges(f)
+    np.testing.assert_array_equal(g.ids, [10, 20, 30, 40])
+    assert g.index_of() == {10: 0, 20: 1, 30: 2, 40: 3}
+    assert g.A[0, 1] == 2 and g.A[1, 2] == 1 and g.A[2, 0] == 1 and g.A[3, 3] == 1
+    assert g.n_edges == 4
+    z = tmp_path / "g.txt.gz"
+    z.write_bytes(gzip.compress(text.encode()))
+    assert (load_snap_edges(z).A != g.A).nnz == 0
+    u = load_snap_edges(f, directed=False)
+    assert u.A[1, 0] == 2 and u.A[0, 1] == 2 and u.A[3, 3] == 1
+    w = tmp_path / "w.txt"
+    w.write_text("1 2 0.5\n2 1 1.5\n")
+    assert load_snap_edges(w).A[0, 1] == 0.5
+    big = tmp_path / "big.txt"  # ids past 2**53 stay exact (read as integers, not floats)
+    big.write_text("9007199254740993 9007199254740992\n")
+    assert load_snap_edges(big).ids.tolist() == [2**53, 2**53 + 1]
+    # the scores of a loaded graph are a PageRank of it
+    assert PageRank(tol=1e-10).fit(g).scores_.shape == (4,)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("# only comments\n", "no edges"),
+    ("1 2 3 4\n", "4 fields"),
+    ("1 x\n", "not a SNAP edge list"),
+    ("1 -2\n", "line 1 .* has a negative vertex id"),
+    ("1 2.5\n", "two integer vertex ids"),
+    ("1 2 0.5\n3 4\n", "not a SNAP edge list"),
+])
+def test_bad_edge_lists_are_refused(tmp_path, text, match):
+    f = tmp_path / "bad.txt"
+    f.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        load_snap_edges(f)
+
+
+def test_matrix_market_round_trip(tmp_path):
+    A = random_graph(20, 0.2, 15)
+    scipy.io.mmwrite(tmp_path / "g.mtx", A)
+    B = load_matrix_market(tmp_path / "g.mtx")
+    assert sp.isspmatrix_csr(B) and (B != A).nnz == 0
+    (tmp_path / "g.mtx.gz").write_bytes(gzip.compress((tmp_path / "g.mtx").read_bytes()))
+    assert (load_matrix_market(tmp_path / "g.mtx.gz") != A).nnz == 0
+    (tmp_path / "bad.mtx").write_text("not a matrix\n")
+    with pytest.raises(ValueError, match="not a Matrix Market file"):
+        load_matrix_market(tmp_path / "bad.mtx")
+
+
+# ------------------------------------------------------------------------ GPU
+def test_cupy_graphs_are_ranked_on_the_gpu(xp):
+    A = random_graph(200, 0.02, 16, n_dangling=15)
+    G = backend.to_device(A) if xp is not np else A
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pr = PageRank(tol=1e-10).fit(G)
+    assert backend.namespace(pr.model_.modelmats[0].data) is xp
+    assert np.abs(pr.scores_ - oracle(A)[0]).sum() <= 1e-6
+    cpu = PageRank(tol=1e-10, device="gpu" if xp is not np else "cpu").fit(A)
+    np.testing.assert_allclose(cpu.scores_, pr.scores_, atol=1e-12)
+
+
+# ------------------------------------------------------------------------ command line
+def test_bidlab_train_pagerank_on_an_edge_list(tmp_path, capsys):
+    from bidlab.cli import main
+    from bidlab.datasets.sniff import DataFormatError, sniff
+
+    A = random_graph(40, 0.08, 17, n_dangling=4, loops=False)
+    coo = A.tocoo()
+    lines = [f"{i + 100}\t{j + 100}" for i, j in zip(coo.row, coo.col, strict=True)]
+    lines += [f"{i + 100}\t{i + 100}" for i in range(40) if A[i].nnz == 0][:1]  # a vertex id
+    f = tmp_path / "edges"  # no extension: told by content, gzipped
+    f.write_bytes(gzip.compress(("# a graph\n" + "\n".join(lines) + "\n").encode()))
+    s = sniff(f)
+    assert (s.format, s.gzip) == ("edge-list", True)
+    out = tmp_path / "pr.bidlab"
+    assert main(["train", "pagerank", "--data", str(f), "--tol", "1e-10", "--damping", "0.9",
+                 "--save", str(out)]) == 0
+    assert "(L1 change)" in capsys.readouterr().out
+    g = load_snap_edges(f)
+    pr = load(out)
+    assert isinstance(pr, PageRank) and pr.damping == 0.9
+    assert np.abs(pr.scores_ - oracle(g.A, d=0.9)[0]).sum() <= 1e-6
+    assert main(["train", "pagerank", "--data", str(f), "--damping", "1.5"]) == 2
+    assert "'damping' parameter of PageRank must be a float in (0, 1)" in capsys.readouterr().err
+    folder = tmp_path / "graph"
+    folder.mkdir()
+    (folder / "edges.txt").write_text("1 2\n2 3\n")
+    (folder / "README.md").write_text("# about\n")
+    with pytest.raises(DataFormatError, match=r"edges.txt \(edge-list\)"):
+        sniff(folder)
+
+
+# ------------------------------------------------------------------------ benchmark smoke
+def test_pagerank_benchmark_runs_tiny_and_agrees_with_scipy(capsys):
+    import json
+
+    from bidlab.bench import BENCHMARKS
+    from bidlab.bench.pagerank import main as bench_main
+    from bidlab.bench.pagerank import rmat
+
+    assert "pagerank" in BENCHMARKS
+    A = rmat(8, edge_factor=4, seed=1)
+    assert A.shape == (256, 256) and A.sum() == 4 * 256  # duplicates summed into weights
+    assert bench_main(["--quick", "--json", "--scale", "8", "--tol", "1e-10"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["benchmark"] == "pagerank" and [g["graph"] for g in doc["graphs"]] == ["rmat-8"]
+    row = doc["graphs"][0]
+    assert row["bidlab"]["seconds"] > 0 and row["scipy"]["seconds"] > 0
+    assert row["bidlab"]["iterations"] == row["scipy"]["iterations"]
+    assert row["bidlab"]["l1_to_scipy"] <= 1e-6
