@@ -286,3 +286,23 @@ def test_sklearn_estimator_checks_fail_only_the_declared_ones():
     failed = {r["check_name"] for r in results if r["status"] == "failed"}
     assert failed == {"check_transformer_general", "check_transformer_data_not_an_array"}
     assert sum(r["status"] == "passed" for r in results) > 30
+
+
+@pytest.mark.parametrize("loss", ["frobenius", "kl"])
+def test_penalties_are_sklearns(loss):
+    X, W0, H0 = _problem(seed=19)
+    kw = {"alpha_W": 0.01, "alpha_H": 0.02, "l1_ratio": 0.3}
+    ref = SkNMF(3, init="custom", solver="mu", beta_loss=SK_LOSS[loss], max_iter=30, tol=0.0,
+                **kw)
+    Wr = ref.fit_transform(X, W=W0.copy(), H=H0.copy())
+    est = NMF(3, init="custom", loss=loss, max_iter=30, tol=0.0, batch_size=7, **kw)
+    W = est.fit_transform(X, W=W0, H=H0)
+    np.testing.assert_allclose(est.components_, ref.components_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(W, Wr, rtol=1e-9, atol=1e-12)
+    if loss == "frobenius":  # scikit-learn's KL transform adds the L1 term into its
+        # cached H_sum in place (denominator = H_sum[np.newaxis, :]; denominator += l1),
+        # so its L1 penalty grows by one term per iteration there
+        np.testing.assert_allclose(est.transform(X[:4]), ref.transform(X[:4]), rtol=1e-7,
+                                   atol=1e-10)
+    plain = NMF(3, init="custom", loss=loss, max_iter=30, tol=0.0).fit(X, W=W0, H=H0)
+    assert est.components_.sum() < plain.components_.sum()  # the penalties shrink

@@ -54,6 +54,13 @@ def _valid_seed(x: Any) -> bool:
             and 0 <= int(x) < 2**32)
 
 
+def _valid_alpha_h(x: Any) -> bool:
+    if isinstance(x, str):
+        return x == "same"
+    return (isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+            and math.isfinite(float(x)) and float(x) >= 0)
+
+
 def _valid_dtype(x: Any) -> bool:
     try:
         return np.dtype(x) in (np.float32, np.float64)
@@ -84,6 +91,10 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         tol: stop when the error fell by less than ``tol`` times the first error over the
             last 10 passes (checked every 10, as scikit-learn does; the first error is
             the first pass's, not the initial one's); 0: run ``max_iter`` passes.
+        alpha_W, alpha_H, l1_ratio: scikit-learn's penalties: ``n_features * alpha_W``
+            times ``l1_ratio |W| + (1 - l1_ratio) ||W||^2 / 2``, and ``n_samples * alpha_H``
+            times the same of ``H`` (``alpha_H="same"``: ``alpha_W``); 0: none. The
+            reported errors and scores leave them out, as scikit-learn's do.
         random_state: seed (None, an int, a numpy ``RandomState`` or ``Generator``) of the
             random start and the online order.
         verbose: print progress lines while fitting (0: silent).
@@ -117,6 +128,10 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
                "per visit (None: 1 for batch, 5 for online)", low=1, none_ok=True),
         Option("max_iter", int, 200, "passes over the data", low=1),
         Option("tol", float, 1e-4, "relative tolerance of the stopping rule", low=0.0),
+        Option("alpha_W", float, 0.0, "penalty weight of W (times n_features)", low=0.0),
+        Option("alpha_H", str, "same", "penalty weight of H (times n_samples)",
+               test=_valid_alpha_h, text="'same' (alpha_W) or a float >= 0"),
+        Option("l1_ratio", float, 0.0, "the L1 share of the penalties", low=0.0, high=1.0),
         Option("random_state", int, None, "seed", test=_valid_seed, none_ok=True,
                text="None, an int in [0, 2**32), a numpy RandomState or Generator"),
         Option("verbose", int, 0, "print progress while fitting", low=0),
@@ -136,6 +151,9 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         w_iters: int | None = None,
         max_iter: int = 200,
         tol: float = 1e-4,
+        alpha_W: float = 0.0,
+        alpha_H: Any = "same",
+        l1_ratio: float = 0.0,
         random_state: Any = None,
         verbose: int = 0,
         dtype: Any = None,
@@ -149,6 +167,9 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         self.w_iters = w_iters
         self.max_iter = max_iter
         self.tol = tol
+        self.alpha_W = alpha_W
+        self.alpha_H = alpha_H
+        self.l1_ratio = l1_ratio
         self.random_state = random_state
         self.verbose = verbose
         self.dtype = dtype
@@ -253,7 +274,10 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         return NMFModel(H0, W0=W0, w_start=math.sqrt(data.mean / k), dtype=data.mats[0].dtype,
                         k=k, loss=self.loss, method=method, tol=self.tol,
                         random_state=self._seed(), w_iters=w_iters,
-                        w_iters_new=max(10, w_iters))
+                        w_iters_new=max(10, w_iters), alpha_W=float(self.alpha_W),
+                        alpha_H=float(self.alpha_W if self.alpha_H == "same"
+                                      else self.alpha_H),
+                        l1_ratio=float(self.l1_ratio))
 
     def _source(self, data: Prepared, batch_size: int | None, shuffle: bool) -> MemorySource:
         names = ("X",) if len(data.mats) == 1 else ("X", "mask")
@@ -364,10 +388,11 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         W0 = np.full((n, k), math.sqrt(data.mean / k), dtype=self.model_.dtype)
         W, H, Ht = self._mats(W0)
         b = self._block(data)
+        l1, l2 = self.model_.w_penalties()
         start = previous = math.sqrt(2.0 * objective(b, W, H, Ht, loss)[0])
         with bl.caching():
             for it in range(1, self.max_iter + 1):
-                w_step(b, W, H, Ht, loss)
+                w_step(b, W, H, Ht, loss, l1, l2)
                 if self.tol > 0 and it % 10 == 0:
                     err = math.sqrt(2.0 * objective(b, W, H, Ht, loss)[0])
                     if start > 0 and (previous - err) / start < self.tol:

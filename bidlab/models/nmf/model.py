@@ -34,7 +34,7 @@ from bidlab.learn.rowstate import RowState
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import BatchMult, IncMult, Updater
 from bidlab.mat import Mat
-from bidlab.models.nmf.steps import Block, h_stats, objective, w_step
+from bidlab.models.nmf.steps import Block, h_stats, objective, penalised, w_step
 
 __all__ = ["NMFModel", "LOSSES", "data_kind"]
 
@@ -83,6 +83,12 @@ class NMFModel(Model):
                "pass's error over the last 10 passes (0: never)", low=0.0),
         Option("random_state", int, 0, "seed of the random initial components", low=0,
                live=False),
+        Option("alpha_W", float, 0.0, "penalty weight of the row factors (scikit-learn's, "
+               "times n_features)", low=0.0),
+        Option("alpha_H", float, 0.0, "penalty weight of the components (scikit-learn's, "
+               "times the rows trained on)", low=0.0),
+        Option("l1_ratio", float, 0.0, "the L1 share of the penalties (the rest is L2)",
+               low=0.0, high=1.0),
     )
     score_name = "-loss/entry"
     mat_names = ("H",)
@@ -213,11 +219,16 @@ class NMFModel(Model):
         seen = self._start_rows(batch, W, b)
         H, Ht, loss = self.modelmats[0], self._Ht, self.opts.loss
         self._refresh_ht()
+        l1, l2 = self.w_penalties()
         for _ in range(self.opts.w_iters if seen else self.opts.w_iters_new):
-            w_step(b, W, H, Ht, loss)
+            w_step(b, W, H, Ht, loss, l1, l2)
         self.W.put(batch, W)
         u = self.updatemats[0]
         total, count = h_stats(b, W, H, Ht, loss, u["num"], u["den"])
+        o = self.opts
+        if o.alpha_H:  # the pass's sums carry scikit-learn's n_samples x alpha_H penalties
+            rows = float(batch.n) * o.alpha_H
+            u["den"] <<= penalised(u["den"], H, rows * o.l1_ratio, rows * (1 - o.l1_ratio))
         self._pass[0] += total
         self._pass[1] += count
         return -total / max(count, 1.0)
@@ -228,10 +239,18 @@ class NMFModel(Model):
         self._start_rows(batch, W, b)
         self._refresh_ht()
         H, Ht, loss = self.modelmats[0], self._Ht, self.opts.loss
+        l1, l2 = self.w_penalties()
         for _ in range(self.opts.w_iters_new):
-            w_step(b, W, H, Ht, loss)
+            w_step(b, W, H, Ht, loss, l1, l2)
         total, count = objective(b, W, H, Ht, loss)
         return -total / max(count, 1.0)
+
+    def w_penalties(self) -> tuple[float, float]:
+        """The row factors' L1 and L2 penalties, scikit-learn's ``n_features x alpha_W``
+        split by ``l1_ratio``."""
+        o = self.opts
+        scale = float(self.modelmats[0].shape[1]) * o.alpha_W
+        return scale * o.l1_ratio, scale * (1.0 - o.l1_ratio)
 
     def end_pass(self, pass_: int) -> None:
         H = self.modelmats[0].data

@@ -35,7 +35,7 @@ import numpy as np
 import bidlab as bl
 from bidlab.mat import Mat
 
-__all__ = ["Block", "EPS", "w_step", "h_stats", "objective"]
+__all__ = ["Block", "EPS", "w_step", "h_stats", "objective", "penalised"]
 
 #: scikit-learn's floor of ``W H`` in the KL ratio and of a zero denominator
 EPS = float(np.finfo(np.float32).eps)
@@ -71,8 +71,10 @@ def _wh(b: Block, W: Mat, H: Mat, Ht: Mat) -> Any:
     return W @ H
 
 
-def w_step(b: Block, W: Mat, H: Mat, Ht: Mat, loss: str) -> None:
-    """One multiplicative step of the row factors ``W`` (in place), ``H`` fixed."""
+def w_step(b: Block, W: Mat, H: Mat, Ht: Mat, loss: str, l1: float = 0.0,
+           l2: float = 0.0) -> None:
+    """One multiplicative step of the row factors ``W`` (in place), ``H`` fixed; ``l1`` and
+    ``l2``: the penalties ``l1 |W| + l2 ||W||^2 / 2`` (scikit-learn's scaled terms)."""
     X = b.X
     if loss == "frobenius":
         num = X @ Ht
@@ -87,7 +89,17 @@ def w_step(b: Block, W: Mat, H: Mat, Ht: Mat, loss: str) -> None:
         _floor(P)
         num = (X / P) @ Ht
         den = Ht.sum(axis=0) if b.kind in ("dense", "sparse") else b.M @ Ht
+    den = penalised(den, W, l1, l2)
     _set(W, W * (num / bl.maximum(den, EPS)))
+
+
+def penalised(den: Mat, M: Mat, l1: float, l2: float) -> Mat:
+    """``den + l1 + l2 M``: a denominator with the penalties of the factor ``M`` added."""
+    if l1:
+        den = den + l1
+    if l2:
+        den = den + M * l2
+    return den
 
 
 def _transposed(dst: Mat, src: Mat) -> None:
