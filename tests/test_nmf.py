@@ -306,3 +306,21 @@ def test_penalties_are_sklearns(loss):
                                    atol=1e-10)
     plain = NMF(3, init="custom", loss=loss, max_iter=30, tol=0.0).fit(X, W=W0, H=H0)
     assert est.components_.sum() < plain.components_.sum()  # the penalties shrink
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_nndsvda_start_is_sklearns(sparse):
+    X = _low_rank(60, 25, 3, seed=20)
+    if sparse:
+        X = sp.csr_matrix(X * (np.random.default_rng(21).random(X.shape) > 0.4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = SkNMF(4, init="nndsvda", solver="mu", max_iter=20, tol=0.0,
+                    random_state=0).fit(X)
+    est = NMF(4, init="nndsvda", max_iter=20, tol=0.0, random_state=0).fit(X)
+    np.testing.assert_allclose(est.components_, ref.components_, rtol=1e-8, atol=1e-11)
+    assert est.reconstruction_err_ == pytest.approx(ref.reconstruction_err_, rel=1e-9)
+    dense = X.toarray() if sparse else X.copy()
+    dense[_hide(dense, seed=22)] = np.nan  # missing entries: the start fills them
+    masked = NMF(4, init="nndsvda", max_iter=20, tol=0.0, random_state=0).fit(dense)
+    assert np.isfinite(masked.components_).all() and masked.reconstruction_err_ > 0

@@ -36,6 +36,7 @@ from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.nmf.inputs import Prepared, prepare, unwrap
 from bidlab.models.nmf.model import LOSSES, NMFModel
+from bidlab.models.nmf.seeding import nndsvda
 from bidlab.models.nmf.steps import Block, objective, w_step
 
 __all__ = ["NMF"]
@@ -43,7 +44,7 @@ __all__ = ["NMF"]
 
 def _valid_init(x: Any) -> bool:
     if isinstance(x, str):
-        return x in ("random", "custom")
+        return x in ("random", "nndsvda", "custom")
     return len(np.shape(x)) == 2
 
 
@@ -74,7 +75,10 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
     Args:
         n_components: k, the number of components (None: n_features).
         init: ``"random"`` (scikit-learn's: ``|normal|`` draws times ``sqrt(mean(X) / k)``,
-            the same draws for the same ``random_state``), ``"custom"`` (``W`` and ``H``
+            the same draws for the same ``random_state``), ``"nndsvda"`` (scikit-learn's
+            SVD-based start; missing entries of a dense ``X`` at the observed mean, of a
+            sparse one at zero), ``"custom"``
+            (``W`` and ``H``
             given to ``fit``), or a k x n_features array of initial components (each row
             of ``W`` then starts at ``sqrt(mean(X) / k)``).
         loss: ``"frobenius"`` (squared error) or ``"kl"`` (generalised Kullback-Leibler).
@@ -118,7 +122,8 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
     PARAMS = (
         Option("n_components", int, None, "number of components k", low=1, none_ok=True),
         Option("init", str, "random", "initial factors", test=_valid_init,
-               text="one of 'random', 'custom' or a k x n_features array of components"),
+               text="one of 'random', 'nndsvda', 'custom' or a k x n_features array of "
+               "components"),
         Option("loss", str, "frobenius", "the loss over the observed entries",
                choices=LOSSES),
         Option("method", str, "batch", "one step of the components per pass, or per "
@@ -231,7 +236,8 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         return a if self.device == "cpu" else backend.to_device(a)
 
     def _start(self, data: Prepared, k: int, W: Any, H: Any) -> tuple[Any, Any]:
-        """The initial (W, H): scikit-learn's random draws, the given ones, or (None, H)."""
+        """The initial (W, H): scikit-learn's random draws or NNDSVDa start, the given
+        ones, or (None, H)."""
         n, d = data.shape
         dtype = data.mats[0].dtype
         if isinstance(self.init, str) and self.init == "custom":
@@ -254,6 +260,12 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
             if not np.isfinite(H).all() or (H < 0).any():
                 raise ValueError("NMF: the initial components must be finite and >= 0")
             return None, H
+        if self.init == "nndsvda":
+            X = data.mats[0]
+            if data.kind == "masked":  # the missing entries at the observed mean
+                X = np.where(data.mats[1] > 0, X, dtype.type(data.mean))
+            W, H = nndsvda(X, k, data.mean, self.random_state)
+            return W.astype(dtype), H.astype(dtype)
         avg = math.sqrt(data.mean / k)
         rng = self.random_state
         if not isinstance(rng, np.random.Generator):
