@@ -324,3 +324,20 @@ def test_nndsvda_start_is_sklearns(sparse):
     dense[_hide(dense, seed=22)] = np.nan  # missing entries: the start fills them
     masked = NMF(4, init="nndsvda", max_iter=20, tol=0.0, random_state=0).fit(dense)
     assert np.isfinite(masked.components_).all() and masked.reconstruction_err_ > 0
+
+
+def test_bidlab_train_nmf_on_a_docword_file(tmp_path, capsys):
+    from bidlab.cli import main
+
+    X = sp.coo_matrix(np.round(_low_rank(50, 30, 3, seed=23)))
+    lines = [f"{X.shape[0]}", f"{X.shape[1]}", f"{X.nnz}"]
+    lines += [f"{i + 1} {j + 1} {int(v)}" for i, j, v in zip(X.row, X.col, X.data, strict=True)]
+    (tmp_path / "docword.tiny.txt").write_text("\n".join(lines) + "\n")
+    (tmp_path / "vocab.tiny.txt").write_text("\n".join(f"w{j}" for j in range(30)) + "\n")
+    assert main(["train", "nmf", "--data", str(tmp_path / "docword.tiny.txt"),
+                 "--n_components", "3", "--loss", "kl", "--max_iter", "30", "--random_state",
+                 "0", "--save", str(tmp_path / "m"), "--progress", "none"]) == 0
+    assert "NMF.score" in capsys.readouterr().out
+    est = bidlab.models.load(tmp_path / "m")
+    assert isinstance(est, NMF) and est.components_.shape == (3, 30)
+    assert est.score(X.tocsr()) > -0.22  # measured -0.185; -0.25 after one pass
