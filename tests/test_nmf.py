@@ -341,3 +341,21 @@ def test_bidlab_train_nmf_on_a_docword_file(tmp_path, capsys):
     est = bidlab.models.load(tmp_path / "m")
     assert isinstance(est, NMF) and est.components_.shape == (3, 30)
     assert est.score(X.tocsr()) > -0.22  # measured -0.185; -0.25 after one pass
+
+
+@pytest.mark.parametrize("method", ["batch", "online"])
+def test_a_checkpoint_resumes_the_run_exactly(tmp_path, method):
+    X = _low_rank(90, 20, 3, seed=24)
+    X[_hide(X, seed=25)] = np.nan
+    kw = {"method": method, "max_iter": 8, "tol": 0.0, "random_state": 0}
+    whole = NMF(3, **kw)
+    whole.learner(X, batch_size=20).fit(progress=None)
+    first = NMF(3, **kw)
+    lrn = first.learner(X, batch_size=20, n_passes=3, checkpoint=str(tmp_path / "ck"))
+    lrn.fit(progress=None)
+    again = NMF(3, **kw)
+    resumed = again.learner(X, batch_size=20).load(str(tmp_path / "ck"))
+    resumed.set(n_passes=8)
+    resumed.fit(progress=None)
+    np.testing.assert_array_equal(again.components_, whole.components_)
+    np.testing.assert_array_equal(again.model_.factors(), whole.model_.factors())
