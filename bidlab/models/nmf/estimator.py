@@ -77,10 +77,9 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         init: ``"random"`` (scikit-learn's: ``|normal|`` draws times ``sqrt(mean(X) / k)``,
             the same draws for the same ``random_state``), ``"nndsvda"`` (scikit-learn's
             SVD-based start; missing entries of a dense ``X`` at the observed mean, of a
-            sparse one at zero), ``"custom"``
-            (``W`` and ``H``
-            given to ``fit``), or a k x n_features array of initial components (each row
-            of ``W`` then starts at ``sqrt(mean(X) / k)``).
+            sparse one at zero), ``"custom"`` (``W`` and ``H`` given to ``fit``), or a
+            k x n_features array of initial components (each row of ``W`` then starts at
+            ``sqrt(mean(X) / k)``).
         loss: ``"frobenius"`` (squared error) or ``"kl"`` (generalised Kullback-Leibler).
         method: ``"batch"`` (one step of ``H`` per pass over the data, from the pass's
             summed statistics: scikit-learn's ``solver="mu"``) or ``"online"`` (a step per
