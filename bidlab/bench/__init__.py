@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, str] = {
     "lda": "LDA three ways against its peers",
     "glm": "many-target GLMs against their peers",
     "kmeans": "k-means per iteration vs scikit-learn",
+    "nmf": "NMF on KOS counts vs scikit-learn (mu, cd) to the same objective",
     "dashboard": "the live dashboard (bidlab/bench/dashboard.py)",
     "temperature": "SAME Gibbs with heated parameters vs without",
     "coldstart": "first fit of a fresh process: empty kernel cache, after warmup, warm",

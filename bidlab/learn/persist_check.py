@@ -138,6 +138,10 @@ def _check_floats(value: Any, field: str) -> None:
     items = list(enumerate(value)) if isinstance(value, (list, tuple)) else [(None, value)]
     for i, m in items:
         name = field if i is None else f"{field}[{i}]"
+        if isinstance(m, dict):  # an update given as named statistics (Updater.STATS)
+            for key, stat in m.items():
+                _check_floats(stat, f"{name}.{key}")
+            continue
         dtype = getattr(m, "dtype", None)
         if dtype is None:
             raise StateError(f"{name}: a {type(m).__name__}, not a matrix")

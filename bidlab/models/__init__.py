@@ -19,9 +19,10 @@ from bidlab.models.graph import PageRank
 from bidlab.models.kmeans import KMeans
 from bidlab.models.lda import LDA, LDAGibbs
 from bidlab.models.lsq import LeastSquares
+from bidlab.models.nmf import NMF
 
-__all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "PageRank", "LeastSquares", "BidlabEstimator",
-           "load", "glm_sweep", "best_config"]
+__all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "NMF", "PageRank", "LeastSquares",
+           "BidlabEstimator", "load", "glm_sweep", "best_config"]
 
 
 # -- modules of earlier versions ------------------------------------------------------------

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from bidlab import backend
 from bidlab.learn.options import Option
 from bidlab.learn.updaters.base import Updater
@@ -100,6 +102,7 @@ class BatchMult(_Mult):
         if model.full_batch:  # the model hands over the pass's totals: no sums kept
             self.num = self.den = [None] * len(model.modelmats)
         self.count = 0
+        self._count = np.zeros(1)  # the count as an array, summed with the sums
 
     def update(self, step: int) -> None:
         if not self.model.full_batch:
@@ -110,6 +113,24 @@ class BatchMult(_Mult):
                 xp.add(self.den[i], u["den"].data, out=self.den[i])
         self.count += 1
         self.t += 1
+
+    def pass_statistics(self) -> list[Any]:
+        """The pass's summed numerators and denominators (a full-batch model's totals) and
+        the count: learners sharing the rows sum them, so every rank takes one step."""
+        self._count[0] = self.count
+        if self.model.full_batch:
+            um = self.model.updatemats
+            sums = [a for i in self.mats for a in (um[i]["num"].data, um[i]["den"].data)]
+        else:
+            sums = [a for i in self.mats for a in (self.num[i], self.den[i])]
+        return [*sums, self._count]
+
+    def statistics_combined(self) -> None:
+        self.count = int(round(float(self._count[0])))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("_count", np.zeros(1))  # files written before it was kept
+        super().__setstate__(state)
 
     def end_pass(self, pass_: int) -> None:
         if self.count == 0:

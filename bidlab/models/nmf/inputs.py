@@ -1,0 +1,160 @@
+"""NMF's input checks: the data and its observed entries, as the matrices a source streams.
+
+A dense ``X`` may hold NaN where an entry is missing (and may also take a boolean ``mask``,
+True = observed); a sparse ``X`` takes a ``mask`` of its shape (dense or sparse, True =
+observed), without which every entry, stored or not, is observed. :func:`prepare` returns
+the aligned matrices of :mod:`bidlab.models.nmf.steps`' kinds: ``(X,)`` when every entry
+counts, ``(X with zeros where missing, 0 / 1 mask)`` for a dense ``X`` with missing entries,
+``(X at the observed entries, ones there)`` (two CSR matrices of one pattern) for a sparse
+``X`` with a mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["Prepared", "prepare", "unwrap"]
+
+
+def unwrap(X: Any) -> Any:
+    """The array or scipy matrix inside a bidlab Mat / SMat / Corpus (else X)."""
+    from bidlab.mat import Mat, SMat
+
+    if isinstance(X, SMat):
+        return X.csr
+    if isinstance(X, Mat):
+        return X.data
+    if hasattr(X, "X") and hasattr(X, "vocab"):  # a bidlab.datasets.Corpus
+        return X.X
+    return X
+
+
+@dataclass
+class Prepared:
+    """The matrices to stream, which entries count, and their mean (for the start)."""
+
+    mats: tuple[Any, ...]
+    kind: str
+    mean: float
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.mats[0].shape)  # type: ignore[return-value]
+
+
+def _bad_position(name: str, what: str, rows: np.ndarray, cols: np.ndarray, fix: str) -> None:
+    order = np.lexsort((cols, rows))
+    r, c = int(rows[order[0]]), int(cols[order[0]])
+    raise ValueError(f"{name}: X has {rows.size} {what} (the first at row {r}, column {c}): "
+                     f"{fix}")
+
+
+def _check_values(name: str, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
+    """Refuse infinite or negative observed values (NaN was dealt with before)."""
+    bad = ~np.isfinite(vals)
+    if bad.any():
+        _bad_position(name, "infinite observed entries", rows[bad], cols[bad],
+                      "NMF needs finite values; mark them missing (NaN, or False in mask) "
+                      "or replace them")
+    neg = vals < 0
+    if neg.any():
+        _bad_position(f"Negative values in data passed to {name}", "negative entries",
+                      rows[neg], cols[neg],
+                      "NMF factors nonnegative data; shift or clip X (e.g. X - X.min()), or "
+                      "mark those entries missing")
+
+
+def _check_coverage(name: str, row_counts: np.ndarray, col_counts: np.ndarray) -> None:
+    for what, counts in (("row", row_counts), ("column", col_counts)):
+        empty = np.flatnonzero(counts == 0)
+        if empty.size:
+            plural = "rows" if what == "row" else "columns"
+            raise ValueError(f"{name}: {empty.size} {plural} of X have no observed entry "
+                             f"(the first is {what} {int(empty[0])}): nothing can be learned "
+                             f"about them; drop those {plural} or observe some of their "
+                             "entries")
+
+
+def _dense_mask(name: str, mask: Any, shape: tuple[int, int]) -> np.ndarray:
+    m = mask.toarray() if sp.issparse(mask) else np.asarray(mask)
+    if m.shape != shape:
+        raise ValueError(f"{name}: mask has shape {m.shape} but X has shape {shape}: give "
+                         "one True (observed) / False (missing) per entry of X")
+    if m.dtype != bool:
+        if not np.isin(m, (0, 1)).all():
+            raise ValueError(f"{name}: mask must be boolean (True = observed); got values "
+                             "other than 0 and 1")
+        m = m.astype(bool)
+    return m
+
+
+def prepare(name: str, X: Any, mask: Any, dtype: np.dtype) -> Prepared:
+    """Check ``X`` (n x d, host dense or sparse, converted to ``dtype``) and its ``mask``;
+    return what to stream (see the module doc). Errors name the problem and the fix."""
+    if sp.issparse(X):
+        return _prepare_sparse(name, sp.csr_matrix(X, dtype=dtype), mask)
+    X = np.asarray(X, dtype=dtype)
+    if X.ndim != 2 or X.size == 0:
+        raise ValueError(f"{name}: X must be a non-empty 2-D array (samples x features); got "
+                         f"shape {X.shape}")
+    observed = ~np.isnan(X)
+    if mask is not None:
+        observed &= _dense_mask(name, mask, X.shape)
+    rows, cols = np.nonzero(observed)
+    _check_values(name, rows, cols, X[rows, cols])
+    _check_coverage(name, observed.sum(axis=1), observed.sum(axis=0))
+    total = float(X[rows, cols].sum(dtype=np.float64))
+    mean = total / max(rows.size, 1)
+    if observed.all():
+        return Prepared((np.ascontiguousarray(X),), "dense", mean)
+    X0 = np.where(observed, X, 0).astype(dtype)
+    return Prepared((X0, observed.astype(dtype)), "masked", mean)
+
+
+def _prepare_sparse(name: str, X: sp.csr_matrix, mask: Any) -> Prepared:
+    X = X.copy()
+    X.sum_duplicates()
+    X.sort_indices()
+    n, d = X.shape
+    if n == 0 or d == 0:
+        raise ValueError(f"{name}: X must be non-empty (samples x features); got shape "
+                         f"{X.shape}")
+    if mask is None:
+        rows = np.repeat(np.arange(n), np.diff(X.indptr))
+        if np.isnan(X.data).any():
+            bad = np.isnan(X.data)
+            _bad_position(name, "NaN entries", rows[bad], X.indices[bad],
+                          "a sparse X marks missing entries with mask= (True = observed, "
+                          "False = missing), not NaN")
+        _check_values(name, rows, X.indices, X.data)
+        mean = float(X.data.sum(dtype=np.float64)) / (n * d)
+        return Prepared((X,), "sparse", mean)
+    if sp.issparse(mask):
+        M = sp.csr_matrix(mask)
+        if M.shape != X.shape:
+            raise ValueError(f"{name}: mask has shape {M.shape} but X has shape {X.shape}: "
+                             "give one True (observed) / False (missing) per entry of X")
+        M = sp.csr_matrix(M, dtype=bool)
+    else:
+        M = sp.csr_matrix(_dense_mask(name, mask, X.shape))
+    M.eliminate_zeros()
+    M.sort_indices()
+    rows = np.repeat(np.arange(n), np.diff(M.indptr))
+    cols = M.indices
+    vals = np.asarray(X[rows, cols]).ravel().astype(X.dtype) if rows.size else np.zeros(0)
+    if np.isnan(vals).any():
+        bad = np.isnan(vals)
+        _bad_position(name, "NaN entries outside the mask's missing ones", rows[bad],
+                      cols[bad], "mark them missing (False in mask) or give their values")
+    _check_values(name, rows, cols, vals)
+    _check_coverage(name, np.diff(M.indptr), np.bincount(cols, minlength=d))
+    indptr, indices = M.indptr.astype(np.int64), cols.astype(np.int32)
+    O = sp.csr_matrix((vals.astype(X.dtype), indices, indptr), shape=X.shape)
+    ones = sp.csr_matrix((np.ones(vals.size, X.dtype), indices.copy(), indptr.copy()),
+                         shape=X.shape)
+    mean = float(vals.sum(dtype=np.float64)) / max(vals.size, 1)
+    return Prepared((O, ones), "stored", mean)

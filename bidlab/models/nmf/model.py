@@ -1,0 +1,290 @@
+"""The NMF engine: :class:`NMFModel`, a :class:`bidlab.learn.Model` for the Learner.
+
+The components ``H`` (k x features) are the model matrix; the row factors ``W`` (one row of
+k per data row) are per-row state (:class:`bidlab.learn.RowState`, keyed by the rows'
+global ids), so they follow their rows across passes, shuffled or not. Each training
+minibatch:
+
+1. reads its rows of ``W`` (rows never seen start at ``w_start``, the constant scikit-learn
+   starts ``transform`` from) and takes ``w_iters`` multiplicative steps of them with ``H``
+   fixed (``w_iters_new`` for rows seen for the first time), then stores them back;
+2. writes the statistics of ``H``'s multiplicative step (``updatemats[0] = {"num": N,
+   "den": D}``) for the updater: :class:`~bidlab.learn.updaters.BatchMult` sums them over
+   the pass and steps once at its end (``method="batch"``: with ``w_iters`` 1 this is
+   scikit-learn's ``solver="mu"`` iteration exactly), :class:`~bidlab.learn.updaters.IncMult`
+   steps at every minibatch from decaying running sums (``method="online"``).
+
+Only observed entries count (:mod:`bidlab.models.nmf.steps`): the data source's second
+matrix, when there is one, is the mask (dense 0 / 1, or a CSR of ones whose pattern marks
+the observed entries of a CSR ``X``). The score is minus the loss per observed entry
+(half the squared error, or the generalised KL divergence) at the minibatch's new ``W``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from bidlab import backend
+from bidlab.learn import Model, Option
+from bidlab.learn.datasource import DataInfo
+from bidlab.learn.rowstate import RowState
+from bidlab.learn.staging import Minibatch
+from bidlab.learn.updaters import BatchMult, IncMult, Updater
+from bidlab.mat import Mat
+from bidlab.models.nmf.steps import Block, h_stats, objective, penalised, w_step
+
+__all__ = ["NMFModel", "LOSSES", "data_kind"]
+
+LOSSES = ("frobenius", "kl")
+_SCRATCH = ("_buf",)
+
+
+def data_kind(info: DataInfo) -> str:
+    """Which entries of the source's rows count (see :mod:`bidlab.models.nmf.steps`)."""
+    sparse = info.specs[0].sparse
+    if len(info.specs) == 1:
+        return "sparse" if sparse else "dense"
+    if info.specs[1].sparse != sparse or info.specs[1].cols != info.specs[0].cols:
+        raise ValueError("NMF: the mask must be like X (a dense mask for a dense X, a CSR "
+                         "mask of X's pattern for a CSR X) with X's columns")
+    return "stored" if sparse else "masked"
+
+
+class NMFModel(Model):
+    """NMF by multiplicative updates on the Learner (see the module doc).
+
+    Args:
+        H0: the initial components (k x features), or None: random ones (the absolute
+            values of normal draws times ``w_start``, scikit-learn's random start).
+        W0: initial row factors (rows x k) of the data the first learner trains on, or
+            None (every row starts at ``w_start``).
+        w_start: the value new rows of ``W`` start at; None: ``sqrt(mean(X) / k)`` of the
+            first minibatch's observed entries.
+        dtype: the arithmetic's float type (None: the data's).
+        **options: the options below, also settable on a learner.
+    """
+
+    OPTIONS = (
+        Option("k", int, 10, "number of components", low=1, live=False),
+        Option("loss", str, "frobenius", "what the factors minimise over the observed "
+               "entries: squared error or generalised KL divergence", choices=LOSSES,
+               live=False),
+        Option("method", str, "batch", "'batch' (one step of H per pass, BatchMult) or "
+               "'online' (a step per minibatch, IncMult)", choices=("batch", "online"),
+               live=False),
+        Option("w_iters", int, 1, "multiplicative steps of a minibatch's row factors, rows "
+               "seen before", low=1),
+        Option("w_iters_new", int, 10, "multiplicative steps of a minibatch's row factors, "
+               "rows seen for the first time", low=1),
+        Option("tol", float, 0.0, "stop when the error fell by less than tol x the first "
+               "pass's error over the last 10 passes (0: never)", low=0.0),
+        Option("random_state", int, 0, "seed of the random initial components", low=0,
+               live=False),
+        Option("alpha_W", float, 0.0, "penalty weight of the row factors (scikit-learn's, "
+               "times n_features)", low=0.0),
+        Option("alpha_H", float, 0.0, "penalty weight of the components (scikit-learn's, "
+               "times the rows trained on)", low=0.0),
+        Option("l1_ratio", float, 0.0, "the L1 share of the penalties (the rest is L2)",
+               low=0.0, high=1.0),
+    )
+    score_name = "-loss/entry"
+    mat_names = ("H",)
+
+    def __init__(self, H0: Any = None, *, W0: Any = None, w_start: float | None = None,
+                 dtype: Any = None, **options: Any) -> None:
+        super().__init__(**options)
+        self.H0 = None if H0 is None else np.array(backend.to_host(H0), copy=True)
+        self.W0 = None if W0 is None else np.array(backend.to_host(W0), copy=True)
+        self.w_start = None if w_start is None else float(w_start)
+        self.dtype = None if dtype is None else np.dtype(dtype)
+        self.W: RowState | None = None
+        self.kind = "dense"
+        self.n_passes_done = 0
+        self.errors: list[float] = []  # sqrt(2 loss) of each pass, scikit-learn's scale
+        self._buf: dict[Any, Any] = {}
+        self._pass = [0.0, 0.0]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for name in _SCRATCH:
+            state[name] = {}
+        rows = state.pop("W")  # the row state as its two matrices (no array module)
+        state["W_values"] = None if rows is None else rows.values
+        state["W_seen"] = None if rows is None else rows.seen
+        return backend.portable_state(state)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = backend.restore_state(state)
+        values, seen = state.pop("W_values", None), state.pop("W_seen", None)
+        self.__dict__.update(state)
+        self.W = None
+        if values is not None:
+            self.W = RowState(values.shape[0], values.shape[1], values.dtype, values.xp)
+            self.W.values <<= values
+            self.W.seen <<= seen
+        self._buf = {}
+
+    # -- Model interface ------------------------------------------------------------------
+    def default_updater(self, **options: Any) -> Updater:
+        """BatchMult (``method="batch"``) or IncMult (``"online"``), with ``options``."""
+        if self.opts.method == "batch":
+            return BatchMult(**options)
+        return IncMult(**options)
+
+    def init(self, info: DataInfo) -> None:
+        k, d = int(self.opts.k), info.n_features
+        self.kind = data_kind(info)
+        if self.dtype is None:
+            self.dtype = info.dtype if info.dtype in (np.float32, np.float64) else np.dtype(
+                np.float64)
+        xp, dtype = info.xp, self.dtype
+        if self.H0 is not None:
+            if self.H0.shape != (k, d):
+                raise ValueError(f"NMF: the initial components have shape {self.H0.shape}; "
+                                 f"k={k} components of {d} features need ({k}, {d})")
+            H = self.H0.astype(dtype)
+        else:
+            rng = np.random.default_rng(self.opts.random_state)
+            scale = self.w_start if self.w_start is not None else 1.0 / math.sqrt(k)
+            H = np.abs(rng.standard_normal((k, d))).astype(dtype) * dtype.type(scale)
+        self.modelmats = [Mat(xp.asarray(np.ascontiguousarray(H)))]
+        self.updatemats = [{"num": Mat(backend.zeros((k, d), dtype, xp)),
+                            "den": Mat(backend.zeros((k, d), dtype, xp))}]
+        self._Ht = Mat(backend.zeros((d, k), dtype, xp))
+        self.rebind(info)
+
+    def rebind(self, info: DataInfo) -> None:
+        """Train on the rows of another source from now on: new per-row factors (the
+        initial ``W0`` only for the first source)."""
+        if info.n_samples is None:
+            raise ValueError("NMF keeps one row of factors per data row, so it needs a "
+                             "source of known size (not an endless stream)")
+        if info.n_features != self.modelmats[0].shape[1]:
+            raise ValueError(f"NMF: the data has {info.n_features} features while the "
+                             f"components have {self.modelmats[0].shape[1]}")
+        self.kind = data_kind(info)
+        self.info = info
+        k, n = int(self.opts.k), int(info.n_samples)
+        self.W = RowState(n, k, self.dtype, info.xp)
+        if self.W0 is not None:
+            if self.W0.shape != (n, k):
+                raise ValueError(f"NMF: the initial row factors have shape {self.W0.shape}; "
+                                 f"{n} rows of k={k} need ({n}, {k})")
+            self.W.values.data[...] = info.xp.asarray(self.W0.astype(self.dtype))
+            self.W.seen.data[...] = 1
+            self.W0 = None
+        self._buf = {}
+        self.converged = False
+        self.errors = []
+
+    def extra_state(self) -> dict[str, Mat]:
+        return self.W.state("W") if self.W is not None else {}
+
+    def _rows(self, n: int, which: str) -> Mat:
+        key = (which, n)
+        W = self._buf.get(key)
+        if W is None:
+            xp = self.modelmats[0].xp
+            W = self._buf[key] = Mat(backend.zeros((n, int(self.opts.k)), self.dtype, xp))
+        return W
+
+    def _block(self, batch: Minibatch) -> Block:
+        mats = batch.mats
+        return Block(self.kind, mats[0], mats[1] if len(mats) > 1 else None)
+
+    def _start_rows(self, batch: Minibatch, W: Mat, b: Block) -> bool:
+        """``W``'s rows from the row state; unseen rows start at ``w_start``. True when
+        every row was seen before."""
+        if self.W.get(batch, W):
+            return True
+        if self.w_start is None:
+            self.w_start = _observed_start(b, int(self.opts.k))
+        ids = batch.ids[: batch.n]
+        unseen = np.flatnonzero(np.asarray(backend.to_host(self.W.seen.data[ids, 0])) == 0)
+        W.data[unseen] = self.w_start
+        return False
+
+    def _refresh_ht(self) -> None:
+        self._Ht.data[...] = self.modelmats[0].data.T
+
+    def start_pass(self, pass_: int) -> None:
+        self._pass = [0.0, 0.0]
+
+    def update(self, batch: Minibatch) -> float:
+        b = self._block(batch)
+        W = self._rows(batch.n, "train")
+        seen = self._start_rows(batch, W, b)
+        H, Ht, loss = self.modelmats[0], self._Ht, self.opts.loss
+        self._refresh_ht()
+        l1, l2 = self.w_penalties()
+        for _ in range(self.opts.w_iters if seen else self.opts.w_iters_new):
+            w_step(b, W, H, Ht, loss, l1, l2)
+        self.W.put(batch, W)
+        u = self.updatemats[0]
+        total, count = h_stats(b, W, H, Ht, loss, u["num"], u["den"])
+        o = self.opts
+        if o.alpha_H:  # the pass's sums carry scikit-learn's n_samples x alpha_H penalties
+            rows = float(batch.n) * o.alpha_H
+            u["den"] <<= penalised(u["den"], H, rows * o.l1_ratio, rows * (1 - o.l1_ratio))
+        self._pass[0] += total
+        self._pass[1] += count
+        return -total / max(count, 1.0)
+
+    def evaluate(self, batch: Minibatch) -> float:
+        b = self._block(batch)
+        W = self._rows(batch.n, "eval")
+        self._start_rows(batch, W, b)
+        self._refresh_ht()
+        H, Ht, loss = self.modelmats[0], self._Ht, self.opts.loss
+        l1, l2 = self.w_penalties()
+        for _ in range(self.opts.w_iters_new):
+            w_step(b, W, H, Ht, loss, l1, l2)
+        total, count = objective(b, W, H, Ht, loss)
+        return -total / max(count, 1.0)
+
+    def w_penalties(self) -> tuple[float, float]:
+        """The row factors' L1 and L2 penalties, scikit-learn's ``n_features x alpha_W``
+        split by ``l1_ratio``."""
+        o = self.opts
+        scale = float(self.modelmats[0].shape[1]) * o.alpha_W
+        return scale * o.l1_ratio, scale * (1.0 - o.l1_ratio)
+
+    def end_pass(self, pass_: int) -> None:
+        H = self.modelmats[0].data
+        if self.opts.loss == "kl":  # scikit-learn's guard against denormal components
+            H[H < np.finfo(np.float64).eps] = 0.0
+        self.n_passes_done += 1
+        self.errors.append(math.sqrt(2.0 * max(self._pass[0], 0.0)))
+        tol, errs = self.opts.tol, self.errors
+        p = len(errs)
+        if tol > 0 and p % 10 == 0 and errs[0] > 0:  # scikit-learn checks every 10
+            previous = errs[p - 11] if p > 10 else errs[0]
+            if (previous - errs[-1]) / errs[0] < tol:
+                self.converged = True
+
+    def flops(self, batch: Minibatch) -> float:
+        n, d = batch.mats[0].shape
+        nz = batch.mats[0].nnz if self.kind in ("sparse", "stored") else n * d
+        k = int(self.opts.k)
+        return float(2 * k * nz * (2 + self.opts.w_iters))
+
+    # -- read side ------------------------------------------------------------------------
+    def factors(self) -> np.ndarray:
+        """The row factors of the data trained on (rows x k, a host copy)."""
+        return np.array(backend.to_host(self.W.values.data), copy=True)
+
+
+def _observed_start(b: Block, k: int) -> float:
+    """``sqrt(mean / k)`` of the block's observed entries (scikit-learn's start value)."""
+    X = b.X
+    total = float(X.sum().data[0, 0])
+    if b.kind == "masked":
+        count = float(b.M.sum().data[0, 0])
+    elif b.kind == "stored":
+        count = float(X.nnz)
+    else:
+        count = float(X.shape[0] * X.shape[1])
+    return math.sqrt(max(total / max(count, 1.0), 1e-12) / k)
