@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -152,3 +153,20 @@ def test_the_checker_finds_stale_names(text: str, expected: list[str]):
     assert len(missing) == len(expected), missing
     for want, got in zip(expected, missing, strict=True):
         assert want in got, (want, got)
+
+
+def test_the_forty_line_example_model_runs_and_does_what_it_says():
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index("### A new model in 40 lines"):]
+    code = section.split("```python", 1)[1].split("```", 1)[0]
+    lines = [ln for ln in code.splitlines() if ln.strip()]
+    assert len(lines) <= 45, f"the example has {len(lines)} lines"
+    ns: dict = {}
+    exec(compile(code, "ARCHITECTURE.md", "exec"), ns)  # noqa: S102 - the project's own doc
+    X, model = ns["X"], ns["lrn"].model
+    np.testing.assert_allclose(model.modelmats[0].data, X.mean(0, keepdims=True), rtol=1e-12)
+    # the distances were taken in pass 2, to pass 1's mean (the same mean): every row, by id
+    want = ((X - X.mean(0)) ** 2).sum(1, keepdims=True)
+    np.testing.assert_allclose(model.dist.values.data, want, rtol=1e-12)
+    names = {n for n in ("Model", "Learner", "Batch", "RowState") if n in code}
+    assert len(names) <= 8
