@@ -51,7 +51,8 @@ class AllocationTrace:
 
     ``peak_bytes``: how far the traced heap (Python objects and numpy's array buffers, which
     numpy reports to :mod:`tracemalloc`) rose above its level at the start, at its highest;
-    ``gpu_mallocs``: CuPy memory-pool allocations (its memory hooks see every one).
+    ``gpu_mallocs``: blocks taken from CuPy's memory pool (its memory hooks see every one,
+    recycled or not); ``gpu_device_allocs``: those the pool had to get from the device.
     Arrays that compiled numba kernels allocate are not seen here (numba's own counter cannot
     tell them from the wrapper it makes for every array argument of every call); the kernels
     take ``out=`` and their own tests hold them to it.
@@ -59,6 +60,7 @@ class AllocationTrace:
 
     peak_bytes: int = 0
     gpu_mallocs: int = 0
+    gpu_device_allocs: int = 0
 
 
 @contextmanager
@@ -73,6 +75,9 @@ def _trace() -> Iterator[AllocationTrace]:
 
             def malloc_preprocess(self, **kwargs) -> None:
                 trace.gpu_mallocs += 1
+
+            def alloc_preprocess(self, **kwargs) -> None:
+                trace.gpu_device_allocs += 1
 
         hook = _Count()
         hook.__enter__()

@@ -24,7 +24,8 @@ def _unwrap(G: Any) -> Any:
         return G.csr
     if isinstance(G, Mat):
         return G.data
-    if hasattr(G, "A") and hasattr(G, "ids"):  # a bidlab.datasets.graphs.EdgeList
+    # a bidlab.datasets.graphs.EdgeList ("ids" first: a CuPy matrix's .A is deprecated)
+    if hasattr(G, "ids") and hasattr(G, "A"):
         return G.A
     return G
 
