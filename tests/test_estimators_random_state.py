@@ -39,3 +39,18 @@ def test_random_state_takes_ints_none_and_generators(make):
     np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="random_state.*numpy random generator. Got -1"):
         _fit(make(-1), X, y)
+
+
+@pytest.mark.parametrize("make", [lambda: LDA(3, n_passes=2), lambda: LDAGibbs(3, 5, n_passes=2),
+                                  lambda: KMeans(3), lambda: GLM(n_passes=2)],
+                         ids=["LDA", "LDAGibbs", "KMeans", "GLM"])
+def test_a_fitted_model_keeps_only_its_own_options(make):
+    """After fit, the finished learner's run options are not the model's any more."""
+    X, y = _data()
+    est = _fit(make(), X, y)
+    parts = (est.model_, est.__dict__.get("updater_"), *est.__dict__.get("mixins_", ()))
+    for part in (p for p in parts if p is not None):
+        names = set(part.opts.as_dict())
+        assert not names & {"checkpoint", "n_passes", "max_steps", "val_every"}, (part, names)
+        assert names == {s.name for s in part.option_table()} & names
+    _fit(est, X, y)  # and it fits again

@@ -478,3 +478,18 @@ class Configurable:
     def attach(self, opts: Options) -> None:
         """Read options from the learner's merged set from now on."""
         self.opts = opts
+
+    def detach(self) -> None:
+        """Keep an option set of this component's own options again (their current values).
+
+        A learner attaches its components to its merged set; once training is over, a
+        fitted estimator's model and updater keep only their own options, not the finished
+        learner's (``checkpoint``, ``n_passes``, ``max_steps``): a new learner takes only
+        those in any case.
+        """
+        own = Options()
+        cur = self.opts
+        for spec in self.option_table():
+            own.declare(spec, cur.get(spec.name) if spec.name in cur else spec.default,
+                        has_value=spec.name in cur)
+        self.opts = own

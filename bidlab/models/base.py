@@ -40,7 +40,7 @@ from sklearn.utils.validation import check_is_fitted
 from bidlab import backend
 from bidlab.learn.checkpoint import CheckpointError
 from bidlab.learn.exclusive import FitGuard
-from bidlab.learn.options import Option, validate_params
+from bidlab.learn.options import Configurable, Option, validate_params
 from bidlab.learn.persist import load_object, persistable, save_object
 from bidlab.learn.persistable import UPGRADES
 from bidlab.mat import validate_csr
@@ -104,6 +104,15 @@ class BidlabEstimator(BaseEstimator):
         state = dict(backend.restore_state(state))
         self.upgraded(state)
         super().__setstate__(state)
+
+    def _detach_run_options(self) -> None:
+        """After a fit, the fitted components keep only their own options, not the
+        finished learner's run options (``checkpoint``, ``n_passes``, ``max_steps``)."""
+        parts = [self.__dict__.get("model_"), self.__dict__.get("updater_"),
+                 *(self.__dict__.get("mixins_") or ())]
+        for part in parts:
+            if isinstance(part, Configurable):
+                part.detach()
 
     @classmethod
     def upgraded(cls, state: dict[str, Any]) -> None:
@@ -233,6 +242,8 @@ def _guarded(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
                 guard.exit()
             if hasattr(out, "guard") and hasattr(out, "start"):  # a live learner
                 out.guard = guard
+            elif name in ("fit", "partial_fit"):
+                self._detach_run_options()
             return out
         wrapper = call
     wrapper._fit_guarded = True  # type: ignore[attr-defined]

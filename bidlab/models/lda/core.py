@@ -39,7 +39,7 @@ from bidlab.learn.staging import Minibatch
 from bidlab.mat.sparse import csr_view
 from bidlab.models.lda import common
 
-__all__ = ["LDACore", "RhoStep", "seed_topics", "own_options", "OLD_OPTION_NAMES"]
+__all__ = ["LDACore", "RhoStep", "seed_topics", "OLD_OPTION_NAMES"]
 
 # -- the option rows shared by the models (live options) and the estimators (parameters) --
 N_COMPONENTS = Option("n_components", int, 10, "number of topics", low=1, live=False)
@@ -69,21 +69,6 @@ KAPPA = Option("kappa", float, 0.7, "forgetting rate of the step-size schedule",
 _TRANSIENT = ("_scratch", "_store", "_head", "_learner_ref", "_cur")
 #: option names of files written by earlier versions -> today's names
 OLD_OPTION_NAMES = {"k": "n_components", "warm_start": "warm_docs"}
-
-
-def own_options(component: Any) -> None:
-    """Give ``component`` back an option set of its own options (their current values).
-
-    A learner attaches its components to its merged option set; once training is over, a
-    fitted estimator's model and updater keep only their own options (a new learner takes
-    only those in any case), not the finished learner's (``checkpoint``, ``n_passes``).
-    """
-    own = Options()
-    cur = component.opts
-    for spec in component.option_table():
-        own.declare(spec, cur.get(spec.name) if spec.name in cur else spec.default,
-                    has_value=spec.name in cur)
-    component.opts = own
 
 
 def _renamed_options(component: Any) -> None:

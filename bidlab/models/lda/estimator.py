@@ -32,7 +32,7 @@ from bidlab import backend
 from bidlab.learn import Option
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.lda import common
-from bidlab.models.lda.core import LDACore, own_options
+from bidlab.models.lda.core import LDACore
 from bidlab.models.lda.learner import LDALearner
 from bidlab.models.sk_params import COMMON
 from bidlab.models.validation import RANDOM_STATE, seed_from
@@ -224,8 +224,7 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
                                  train_score=False, record_size=record)
 
     def _done(self, lr: LDALearner) -> None:
-        own_options(self.model_)
-        own_options(self.updater_)
+        self._detach_run_options()
         del lr
 
     def _fit_learner(self, X: Any) -> LDALearner:
