@@ -177,3 +177,37 @@ def test_a_stop_on_one_rank_stops_the_group():
         assert lrn.join(timeout=30), "a rank kept running after its peer stopped"
         assert lrn.state == "stopped", lrn.state
     assert abs(learners[0].step - learners[1].step) <= 1
+
+
+def test_each_rank_writes_and_reads_its_own_checkpoint(tmp_path):
+    X = blobs(2000, 4, 3, spread=1.0, seed=2).X
+    start = X[:3]
+    group = ThreadGroup(2)
+    ck = str(tmp_path / "ck.npz")
+    halves = [KMeans(3, algorithm="lloyd", init=start, tol=0.0) for _ in range(2)]
+    learners = [h.learner(X[:1000] if r == 0 else X[1000:], n_passes=2, batch_size=250,
+                          checkpoint=ck, comm=group.comm(r)) for r, h in enumerate(halves)]
+    _run_together(learners)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.rank0.npz", "ck.rank1.npz"]
+    group2 = ThreadGroup(2)
+    again = [KMeans(3, algorithm="lloyd", init=start, tol=0.0).learner(
+        X[:1000] if r == 0 else X[1000:], n_passes=2, batch_size=250, comm=group2.comm(r))
+        for r in range(2)]
+    for r, lrn in enumerate(again):
+        lrn.load(ck)
+        assert lrn.step == learners[r].step
+
+
+def test_lda_keeps_its_documents_warm_starts_in_a_checkpoint(tmp_path):
+    from bidlab.learn.rowstate import RowState
+
+    rng = np.random.default_rng(3)
+    X = sp.csr_matrix(rng.poisson(0.3, (120, 40)).astype(np.float64))
+    lrn = LDA(4, n_passes=2, batch_size=20, random_state=0).learner(X, val_every=0)
+    lrn.fit(progress=None)
+    lrn.save(str(tmp_path / "ck.npz"))
+    other = LDA(4, n_passes=2, batch_size=20, random_state=0).learner(X, val_every=0)
+    other.load(str(tmp_path / "ck.npz"))
+    store = other.model._store
+    assert isinstance(store, RowState) and bool(store.seen.data.all())
+    np.testing.assert_array_equal(store.values.data, lrn.model._store.values.data)

@@ -33,7 +33,7 @@ from typing import Any
 
 from bidlab import backend
 
-__all__ = ["Communicator", "SingleProcess", "ThreadGroup", "COMBINATIONS"]
+__all__ = ["Communicator", "SingleProcess", "ThreadGroup", "COMBINATIONS", "rank_path"]
 
 #: How a model matrix is combined across ranks at a step sync point.
 COMBINATIONS = ("mean", "sum", "local")
@@ -189,3 +189,14 @@ def check_combine(how: Any, n: int, owner: str) -> tuple[str, ...]:
                          f"({n} of them); got {how!r}")
     return how
 
+
+
+def rank_path(path: str, comm: Communicator) -> str:
+    """A rank's own checkpoint file: ``ck.npz`` -> ``ck.rank1.npz`` when there are several
+    ranks (each keeps its own rows' state), ``path`` itself for one."""
+    if comm.size == 1:
+        return path
+    head, dot, ext = path.rpartition(".")
+    if not dot or "/" in ext:
+        return f"{path}.rank{comm.rank}"
+    return f"{head}.rank{comm.rank}.{ext}"

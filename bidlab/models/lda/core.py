@@ -450,6 +450,14 @@ class LDACore(Model):
         prob = bl.sddmm(theta.T, phiT.T, sb)
         return (sb * bl.log(prob + tiny)).sum() / sb.sum()
 
+    def extra_state(self) -> dict[str, bl.Mat]:
+        """Each document's topic weights (the warm starts, by row id), when they are kept:
+        a resumed run starts its documents where the checkpoint left them."""
+        if not self._store_rows or not self.initialised:
+            return {}
+        self.scratch()  # makes the store
+        return self._store.state("warm")
+
     def counters(self) -> dict[str, int]:
         return {"n_batches": int(self.n_batches), "n_docs_seen": int(self.n_docs_seen),
                 "n_passes_done": int(self.n_passes_done)}
