@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -98,3 +100,56 @@ def traced_allocations():
     """``with traced_allocations() as t: ...``, then read ``t.peak_bytes`` and
     ``t.gpu_mallocs`` (:class:`AllocationTrace`)."""
     return _trace
+
+
+def _train_together(learners, timeout: float = 300) -> None:
+    """Run ``fit`` of each learner in its own thread (the ranks of one group) and wait;
+    fail on a hang or on any learner's exception."""
+    errors: list[BaseException] = []
+
+    def run(lrn) -> None:
+        try:
+            lrn.fit(progress=None)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(lrn,)) for lrn in learners]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a learner of the group hung"
+    assert not errors, errors
+
+
+@pytest.fixture
+def train_together():
+    """``train_together(learners)``: the learners of one communicator group, trained at
+    once, one thread each."""
+    return _train_together
+
+
+def finishes(fn, fifos=(), seconds: float = 20) -> BaseException | None:
+    """Run ``fn()`` in a thread; fail unless it ends within ``seconds`` (first freeing a
+    reader blocked in ``open()`` of one of ``fifos``: a writer comes and goes). Returns what
+    it raised (None if nothing)."""
+    box: dict[str, BaseException | None] = {"exc": None}
+
+    def target() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            box["exc"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    if t.is_alive():
+        for fifo in fifos:
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        t.join(5)
+        pytest.fail(f"{fn} still running after {seconds} s (blocked or looping)")
+    return box["exc"]

@@ -18,7 +18,6 @@ import struct
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 import zlib
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import finishes
 from sklearn.datasets import load_svmlight_file
 
 from bidlab._bounded_io import (
@@ -46,31 +46,6 @@ AS_LIMIT = 2 << 30
 
 
 # ============================================================================== helpers
-def _finishes(fn: Any, fifos: tuple[Path, ...] = (), seconds: float = 20) -> BaseException | None:
-    """Run ``fn()`` in a thread; fail unless it ends within ``seconds``. Returns what it
-    raised (None if nothing)."""
-    box: dict[str, BaseException | None] = {"exc": None}
-
-    def target() -> None:
-        try:
-            fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            box["exc"] = exc
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(seconds)
-    if t.is_alive():
-        for fifo in fifos:  # free a reader blocked in open(): a writer comes and goes
-            try:
-                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-            except OSError:
-                pass
-        t.join(5)
-        pytest.fail(f"{fn} still running after {seconds} s (blocked or looping)")
-    return box["exc"]
-
-
 def _gzip_members(path: Path, head: bytes, unit: bytes, times: int, tail: bytes = b"") -> Path:
     """A gzip file of ``head + unit * times + tail`` written as concatenated members (each
     1 MiB unit compresses to about 1 KB, so gigabytes take a few MB on disk)."""
@@ -157,7 +132,7 @@ def fifo(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("reader", [
     sniff, load, load_svmlight, load_uci_bow, read_text_documents, load_checkpoint])
 def test_a_fifo_is_refused_by_its_type_without_blocking(fifo: Path, reader: Any) -> None:
-    exc = _finishes(lambda: reader(fifo), (fifo,))
+    exc = finishes(lambda: reader(fifo), (fifo,))
     assert isinstance(exc, (NotRegularFileError, CheckpointError)), repr(exc)
     assert str(fifo) in str(exc) and "FIFO" in str(exc), str(exc)
 
@@ -168,7 +143,7 @@ def test_a_text_folder_holding_a_fifo_is_refused(tmp_path: Path, reader: Any) ->
     docs.mkdir(parents=True)
     (docs / "a.txt").write_text("the match was won by the home team")
     os.mkfifo(docs / "b.txt")
-    exc = _finishes(lambda: reader(tmp_path / "docs"), (docs / "b.txt",))
+    exc = finishes(lambda: reader(tmp_path / "docs"), (docs / "b.txt",))
     assert isinstance(exc, NotRegularFileError), repr(exc)
     assert str(docs / "b.txt") in str(exc) and "FIFO" in str(exc)
 
@@ -180,7 +155,7 @@ def test_dev_zero_as_data_is_refused_quickly_by_the_command() -> None:
     assert r.returncode == 2, r.stderr
     assert "/dev/zero is a character device, not a regular file" in r.stderr
     assert time.monotonic() - t0 < 120
-    exc = _finishes(lambda: sniff("/dev/zero"))
+    exc = finishes(lambda: sniff("/dev/zero"))
     assert isinstance(exc, NotRegularFileError) and "character device" in str(exc)
 
 
@@ -281,7 +256,7 @@ def test_svmlight_blank_line_runs_cost_a_decompression_not_a_parse_per_line(
     path = _gzip_members(tmp_path / "sparse.txt", b"1 3:0.5\n", b"\n" * MiB, 100,
                          b"-1 1:2\n")  # 100 M blank lines: sklearn alone takes ~40 s
     got: dict[str, Any] = {}
-    exc = _finishes(lambda: got.update(Xy=load_svmlight(path, max_decompressed=1 << 30)),
+    exc = finishes(lambda: got.update(Xy=load_svmlight(path, max_decompressed=1 << 30)),
                     seconds=15)
     assert exc is None, repr(exc)
     X, y = got["Xy"]

@@ -1,10 +1,9 @@
 """The families built on the spine's newer parts train on the GPU as on the CPU: NMF (per-row
-state and multiplicative updaters), LDA's warm starts by row id, and learners joined by a
-ThreadGroup. Marked ``gpu``; skipped with the reason where CuPy sees no CUDA device."""
+state and multiplicative updaters) and LDA's warm starts by row id (two ThreadGroup learners
+on the GPU: the xp variant in tests/test_learn_comm.py). Marked ``gpu``; skipped with the
+reason where CuPy sees no CUDA device."""
 
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 import pytest
@@ -64,27 +63,3 @@ def test_lda_warm_starts_by_row_id_on_the_gpu():
     lrn.fit(progress=None)
     store = lrn.model._store
     assert isinstance(store, RowState) and bool(backend.to_host(store.seen.data).all())
-
-
-def test_two_gpu_learners_on_halves_give_lloyd_kmeans_of_all_rows():
-    from bidlab.datasets import blobs
-    from bidlab.learn.comm import ThreadGroup
-    from bidlab.models import KMeans
-
-    X = blobs(4000, 8, 6, spread=1.5, seed=4).X
-    start = X[np.random.default_rng(5).choice(4000, 6, replace=False)]
-    kw = {"algorithm": "lloyd", "random_state": 0, "tol": 0.0, "init": start, "device": "gpu"}
-    one = KMeans(6, **kw)
-    one.learner(X, n_passes=4, batch_size=500, val_every=0).fit(progress=None)
-    group = ThreadGroup(2)
-    halves = [KMeans(6, **kw) for _ in range(2)]
-    learners = [h.learner(X[:2000] if r == 0 else X[2000:], n_passes=4, batch_size=500,
-                          val_every=0, comm=group.comm(r)) for r, h in enumerate(halves)]
-    threads = [threading.Thread(target=lr.fit, kwargs={"progress": None}) for lr in learners]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    for h in halves:
-        np.testing.assert_allclose(backend.to_host(h.cluster_centers_),
-                                   backend.to_host(one.cluster_centers_), rtol=1e-4, atol=1e-6)

@@ -9,27 +9,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from bidlab import backend
 from bidlab.datasets import blobs
 from bidlab.learn.comm import SingleProcess, ThreadGroup, check_combine
 from bidlab.models import GLM, LDA, KMeans
-
-
-def _run_together(learners, timeout=300):
-    errors = []
-
-    def run(lrn):
-        try:
-            lrn.fit(progress=None)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(lrn,)) for lrn in learners]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout)
-    assert not any(t.is_alive() for t in threads), "a learner of the group hung"
-    assert not errors, errors
 
 
 def test_thread_group_collectives():
@@ -78,7 +61,7 @@ def test_single_process_is_a_no_op_and_combine_is_checked():
         c.allreduce([a], "max")
 
 
-def test_two_learners_on_halves_give_batch_vb_lda_of_all_rows():
+def test_two_learners_on_halves_give_batch_vb_lda_of_all_rows(train_together):
     rng = np.random.default_rng(0)
     topics = rng.dirichlet(np.full(200, 0.05), 4)
     theta = rng.dirichlet(np.full(4, 0.3), 800)
@@ -91,12 +74,12 @@ def test_two_learners_on_halves_give_batch_vb_lda_of_all_rows():
     learners = [h.learner(X[:400] if r == 0 else X[400:], val_every=0, comm=group.comm(r))
                 for r, h in enumerate(halves)]
     # rank 0 starts from the model the single learner starts from (the same first rows)
-    _run_together(learners)
+    train_together(learners)
     for h in halves:
         np.testing.assert_allclose(h.components_, one.components_, rtol=1e-5, atol=1e-8)
 
 
-def test_two_learners_averaging_every_step_train_glm_like_one():
+def test_two_learners_averaging_every_step_train_glm_like_one(train_together):
     """Averaging two models after each has stepped on its own minibatch of 100 rows is one
     step on their 200 rows: one learner with minibatches of 200 (plain gradient steps;
     ADAGrad keeps each rank's own squared-gradient sums, which steps more cautiously)."""
@@ -113,7 +96,7 @@ def test_two_learners_averaging_every_step_train_glm_like_one():
     parts = [(Xt[:1600], yt[:1600]), (Xt[1600:], yt[1600:])]
     learners = [h.learner(*parts[r], val_every=0, comm=group.comm(r))
                 for r, h in enumerate(halves)]
-    _run_together(learners)
+    train_together(learners)
 
     def log_loss(est):
         p = np.clip(est.predict_proba(Xe)[:, 1], 1e-12, 1 - 1e-12)
@@ -125,20 +108,23 @@ def test_two_learners_averaging_every_step_train_glm_like_one():
     assert log_loss(halves[0]) < 0.95 * np.log(2)  # and it learned
 
 
-def test_two_learners_on_halves_give_lloyd_kmeans_of_all_rows():
+def test_two_learners_on_halves_give_lloyd_kmeans_of_all_rows(xp, train_together):
+    """On the CPU and, with CuPy, on the GPU (where only float rounding differs)."""
     X = blobs(4000, 8, 6, spread=1.5, seed=4).X
     start = X[np.random.default_rng(5).choice(4000, 6, replace=False)]  # one start for all
-    kw = {"algorithm": "lloyd", "random_state": 0, "tol": 0.0, "init": start}
+    kw = {"algorithm": "lloyd", "random_state": 0, "tol": 0.0, "init": start,
+          "device": "cpu" if xp is np else "gpu"}
     one = KMeans(6, **kw)
     one.learner(X, n_passes=6, batch_size=500, val_every=0).fit(progress=None)
     group = ThreadGroup(2)
     halves = [KMeans(6, **kw) for _ in range(2)]
     learners = [h.learner(X[:2000] if r == 0 else X[2000:], n_passes=6, batch_size=500,
                           val_every=0, comm=group.comm(r)) for r, h in enumerate(halves)]
-    _run_together(learners)
+    train_together(learners)
+    tol = {"rtol": 1e-6, "atol": 1e-8} if xp is np else {"rtol": 1e-4, "atol": 1e-6}
     for h in halves:
-        np.testing.assert_allclose(h.cluster_centers_, one.cluster_centers_, rtol=1e-6,
-                                   atol=1e-8)
+        np.testing.assert_allclose(backend.to_host(h.cluster_centers_),
+                                   backend.to_host(one.cluster_centers_), **tol)
 
 
 def test_each_rank_visits_its_rows_in_its_own_order():
@@ -179,7 +165,7 @@ def test_a_stop_on_one_rank_stops_the_group():
     assert abs(learners[0].step - learners[1].step) <= 1
 
 
-def test_each_rank_writes_and_reads_its_own_checkpoint(tmp_path):
+def test_each_rank_writes_and_reads_its_own_checkpoint(tmp_path, train_together):
     X = blobs(2000, 4, 3, spread=1.0, seed=2).X
     start = X[:3]
     group = ThreadGroup(2)
@@ -187,7 +173,7 @@ def test_each_rank_writes_and_reads_its_own_checkpoint(tmp_path):
     halves = [KMeans(3, algorithm="lloyd", init=start, tol=0.0) for _ in range(2)]
     learners = [h.learner(X[:1000] if r == 0 else X[1000:], n_passes=2, batch_size=250,
                           checkpoint=ck, comm=group.comm(r)) for r, h in enumerate(halves)]
-    _run_together(learners)
+    train_together(learners)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck.rank0.npz", "ck.rank1.npz"]
     group2 = ThreadGroup(2)
     again = [KMeans(3, algorithm="lloyd", init=start, tol=0.0).learner(

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import finishes
 
 from bidlab import backend
 from bidlab.learn import (
@@ -199,28 +200,6 @@ def test_a_manifest_names_files_inside_its_folder_only(tmp_path, how, keep_bytes
     assert main(["train", "lsq", "--data", str(folder), "--n_passes", "1"]) == 2
 
 
-def _raised_within(fn, fifo, seconds=20):
-    """What ``fn()`` raised, run in a thread; fails (freeing a reader blocked on ``fifo``)
-    if it has not ended within ``seconds``."""
-    import os
-
-    box = {}
-
-    def target():
-        try:
-            fn()
-        except Exception as exc:  # noqa: BLE001 - handed to the test
-            box["exc"] = exc
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(seconds)
-    if t.is_alive():
-        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        pytest.fail(f"blocked on the FIFO {fifo}")
-    return box.get("exc")
-
-
 def test_special_files_in_a_shard_folder_are_refused_without_blocking(tmp_path):
     import os
 
@@ -229,13 +208,13 @@ def test_special_files_in_a_shard_folder_are_refused_without_blocking(tmp_path):
     victim = tmp_path / "shard-00001.npz"
     victim.unlink()
     os.mkfifo(victim)
-    exc = _raised_within(lambda: ShardSource(tmp_path, batch_size=10), victim)
+    exc = finishes(lambda: ShardSource(tmp_path, batch_size=10), (victim,))
     assert isinstance(exc, ShardError) and f"{victim} is a FIFO" in str(exc), repr(exc)
     victim.unlink()
     manifest = tmp_path / "manifest.json"
     manifest.unlink()
     os.mkfifo(manifest)
-    exc = _raised_within(lambda: read_manifest(tmp_path), manifest)
+    exc = finishes(lambda: read_manifest(tmp_path), (manifest,))
     assert isinstance(exc, ShardError) and f"{manifest} is a FIFO" in str(exc), repr(exc)
 
 

@@ -5,7 +5,6 @@ allocation and two ranks."""
 from __future__ import annotations
 
 import pickle
-import threading
 import warnings
 
 import numpy as np
@@ -248,7 +247,7 @@ def test_minibatch_steps_grow_no_traced_memory(traced_allocations):
         assert trace.peak_bytes < minibatch // 8, trace
 
 
-def test_two_ranks_give_the_components_of_one_learner():
+def test_two_ranks_give_the_components_of_one_learner(train_together):
     X, W0, H0 = _problem(80, 20, 3, seed=17)
     X[np.random.default_rng(18).random(X.shape) < 0.2] = np.nan
     kw = {"init": "custom", "max_iter": 15, "tol": 0.0}
@@ -259,20 +258,7 @@ def test_two_ranks_give_the_components_of_one_learner():
     parts = (slice(0, 40), slice(40, 80))
     learners = [h.learner(X[p], W=W0[p], H=H0, batch_size=10, comm=group.comm(r))
                 for r, (h, p) in enumerate(zip(halves, parts, strict=True))]
-    errors = []
-
-    def run(lrn):
-        try:
-            lrn.fit(progress=None)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(lrn,)) for lrn in learners]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
+    train_together(learners)
     for h in halves:
         np.testing.assert_allclose(h.components_, one.components_, rtol=1e-10, atol=1e-13)
     W = np.vstack([h.model_.factors() for h in halves])

@@ -266,7 +266,7 @@ def test_a_checkpointed_run_resumes_to_the_same_scores(tmp_path):
     np.testing.assert_allclose(est.residuals_[5:], whole.residuals_[5:], rtol=1e-9)
 
 
-def test_two_ranks_each_on_half_the_rows_give_the_scores_of_one_learner():
+def test_two_ranks_each_on_half_the_rows_give_the_scores_of_one_learner(train_together):
     A = random_graph(400, 0.01, 11, n_dangling=30)
     p = np.random.default_rng(12).random(400)
     one = PageRank(tol=1e-10, personalization=p).fit(A)
@@ -274,20 +274,7 @@ def test_two_ranks_each_on_half_the_rows_give_the_scores_of_one_learner():
     halves = [PageRank(tol=1e-10, personalization=p) for _ in range(2)]
     learners = [halves[0].learner(A[:200], first_row=0, comm=group.comm(0)),
                 halves[1].learner(A[200:], first_row=200, comm=group.comm(1))]
-    errors = []
-
-    def run(lrn):
-        try:
-            lrn.fit(progress=None)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(lrn,)) for lrn in learners]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not any(t.is_alive() for t in threads) and not errors, errors
+    train_together(learners)
     for h in halves:
         np.testing.assert_allclose(h.scores_, one.scores_, rtol=1e-12, atol=1e-15)
         assert h.n_iter_ == one.n_iter_

@@ -105,6 +105,12 @@ class BidlabEstimator(BaseEstimator):
         self.upgraded(state)
         super().__setstate__(state)
 
+    def _keep_params(self, values: dict[str, Any]) -> None:
+        """Store each constructor argument in ``values`` (the caller's ``locals()``) as the
+        attribute of its name, as scikit-learn's ``__init__`` must, and nothing else."""
+        for name in self._defaults():
+            setattr(self, name, values[name])
+
     def _detach_run_options(self) -> None:
         """After a fit, the fitted components keep only their own options, not the
         finished learner's run options (``checkpoint``, ``n_passes``, ``max_steps``)."""

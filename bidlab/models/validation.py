@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SEED_TEXT", "seed_ok", "seed_from", "RANDOM_STATE"]
+__all__ = ["SEED_TEXT", "seed_ok", "seed_from", "RANDOM_STATE", "unwrap"]
 
 #: how a parameter table names what ``random_state`` takes
 SEED_TEXT = "None, an int in [0, 2**32) or a numpy random generator"
@@ -50,3 +50,20 @@ def _random_state_row(default: Any, what: str) -> Any:
 
 #: the estimators' ``random_state`` row (default 0: reproducible unless asked otherwise)
 RANDOM_STATE = _random_state_row(0, "seed of the initialisation (and the sampler)")
+
+
+def unwrap(X: Any) -> Any:
+    """The raw matrix inside what an estimator is given: a bidlab ``Mat`` (its array), an
+    ``SMat`` (its CSR matrix), a ``bidlab.datasets`` Corpus (``X``) or EdgeList (``A``);
+    anything else as it is."""
+    from bidlab.mat import Mat, SMat
+
+    if isinstance(X, SMat):
+        return X.csr
+    if isinstance(X, Mat):
+        return X.data
+    if hasattr(X, "X") and hasattr(X, "vocab"):  # a Corpus
+        return X.X
+    if hasattr(X, "ids") and hasattr(X, "A"):  # an EdgeList ("ids" first: CuPy's .A warns)
+        return X.A
+    return X

@@ -168,23 +168,7 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         n_jobs: int | None = None,
         verbose: int = 0,
     ) -> None:
-        self.link = link
-        self.lrate = lrate
-        self.l1 = l1
-        self.l2 = l2
-        self.targmap = targmap
-        self.updater = updater
-        self.batch_size = batch_size
-        self.n_passes = n_passes
-        self.average = average
-        self.shuffle = shuffle
-        self.random_state = random_state
-        self.dtype = dtype
-        self.device = device
-        self.class_weight = class_weight
-        self.warm_start = warm_start
-        self.n_jobs = n_jobs
-        self.verbose = verbose
+        self._keep_params(locals())
 
     # -- scikit-learn plumbing ------------------------------------------------------------
     def _links(self) -> list[str]:

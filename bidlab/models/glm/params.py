@@ -15,25 +15,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-import bidlab as bl
 from bidlab.models.glm.links import LINKS
+from bidlab.models.validation import unwrap
 
 __all__ = ["unwrap", "first_bad", "link_ok", "positive", "non_negative", "targmap_ok",
            "dtype_ok", "per_target", "class_weight_ok", "class_weights"]
 
 
 # ------------------------------------------------------------------------------ inputs
-def unwrap(X: Any) -> Any:
-    """The raw matrix of a bidlab Mat / SMat or a bidlab.datasets Corpus."""
-    if isinstance(X, bl.SMat):
-        return X.csr
-    if isinstance(X, bl.Mat):
-        return X.data
-    if hasattr(X, "X") and hasattr(X, "vocab"):  # a bidlab.datasets.Corpus
-        return X.X
-    return X
-
-
 def first_bad(X: sp.csr_matrix, bad: np.ndarray) -> tuple[int, int]:
     """(row, column) of the first flagged stored value of a CSR matrix."""
     p = int(np.flatnonzero(bad)[0])

@@ -99,14 +99,7 @@ class PageRank(BidlabEstimator):
     def __init__(self, damping: float = 0.85, tol: float = 1e-6, max_iter: int = 100,
                  personalization: Any = None, dangling: Any = None, *,
                  directed: bool = True, dtype: Any = None, device: str | None = None) -> None:
-        self.damping = damping
-        self.tol = tol
-        self.max_iter = max_iter
-        self.personalization = personalization
-        self.dangling = dangling
-        self.directed = directed
-        self.dtype = dtype
-        self.device = device
+        self._keep_params(locals())
 
     # -- fitted state ---------------------------------------------------------------------
     def __sklearn_is_fitted__(self) -> bool:

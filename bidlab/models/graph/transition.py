@@ -14,20 +14,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from bidlab import backend
-from bidlab.mat import Mat, SMat, validate_csr
+from bidlab.mat import validate_csr
+from bidlab.models.validation import unwrap
 
 __all__ = ["as_adjacency", "transition", "vertex_weights"]
-
-
-def _unwrap(G: Any) -> Any:
-    if isinstance(G, SMat):
-        return G.csr
-    if isinstance(G, Mat):
-        return G.data
-    # a bidlab.datasets.graphs.EdgeList ("ids" first: a CuPy matrix's .A is deprecated)
-    if hasattr(G, "ids") and hasattr(G, "A"):
-        return G.A
-    return G
 
 
 def as_adjacency(G: Any, dtype: Any, *, square: bool = True, directed: bool = True,
@@ -40,7 +30,7 @@ def as_adjacency(G: Any, dtype: Any, *, square: bool = True, directed: bool = Tr
     m x n matrix with m <= n). ``directed=False`` makes each stored edge undirected: the
     graph becomes ``maximum(A, A.T)``.
     """
-    G = _unwrap(G)
+    G = unwrap(G)
     shape = getattr(G, "shape", None)
     if shape is None or len(shape) != 2:
         raise ValueError(f"PageRank: the graph must be a 2-D adjacency matrix (rows = source "

@@ -36,7 +36,7 @@ from bidlab.models.kmeans.distances import CHUNK_ENTRIES, nearest, sq_distances
 from bidlab.models.kmeans.model import KMeansModel
 from bidlab.models.kmeans.seeding import init_centers
 from bidlab.models.sk_params import COMMON
-from bidlab.models.validation import SEED_TEXT, seed_ok
+from bidlab.models.validation import SEED_TEXT, seed_ok, unwrap
 
 __all__ = ["KMeans"]
 
@@ -52,18 +52,6 @@ def _valid_dtype(x: Any) -> bool:
         return np.dtype(x) in (np.float32, np.float64)
     except TypeError:
         return False
-
-
-def _unwrap(X: Any) -> Any:
-    from bidlab.mat import Mat, SMat
-
-    if isinstance(X, SMat):
-        return X.csr
-    if isinstance(X, Mat):
-        return X.data
-    if hasattr(X, "X") and hasattr(X, "vocab"):  # a bidlab.datasets.Corpus
-        return X.X
-    return X
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BidlabEstimator):
@@ -153,21 +141,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         n_jobs: int | None = None,
         verbose: int = 0,
     ) -> None:
-        self.n_clusters = n_clusters
-        self.init = init
-        self.n_init = n_init
-        self.max_iter = max_iter
-        self.tol = tol
-        self.algorithm = algorithm
-        self.batch_size = batch_size
-        self.max_no_improvement = max_no_improvement
-        self.bounds = bounds
-        self.random_state = random_state
-        self.dtype = dtype
-        self.device = device
-        self.warm_start = warm_start
-        self.n_jobs = n_jobs
-        self.verbose = verbose
+        self._keep_params(locals())
 
     @classmethod
     def _upgrade_state(cls, state: dict[str, Any]) -> None:
@@ -212,7 +186,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
 
     def _data(self, X: Any, reset: bool) -> Any:
         """X as float CSR / C-ordered dense on the estimator's device, checked."""
-        X = _unwrap(X)
+        X = unwrap(X)
         self._check_structure(X)
         fitted = getattr(self, "model_", None) is not None and not reset
         if fitted:

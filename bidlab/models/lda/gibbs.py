@@ -373,28 +373,7 @@ class LDAGibbs(LDAEstimator):
         n_jobs: int | None = None,
         verbose: int = 0,
     ) -> None:
-        self.n_components = n_components
-        self.nsamps = nsamps
-        self.anneal = anneal
-        self.nsamps0 = nsamps0
-        self.anneal_passes = anneal_passes
-        self.alpha = alpha
-        self.beta = beta
-        self.batch_size = batch_size
-        self.n_passes = n_passes
-        self.e_iters = e_iters
-        self.e_iters_warm = e_iters_warm
-        self.tau0 = tau0
-        self.kappa = kappa
-        self.total_docs = total_docs
-        self.warm_docs = warm_docs
-        self.init = init
-        self.random_state = random_state
-        self.dtype = dtype
-        self.device = device
-        self.warm_start = warm_start
-        self.n_jobs = n_jobs
-        self.verbose = verbose
+        self._keep_params(locals())
 
     def _make_model(self) -> LDAGibbsModel:
         return LDAGibbsModel(dtype=self.dtype, **self._model_options(LDAGibbsModel))

@@ -222,25 +222,7 @@ class LDA(LDAEstimator):
         n_jobs: int | None = None,
         verbose: int = 0,
     ) -> None:
-        self.n_components = n_components
-        self.method = method
-        self.alpha = alpha
-        self.beta = beta
-        self.batch_size = batch_size
-        self.n_passes = n_passes
-        self.e_iters = e_iters
-        self.e_iters_warm = e_iters_warm
-        self.tau0 = tau0
-        self.kappa = kappa
-        self.total_docs = total_docs
-        self.warm_docs = warm_docs
-        self.init = init
-        self.random_state = random_state
-        self.dtype = dtype
-        self.device = device
-        self.warm_start = warm_start
-        self.n_jobs = n_jobs
-        self.verbose = verbose
+        self._keep_params(locals())
 
     def _make_model(self) -> LDAModel:
         return LDAModel(dtype=self.dtype, **self._model_options(LDAModel))

@@ -163,21 +163,7 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         dtype: Any = None,
         device: str = "cpu",
     ) -> None:
-        self.n_components = n_components
-        self.init = init
-        self.loss = loss
-        self.method = method
-        self.batch_size = batch_size
-        self.w_iters = w_iters
-        self.max_iter = max_iter
-        self.tol = tol
-        self.alpha_W = alpha_W
-        self.alpha_H = alpha_H
-        self.l1_ratio = l1_ratio
-        self.random_state = random_state
-        self.verbose = verbose
-        self.dtype = dtype
-        self.device = device
+        self._keep_params(locals())
 
     # -- fitted state -----------------------------------------------------------------------
     def __sklearn_is_fitted__(self) -> bool:

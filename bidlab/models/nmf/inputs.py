@@ -17,20 +17,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from bidlab.models.validation import unwrap
+
 __all__ = ["Prepared", "prepare", "unwrap"]
-
-
-def unwrap(X: Any) -> Any:
-    """The array or scipy matrix inside a bidlab Mat / SMat / Corpus (else X)."""
-    from bidlab.mat import Mat, SMat
-
-    if isinstance(X, SMat):
-        return X.csr
-    if isinstance(X, Mat):
-        return X.data
-    if hasattr(X, "X") and hasattr(X, "vocab"):  # a bidlab.datasets.Corpus
-        return X.X
-    return X
 
 
 @dataclass
