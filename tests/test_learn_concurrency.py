@@ -258,3 +258,22 @@ def test_temperature_log_keeps_its_cap_and_counts_the_rest(tmp_path):
     back = LDAGibbs.load(est.save(tmp_path / "gibbs"))
     assert back.temperature_log_ == log
     assert back.model_.temperature_log_dropped == extra
+
+
+def test_a_lazily_scaled_model_with_huge_stored_entries_is_not_diverged():
+    """Stored float32 counts near 1e20 times a factor of 1e-19 are counts near 10: their
+    squares overflow float32, the model does not (SAME Gibbs after a few hundred passes)."""
+    import bidlab as bl
+    from bidlab.learn.divergence import magnitude
+
+    class Scaled:
+        def __init__(self, stored, factor):
+            self.m, self.factor = bl.Mat(stored), factor
+
+        def divergence_mats(self):
+            return [(self.m, self.factor)]
+
+    stored = np.full((50, 40), 1e20, np.float32)
+    assert magnitude(Scaled(stored, 1e-19)) == pytest.approx(10.0, rel=1e-5)
+    stored[3, 4] = np.inf
+    assert magnitude(Scaled(stored, 1e-19)) == np.inf

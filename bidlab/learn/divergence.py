@@ -101,7 +101,16 @@ def magnitude(model: Any) -> float | None:
         if a.size == 0:
             continue
         flat = a.ravel(order="K")  # a view for C- or F-contiguous matrices
-        total += float(m.xp.vdot(flat, flat)) * float(factor) ** 2
+        squares = float(m.xp.vdot(flat, flat))
+        if not math.isfinite(squares):
+            # float32 squares overflow long before the entries do (a lazily scaled count
+            # matrix holds entries near 1e19 times a tiny factor): bound the sum by the
+            # largest entry instead, which is finite unless the matrix itself is not
+            top = max(abs(float(m.xp.max(flat))), abs(float(m.xp.min(flat))))
+            if not math.isfinite(top):
+                return math.inf
+            squares = top * top * a.size
+        total += squares * float(factor) ** 2
         n += a.size
     return math.sqrt(total / n) if n else None
 
