@@ -53,6 +53,7 @@ class RowState:
         self.values = bl.Mat(backend.zeros((int(n_rows), int(width)), dtype, xp))
         self.seen = bl.Mat(backend.zeros((int(n_rows), 1), np.int8, xp))
         self._dev_ids: dict[int, Any] = {}  # per minibatch size, on a GPU
+        self._seen_rows: dict[int, Any] = {}  # the minibatch's seen flags, per size
 
     @property
     def n_rows(self) -> int:
@@ -79,8 +80,17 @@ class RowState:
 
     def all_seen(self, batch: Minibatch) -> bool:
         """True when every row of the minibatch was written before."""
-        ids = self._ids(batch)
-        return bool(ids.shape[0] == 0 or self.xp.all(self.seen.data[ids]))
+        return self._all_seen(self._ids(batch))
+
+    def _all_seen(self, ids: Any) -> bool:
+        n = int(ids.shape[0])
+        if n == 0:
+            return True
+        flags = self._seen_rows.get(n)
+        if flags is None:
+            flags = self._seen_rows[n] = backend.empty((n, 1), np.int8, self.xp)
+        backend.take_into(self.seen.data, ids, out=flags, axis=0)  # no temporary per step
+        return bool(flags.all())
 
     def get(self, batch: Minibatch, out: Any) -> bool:
         """Copy the minibatch rows' values into the first ``batch.n`` rows of ``out`` (a Mat
@@ -90,7 +100,7 @@ class RowState:
         ids = self._ids(batch)
         dst = out.data if isinstance(out, bl.Mat) else out
         backend.take_into(self.values.data, ids, out=dst[:n], axis=0)
-        return bool(n == 0 or self.xp.all(self.seen.data[ids]))
+        return self._all_seen(ids)
 
     def put(self, batch: Minibatch, values: Any) -> None:
         """Store the first ``batch.n`` rows of ``values`` (a Mat or array) as the minibatch
