@@ -118,14 +118,15 @@ def vw_multiclass(Xtr, ytr, Xte, C: int, passes: int = 3) -> tuple[float, np.nda
                    ytr + 1, Xte, passes)
 
 
-def sgd_targets(Xtr, Ytr, Xte, targets) -> tuple[float, np.ndarray]:
-    """One ``SGDClassifier(log_loss)`` per listed target column: seconds and P(y = 1)."""
+def sgd_targets(Xtr, Ytr, Xte, targets, alpha: float = 1e-4) -> tuple[float, np.ndarray]:
+    """One ``SGDClassifier(log_loss, alpha)`` per listed target column: seconds and
+    P(y = 1)."""
     from sklearn.linear_model import SGDClassifier
 
     P = np.empty((Xte.shape[0], len(targets)))
     t0 = time.perf_counter()
     for i, j in enumerate(targets):
-        c = SGDClassifier(loss="log_loss", random_state=0).fit(Xtr, Ytr[:, j])
+        c = SGDClassifier(loss="log_loss", alpha=alpha, random_state=0).fit(Xtr, Ytr[:, j])
         P[:, i] = c.predict_proba(Xte)[:, 1]
     return time.perf_counter() - t0, P
 

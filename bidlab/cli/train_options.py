@@ -207,7 +207,7 @@ def _parse_value(spec: Any, text: str) -> Any:
     try:
         return spec.parse(text)
     except OptionError:
-        if basic and not (spec.test is not None and "," in text):
+        if basic and spec.test is None:
             raise
     candidates: list[Any] = [None] if text.lower() == "none" else []
     for conv in (int, float, ast.literal_eval):

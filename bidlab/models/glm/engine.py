@@ -14,6 +14,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from bidlab.learn import UPDATERS, L1Regularizer, L2Regularizer, Learner, MemorySource
+from bidlab.models.glm.auto_rate import RATE_GRID, is_auto, pick_rates
 from bidlab.models.glm.links import Layout
 from bidlab.models.glm.model import GLMModel
 from bidlab.models.glm.targets import encode, resolve
@@ -48,8 +49,12 @@ class GLMEngine:
 
     # -- building the engine ---------------------------------------------------------------
     def _per_target_values(self, name: str, K: int) -> Any:
-        """A parameter as one number, or one value per model target (a list)."""
-        v = np.asarray(getattr(self, name), dtype=np.float64).reshape(-1)
+        """A parameter as one number, or one value per model target (a list); ``lrate``
+        is the chosen ``lrate_`` once the pilot ran (:meth:`_choose_rates`)."""
+        value = getattr(self, name)
+        if name == "lrate" and is_auto(value):
+            value = getattr(self, "lrate_", RATE_GRID[2])
+        v = np.asarray(value, dtype=np.float64).reshape(-1)
         if v.size == 1:
             return float(v[0])
         if v.size != K:
@@ -83,6 +88,25 @@ class GLMEngine:
             shared = _shared_binary_labels(t.links, per_target)
             self.multilabel_ = shared is not None
             self.classes_ = shared if shared is not None else per_target
+
+    def _choose_rates(self, X: Any, Y2: np.ndarray, w: np.ndarray | None) -> None:
+        """Set ``lrate_``: with ``lrate="auto"`` from the pilot on (X, Y2, w) (see
+        :mod:`bidlab.models.glm.auto_rate`), and the updater to those rates; otherwise
+        the given rates."""
+        t = self.targets_
+        if is_auto(self.lrate):
+            self.lrate_ = pick_rates(self, X, Y2, w, t.data_col, t.links, self._seed())
+            self.updater_ = UPDATERS[self.updater](lrate=self.lrate_)
+        else:
+            self.lrate_ = self._per_target_values("lrate", t.K)
+
+    def _train_pilot(self, X: Any, Y2: np.ndarray, w: np.ndarray | None, owner: Any) -> None:
+        """Train this (pilot) GLM one pass on validated (X, Y2, w) of ``owner``'s fit."""
+        self.dtype_ = owner.dtype_
+        self.n_features_in_ = X.shape[1]
+        self._init_engine(X, Y2, y_1d=False)
+        self.lrate_ = self._per_target_values("lrate", self.targets_.K)
+        self._run(X, Y2, w, shuffle=False, n_passes=1, average=False)
 
     def _seed(self) -> int:
         seed = seed_from(self.random_state)

@@ -54,7 +54,7 @@ from bidlab.models.glm.params import (
     link_ok,
     non_negative,
     per_target,
-    positive,
+    rate_ok,
     targmap_ok,
     unwrap,
 )
@@ -72,8 +72,11 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
     Args:
         link: ``"linear"``, ``"logistic"``, ``"softmax"`` or ``"svm"``, or a list with one
             link per model target (targets may mix links).
-        lrate: learning rate: a number, or one per model target (a sweep). The default
-            0.3 is large on purpose: ``average`` takes out the noise it leaves.
+        lrate: learning rate: ``"auto"`` (the default) picks one per model target from
+            :data:`~bidlab.models.glm.auto_rate.RATE_GRID` by a one-pass pilot on an
+            eighth of the rows, all candidates trained side by side (reported as
+            ``lrate_``); or a number, or one per model target (a sweep). Rates are large
+            on purpose: ``average`` takes out the noise they leave.
         l1, l2: L1 / L2 penalty weights (on the mean loss: ``l2 / 2 * |w|^2``), a number
             or one per target. The default ``l2=1e-4`` is scikit-learn's ``SGDClassifier``
             ``alpha``: without it, many passes over sparse data with rare features grow
@@ -108,7 +111,8 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
     ``intercept_``, ``classes_`` (one target: its labels; several binary targets with the
     same two labels, a multilabel GLM (``multilabel_`` True): those labels; otherwise a list
     with one array per target),
-    ``n_features_in_``, ``feature_names_in_`` (DataFrame input), ``n_targets_``,
+    ``n_features_in_``, ``feature_names_in_`` (DataFrame input), ``n_targets_``, ``lrate_``
+    (the learning rates trained with: one, or one per model target),
     ``n_steps_``, ``average_every_``, ``n_iter_`` (passes over the data, adding up over
     warm-started fits and partial fits), ``loss_curve_`` (the mean training loss of each of
     those passes, summed over targets; CPU only: on a GPU no training loss is computed,
@@ -120,8 +124,9 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         Option("link", str, "logistic", "the link of every target, or one per target",
                test=link_ok,
                text=f"one of {list(LINKS)} (or a list of them, one per target)"),
-        Option("lrate", float, 0.3, "learning rate, one or one per model target",
-               test=positive, text=per_target("a float > 0")),
+        Option("lrate", float, "auto", "learning rate, one or one per model target, or "
+               "'auto': chosen per target by a short pilot (``lrate_``)",
+               test=rate_ok, text=per_target("'auto' or a float > 0")),
         Option("l1", float, 0.0, "L1 penalty weight, one or one per model target",
                test=non_negative, text=per_target("a float >= 0")),
         Option("l2", float, 1e-4, "L2 penalty weight, one or one per model target",
@@ -151,7 +156,7 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         self,
         link: str | list[str] = "logistic",
         *,
-        lrate: Any = 0.3,
+        lrate: Any = "auto",
         l1: Any = 0.0,
         l2: Any = 1e-4,
         targmap: Any = None,
@@ -279,6 +284,8 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         else:
             self._init_engine(X, Y2, y_1d)
         w = self._class_weighted(w, Y2)
+        if not warm:
+            self._choose_rates(X, Y2, w)
         self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes, average=True)
         return self
 
@@ -306,6 +313,8 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         else:
             self._check_target_columns(Y2)
         w = self._class_weighted(w, Y2, partial=True)
+        if first:
+            self._choose_rates(X, Y2, w)
         self._run(X, Y2, w, shuffle=False, n_passes=1, average=False)
         return self
 
@@ -335,6 +344,7 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         w = self._weights(options.pop("sample_weight", None), X)
         self._init_engine(X, Y2, y_1d)
         w = self._class_weighted(w, Y2)
+        self._choose_rates(X, Y2, w)
         batch_size = options.pop("batch_size", self.batch_size)
         options.setdefault("n_passes", self.n_passes)
         if "average_from" not in options:
@@ -379,7 +389,8 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
 
         lk, c = t.links[k], int(t.data_col[k])
         one = GLM(**{**self.get_params(deep=False), "link": lk, "targmap": None,
-                         "lrate": pick(self.lrate), "l1": pick(self.l1), "l2": pick(self.l2)})
+                         "lrate": pick(getattr(self, "lrate_", self.lrate)),
+                         "l1": pick(self.l1), "l2": pick(self.l2)})
         fam = {"linear": "value", "logistic": "bin01", "svm": "pm1", "softmax": "class"}[lk]
         one.targets_ = Targets((lk,), np.zeros(1, np.int64), np.zeros(1, np.int64),
                                [(0, fam)], [t.classes[c]], 1, True)

@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from bidlab.models.glm.links import LINKS
 from bidlab.models.validation import unwrap
 
-__all__ = ["unwrap", "first_bad", "link_ok", "positive", "non_negative", "targmap_ok",
+__all__ = ["unwrap", "first_bad", "link_ok", "positive", "rate_ok", "non_negative", "targmap_ok",
            "dtype_ok", "per_target", "class_weight_ok", "class_weights"]
 
 
@@ -54,6 +54,11 @@ def _reals(x: Any, low: float, strict: bool) -> bool:
 def positive(x: Any) -> bool:
     """A finite number > 0, or a non-empty sequence of them."""
     return _reals(x, 0.0, True)
+
+
+def rate_ok(x: Any) -> bool:
+    """``"auto"``, or a finite number > 0, or a non-empty sequence of them."""
+    return (isinstance(x, str) and x == "auto") or positive(x)
 
 
 def non_negative(x: Any) -> bool:

@@ -1,0 +1,101 @@
+"""``lrate="auto"``: the GLM picks its learning rate per target from a short pilot.
+
+The pilot is a sweep (:mod:`bidlab.models.glm.sweep`'s mechanism: every model target
+replicated once per candidate rate through the target map, so all candidates share each
+sparse product) trained for one pass over a seeded sample of the rows, and scored by each
+candidate's mean loss on rows of the sample it did not train on. Each model target keeps
+the candidate with the lowest loss; ``fit`` then trains with those rates from the start.
+
+The sample is an eighth of the rows (at least four minibatches, at most all of them):
+three quarters train, one quarter scores. With ``len(RATE_GRID)`` candidates the pilot
+costs about ``len(RATE_GRID) / 8`` passes' worth of per-target work (less, since the
+sparse products are shared), against the ``n_passes`` passes of ``fit``.
+
+Examples
+--------
+>>> import numpy as np, scipy.sparse as sp
+>>> from bidlab.models.glm import GLM
+>>> X = sp.random(2000, 50, density=0.2, format="csr", random_state=0, dtype=np.float32)
+>>> y = (X @ np.arange(50.0) > 60).astype(int)
+>>> clf = GLM(random_state=0, n_passes=2).fit(X, y)      # lrate="auto" is the default
+>>> float(clf.lrate_) in RATE_GRID
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["RATE_GRID", "is_auto", "pilot_rows", "pick_rates"]
+
+#: the candidate learning rates (ADAGrad's and gradient steps' ``lrate``)
+RATE_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+
+
+def is_auto(lrate: Any) -> bool:
+    """Whether an ``lrate`` parameter asks for the pilot."""
+    return isinstance(lrate, str) and lrate == "auto"
+
+
+def pilot_rows(n: int, batch_size: int, rng: np.random.Generator) -> tuple[np.ndarray,
+                                                                           np.ndarray]:
+    """Row indices the pilot trains on and scores on (a seeded sample of ``n`` rows).
+
+    An eighth of the rows, at least four minibatches: three quarters train, the rest score.
+    Under 8 rows, every row does both (the score is then a training loss).
+
+    >>> tr, ev = pilot_rows(80_000, 500, np.random.default_rng(0))
+    >>> len(tr), len(ev)
+    (7500, 2500)
+    """
+    size = min(n, max(4 * int(batch_size), n // 8))
+    rows = rng.choice(n, size=size, replace=False) if size < n else rng.permutation(n)
+    if size < 8:
+        return rows, rows
+    cut = (3 * size) // 4
+    return np.sort(rows[:cut]), np.sort(rows[cut:])
+
+
+def _replicated(values: Any, K: int, G: int) -> Any:
+    """A per-model-target parameter (one value or K values) repeated for G candidates each."""
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    if v.size == 1:
+        return float(v[0])
+    return np.repeat(v, G).tolist()
+
+
+def pick_rates(est: Any, X: Any, Y2: np.ndarray, w: np.ndarray | None, targmap: Any,
+               links: tuple[str, ...], seed: int) -> float | list[float]:
+    """The learning rate of each model target of GLM ``est`` on (X, Y2), from the pilot.
+
+    ``X``: the validated CSR matrix ``fit`` trains on (on the model's device); ``w``: its
+    row weights or None; ``targmap`` / ``links``: the data column and link of each model
+    target as ``est`` resolved them. Returns one float when every target picked the same
+    rate, else one per model target.
+    """
+    G, K = len(RATE_GRID), len(links)
+    tr, ev = pilot_rows(X.shape[0], est.batch_size, np.random.default_rng(seed))
+    params = {**est.get_params(deep=False),
+              "link": [lk for lk in links for _ in range(G)],
+              "targmap": np.repeat(np.asarray(targmap, dtype=np.int64), G).tolist(),
+              "lrate": np.tile(np.asarray(RATE_GRID), K).tolist(),
+              "l1": _replicated(est.l1, K, G), "l2": _replicated(est.l2, K, G),
+              "n_passes": 1, "average": 0.0, "warm_start": False, "verbose": 0,
+              "shuffle": False, "class_weight": None}
+    pilot = type(est)(**params)
+    pilot._train_pilot(_take(X, tr), Y2[tr], None if w is None else w[tr], est)
+    loss = pilot.loss_targets(_take(X, ev), Y2[ev]).reshape(K, G)
+    loss = np.where(np.isfinite(loss), loss, np.inf)
+    best = np.asarray(RATE_GRID)[np.argmin(loss, axis=1)]
+    return float(best[0]) if np.all(best == best[0]) else best.tolist()
+
+
+def _take(X: Any, rows: np.ndarray) -> Any:
+    """Rows of a CSR matrix on its own device."""
+    if isinstance(X, np.ndarray) or type(X).__module__.startswith("scipy"):
+        return X[rows]
+    from bidlab import backend
+
+    return X[backend.cupy().asarray(rows)]
