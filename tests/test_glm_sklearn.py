@@ -282,7 +282,7 @@ def test_n_iter_loss_curve_and_warm_start():
     est = GLM(n_passes=4, random_state=0).fit(X, y)
     assert est.n_iter_ == 4 and len(est.loss_curve_) == 4
     assert est.loss_curve_[-1] < est.loss_curve_[0]  # the training loss falls
-    assert est.loss_curve_[0] < np.log(2) + 0.05  # a mean log loss per sample
+    assert est.loss_curve_[-1] < np.log(2)  # a mean log loss per sample, below a coin's
     cold = GLM(n_passes=4, random_state=0).fit(X, y)
     cold.fit(X, y)
     assert cold.n_iter_ == 4  # starts again
