@@ -28,6 +28,7 @@ Topic Modeling's unassign-and-resample, on the moving-average counts.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import weakref
@@ -36,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+import bidlab as bl
 from bidlab import backend
 from bidlab.models.lda import reshape
 from bidlab.models.lda.reshape import TopicPlan, is_gibbs, topic_counts
@@ -120,7 +122,8 @@ class TopicEdits:
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
-        for name in ("_edit_queue", "_edit_lock", "word_priors", "_owner_ref"):
+        for name in ("_edit_queue", "_edit_lock", "word_priors", "_owner_ref",
+                     "_edit_log_mat"):
             state.pop(name, None)
         state["word_prior_list"] = [[int(w), int(t), float(v)]
                                     for (w, t), v in self.__dict__.get("word_priors",
@@ -148,6 +151,33 @@ class TopicEdits:
         minibatch."""
         self._learner_ref = weakref.ref(learner)
         super().bind(learner)
+
+    # -- checkpoints: the log, priors and constraints as one JSON document -----------------
+    def extra_state(self) -> dict[str, Any]:
+        """Besides the model's: the edit log, word priors and links (UTF-8 JSON bytes, under
+        a name holding their length), once there are any."""
+        state = super().extra_state()
+        doc = {"log": self.topic_edit_log, "must": self.must_links, "cannot": self.cannot_links,
+               "priors": [[w, t, v] for (w, t), v in self.word_priors.items()]}
+        if not any(doc.values()):
+            return state
+        raw = np.frombuffer(json.dumps(doc).encode(), np.uint8)[None, :].copy()
+        self._edit_log_mat = bl.Mat(raw)
+        return {**state, f"topic_edits_{raw.shape[1]}": self._edit_log_mat}
+
+    def restored(self, earlier: dict[str, Any]) -> None:
+        raw = next((a for name, a in earlier.items() if name.startswith("topic_edits_")), None)
+        if raw is None and self.__dict__.get("_edit_log_mat") is not None:
+            raw = self._edit_log_mat.numpy()
+        super().restored({k: v for k, v in earlier.items()
+                          if not k.startswith("topic_edits_")})
+        if raw is None:
+            return
+        doc = json.loads(np.asarray(raw, np.uint8).tobytes().decode())
+        self.topic_edit_log = list(doc.get("log", []))
+        self.must_links = [[int(w) for w in g] for g in doc.get("must", [])]
+        self.cannot_links = [[int(w) for w in g] for g in doc.get("cannot", [])]
+        self.word_priors = {(int(w), int(t)): float(v) for w, t, v in doc.get("priors", [])}
 
     # -- asking for edits (any thread) --------------------------------------------------------
     def _k_planned(self) -> int:
