@@ -133,10 +133,13 @@ def test_topic_diff_matches_its_definitions():
     js = export.topic_diff(P, Q)
     assert js[0, 0] == pytest.approx(0.0, abs=1e-7)
     m = 0.5 * (P[1] + Q[1])
-    kl = lambda a, b: sum(x * math.log(x / y) for x, y in zip(a, b) if x > 0)  # noqa: E731
+
+    def kl(a, b):
+        return sum(x * math.log(x / y) for x, y in zip(a, b, strict=True) if x > 0)
+
     assert js[1, 1] == pytest.approx(math.sqrt(0.5 * kl(P[1], m) + 0.5 * kl(Q[1], m)))
     hel = export.topic_diff(P, Q, "hellinger")
-    want = math.sqrt(0.5 * sum((math.sqrt(a) - math.sqrt(b)) ** 2 for a, b in zip(P[1], Q[1])))
+    want = math.sqrt(0.5 * sum((math.sqrt(a) - math.sqrt(b)) ** 2 for a, b in zip(P[1], Q[1], strict=True)))
     assert hel[1, 1] == pytest.approx(want)
     with pytest.raises(ValueError, match="unknown distance"):
         export.topic_diff(P, Q, "cosine")
