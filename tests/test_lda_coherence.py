@@ -139,7 +139,8 @@ def test_topic_diff_matches_its_definitions():
 
     assert js[1, 1] == pytest.approx(math.sqrt(0.5 * kl(P[1], m) + 0.5 * kl(Q[1], m)))
     hel = export.topic_diff(P, Q, "hellinger")
-    want = math.sqrt(0.5 * sum((math.sqrt(a) - math.sqrt(b)) ** 2 for a, b in zip(P[1], Q[1], strict=True)))
+    want = math.sqrt(0.5 * sum((math.sqrt(a) - math.sqrt(b)) ** 2
+                               for a, b in zip(P[1], Q[1], strict=True)))
     assert hel[1, 1] == pytest.approx(want)
     with pytest.raises(ValueError, match="unknown distance"):
         export.topic_diff(P, Q, "cosine")
