@@ -206,3 +206,31 @@ def test_links_and_priors_shape_the_counts(corpus):
     est.fit(corpus)
     counts = est.model_.topic_edit_counts()
     assert counts[t, 3] >= 40.0  # the prior is kept while the counts decay
+
+
+def test_cli_train_reports_coherence_per_pass(corpus, tmp_path, capsys):
+    import gzip
+
+    import scipy.sparse as sp
+
+    from bidlab.cli import main
+
+    X = sp.coo_matrix(corpus.X)
+    lines = [f"{X.shape[0]}", f"{X.shape[1]}", f"{X.nnz}"]
+    lines += [f"{i + 1} {j + 1} {int(v)}" for i, j, v in zip(X.row, X.col, X.data, strict=True)]
+    doc = tmp_path / "docword.blocks.txt.gz"
+    doc.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    (tmp_path / "vocab.blocks.txt").write_text("\n".join(corpus.vocab) + "\n")
+    code = main(["train", "ldagibbs", "--data", str(doc), "--n_components", "4",
+                 "--n_passes", "2", "--coherence", "c_npmi", "--progress", "none",
+                 "--save", str(tmp_path / "model")])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    values = [float(line.rsplit(" ", 1)[1]) for line in out.err.splitlines()
+              if line.startswith("pass ") and "coherence c_npmi" in line]
+    assert len(values) == 2 and all(-1.0 <= v <= 1.0 for v in values)
+    assert out.out.startswith("done: ")
+    from bidlab.models.base import load
+
+    est = load(tmp_path / "model")
+    assert est.coherence(corpus.X, "c_npmi") == pytest.approx(values[-1], rel=1e-5)
