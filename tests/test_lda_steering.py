@@ -234,3 +234,22 @@ def test_cli_train_reports_coherence_per_pass(corpus, tmp_path, capsys):
 
     est = load(tmp_path / "model")
     assert est.coherence(corpus.X, "c_npmi") == pytest.approx(values[-1], rel=1e-5)
+
+
+@pytest.mark.parametrize("cls", [LDAGibbs, LDA])
+def test_edits_on_the_gpu(cls, corpus):
+    cupy = pytest.importorskip("cupy", reason="the GPU path needs CuPy and a GPU")
+    X = cupy.sparse.csr_matrix(corpus.X)  # the model lives where the data does
+    est = cls(n_components=4, n_passes=4, random_state=0).fit(X)
+    blocks = [min(b) for b in _blocks(est)]
+    a, b = blocks.index(0), blocks.index(2)
+    est.merge_topics([a, b]).wait()
+    assert _blocks(est, 2 * BLOCK)[min(a, b)] == {0, 2}
+    est.split_topic(min(a, b), X=corpus.X).wait()
+    assert sorted(min(h) for h in _blocks(est)) == [0, 1, 2, 3]
+    est.set_word_prior(1, 0, 3.0).wait()
+    est.must_link([2, 3]).wait()
+    est.set_params(warm_start=True, n_passes=1)
+    est.fit(X)
+    assert est.components_.shape == (4, 4 * BLOCK)
+    assert est.model_.modelmats[0].xp is cupy

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from bidlab import backend
 from bidlab.models.lda import coherence as _coherence
 from bidlab.models.lda import common
 from bidlab.models.lda import export as _export
@@ -153,8 +154,9 @@ class TopicSteering:
     def _theta(self, X: Any) -> np.ndarray:
         model = self._steer_model()
         C = common.as_counts(X, owner="to_pyldavis", dtype=model.dtype)
-        return np.asarray(model.transform(C) if model.xp is np else
-                          model.transform(C).get(), np.float64)
+        if model.xp is not np:
+            C = backend.to_device(backend.to_host(C))
+        return np.asarray(backend.to_host(model.transform(C)), np.float64)
 
     def _topic_weights(self, X: Any) -> np.ndarray:
         theta = self._theta(X)
