@@ -253,3 +253,24 @@ def test_edits_on_the_gpu(cls, corpus):
     est.fit(X)
     assert est.components_.shape == (4, 4 * BLOCK)
     assert est.model_.modelmats[0].xp is cupy
+
+
+def test_batch_vb_keeps_priors_and_merges_its_pass_sums(corpus):
+    est = LDA(n_components=4, method="batch", n_passes=5, random_state=0).fit(corpus)
+    blocks = [min(b) for b in _blocks(est)]
+    lr = est.learner(corpus, n_passes=est.n_passes_done_ + 2)
+    lr.set(max_steps=lr.step + 3)  # stop inside a pass: the Batch sums hold part of it
+    lr.fit(progress=None)
+    sums = lr.updater.sums[0].copy()
+    a, b = blocks.index(0), blocks.index(3)
+    lr.merge_topics([a, b]).wait()
+    merged = lr.updater.sums[0]
+    low = min(a, b)
+    np.testing.assert_allclose(merged[low], sums[a] + sums[b], rtol=1e-6)
+    lr.set_word_prior("t1_w0", blocks.index(2) - (blocks.index(2) > max(a, b)), 30.0).wait()
+    lr.set(max_steps=None)
+    lr.fit(progress=None)
+    counts = lr.model.topic_edit_counts()
+    t2 = blocks.index(2) - (blocks.index(2) > max(a, b))
+    assert counts[t2, BLOCK] == pytest.approx(30.0, rel=0.05)  # kept through pass ends
+    assert _blocks(est, 2 * BLOCK)[low] == {0, 3}

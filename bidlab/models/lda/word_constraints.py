@@ -61,24 +61,22 @@ class WordConstraints:
                     self.word_priors[(w, j)] = self.word_priors.get((w, j), 0.0) + v
 
     def _keep_priors(self) -> None:
-        """Put back the share of the priors the next step will decay."""
+        """Put back the share of the priors the next step will decay (an online step), or
+        add them once a pass to the sums a batch pass replaces the counts with."""
         lr = self._learner()
         up = lr.updater if lr is not None else None
-        if up is not None and hasattr(up, "rho"):
-            rho = min(float(up.rho()), 0.999)
-            factor = rho / (1.0 - rho)
-        elif int(self.n_passes_done) != self._prior_pass and not is_gibbs(self):
-            factor = 1.0 if self._prior_pass >= 0 else 0.0  # batch: lambda was replaced
-            self._prior_pass = int(self.n_passes_done)
-        else:
-            return
-        if factor <= 0:
-            return
         keys = list(self.word_priors)
         words = np.array([w for w, _ in keys])
         topics = np.array([t for _, t in keys])
-        values = np.array([self.word_priors[key] for key in keys]) * factor
-        self._add_counts(words, topics, values)
+        values = np.array([self.word_priors[key] for key in keys])
+        if up is not None and hasattr(up, "rho"):
+            rho = min(float(up.rho()), 0.999)
+            self._add_counts(words, topics, values * (rho / (1.0 - rho)))
+        elif up is not None and getattr(up, "sums", None) and up.sums[0] is not None:
+            if int(self.n_passes_done) != self._prior_pass:  # the pass's first minibatch
+                self._prior_pass = int(self.n_passes_done)
+                sums = up.sums[0]  # topics x vocabulary, as the model matrix
+                sums[topics, words] += self.xp.asarray(values.astype(sums.dtype))
 
     def _keep_links(self) -> None:
         xp = self.xp
