@@ -299,6 +299,7 @@ class TopicEdits(WordConstraints):
 
     def _apply_one(self, ticket: EditTicket) -> None:
         k0 = int(self.opts.n_components)
+        start = time.perf_counter()
         try:
             result = self._do(ticket.kind, ticket.args, k0)
         except Exception as exc:  # noqa: BLE001 - handed to the caller's wait()
@@ -310,7 +311,8 @@ class TopicEdits(WordConstraints):
                  "pass": int(self.n_passes_done), "batch": int(self.n_batches),
                  "step": int(lr.step) if lr is not None else None, "k_before": k0,
                  "k_after": int(self.opts.n_components),
-                 "latency_s": time.perf_counter() - ticket.requested, **result}
+                 "latency_s": time.perf_counter() - ticket.requested,
+                 "apply_s": time.perf_counter() - start, **result}
         log = self.topic_edit_log
         log.append(entry)
         del log[:-_LOG_KEPT]
