@@ -54,6 +54,8 @@ def test_coherence_per_topic_and_bad_input():
         coh.coherence(np.ones((2, 4)), TINY)
     assert coh.topic_diversity(topics, top_n=1) == 1.0
     assert coh.topic_diversity(np.array([[0.6, 0.4], [0.7, 0.3]]), top_n=1) == 0.5
+    ex = coh.exclusivity(np.array([[0.6, 0.4], [0.2, 0.8]]), top_n=1, per_topic=True)
+    np.testing.assert_allclose(ex, [0.6 / 0.8, 0.8 / 1.2])
 
 
 def _texts(X):

@@ -32,7 +32,8 @@ import scipy.sparse as sp
 
 from bidlab import backend
 
-__all__ = ["coherence", "cooccurrence", "top_words", "topic_diversity", "MEASURES"]
+__all__ = ["coherence", "cooccurrence", "top_words", "topic_diversity", "exclusivity",
+           "MEASURES"]
 
 MEASURES = ("u_mass", "c_uci", "c_npmi", "c_v")
 EPS = 1e-12
@@ -133,3 +134,21 @@ def topic_diversity(topics: Any, top_n: int = 25) -> float:
     """
     top = top_words(np.asarray(backend.to_host(topics)), top_n)
     return float(np.unique(top).size / top.size)
+
+
+def exclusivity(topics: Any, top_n: int = 10, per_topic: bool = False) -> float | np.ndarray:
+    """How much a topic's top words belong to it alone: the mean over its top ``top_n``
+    words of ``p(w | t) / sum over topics of p(w | t')`` (1: no other topic uses them;
+    1 / k: every topic uses them alike).
+
+    Examples
+    --------
+    >>> exclusivity(np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]]), top_n=1)
+    1.0
+    """
+    T = np.asarray(backend.to_host(topics), np.float64)
+    P = T / np.maximum(T.sum(axis=1, keepdims=True), 1e-300)
+    top = top_words(P, top_n)
+    share = P / np.maximum(P.sum(axis=0, keepdims=True), 1e-300)
+    per = np.take_along_axis(share, top, axis=1).mean(axis=1)
+    return per if per_topic else float(per.mean())
