@@ -143,7 +143,7 @@ def exclusivity(topics: Any, top_n: int = 10, per_topic: bool = False) -> float 
 
     Examples
     --------
-    >>> exclusivity(np.array([[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]]), top_n=1)
+    >>> exclusivity(np.array([[0.6, 0.4, 0.0], [0.0, 0.4, 0.6]]), top_n=1)
     1.0
     """
     T = np.asarray(backend.to_host(topics), np.float64)
