@@ -274,3 +274,16 @@ def test_batch_vb_keeps_priors_and_merges_its_pass_sums(corpus):
     t2 = blocks.index(2) - (blocks.index(2) > max(a, b))
     assert counts[t2, BLOCK] == pytest.approx(30.0, rel=0.05)  # kept through pass ends
     assert _blocks(est, 2 * BLOCK)[low] == {0, 3}
+
+
+def test_transform_texts_counts_raw_documents_over_the_vocabulary(corpus):
+    est = _fitted(LDAGibbs, corpus, passes=2)
+    blocks = [min(b) for b in _blocks(est)]
+    texts = ["T2_W0 t2_w1 t2_w3 unknown words", "t0_w0 t0_w2 t0_w2 t0_w5 and more"]
+    theta = est.transform_texts(texts)
+    assert theta.shape == (2, 4)
+    np.testing.assert_allclose(theta.sum(axis=1), 1.0, rtol=1e-5)
+    assert int(theta[0].argmax()) == blocks.index(2)
+    assert int(theta[1].argmax()) == blocks.index(0)
+    with pytest.raises(TypeError, match="list of documents"):
+        est.transform_texts("t0_w0 t0_w1")

@@ -145,6 +145,28 @@ class TopicSteering:
         return _export.prepared_data(self._topics(), theta, X, vocab, lambda_step=lambda_step,
                                      R=R)
 
+    def transform_texts(self, texts: Sequence[str], lowercase: bool = True,
+                        token_pattern: str = r"(?u)\b\w\w+\b") -> np.ndarray:
+        """Topic proportions of raw documents, counted over the fitted vocabulary (words
+        outside it are dropped) with the tokenizer of :func:`bidlab.datasets.load_text_folder`
+        (``lowercase`` and ``token_pattern`` as it was given); documents x k."""
+        from sklearn.feature_extraction.text import CountVectorizer  # noqa: PLC0415 - slow
+
+        vocab = self._steer_vocab()
+        if vocab is None:
+            raise ValueError("transform_texts needs the model's vocabulary: fit it on a Corpus "
+                             "(bidlab.datasets.load_text_folder) or on a DataFrame")
+        if isinstance(texts, str):
+            raise TypeError("transform_texts takes a list of documents, not one string: "
+                            "wrap it in a list")
+        counts = CountVectorizer(vocabulary=list(vocab), lowercase=lowercase,
+                                 token_pattern=token_pattern).transform(list(texts))
+        model = self._steer_model()
+        C = common.as_counts(counts, owner="transform_texts", dtype=model.dtype)
+        if model.xp is not np:
+            C = backend.to_device(C)
+        return np.asarray(backend.to_host(model.transform(C)), np.float64)
+
     def topic_diff(self, other: Any, distance: str = "jensen_shannon") -> np.ndarray:
         """k x k' distances between this model's topics and ``other``'s (an estimator, a
         learner or a k' x vocabulary matrix), as gensim's ``LdaModel.diff``."""
