@@ -7,8 +7,9 @@ topics when it is absent):
   their ``u_mass``, ``c_uci``, ``c_npmi`` and ``c_v`` (top 10 words) by
   :func:`bidlab.models.lda.coherence.coherence` and by gensim's ``CoherenceModel`` on the
   same documents and tokens with whole-document windows (``window_size`` longer than the
-  longest document): the largest relative difference of the per-topic values, and each
-  one's time (gensim's includes building its dictionary, as a user's call does);
+  longest document), and by tomotopy's ``Coherence`` (``window_size=0``: whole documents):
+  the largest relative difference of the per-topic values, and each one's time (the
+  peers' include building their dictionary / corpus, as a user's call does);
 * **edit latency** -- a SAME Gibbs learner trains in the background while ``--edits``
   edits (add a seeded topic, delete it, by turns) are asked for from the main thread; a
   latency is request to the start of the first minibatch with the new k (p50 and p95);
@@ -58,6 +59,10 @@ def coherence_part(X: Any, ks: list[int], passes: int) -> list[dict[str, Any]]:
         from gensim.models.coherencemodel import CoherenceModel
     except ImportError:
         Dictionary = CoherenceModel = None  # noqa: N806
+    try:
+        import tomotopy
+    except ImportError:
+        tomotopy = None
     texts = _texts(X)
     window = max(len(t) for t in texts) + 1
     rows = []
@@ -82,6 +87,18 @@ def coherence_part(X: Any, ks: list[int], passes: int) -> list[dict[str, Any]]:
                 row["max_rel_diff"] = float(np.max(np.abs(ours - theirs)
                                                    / np.maximum(np.abs(theirs), 1e-12)))
                 row["speedup"] = row["gensim_s"] / max(t_ours, 1e-9)
+            if tomotopy is not None:
+                t0 = time.perf_counter()
+                tc = tomotopy.utils.Corpus()
+                for t in texts:
+                    tc.add_doc(t)
+                scorer = tomotopy.coherence.Coherence(
+                    tc, coherence=m, window_size=0,
+                    targets=sorted({w for row in words for w in row}), top_n=10)
+                tomo = np.array([scorer.get_score(words=row) for row in words])
+                row["tomotopy_s"] = time.perf_counter() - t0
+                row["tomotopy_max_rel_diff"] = float(np.max(np.abs(ours - tomo) / np.maximum(
+                    np.abs(tomo), 1e-12)))
             log(f"k={k} {m}: {row}")
             rows.append(row)
     return rows
@@ -177,12 +194,15 @@ def main(argv: list[str] | None = None) -> int:
 def print_report(out: dict[str, Any]) -> None:
     """The readable report of :func:`main`'s result."""
     print(f"{out['data']}, {out['docs']} documents")
-    print("  k    measure  coherence  bidlab s  gensim s  speed-up  max rel diff")
+    print("  k    measure  coherence  bidlab s  gensim s  speed-up  max rel diff  "
+          "tomotopy s  rel diff")
     for r in out["coherence"]:
         g = (f"{r['gensim_s']:8.3f}  {r['speedup']:7.1f}x  {r['max_rel_diff']:.1e}"
              if "gensim_s" in r else "   (gensim not installed)")
+        t = (f"  {r['tomotopy_s']:9.3f}  {r['tomotopy_max_rel_diff']:.1e}"
+             if "tomotopy_s" in r else "")
         print(f"  {r['k']:<4d} {r['measure']:<8s} {r['coherence']:9.4f}  {r['bidlab_s']:8.4f}"
-              f"  {g}")
+              f"  {g}{t}")
     lat = out["edit_latency"]
     print(f"  edit latency (k={lat['k']}, {lat['edits']} edits): p50 {lat['p50_ms']:.1f} ms, "
           f"p95 {lat['p95_ms']:.1f} ms, max {lat['max_ms']:.1f} ms; applying one: p95 "
