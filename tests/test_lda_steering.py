@@ -287,3 +287,18 @@ def test_transform_texts_counts_raw_documents_over_the_vocabulary(corpus):
     assert int(theta[1].argmax()) == blocks.index(0)
     with pytest.raises(TypeError, match="list of documents"):
         est.transform_texts("t0_w0 t0_w1")
+
+
+def test_coherence_is_a_live_learner_metric(corpus):
+    from bidlab.models.lda.coherence_kpi import CoherenceKPI
+
+    est = LDAGibbs(n_components=4, random_state=0)
+    lr = est.learner(corpus, n_passes=3, batch_size=50,
+                     mixins=[CoherenceKPI("c_npmi", top_n=BLOCK, every=0.0)])
+    lr.fit(progress=None)
+    lr._update_metrics(time.perf_counter())
+    value = lr.metrics["kpi_coherence_c_npmi"]
+    assert value == pytest.approx(est.coherence(corpus.X, "c_npmi", top_n=BLOCK), rel=1e-6)
+    assert value > 0.5  # the planted blocks' words always co-occur
+    with pytest.raises(ValueError, match="unknown measure"):
+        CoherenceKPI("c_w2v")
