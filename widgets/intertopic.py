@@ -1,10 +1,11 @@
 """``IntertopicMap(learner, vocab)``: the live intertopic map of an LDA learner, with the
 topic edits a click away.
 
-Each tick places the topics by Jensen-Shannon distance and classical MDS
-(:func:`bidlab.models.lda.export.intertopic_map`), rotated onto the previous frame so the
-map does not flip; a circle's area is its topic's share of the counts and its colour the
-topic's NPMI coherence on the learner's documents (recomputed every
+The topics are placed by Jensen-Shannon distance and classical MDS
+(:func:`bidlab.models.lda.export.intertopic_map`) at most once a second
+(``LAYOUT_EVERY``), rotated onto the previous placement so the map does not flip; every
+tick updates the circles' sizes. A circle's area is its topic's share of the counts and
+its colour the topic's NPMI coherence on the learner's documents (recomputed every
 ``coherence_every`` seconds). Selecting a topic lists its most relevant words for the λ of
 the slider (pyLDAvis's relevance). Box-select (or shift-click) two or more topics and press
 *merge*, or select one and press *split* or *delete*: the edit goes to the learner, which
@@ -34,6 +35,9 @@ from ._pump import MAX_RATE, PumpedView, View, pump_for
 __all__ = ["IntertopicMap"]
 
 MAX_RADIUS = 0.25  # of the map's span, for the largest topic
+#: seconds between placements of the topics (the Jensen-Shannon distances over the
+#: vocabulary cost tens of ms); the circles' sizes follow every frame
+LAYOUT_EVERY = 1.0
 
 
 class IntertopicMap(PumpedView):
@@ -74,6 +78,7 @@ class IntertopicMap(PumpedView):
         self._topics: np.ndarray | None = None
         self._coherence: np.ndarray | None = None
         self._coherence_time = -np.inf
+        self._layout_time = -np.inf
         self.source = ColumnDataSource(name="bidlab-intertopic", data=self._empty())
         fig = figure(title="intertopic map (area ∝ tokens, colour: NPMI coherence)",
                      width=460, height=460, tools="tap,box_select,reset",
@@ -158,10 +163,15 @@ class IntertopicMap(PumpedView):
         P = stat + 1e-12
         P /= P.sum(axis=1, keepdims=True)
         prev = self._coords if self._coords is not None and len(self._coords) == k else None
-        m = export.intertopic_map(P, weight, previous=prev)
-        self._coords = np.stack([m["x"], m["y"]], axis=1)
-        self._topics = P
         now = time.monotonic()
+        if prev is None or now - self._layout_time >= LAYOUT_EVERY:
+            m = export.intertopic_map(P, weight, previous=prev)
+            self._coords = np.stack([m["x"], m["y"]], axis=1)
+            self._layout_time = now
+        else:  # the placement stands; the sizes follow the weights
+            m = {"x": prev[:, 0], "y": prev[:, 1],
+                 "weight": weight / max(float(weight.sum()), 1e-300)}
+        self._topics = P
         if (self._coherence is None or len(self._coherence) != k
                 or now - self._coherence_time >= self.coherence_every):
             self._coherence = self._topic_coherence(P)

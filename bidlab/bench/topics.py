@@ -50,6 +50,30 @@ def _texts(X: Any) -> list[list[str]]:
     return rows
 
 
+def map_frames(est: Any, X: Any, frames: int = 30) -> dict[str, float] | None:
+    """Time of intertopic-map frames (the pump thread's work per update) on the fitted
+    estimator's topics, jittered by 1 % each frame: median and mean in ms (the mean holds
+    the coherence recomputed every 2 s of frames); None without the viz extra."""
+    try:
+        from bidlab.widgets import IntertopicMap
+    except ImportError:
+        return None
+    lr = est.learner(X, n_passes=1)  # never started: only its pump and topics are used
+    view = IntertopicMap(lr, [str(i) for i in range(X.shape[1])])
+    stat = np.asarray(lr.model.modelmats[0].numpy(), np.float64)
+    rng = np.random.default_rng(0)
+    times = []
+    try:
+        for _ in range(frames):
+            jittered = stat * rng.uniform(0.99, 1.01, stat.shape)
+            t0 = time.perf_counter()
+            view.render_topics(jittered)
+            times.append(time.perf_counter() - t0)
+    finally:
+        view.close()
+    return {"median_ms": float(np.median(times) * 1e3), "mean_ms": float(np.mean(times) * 1e3)}
+
+
 def coherence_part(X: Any, ks: list[int], passes: int) -> list[dict[str, Any]]:
     from bidlab.models import LDAGibbs
     from bidlab.models.lda import coherence as coh
@@ -67,14 +91,16 @@ def coherence_part(X: Any, ks: list[int], passes: int) -> list[dict[str, Any]]:
     window = max(len(t) for t in texts) + 1
     rows = []
     for k in ks:
-        topics = LDAGibbs(n_components=k, n_passes=passes, random_state=0).fit(X).components_
+        est = LDAGibbs(n_components=k, n_passes=passes, random_state=0).fit(X)
+        topics = est.components_
+        frames = map_frames(est, X)
         words = [[str(w) for w in row] for row in coh.top_words(topics, 10)]
         for m in MEASURES:
             t0 = time.perf_counter()
             ours = coh.coherence(topics, X, m, top_n=10, per_topic=True)
             t_ours = time.perf_counter() - t0
             row: dict[str, Any] = {"k": k, "measure": m, "bidlab_s": t_ours,
-                                   "coherence": float(np.mean(ours))}
+                                   "coherence": float(np.mean(ours)), "map_frame": frames}
             if CoherenceModel is not None:
                 t0 = time.perf_counter()
                 d = Dictionary(texts)
@@ -203,6 +229,11 @@ def print_report(out: dict[str, Any]) -> None:
              if "tomotopy_s" in r else "")
         print(f"  {r['k']:<4d} {r['measure']:<8s} {r['coherence']:9.4f}  {r['bidlab_s']:8.4f}"
               f"  {g}{t}")
+    for r in out["coherence"]:
+        if r["measure"] == "u_mass" and r.get("map_frame"):
+            f = r["map_frame"]
+            print(f"  k={r['k']}: an intertopic-map frame takes {f['median_ms']:.1f} ms "
+                  f"(median; mean {f['mean_ms']:.1f} ms with the coherence recomputed)")
     lat = out["edit_latency"]
     print(f"  edit latency (k={lat['k']}, {lat['edits']} edits): p50 {lat['p50_ms']:.1f} ms, "
           f"p95 {lat['p95_ms']:.1f} ms, max {lat['max_ms']:.1f} ms; applying one: p95 "

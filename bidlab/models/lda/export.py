@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.special import xlogy
 
 from bidlab import backend
 
@@ -60,15 +61,19 @@ def js_distances(topics: Any, other: Any = None) -> np.ndarray:
                          "models over one vocabulary")
     both = _compact(np.vstack([P, Q]))
     P, Q = both[: P.shape[0]], both[P.shape[0]:]
-
-    def plogp(a: np.ndarray) -> np.ndarray:
-        return np.where(a > 0, a * np.log(np.where(a > 0, a, 1.0)), 0.0)
-
-    hp, hq = plogp(P).sum(axis=1), plogp(Q).sum(axis=1)
-    out = np.empty((P.shape[0], Q.shape[0]))
+    hp, hq = xlogy(P, P).sum(axis=1), xlogy(Q, Q).sum(axis=1)
+    out = np.zeros((P.shape[0], Q.shape[0]))
+    M = np.empty_like(Q)
     for i in range(P.shape[0]):  # k rows of vectorised work over k' x words
-        M = 0.5 * (P[i][None, :] + Q)
-        out[i] = 0.5 * (hp[i] + hq) - plogp(M).sum(axis=1)
+        lo = i + 1 if other is None else 0  # a square matrix: the upper triangle only
+        if lo >= Q.shape[0]:
+            break
+        m = M[: Q.shape[0] - lo]
+        np.add(Q[lo:], P[i][None, :], out=m)
+        m *= 0.5
+        out[i, lo:] = 0.5 * (hp[i] + hq[lo:]) - xlogy(m, m).sum(axis=1)
+    if other is None:
+        out = out + out.T
     return np.sqrt(np.maximum(out, 0.0))
 
 
