@@ -146,3 +146,19 @@ def test_topic_diff_matches_its_definitions():
     assert hel[1, 1] == pytest.approx(want)
     with pytest.raises(ValueError, match="unknown distance"):
         export.topic_diff(P, Q, "cosine")
+
+
+def test_bench_topics_json_tiny(tmp_path, capsys):
+    from bidlab.bench import topics
+
+    code = topics.main(["--ks", "3", "--passes", "1", "--edits", "2", "--docs", "200",
+                        "--data", str(tmp_path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["data"] == "synthetic" and out["docs"] == 200
+    assert {r["measure"] for r in out["coherence"]} == set(coh.MEASURES)
+    lat = out["edit_latency"]
+    assert lat["edits"] == 2 and 0 < lat["p50_ms"] <= lat["max_ms"]
+    assert len(out["merge_recovery"]["merged_then"]) == 3
+    for r in out["coherence"]:
+        if "max_rel_diff" in r:
+            assert r["max_rel_diff"] < 1e-6

@@ -188,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ks", type=int, nargs="+", default=[20, 50, 100], help="topic counts")
     ap.add_argument("--passes", type=int, default=3, help="training passes of each model")
     ap.add_argument("--edits", type=int, default=40, help="edits timed for the latency")
+    ap.add_argument("--docs", type=int, default=None, help="use only the first DOCS documents")
     ap.add_argument("--data", type=Path, default=find_shared_data_dir(),
                     help="the shared data folder (uci-kos); synthetic data when absent")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
@@ -199,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     import scipy.sparse as sp
 
     X = sp.csr_matrix(corpus.X)
+    if args.docs is not None:
+        if args.docs < 20:
+            ap.error("--docs must be at least 20")
+        X = X[: args.docs]
     rows = coherence_part(X, args.ks, args.passes)
     lat = latency_part(X, 20, args.edits)
     merge = merge_part(X, 20, args.passes)
