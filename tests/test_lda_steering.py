@@ -133,9 +133,11 @@ def test_edits_from_threads_while_training(corpus):
         assert lr.state == "running"
         assert lr.model.opts.n_components == 4 and est.n_components == 4
         assert lr.model.modelmats[0].shape == (4, 4 * BLOCK)
-        first = min(e["step"] for e in entries if e["kind"] == "merge")
-        assert lr.option_used("n_components", first) == 3 or any(
-            e["kind"] == "add" and e["step"] <= first for e in entries)
+        log = lr.topic_edit_log  # in the order applied
+        for step in {e["step"] for e in log}:  # the record has k of every minibatch
+            at = [e for e in log if e["step"] == step]
+            assert lr.option_used("n_components", step) == at[-1]["k_after"]
+            assert lr.option_used("n_components", step - 1) == at[0]["k_before"]
         assert lr.option_used("n_components", lr.step - 1) == 4
     finally:
         lr.stop()
