@@ -273,7 +273,7 @@ for c in range(K):
          "next minibatch: no refit, no reloading of the documents."),
         ("code", DATA_PARAM + "\nCATEGORIES = ['rec.autos', 'sci.space', 'sci.med', "
          "'comp.graphics', 'rec.sport.hockey']"
-         "\nK = 8\nNPASSES = 30      # about 20 s of training on a laptop core" + WAIT_PARAM),
+         "\nK = 8\nNPASSES = 15      # about 10 s of training on a laptop core" + WAIT_PARAM),
         ("code", LOAD_DATA),
         ("code", '''from bidlab.datasets import load_20newsgroups, synthetic_lda_corpus
 
@@ -285,17 +285,18 @@ else:
     corpus = synthetic_lda_corpus(n_docs=2000, n_words=2000, k=K, seed=0)
 vocab = list(corpus.vocab)
 print(f"{corpus.name}: {corpus.X.shape[0]} documents x {corpus.X.shape[1]} words")'''),
-        ("code", '''from bidlab.widgets import IntertopicMap
+        ("code", '''from bidlab.widgets import Dashboard, IntertopicMap
 
 from bidlab.models import LDAGibbs
 
 learner = LDAGibbs(n_components=K, random_state=0).learner(corpus, n_passes=NPASSES)
-topic_map = IntertopicMap(learner, vocab)
+Dashboard(learner)'''),
+        ("code", '''topic_map = IntertopicMap(learner, vocab)
 topic_map'''),
         ("code", '''import time
 
 learner.start()   # returns at once: training runs in a background thread
-while learner.metrics["pass"] < 5 and learner.state == "running":
+while learner.metrics["pass"] < 3 and learner.state == "running":
     time.sleep(0.2)
 before = learner.coherence(measure="c_npmi", per_topic=True)
 print(f"after {learner.metrics['pass']} passes: mean NPMI coherence {before.mean():.4f}")
