@@ -79,15 +79,15 @@ def two_groups(X: Any, counts: np.ndarray, n_words: int = 200,
         labels[b] = 1 - labels[a]
     weights = np.full(counts.shape[0], 0.5)
     weights[words] = (labels == 0).astype(np.float64)
-    # the other words of the topic: shared by their co-occurrence with each group
+    # the other words of the topic: shared by their co-occurrence with each group (one
+    # sparse product over all the documents: each word's documents' group contents)
     rest = np.setdiff1d(np.flatnonzero(counts > 0), words)
     if rest.size and B.shape[0]:
-        inc = Xh[keep][:, rest]
-        inc = sp.csr_matrix((np.ones_like(inc.data, dtype=np.float64), inc.indices,
-                             inc.indptr), shape=inc.shape)
         groups = np.stack([labels == 0, labels == 1], axis=1).astype(np.float64)
-        per_doc = B @ groups  # documents x 2: how much of each group a document holds
-        with_group = np.asarray(inc.T @ per_doc)  # rest x 2
+        per_doc = np.zeros((Xh.shape[0], 2))
+        per_doc[keep] = B @ groups  # how much of each group a document holds
+        inc = sp.csr_matrix((np.ones(Xh.nnz), Xh.indices, Xh.indptr), shape=Xh.shape)
+        with_group = np.asarray(inc.T @ per_doc)[rest]  # rest x 2
         tot = with_group.sum(axis=1)
         share = np.where(tot > 0, with_group[:, 0] / np.maximum(tot, 1e-300), 0.5)
         weights[rest] = share
