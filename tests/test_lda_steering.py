@@ -241,7 +241,9 @@ def test_cli_train_reports_coherence_per_pass(corpus, tmp_path, capsys):
 @pytest.mark.parametrize("cls", [LDAGibbs, LDA])
 def test_edits_on_the_gpu(cls, corpus):
     cupy = pytest.importorskip("cupy", reason="the GPU path needs CuPy and a GPU")
-    X = cupy.sparse.csr_matrix(corpus.X)  # the model lives where the data does
+    import cupyx.scipy.sparse as csp
+
+    X = csp.csr_matrix(corpus.X)  # the model lives where the data does
     est = cls(n_components=4, n_passes=4, random_state=0).fit(X)
     blocks = [min(b) for b in _blocks(est)]
     a, b = blocks.index(0), blocks.index(2)
