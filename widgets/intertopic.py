@@ -3,8 +3,9 @@ topic edits a click away.
 
 The topics are placed by Jensen-Shannon distance and classical MDS
 (:func:`bidlab.models.lda.export.intertopic_map`) at most once a second
-(``LAYOUT_EVERY``), rotated onto the previous placement so the map does not flip; every
-tick updates the circles' sizes. A circle's area is its topic's share of the counts and
+(``LAYOUT_EVERY``; less often when a placement takes over 0.1 s: it then costs at most a
+tenth of the pump thread's time), rotated onto the previous placement so the map does not
+flip; every tick updates the circles' sizes. A circle's area is its topic's share of the counts and
 its colour the topic's NPMI coherence on the learner's documents (recomputed every
 ``coherence_every`` seconds). Selecting a topic lists its most relevant words for the λ of
 the slider (pyLDAvis's relevance). Box-select (or shift-click) two or more topics and press
@@ -79,6 +80,7 @@ class IntertopicMap(PumpedView):
         self._coherence: np.ndarray | None = None
         self._coherence_time = -np.inf
         self._layout_time = -np.inf
+        self._layout_s = 0.0  # what the last placement took
         self.source = ColumnDataSource(name="bidlab-intertopic", data=self._empty())
         fig = figure(title="intertopic map (area ∝ tokens, colour: NPMI coherence)",
                      width=460, height=460, tools="tap,box_select,reset",
@@ -164,10 +166,11 @@ class IntertopicMap(PumpedView):
         P /= P.sum(axis=1, keepdims=True)
         prev = self._coords if self._coords is not None and len(self._coords) == k else None
         now = time.monotonic()
-        if prev is None or now - self._layout_time >= LAYOUT_EVERY:
+        if prev is None or now - self._layout_time >= max(LAYOUT_EVERY, 10 * self._layout_s):
             m = export.intertopic_map(P, weight, previous=prev)
             self._coords = np.stack([m["x"], m["y"]], axis=1)
             self._layout_time = now
+            self._layout_s = time.monotonic() - now  # a placement's share stays <= 10 %
         else:  # the placement stands; the sizes follow the weights
             m = {"x": prev[:, 0], "y": prev[:, 1],
                  "weight": weight / max(float(weight.sum()), 1e-300)}
