@@ -8,6 +8,7 @@ loaded inline, so the charts work offline.
   generated from the learner's live options.
 * :class:`TopicBubbles` -- the LDA word x topic bubble chart with per-parameter
   temperatures (SAME Gibbs).
+* :class:`IntertopicMap` -- the LDA intertopic map; merge, split or delete topics from it.
 * :class:`SweepView` -- a GLM hyperparameter sweep, one curve per configuration.
 * :class:`KMeansView` -- k-means cluster sizes and centre movement.
 """
@@ -15,6 +16,7 @@ loaded inline, so the charts work offline.
 from ._bokeh import LiveBokeh, load_bokehjs
 from ._pump import MAX_RATE, Pump, View, pump_for
 from .dashboard import Dashboard
+from .intertopic import IntertopicMap
 from .kmeans_view import KMeansView
 from .sweep import SweepView
 from .topics import TopicBubbles, supports_temperature
@@ -22,6 +24,7 @@ from .topics import TopicBubbles, supports_temperature
 __all__ = [
     "MAX_RATE",
     "Dashboard",
+    "IntertopicMap",
     "KMeansView",
     "LiveBokeh",
     "Pump",

@@ -96,17 +96,9 @@ class TopicBubbles(PumpedView):
         self._list_sets = b""  # each topic's top words (sorted, as bytes), as listed
         self._list_time = 0.0  # time.monotonic() of the list's last rewrite
 
-        n = self.rows * self.k
-        self.source = ColumnDataSource(name="bidlab-topic-bubbles", data={
-            "topic": np.tile(np.arange(self.k, dtype=np.float64), self.rows),
-            "row": np.repeat(np.arange(self.rows, dtype=np.float64), self.k),
-            "size": np.zeros(n), "weight": np.zeros(n), "word": [""] * n,
-            "line": ["#00000000"] * n, "width": np.zeros(n), "color": palette(self.k) * self.rows,
-        })
+        self.source = ColumnDataSource(name="bidlab-topic-bubbles", data=self._bubble_data())
         # The words' own data source: patched only when a row gets a new word.
-        self.labels = ColumnDataSource(name="bidlab-topic-words", data={
-            "x": np.full(self.rows, -0.6), "row": np.arange(self.rows, dtype=np.float64),
-            "word": [""] * self.rows})
+        self.labels = ColumnDataSource(name="bidlab-topic-words", data=self._label_data())
         left = -0.5 - LABEL_PX / COLUMN_PX  # the words' column, in topic units
         fig = figure(title="word x topic (area ∝ weight; click a bubble)",
                      width=LABEL_PX + COLUMN_PX * self.k + 20,
@@ -146,6 +138,42 @@ class TopicBubbles(PumpedView):
         self.pump = pump_for(learner, rate)
         self.view = self.pump.attach(View(key, self.render, views={"topics": 0},
                                           close=self._close_widgets))
+
+    def _bubble_data(self) -> dict[str, Any]:
+        n = self.rows * self.k
+        return {"topic": np.tile(np.arange(self.k, dtype=np.float64), self.rows),
+                "row": np.repeat(np.arange(self.rows, dtype=np.float64), self.k),
+                "size": np.zeros(n), "weight": np.zeros(n), "word": [""] * n,
+                "line": ["#00000000"] * n, "width": np.zeros(n),
+                "color": palette(self.k) * self.rows}
+
+    def _label_data(self) -> dict[str, Any]:
+        return {"x": np.full(self.rows, -0.6), "row": np.arange(self.rows, dtype=np.float64),
+                "word": [""] * self.rows}
+
+    def _resize(self, k: int) -> None:
+        """The learner's topics were merged, split, deleted or added: k columns now."""
+        self.k = int(k)
+        self.rows = self.k * self.n_top
+        self._row_words = np.full(self.rows, -1, np.int64)
+        self._sent, self._sent_size, self._marks_key = {}, None, None
+        self._rows_key, self._list_sets = b"", b""
+        self.heated.clear()
+        if self.temperatures:  # the log's topic ids are the old ones: read the matrix
+            self._log_seen = len(self.learner.temperature_log)
+            T = self.learner.temperature
+            tt, ww = np.nonzero(T != 1.0)
+            self.heated = {(int(a), int(b)): float(T[a, b])
+                           for a, b in zip(tt, ww, strict=True)}
+        self.selected = self._shown_selection = None
+        self.source.data = self._bubble_data()
+        self.labels.data = self._label_data()
+        fig = self.figure
+        fig.x_range.end = self.k - 0.4
+        fig.y_range.start = self.rows - 0.5
+        fig.width = LABEL_PX + COLUMN_PX * self.k + 20
+        fig.height = min(60 + 16 * self.rows, 900)
+        fig.xaxis.ticker = FixedTicker(ticks=list(range(self.k)))
 
     # -- shell thread: clicks and the temperature control -----------------------------------
     def _on_select(self, _attr: str, _old: Any, new: list[int]) -> None:
@@ -204,6 +232,8 @@ class TopicBubbles(PumpedView):
         s = np.asarray(stat)
         if s.dtype.kind != "f":
             s = s.astype(np.float64)
+        if s.shape[0] != self.k:
+            self._resize(s.shape[0])
         totals = np.maximum(s.sum(axis=1, dtype=np.float64), 1e-300)  # per topic
         V = s.shape[1]
         near_n = min(2 * self.n_top, V)

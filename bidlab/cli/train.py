@@ -311,7 +311,8 @@ class _EstimatorJob(_Job):
         learner = est.learner(X, y, **lopts) if supervised else est.learner(X, **lopts)
         self.resume(learner, {**params, **lopts})
         with getattr(est, "_threads", contextlib.nullcontext)():  # n_jobs
-            code = self.train(learner)
+            code = (self.train_with_coherence(learner, self.args.coherence)
+                    if getattr(self.args, "coherence", None) else self.train(learner))
         if code != 0:
             return code
         notes = [_score_note(est, X, y if supervised else None)]
@@ -323,6 +324,22 @@ class _EstimatorJob(_Job):
                       f"{type(exc).__name__}: {exc}", file=sys.stderr)
                 return 1
         print(self.result(learner, "; ".join(n for n in notes if n)))
+        return 0
+
+
+    def train_with_coherence(self, learner: Any, measure: str) -> int:
+        """Train a pass at a time, printing the topics' coherence after each (stderr)."""
+        if not callable(getattr(learner, "coherence", None)):
+            raise _BadInput(f"--coherence applies to topic models (lda, ldagibbs); "
+                            f"{self.name} has no topics")
+        total = int(learner.opts.n_passes)
+        for p in range(int(learner.metrics["pass"]), total):
+            learner.set(n_passes=p + 1)
+            code = self.train(learner)
+            if code != 0:
+                return code
+            print(f"pass {p + 1}: coherence {measure} {learner.coherence(measure=measure):.6g}",
+                  file=sys.stderr)
         return 0
 
 

@@ -34,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", choices=["auto", "text", "lines", "none"], default="auto",
                         help="on stderr: a bar and pass lines (auto, text), pass lines only "
                         "(lines; also what a stream that is not a terminal gets), or none")
+    parser.add_argument("--coherence", default=None,
+                        choices=["u_mass", "c_uci", "c_npmi", "c_v"],
+                        help="topic models: print this coherence of the topics after each "
+                        "pass (on the training documents)")
     parser.add_argument("-h", "--help", action="store_true",
                         help="show the models, or with a model its options")
 

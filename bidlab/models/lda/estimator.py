@@ -34,6 +34,7 @@ from bidlab.models.base import BidlabEstimator
 from bidlab.models.lda import common
 from bidlab.models.lda.core import LDACore
 from bidlab.models.lda.learner import LDALearner
+from bidlab.models.lda.steering import TopicSteering
 from bidlab.models.sk_params import COMMON
 from bidlab.models.validation import RANDOM_STATE, seed_from
 
@@ -57,7 +58,8 @@ DEVICE = Option("device", str, None, "where the model lives (None: the data's de
                 choices=("cpu", "gpu"), none_ok=True)
 
 
-class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
+class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+                   BidlabEstimator):
     """Shared estimator machinery; see :class:`bidlab.models.LDA` for the parameters."""
 
     _integer_counts = False
@@ -313,6 +315,19 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
         # the model exists before start(): temperatures, views and options can be set on
         # it at once, without racing the training thread's first minibatch
         return lrn.init()
+
+    # -- topic steering (bidlab.models.lda.steering) -------------------------------------
+    def _steer_model(self) -> Any:
+        model = self._fitted()
+        model.set_owner(self)
+        return model
+
+    def _steer_vocab(self) -> Sequence[str] | None:
+        vocab = getattr(self, "vocab_", None)
+        if vocab is None:
+            names = getattr(self, "feature_names_in_", None)
+            vocab = None if names is None else list(names)
+        return vocab
 
     # -- results --------------------------------------------------------------------------
     def _fitted(self) -> LDACore:

@@ -56,6 +56,7 @@ from bidlab.learn import Option, Updater
 from bidlab.learn.model import register_model
 from bidlab.learn.staging import Minibatch
 from bidlab.models.lda.core import LDACore, RhoStep, ceil_batches
+from bidlab.models.lda.edits import TopicEdits
 from bidlab.models.lda.estimator import LDAEstimator
 from bidlab.models.lda.gibbs_params import (
     ANNEAL,
@@ -71,7 +72,7 @@ from bidlab.models.lda.temperature import Temperatures
 __all__ = ["LDAGibbs", "LDAGibbsModel", "anneal_nsamps", "ANNEAL_SCHEDULES"]
 
 
-class LDAGibbsModel(Temperatures, LDACore):
+class LDAGibbsModel(TopicEdits, Temperatures, LDACore):
     """SAME Gibbs LDA as a :class:`bidlab.learn.Model` (see the module doc for the math).
 
     The model matrix is the moving-average topic counts, topics x vocabulary (a view of
@@ -265,6 +266,7 @@ class LDAGibbsModel(Temperatures, LDACore):
     def update(self, batch: Minibatch) -> Any:
         self.apply_pending({"pass": batch.pass_, "index": batch.index,
                             "batch": self.n_batches})
+        self.apply_topic_edits()
         sb = self.rows(batch)
         n = batch.n
         m = self.current_nsamps()

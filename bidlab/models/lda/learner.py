@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 
 from bidlab.learn import Learner
+from bidlab.models.lda.steering import TopicSteering
 
 __all__ = ["LDALearner"]
 
 
-class LDALearner(Learner):
+class LDALearner(TopicSteering, Learner):
     """A :class:`bidlab.learn.Learner` for LDA, with the Gibbs model's temperatures.
 
     Attributes:
@@ -28,6 +29,20 @@ class LDALearner(Learner):
     def __init__(self, *args: Any, estimator: Any = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.estimator = estimator
+
+    # -- topic steering (bidlab.models.lda.steering) -------------------------------------
+    def _steer_model(self) -> Any:
+        if not self.model.initialised:
+            self.init()
+        return self.model
+
+    def _steer_vocab(self) -> Any:
+        est = self.estimator
+        return None if est is None else est._steer_vocab()
+
+    def _steer_docs(self) -> Any:
+        mats = getattr(self.source, "_mats", None)
+        return mats[0] if mats else None
 
     @property
     def has_temperature(self) -> bool:

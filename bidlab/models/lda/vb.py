@@ -44,6 +44,7 @@ from bidlab.learn.model import register_model
 from bidlab.learn.staging import Minibatch
 from bidlab.models.lda import common
 from bidlab.models.lda.core import LDACore, RhoStep
+from bidlab.models.lda.edits import TopicEdits
 from bidlab.models.lda.estimator import LDAEstimator
 
 __all__ = ["LDA", "LDAModel"]
@@ -62,7 +63,7 @@ METHOD_PARAM = dataclasses.replace(
     text="'online' or 'batch' (for SAME Gibbs sampling use bidlab.models.LDAGibbs)")
 
 
-class LDAModel(LDACore):
+class LDAModel(TopicEdits, LDACore):
     """Variational LDA as a :class:`bidlab.learn.Model` (see the module doc for the math).
 
     The model matrix is lambda, topics x vocabulary (a view of the vocabulary x k
@@ -128,6 +129,7 @@ class LDAModel(LDACore):
         return ebT * ((sb / (mu + tiny)).T @ et)
 
     def update(self, batch: Minibatch) -> Any:
+        self.apply_topic_edits()
         self.sync()
         sb = self.rows(batch)
         n = batch.n

@@ -1,0 +1,401 @@
+"""Structural edits of the topics while an LDA model trains: merge, split, delete and add
+topics, per-topic word priors, and must-link / cannot-link word constraints.
+
+:class:`TopicEdits` is mixed into :class:`~bidlab.models.lda.LDAModel` and
+:class:`~bidlab.models.lda.LDAGibbsModel`. An edit asked for from any thread is checked
+at once (a bad one raises and changes nothing), queued, and applied by the training
+thread at the start of its next training minibatch -- or at once when no learner runs the
+model. Applying one remaps every matrix with a topic axis (:mod:`bidlab.models.lda.reshape`):
+the model's topic-word counts, the documents' kept topic weights, the learner's updater
+state and the ``n_components`` option, so the number of topics k changes everywhere. Each
+applied edit is appended to :attr:`TopicEdits.topic_edit_log` (with the pass and
+minibatch it took effect at, k before and after, and its latency), which checkpoints and
+saved files carry.
+
+Numbering after an edit: a merge keeps the merged topic at the lowest of its ids and the
+later topics move down; a deletion moves the later topics down; a split keeps the first
+half at the topic's id and appends the second as topic k; an added topic is topic k.
+
+Word priors and constraints act on the topic-word counts at every training minibatch:
+a prior of ``weight`` pseudo-counts for (word, topic) is added to the counts when set and
+kept there as the step-size schedule decays them (the moving average's share of it is put
+back before each step); a must-link group makes its words share one distribution over
+topics (their counts are reassigned, each word keeping its total); a cannot-link pair
+keeps the two words out of the same topics (in each topic both use, the word for which
+it matters less has its count there moved to its other topics). This is Interactive
+Topic Modeling's unassign-and-resample, on the moving-average counts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import weakref
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+import bidlab as bl
+from bidlab.models.lda import reshape
+from bidlab.models.lda.reshape import TopicPlan, topic_counts
+from bidlab.models.lda.word_constraints import WordConstraints
+from bidlab.models.lda.word_groups import topic_words, two_groups
+
+__all__ = ["TopicEdits", "EditTicket"]
+
+_LOG_KEPT = 10_000
+
+
+class EditTicket:
+    """A queued edit: :meth:`wait` blocks until the training thread applied it and returns
+    its log entry (or raises what stopped it).
+
+    Examples
+    --------
+    >>> ticket = learner.merge_topics([0, 3])    # doctest: +SKIP
+    >>> ticket.wait()["k_after"]                 # doctest: +SKIP
+    9
+    """
+
+    def __init__(self, kind: str, args: dict[str, Any]) -> None:
+        self.kind, self.args = kind, args
+        self.requested = time.perf_counter()
+        self.entry: dict[str, Any] | None = None
+        self.error: BaseException | None = None
+        self._done = threading.Event()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = 30.0) -> dict[str, Any]:
+        """The edit's log entry once applied; raises TimeoutError or the edit's error."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"the {self.kind} edit was not applied within {timeout} s: is "
+                               "the learner paused? resume() it")
+        if self.error is not None:
+            raise self.error
+        assert self.entry is not None
+        return self.entry
+
+
+def _topic_id(t: Any, k: int, what: str) -> int:
+    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+        raise TypeError(f"{what}: a topic id must be an int; got {t!r}")
+    if not 0 <= int(t) < k:
+        raise IndexError(f"{what}: topic {int(t)} is out of range: this model has {k} "
+                         f"topics, numbered 0..{k - 1}")
+    return int(t)
+
+
+def _word_id(w: Any, V: int, what: str) -> int:
+    if isinstance(w, bool) or not isinstance(w, (int, np.integer)):
+        raise TypeError(f"{what}: a word must be a vocabulary index (int) here; got {w!r}")
+    if not 0 <= int(w) < V:
+        raise IndexError(f"{what}: word {int(w)} is not in the vocabulary of {V} words "
+                         f"(0..{V - 1}): use a word the model was trained with")
+    return int(w)
+
+
+class TopicEdits(WordConstraints):
+    """Topic edits of an LDA model (see the module doc). Mixed into the model classes.
+
+    Attributes:
+        topic_edit_log: the applied edits, oldest first (the last 10,000).
+        word_priors: (word, topic) -> pseudo-counts, kept in the counts while training.
+        must_links: groups of words that share one distribution over topics.
+        cannot_links: pairs of words kept out of the same topics.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._edit_queue: deque = deque()
+        self._edit_lock = threading.Lock()
+        self._learner_ref: Any = None
+        self.topic_edit_log: list[dict[str, Any]] = []
+        self.word_priors: dict[tuple[int, int], float] = {}
+        self.must_links: list[list[int]] = []
+        self.cannot_links: list[list[int]] = []
+        self._prior_pass = -1
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        for name in ("_edit_queue", "_edit_lock", "word_priors", "_owner_ref",
+                     "_edit_log_mat"):
+            state.pop(name, None)
+        state["word_prior_list"] = [[int(w), int(t), float(v)]
+                                    for (w, t), v in self.__dict__.get("word_priors",
+                                                                       {}).items()]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        priors = state.pop("word_prior_list", None) or []
+        super().__setstate__(state)
+        self._edit_queue = deque()
+        self._edit_lock = threading.Lock()
+        self.word_priors = {(int(w), int(t)): float(v) for w, t, v in priors}
+        for name, empty in (("topic_edit_log", []), ("must_links", []), ("cannot_links", []),
+                            ("_prior_pass", -1)):
+            self.__dict__.setdefault(name, empty)
+
+    def set_owner(self, estimator: Any) -> None:
+        """The estimator whose model this is (its ``n_components`` and updater follow the
+        edits)."""
+        self._owner_ref = weakref.ref(estimator)
+
+    def bind(self, learner: Any) -> None:
+        """The learner training this model: while it runs, edits wait for its next
+        minibatch."""
+        self._learner_ref = weakref.ref(learner)
+        super().bind(learner)
+
+    # -- checkpoints: the log, priors and constraints as one JSON document -----------------
+    def extra_state(self) -> dict[str, Any]:
+        """Besides the model's: the edit log, word priors and links (UTF-8 JSON bytes, under
+        a name holding their length), once there are any."""
+        state = super().extra_state()
+        doc = {"log": self.topic_edit_log, "must": self.must_links, "cannot": self.cannot_links,
+               "priors": [[w, t, v] for (w, t), v in self.word_priors.items()]}
+        if not any(doc.values()):
+            return state
+        raw = np.frombuffer(json.dumps(doc).encode(), np.uint8)[None, :].copy()
+        self._edit_log_mat = bl.Mat(raw)
+        return {**state, f"topic_edits_{raw.shape[1]}": self._edit_log_mat}
+
+    def restored(self, earlier: dict[str, Any]) -> None:
+        raw = next((a for name, a in earlier.items() if name.startswith("topic_edits_")), None)
+        if raw is None and self.__dict__.get("_edit_log_mat") is not None:
+            raw = self._edit_log_mat.numpy()
+        super().restored({k: v for k, v in earlier.items()
+                          if not k.startswith("topic_edits_")})
+        if raw is None:
+            return
+        doc = json.loads(np.asarray(raw, np.uint8).tobytes().decode())
+        self.topic_edit_log = list(doc.get("log", []))
+        self.must_links = [[int(w) for w in g] for g in doc.get("must", [])]
+        self.cannot_links = [[int(w) for w in g] for g in doc.get("cannot", [])]
+        self.word_priors = {(int(w), int(t)): float(v) for w, t, v in doc.get("priors", [])}
+
+    # -- asking for edits (any thread) --------------------------------------------------------
+    def _k_planned(self) -> int:
+        k = int(self.opts.n_components)
+        for ticket in list(self._edit_queue):
+            k += {"merge": 1 - len(ticket.args.get("topics", ())), "split": 1, "delete": -1,
+                  "add": 1}.get(ticket.kind, 0)
+        return k
+
+    def _ready(self, what: str) -> None:
+        if not self.initialised:
+            raise RuntimeError(f"{what}: the model has not trained yet: call fit(X) or "
+                               "partial_fit(X) first (or init() its learner)")
+
+    def merge_topics(self, topics: Any) -> EditTicket:
+        """Merge ``topics`` (two or more different ids) into one, at the lowest id."""
+        self._ready("merge_topics")
+        k = self._k_planned()
+        ids = [_topic_id(t, k, "merge_topics") for t in list(topics)]
+        if len(set(ids)) < 2 or len(set(ids)) != len(ids):
+            raise ValueError(f"merge_topics needs two or more different topics; got {ids}: "
+                             "list each topic once, e.g. merge_topics([2, 5])")
+        return self._queue("merge", topics=sorted(ids))
+
+    def split_topic(self, topic: int, X: Any = None) -> EditTicket:
+        """Split ``topic`` in two, seeded by its two most distinct word groups (from their
+        document co-occurrence in ``X``, default: the training documents)."""
+        self._ready("split_topic")
+        t = _topic_id(topic, self._k_planned(), "split_topic")
+        if not self._edit_queue:
+            n = topic_words(topic_counts(self)[:, t]).size
+            if n < 2:
+                raise ValueError(f"split_topic: topic {t} has {n} word(s) above the uniform "
+                                 "probability, so there is nothing to split it into: split "
+                                 "a topic with at least two words of its own")
+        return self._queue("split", topic=t, X=X)
+
+    def delete_topic(self, topic: int) -> EditTicket:
+        """Delete ``topic``; its documents' weight goes to the other topics."""
+        self._ready("delete_topic")
+        k = self._k_planned()
+        t = _topic_id(topic, k, "delete_topic")
+        if k <= 1:
+            raise ValueError("delete_topic: this is the last topic; a model needs at least "
+                             "one: add_topic(seed_words=[...]) first, or train a new model")
+        return self._queue("delete", topic=t)
+
+    def add_topic(self, seed_words: Any, weight: float | None = None) -> EditTicket:
+        """Add a topic seeded with ``seed_words`` (vocabulary indices); with ``weight``
+        each seed word also gets a lasting prior of that many pseudo-counts in it."""
+        self._ready("add_topic")
+        words = sorted({_word_id(w, int(self.vocab_size), "add_topic")
+                        for w in list(seed_words)})
+        if not words:
+            raise ValueError("add_topic needs at least one seed word")
+        if weight is not None and not float(weight) > 0:
+            raise ValueError(f"add_topic: weight must be > 0 pseudo-counts; got {weight}")
+        return self._queue("add", words=words, weight=None if weight is None else
+                           float(weight))
+
+    def set_word_prior(self, word: int, topic: int, weight: float) -> EditTicket:
+        """Keep ``weight`` pseudo-counts of ``word`` in ``topic`` (0 removes the prior)."""
+        self._ready("set_word_prior")
+        w = _word_id(word, int(self.vocab_size), "set_word_prior")
+        t = _topic_id(topic, self._k_planned(), "set_word_prior")
+        if not np.isfinite(weight) or float(weight) < 0:
+            raise ValueError(f"set_word_prior: weight must be finite and >= 0 pseudo-counts; "
+                             f"got {weight}")
+        return self._queue("prior", word=w, topic=t, weight=float(weight))
+
+    def must_link(self, words: Any) -> EditTicket:
+        """Make ``words`` (two or more vocabulary indices) share their topics."""
+        return self._link("must_link", words)
+
+    def cannot_link(self, word_a: int, word_b: int) -> EditTicket:
+        """Keep two words out of the same topics."""
+        return self._link("cannot_link", [word_a, word_b])
+
+    def _link(self, kind: str, words: Any) -> EditTicket:
+        self._ready(kind)
+        ids = [_word_id(w, int(self.vocab_size), kind) for w in list(words)]
+        if len(set(ids)) < 2 or len(set(ids)) != len(ids):
+            raise ValueError(f"{kind} needs two or more different words; got {ids}")
+        return self._queue(kind, words=ids)
+
+    def _queue(self, kind: str, **args: Any) -> EditTicket:
+        ticket = EditTicket(kind, args)
+        self._edit_queue.append(ticket)
+        self._apply_if_idle()
+        return ticket
+
+    def _learner(self) -> Any:
+        return self._learner_ref() if self._learner_ref is not None else None
+
+    def _apply_if_idle(self) -> None:
+        lr = self._learner()
+        if lr is None:
+            self.apply_topic_edits(training=False)
+            return
+        with lr._cond:  # a start() waits until the edit is in
+            if lr.state not in ("running", "paused"):
+                self.apply_topic_edits(training=False)
+
+    # -- applying (the training thread, at a minibatch's start) ---------------------------
+    def apply_topic_edits(self, training: bool = True) -> None:
+        """Apply the queued edits; at the start of a training minibatch (``training``)
+        also keep the priors and constraints. Called by the training thread, and with
+        ``training=False`` at once while no learner runs."""
+        if self._edit_queue:
+            with self._edit_lock:
+                while self._edit_queue:
+                    self._apply_one(self._edit_queue.popleft())
+        if not training:
+            return
+        if self.word_priors:
+            self._keep_priors()
+        if self.must_links or self.cannot_links:
+            self._keep_links()
+
+    def _apply_one(self, ticket: EditTicket) -> None:
+        k0 = int(self.opts.n_components)
+        start = time.perf_counter()
+        try:
+            result = self._do(ticket.kind, ticket.args, k0)
+        except Exception as exc:  # noqa: BLE001 - handed to the caller's wait()
+            ticket.error = exc
+            ticket._done.set()
+            return
+        lr = self._learner()
+        entry = {"kind": ticket.kind, **{k: v for k, v in ticket.args.items() if k != "X"},
+                 "pass": int(self.n_passes_done), "batch": int(self.n_batches),
+                 "step": int(lr.step) if lr is not None else None, "k_before": k0,
+                 "k_after": int(self.opts.n_components),
+                 "latency_s": time.perf_counter() - ticket.requested,
+                 "apply_s": time.perf_counter() - start, **result}
+        log = self.topic_edit_log
+        log.append(entry)
+        del log[:-_LOG_KEPT]
+        ticket.entry = entry
+        ticket._done.set()
+
+    def _estimator(self) -> Any:
+        lr = self._learner()
+        est = getattr(lr, "estimator", None) if lr is not None else None
+        if est is None:
+            ref = self.__dict__.get("_owner_ref")
+            est = ref() if ref is not None else None
+        return est
+
+    def _reshape(self, plan: TopicPlan) -> None:
+        lr = self._learner()
+        est = self._estimator()
+        ups = (lr.updater if lr is not None else None,
+               est.__dict__.get("updater_") if est is not None else None)
+        reshape.reshape_model(self, plan, lr, ups)
+        if est is not None:
+            est.n_components = plan.k
+        self._remap_priors(plan)
+
+    def _do(self, kind: str, a: dict[str, Any], k: int) -> dict[str, Any]:
+        if kind == "merge":
+            topics = [_topic_id(t, k, "merge_topics") for t in a["topics"]]
+            keep = [t for t in range(k) if t not in topics[1:]]
+            plan = TopicPlan([("sum", topics) if t == topics[0] else ("sum", [t])
+                              for t in keep])
+            self._reshape(plan)
+            return {"topic": topics[0]}
+        if kind == "delete":
+            t = _topic_id(a["topic"], k, "delete_topic")
+            if k <= 1:
+                raise ValueError("delete_topic: this is the last topic")
+            self._reshape(TopicPlan([("sum", [j]) for j in range(k) if j != t]))
+            return {}
+        if kind == "split":
+            t = _topic_id(a["topic"], k, "split_topic")
+            X = a.get("X")
+            if X is None:
+                X = self._documents()
+            weights, _ = two_groups(X, topic_counts(self)[:, t])
+            srcs: list[tuple[Any, ...]] = [("sum", [j]) for j in range(k)]
+            srcs[t] = ("part", t, weights, 0.5)
+            srcs.append(("part", t, 1.0 - weights, 0.5))
+            self._reshape(TopicPlan(srcs))
+            return {"topics": [t, k]}
+        if kind == "add":
+            C = topic_counts(self)
+            V = C.shape[0]
+            mass = float(C.sum()) / max(k, 1)
+            seed = np.full(V, 0.1 * mass / V)
+            seed[a["words"]] += 0.9 * mass / len(a["words"])
+            self._reshape(TopicPlan([*[("sum", [j]) for j in range(k)], ("new", seed)]))
+            if a.get("weight"):
+                for w in a["words"]:
+                    self._set_prior(w, k, a["weight"])
+            return {"topic": k}
+        if kind == "prior":
+            self._set_prior(a["word"], _topic_id(a["topic"], k, "set_word_prior"),
+                            a["weight"])
+            return {}
+        if kind in ("must_link", "cannot_link"):
+            (self.must_links if kind == "must_link" else self.cannot_links).append(
+                list(a["words"]))
+            self._keep_links()
+            return {}
+        raise ValueError(f"unknown topic edit {kind!r}")
+
+    def _documents(self) -> Any:
+        lr = self._learner()
+        mats = getattr(getattr(lr, "source", None), "_mats", None) if lr is not None else None
+        if mats:
+            return mats[0]
+        cur = self._cur
+        if cur is not None:
+            return cur.mats[0].csr[: cur.n]
+        raise ValueError("split_topic needs documents to find the topic's word groups: pass "
+                         "X=... (documents x vocabulary counts)")
+
+    def topic_edit_counts(self) -> np.ndarray:
+        """The topic-word counts the edits act on, k x vocabulary host float64."""
+        return np.ascontiguousarray(topic_counts(self).T)
+

@@ -1,0 +1,266 @@
+"""Views of a topic model as data: the intertopic map, pyLDAvis's prepared data, a
+standalone HTML map, and distances between two models' topics.
+
+* :func:`intertopic_map` places the topics in 2-D: Jensen-Shannon distances between their
+  word distributions, then classical multidimensional scaling (PCoA, pyLDAvis's default).
+  Given the previous frame's coordinates it rotates / reflects the new ones onto them
+  (orthogonal Procrustes), so a live map does not flip or spin between frames.
+* :func:`prepared_data` builds the JSON document pyLDAvis's page reads (``mdsDat``,
+  ``tinfo``, ``token.table``, ``R``, ``lambda.step``, ``plot.opts``, ``topic.order``),
+  with no pyLDAvis install: ``json.dump`` it, or hand it to ``pyLDAvis.prepared_data_to_html``
+  through ``pyLDAvis.PreparedData``.
+* :func:`map_html` writes the map as one self-contained HTML page (inline SVG, each topic's
+  top words in its tooltip), which needs no server.
+* :func:`topic_diff` is gensim's ``LdaModel.diff``: a distance for every pair of topics.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import xlogy
+
+from bidlab import backend
+
+__all__ = ["js_distances", "intertopic_map", "prepared_data", "map_html", "topic_diff",
+           "relevance"]
+
+
+def _rows(topics: Any) -> np.ndarray:
+    P = np.asarray(backend.to_host(topics), np.float64)
+    if P.ndim != 2 or (P < 0).any() or not np.isfinite(P).all():
+        raise ValueError("topics must be a k x vocabulary matrix of finite weights >= 0")
+    s = P.sum(axis=1, keepdims=True)
+    if (s <= 0).any():
+        raise ValueError(f"topic {int(np.argmin(s))} has no mass")
+    return P / s
+
+
+def _compact(P: np.ndarray) -> np.ndarray:
+    """The columns that matter for the distances: words above the uniform probability in
+    some topic, the rest lumped into one column (exact for words equal across topics)."""
+    V = P.shape[1]
+    keep = (P > 1.0 / V).any(axis=0)
+    if keep.all():
+        return P
+    return np.hstack([P[:, keep], P[:, ~keep].sum(axis=1, keepdims=True)])
+
+
+def js_distances(topics: Any, other: Any = None) -> np.ndarray:
+    """Jensen-Shannon distances (square roots of the divergence, natural log) between the
+    rows of ``topics`` and of ``other`` (default: ``topics`` itself); k x k'."""
+    P = _rows(topics)
+    Q = P if other is None else _rows(other)
+    if P.shape[1] != Q.shape[1]:
+        raise ValueError(f"the topics have {P.shape[1]} and {Q.shape[1]} words: compare "
+                         "models over one vocabulary")
+    both = _compact(np.vstack([P, Q]))
+    P, Q = both[: P.shape[0]], both[P.shape[0]:]
+    hp, hq = xlogy(P, P).sum(axis=1), xlogy(Q, Q).sum(axis=1)
+    out = np.zeros((P.shape[0], Q.shape[0]))
+    M = np.empty_like(Q)
+    for i in range(P.shape[0]):  # k rows of vectorised work over k' x words
+        lo = i + 1 if other is None else 0  # a square matrix: the upper triangle only
+        if lo >= Q.shape[0]:
+            break
+        m = M[: Q.shape[0] - lo]
+        np.add(Q[lo:], P[i][None, :], out=m)
+        m *= 0.5
+        out[i, lo:] = 0.5 * (hp[i] + hq[lo:]) - xlogy(m, m).sum(axis=1)
+    if other is None:
+        out = out + out.T
+    return np.sqrt(np.maximum(out, 0.0))
+
+
+def classical_mds(D: np.ndarray, dims: int = 2) -> np.ndarray:
+    """Classical MDS (principal coordinates) of the distance matrix ``D``: k x dims."""
+    k = D.shape[0]
+    J = np.eye(k) - 1.0 / k
+    B = -0.5 * J @ (D**2) @ J
+    vals, vecs = np.linalg.eigh(B)
+    order = np.argsort(vals)[::-1][:dims]
+    coords = vecs[:, order] * np.sqrt(np.maximum(vals[order], 0.0))
+    if coords.shape[1] < dims:
+        coords = np.hstack([coords, np.zeros((k, dims - coords.shape[1]))])
+    return coords
+
+
+def _align(coords: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    """Rotate / reflect ``coords`` onto ``previous`` (same topics, rows in order)."""
+    n = min(len(coords), len(previous))
+    if n < 2:
+        return coords
+    A, B = coords[:n] - coords[:n].mean(0), previous[:n] - previous[:n].mean(0)
+    U, _, Vt = np.linalg.svd(A.T @ B)
+    return coords @ (U @ Vt)
+
+
+def intertopic_map(topics: Any, weights: Any = None,
+                   previous: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The topics in 2-D (see the module doc).
+
+    Returns a dict: ``x``, ``y`` (k,), ``weight`` (k, each topic's share of the tokens:
+    ``weights`` normalised, else equal), ``distance`` (k x k Jensen-Shannon).
+
+    Examples
+    --------
+    >>> m = intertopic_map(np.array([[0.9, 0.1, 0.0], [0.0, 0.1, 0.9], [0.4, 0.2, 0.4]]))
+    >>> m["x"].shape
+    (3,)
+    """
+    D = js_distances(topics)
+    coords = classical_mds(D) if D.shape[0] > 1 else np.zeros((1, 2))
+    if previous is not None and len(previous):
+        coords = _align(coords, np.asarray(previous, np.float64))
+    k = D.shape[0]
+    w = np.ones(k) if weights is None else np.asarray(weights, np.float64).reshape(-1)
+    if w.shape[0] != k:
+        raise ValueError(f"weights has {w.shape[0]} entries for {k} topics")
+    return {"x": coords[:, 0].copy(), "y": coords[:, 1].copy(),
+            "weight": w / max(float(w.sum()), 1e-300), "distance": D}
+
+
+def relevance(topics: Any, term_share: np.ndarray, lam: float) -> np.ndarray:
+    """pyLDAvis's relevance, k x vocabulary: ``lam log p(w|t) + (1 - lam) log lift``."""
+    P = _rows(topics)
+    logp = np.log(np.maximum(P, 1e-300))
+    lift = logp - np.log(np.maximum(term_share, 1e-300))[None, :]
+    return lam * logp + (1.0 - lam) * lift
+
+
+def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None = None,
+                  lambda_step: float = 0.01, R: int = 30) -> dict[str, Any]:
+    """pyLDAvis's prepared data for the topics (k x vocabulary), the documents' topic
+    proportions ``theta`` (documents x k) and their counts ``X``; JSON-ready.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix(np.array([[3, 1, 0], [0, 1, 4]]))
+    >>> d = prepared_data(np.array([[0.7, 0.2, 0.1], [0.1, 0.2, 0.7]]),
+    ...                   np.array([[0.9, 0.1], [0.1, 0.9]]), X, ["a", "b", "c"], R=2)
+    >>> sorted(d)
+    ['R', 'lambda.step', 'mdsDat', 'plot.opts', 'tinfo', 'token.table', 'topic.order']
+    """
+    P = _rows(topics)
+    k, V = P.shape
+    theta = np.asarray(backend.to_host(theta), np.float64)
+    if hasattr(X, "X") and hasattr(X, "vocab"):
+        vocab = list(X.vocab) if vocab is None else vocab
+        X = X.X
+    Xh = sp.csr_matrix(backend.to_host(X))
+    vocab = [str(i) for i in range(V)] if vocab is None else [str(v) for v in vocab]
+    if len(vocab) != V or Xh.shape[1] != V or theta.shape != (Xh.shape[0], k):
+        raise ValueError(f"prepared_data: shapes disagree: topics {P.shape}, theta "
+                         f"{theta.shape}, X {Xh.shape}, vocab {len(vocab)}")
+    lengths = np.asarray(Xh.sum(axis=1)).ravel()
+    term_freq = np.asarray(Xh.sum(axis=0)).ravel()
+    topic_freq = (theta * lengths[:, None]).sum(axis=0)
+    order = np.argsort(-topic_freq, kind="stable")  # pyLDAvis lists topics by size
+    P, topic_freq = P[order], topic_freq[order]
+    term_topic = P * topic_freq[:, None]
+    scale = np.where(term_topic.sum(axis=0) > 0, term_freq / np.maximum(
+        term_topic.sum(axis=0), 1e-300), 0.0)
+    term_topic *= scale[None, :]
+    share = term_freq / max(float(term_freq.sum()), 1e-300)
+    m = intertopic_map(P, topic_freq)
+    R = max(1, min(int(R), V))
+    default = np.argsort(-term_freq, kind="stable")[:R]
+    cols: dict[str, list[Any]] = {"Term": [], "Freq": [], "Total": [], "Category": [],
+                                  "logprob": [], "loglift": []}
+    for rank, j in enumerate(default):
+        for name, v in (("Term", vocab[j]), ("Freq", float(term_freq[j])),
+                        ("Total", float(term_freq[j])), ("Category", "Default"),
+                        ("logprob", float(R - rank)), ("loglift", float(R - rank))):
+            cols[name].append(v)
+    logp = np.log(np.maximum(P, 1e-300))
+    lift = logp - np.log(np.maximum(share, 1e-300))[None, :]
+    lams = np.arange(0.0, 1.0 + 1e-9, lambda_step)
+    kept: set[int] = set(int(j) for j in default)
+    for t in range(k):
+        words: list[int] = []
+        for lam in lams:
+            rel = lam * logp[t] + (1.0 - lam) * lift[t]
+            words.extend(int(j) for j in np.argsort(-rel, kind="stable")[:R])
+        for j in dict.fromkeys(words):
+            kept.add(j)
+            for name, v in (("Term", vocab[j]), ("Freq", float(term_topic[t, j])),
+                            ("Total", float(term_freq[j])), ("Category", f"Topic{t + 1}"),
+                            ("logprob", float(round(logp[t, j], 4))),
+                            ("loglift", float(round(lift[t, j], 4)))):
+                cols[name].append(v)
+    terms = sorted(kept)
+    tok: dict[str, list[Any]] = {"Topic": [], "Freq": [], "Term": []}
+    for j in terms:
+        for t in range(k):
+            if term_topic[t, j] > 0 and term_freq[j] > 0:
+                tok["Topic"].append(t + 1)
+                tok["Freq"].append(float(term_topic[t, j] / term_freq[j]))
+                tok["Term"].append(vocab[j])
+    return {
+        "mdsDat": {"x": m["x"].tolist(), "y": m["y"].tolist(),
+                   "topics": list(range(1, k + 1)), "cluster": [1] * k,
+                   "Freq": (100.0 * m["weight"]).tolist()},
+        "tinfo": cols, "token.table": tok, "R": R, "lambda.step": float(lambda_step),
+        "plot.opts": {"xlab": "PC1", "ylab": "PC2"},
+        "topic.order": [int(t) + 1 for t in order],
+    }
+
+
+def map_html(data: dict[str, Any], path: str | Path, title: str = "intertopic map") -> Path:
+    """Write :func:`prepared_data`'s map as one self-contained HTML page (no server):
+    circles placed by the map, area by topic size, each topic's top words in its tooltip."""
+    md = data["mdsDat"]
+    x, y, freq = np.asarray(md["x"]), np.asarray(md["y"]), np.asarray(md["Freq"])
+    span = max(float(np.ptp(x)) if x.size else 0.0, float(np.ptp(y)) if y.size else 0.0,
+               1e-9)
+    size, pad = 520, 60
+
+    def px(v: np.ndarray, lo: float) -> np.ndarray:
+        return pad + (v - lo) / span * (size - 2 * pad)
+
+    cx, cy = px(x, float(x.min())), size - px(y, float(y.min()))
+    radius = 4 + 40 * np.sqrt(freq / max(float(freq.max()), 1e-300))
+    ti = data["tinfo"]
+    words: dict[str, list[str]] = {}
+    for term, cat in zip(ti["Term"], ti["Category"], strict=True):
+        if cat != "Default" and len(words.setdefault(cat, [])) < 10:
+            words[cat].append(term)
+    circles = []
+    for t in range(len(x)):
+        tip = html.escape(f"topic {t + 1} ({freq[t]:.1f}% of tokens): "
+                          + ", ".join(words.get(f"Topic{t + 1}", [])))
+        circles.append(f'<circle cx="{cx[t]:.1f}" cy="{cy[t]:.1f}" r="{radius[t]:.1f}" '
+                       f'fill="#1f77b4" fill-opacity="0.45" stroke="#1f4e79"><title>{tip}'
+                       f'</title></circle><text x="{cx[t]:.1f}" y="{cy[t]:.1f}" '
+                       f'text-anchor="middle" font-size="12">{t + 1}</text>')
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+            f"</title></head><body><h3>{html.escape(title)}</h3><svg width='{size}' "
+            f"height='{size}' style='border:1px solid #ccc'>{''.join(circles)}</svg>"
+            "<p>Hover a circle for the topic's most relevant words.</p></body></html>")
+    path = Path(path)
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def topic_diff(topics: Any, other: Any, distance: str = "jensen_shannon") -> np.ndarray:
+    """k x k' distances between two sets of topics (gensim's ``LdaModel.diff``):
+    ``"jensen_shannon"``, ``"hellinger"`` or ``"kullback_leibler"``."""
+    if distance == "jensen_shannon":
+        return js_distances(topics, other)
+    P, Q = _rows(topics), _rows(other)
+    if P.shape[1] != Q.shape[1]:
+        raise ValueError(f"the topics have {P.shape[1]} and {Q.shape[1]} words: compare "
+                         "models over one vocabulary")
+    if distance == "hellinger":
+        return np.sqrt(np.maximum(0.0, 1.0 - np.sqrt(P) @ np.sqrt(Q).T))
+    if distance == "kullback_leibler":
+        logp = np.log(np.maximum(P, 1e-300))
+        return (P * logp).sum(axis=1)[:, None] - P @ np.log(np.maximum(Q, 1e-300)).T
+    raise ValueError(f"topic_diff: unknown distance {distance!r}; choose 'jensen_shannon', "
+                     "'hellinger' or 'kullback_leibler'")

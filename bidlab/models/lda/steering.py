@@ -1,0 +1,187 @@
+"""Topic steering on the faces users hold: the LDA estimators and their live learner.
+
+:class:`TopicSteering` gives :class:`~bidlab.models.LDA`, :class:`~bidlab.models.LDAGibbs`
+and :class:`~bidlab.models.lda.learner.LDALearner` the structural edits of
+:mod:`bidlab.models.lda.edits` with words named by vocabulary strings or indices, and the
+quality measures and views that come with them: coherence
+(:mod:`bidlab.models.lda.coherence`), the intertopic map and the pyLDAvis export
+(:mod:`bidlab.models.lda.export`), and :meth:`TopicSteering.topic_diff`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from bidlab import backend
+from bidlab.models.lda import coherence as _coherence
+from bidlab.models.lda import common
+from bidlab.models.lda import export as _export
+from bidlab.models.lda.edits import EditTicket
+
+__all__ = ["TopicSteering", "resolve_words"]
+
+
+def resolve_words(words: Any, vocab: Sequence[str] | None, what: str) -> list[int]:
+    """Vocabulary indices of ``words`` (strings looked up in ``vocab``, or indices)."""
+    if isinstance(words, (str, int, np.integer)):
+        words = [words]
+    out = []
+    index = None
+    for w in words:
+        if isinstance(w, str):
+            if vocab is None:
+                raise ValueError(f"{what}: the word {w!r} is a string but this model has no "
+                                 "vocabulary: fit it on a Corpus or a DataFrame, or pass "
+                                 "vocabulary indices")
+            if index is None:
+                index = {str(v): i for i, v in enumerate(vocab)}
+            if w not in index:
+                raise ValueError(f"{what}: the word {w!r} is not in the model's vocabulary "
+                                 f"of {len(index)} words: use a word the model was trained "
+                                 "with")
+            out.append(index[w])
+        else:
+            out.append(w)
+    return out
+
+
+class TopicSteering:
+    """Topic edits, coherence, the intertopic map and exports (see the module doc).
+
+    Examples
+    --------
+    >>> est = bidlab.models.LDAGibbs(n_components=20).fit(corpus)     # doctest: +SKIP
+    >>> est.merge_topics([3, 7]).wait()                                # doctest: +SKIP
+    >>> est.add_topic(seed_words=["space", "nasa", "orbit"])          # doctest: +SKIP
+    >>> est.coherence(corpus, measure="c_npmi")                       # doctest: +SKIP
+    """
+
+    # -- the parts each face supplies -----------------------------------------------------
+    def _steer_model(self) -> Any:
+        raise NotImplementedError
+
+    def _steer_vocab(self) -> Sequence[str] | None:
+        return None
+
+    def _steer_docs(self) -> Any:
+        """The training documents, when the face keeps them (else None)."""
+        return None
+
+    # -- edits ----------------------------------------------------------------------------
+    def merge_topics(self, topics: Sequence[int]) -> EditTicket:
+        """Merge two or more topics into one (at the lowest id), at the next minibatch."""
+        return self._steer_model().merge_topics(topics)
+
+    def split_topic(self, topic: int, X: Any = None) -> EditTicket:
+        """Split a topic in two, seeded by its two most distinct word groups (their
+        document co-occurrence in ``X``, default the training documents)."""
+        return self._steer_model().split_topic(topic, X=X if X is not None
+                                               else self._steer_docs())
+
+    def delete_topic(self, topic: int) -> EditTicket:
+        """Delete a topic (its documents' weight goes to the others)."""
+        return self._steer_model().delete_topic(topic)
+
+    def add_topic(self, seed_words: Any, weight: float | None = None) -> EditTicket:
+        """Add a topic seeded with ``seed_words`` (strings or indices); ``weight``: a lasting
+        prior of that many pseudo-counts per seed word."""
+        words = resolve_words(seed_words, self._steer_vocab(), "add_topic")
+        return self._steer_model().add_topic(words, weight=weight)
+
+    def set_word_prior(self, word: Any, topic: int, weight: float) -> EditTicket:
+        """Keep ``weight`` pseudo-counts of ``word`` in ``topic`` while training (0
+        removes it)."""
+        (w,) = resolve_words([word], self._steer_vocab(), "set_word_prior")
+        return self._steer_model().set_word_prior(w, topic, weight)
+
+    def must_link(self, words: Any) -> EditTicket:
+        """Make two or more words share their topics (Interactive Topic Modeling)."""
+        return self._steer_model().must_link(resolve_words(words, self._steer_vocab(),
+                                                           "must_link"))
+
+    def cannot_link(self, word_a: Any, word_b: Any) -> EditTicket:
+        """Keep two words out of the same topics (Interactive Topic Modeling)."""
+        a, b = resolve_words([word_a, word_b], self._steer_vocab(), "cannot_link")
+        return self._steer_model().cannot_link(a, b)
+
+    @property
+    def topic_edit_log(self) -> list[dict[str, Any]]:
+        """The applied topic edits, oldest first (pass, minibatch, k before and after)."""
+        return list(self._steer_model().topic_edit_log)
+
+    # -- quality and views ----------------------------------------------------------------
+    def _topics(self) -> np.ndarray:
+        return self._steer_model().components()
+
+    def coherence(self, X: Any = None, measure: str = "c_npmi", top_n: int = 10,
+                  per_topic: bool = False) -> Any:
+        """Topic coherence on the reference documents ``X`` (default: the training
+        documents); see :func:`bidlab.models.lda.coherence.coherence`."""
+        X = X if X is not None else self._steer_docs()
+        if X is None:
+            raise ValueError("coherence needs reference documents: pass X=...")
+        return _coherence.coherence(self._topics(), X, measure=measure, top_n=top_n,
+                                    per_topic=per_topic)
+
+    def intertopic_map(self, X: Any = None) -> dict[str, np.ndarray]:
+        """The topics placed in 2-D by Jensen-Shannon distance and classical MDS; see
+        :func:`bidlab.models.lda.export.intertopic_map`."""
+        X = X if X is not None else self._steer_docs()
+        weight = None if X is None else self._topic_weights(X)
+        return _export.intertopic_map(self._topics(), weight)
+
+    def to_pyldavis(self, X: Any = None, vocab: Sequence[str] | None = None,
+                    lambda_step: float = 0.01, R: int = 30) -> dict[str, Any]:
+        """pyLDAvis's prepared data (a JSON-ready dict); see
+        :func:`bidlab.models.lda.export.prepared_data`."""
+        X = X if X is not None else self._steer_docs()
+        if X is None:
+            raise ValueError("to_pyldavis needs the documents: pass X=...")
+        theta = self._theta(X)
+        vocab = vocab if vocab is not None else self._steer_vocab()
+        return _export.prepared_data(self._topics(), theta, X, vocab, lambda_step=lambda_step,
+                                     R=R)
+
+    def transform_texts(self, texts: Sequence[str], lowercase: bool = True,
+                        token_pattern: str = r"(?u)\b\w\w+\b") -> np.ndarray:
+        """Topic proportions of raw documents, counted over the fitted vocabulary (words
+        outside it are dropped) with the tokenizer of :func:`bidlab.datasets.load_text_folder`
+        (``lowercase`` and ``token_pattern`` as it was given); documents x k."""
+        from sklearn.feature_extraction.text import CountVectorizer  # noqa: PLC0415 - slow
+
+        vocab = self._steer_vocab()
+        if vocab is None:
+            raise ValueError("transform_texts needs the model's vocabulary: fit it on a Corpus "
+                             "(bidlab.datasets.load_text_folder) or on a DataFrame")
+        if isinstance(texts, str):
+            raise TypeError("transform_texts takes a list of documents, not one string: "
+                            "wrap it in a list")
+        counts = CountVectorizer(vocabulary=list(vocab), lowercase=lowercase,
+                                 token_pattern=token_pattern).transform(list(texts))
+        model = self._steer_model()
+        C = common.as_counts(counts, owner="transform_texts", dtype=model.dtype)
+        if model.xp is not np:
+            C = backend.to_device(C)
+        return np.asarray(backend.to_host(model.transform(C)), np.float64)
+
+    def topic_diff(self, other: Any, distance: str = "jensen_shannon") -> np.ndarray:
+        """k x k' distances between this model's topics and ``other``'s (an estimator, a
+        learner or a k' x vocabulary matrix), as gensim's ``LdaModel.diff``."""
+        theirs = other._topics() if isinstance(other, TopicSteering) else np.asarray(other)
+        return _export.topic_diff(self._topics(), theirs, distance)
+
+    def _theta(self, X: Any) -> np.ndarray:
+        model = self._steer_model()
+        C = common.as_counts(X, owner="to_pyldavis", dtype=model.dtype)
+        if model.xp is not np:
+            C = backend.to_device(backend.to_host(C))
+        return np.asarray(backend.to_host(model.transform(C)), np.float64)
+
+    def _topic_weights(self, X: Any) -> np.ndarray:
+        theta = self._theta(X)
+        lengths = np.asarray(common.as_counts(X, owner="intertopic_map",
+                                              dtype=np.float64).sum(axis=1)).ravel()
+        return (theta * lengths[:, None]).sum(axis=0)

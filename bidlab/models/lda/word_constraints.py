@@ -1,0 +1,130 @@
+"""Word priors and word links of an LDA model, kept in its topic-word counts.
+
+:class:`WordConstraints` (a part of :class:`~bidlab.models.lda.edits.TopicEdits`) holds
+the priors ((word, topic) -> pseudo-counts) and the must-link / cannot-link groups, and
+writes them into the counts: a prior when it is set, and before every training step the
+share of it the step-size schedule is about to decay (``rho / (1 - rho)`` of it for an
+online step; all of it after a batch pass replaced the counts); the links at every
+training minibatch (see :mod:`bidlab.models.lda.edits` for what each does).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bidlab import backend
+from bidlab.models.lda.reshape import TopicPlan, is_gibbs
+
+__all__ = ["WordConstraints"]
+
+
+class WordConstraints:
+    """Word priors and links (mixed into the LDA models through ``TopicEdits``)."""
+
+    # -- priors and constraints --------------------------------------------------------------
+    def _add_counts(self, words: np.ndarray, topics: np.ndarray, values: np.ndarray) -> None:
+        """Add ``values`` pseudo-counts at (words, topics) of the model's counts."""
+        xp = self.xp
+        if is_gibbs(self):
+            scaled = values / float(self._a)
+            self.NT.data[words, topics] += xp.asarray(scaled.astype(self.dtype))
+            if xp is np:
+                np.add.at(self._colsum, topics, scaled)
+                self._update_params()
+            else:
+                self._count_columns()
+        else:
+            self.lamT.data[words, topics] += xp.asarray(values.astype(self.dtype))
+            self._stale = True
+            self.sync()
+
+    def _set_prior(self, w: int, t: int, weight: float) -> None:
+        old = self.word_priors.pop((w, t), 0.0)
+        if weight > 0:
+            self.word_priors[(w, t)] = float(weight)
+        delta = np.array([weight - old])
+        if is_gibbs(self):  # never below zero counts
+            have = float(self.NT.data[w, t]) * float(self._a)
+            delta = np.maximum(delta, -have)
+        elif delta[0] < 0:
+            have = float(self.lamT.data[w, t]) - float(self.opts.beta)
+            delta = np.maximum(delta, -max(have, 0.0))
+        self._add_counts(np.array([w]), np.array([t]), delta)
+
+    def _remap_priors(self, plan: TopicPlan) -> None:
+        old, self.word_priors = self.word_priors, {}
+        for j in range(plan.k):
+            src = plan.sources[j]
+            olds = src[1] if src[0] == "sum" else [src[1]] if src[0] == "part" else []
+            for (w, t), v in old.items():
+                if t in olds and (src[0] != "part" or j == plan.first_source(j) == t):
+                    self.word_priors[(w, j)] = self.word_priors.get((w, j), 0.0) + v
+
+    def _keep_priors(self) -> None:
+        """Put back the share of the priors the next step will decay (an online step), or
+        add them once a pass to the sums a batch pass replaces the counts with."""
+        lr = self._learner()
+        up = lr.updater if lr is not None else None
+        keys = list(self.word_priors)
+        words = np.array([w for w, _ in keys])
+        topics = np.array([t for _, t in keys])
+        values = np.array([self.word_priors[key] for key in keys])
+        if up is not None and hasattr(up, "rho"):
+            rho = min(float(up.rho()), 0.999)
+            self._add_counts(words, topics, values * (rho / (1.0 - rho)))
+        elif up is not None and getattr(up, "sums", None) and up.sums[0] is not None:
+            if int(self.n_passes_done) != self._prior_pass:  # the pass's first minibatch
+                self._prior_pass = int(self.n_passes_done)
+                sums = up.sums[0]  # topics x vocabulary, as the model matrix
+                sums[topics, words] += self.xp.asarray(values.astype(sums.dtype))
+
+    def _keep_links(self) -> None:
+        xp = self.xp
+        gibbs = is_gibbs(self)
+        M = self.NT.data if gibbs else self.lamT.data
+        floor = 0.0 if gibbs else float(self.opts.beta)
+        for kind, groups in (("must", self.must_links), ("cannot", self.cannot_links)):
+            for words in groups:
+                idx = np.asarray(words)
+                old = np.asarray(backend.to_host(M[idx]), np.float64)
+                R = np.maximum(old - floor, 0.0)
+                R = _must(R) if kind == "must" else _cannot(R)
+                M[idx] = xp.asarray((R + floor).astype(self.dtype))
+                if gibbs:
+                    delta = (R + floor - old).sum(axis=0)
+                    self._colsum += xp.asarray(delta)
+        if gibbs:
+            self._update_params()
+        else:
+            self._stale = True
+            self.sync()
+
+
+def _must(R: np.ndarray) -> np.ndarray:
+    """The words' rows sharing one distribution over topics, each keeping its total."""
+    tot = R.sum(axis=1, keepdims=True)
+    share = R.sum(axis=0)
+    s = share.sum()
+    if s <= 0:
+        return R
+    return tot * (share / s)[None, :]
+
+
+def _cannot(R: np.ndarray) -> np.ndarray:
+    """In each topic both words use, the one with the smaller share of its own counts
+    there moves that count to its other topics (in proportion)."""
+    R = R.copy()
+    tot = R.sum(axis=1, keepdims=True)
+    p = R / np.maximum(tot, 1e-300)
+    both = (R[0] > 0) & (R[1] > 0)
+    for t in np.flatnonzero(both):
+        loser = 0 if p[0, t] < p[1, t] else 1
+        moved = R[loser, t]
+        others = R[loser].copy()
+        others[t] = 0.0
+        s = others.sum()
+        if s <= 0:
+            continue
+        R[loser] += moved * others / s
+        R[loser, t] = 0.0
+    return R

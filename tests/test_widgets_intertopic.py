@@ -1,0 +1,84 @@
+"""The live intertopic map: topics placed each frame, edits sent from the map reach the
+learner, and the views follow k when it changes (in-process: no frontend needed)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ipywidgets", reason="bidlab.widgets needs the viz extra")
+pytest.importorskip("jupyter_bokeh", reason="bidlab.widgets needs the viz extra")
+
+from bidlab.widgets import IntertopicMap, TopicBubbles  # noqa: E402
+
+from bidlab.datasets.synthetic_corpus import block_diagonal_corpus  # noqa: E402
+from bidlab.models import LDAGibbs  # noqa: E402
+
+
+@pytest.fixture
+def learner():
+    corpus = block_diagonal_corpus(k=4, words_per_topic=10, n_docs=400, doc_len=30, seed=1)
+    est = LDAGibbs(n_components=4, random_state=0)
+    lr = est.learner(corpus, n_passes=3, batch_size=50)
+    lr.fit(progress=None)
+    return lr, corpus
+
+
+def test_map_edits_reach_the_learner_and_the_views_follow_k(learner):
+    lr, corpus = learner
+    view = IntertopicMap(lr, corpus.vocab)
+    bubbles = TopicBubbles(lr, corpus.vocab, n_top=3)
+    try:
+        stat = lr.model.modelmats[0].numpy()
+        view.render_topics(stat)
+        data = view.source.data
+        assert len(data["x"]) == 4 and len(data["color"]) == 4
+        coherence = np.asarray(data["coherence"])
+        assert np.isfinite(coherence).all() and (coherence > 0).all()  # planted blocks
+        view.select([2])
+        assert "topic 2" in view.words.value
+        assert view.edit("split") is not None  # one topic selected: a split goes out
+        view.select([0, 1])
+        assert view.edit("split") is None and "exactly one" in view.status.value
+        view.select([0, 1])
+        ticket = view.edit("merge")
+        ticket.wait(10)
+        assert lr.model.opts.n_components == 4  # split then merge: 4 + 1 - 1
+        stat = lr.model.modelmats[0].numpy()
+        view.render_topics(stat)
+        bubbles._render_topics(stat)
+        assert len(view.source.data["x"]) == 4 and bubbles.k == 4
+        view.select([0])
+        view.edit("delete").wait(10)
+        stat = lr.model.modelmats[0].numpy()
+        view.render_topics(stat)
+        bubbles._render_topics(stat)
+        assert len(view.source.data["x"]) == 3
+        assert bubbles.k == 3 and len(bubbles.source.data["topic"]) == 3 * 3 * 3
+        view.select([0, 0])
+        assert view.edit("merge") is None and "two or more" in view.status.value
+    finally:
+        view.close()
+        bubbles.close()
+
+
+def test_map_streams_while_the_learner_trains(learner):
+    lr, corpus = learner
+    lr.set(n_passes=10_000)
+    view = IntertopicMap(lr, corpus.vocab, rate=10)
+    lr.start()
+    try:
+        deadline = time.monotonic() + 20
+        while view.frames < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert view.frames >= 3 and not view.view.errors
+        view.select([1, 3])
+        view.edit("merge").wait(10)
+        while len(view.source.data["x"]) != 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(view.source.data["x"]) == 3 and lr.state == "running"
+    finally:
+        lr.stop()
+        view.close()
