@@ -35,7 +35,7 @@ from bidlab.kern.adaptive import adaptive_kernel
 __all__ = ["Scratch", "cg_start", "cg_step", "solve_rows", "solve_rows_reference"]
 
 
-@adaptive_kernel(cache=True, nogil=True)
+@adaptive_kernel(cache=True, nogil=True, fastmath=True)
 def _start(indptr, indices, data, O, X, AP, R, P, rs, err, bias, implicit, alpha, mu, l2
            ):  # pragma: no cover - compiled
     n, f = X.shape
@@ -69,7 +69,7 @@ def _start(indptr, indices, data, O, X, AP, R, P, rs, err, bias, implicit, alpha
         err[u] = e
 
 
-@adaptive_kernel(cache=True, nogil=True)
+@adaptive_kernel(cache=True, nogil=True, fastmath=True)
 def _step(indptr, indices, data, O, X, AP, R, P, rs, bias, implicit, alpha, l2, tiny
           ):  # pragma: no cover - compiled
     n, f = X.shape

@@ -192,7 +192,7 @@ class SFAModel(Model):
                                        backend.namespace(F))
         if self._gram_key != key:
             xp = backend.namespace(F)
-            xp.matmul(F.T, F, out=self._gram)
+            xp.copyto(self._gram, F.T @ F)  # f x f: BLAS, where an out= transposed is not
             d = self._gram.reshape(-1)[:: self.width + 1]
             d += self.dtype.type(self.opts.l2)
             self._gram_key = key
@@ -209,7 +209,7 @@ class SFAModel(Model):
             self.mu = float(S.data.sum()) / max(int(S.nnz), 1) if self.bias else 0.0
         if self._by_item is None:
             self._gather.append((np.array(batch.ids[: batch.n], copy=True),
-                                 sp.csr_matrix(backend.to_host(S))))
+                                 sp.csr_matrix(backend.to_host(S), copy=True)))
         X, sc = self._rows(batch.n)
         self.W.get(batch, X)
         V = self.modelmats[0].data
