@@ -19,5 +19,6 @@ BENCHMARKS: dict[str, str] = {
     "temperature": "SAME Gibbs with heated parameters vs without",
     "coldstart": "first fit of a fresh process: empty kernel cache, after warmup, warm",
     "pagerank": "PageRank vs networkx and a scipy power iteration (SNAP, R-MAT)",
+    "sfa": "SFA (ALS by CG) vs implicit on MovieLens-small and a generated 20 M matrix",
 }
 """Benchmark name -> one-line summary; the name is the module ``bidlab.bench.<name>``."""
