@@ -23,6 +23,7 @@ CPU kernels' oracle.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,32 +37,35 @@ __all__ = ["Scratch", "cg_start", "cg_step", "solve_rows", "solve_rows_reference
 
 
 @adaptive_kernel(cache=True, nogil=True, fastmath=True)
-def _start(indptr, indices, data, O, X, AP, R, P, rs, err, bias, implicit, alpha, mu, l2
-           ):  # pragma: no cover - compiled
+def _start(indptr, indices, data, O, X, AP, R, P, rs, err, bias, implicit, alpha, mu, l2,
+           zero, one):  # pragma: no cover - compiled
     n, f = X.shape
+    fk = f - bias
     for u in prange(n):
-        e = 0.0
+        e = zero
         for t in range(f):
             R[u, t] = -AP[u, t] if implicit else -l2 * X[u, t]
+        x = X[u]
+        r = R[u]
         for q in range(indptr[u], indptr[u + 1]):
-            j = indices[q]
+            o = O[indices[q]]
             v = data[q]
-            dot = 0.0
-            for t in range(f - bias):
-                dot += O[j, t] * X[u, t]
+            dot = zero
+            for t in range(fk):
+                dot += o[t] * x[t]
             if bias:
-                dot += X[u, f - 1]
+                dot += x[f - 1]
             if implicit:
-                c = (1.0 + alpha * v) - alpha * v * dot
-                e += (1.0 - dot) * (1.0 - dot)
+                c = (one + alpha * v) - alpha * v * dot
+                e += (one - dot) * (one - dot)
             else:
-                c = v - mu - O[j, f - 1] - dot
+                c = v - mu - o[f - 1] - dot
                 e += c * c
-            for t in range(f - bias):
-                R[u, t] += c * O[j, t]
+            for t in range(fk):
+                r[t] += c * o[t]
             if bias:
-                R[u, f - 1] += c
-        s = 0.0
+                r[f - 1] += c
+        s = zero
         for t in range(f):
             P[u, t] = R[u, t]
             s += R[u, t] * R[u, t]
@@ -70,36 +74,39 @@ def _start(indptr, indices, data, O, X, AP, R, P, rs, err, bias, implicit, alpha
 
 
 @adaptive_kernel(cache=True, nogil=True, fastmath=True)
-def _step(indptr, indices, data, O, X, AP, R, P, rs, bias, implicit, alpha, l2, tiny
-          ):  # pragma: no cover - compiled
+def _step(indptr, indices, data, O, X, AP, R, P, rs, bias, implicit, alpha, l2, tiny,
+          zero, one):  # pragma: no cover - compiled
     n, f = X.shape
+    fk = f - bias
     for u in prange(n):
         if rs[u] <= tiny:
             continue
         if not implicit:
             for t in range(f):
                 AP[u, t] = l2 * P[u, t]
+        p = P[u]
+        ap = AP[u]
         for q in range(indptr[u], indptr[u + 1]):
-            j = indices[q]
-            w = alpha * data[q] if implicit else 1.0
-            dot = 0.0
-            for t in range(f - bias):
-                dot += O[j, t] * P[u, t]
+            o = O[indices[q]]
+            w = alpha * data[q] if implicit else one
+            dot = zero
+            for t in range(fk):
+                dot += o[t] * p[t]
             if bias:
-                dot += P[u, f - 1]
+                dot += p[f - 1]
             dot *= w
-            for t in range(f - bias):
-                AP[u, t] += dot * O[j, t]
+            for t in range(fk):
+                ap[t] += dot * o[t]
             if bias:
-                AP[u, f - 1] += dot
-        pap = 0.0
+                ap[f - 1] += dot
+        pap = zero
         for t in range(f):
             pap += P[u, t] * AP[u, t]
         if pap <= tiny:
             rs[u] = 0.0
             continue
         a = rs[u] / pap
-        s = 0.0
+        s = zero
         for t in range(f):
             X[u, t] += a * P[u, t]
             R[u, t] -= a * AP[u, t]
@@ -146,7 +153,7 @@ def cg_start(S: Any, O: Any, X: Any, sc: Scratch, *, gram: Any, l2: float, alpha
     ip, ix, dv = _csr(S)
     dt = X.dtype.type
     _start(S.nnz * X.shape[1] + X.size, ip, ix, dv, O, X, sc.AP, sc.R, sc.P, sc.rs, sc.err,
-           int(bias), implicit, dt(alpha), dt(mu), dt(l2))
+           int(bias), implicit, dt(alpha), dt(mu), dt(l2), dt(0), dt(1))
 
 
 def cg_step(S: Any, O: Any, X: Any, sc: Scratch, *, gram: Any, l2: float, alpha: float,
@@ -158,7 +165,7 @@ def cg_step(S: Any, O: Any, X: Any, sc: Scratch, *, gram: Any, l2: float, alpha:
     ip, ix, dv = _csr(S)
     dt = X.dtype.type
     _step(S.nnz * X.shape[1] + X.size, ip, ix, dv, O, X, sc.AP, sc.R, sc.P, sc.rs,
-          int(bias), implicit, dt(alpha), dt(l2), dt(np.finfo(X.dtype).tiny))
+          int(bias), implicit, dt(alpha), dt(l2), dt(np.finfo(X.dtype).tiny), dt(0), dt(1))
 
 
 def solve_rows(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int, gram: Any = None,
@@ -193,9 +200,27 @@ def solve_rows(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int, gram: Any = N
         solve_rows_reference(S, O, X, sc, steps=steps, gram=gram, l2=l2, alpha=alpha,
                              mu=mu, bias=bias)
         return
-    cg_start(S, O, X, sc, gram=gram, l2=l2, alpha=alpha, mu=mu, bias=bias)
-    for _ in range(steps):
-        cg_step(S, O, X, sc, gram=gram, l2=l2, alpha=alpha, bias=bias)
+    with _blas_threads(X.size * X.shape[1]):
+        cg_start(S, O, X, sc, gram=gram, l2=l2, alpha=alpha, mu=mu, bias=bias)
+        for _ in range(steps):
+            cg_step(S, O, X, sc, gram=gram, l2=l2, alpha=alpha, bias=bias)
+
+
+#: below this many multiply-adds a ``P @ G`` product runs on one BLAS thread: a threaded
+#: BLAS takes ~100x longer on small products when the cores are busy (610 x 64 x 64:
+#: 34 ms on two threads of a loaded 2-core machine, 0.2 ms on one)
+SMALL_GEMM = 1 << 26
+_BLAS: list[Any] = []
+
+
+def _blas_threads(work: int) -> Any:
+    if work >= SMALL_GEMM:
+        return contextlib.nullcontext()
+    if not _BLAS:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS.append(ThreadpoolController().select(user_api="blas"))
+    return _BLAS[0].limit(limits=1)
 
 
 def _sparse_product(S: Any, O: Any, V: Any, weights: Any, bias: bool, out: Any) -> None:
