@@ -22,7 +22,8 @@ pytest.importorskip("jupyter_bokeh", reason="the notebooks need the viz extra")
 from conftest import SHARED_DATA  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-NAMES = ["01_quickstart.ipynb", "02_lda_live.ipynb", "03_glm_sweep.ipynb", "04_kmeans.ipynb"]
+NAMES = ["01_quickstart.ipynb", "02_lda_live.ipynb", "03_glm_sweep.ipynb", "04_kmeans.ipynb",
+         "05_factor_models.ipynb"]
 LIVE = NAMES[1:]  # the notebooks with a live learner (and its widgets)
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 #: What the live notebooks print once their learner has finished.
@@ -36,6 +37,8 @@ RESULT = {
                            r"best: lrate=\S+ l2=\S+, test accuracy 0\.\d+"],
     "04_kmeans.ipynb": [r"adjusted Rand index against the planted clusters: [01]\.\d+",
                         r"\n +7 +\d+ +\d+\.\d+\n"],
+    "05_factor_models.ipynb": [r"held-out RMSE: 0\.\d+",
+                               r"held-out ranking: p@10 0\.\d+", r"most similar to "],
 }
 
 
