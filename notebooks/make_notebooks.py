@@ -281,11 +281,11 @@ full = rng.random((300, 4)) @ rng.random((4, 60))       # rank 4, nonnegative
 X = full.copy()
 missing = rng.random(X.shape) < 0.3
 X[missing] = np.nan                                      # 30 % of the entries unknown
-nmf = NMF(4, max_iter=300, random_state=0).fit(X)
+nmf = NMF(4, max_iter=200, random_state=0).fit(X)
 filled = nmf.inverse_transform(nmf.transform(X))
 print(f"RMSE on the missing entries: {np.sqrt(np.mean((filled - full)[missing] ** 2)):.4f} "
       f"(their spread: {full[missing].std():.4f})")
-search = GridSearchCV(NMF(max_iter=200, random_state=0), {"n_components": [1, 2, 4, 6]},
+search = GridSearchCV(NMF(max_iter=100, random_state=0), {"n_components": [2, 4, 6]},
                       cv=3).fit(X)
 print("best n_components:", search.best_params_["n_components"])'''),
         ("code", LOAD_DATA),

@@ -224,3 +224,39 @@ def test_sweeps_allocate_nothing_after_warm_up(traced_allocations):
         lrn.fit(progress=None)
     factors = 600 * 32 * 8  # one minibatch's user factors: 150 KB
     assert trace.peak_bytes < factors // 4, trace
+
+
+def test_bidlab_train_sfa_reads_a_ratings_csv(tmp_path):
+    import subprocess
+    import sys
+
+    R = _ratings()
+    rows = np.repeat(np.arange(R.shape[0]), np.diff(R.indptr))
+    lines = ["userId,movieId,rating,timestamp"] + [
+        f"{u + 1},{j * 10},{v:.3f},{1000 + p}" for p, (u, j, v) in
+        enumerate(zip(rows, R.indices, R.data, strict=True))]
+    data = tmp_path / "ratings.csv"
+    data.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "sfa.bidlab"
+    run = subprocess.run([sys.executable, "-m", "bidlab.cli", "train", "sfa", "--data",
+                          str(data), "--n_components", "3", "--max_iter", "4", "--save",
+                          str(out)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "ratings, 60 x 40" in run.stderr + run.stdout
+    est = load(out)
+    assert isinstance(est, SFA) and est.n_iter_ == 4 and est.n_users_ == 60
+
+
+def test_sfa_on_the_gpu_matches_the_cpu():
+    from bidlab import backend
+
+    if not backend.gpu_available():
+        pytest.skip("no CuPy/CUDA device here: the SFA GPU path is not tested (install "
+                    "bidlab[gpu])")
+    for feedback, R in (("explicit", _ratings()), ("implicit", _counts())):
+        kw = dict(feedback=feedback, l2=0.5, max_iter=5, random_state=0)
+        cpu = SFA(3, **kw).fit(R)
+        gpu = SFA(3, device="gpu", **kw).fit(R)
+        np.testing.assert_allclose(gpu.item_factors_, cpu.item_factors_, atol=1e-6)
+        np.testing.assert_allclose(gpu.user_factors_, cpu.user_factors_, atol=1e-6)
+        assert list(gpu.recommend(0, n=5)[0]) == list(cpu.recommend(0, n=5)[0])

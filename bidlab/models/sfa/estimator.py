@@ -197,7 +197,6 @@ class SFA(ServeMixin, BidlabEstimator, BaseEstimator):
         self.model_ = model
         self.updater_ = lrn.updater
         self.train_ = S
-        self.n_iter_ = int(model.n_passes_done)
         self.n_users_, self.n_items_ = (int(n) for n in S.shape)
 
     def learner(self, X: Any, y: Any = None, **options: Any) -> Learner:
@@ -215,8 +214,12 @@ class SFA(ServeMixin, BidlabEstimator, BaseEstimator):
                       **options)
         lrn.init()
         self._fitted(model, lrn, S)
-        self.n_iter_ = 0
         return lrn
+
+    @property
+    def n_iter_(self) -> int:
+        """Sweeps done (live while a learner trains)."""
+        return int(self.model_.n_passes_done)
 
     @property
     def rmse_(self) -> list[float]:
