@@ -33,7 +33,8 @@ from numba import prange
 from bidlab import backend
 from bidlab.kern.adaptive import adaptive_kernel
 
-__all__ = ["Scratch", "cg_start", "cg_step", "solve_rows", "solve_rows_reference"]
+__all__ = ["Scratch", "blas_threads", "cg_start", "cg_step", "solve_rows",
+           "solve_rows_reference"]
 
 
 @adaptive_kernel(cache=True, nogil=True, fastmath=True)
@@ -200,7 +201,7 @@ def solve_rows(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int, gram: Any = N
         solve_rows_reference(S, O, X, sc, steps=steps, gram=gram, l2=l2, alpha=alpha,
                              mu=mu, bias=bias)
         return
-    with _blas_threads(X.size * X.shape[1]):
+    with blas_threads(X.size * X.shape[1]):
         cg_start(S, O, X, sc, gram=gram, l2=l2, alpha=alpha, mu=mu, bias=bias)
         for _ in range(steps):
             cg_step(S, O, X, sc, gram=gram, l2=l2, alpha=alpha, bias=bias)
@@ -213,7 +214,9 @@ SMALL_GEMM = 1 << 26
 _BLAS: list[Any] = []
 
 
-def _blas_threads(work: int) -> Any:
+def blas_threads(work: int) -> Any:
+    """A context: BLAS on one thread when ``work`` (multiply-adds) is below
+    :data:`SMALL_GEMM`, else as it is."""
     if work >= SMALL_GEMM:
         return contextlib.nullcontext()
     if not _BLAS:

@@ -28,6 +28,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from bidlab import backend
+from bidlab.kern import als
 from bidlab.learn import Learner, MemorySource, Option
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
@@ -188,7 +189,8 @@ class SFA(ServeMixin, BidlabEstimator, BaseEstimator):
         src = self._source(S, None)
         lrn = Learner(model, src, model.default_updater(), name="sfa", n_passes=self.max_iter,
                       val_every=0, record_size=max(1, src.batches_per_pass * self.max_iter))
-        with self._threads():
+        f = model.width
+        with self._threads(), als.blas_threads(max(S.shape) * f * f):
             lrn.fit(progress=self._progress())
         self._fitted(model, lrn, S)
         return self

@@ -192,7 +192,8 @@ class SFAModel(Model):
                                        backend.namespace(F))
         if self._gram_key != key:
             xp = backend.namespace(F)
-            xp.copyto(self._gram, F.T @ F)  # f x f: BLAS, where an out= transposed is not
+            with als.blas_threads(F.size * F.shape[1]):
+                xp.copyto(self._gram, F.T @ F)  # BLAS, where an out= transposed is not
             d = self._gram.reshape(-1)[:: self.width + 1]
             d += self.dtype.type(self.opts.l2)
             self._gram_key = key
