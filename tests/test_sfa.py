@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from bidlab import backend
 from bidlab.kern import als
 from bidlab.learn import Learner, MemorySource
 from bidlab.models import SFA, load
@@ -220,8 +221,10 @@ def test_sweeps_allocate_nothing_after_warm_up(traced_allocations):
     lrn = est.learner(R, n_passes=2)
     lrn.fit(progress=None)
     lrn.set(n_passes=5)
+    before = backend.allocations.snapshot()
     with traced_allocations() as trace:
         lrn.fit(progress=None)
+    assert backend.allocations.snapshot() == before, "a sweep allocated after warm-up"
     factors = 600 * 32 * 8  # one minibatch's user factors: 150 KB
     assert trace.peak_bytes < factors // 4, trace
 
