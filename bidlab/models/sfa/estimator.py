@@ -80,6 +80,10 @@ class SFA(ServeMixin, BidlabEstimator, BaseEstimator):
     ``rmse_`` (training RMSE of each sweep over the stored entries; for implicit, of the
     preference 1 there), ``n_iter_``, ``n_users_``, ``n_items_``, ``model_``.
 
+    scikit-learn's ``check_estimator`` does not apply: ``predict`` takes (user, item) id
+    pairs rather than rows of ``X``, and ``fit`` refuses users with no observed entry
+    (the checks' data have rows of zeros that a sparse input stores as nothing).
+
     Examples
     --------
     >>> import numpy as np, scipy.sparse as sp
