@@ -106,3 +106,21 @@ def test_ranking_metrics_leave_training_items_out():
     assert m["p@2"] == pytest.approx(0.25)
     assert m["map@2"] == pytest.approx(0.5)
     assert m["ndcg@2"] == pytest.approx(0.5)
+
+
+def test_ratings_csv_is_sniffed_and_loaded_for_bidlab_train(tmp_path):
+    from bidlab.datasets.sniff import DataFormatError, load, sniff
+
+    path = tmp_path / "ratings"
+    path.write_text("userId,movieId,rating,timestamp\n1,10,4.0,5\n2,10,3.5,6\n2,30,1.0,7\n")
+    assert sniff(path).format == "ratings"
+    data = load(path)
+    np.testing.assert_array_equal(data.X.toarray(), [[4.0, 0.0], [3.5, 1.0]])
+    assert list(data.extra["item_ids"]) == [10, 30]
+    bare = tmp_path / "bare.csv"
+    bare.write_text("1,10,4\n2,10,3\n")
+    assert sniff(bare).format == "ratings"
+    other = tmp_path / "table.csv"
+    other.write_text("a,b,c\n1,2,3\n")  # a header naming no user or rating: not ratings
+    with pytest.raises(DataFormatError):
+        sniff(other)

@@ -55,7 +55,8 @@ FORMATS: dict[str, str] = {
     "text-folder": "folder of text files, one document per file (label = sub-folder)",
     "text-archive": "tar archive of text files, one document per file",
     "edge-list": "SNAP edge list ('# ...' comments, then 'source target [weight]' per line)",
-    "ratings": "ratings CSV ('user,item,rating[,time]' per line, an optional header line)",
+    "ratings": "ratings CSV ('user,item,rating[,time]' per line; a header line, if any, "
+               "names a user or a rating column)",
 }
 
 _HEAD_BYTES = 1 << 16
@@ -177,7 +178,13 @@ def _looks_edge_list(lines: list[bytes]) -> str | None:
 
 
 def _looks_ratings(lines: list[bytes]) -> str | None:
-    rows = lines[1:] if lines and not _RATING_LINE.match(lines[0]) else lines
+    """Lines of 'user,item,rating[,time]'; a header line must name a user or a rating."""
+    rows = lines
+    if lines and not _RATING_LINE.match(lines[0]):
+        header = lines[0].lower()
+        if b"user" not in header and b"rating" not in header:
+            return None
+        rows = lines[1:]
     if not rows or not all(_RATING_LINE.match(ln) for ln in rows):
         return None
     return f"first rating {rows[0].strip()[:40].decode('latin-1')!r}"
