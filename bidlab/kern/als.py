@@ -226,11 +226,16 @@ def blas_threads(work: int) -> Any:
     return _BLAS[0].limit(limits=1)
 
 
+def _entry_rows(S: Any, xp: Any) -> Any:
+    """The row of each stored entry (CuPy's ``repeat`` takes no array of counts)."""
+    return xp.searchsorted(S.indptr, xp.arange(S.nnz), side="right") - 1
+
+
 def _sparse_product(S: Any, O: Any, V: Any, weights: Any, bias: bool, out: Any) -> None:
     """``out[u] = sum_j weights_uj (z_j . V[u]) z_j`` over the stored entries (whole-array
     operations; ``z_j = O[j]`` with the last entry 1 when ``bias``)."""
     xp = backend.namespace(V)
-    rows = xp.repeat(xp.arange(S.shape[0]), xp.diff(S.indptr))
+    rows = _entry_rows(S, xp)
     Z = O[S.indices]
     if bias:
         Z[:, -1] = 1
@@ -267,7 +272,7 @@ def solve_rows_reference(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int,
         return out
 
     Z = Zf[S.indices]
-    rows = xp.repeat(xp.arange(S.shape[0]), xp.diff(S.indptr))
+    rows = _entry_rows(S, xp)
     pred = (Z * X[rows]).sum(axis=1)
     e = (1 - pred) ** 2 if implicit else (target - pred) ** 2
     sc.err[...] = type(S)((e, S.indices, S.indptr), shape=S.shape).sum(axis=1).ravel()
