@@ -233,7 +233,7 @@ def test_bidlab_train_sfa_reads_a_ratings_csv(tmp_path):
     import subprocess
     import sys
 
-    R = _ratings()
+    R = _counts()  # positive ratings (NMF takes them too)
     rows = np.repeat(np.arange(R.shape[0]), np.diff(R.indptr))
     lines = ["userId,movieId,rating,timestamp"] + [
         f"{u + 1},{j * 10},{v:.3f},{1000 + p}" for p, (u, j, v) in
@@ -248,6 +248,16 @@ def test_bidlab_train_sfa_reads_a_ratings_csv(tmp_path):
     assert "ratings, 60 x 40" in run.stderr + run.stdout
     est = load(out)
     assert isinstance(est, SFA) and est.n_iter_ == 4 and est.n_users_ == 60
+    nmf = subprocess.run([sys.executable, "-m", "bidlab.cli", "train", "nmf", "--data",
+                          str(data), "--n_components", "3", "--max_iter", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert nmf.returncode == 0, nmf.stderr
+    from bidlab.cli.train import _ratings_mask
+    from bidlab.datasets.sniff import load as load_data
+    from bidlab.models import NMF
+
+    loaded = load_data(data)
+    assert _ratings_mask(loaded, NMF()) and not _ratings_mask(loaded, SFA())
 
 
 def test_sfa_on_the_gpu_matches_the_cpu():
