@@ -314,7 +314,7 @@ from bidlab.models import SFA
 
 sfa = SFA(K, l2=10.0, random_state=0)
 learner = sfa.learner(parts.train, n_passes=NPASSES)
-SimilarItemsView(learner, ml.titles, n=5, train=parts.train, test=parts.test)'''),
+SimilarItemsView(learner, ml.titles, n=5, train=parts.train, test=parts.test, min_ratings=10)'''),
         ("code", "Dashboard(learner)"),
         ("code", "learner.start()"),
         ("markdown", WAIT_NOTE),
@@ -335,7 +335,7 @@ for j, s in zip(items, scores, strict=True):
     print(f"  {s:.2f}  {ml.titles[j]}")
 first = int(np.argmax(np.diff(parts.train.tocsc().indptr)))
 print(f"most similar to {ml.titles[first]}:",
-      "; ".join(ml.titles[j] for j in sfa.similar_items(first, n=3)[0]))'''),
+      "; ".join(ml.titles[j] for j in sfa.similar_items(first, n=3, min_ratings=10)[0]))'''),
     ],
 }
 

@@ -273,3 +273,17 @@ def test_sfa_on_the_gpu_matches_the_cpu():
         np.testing.assert_allclose(gpu.item_factors_, cpu.item_factors_, atol=1e-6)
         np.testing.assert_allclose(gpu.user_factors_, cpu.user_factors_, atol=1e-6)
         assert list(gpu.recommend(0, n=5)[0]) == list(cpu.recommend(0, n=5)[0])
+
+
+def test_similar_items_can_leave_out_rarely_rated_items():
+    R = _ratings()
+    est = SFA(3, max_iter=5, random_state=0).fit(R)
+    counts = np.bincount(R.indices, minlength=R.shape[1])
+    floor = int(np.median(counts))
+    items, _ = est.similar_items(0, n=5, min_ratings=floor)
+    assert np.all(counts[items] >= floor)
+    everything, _ = est.similar_items(0, n=R.shape[1] - 1)
+    kept = [j for j in everything if counts[j] >= floor][:5]
+    assert list(items) == kept
+    with pytest.raises(ValueError, match="can be returned"):
+        est.similar_items(0, n=R.shape[1] - 1, min_ratings=floor)

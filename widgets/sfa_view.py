@@ -30,10 +30,10 @@ __all__ = ["SimilarItemsView", "similar_titles"]
 
 
 def similar_titles(V: np.ndarray, items: Sequence[int], titles: Sequence[str], n: int,
-                   k: int) -> list[list[str]]:
+                   k: int, keep: np.ndarray | None = None) -> list[list[str]]:
     """For each of ``items``, the titles of the ``n`` items whose first ``k`` factor
     columns of ``V`` (items x f) are closest by cosine, best first (the item itself left
-    out; as :meth:`bidlab.models.SFA.similar_items`)."""
+    out, and those ``keep`` marks False; as :meth:`bidlab.models.SFA.similar_items`)."""
     F = np.asarray(V, np.float64)[:, :k]
     norms = np.linalg.norm(F, axis=1)
     norms[norms == 0] = np.inf
@@ -41,6 +41,8 @@ def similar_titles(V: np.ndarray, items: Sequence[int], titles: Sequence[str], n
     for i in items:
         cos = (F @ F[i]) / (norms * norms[i])
         cos[i] = -np.inf
+        if keep is not None:
+            cos[~keep] = -np.inf
         top = np.argpartition(-cos, n - 1)[:n]
         top = top[np.argsort(-cos[top], kind="stable")]
         out.append([str(titles[j]) for j in top])
@@ -64,11 +66,12 @@ class SimilarItemsView(PumpedView):
             lists, and it picks the default items.
         test: held-out users x items (CSR of ``X``'s shape) for the p@10 curve, or None.
         watch: how many items to watch when ``items`` is not given.
+        min_ratings: list only items with at least this many ratings in ``train``.
     """
 
     def __init__(self, learner: Any, titles: Sequence[str], items: Sequence[int] | None = None,
                  n: int = 5, train: Any = None, test: Any = None, watch: int = 3,
-                 rate: float = MAX_RATE, key: str = "sfa") -> None:
+                 min_ratings: int = 1, rate: float = MAX_RATE, key: str = "sfa") -> None:
         model = learner.model
         if not hasattr(model, "item_step"):
             raise TypeError("SimilarItemsView needs an SFA learner: "
@@ -89,6 +92,9 @@ class SimilarItemsView(PumpedView):
         self.items = [int(i) for i in items]
         self.n, self.k = int(n), int(model.opts.k)
         self.train = train
+        self.keep = None
+        if train is not None and min_ratings > 1:
+            self.keep = np.bincount(train.indices, minlength=n_items) >= min_ratings
         self.test = None if test is None else sp.csr_matrix(test)
         self.users = (None if self.test is None
                       else np.flatnonzero(np.diff(self.test.indptr)))
@@ -126,7 +132,7 @@ class SimilarItemsView(PumpedView):
             return
         self._last_step = int(snap.step)
         V = snap.views["items"]
-        lists = similar_titles(V, self.items, self.titles, self.n, self.k)
+        lists = similar_titles(V, self.items, self.titles, self.n, self.k, self.keep)
         if lists != self.lists:
             self.lists = lists
             rows = "".join(

@@ -101,9 +101,12 @@ class ServeMixin:
         return _top(type(self).__name__, scores, n, "recommend", int(np.isfinite(
             scores).sum()))
 
-    def similar_items(self, item: int, n: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    def similar_items(self, item: int, n: int = 10, min_ratings: int = 1
+                      ) -> tuple[np.ndarray, np.ndarray]:
         """The ``n`` items whose factors are closest to ``item``'s by cosine (the item
-        itself left out), best first, and the cosines.
+        itself left out), best first, and the cosines. ``min_ratings``: leave out items
+        with fewer training ratings (the L2 penalty shrinks a rarely rated item's factors
+        towards 0, so its direction, all a cosine sees, is mostly noise).
 
         Examples
         --------
@@ -116,7 +119,9 @@ class ServeMixin:
         norms[norms == 0] = np.inf
         cos = (V @ V[i]) / (norms * (norms[i] if np.isfinite(norms[i]) else np.inf))
         cos[i] = -np.inf
-        return _top(type(self).__name__, cos, n, "similar_items", self.n_items_ - 1)
+        if min_ratings > 1:
+            cos[np.bincount(self.train_.indices, minlength=V.shape[0]) < min_ratings] = -np.inf
+        return _top(type(self).__name__, cos, n, "similar_items", int(np.isfinite(cos).sum()))
 
     # -- fold-in ------------------------------------------------------------------------------
     def _fold(self, S: Any, other: np.ndarray) -> np.ndarray:
