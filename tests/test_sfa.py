@@ -287,3 +287,21 @@ def test_similar_items_can_leave_out_rarely_rated_items():
     assert list(items) == kept
     with pytest.raises(ValueError, match="can be returned"):
         est.similar_items(0, n=R.shape[1] - 1, min_ratings=floor)
+
+
+def test_a_run_resumed_mid_pass_gathers_every_row_before_an_item_step():
+    R = _ratings()
+    part = SFAModel(None, mu=float(R.data.mean()), k=3, random_state=0)
+    lrn = Learner(part, MemorySource(R, batch_size=20), n_passes=3, max_steps=4)
+    lrn.fit(progress=None)  # one pass and a minibatch of the next
+    part._gather, part._by_item = [], None  # what a model loaded from a checkpoint has
+    before = part.item_factors()
+    lrn.set(max_steps=6)
+    lrn.fit(progress=None)  # the rest of pass 2: only 2 of its 3 minibatches gathered
+    np.testing.assert_array_equal(part.item_factors(), before)
+    lrn.set(max_steps=None)
+    lrn.fit(progress=None)
+    assert part.by_item() is not None
+    assert part.by_item().nnz == R.nnz
+    np.testing.assert_allclose(sp.csr_matrix(part.by_item().T).toarray(), R.toarray())
+    assert not np.allclose(part.item_factors(), before)

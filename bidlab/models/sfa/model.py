@@ -225,11 +225,16 @@ class SFAModel(Model):
         return -float(np.sqrt(err / max(float(S.nnz), 1.0)))
 
     def by_item(self) -> Any:
-        """The ratings item-major (items x users CSR), from the first pass's minibatches."""
+        """The ratings item-major (items x users CSR), from the minibatches seen since the
+        learner started; None while they do not yet hold every row (a run resumed in the
+        middle of a pass: the gathering goes on through the next pass)."""
         if self._by_item is None:
             n = int(self.info.n_samples)
-            ids = np.concatenate([g[0] for g in self._gather])
-            rows = sp.vstack([g[1] for g in self._gather], format="csr")
+            ids, first = np.unique(np.concatenate([g[0] for g in self._gather]),
+                                  return_index=True)
+            if ids.size < n:
+                return None
+            rows = sp.vstack([g[1] for g in self._gather], format="csr")[first]
             perm = sp.csr_matrix((np.ones(ids.size, rows.dtype), (ids, np.arange(ids.size))),
                                  shape=(n, ids.size))
             by_user = (perm @ rows).tocsr()
@@ -251,8 +256,10 @@ class SFAModel(Model):
         sc = self._buf.get(key)
         if sc is None:
             sc = self._buf[key] = als.Scratch.new(T.shape[0], self.width, self.dtype, xp)
-        self._solve(self.by_item(), U, T, sc, self.gram(U, ("users", self.n_passes_done,
-                                                            self.opts.l2)))
+        S = self.by_item()
+        if S is None:  # not every row seen yet: the items stay as they are this pass
+            return
+        self._solve(S, U, T, sc, self.gram(U, ("users", self.n_passes_done, self.opts.l2)))
 
     def evaluate(self, batch: Minibatch) -> float:
         S = batch.mats[0].csr
