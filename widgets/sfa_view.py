@@ -66,7 +66,15 @@ class SimilarItemsView(PumpedView):
             lists, and it picks the default items.
         test: held-out users x items (CSR of ``X``'s shape) for the p@10 curve, or None.
         watch: how many items to watch when ``items`` is not given.
+        rate: updates per second at most.
+        key: the pump's key for this kind of view (a new view replaces the old one).
         min_ratings: list only items with at least this many ratings in ``train``.
+
+    Examples
+    --------
+    >>> learner = SFA(32, l2=10.0).learner(parts.train)                   # doctest: +SKIP
+    >>> SimilarItemsView(learner, ml.titles, train=parts.train, test=parts.test)  # doctest: +SKIP
+    >>> learner.start()                                                    # doctest: +SKIP
     """
 
     def __init__(self, learner: Any, titles: Sequence[str], items: Sequence[int] | None = None,

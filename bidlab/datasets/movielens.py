@@ -51,6 +51,12 @@ class Ratings:
         times: the time of each stored entry (aligned with ``X.data``), or None.
         duplicates: (user, item) pairs rated more than once whose earlier ratings were
             dropped.
+
+    Examples
+    --------
+    >>> ml = load_movielens()                      # doctest: +SKIP
+    >>> ml.X.shape, ml.titles[ml.item_column(1)]   # doctest: +SKIP
+    ((610, 9724), 'Toy Story (1995)')
     """
 
     X: sp.csr_matrix

@@ -147,7 +147,12 @@ def _csr(S: Any) -> tuple[Any, Any, Any]:
 
 def cg_start(S: Any, O: Any, X: Any, sc: Scratch, *, gram: Any, l2: float, alpha: float,
              mu: float, bias: bool) -> None:
-    """Residuals ``R = B - A X``, directions ``P = R`` and ``rs = |R|^2`` per row (CPU)."""
+    """Residuals ``R = B - A X``, directions ``P = R`` and ``rs = |R|^2`` per row (CPU).
+
+    Examples
+    --------
+    >>> cg_start(S, O, X, sc, gram=G, l2=0.0, alpha=1.0, mu=0.0, bias=False)  # doctest: +SKIP
+    """
     implicit = gram is not None
     if implicit:
         np.matmul(X, gram, out=sc.AP)
@@ -159,7 +164,12 @@ def cg_start(S: Any, O: Any, X: Any, sc: Scratch, *, gram: Any, l2: float, alpha
 
 def cg_step(S: Any, O: Any, X: Any, sc: Scratch, *, gram: Any, l2: float, alpha: float,
             bias: bool) -> None:
-    """One conjugate-gradient step on every row's system (CPU)."""
+    """One conjugate-gradient step on every row's system (CPU).
+
+    Examples
+    --------
+    >>> cg_step(S, O, X, sc, gram=G, l2=0.0, alpha=1.0, bias=False)  # doctest: +SKIP
+    """
     implicit = gram is not None
     if implicit:
         np.matmul(sc.P, gram, out=sc.AP)

@@ -57,6 +57,13 @@ class SFAModel(Model):
         dtype: the arithmetic's float type (None: the data's).
         **options: the options below, also settable on a learner (``l2``, ``alpha``,
             ``n_cg`` live).
+
+    Examples
+    --------
+    >>> from bidlab.learn import Learner, MemorySource
+    >>> model = SFAModel(k=8, feedback="implicit", l2=0.1)          # doctest: +SKIP
+    >>> Learner(model, MemorySource(R), n_passes=10).fit()          # doctest: +SKIP
+    >>> model.user_factors().shape, model.item_factors().shape      # doctest: +SKIP
     """
 
     OPTIONS = (
