@@ -308,8 +308,8 @@ def test_bad_parameters_list_the_valid_values():
         r"'svm'\].*\. Got 'foo' instead\.",
     ):
         GLM("foo").fit(X, y)
-    with pytest.raises(ValueError, match=r"The 'lrate' parameter of GLM must be 'auto' or a float > 0, "
-                                         r"or a list of them .*\. Got -1 instead\."):
+    with pytest.raises(ValueError, match=r"The 'lrate' parameter of GLM must be 'auto' or a "
+                                         r"float > 0, or a list of them .*\. Got -1 instead\."):
         GLM(lrate=-1).fit(X, y)
     with pytest.raises(ValueError, match=r"The 'dtype' parameter of GLM must be None, 'auto', "
                                          r"float32 or float64\. Got 'int8' instead\."):

@@ -23,7 +23,7 @@ from conftest import SHARED_DATA  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NAMES = ["01_quickstart.ipynb", "02_lda_live.ipynb", "03_glm_sweep.ipynb", "04_kmeans.ipynb",
-         "08_topic_steering.ipynb"]
+         "05_factor_models.ipynb", "08_topic_steering.ipynb"]
 LIVE = NAMES[1:]  # the notebooks with a live learner (and its widgets)
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 #: What the live notebooks print once their learner has finished.
@@ -39,6 +39,8 @@ RESULT = {
                         r"\n +7 +\d+ +\d+\.\d+\n"],
     "08_topic_steering.ipynb": [r"mean NPMI coherence: before the edits -?\d\.\d+ \(8 topics\), "
                                 r"after -?\d\.\d+ \(9 topics\)", r"merge, k 8 -> 7"],
+    "05_factor_models.ipynb": [r"held-out RMSE: 0\.\d+",
+                               r"held-out ranking: p@10 0\.\d+", r"most similar to "],
 }
 
 

@@ -11,6 +11,7 @@ loaded inline, so the charts work offline.
 * :class:`IntertopicMap` -- the LDA intertopic map; merge, split or delete topics from it.
 * :class:`SweepView` -- a GLM hyperparameter sweep, one curve per configuration.
 * :class:`KMeansView` -- k-means cluster sizes and centre movement.
+* :class:`SimilarItemsView` -- an SFA learner's "similar items to ..." list, RMSE and p@10.
 """
 
 from ._bokeh import LiveBokeh, load_bokehjs
@@ -18,6 +19,7 @@ from ._pump import MAX_RATE, Pump, View, pump_for
 from .dashboard import Dashboard
 from .intertopic import IntertopicMap
 from .kmeans_view import KMeansView
+from .sfa_view import SimilarItemsView, similar_titles
 from .sweep import SweepView
 from .topics import TopicBubbles, supports_temperature
 
@@ -28,10 +30,12 @@ __all__ = [
     "KMeansView",
     "LiveBokeh",
     "Pump",
+    "SimilarItemsView",
     "SweepView",
     "TopicBubbles",
     "View",
     "load_bokehjs",
     "pump_for",
+    "similar_titles",
     "supports_temperature",
 ]

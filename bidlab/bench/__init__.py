@@ -20,5 +20,6 @@ BENCHMARKS: dict[str, str] = {
     "coldstart": "first fit of a fresh process: empty kernel cache, after warmup, warm",
     "pagerank": "PageRank vs networkx and a scipy power iteration (SNAP, R-MAT)",
     "topics": "coherence vs gensim, topic-edit latency, held-out recovery after a merge",
+    "sfa": "SFA (ALS by CG) vs implicit on MovieLens-small and a generated 20 M matrix",
 }
 """Benchmark name -> one-line summary; the name is the module ``bidlab.bench.<name>``."""

@@ -308,6 +308,9 @@ class _EstimatorJob(_Job):
         if self.args.checkpoint:
             lopts["checkpoint"] = self.args.checkpoint
         X, y = data.X, data.y
+        if _ratings_mask(data, est):  # a ratings file's stored entries are the observed ones
+            lopts["mask"] = sp.csr_matrix((np.ones(X.nnz, bool), X.indices, X.indptr),
+                                          shape=X.shape)
         learner = est.learner(X, y, **lopts) if supervised else est.learner(X, **lopts)
         self.resume(learner, {**params, **lopts})
         with getattr(est, "_threads", contextlib.nullcontext)():  # n_jobs
@@ -341,6 +344,16 @@ class _EstimatorJob(_Job):
             print(f"pass {p + 1}: coherence {measure} {learner.coherence(measure=measure):.6g}",
                   file=sys.stderr)
         return 0
+
+
+def _ratings_mask(data: Any, est: Any) -> bool:
+    """Whether ``data`` is a ratings file and ``est.learner`` takes a ``mask`` (NMF)."""
+    import inspect
+
+    sniffed = getattr(data, "sniffed", None)
+    if sniffed is None or sniffed.format != "ratings":
+        return False
+    return "mask" in inspect.signature(est.learner).parameters
 
 
 def _needs_targets(est: Any) -> bool:

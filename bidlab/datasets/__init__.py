@@ -5,7 +5,8 @@ documents x vocabulary ``scipy.sparse.csr_matrix``; svmlight data as ``(X, y)``.
 numpy / scipy / scikit-learn: nothing here touches the matrix core or a GPU.
 
 Real data (see ``shared/data/README.md``): :func:`load_kos`, :func:`load_20newsgroups`,
-:func:`load_a9a`, :func:`load_w8a`, found through :func:`shared_data_dir`. General loaders:
+:func:`load_a9a`, :func:`load_w8a`, :func:`load_movielens` (ratings; any ratings CSV:
+:func:`read_ratings_csv`), found through :func:`shared_data_dir`. General loaders:
 :func:`load_uci_bow`, :func:`load_text_folder`, :func:`load_svmlight`; graphs:
 :func:`load_snap_edges` (SNAP edge lists), :func:`load_matrix_market`. Synthetic data with
 planted answers: :func:`synthetic_lda_corpus`, :func:`block_diagonal_corpus`,
@@ -15,6 +16,7 @@ planted answers: :func:`synthetic_lda_corpus`, :func:`block_diagonal_corpus`,
 from bidlab.datasets.blobs import Blobs, blobs, sparse_blobs
 from bidlab.datasets.corpus import Corpus, canonical_csr, counts_csr, top_words
 from bidlab.datasets.graphs import EdgeList, load_matrix_market, load_snap_edges
+from bidlab.datasets.movielens import Ratings, RatingsSplit, load_movielens, read_ratings_csv
 from bidlab.datasets.newsgroups import (
     load_20newsgroups,
     newsgroups_tfidf,
@@ -38,6 +40,8 @@ __all__ = [
     "Blobs",
     "Corpus",
     "EdgeList",
+    "Ratings",
+    "RatingsSplit",
     "GLMData",
     "TrainTest",
     "blobs",
@@ -48,6 +52,7 @@ __all__ = [
     "load_a9a",
     "load_kos",
     "load_matrix_market",
+    "load_movielens",
     "load_snap_edges",
     "load_svmlight",
     "load_text_folder",
@@ -56,6 +61,7 @@ __all__ = [
     "newsgroups_tfidf",
     "parse_docword",
     "planted_topics",
+    "read_ratings_csv",
     "read_text_documents",
     "sample_counts",
     "shared_data_dir",

@@ -55,6 +55,8 @@ FORMATS: dict[str, str] = {
     "text-folder": "folder of text files, one document per file (label = sub-folder)",
     "text-archive": "tar archive of text files, one document per file",
     "edge-list": "SNAP edge list ('# ...' comments, then 'source target [weight]' per line)",
+    "ratings": "ratings CSV ('user,item,rating[,time]' per line; a header line, if any, "
+               "names a user or a rating column)",
 }
 
 _HEAD_BYTES = 1 << 16
@@ -69,6 +71,8 @@ _SVM_PAIR = re.compile(rb"\s\d+:\S")
 _INT_LINE = re.compile(rb"^\s*\d+\s*$")
 _TRIPLE_LINE = re.compile(rb"^\s*\d+\s+\d+\s+\d+\s*$")
 _EDGE_LINE = re.compile(rb"^\s*\d+[ \t]+\d+(?:[ \t]+" + _NUMBER.encode() + rb")?\s*$")
+_RATING_LINE = re.compile(rb"^\s*" + rb",".join([_NUMBER.encode()] * 3) + rb"(?:,"
+                          + _NUMBER.encode() + rb")?\s*$")
 _DOCWORD_NAME = re.compile(r"^docword\.(?P<name>.+)\.txt(\.gz)?$")
 
 
@@ -173,6 +177,19 @@ def _looks_edge_list(lines: list[bytes]) -> str | None:
     return f"first edge {rows[0].strip()[:40].decode('latin-1')!r}"
 
 
+def _looks_ratings(lines: list[bytes]) -> str | None:
+    """Lines of 'user,item,rating[,time]'; a header line must name a user or a rating."""
+    rows = lines
+    if lines and not _RATING_LINE.match(lines[0]):
+        header = lines[0].lower()
+        if b"user" not in header and b"rating" not in header:
+            return None
+        rows = lines[1:]
+    if not rows or not all(_RATING_LINE.match(ln) for ln in rows):
+        return None
+    return f"first rating {rows[0].strip()[:40].decode('latin-1')!r}"
+
+
 def _npz_kind(path: Path) -> tuple[str | None, list[str]]:
     try:
         with np.load(path, allow_pickle=False) as z:
@@ -232,6 +249,9 @@ def _sniff_file(path: Path) -> Sniffed:
         detail = _looks_edge_list(lines)
         if detail is not None:
             return Sniffed("edge-list", path, was_gzip, detail)
+        detail = _looks_ratings(lines)
+        if detail is not None:
+            return Sniffed("ratings", path, was_gzip, detail)
     raise DataFormatError(
         f"cannot tell the format of {path}: it is {_appearance(head, was_gzip)}. Tried: "
         f"{_tried(tuple(k for k in FORMATS if k != 'text-folder'))} (any of them plain or "
@@ -388,7 +408,9 @@ def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float
     svmlight gives ``X, y``; a UCI docword file ``X`` and its vocabulary; a text folder or
     archive word counts, and labels when the documents sit in one sub-folder per label;
     an ``.npz`` its ``X`` (and ``y``, ``w``); a SNAP edge list its n x n adjacency
-    matrix as ``X`` (rows = source vertices; ``extra["ids"]``: the original vertex ids).
+    matrix as ``X`` (rows = source vertices; ``extra["ids"]``: the original vertex ids); a
+    ratings CSV its users x items ratings (``extra["user_ids"]``, ``extra["item_ids"]``;
+    the latest rating of a duplicate pair counts).
     A shard folder is refused: stream it with
     :class:`bidlab.learn.ShardSource` instead.
 
@@ -428,4 +450,11 @@ def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float
     if s.format == "edge-list":
         g = load_snap_edges(s.path, dtype=dtype, cap=max_decompressed)
         return LoadedData(g.A, sniffed=s, extra={"ids": g.ids})
+    if s.format == "ratings":
+        from bidlab.datasets.movielens import read_ratings_csv
+
+        r = read_ratings_csv(s.path, dtype=dtype)
+        return LoadedData(r.X, sniffed=s, extra={"user_ids": r.user_ids,
+                                                 "item_ids": r.item_ids,
+                                                 "duplicates": r.duplicates})
     raise DataFormatError(f"{s.path}: unknown format {s.format!r}; known: {', '.join(FORMATS)}")

@@ -5,6 +5,8 @@
 * :class:`GLM`: linear / logistic / softmax / SVM, many targets (or a sweep) in one pass;
   :func:`glm_sweep` builds a sweep, :func:`best_config` picks its winner;
 * :class:`KMeans`: Lloyd's algorithm by GEMM distances, and a minibatch variant;
+* :class:`SFA`: matrix factorisation by ALS with conjugate gradient (ratings, implicit
+  feedback);
 * :class:`PageRank`: PageRank by power iteration, one sparse mat-vec per pass;
 * :class:`~bidlab.models.lsq.LeastSquares`: the spine's small reference model (a bare
   :class:`bidlab.learn.Model`, trained by a :class:`bidlab.learn.Learner` directly).
@@ -20,8 +22,9 @@ from bidlab.models.kmeans import KMeans
 from bidlab.models.lda import LDA, LDAGibbs
 from bidlab.models.lsq import LeastSquares
 from bidlab.models.nmf import NMF
+from bidlab.models.sfa import SFA
 
-__all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "NMF", "PageRank", "LeastSquares",
+__all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "NMF", "SFA", "PageRank", "LeastSquares",
            "BidlabEstimator", "load", "glm_sweep", "best_config"]
 
 

@@ -1,0 +1,207 @@
+"""Ratings: MovieLens and any ratings CSV (user, item, rating[, time]) as a users x items CSR.
+
+:func:`read_ratings_csv` reads a ratings file (comma- or tab-separated, with or without a
+header line) through :mod:`bidlab._bounded_io`; :func:`load_movielens` reads the shared
+``movielens-latest-small`` folder with its movie titles. Users and items are numbered in
+the order of their raw ids (``user_ids[row]``, ``item_ids[column]`` give them back).
+
+**Duplicate (user, item) pairs**: the latest rating counts (largest time; without a time
+column, or at equal times, the one later in the file); :attr:`Ratings.duplicates` says
+how many were dropped.
+
+:meth:`Ratings.split` holds out a share of each user's ratings (a fixed seed, every user
+keeps at least one rating for training); :meth:`Ratings.implicit` is the implicit view
+(every rating at or above a threshold as one interaction).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from bidlab._bounded_io import check_budget, read_data, stat_path
+from bidlab.datasets.paths import resolve_shared
+
+__all__ = ["Ratings", "RatingsSplit", "read_ratings_csv", "load_movielens"]
+
+
+@dataclass
+class RatingsSplit:
+    """Two users x items CSR matrices of one shape: ``train`` and held-out ``test``."""
+
+    train: sp.csr_matrix
+    test: sp.csr_matrix
+
+
+@dataclass
+class Ratings:
+    """A users x items CSR of ratings with its id maps (see the module doc).
+
+    Attributes:
+        X: users x items ``scipy.sparse.csr_matrix`` (one stored entry per rating).
+        user_ids, item_ids: the raw id of each row and each column.
+        titles: the title of each column (MovieLens), or None.
+        times: the time of each stored entry (aligned with ``X.data``), or None.
+        duplicates: (user, item) pairs rated more than once whose earlier ratings were
+            dropped.
+
+    Examples
+    --------
+    >>> ml = load_movielens()                      # doctest: +SKIP
+    >>> ml.X.shape, ml.titles[ml.item_column(1)]   # doctest: +SKIP
+    ((610, 9724), 'Toy Story (1995)')
+    """
+
+    X: sp.csr_matrix
+    user_ids: np.ndarray
+    item_ids: np.ndarray
+    titles: list[str] | None = None
+    times: np.ndarray | None = None
+    duplicates: int = 0
+    _item_index: dict[Any, int] = field(default_factory=dict, repr=False)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.X.shape)  # type: ignore[return-value]
+
+    def item_column(self, raw_id: Any) -> int:
+        """The column of an item's raw id (KeyError naming it when unknown)."""
+        if not self._item_index:
+            self._item_index = {v.item(): i for i, v in enumerate(self.item_ids)}
+        try:
+            return self._item_index[raw_id]
+        except KeyError:
+            raise KeyError(f"item id {raw_id!r} is not in these ratings") from None
+
+    def implicit(self, min_rating: float = 0.0) -> sp.csr_matrix:
+        """The implicit view: 1 where a user rated an item at least ``min_rating``."""
+        X = self.X.copy()
+        X.data = (X.data >= min_rating).astype(X.dtype)
+        X.eliminate_zeros()
+        return X
+
+    def split(self, test_size: float = 0.2, seed: int = 0, X: Any = None) -> RatingsSplit:
+        """Hold out ``test_size`` of each user's ratings (rounded down; a user keeps at
+        least one for training), chosen with the fixed ``seed``; ``X``: the matrix to
+        split (default ``self.X``; e.g. the implicit view).
+
+        Examples
+        --------
+        >>> ml = load_movielens()                      # doctest: +SKIP
+        >>> parts = ml.split(0.2, seed=0)              # doctest: +SKIP
+        >>> parts.train.nnz + parts.test.nnz == ml.X.nnz  # doctest: +SKIP
+        True
+        """
+        if not 0.0 <= float(test_size) < 1.0:
+            raise ValueError(f"test_size must be in [0, 1); got {test_size}")
+        X = self.X if X is None else sp.csr_matrix(X)
+        rng = np.random.default_rng(seed)
+        counts = np.diff(X.indptr)
+        held = np.zeros(X.nnz, bool)
+        for u in np.flatnonzero(counts > 1):
+            n = int(counts[u])
+            take = min(int(n * test_size), n - 1)
+            if take:
+                held[X.indptr[u] + rng.choice(n, take, replace=False)] = True
+        return RatingsSplit(_keep(X, ~held), _keep(X, held))
+
+
+def _keep(X: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    return sp.csr_matrix((X.data[keep], (rows[keep], X.indices[keep])), shape=X.shape)
+
+
+def _table(text: str, path: Path) -> np.ndarray:
+    lines = text.splitlines()
+    sep = "\t" if lines and "\t" in lines[0] else ","
+    start = 0
+    if lines:
+        try:
+            [float(x) for x in lines[0].split(sep)[:3]]
+        except ValueError:
+            start = 1  # a header line
+    body = [ln for ln in lines[start:] if ln.strip()]
+    if not body:
+        raise ValueError(f"{path}: no ratings (expected lines of user{sep}item{sep}rating"
+                         f"[{sep}time])")
+    try:
+        table = np.loadtxt(io.StringIO("\n".join(body)), delimiter=sep, dtype=np.float64,
+                           ndmin=2)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a ratings file of numbers user{sep}item{sep}rating"
+                         f"[{sep}time] ({exc})") from None
+    if table.shape[1] not in (3, 4):
+        raise ValueError(f"{path}: {table.shape[1]} columns; a ratings file has user, item, "
+                         "rating and optionally time")
+    return table
+
+
+def read_ratings_csv(path: str | os.PathLike, dtype: Any = np.float32) -> Ratings:
+    """A ratings file (user, item, rating[, time]) as :class:`Ratings`; duplicate pairs
+    keep the latest rating (see the module doc).
+
+    Examples
+    --------
+    >>> r = read_ratings_csv("ratings.csv")  # doctest: +SKIP
+    >>> r.X.shape                            # doctest: +SKIP
+    (610, 9724)
+    """
+    path = Path(path)
+    check_budget(path, "ratings", stat_path(path).st_size * 6)  # text, table and matrix
+    raw = read_data(path, what="ratings file")
+    t = _table(raw.decode("utf-8", errors="replace"), path)
+    bad = ~np.isfinite(t[:, :3])
+    if bad.any():
+        line = int(np.flatnonzero(bad.any(axis=1))[0])
+        raise ValueError(f"{path}: ratings row {line + 1} holds NaN or infinity")
+    users, u = np.unique(t[:, 0], return_inverse=True)
+    items, i = np.unique(t[:, 1], return_inverse=True)
+    times = t[:, 3] if t.shape[1] == 4 else np.zeros(len(t))
+    order = np.lexsort((np.arange(len(t)), times, i, u))  # latest last within a pair
+    u, i, r, tm = u[order], i[order], t[order, 2], times[order]
+    last = np.ones(len(u), bool)
+    last[:-1] = (u[1:] != u[:-1]) | (i[1:] != i[:-1])
+    X = sp.csr_matrix((r[last].astype(dtype), (u[last], i[last])),
+                      shape=(users.size, items.size))
+    X.sort_indices()
+    return Ratings(X, _ids(users), _ids(items), None,
+                   tm[last] if t.shape[1] == 4 else None, int((~last).sum()))
+
+
+def _ids(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.int64) if np.all(np.mod(a, 1) == 0) else a
+
+
+def _titles(path: Path, item_ids: np.ndarray) -> list[str]:
+    text = read_data(path, what="movies file").decode("utf-8", errors="replace")
+    names: dict[int, str] = {}
+    for row in csv.reader(io.StringIO(text)):
+        if len(row) >= 2 and row[0].isdigit():
+            names[int(row[0])] = row[1]
+    return [names.get(int(m), f"movie {int(m)}") for m in item_ids]
+
+
+def load_movielens(shared: str | os.PathLike | None = None, dtype: Any = np.float32,
+                   folder: str = "movielens-latest-small") -> Ratings:
+    """MovieLens ``latest-small`` (610 users x 9,724 movies, 100,836 ratings of 0.5-5
+    stars) from the shared data folder, with the movies' titles.
+
+    Examples
+    --------
+    >>> ml = load_movielens()  # doctest: +SKIP
+    >>> ml.titles[ml.item_column(1)]  # doctest: +SKIP
+    'Toy Story (1995)'
+    """
+    base = resolve_shared(shared, folder)
+    ratings = read_ratings_csv(base / "ratings.csv", dtype=dtype)
+    movies = base / "movies.csv"
+    if movies.is_file():
+        ratings.titles = _titles(movies, ratings.item_ids)
+    return ratings

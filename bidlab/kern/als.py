@@ -1,0 +1,307 @@
+"""Conjugate-gradient steps of alternating least squares, every row's system at once.
+
+One side of a factorisation ``R ~ X @ O.T`` is solved with the other side ``O`` fixed: for
+each row ``u`` of the sparse ratings ``S`` (rows x others, CSR) the normal equations
+
+* **explicit** (squared loss on the stored entries, with biases): ``z_j = [o_j, 1]`` (the
+  other side's factors with its bias column read as 1), target ``s_uj - mu - O[j, -1]``,
+  ``(sum_j z_j z_j' + l2 I) x_u = sum_j (s_uj - mu - O[j, -1]) z_j``; the last column of
+  ``X`` is then the row's own bias;
+* **implicit** (Hu-Koren-Volinsky confidence ``c = 1 + alpha s``, preference 1 where
+  stored, 0 elsewhere): ``(G + sum_j alpha s_uj o_j o_j') x_u = sum_j (1 + alpha s_uj) o_j``
+  with ``G = O' O + l2 I`` (every entry, stored or not, counts with confidence 1);
+
+and :func:`cg_start` / :func:`cg_step` run the conjugate-gradient iteration on them from
+``X`` as it is (a warm start). The dense ``G`` product is one GEMM over all rows (the caller
+writes ``P @ G`` into ``AP`` first); the sparse part, the dot products and the vector
+updates of a row are fused in one numba loop per row. No step allocates.
+
+:func:`solve_rows` runs ``steps`` of them; :func:`solve_rows_reference` is the same
+iteration written as whole-array ``xp`` operations (numpy or CuPy): the GPU path and the
+CPU kernels' oracle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numba import prange
+
+from bidlab import backend
+from bidlab.kern.adaptive import adaptive_kernel
+
+__all__ = ["Scratch", "blas_threads", "cg_start", "cg_step", "solve_rows",
+           "solve_rows_reference"]
+
+
+@adaptive_kernel(cache=True, nogil=True, fastmath=True)
+def _start(indptr, indices, data, O, X, AP, R, P, rs, err, bias, implicit, alpha, mu, l2,
+           zero, one):  # pragma: no cover - compiled
+    n, f = X.shape
+    fk = f - bias
+    for u in prange(n):
+        e = zero
+        for t in range(f):
+            R[u, t] = -AP[u, t] if implicit else -l2 * X[u, t]
+        x = X[u]
+        r = R[u]
+        for q in range(indptr[u], indptr[u + 1]):
+            o = O[indices[q]]
+            v = data[q]
+            dot = zero
+            for t in range(fk):
+                dot += o[t] * x[t]
+            if bias:
+                dot += x[f - 1]
+            if implicit:
+                c = (one + alpha * v) - alpha * v * dot
+                e += (one - dot) * (one - dot)
+            else:
+                c = v - mu - o[f - 1] - dot
+                e += c * c
+            for t in range(fk):
+                r[t] += c * o[t]
+            if bias:
+                r[f - 1] += c
+        s = zero
+        for t in range(f):
+            P[u, t] = R[u, t]
+            s += R[u, t] * R[u, t]
+        rs[u] = s
+        err[u] = e
+
+
+@adaptive_kernel(cache=True, nogil=True, fastmath=True)
+def _step(indptr, indices, data, O, X, AP, R, P, rs, bias, implicit, alpha, l2, tiny,
+          zero, one):  # pragma: no cover - compiled
+    n, f = X.shape
+    fk = f - bias
+    for u in prange(n):
+        if rs[u] <= tiny:
+            continue
+        if not implicit:
+            for t in range(f):
+                AP[u, t] = l2 * P[u, t]
+        p = P[u]
+        ap = AP[u]
+        for q in range(indptr[u], indptr[u + 1]):
+            o = O[indices[q]]
+            w = alpha * data[q] if implicit else one
+            dot = zero
+            for t in range(fk):
+                dot += o[t] * p[t]
+            if bias:
+                dot += p[f - 1]
+            dot *= w
+            for t in range(fk):
+                ap[t] += dot * o[t]
+            if bias:
+                ap[f - 1] += dot
+        pap = zero
+        for t in range(f):
+            pap += P[u, t] * AP[u, t]
+        if pap <= tiny:
+            rs[u] = 0.0
+            continue
+        a = rs[u] / pap
+        s = zero
+        for t in range(f):
+            X[u, t] += a * P[u, t]
+            R[u, t] -= a * AP[u, t]
+            s += R[u, t] * R[u, t]
+        beta = s / rs[u]
+        for t in range(f):
+            P[u, t] = R[u, t] + beta * P[u, t]
+        rs[u] = s
+
+
+@dataclass
+class Scratch:
+    """The iteration's arrays for ``rows`` rows of ``f`` numbers: residuals ``R``,
+    directions ``P``, products ``AP``, squared residual norms ``rs`` and each row's squared
+    error over its stored entries at the start (``err``); kept and reused."""
+
+    R: Any
+    P: Any
+    AP: Any
+    rs: Any
+    err: Any
+
+    @classmethod
+    def new(cls, rows: int, f: int, dtype: Any, xp: Any = np) -> Scratch:
+        """Scratch for ``rows`` x ``f`` factors of ``dtype`` on ``xp``."""
+        return cls(*(backend.zeros((rows, f), dtype, xp) for _ in range(3)),
+                   backend.zeros((rows,), dtype, xp), backend.zeros((rows,), dtype, xp))
+
+    def view(self, n: int) -> Scratch:
+        """The first ``n`` rows (a minibatch shorter than the scratch)."""
+        return Scratch(self.R[:n], self.P[:n], self.AP[:n], self.rs[:n], self.err[:n])
+
+
+def _csr(S: Any) -> tuple[Any, Any, Any]:
+    return S.indptr, S.indices, S.data
+
+
+def cg_start(S: Any, O: Any, X: Any, sc: Scratch, *, gram: Any, l2: float, alpha: float,
+             mu: float, bias: bool) -> None:
+    """Residuals ``R = B - A X``, directions ``P = R`` and ``rs = |R|^2`` per row (CPU).
+
+    Examples
+    --------
+    >>> cg_start(S, O, X, sc, gram=G, l2=0.0, alpha=1.0, mu=0.0, bias=False)  # doctest: +SKIP
+    """
+    implicit = gram is not None
+    if implicit:
+        np.matmul(X, gram, out=sc.AP)
+    ip, ix, dv = _csr(S)
+    dt = X.dtype.type
+    _start(S.nnz * X.shape[1] + X.size, ip, ix, dv, O, X, sc.AP, sc.R, sc.P, sc.rs, sc.err,
+           int(bias), implicit, dt(alpha), dt(mu), dt(l2), dt(0), dt(1))
+
+
+def cg_step(S: Any, O: Any, X: Any, sc: Scratch, *, gram: Any, l2: float, alpha: float,
+            bias: bool) -> None:
+    """One conjugate-gradient step on every row's system (CPU).
+
+    Examples
+    --------
+    >>> cg_step(S, O, X, sc, gram=G, l2=0.0, alpha=1.0, bias=False)  # doctest: +SKIP
+    """
+    implicit = gram is not None
+    if implicit:
+        np.matmul(sc.P, gram, out=sc.AP)
+    ip, ix, dv = _csr(S)
+    dt = X.dtype.type
+    _step(S.nnz * X.shape[1] + X.size, ip, ix, dv, O, X, sc.AP, sc.R, sc.P, sc.rs,
+          int(bias), implicit, dt(alpha), dt(l2), dt(np.finfo(X.dtype).tiny), dt(0), dt(1))
+
+
+def solve_rows(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int, gram: Any = None,
+               l2: float = 0.0, alpha: float = 1.0, mu: float = 0.0,
+               bias: bool = False) -> None:
+    """``steps`` conjugate-gradient steps on each row of ``X`` (in place, from its values).
+
+    Args:
+        S: ratings, rows x others (scipy or CuPy CSR, ``X``'s dtype).
+        O: the other side's factors (others x f; with ``bias``, its last column is its
+            bias and reads as 1 in the products).
+        X: this side's factors (rows x f), updated in place.
+        sc: :class:`Scratch` of ``X``'s rows.
+        steps: conjugate-gradient steps.
+        gram: ``O' O + l2 I`` (implicit feedback), or None (explicit ratings).
+        l2: the L2 weight (explicit; the implicit one is in ``gram``).
+        alpha: the implicit confidence slope.
+        mu: the global mean (explicit).
+        bias: the last columns are biases (explicit).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> S = sp.csr_matrix(np.array([[5.0, 0, 3], [0, 4, 1]]))
+    >>> O = np.ones((3, 2)); X = np.zeros((2, 2)); sc = Scratch.new(2, 2, np.float64)
+    >>> solve_rows(S, O, X, sc, steps=2, gram=O.T @ O + np.eye(2), alpha=1.0)
+    >>> X.shape
+    (2, 2)
+    """
+    xp = backend.namespace(X)
+    if xp is not np:
+        solve_rows_reference(S, O, X, sc, steps=steps, gram=gram, l2=l2, alpha=alpha,
+                             mu=mu, bias=bias)
+        return
+    with blas_threads(X.size * X.shape[1]):
+        cg_start(S, O, X, sc, gram=gram, l2=l2, alpha=alpha, mu=mu, bias=bias)
+        for _ in range(steps):
+            cg_step(S, O, X, sc, gram=gram, l2=l2, alpha=alpha, bias=bias)
+
+
+#: below this many multiply-adds a ``P @ G`` product runs on one BLAS thread: a threaded
+#: BLAS takes ~100x longer on small products when the cores are busy (610 x 64 x 64:
+#: 34 ms on two threads of a loaded 2-core machine, 0.2 ms on one)
+SMALL_GEMM = 1 << 26
+_BLAS: list[Any] = []
+
+
+def blas_threads(work: int) -> Any:
+    """A context: BLAS on one thread when ``work`` (multiply-adds) is below
+    :data:`SMALL_GEMM`, else as it is."""
+    if work >= SMALL_GEMM:
+        return contextlib.nullcontext()
+    if not _BLAS:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS.append(ThreadpoolController().select(user_api="blas"))
+    return _BLAS[0].limit(limits=1)
+
+
+def _entry_rows(S: Any, xp: Any) -> Any:
+    """The row of each stored entry (CuPy's ``repeat`` takes no array of counts)."""
+    return xp.searchsorted(S.indptr, xp.arange(S.nnz), side="right") - 1
+
+
+def _sparse_product(S: Any, O: Any, V: Any, weights: Any, bias: bool, out: Any) -> None:
+    """``out[u] = sum_j weights_uj (z_j . V[u]) z_j`` over the stored entries (whole-array
+    operations; ``z_j = O[j]`` with the last entry 1 when ``bias``)."""
+    xp = backend.namespace(V)
+    rows = _entry_rows(S, xp)
+    Z = O[S.indices]
+    if bias:
+        Z[:, -1] = 1
+    dots = (Z * V[rows]).sum(axis=1) * weights
+    W = type(S)((dots, S.indices, S.indptr), shape=S.shape)
+    Zf = O.copy()
+    if bias:
+        Zf[:, -1] = 1
+    out += W @ Zf
+
+
+def solve_rows_reference(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int,
+                         gram: Any = None, l2: float = 0.0, alpha: float = 1.0,
+                         mu: float = 0.0, bias: bool = False) -> None:
+    """:func:`solve_rows` as whole-array operations of ``X``'s array module (numpy or
+    CuPy): the GPU path and the CPU kernels' oracle (it allocates temporaries)."""
+    xp = backend.namespace(X)
+    implicit = gram is not None
+    v = S.data
+    Zf = O.copy()
+    if bias:
+        Zf[:, -1] = 1
+    if implicit:
+        target = 1 + alpha * v
+        weights = alpha * v
+    else:
+        target = v - mu - O[S.indices, -1]
+        weights = xp.ones_like(v)
+    B = type(S)((target, S.indices, S.indptr), shape=S.shape) @ Zf
+
+    def matvec(V: Any) -> Any:
+        out = V @ gram if implicit else l2 * V
+        _sparse_product(S, O, V, weights, bias, out)
+        return out
+
+    Z = Zf[S.indices]
+    rows = _entry_rows(S, xp)
+    pred = (Z * X[rows]).sum(axis=1)
+    e = (1 - pred) ** 2 if implicit else (target - pred) ** 2
+    sc.err[...] = type(S)((e, S.indices, S.indptr), shape=S.shape).sum(axis=1).ravel()
+    R = B - matvec(X)
+    P = R.copy()
+    rs = (R * R).sum(axis=1)
+    tiny = xp.finfo(X.dtype).tiny
+    for _ in range(steps):
+        live = rs > tiny
+        AP = matvec(P)
+        pap = (P * AP).sum(axis=1)
+        live &= pap > tiny
+        a = xp.where(live, rs / xp.where(live, pap, 1), 0)[:, None]
+        X += a * P
+        R -= a * AP
+        rs_new = (R * R).sum(axis=1)
+        beta = xp.where(live, rs_new / xp.where(live, rs, 1), 0)[:, None]
+        P = R + beta * P
+        rs = xp.where(live, rs_new, 0)
+    sc.R[...] = R
+    sc.P[...] = P
+    sc.rs[...] = rs

@@ -1,0 +1,254 @@
+"""``SFA``: alternating least squares by conjugate gradient, for ratings and for implicit
+feedback.
+
+A scikit-learn style face on one engine, :class:`~bidlab.models.sfa.model.SFAModel`,
+trained by the :class:`bidlab.learn.Learner`. ``X`` is users x items: a CSR of the
+observed entries (or dense with NaN where missing)::
+
+    from bidlab.models import SFA
+    sfa = SFA(32, feedback="explicit", l2=5.0, random_state=0).fit(ratings)
+    sfa.predict([0, 0], [10, 20])              # predicted ratings of (user, item) pairs
+    items, scores = sfa.recommend(0, n=10)     # not among user 0's rated items
+    sfa.similar_items(10, n=5)                 # by the cosine of the item factors
+    new_ids = sfa.partial_fit_users(new_rows)  # fold in new users, items fixed
+
+``learner(X)`` returns a live learner on the same model (``l2``, ``alpha`` and ``n_cg``
+settable while it runs).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from bidlab import backend
+from bidlab.kern import als
+from bidlab.learn import Learner, MemorySource, Option
+from bidlab.learn.model import register_model
+from bidlab.models.base import BidlabEstimator
+from bidlab.models.sfa.inputs import check_ids, ratings_csr
+from bidlab.models.sfa.model import FEEDBACK, SFAModel
+from bidlab.models.sfa.serve import ServeMixin
+
+__all__ = ["SFA"]
+
+
+def _valid_seed(x: Any) -> bool:
+    if isinstance(x, (np.random.RandomState, np.random.Generator)):
+        return True
+    return (isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
+            and 0 <= int(x) < 2**32)
+
+
+def _valid_dtype(x: Any) -> bool:
+    try:
+        return np.dtype(x) in (np.float32, np.float64)
+    except TypeError:
+        return False
+
+
+class SFA(ServeMixin, BidlabEstimator, BaseEstimator):
+    """Matrix factorisation of ratings or implicit feedback by ALS with conjugate gradient.
+
+    Args:
+        n_components: k, the number of factors.
+        feedback: ``"explicit"`` (squared loss on the observed ratings, with a global
+            mean, user and item biases and L2) or ``"implicit"`` (Hu-Koren-Volinsky: every
+            user-item pair counts, with preference 1 and confidence ``1 + alpha r`` where
+            stored, preference 0 and confidence 1 elsewhere).
+        l2: L2 penalty weight of the factors (and biases).
+        alpha: the implicit confidence slope.
+        n_cg: conjugate-gradient steps of each side per sweep, warm-started from the last
+            sweep.
+        max_iter: sweeps (passes) of ``fit``.
+        batch_size: users per minibatch (None: all of them; a sweep's item step runs once,
+            after its last minibatch, whatever the size).
+        init_scale: the standard deviation of the random initial item factors.
+        random_state: seed (None, an int, a numpy ``RandomState`` or ``Generator``).
+        verbose: print progress while fitting (0: silent).
+        dtype: float32 or float64; None follows the input.
+        device: ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
+
+    Learned: ``user_factors_`` (users x k), ``item_factors_`` (items x k),
+    ``user_bias_``, ``item_bias_``, ``global_mean_`` (explicit; zeros and 0 for implicit),
+    ``rmse_`` (training RMSE of each sweep over the stored entries; for implicit, of the
+    preference 1 there), ``n_iter_``, ``n_users_``, ``n_items_``, ``model_``.
+
+    scikit-learn's ``check_estimator`` does not apply: ``predict`` takes (user, item) id
+    pairs rather than rows of ``X``, and ``fit`` refuses users with no observed entry
+    (the checks' data have rows of zeros that a sparse input stores as nothing).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from bidlab.models import SFA
+    >>> R = sp.random(50, 40, density=0.2, random_state=0, format="csr")
+    >>> R.data = np.ceil(R.data * 5)
+    >>> sfa = SFA(4, max_iter=5, random_state=0).fit(R)
+    >>> sfa.recommend(0, n=3)[0].shape
+    (3,)
+    """
+
+    PARAMS = (
+        Option("n_components", int, 10, "number of factors k", low=1),
+        Option("feedback", str, "explicit", "explicit ratings or implicit feedback",
+               choices=FEEDBACK),
+        Option("l2", float, 0.1, "L2 penalty weight", low=0.0),
+        Option("alpha", float, 1.0, "implicit confidence slope", low=0.0),
+        Option("n_cg", int, 3, "conjugate-gradient steps per side per sweep", low=1),
+        Option("max_iter", int, 15, "sweeps over the data", low=1),
+        Option("batch_size", int, None, "users per minibatch (None: all)", low=1,
+               none_ok=True),
+        Option("init_scale", float, 0.01, "standard deviation of the initial item factors",
+               low=0.0),
+        Option("random_state", int, None, "seed", test=_valid_seed, none_ok=True,
+               text="None, an int in [0, 2**32), a numpy RandomState or Generator"),
+        Option("verbose", int, 0, "print progress while fitting", low=0),
+        Option("dtype", str, None, "float type of the factors", test=_valid_dtype,
+               none_ok=True, text="None (follow the input), float32 or float64"),
+        Option("device", str, "cpu", "where to compute", choices=("cpu", "gpu")),
+    )
+
+    def __init__(
+        self,
+        n_components: int = 10,
+        *,
+        feedback: str = "explicit",
+        l2: float = 0.1,
+        alpha: float = 1.0,
+        n_cg: int = 3,
+        max_iter: int = 15,
+        batch_size: int | None = None,
+        init_scale: float = 0.01,
+        random_state: Any = None,
+        verbose: int = 0,
+        dtype: Any = None,
+        device: str = "cpu",
+    ) -> None:
+        self._keep_params(locals())
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return getattr(self, "model_", None) is not None
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.allow_nan = True
+        tags.requires_fit = True
+        return tags
+
+    # -- input --------------------------------------------------------------------------------
+    def _dtype(self, X: Any) -> np.dtype:
+        if getattr(self, "model_", None) is not None:
+            return self.model_.dtype
+        if self.dtype is not None:
+            return np.dtype(self.dtype)
+        dt = getattr(X, "dtype", None)
+        return np.dtype(np.float32) if dt == np.float32 else np.dtype(np.float64)
+
+    def _ratings(self, X: Any) -> sp.csr_matrix:
+        name = type(self).__name__
+        S = ratings_csr(name, X, self._dtype(X))
+        k = int(self.n_components)
+        if k > min(S.shape):
+            raise ValueError(f"{name}: n_components={k} is larger than X allows "
+                             f"({S.shape[0]} users x {S.shape[1]} items): use n_components "
+                             f"<= {min(S.shape)}")
+        if self.feedback == "implicit" and S.nnz and S.data.min() < 0:
+            raise ValueError(f"{name}: implicit feedback needs counts >= 0 (confidence "
+                             "1 + alpha r); use feedback='explicit' for signed ratings")
+        return S
+
+    def _seed(self) -> int:
+        rs = self.random_state
+        if isinstance(rs, np.random.Generator):
+            return int(rs.integers(2**31 - 1))
+        return int(check_random_state(rs).randint(0, 2**31 - 1))
+
+    def _model(self, S: sp.csr_matrix) -> SFAModel:
+        mu = float(S.data.mean()) if self.feedback == "explicit" and S.nnz else 0.0
+        return SFAModel(mu=mu, dtype=S.dtype, k=int(self.n_components),
+                        feedback=self.feedback, l2=float(self.l2), alpha=float(self.alpha),
+                        n_cg=int(self.n_cg),
+                        init_scale=float(self.init_scale), random_state=self._seed())
+
+    def _source(self, S: sp.csr_matrix, batch_size: int | None) -> MemorySource:
+        X = S if self.device == "cpu" else backend.to_device(S)
+        bs = batch_size or self.batch_size or S.shape[0]
+        return MemorySource(X, batch_size=min(int(bs), S.shape[0]), shuffle=False,
+                            names=("X",))
+
+    # -- training -----------------------------------------------------------------------------
+    def fit(self, X: Any, y: Any = None) -> SFA:
+        """Factorise ``X`` (users x items; ``y`` is ignored) with ``max_iter`` sweeps."""
+        self._validate_params()
+        S = self._ratings(X)
+        model = self._model(S)
+        src = self._source(S, None)
+        lrn = Learner(model, src, model.default_updater(), name="sfa", n_passes=self.max_iter,
+                      val_every=0, record_size=max(1, src.batches_per_pass * self.max_iter))
+        f = model.width
+        with self._threads(), als.blas_threads(max(S.shape) * f * f):
+            lrn.fit(progress=self._progress())
+        self._fitted(model, lrn, S)
+        return self
+
+    def _fitted(self, model: SFAModel, lrn: Learner, S: sp.csr_matrix) -> None:
+        self.model_ = model
+        self.updater_ = lrn.updater
+        self.train_ = S
+        self.n_users_, self.n_items_ = (int(n) for n in S.shape)
+
+    def learner(self, X: Any, y: Any = None, **options: Any) -> Learner:
+        """A live :class:`bidlab.learn.Learner` on ``X`` with this estimator's settings; its
+        model becomes this estimator's (``user_factors_`` and the rest follow it live).
+        ``options``: learner options (``n_passes``, default ``max_iter``; ``batch_size``;
+        ``checkpoint``; ...)."""
+        self._validate_params()
+        S = self._ratings(X)
+        model = self._model(S)
+        src = self._source(S, options.pop("batch_size", None))
+        options.setdefault("n_passes", self.max_iter)
+        options.setdefault("val_every", 0)
+        lrn = Learner(model, src, model.default_updater(), name=options.pop("name", "sfa"),
+                      **options)
+        lrn.init()
+        self._fitted(model, lrn, S)
+        return lrn
+
+    @property
+    def n_iter_(self) -> int:
+        """Sweeps done (live while a learner trains)."""
+        return int(self.model_.n_passes_done)
+
+    @property
+    def rmse_(self) -> list[float]:
+        """Training RMSE of each sweep (before its user step)."""
+        return list(self.model_.rmse)
+
+    def _facts(self) -> list[tuple[str, Any]]:
+        return [("users x items", f"{self.n_users_} x {self.n_items_}"),
+                ("sweeps", self.model_.n_passes_done),
+                ("training RMSE", f"{self.model_.rmse[-1]:.4f}" if self.model_.rmse
+                 else "-")]
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Minus the RMSE of the predictions at ``X``'s stored entries (users x items of
+        the fitted shape): higher is better."""
+        check_is_fitted(self)
+        S = ratings_csr(type(self).__name__, X, self.model_.dtype, n_items=self.n_items_,
+                        allow_empty_rows=True)
+        if S.shape[0] > self.n_users_:
+            check_ids(type(self).__name__, "user", [S.shape[0] - 1], self.n_users_)
+        users = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
+        pred = self.predict(users, S.indices)
+        return -float(np.sqrt(np.mean((pred - S.data) ** 2))) if S.nnz else 0.0
+
+
+register_model("sfa", SFA)

@@ -1,0 +1,91 @@
+"""SFA's input checks: ratings as a users x items CSR of the observed entries.
+
+A sparse input's stored entries are the observed ones (an explicit zero rating is a stored
+zero); a dense input marks missing entries with NaN. Duplicate stored (user, item) pairs
+are refused (a loader decides which rating counts, e.g. the latest,
+:func:`bidlab.datasets.load_movielens`). Users (rows) with no observed entry are refused:
+nothing can be learned about them; items (columns) with none are allowed and keep zero
+factors (their predictions are the global mean plus the user's bias).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from bidlab import backend
+from bidlab.models.validation import unwrap
+
+__all__ = ["ratings_csr", "check_ids"]
+
+
+def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
+                allow_empty_rows: bool = False) -> sp.csr_matrix:
+    """``X`` (users x items: CSR / any sparse, or dense with NaN where missing) as a
+    canonical CSR of ``dtype``; errors name the problem and the fix."""
+    X = unwrap(X)
+    if backend.is_cupy_array(getattr(X, "data", X)):
+        X = backend.to_host(X)
+    if sp.issparse(X):
+        S = sp.csr_matrix(X)
+        if S.has_canonical_format is False:
+            copy = S.copy()
+            copy.sort_indices()
+            before = copy.nnz
+            copy.sum_duplicates()
+            if copy.nnz != before:
+                raise ValueError(f"{name}: X stores {before - copy.nnz} duplicate (user, "
+                                 "item) entries; keep one rating per pair (e.g. the latest) "
+                                 "before fitting")
+            S = copy
+        S = S.astype(dtype)
+    else:
+        A = np.asarray(X, dtype=dtype)
+        if A.ndim != 2:
+            raise ValueError(f"{name}: X must be 2-D (users x items); got shape {A.shape}")
+        observed = ~np.isnan(A)
+        S = _dense_to_csr(A, observed)
+    n, d = S.shape
+    if n == 0 or d == 0:
+        raise ValueError(f"{name}: X must be non-empty (users x items); got shape {S.shape}")
+    if n_items is not None and d != n_items:
+        raise ValueError(f"{name}: X has {d} items (columns) but the model was fitted on "
+                         f"{n_items}")
+    bad = ~np.isfinite(S.data)
+    if bad.any():
+        rows = np.repeat(np.arange(n), np.diff(S.indptr))
+        p = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}: X holds {int(bad.sum())} NaN or infinite observed "
+                         f"entries (the first at user {int(rows[p])}, item "
+                         f"{int(S.indices[p])}): drop them from the sparse matrix")
+    if not allow_empty_rows:
+        empty = np.flatnonzero(np.diff(S.indptr) == 0)
+        if empty.size:
+            raise ValueError(f"{name}: {empty.size} users (rows) of X have no observed "
+                             f"entry (the first is row {int(empty[0])}): nothing can be "
+                             "learned about them; drop those rows")
+    return S
+
+
+def _dense_to_csr(A: np.ndarray, observed: np.ndarray) -> sp.csr_matrix:
+    rows, cols = np.nonzero(observed)
+    return sp.csr_matrix((A[rows, cols], (rows, cols)), shape=A.shape)
+
+
+def check_ids(name: str, what: str, ids: Any, n: int) -> np.ndarray:
+    """``ids`` as an int64 array, each in ``[0, n)``; else a ValueError naming the first
+    one out of range."""
+    a = np.asarray(ids)
+    if a.dtype.kind not in "iu":
+        if a.size and not np.all(np.mod(a, 1) == 0):
+            raise ValueError(f"{name}: {what} ids must be integers; got {a.dtype}")
+        a = a.astype(np.int64)
+    a = a.astype(np.int64).reshape(-1) if a.ndim else a.astype(np.int64).reshape(1)
+    out = (a < 0) | (a >= n)
+    if out.any():
+        raise ValueError(f"{name}: {what} id {int(a[out][0])} is out of range: the model "
+                         f"has {n} {what}s (ids 0..{n - 1}); fold new {what}s in with "
+                         f"partial_fit_{what}s")
+    return a

@@ -1,0 +1,137 @@
+"""Ratings and ranking metrics: RMSE, and p@k, MAP@k and NDCG@k of top-k lists against
+held-out items (binary relevance).
+
+For one user with recommended list ``r_1 .. r_k`` and held-out set ``T`` (``rel_i`` = 1
+when ``r_i`` is in ``T``):
+
+* ``p@k = sum_i rel_i / k``;
+* ``AP@k = sum_i rel_i p@i / min(|T|, k)``, and MAP@k its mean over users;
+* ``NDCG@k = sum_i rel_i / log2(i + 1)`` divided by the same sum for ``min(|T|, k)``
+  relevant items at the top.
+
+Each ranking metric is the mean over the users with at least one held-out item.
+:func:`ranking_metrics` scores a fitted model's top-k lists (training items left out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["rmse", "precision_at_k", "map_at_k", "ndcg_at_k", "ranking_metrics",
+           "top_k"]
+
+
+def rmse(y_true: Any, y_pred: Any) -> float:
+    """The root mean squared error of two equal-length arrays.
+
+    Examples
+    --------
+    >>> rmse([1.0, 2.0], [1.0, 4.0])
+    1.4142135623730951
+    """
+    a, b = np.asarray(y_true, np.float64), np.asarray(y_pred, np.float64)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError(f"rmse needs two non-empty arrays of one shape; got {a.shape} and "
+                         f"{b.shape}")
+    return float(np.sqrt(np.mean((a - b) ** 2)))
+
+
+def _hits(recommended: Sequence[Any], relevant: Sequence[Any], k: int
+          ) -> list[tuple[np.ndarray, int]]:
+    if int(k) < 1:
+        raise ValueError(f"k must be >= 1; got {k}")
+    if len(recommended) != len(relevant):
+        raise ValueError(f"one recommended list per user: {len(recommended)} lists for "
+                         f"{len(relevant)} users")
+    out = []
+    for rec, rel in zip(recommended, relevant, strict=True):
+        rel = set(np.asarray(rel).ravel().tolist())
+        if rel:
+            top = np.asarray(rec).ravel()[:k]
+            out.append((np.array([x in rel for x in top.tolist()], np.float64), len(rel)))
+    return out
+
+
+def precision_at_k(recommended: Sequence[Any], relevant: Sequence[Any], k: int = 10) -> float:
+    """Mean p@k over the users with held-out items (see the module doc).
+
+    Examples
+    --------
+    >>> precision_at_k([[1, 2, 3]], [[2, 9]], k=3)
+    0.3333333333333333
+    """
+    hits = _hits(recommended, relevant, k)
+    return float(np.mean([h.sum() / k for h, _ in hits])) if hits else 0.0
+
+
+def map_at_k(recommended: Sequence[Any], relevant: Sequence[Any], k: int = 10) -> float:
+    """Mean average precision at k (see the module doc).
+
+    Examples
+    --------
+    >>> map_at_k([[1, 2, 3]], [[2, 3]], k=3)  # (1/2 + 2/3) / 2
+    0.5833333333333333
+    """
+    hits = _hits(recommended, relevant, k)
+    if not hits:
+        return 0.0
+    aps = []
+    for h, n in hits:
+        prec = np.cumsum(h) / np.arange(1, h.size + 1)
+        aps.append(float((prec * h).sum() / min(n, k)))
+    return float(np.mean(aps))
+
+
+def ndcg_at_k(recommended: Sequence[Any], relevant: Sequence[Any], k: int = 10) -> float:
+    """Mean NDCG at k, binary relevance (see the module doc).
+
+    Examples
+    --------
+    >>> round(ndcg_at_k([[1, 2]], [[2]], k=2), 6)  # (1 / log2 3) / 1
+    0.63093
+    """
+    hits = _hits(recommended, relevant, k)
+    if not hits:
+        return 0.0
+    disc = 1.0 / np.log2(np.arange(2, k + 2))
+    vals = [float((h * disc[: h.size]).sum() / disc[: min(n, k)].sum()) for h, n in hits]
+    return float(np.mean(vals))
+
+
+def top_k(scores: np.ndarray, k: int, exclude: sp.csr_matrix | None = None) -> np.ndarray:
+    """Each row's ``k`` highest-scoring columns, best first (users x k); ``exclude``: a
+    CSR of the same shape whose stored entries may not be recommended."""
+    s = np.array(scores, dtype=np.float64, copy=True)
+    if exclude is not None:
+        rows = np.repeat(np.arange(s.shape[0]), np.diff(exclude.indptr))
+        s[rows, exclude.indices] = -np.inf
+    part = np.argpartition(-s, k - 1, axis=1)[:, :k]
+    order = np.argsort(-np.take_along_axis(s, part, 1), axis=1, kind="stable")
+    return np.take_along_axis(part, order, 1)
+
+
+def ranking_metrics(score_users: Callable[[np.ndarray], np.ndarray], train: sp.csr_matrix,
+                    test: sp.csr_matrix, k: int = 10, users: Any = None,
+                    chunk: int = 1024) -> dict[str, float]:
+    """p@k, MAP@k and NDCG@k of the top-k lists ``score_users(user_ids)`` (a users x
+    items score array) gives, training items left out, against ``test``'s items.
+
+    Examples
+    --------
+    >>> m = ranking_metrics(lambda u: U[u] @ V.T, train, test, k=10)  # doctest: +SKIP
+    >>> sorted(m)  # doctest: +SKIP
+    ['map@10', 'ndcg@10', 'p@10']
+    """
+    test, train = sp.csr_matrix(test), sp.csr_matrix(train)
+    ids = np.flatnonzero(np.diff(test.indptr)) if users is None else np.asarray(users)
+    recs, rels = [], []
+    for start in range(0, ids.size, chunk):
+        part = ids[start: start + chunk]
+        recs.extend(top_k(score_users(part), k, train[part]))
+        rels.extend(test.indices[test.indptr[u]: test.indptr[u + 1]] for u in part)
+    return {f"p@{k}": precision_at_k(recs, rels, k), f"map@{k}": map_at_k(recs, rels, k),
+            f"ndcg@{k}": ndcg_at_k(recs, rels, k)}

@@ -1,0 +1,298 @@
+"""The SFA engine: :class:`SFAModel`, alternating least squares by conjugate gradient.
+
+The data's rows are users and its columns items; a stored entry is a rating (explicit) or
+an interaction count (implicit). The item factors are the model matrix (items x f); the
+user factors are per-row state (:class:`bidlab.learn.RowState`, by the rows' global ids).
+With explicit ratings ``f = k + 1``: a user's row holds ``[w_u, b_u]`` and an item's
+``[y_j, c_j]`` and the prediction is ``mu + b_u + c_j + w_u . y_j``; with implicit
+feedback ``f = k`` and the score is ``w_u . y_j`` (Hu, Koren and Volinsky's confidence
+weighting, ``c = 1 + alpha r``).
+
+Each pass is one sweep of ALS with the loop interleaved (BIDMach's SFA): every minibatch of
+users takes ``n_cg`` conjugate-gradient steps on its rows' normal equations with the item
+factors fixed, warm-started from the last sweep (:mod:`bidlab.kern.als`); at the pass's
+last minibatch the items take ``n_cg`` steps with every user fixed, from their current
+values, and the :class:`~bidlab.learn.updaters.Batch` updater puts them in place. A sweep
+costs ``O(nnz f n_cg + (users + items) f^2 n_cg)``, with no ``f^3`` solve. The item-major
+copy of the ratings the item step reads is gathered from the minibatches of the first pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from bidlab import backend
+from bidlab.kern import als
+from bidlab.learn import Model, Option
+from bidlab.learn.datasource import DataInfo
+from bidlab.learn.rowstate import RowState
+from bidlab.learn.staging import Minibatch
+from bidlab.learn.updaters import Batch, Updater
+from bidlab.mat import Mat
+
+__all__ = ["SFAModel", "FEEDBACK"]
+
+FEEDBACK = ("explicit", "implicit")
+_SCRATCH = ("_buf", "_by_item", "_gather", "_gram", "_gram_key")
+
+
+def _csr_on(xp: Any, S: sp.csr_matrix) -> Any:
+    if xp is np:
+        return S
+    import cupyx.scipy.sparse as csp  # a GPU model: CuPy is there
+
+    return csp.csr_matrix(S)
+
+
+class SFAModel(Model):
+    """ALS by conjugate gradient on the Learner (see the module doc).
+
+    Args:
+        V0: initial item factors (items x f), or None: normal draws of ``init_scale``
+            (bias column 0).
+        mu: the global mean of the ratings (explicit); None: the first minibatch's.
+        dtype: the arithmetic's float type (None: the data's).
+        **options: the options below, also settable on a learner (``l2``, ``alpha``,
+            ``n_cg`` live).
+
+    Examples
+    --------
+    >>> from bidlab.learn import Learner, MemorySource
+    >>> model = SFAModel(k=8, feedback="implicit", l2=0.1)          # doctest: +SKIP
+    >>> Learner(model, MemorySource(R), n_passes=10).fit()          # doctest: +SKIP
+    >>> model.user_factors().shape, model.item_factors().shape      # doctest: +SKIP
+    """
+
+    OPTIONS = (
+        Option("k", int, 10, "number of factors", low=1, live=False),
+        Option("feedback", str, "explicit", "'explicit' ratings (squared loss on the "
+               "stored entries, biases) or 'implicit' feedback (confidence weighting)",
+               choices=FEEDBACK, live=False),
+        Option("l2", float, 0.1, "L2 penalty weight of every factor (and bias)", low=0.0),
+        Option("alpha", float, 1.0, "implicit confidence slope: c = 1 + alpha r", low=0.0),
+        Option("n_cg", int, 3, "conjugate-gradient steps per side per sweep", low=1),
+        Option("init_scale", float, 0.01, "standard deviation of the random item factors",
+               low=0.0, live=False),
+        Option("random_state", int, 0, "seed of the random item factors", low=0,
+               live=False),
+    )
+    score_name = "-rmse"
+    mat_names = ("items",)
+    full_batch = True
+
+    def __init__(self, V0: Any = None, *, mu: float | None = None, dtype: Any = None,
+                 **options: Any) -> None:
+        super().__init__(**options)
+        self.V0 = None if V0 is None else np.array(backend.to_host(V0), copy=True)
+        self.mu = None if mu is None else float(mu)
+        self.dtype = None if dtype is None else np.dtype(dtype)
+        self.W: RowState | None = None
+        self.n_passes_done = 0
+        self.rmse: list[float] = []  # training RMSE of each sweep (before its user step)
+        self._buf: dict[Any, Any] = {}
+        self._by_item: Any = None
+        self._gather: list[Any] = []
+        self._gram: Any = None
+        self._gram_key: Any = None
+        self._pass = [0.0, 0.0]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for name in _SCRATCH:
+            state[name] = None if name in ("_by_item", "_gram", "_gram_key") else (
+                [] if name == "_gather" else {})
+        rows = state.pop("W")
+        state["W_values"] = None if rows is None else rows.values
+        state["W_seen"] = None if rows is None else rows.seen
+        return backend.portable_state(state)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = backend.restore_state(state)
+        values, seen = state.pop("W_values", None), state.pop("W_seen", None)
+        self.__dict__.update(state)
+        self.W = None
+        if values is not None:
+            self.W = RowState(values.shape[0], values.shape[1], values.dtype, values.xp)
+            self.W.values <<= values
+            self.W.seen <<= seen
+        self._buf, self._gather = {}, []
+        self._by_item = self._gram = self._gram_key = None
+
+    # -- shape ------------------------------------------------------------------------------
+    @property
+    def bias(self) -> bool:
+        """Whether the last factor column holds biases (explicit ratings)."""
+        return self.opts.feedback == "explicit"
+
+    @property
+    def width(self) -> int:
+        """Numbers per user or item: k, plus one (the bias) for explicit ratings."""
+        return int(self.opts.k) + int(self.bias)
+
+    # -- Model interface --------------------------------------------------------------------
+    def default_updater(self, **options: Any) -> Updater:
+        """:class:`~bidlab.learn.updaters.Batch` in ``"replace"`` mode: the item step's
+        result, written at the pass's last minibatch, becomes the item factors."""
+        return Batch(**options)
+
+    def init(self, info: DataInfo) -> None:
+        if not info.specs[0].sparse:
+            raise ValueError("SFA trains on a sparse users x items matrix of the observed "
+                             "entries (CSR); pass scipy.sparse.csr_matrix(ratings)")
+        if self.dtype is None:
+            self.dtype = info.dtype if info.dtype in (np.float32, np.float64) else np.dtype(
+                np.float64)
+        xp, dtype, f, d = info.xp, self.dtype, self.width, info.n_features
+        if self.V0 is not None:
+            if self.V0.shape != (d, f):
+                raise ValueError(f"SFA: the initial item factors have shape "
+                                 f"{self.V0.shape}; {d} items of f={f} need ({d}, {f})")
+            V = self.V0.astype(dtype)
+        else:
+            rng = np.random.default_rng(self.opts.random_state)
+            V = (rng.standard_normal((d, f)) * self.opts.init_scale).astype(dtype)
+            if self.bias:
+                V[:, -1] = 0
+        self.modelmats = [Mat(xp.asarray(np.ascontiguousarray(V)))]
+        self.updatemats = [Mat(backend.zeros((d, f), dtype, xp))]
+        self.rebind(info)
+
+    def rebind(self, info: DataInfo) -> None:
+        """Train on the rows of another source: new user factors, the item-major copy
+        gathered again."""
+        if info.n_samples is None:
+            raise ValueError("SFA keeps one row of factors per user, so it needs a source "
+                             "of known size (not an endless stream)")
+        if info.n_features != self.modelmats[0].shape[0]:
+            raise ValueError(f"SFA: the data has {info.n_features} items while the model "
+                             f"has {self.modelmats[0].shape[0]}")
+        self.info = info
+        self.W = RowState(int(info.n_samples), self.width, self.dtype, info.xp)
+        self._buf, self._gather, self._by_item = {}, [], None
+        self.converged = False
+        self.rmse = []
+
+    def extra_state(self) -> dict[str, Mat]:
+        return self.W.state("W") if self.W is not None else {}
+
+    def start_pass(self, pass_: int) -> None:
+        self._pass = [0.0, 0.0]
+
+    def _rows(self, n: int) -> tuple[Any, als.Scratch]:
+        got = self._buf.get(n)
+        if got is None:
+            xp = self.modelmats[0].xp
+            got = self._buf[n] = (backend.zeros((n, self.width), self.dtype, xp),
+                                  als.Scratch.new(n, self.width, self.dtype, xp))
+        return got
+
+    def gram(self, F: Any, key: Any) -> Any:
+        """``F' F + l2 I`` (implicit feedback), kept until ``key`` changes; None for
+        explicit ratings."""
+        if self.bias:
+            return None
+        if self._gram is None:
+            self._gram = backend.zeros((self.width, self.width), self.dtype,
+                                       backend.namespace(F))
+        if self._gram_key != key:
+            xp = backend.namespace(F)
+            with als.blas_threads(F.size * F.shape[1]):
+                xp.copyto(self._gram, F.T @ F)  # BLAS, where an out= transposed is not
+            d = self._gram.reshape(-1)[:: self.width + 1]
+            d += self.dtype.type(self.opts.l2)
+            self._gram_key = key
+        return self._gram
+
+    def _solve(self, S: Any, other: Any, X: Any, sc: als.Scratch, gram: Any) -> None:
+        o = self.opts
+        als.solve_rows(S, other, X, sc, steps=int(o.n_cg), gram=gram, l2=float(o.l2),
+                       alpha=float(o.alpha), mu=float(self.mu or 0.0), bias=self.bias)
+
+    def update(self, batch: Minibatch) -> float:
+        S = batch.mats[0].csr
+        if self.mu is None:
+            self.mu = float(S.data.sum()) / max(int(S.nnz), 1) if self.bias else 0.0
+        if self._by_item is None:
+            self._gather.append((np.array(batch.ids[: batch.n], copy=True),
+                                 sp.csr_matrix(backend.to_host(S), copy=True)))
+        X, sc = self._rows(batch.n)
+        self.W.get(batch, X)
+        V = self.modelmats[0].data
+        o = self.opts
+        self._solve(S, V, X, sc, self.gram(V, ("items", self.n_passes_done, o.l2)))
+        self.W.put(batch, X)
+        err = float(sc.err.sum())
+        self._pass[0] += err
+        self._pass[1] += float(S.nnz)
+        if batch.last:
+            self.item_step()
+        return -float(np.sqrt(err / max(float(S.nnz), 1.0)))
+
+    def by_item(self) -> Any:
+        """The ratings item-major (items x users CSR), from the minibatches seen since the
+        learner started; None while they do not yet hold every row (a run resumed in the
+        middle of a pass: the gathering goes on through the next pass)."""
+        if self._by_item is None:
+            n = int(self.info.n_samples)
+            ids, first = np.unique(np.concatenate([g[0] for g in self._gather]),
+                                  return_index=True)
+            if ids.size < n:
+                return None
+            rows = sp.vstack([g[1] for g in self._gather], format="csr")[first]
+            perm = sp.csr_matrix((np.ones(ids.size, rows.dtype), (ids, np.arange(ids.size))),
+                                 shape=(n, ids.size))
+            by_user = (perm @ rows).tocsr()
+            by_item = sp.csr_matrix(by_user.T)
+            by_item.sort_indices()
+            self._by_item = _csr_on(self.modelmats[0].xp, by_item.astype(self.dtype))
+            self._gather = []
+        return self._by_item
+
+    def item_step(self) -> None:
+        """``n_cg`` steps of every item's system with the users fixed, into
+        ``updatemats[0]``."""
+        T = self.updatemats[0].data
+        V = self.modelmats[0].data
+        xp = backend.namespace(V)
+        xp.copyto(T, V)
+        U = self.W.values.data
+        key = ("item-scratch", T.shape[0])
+        sc = self._buf.get(key)
+        if sc is None:
+            sc = self._buf[key] = als.Scratch.new(T.shape[0], self.width, self.dtype, xp)
+        S = self.by_item()
+        if S is None:  # not every row seen yet: the items stay as they are this pass
+            return
+        self._solve(S, U, T, sc, self.gram(U, ("users", self.n_passes_done, self.opts.l2)))
+
+    def evaluate(self, batch: Minibatch) -> float:
+        S = batch.mats[0].csr
+        X, sc = self._rows(batch.n)
+        self.W.get(batch, X)
+        als.solve_rows(S, self.modelmats[0].data, X, sc, steps=0, gram=self.gram(
+            self.modelmats[0].data, ("items", self.n_passes_done, self.opts.l2)),
+            l2=float(self.opts.l2), alpha=float(self.opts.alpha), mu=float(self.mu or 0.0),
+            bias=self.bias)
+        err = float(sc.err.sum())
+        return -float(np.sqrt(err / max(float(S.nnz), 1.0)))
+
+    def end_pass(self, pass_: int) -> None:
+        self.n_passes_done += 1
+        self.rmse.append(float(np.sqrt(self._pass[0] / max(self._pass[1], 1.0))))
+
+    def flops(self, batch: Minibatch) -> float:
+        nnz, f = batch.mats[0].nnz, self.width
+        per = 4.0 * nnz * f + (2.0 * f * f if not self.bias else 4.0 * f) * batch.n
+        return per * (1 + int(self.opts.n_cg))
+
+    # -- read side --------------------------------------------------------------------------
+    def user_factors(self) -> np.ndarray:
+        """The user rows (users x f, a host copy)."""
+        return np.array(backend.to_host(self.W.values.data), copy=True)
+
+    def item_factors(self) -> np.ndarray:
+        """The item rows (items x f, a host copy)."""
+        return np.array(backend.to_host(self.modelmats[0].data), copy=True)

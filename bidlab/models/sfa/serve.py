@@ -1,0 +1,206 @@
+"""What a fitted :class:`~bidlab.models.sfa.SFA` answers: predictions, recommendations,
+similar items, and the fold-in of new users or items with the other side fixed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import check_is_fitted
+
+from bidlab import backend
+from bidlab.kern import als
+from bidlab.learn.rowstate import RowState
+from bidlab.mat import Mat
+from bidlab.models.sfa.inputs import check_ids, ratings_csr
+
+__all__ = ["ServeMixin"]
+
+
+class ServeMixin:
+    """Read and fold-in methods of a fitted ``SFA`` (``model_``, ``train_``)."""
+
+    model_: Any
+    train_: sp.csr_matrix
+    n_users_: int
+    n_items_: int
+
+    # -- fitted arrays ------------------------------------------------------------------------
+    @property
+    def _k(self) -> int:
+        return int(self.model_.opts.k)
+
+    @property
+    def user_factors_(self) -> np.ndarray:
+        """users x k (host copy)."""
+        return self.model_.user_factors()[:, : self._k]
+
+    @property
+    def item_factors_(self) -> np.ndarray:
+        """items x k (host copy)."""
+        return self.model_.item_factors()[:, : self._k]
+
+    @property
+    def user_bias_(self) -> np.ndarray:
+        """Each user's bias (explicit; zeros for implicit feedback)."""
+        U = self.model_.user_factors()
+        return U[:, -1].copy() if self.model_.bias else np.zeros(U.shape[0], U.dtype)
+
+    @property
+    def item_bias_(self) -> np.ndarray:
+        """Each item's bias (explicit; zeros for implicit feedback)."""
+        V = self.model_.item_factors()
+        return V[:, -1].copy() if self.model_.bias else np.zeros(V.shape[0], V.dtype)
+
+    @property
+    def global_mean_(self) -> float:
+        """The mean training rating (explicit; 0 for implicit feedback)."""
+        return float(self.model_.mu or 0.0)
+
+    # -- predictions --------------------------------------------------------------------------
+    def predict(self, users: Any, items: Any) -> np.ndarray:
+        """The predicted rating (explicit) or preference score (implicit) of each
+        ``(users[i], items[i])`` pair.
+
+        Examples
+        --------
+        >>> sfa.predict([0, 1], [5, 5])  # doctest: +SKIP
+        array([3.9, 3.1])
+        """
+        check_is_fitted(self)
+        name = type(self).__name__
+        u = check_ids(name, "user", users, self.n_users_)
+        i = check_ids(name, "item", items, self.n_items_)
+        if u.shape != i.shape:
+            raise ValueError(f"{name}: predict needs one item per user; got {u.size} users "
+                             f"and {i.size} items")
+        U, V = self.user_factors_, self.item_factors_
+        out = np.einsum("ij,ij->i", U[u], V[i])
+        return out + self.global_mean_ + self.user_bias_[u] + self.item_bias_[i]
+
+    def _scores(self, user: int) -> np.ndarray:
+        u = int(check_ids(type(self).__name__, "user", [user], self.n_users_)[0])
+        s = self.item_factors_ @ self.user_factors_[u]
+        return s + self.item_bias_ + (self.global_mean_ + self.user_bias_[u])
+
+    def recommend(self, user: int, n: int = 10, filter_seen: bool = True
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``n`` items of highest predicted score for ``user``, best first, and their
+        scores; ``filter_seen`` leaves out the items the user rated in training.
+
+        Examples
+        --------
+        >>> items, scores = sfa.recommend(0, n=10)  # doctest: +SKIP
+        """
+        check_is_fitted(self)
+        scores = self._scores(user)
+        if filter_seen:
+            seen = self.train_.indices[self.train_.indptr[user]: self.train_.indptr[user + 1]]
+            scores[seen] = -np.inf
+        return _top(type(self).__name__, scores, n, "recommend", int(np.isfinite(
+            scores).sum()))
+
+    def similar_items(self, item: int, n: int = 10, min_ratings: int = 1
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``n`` items whose factors are closest to ``item``'s by cosine (the item
+        itself left out), best first, and the cosines. ``min_ratings``: leave out items
+        with fewer training ratings (the L2 penalty shrinks a rarely rated item's factors
+        towards 0, so its direction, all a cosine sees, is mostly noise).
+
+        Examples
+        --------
+        >>> items, cosines = sfa.similar_items(0, n=5)  # doctest: +SKIP
+        """
+        check_is_fitted(self)
+        i = int(check_ids(type(self).__name__, "item", [item], self.n_items_)[0])
+        V = self.item_factors_.astype(np.float64)
+        norms = np.linalg.norm(V, axis=1)
+        norms[norms == 0] = np.inf
+        cos = (V @ V[i]) / (norms * (norms[i] if np.isfinite(norms[i]) else np.inf))
+        cos[i] = -np.inf
+        if min_ratings > 1:
+            cos[np.bincount(self.train_.indices, minlength=V.shape[0]) < min_ratings] = -np.inf
+        return _top(type(self).__name__, cos, n, "similar_items", int(np.isfinite(cos).sum()))
+
+    # -- fold-in ------------------------------------------------------------------------------
+    def _fold(self, S: Any, other: np.ndarray) -> np.ndarray:
+        """Solve the rows of ``S`` with the ``other`` side fixed, to convergence."""
+        m = self.model_
+        xp = m.modelmats[0].xp
+        f = m.width
+        O = xp.asarray(other)
+        X = backend.zeros((S.shape[0], f), m.dtype, xp)
+        sc = als.Scratch.new(S.shape[0], f, m.dtype, xp)
+        gram = None
+        if not m.bias:
+            gram = O.T @ O
+            gram[np.diag_indices(f)] += m.dtype.type(m.opts.l2)
+        if xp is not np:
+            import cupyx.scipy.sparse as csp  # a GPU model: CuPy is there
+
+            S = csp.csr_matrix(S)
+        als.solve_rows(S, O, X, sc, steps=4 * f + 10, gram=gram, l2=float(m.opts.l2),
+                       alpha=float(m.opts.alpha), mu=float(m.mu or 0.0), bias=m.bias)
+        return X
+
+    def partial_fit_users(self, X: Any) -> np.ndarray:
+        """Fold in new users: ``X`` (new users x items) solved with the item factors fixed,
+        as a sweep's user step run to convergence would; returns their new user ids.
+
+        Examples
+        --------
+        >>> new_ids = sfa.partial_fit_users(new_rows)  # doctest: +SKIP
+        """
+        check_is_fitted(self)
+        S = ratings_csr(type(self).__name__, X, self.model_.dtype, n_items=self.n_items_)
+        m = self.model_
+        X_new = self._fold(S, m.modelmats[0].data)
+        old = m.W
+        n = old.n_rows
+        rows = RowState(n + S.shape[0], m.width, m.dtype, old.xp)
+        rows.values.data[:n] = old.values.data
+        rows.values.data[n:] = X_new
+        rows.seen.data[...] = 1
+        m.W = rows
+        self.train_ = sp.vstack([self.train_, S], format="csr")
+        self.n_users_ = int(self.train_.shape[0])
+        return np.arange(n, self.n_users_)
+
+    def partial_fit_items(self, X: Any) -> np.ndarray:
+        """Fold in new items: ``X`` (users x new items, the fitted users' ratings of
+        them) solved with the user factors fixed; returns their new item ids.
+
+        Examples
+        --------
+        >>> new_ids = sfa.partial_fit_items(new_columns)  # doctest: +SKIP
+        """
+        check_is_fitted(self)
+        name = type(self).__name__
+        Xc = ratings_csr(name, X, self.model_.dtype, allow_empty_rows=True)
+        if Xc.shape[0] != self.n_users_:
+            raise ValueError(f"{name}: partial_fit_items needs one row per fitted user "
+                             f"({self.n_users_}); X has {Xc.shape[0]}")
+        S = ratings_csr(name, Xc.T.tocsr(), self.model_.dtype)
+        m = self.model_
+        V_new = self._fold(S, m.W.values.data)
+        xp = m.modelmats[0].xp
+        V = xp.concatenate([m.modelmats[0].data, V_new])
+        m.modelmats = [Mat(V)]
+        m.updatemats = [Mat(backend.zeros(V.shape, m.dtype, xp))]
+        m._by_item, m._gather = None, []
+        d = self.n_items_
+        self.train_ = sp.hstack([self.train_, Xc], format="csr")
+        self.n_items_ = int(self.train_.shape[1])
+        return np.arange(d, self.n_items_)
+
+
+def _top(name: str, scores: np.ndarray, n: int, what: str, available: int
+         ) -> tuple[np.ndarray, np.ndarray]:
+    n = int(n)
+    if n < 1 or n > available:
+        raise ValueError(f"{name}: {what} asked for n={n} items but {available} can be "
+                         f"returned: use 1 <= n <= {available}")
+    part = np.argpartition(-scores, n - 1)[:n]
+    order = part[np.argsort(-scores[part], kind="stable")]
+    return order, scores[order]

@@ -1,0 +1,168 @@
+"""``SimilarItemsView(learner, titles)``: a live "similar items to ..." list of an SFA learner,
+with its training RMSE and held-out p@10 curves.
+
+For ``bidlab.models.SFA(k).learner(X)``: for each watched item (by default the most rated
+ones) the ``n`` items whose factors are closest by cosine, by title, updating while the
+factors train; a curve of the training RMSE of each minibatch (the learner's score) and,
+when ``test`` (held-out users x items) is given, of p@10 on it (training items left out,
+evaluated at most once a second in the pump thread).
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import ipywidgets as W
+import numpy as np
+import scipy.sparse as sp
+
+from bidlab.learn import Snapshot
+from bidlab.models.sfa.metrics import precision_at_k, top_k
+
+from ._bokeh import LiveBokeh
+from ._charts import legend_html, score_figure, stream_row
+from ._pump import MAX_RATE, PumpedView, View, pump_for
+
+__all__ = ["SimilarItemsView", "similar_titles"]
+
+
+def similar_titles(V: np.ndarray, items: Sequence[int], titles: Sequence[str], n: int,
+                   k: int, keep: np.ndarray | None = None) -> list[list[str]]:
+    """For each of ``items``, the titles of the ``n`` items whose first ``k`` factor
+    columns of ``V`` (items x f) are closest by cosine, best first (the item itself left
+    out, and those ``keep`` marks False; as :meth:`bidlab.models.SFA.similar_items`)."""
+    F = np.asarray(V, np.float64)[:, :k]
+    norms = np.linalg.norm(F, axis=1)
+    norms[norms == 0] = np.inf
+    out = []
+    for i in items:
+        cos = (F @ F[i]) / (norms * norms[i])
+        cos[i] = -np.inf
+        if keep is not None:
+            cos[~keep] = -np.inf
+        top = np.argpartition(-cos, n - 1)[:n]
+        top = top[np.argsort(-cos[top], kind="stable")]
+        out.append([str(titles[j]) for j in top])
+    return out
+
+
+def _user_rows(model: Any) -> Any:
+    return model.W.values if model.W is not None else None
+
+
+class SimilarItemsView(PumpedView):
+    """Live view of an SFA learner (display it as a cell's last value).
+
+    Args:
+        learner: ``SFA(...).learner(X)``.
+        titles: one title per item (column of ``X``).
+        items: the items to watch (default: the ``watch`` most rated in ``train``, else
+            the first ``watch``).
+        n: similar items listed for each.
+        train: the training users x items (``X``): its items are left out of the p@10
+            lists, and it picks the default items.
+        test: held-out users x items (CSR of ``X``'s shape) for the p@10 curve, or None.
+        watch: how many items to watch when ``items`` is not given.
+        rate: updates per second at most.
+        key: the pump's key for this kind of view (a new view replaces the old one).
+        min_ratings: list only items with at least this many ratings in ``train``.
+
+    Examples
+    --------
+    >>> learner = SFA(32, l2=10.0).learner(parts.train)                   # doctest: +SKIP
+    >>> SimilarItemsView(learner, ml.titles, train=parts.train, test=parts.test)  # doctest: +SKIP
+    >>> learner.start()                                                    # doctest: +SKIP
+    """
+
+    def __init__(self, learner: Any, titles: Sequence[str], items: Sequence[int] | None = None,
+                 n: int = 5, train: Any = None, test: Any = None, watch: int = 3,
+                 min_ratings: int = 1, rate: float = MAX_RATE, key: str = "sfa") -> None:
+        model = learner.model
+        if not hasattr(model, "item_step"):
+            raise TypeError("SimilarItemsView needs an SFA learner: "
+                            "bidlab.models.SFA(n_components).learner(X)")
+        if not model.initialised:
+            learner.init()
+        self.learner = learner
+        self.titles = list(titles)
+        n_items = int(model.modelmats[0].shape[0])
+        if len(self.titles) != n_items:
+            raise ValueError(f"SimilarItemsView: {len(self.titles)} titles for {n_items} "
+                             "items; give one title per column of X")
+        train = None if train is None else sp.csr_matrix(train)
+        if items is None:
+            counts = (np.bincount(train.indices, minlength=n_items) if train is not None
+                      else np.zeros(n_items))
+            items = np.argsort(-counts, kind="stable")[:watch]
+        self.items = [int(i) for i in items]
+        self.n, self.k = int(n), int(model.opts.k)
+        self.train = train
+        self.keep = None
+        if train is not None and min_ratings > 1:
+            self.keep = np.bincount(train.indices, minlength=n_items) >= min_ratings
+        self.test = None if test is None else sp.csr_matrix(test)
+        self.users = (None if self.test is None
+                      else np.flatnonzero(np.diff(self.test.indptr)))
+        self._last_step, self._last_eval = -1, 0.0
+        self._closed = False
+        self.lists: list[list[str]] = []
+        series = ["train RMSE"] + (["p@10"] if self.test is not None else [])
+        fig, self.curves = score_figure("training RMSE and held-out p@10", "value", series,
+                                        name="bidlab-sfa-curves", width=520, height=260)
+        self.chart = LiveBokeh(fig)
+        self.table = W.HTML(value="")
+        self.legend = W.HTML(legend_html(series))
+        self.status = W.HTML(value="")
+        self.widget = W.VBox([self.table, self.chart, self.legend, self.status])
+        views: dict[str, Any] = {"items": 0}
+        if self.test is not None:
+            views["users"] = _user_rows
+        self.pump = pump_for(learner, rate)
+        self.view = self.pump.attach(View(key, self.render, views=views,
+                                          close=self._close_widgets))
+
+    def p_at_10(self, U: np.ndarray, V: np.ndarray) -> float:
+        """p@10 of the held-out items with these factors (training items left out)."""
+        k = self.k
+        scores = np.asarray(U, np.float64)[self.users, :k] @ np.asarray(V, np.float64)[:, :k].T
+        if V.shape[1] > k:  # explicit: the item bias ranks too
+            scores += np.asarray(V, np.float64)[:, -1]
+        recs = top_k(scores, 10, self.train[self.users] if self.train is not None else None)
+        rels = [self.test.indices[self.test.indptr[u]: self.test.indptr[u + 1]]
+                for u in self.users]
+        return precision_at_k(list(recs), rels, 10)
+
+    def render(self, snap: Snapshot | None) -> None:
+        if snap is None or "items" not in snap.views or snap.step == self._last_step:
+            return
+        self._last_step = int(snap.step)
+        V = snap.views["items"]
+        lists = similar_titles(V, self.items, self.titles, self.n, self.k, self.keep)
+        if lists != self.lists:
+            self.lists = lists
+            rows = "".join(
+                f"<tr><td><b>{html.escape(self.titles[i])}</b></td><td>"
+                f"{html.escape(' · '.join(sim))}</td></tr>" for i, sim in zip(
+                    self.items, lists, strict=True))
+            self.table.value = (f"<table><tr><th>similar items to ...</th><th>{self.n} "
+                                f"closest by factors</th></tr>{rows}</table>")
+        point = {name: float("nan") for name in self.curves.data}
+        point["step"] = float(snap.step)
+        score = snap.metrics.get("train_score")
+        if isinstance(score, float) and np.isfinite(score):
+            point["train RMSE"] = -score
+        now = time.monotonic()
+        if self.test is not None and "users" in snap.views and now - self._last_eval >= 1.0:
+            self._last_eval = now
+            point["p@10"] = self.p_at_10(snap.views["users"], V)
+        if any(np.isfinite(v) for k, v in point.items() if k != "step"):
+            stream_row(self.curves, point)
+        self.status.value = f"step {snap.step} · {snap.state}"
+
+    def _close_widgets(self) -> None:
+        self._closed = True
+        for w in (self.widget, self.chart, self.table, self.legend, self.status):
+            w.close()
