@@ -34,6 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--progress", choices=["auto", "text", "lines", "none"], default="auto",
                         help="on stderr: a bar and pass lines (auto, text), pass lines only "
                         "(lines; also what a stream that is not a terminal gets), or none")
+    parser.add_argument("--ranks", type=int, default=None,
+                        help="train on N MPI ranks (mpiexec; needs bidlab[mpi])")
     parser.add_argument("-h", "--help", action="store_true",
                         help="show the models, or with a model its options")
 
