@@ -19,5 +19,6 @@ BENCHMARKS: dict[str, str] = {
     "temperature": "SAME Gibbs with heated parameters vs without",
     "coldstart": "first fit of a fresh process: empty kernel cache, after warmup, warm",
     "pagerank": "PageRank vs networkx and a scipy power iteration (SNAP, R-MAT)",
+    "distributed": "learners on MPI ranks: sparse vs dense bytes per sync, 2 ranks vs 1",
 }
 """Benchmark name -> one-line summary; the name is the module ``bidlab.bench.<name>``."""

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace, estimator_job: type | None = None) -> int:
         return 2
     extra = list(getattr(args, "extra", []))
     if (getattr(args, "ranks", None) or 1) > 1:
-        from bidlab.distributed.train import launch, rebuild_argv
+        from bidlab.distributed.launch import launch, rebuild_argv
 
         return launch(args.ranks, rebuild_argv(args))
     job = (estimator_job or _EstimatorJob) if _is_estimator(factory) else _ModelJob

@@ -102,6 +102,12 @@ class SparseRows(_Mode):
     def __init__(self, comm: Any) -> None:
         super().__init__(comm)
         self._last: list[np.ndarray] | None = None
+        self._touched = self._rows_seen = 0
+
+    @property
+    def touched_fraction(self) -> float:
+        """The share of model rows a rank sent, over the sparse syncs so far."""
+        return self._touched / self._rows_seen if self._rows_seen else float("nan")
 
     def mix(self, arrays: list[Any]) -> None:
         if self._last is None:  # the first sync: a dense average makes the common start
@@ -113,6 +119,8 @@ class SparseRows(_Mode):
             xt, lt = _rows(x), _rows(last)
             delta = xt - lt
             touched = np.flatnonzero(np.any(delta != 0, axis=1))
+            self._touched += touched.size
+            self._rows_seen += xt.shape[0]
             rows, summed = self.comm.sparse_allreduce(touched, delta[touched])
             lt[rows] += summed * inv
             x[...] = last

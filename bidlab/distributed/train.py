@@ -33,14 +33,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
 import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "guarded", "launch", "mpiexec_path", "rebuild_argv"]
+__all__ = ["main", "guarded"]
 
 
 def guarded(comm: Any, fn: Callable[[], Any]) -> Any:
@@ -60,26 +58,6 @@ def guarded(comm: Any, fn: Callable[[], Any]) -> Any:
         if comm.size > 1:
             comm.abort(1)
         raise
-
-
-def mpiexec_path() -> str:
-    """The ``mpiexec`` beside this Python (the mpich wheel's), else the first on PATH."""
-    here = Path(sys.executable).with_name("mpiexec")
-    found = str(here) if here.exists() else shutil.which("mpiexec")
-    if not found:
-        raise FileNotFoundError("no mpiexec found: pip install 'bidlab[mpi]' (the mpich "
-                                "wheel brings one) or put an MPI's mpiexec on PATH")
-    return found
-
-
-def launch(ranks: int, argv: list[str]) -> int:
-    """Run ``python -m bidlab.distributed.train *argv`` on ``ranks`` MPI processes; the
-    job's exit status."""
-    import subprocess
-
-    cmd = [mpiexec_path(), "-n", str(int(ranks)), sys.executable, "-m",
-           "bidlab.distributed.train", *argv]
-    return subprocess.call(cmd)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -147,20 +125,6 @@ def _run(cli: Any, args: argparse.Namespace, comm: Any) -> int:
             return code
 
     return cli.run(args, estimator_job=RankJob)
-
-
-def rebuild_argv(args: argparse.Namespace) -> list[str]:
-    """``bidlab train``'s parsed arguments as this command's argv (without ``--ranks``)."""
-    argv = [args.model] if args.model else []
-    for flag in ("data", "checkpoint", "save", "progress"):
-        value = getattr(args, flag, None)
-        if value is not None:
-            argv += [f"--{flag}", str(value)]
-    if getattr(args, "restart", False):
-        argv.append("--restart")
-    if getattr(args, "help", False):
-        argv.append("--help")
-    return argv + list(getattr(args, "extra", []))
 
 
 if __name__ == "__main__":
