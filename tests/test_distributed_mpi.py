@@ -126,15 +126,19 @@ def test_glm_averaged_every_step_matches_serial_and_sparse_equals_dense(suite):
         averaged, serial)
 
 
-def test_sparse_rows_give_the_average_for_a_third_of_the_bytes(suite):
-    """Text-like data (a minibatch of 100 rows touches about 1/10 of 20,000 columns)."""
+def test_sparse_rows_give_the_average_for_much_fewer_bytes(suite):
+    """Text-like data: a minibatch of 100 rows with about 20 nonzeros each touches about
+    1/10 of the 20,000 columns. Each rank sends the touched rows the other owns (half of
+    its own) and the summed rows it owns (half of the union), 16 B a row (index, value)
+    against 8 B a column dense: about 0.28 of the dense bytes, plus the first sync, which
+    is dense (it makes the common start). Bound: 0.4."""
     _, ranks = suite
     for got in ranks:
         np.testing.assert_allclose(got["wide_sparse"], got["wide_avg"], rtol=1e-9,
                                    atol=1e-12)
         assert np.abs(got["wide_avg"]).max() > 0
-        assert 3 * got["bytes_sparse"] < got["bytes_avg"], (got["bytes_sparse"],
-                                                            got["bytes_avg"])
+        assert got["bytes_sparse"] < 0.4 * got["bytes_avg"], (got["bytes_sparse"],
+                                                              got["bytes_avg"])
 
 
 def test_a_checkpoint_of_two_ranks_resumes_on_one(suite):
@@ -142,7 +146,7 @@ def test_a_checkpoint_of_two_ranks_resumes_on_one(suite):
 
     out, ranks = suite
     ck = Path(f"{out}.ck.npz")
-    assert ck.exists() and not list(ck.parent.glob("*rank1*"))  # rank 0 wrote the one file
+    assert ck.exists() and not list(ck.parent.glob("*.ck.rank*"))  # rank 0 wrote the one file
     X, y = progs.glm_data()
     est = GLM("logistic", batch_size=200, n_passes=4, random_state=0, updater="grad")
     lrn = est.learner(X[:3200], y[:3200], val_every=0)

@@ -39,6 +39,7 @@ import time
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from bidlab.bench._common import emit, log, machine, print_targets, target
 
@@ -47,26 +48,24 @@ from bidlab.bench._common import emit, log, machine, print_targets, target
 
 def _job(spec: dict[str, Any]) -> dict[str, Any]:
     """Run on every rank of an mpiexec job; rank 0's dict is printed as JSON."""
-    from bidlab.datasets import load_20newsgroups
     from bidlab.distributed import MPIComm, rank_batch_size, shard
 
     comm = MPIComm(mode=spec.get("mode", "average"))
     if spec["what"] == "pingpong":
         return _pingpong(comm)
+    folder = spec["folder"]
+    X = sp.load_npz(os.path.join(folder, f"{spec['what']}_X.npz"))
+    y = None
     if spec["what"] == "glm":
         from bidlab.models import GLM
 
-        data = load_20newsgroups(subset="train")
-        X, y = data.X.astype(np.float32), (np.asarray(data.y) == 0).astype(int)
+        y = np.load(os.path.join(folder, "glm_y.npy"))
         est = GLM("logistic", random_state=0)
-        extra: dict[str, Any] = {}
     else:
-        from bidlab.datasets import load_kos
         from bidlab.models import LDA
 
-        X, y = load_kos(dtype=np.float32).X, None
         est = LDA(20, random_state=0)
-        extra = {}
+    extra: dict[str, Any] = {}
     n = X.shape[0]
     rows = int(n * spec.get("fraction", 1.0))
     X = X[:rows]
@@ -76,10 +75,12 @@ def _job(spec: dict[str, Any]) -> dict[str, Any]:
     mats = [m for m in mine if m is not None]
     lrn = est.learner(*mats, comm=comm, batch_size=bs, n_passes=spec["passes"],
                       val_every=0, **extra)
-    lrn.init()
+    from bidlab.distributed.train import guarded
+
+    guarded(comm, lrn.init)
     comm.any_of(False)  # start together
     t0 = time.perf_counter()
-    lrn.fit(progress=None)
+    guarded(comm, lambda: lrn.fit(progress=None))
     seconds = time.perf_counter() - t0
     slowest = comm.mpi.allreduce(seconds, op=_max())
     out = {"ranks": comm.size, "mode": comm.mode, "rows": rows, "seconds": slowest,
@@ -89,9 +90,8 @@ def _job(spec: dict[str, Any]) -> dict[str, Any]:
            "bytes_per_sync": comm.bytes_sent / max(1, comm.syncs),
            "touched_fraction": getattr(comm._combiner, "touched_fraction", math.nan)}
     if spec["what"] == "glm" and comm.rank == 0:
-        test = load_20newsgroups(subset="test", vocabulary=data.vocab)
-        yt = (np.asarray(test.y) == 0).astype(int)
-        out["accuracy"] = float(est.score(test.X.astype(np.float32), yt))
+        Xt = sp.load_npz(os.path.join(folder, "glm_Xtest.npz"))
+        out["accuracy"] = float(est.score(Xt, np.load(os.path.join(folder, "glm_ytest.npy"))))
     return out
 
 
@@ -153,7 +153,30 @@ def cost_model(latency: float, bandwidth: float, model_bytes: int, touched: floa
     return rows
 
 
+def _write_data(folder: str) -> None:
+    """The workloads, read once from the shared data and written where the ranks read them."""
+    from bidlab.datasets import load_20newsgroups, load_kos
+
+    train = load_20newsgroups(subset="train")
+    test = load_20newsgroups(subset="test", vocabulary=train.vocab)
+    order = np.random.default_rng(0).permutation(train.X.shape[0])  # files come by group
+    train.X, train.labels = train.X[order], np.asarray(train.labels)[order]
+    sp.save_npz(os.path.join(folder, "glm_X.npz"), train.X.astype(np.float32).tocsr())
+    sp.save_npz(os.path.join(folder, "glm_Xtest.npz"), test.X.astype(np.float32).tocsr())
+    np.save(os.path.join(folder, "glm_y.npy"), (np.asarray(train.labels) == 0).astype(int))
+    np.save(os.path.join(folder, "glm_ytest.npy"), (np.asarray(test.labels) == 0).astype(int))
+    sp.save_npz(os.path.join(folder, "lda_X.npz"), load_kos(dtype=np.float32).X.tocsr())
+
+
 def run(ranks: int, passes: int, fraction: float) -> dict[str, Any]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        _write_data(folder)
+        return _run(ranks, passes, fraction, folder)
+
+
+def _run(ranks: int, passes: int, fraction: float, folder: str) -> dict[str, Any]:
     res: dict[str, Any] = {"load_before": _load(), "jobs": {}}
     pp = _launch(2, {"what": "pingpong"})
     res["pingpong"] = pp
@@ -164,7 +187,7 @@ def run(ranks: int, passes: int, fraction: float) -> dict[str, Any]:
         for n, mode in ((1, "average"), (ranks, "average"), (ranks, "sparse")) + (
                 ((ranks, "butterfly"),) if what == "glm" else ()):
             spec = {"what": what, "mode": mode, "passes": passes, "fraction": fraction,
-                    "batch": batch[what]}
+                    "batch": batch[what], "folder": folder}
             r = _launch(n, spec)
             res["jobs"][f"{what}/{n}/{mode}"] = r
             log(f"{what} {n} rank(s) {mode}: {r['rows_per_s']:.0f} rows/s, "
