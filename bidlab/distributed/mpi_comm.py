@@ -32,7 +32,13 @@ __all__ = ["MPIComm", "dense_allreduce_bytes", "world"]
 
 
 def world() -> Any:
-    """``mpi4py.MPI.COMM_WORLD``, or an ImportError that says how to install it."""
+    """``mpi4py.MPI.COMM_WORLD``, or an ImportError that says how to install it.
+
+    Examples
+    --------
+    >>> world().Get_size()   # doctest: +SKIP
+    2
+    """
     try:
         from mpi4py import MPI
     except ImportError as exc:  # pragma: no cover - depends on the install
@@ -44,7 +50,13 @@ def world() -> Any:
 def dense_allreduce_bytes(nbytes: int, size: int) -> int:
     """Bytes one rank sends in a dense allreduce of ``nbytes`` over ``size`` ranks by
     reduce-scatter + allgather (the schedule MPI libraries use for large messages):
-    ``2 (size - 1) / size * nbytes``."""
+    ``2 (size - 1) / size * nbytes``.
+
+    Examples
+    --------
+    >>> dense_allreduce_bytes(1000, 2), dense_allreduce_bytes(1000, 1)
+    (1000, 0)
+    """
     return 0 if size == 1 else int(2 * (size - 1) * nbytes // size)
 
 

@@ -10,7 +10,7 @@ same count (:func:`rank_batch_size`). :func:`shard` cuts matrices in memory;
 Examples
 --------
 >>> shard_range(10, 0, 3), shard_range(10, 2, 3)
-((0, 4), (7, 10))
+((0, 3), (6, 10))
 >>> rank_batch_size(1000, 1, 2, 128)
 125
 """
