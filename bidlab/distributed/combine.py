@@ -121,7 +121,7 @@ class SparseRows(_Mode):
             touched = np.flatnonzero(np.any(delta != 0, axis=1))
             self._touched += touched.size
             self._rows_seen += xt.shape[0]
-            rows, summed = self.comm.sparse_allreduce(touched, delta[touched])
+            rows, summed = self.comm.sparse_allreduce(touched, delta[touched], xt.shape[0])
             lt[rows] += summed * inv
             x[...] = last
 

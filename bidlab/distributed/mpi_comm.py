@@ -135,7 +135,8 @@ class MPIComm(Communicator):
         self._wait(self.mpi.Iallreduce(MPI.IN_PLACE, buf, op=MPI.MAX), "any_of")
         return bool(buf[0])
 
-    def sparse_allreduce(self, index: Any, values: Any) -> tuple[np.ndarray, np.ndarray]:
+    def sparse_allreduce(self, index: Any, values: Any,
+                         n_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Sum (row index, values) blocks over all ranks.
 
         ``index`` (n,) holds distinct row numbers and ``values`` (n, k) their rows; returns
@@ -143,12 +144,14 @@ class MPIComm(Communicator):
         rank. Rows are split by ``row % size``: each rank sends every other rank the rows
         it owns (all-to-all), sums what it gets, and gathers the summed blocks back
         (allgather), so a rank sends about twice its own rows, not the whole matrix.
+        ``n_rows`` (the same on every rank), when below 2**31, sends 4-byte indices.
 
         Examples
         --------
         >>> rows, vals = comm.sparse_allreduce(np.array([3, 9]), np.ones((2, 4)))  # doctest: +SKIP
         """
-        index = np.asarray(index, dtype=np.int64).ravel()
+        itype = np.int32 if n_rows is not None and n_rows < 2**31 else np.int64
+        index = np.asarray(index, dtype=itype).ravel()
         values = np.ascontiguousarray(values)
         if values.ndim == 1:
             values = values[:, None]
@@ -163,7 +166,7 @@ class MPIComm(Communicator):
         # 1. all-to-all: rank j gets every rank's rows with row % n == j
         got_counts = np.empty(n, np.int64)
         self._wait(self.mpi.Ialltoall(counts, got_counts), "sparse_allreduce")
-        got_idx = np.empty(int(got_counts.sum()), np.int64)
+        got_idx = np.empty(int(got_counts.sum()), itype)
         got_val = np.empty((int(got_counts.sum()), k), values.dtype)
         self._wait(self.mpi.Ialltoallv([idx_s, (counts, _displ(counts))],
                                        [got_idx, (got_counts, _displ(got_counts))]), "sparse")
@@ -171,7 +174,8 @@ class MPIComm(Communicator):
                                        [got_val, (got_counts * k, _displ(got_counts) * k)]),
                    "sparse_allreduce")
         mine = int(counts[self.rank])
-        self.bytes_sent += (index.size - mine) * (8 + k * values.itemsize) + 8 * n
+        isz = np.dtype(itype).itemsize
+        self.bytes_sent += (index.size - mine) * (isz + k * values.itemsize) + 8 * n
         # 2. sum the rows this rank owns
         rows, inverse = np.unique(got_idx, return_inverse=True)
         summed = np.zeros((rows.size, k), values.dtype)
@@ -179,12 +183,12 @@ class MPIComm(Communicator):
         # 3. allgather the summed blocks
         sizes = np.empty(n, np.int64)
         self._wait(self.mpi.Iallgather(np.array([rows.size], np.int64), sizes), "sparse")
-        all_rows = np.empty(int(sizes.sum()), np.int64)
+        all_rows = np.empty(int(sizes.sum()), itype)
         all_vals = np.empty((int(sizes.sum()), k), values.dtype)
         self._wait(self.mpi.Iallgatherv(rows, [all_rows, (sizes, _displ(sizes))]), "sparse")
         self._wait(self.mpi.Iallgatherv(summed, [all_vals, (sizes * k, _displ(sizes) * k)]),
                    "sparse_allreduce")
-        self.bytes_sent += rows.size * (8 + k * values.itemsize) * (n - 1) + 8 * (n - 1)
+        self.bytes_sent += rows.size * (isz + k * values.itemsize) * (n - 1) + 8 * (n - 1)
         order = np.argsort(all_rows, kind="stable")
         return all_rows[order], all_vals[order]
 
