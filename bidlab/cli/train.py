@@ -97,8 +97,12 @@ def _describe(data: Any) -> str:
 
 
 # ============================================================================= running
-def run(args: argparse.Namespace) -> int:
-    """Train; exit 0 when done, 1 on a training error, 2 on bad input, 130 on Ctrl-C."""
+def run(args: argparse.Namespace, estimator_job: type | None = None) -> int:
+    """Train; exit 0 when done, 1 on a training error, 2 on bad input, 130 on Ctrl-C.
+
+    ``--ranks N`` (N > 1) runs the same command on N MPI ranks
+    (:mod:`bidlab.distributed.train`); ``estimator_job`` replaces the job class of an
+    estimator model (the distributed command's, which shards the data)."""
     from bidlab.learn.options import OptionError
     from bidlab.learn.shards import ShardError
 
@@ -118,7 +122,11 @@ def run(args: argparse.Namespace) -> int:
               f"{', '.join(sorted(models)) or 'none'}{note}", file=err)
         return 2
     extra = list(getattr(args, "extra", []))
-    job = _EstimatorJob if _is_estimator(factory) else _ModelJob
+    if (getattr(args, "ranks", None) or 1) > 1:
+        from bidlab.distributed.launch import launch, rebuild_argv
+
+        return launch(args.ranks, rebuild_argv(args))
+    job = (estimator_job or _EstimatorJob) if _is_estimator(factory) else _ModelJob
     try:
         return job(args, factory, extra).run()
     except (_BadInput, OptionError, ShardError, ValueError, TypeError,
@@ -166,6 +174,10 @@ class _Job:
         data = _load(self.args.data)
         print(f"data {_describe(data)}", file=sys.stderr)
         return data
+
+    def learner_options(self, est: Any, lopts: dict[str, Any]) -> dict[str, Any]:
+        """The options the estimator's learner is made with (a subclass adds its own)."""
+        return lopts
 
     def resume(self, learner: Any, again: dict[str, Any]) -> bool:
         """Load ``--checkpoint`` when it exists (unless ``--restart``); re-apply ``again``."""
@@ -311,6 +323,7 @@ class _EstimatorJob(_Job):
         if _ratings_mask(data, est):  # a ratings file's stored entries are the observed ones
             lopts["mask"] = sp.csr_matrix((np.ones(X.nnz, bool), X.indices, X.indptr),
                                           shape=X.shape)
+        lopts = self.learner_options(est, lopts)
         learner = est.learner(X, y, **lopts) if supervised else est.learner(X, **lopts)
         self.resume(learner, {**params, **lopts})
         with getattr(est, "_threads", contextlib.nullcontext)():  # n_jobs

@@ -38,6 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=["u_mass", "c_uci", "c_npmi", "c_v"],
                         help="topic models: print this coherence of the topics after each "
                         "pass (on the training documents)")
+    parser.add_argument("--ranks", type=int, default=None,
+                        help="train on N MPI ranks (mpiexec; needs bidlab[mpi])")
     parser.add_argument("-h", "--help", action="store_true",
                         help="show the models, or with a model its options")
 

@@ -62,6 +62,25 @@ class Communicator:
         """True on every rank when ``flag`` is True on any rank."""
         raise NotImplementedError
 
+    def combine(self, modelmats: Sequence[Any], how: Sequence[str]) -> None:
+        """The step sync point: each model matrix (a Mat) combined as ``how`` says (one of
+        :data:`COMBINATIONS` per matrix). A communicator with another way of mixing models
+        (butterfly, sparse rows) overrides this."""
+        for op in ("mean", "sum"):
+            group = [m.data for m, h in zip(modelmats, how, strict=True) if h == op]
+            if group:
+                self.allreduce(group, op)
+
+    def steer(self, learner: Any) -> None:
+        """Called at every minibatch boundary of a learner of several ranks, on every rank,
+        before the collective stop check: a communicator that carries commands to all ranks
+        (pause, option changes) delivers them here. Nothing by default."""
+
+    def checkpoint_file(self, path: str, write: bool) -> str | None:
+        """The file this rank writes (``write``) or reads for checkpoint ``path``; None: this
+        rank writes none. By default each rank has its own (:func:`rank_path`)."""
+        return rank_path(path, self)
+
     def fold_seed(self, seed: int) -> int:
         """``seed`` made distinct per rank (rank 0 keeps it): for streams that must differ
         across ranks, such as the order each rank visits its rows in."""
@@ -171,10 +190,7 @@ def combine_models(comm: Communicator, modelmats: Sequence[Any], how: Sequence[s
     """The step sync point's work: each model matrix combined as ``how`` says."""
     if comm.size == 1:
         return
-    for op in ("mean", "sum"):
-        group = [m.data for m, h in zip(modelmats, how, strict=True) if h == op]
-        if group:
-            comm.allreduce(group, op)
+    comm.combine(modelmats, how)
 
 
 def check_combine(how: Any, n: int, owner: str) -> tuple[str, ...]:

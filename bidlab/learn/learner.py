@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bidlab.learn import learner_state, registry
-from bidlab.learn.comm import Communicator, SingleProcess, rank_path
+from bidlab.learn.comm import Communicator, SingleProcess
 from bidlab.learn.datasource import DataSource, as_source
 from bidlab.learn.divergence import DivergedError, DivergenceWatch
 from bidlab.learn.hyper import n_groups
@@ -377,7 +377,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
                 raise RuntimeError(f"Learner {self.name!r} is {self._state}: stop() it "
                                    "before loading a checkpoint")
         progress = learner_state.restore(
-            rank_path(str(path), self.comm), self.opts, self.model, self.updater,
+            self.comm.checkpoint_file(str(path), write=False), self.opts, self.model, self.updater,
             self.source.batches_per_pass, self._ensure_initialised)
         self._pos = (progress["pass"], progress["index"])
         self.step = progress["step"]
@@ -434,7 +434,10 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
             self._scores_flush()  # scores of the minibatches up to here, into the record
         self.updater.sync()  # the saved matrices hold every deferred term
         self._check_finite("saving a checkpoint")  # the last finite checkpoint stays
-        learner_state.write(rank_path(path, self.comm), self.name, self.opts, self.model,
+        target = self.comm.checkpoint_file(path, write=True)
+        if target is None:  # another rank writes the group's checkpoint
+            return
+        learner_state.write(target, self.name, self.opts, self.model,
                             self.updater, self.mixins,
                             {"pass": self._pos[0], "index": self._pos[1], "step": self.step,
                              "samples": self.samples, "elapsed": self._elapsed})

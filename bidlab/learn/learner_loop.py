@@ -157,6 +157,7 @@ class TrainingLoop:
         while True:
             stop = self._boundary()
             if together:
+                comm.steer(self)
                 stop = comm.any_of(stop)
             if stop:
                 return "stopped"

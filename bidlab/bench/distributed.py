@@ -1,0 +1,260 @@
+"""``python -m bidlab.bench distributed [--json] [--quick] [--ranks N]``: learners on MPI
+ranks (``mpiexec`` from the mpich wheel, loopback).
+
+Workloads (shared data folder): GLM (logistic, one target: ``alt.atheism`` against the
+rest, ADAGrad, no L2 term, 400 rows a minibatch) on 20 Newsgroups (11,314 training
+documents, rows shuffled once, CSR) and online-VB LDA (k = 20, 256 documents a minibatch)
+on KOS (3,430 documents x 6,906 words). Each job first trains a throwaway model on two
+minibatches, so numba's compilation stays out of the timed run. Each job runs
+``--passes`` passes on N ranks, every rank a contiguous share of the rows, combined every
+minibatch (``sync_every=1``).
+
+Figures:
+
+* **bytes per sync**, ``sparse`` (only the model rows changed since the last sync, summed
+  by the sparse allreduce) against ``average`` (a dense allreduce), each counted as the
+  bytes one rank sends under its algorithm's schedule (dense: reduce-scatter + allgather,
+  2 (N-1)/N of the model). Target: sparse at most 1/5 of dense.
+* **throughput**: rows per second of the whole job (every rank's rows over the slowest
+  rank's training time) on N ranks against 1. Target on 2 ranks: at least 1.7x. The
+  machine's load while it ran is printed (1-minute load average before and after): on a
+  shared machine the ranks compete with whatever else runs.
+* **butterfly against allreduce**: GLM's held-out accuracy and wall time with each.
+* **cost model** (a model, not a measurement): per-message latency ``a`` and bandwidth ``b``
+  measured between two ranks (ping-pong of 8 B and 8 MiB), then per sync on N = 8..256
+  ranks for the measured model size M and sparse fraction f: dense allreduce
+  ``2 log2(N) a + 2 (N-1)/N M / b``; sparse rows (one all-to-all + allgather, direct)
+  ``2 (N-1) a + 2 (N-1)/N f' M / b`` with f' the union of N ranks' touched fraction
+  ``1 - (1 - f)^N``; butterfly ``a + M / b``.
+
+``--quick`` runs a fraction of a pass (a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from bidlab.bench._common import emit, log, machine, print_targets, target
+
+# ===================================================================== one rank's job
+
+
+def _job(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run on every rank of an mpiexec job; rank 0's dict is printed as JSON."""
+    from bidlab.distributed import MPIComm, rank_batch_size, shard
+
+    comm = MPIComm(mode=spec.get("mode", "average"))
+    if spec["what"] == "pingpong":
+        return _pingpong(comm)
+    folder = spec["folder"]
+    X = sp.load_npz(os.path.join(folder, f"{spec['what']}_X.npz"))
+    y = None
+    if spec["what"] == "glm":
+        from bidlab.models import GLM
+
+        y = np.load(os.path.join(folder, "glm_y.npy"))
+        # no L2 decay: it would change every weight at every step (nothing left sparse)
+        make = lambda: GLM("logistic", random_state=0, l2=0.0)  # noqa: E731
+    else:
+        from bidlab.models import LDA
+
+        make = lambda: LDA(20, random_state=0)  # noqa: E731
+    extra: dict[str, Any] = {}
+    n = X.shape[0]
+    rows = int(n * spec.get("fraction", 1.0))
+    X = X[:rows]
+    y = None if y is None else y[:rows]
+    mine = shard(comm, X, y)
+    bs = rank_batch_size(rows, comm.rank, comm.size, spec["batch"])
+    mats = [m for m in mine if m is not None]
+    warm = make()  # compile the kernels before the clock starts (not part of the figures)
+    warm.learner(*[m[:2 * bs] for m in mats], batch_size=bs, n_passes=1,
+                 val_every=0).fit(progress=None)
+    est = make()
+    lrn = est.learner(*mats, comm=comm, batch_size=bs, n_passes=spec["passes"],
+                      val_every=0, **extra)
+    from bidlab.distributed.train import guarded
+
+    guarded(comm, lrn.init)
+    comm.any_of(False)  # start together
+    t0 = time.perf_counter()
+    guarded(comm, lambda: lrn.fit(progress=None))
+    seconds = time.perf_counter() - t0
+    slowest = comm.mpi.allreduce(seconds, op=_max())
+    out = {"ranks": comm.size, "mode": comm.mode, "rows": rows, "seconds": slowest,
+           "rows_per_s": rows * spec["passes"] / slowest, "syncs": comm.syncs,
+           "bytes_sent": comm.bytes_sent,
+           "model_bytes": int(sum(m.data.nbytes for m in lrn.model.modelmats)),
+           "bytes_per_sync": comm.bytes_sent / max(1, comm.syncs),
+           "touched_fraction": getattr(comm._combiner, "touched_fraction", math.nan)}
+    if spec["what"] == "glm" and comm.rank == 0:
+        Xt = sp.load_npz(os.path.join(folder, "glm_Xtest.npz"))
+        out["accuracy"] = float(est.score(Xt, np.load(os.path.join(folder, "glm_ytest.npy"))))
+    return out
+
+
+def _max() -> Any:
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+def _pingpong(comm: Any) -> dict[str, Any]:
+    """Half round-trip times of 8 B and 8 MiB messages between ranks 0 and 1."""
+    out: dict[str, Any] = {"ranks": comm.size}
+    for nbytes, reps in ((8, 200), (8 << 20, 10)):
+        buf = np.zeros(nbytes // 8, np.float64)
+        comm.mpi.Barrier()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            if comm.rank == 0:
+                comm.mpi.Send(buf, dest=1)
+                comm.mpi.Recv(buf, source=1)
+            elif comm.rank == 1:
+                comm.mpi.Recv(buf, source=0)
+                comm.mpi.Send(buf, dest=0)
+        out[f"half_rtt_{nbytes}"] = (time.perf_counter() - t0) / reps / 2
+    out["latency_s"] = out["half_rtt_8"]
+    out["bandwidth_Bps"] = (8 << 20) / max(1e-12, out[f"half_rtt_{8 << 20}"] - out["latency_s"])
+    return out
+
+
+# ===================================================================== the orchestrator
+def _launch(n: int, spec: dict[str, Any]) -> dict[str, Any]:
+    from bidlab.distributed.launch import mpiexec_path
+
+    cmd = [mpiexec_path(), "-n", str(n), sys.executable, "-m", "bidlab.bench.distributed",
+           "--job", json.dumps(spec)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:4])} ... failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def cost_model(latency: float, bandwidth: float, model_bytes: int, touched: float,
+               ranks: tuple[int, ...] = (8, 16, 32, 64, 128, 256)) -> list[dict[str, Any]]:
+    """Seconds per sync of each scheme on N ranks (see the module doc): a model."""
+    rows = []
+    for n in ranks:
+        f_union = 1 - (1 - touched) ** n
+        m = model_bytes
+        rows.append({
+            "ranks": n,
+            "dense_s": 2 * math.log2(n) * latency + 2 * (n - 1) / n * m / bandwidth,
+            "sparse_s": 2 * (n - 1) * latency + 2 * (n - 1) / n * f_union * m / bandwidth,
+            "butterfly_s": latency + m / bandwidth,
+            "union_touched": f_union})
+    return rows
+
+
+def _write_data(folder: str) -> None:
+    """The workloads, read once from the shared data and written where the ranks read them."""
+    from bidlab.datasets import load_20newsgroups, load_kos
+
+    train = load_20newsgroups(subset="train")
+    test = load_20newsgroups(subset="test", vocabulary=train.vocab)
+    order = np.random.default_rng(0).permutation(train.X.shape[0])  # files come by group
+    train.X, train.labels = train.X[order], np.asarray(train.labels)[order]
+    sp.save_npz(os.path.join(folder, "glm_X.npz"), train.X.astype(np.float32).tocsr())
+    sp.save_npz(os.path.join(folder, "glm_Xtest.npz"), test.X.astype(np.float32).tocsr())
+    np.save(os.path.join(folder, "glm_y.npy"), (np.asarray(train.labels) == 0).astype(int))
+    np.save(os.path.join(folder, "glm_ytest.npy"), (np.asarray(test.labels) == 0).astype(int))
+    sp.save_npz(os.path.join(folder, "lda_X.npz"), load_kos(dtype=np.float32).X.tocsr())
+
+
+def run(ranks: int, passes: int, fraction: float) -> dict[str, Any]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        _write_data(folder)
+        return _run(ranks, passes, fraction, folder)
+
+
+def _run(ranks: int, passes: int, fraction: float, folder: str) -> dict[str, Any]:
+    res: dict[str, Any] = {"load_before": _load(), "jobs": {}}
+    pp = _launch(2, {"what": "pingpong"})
+    res["pingpong"] = pp
+    log(f"ping-pong: latency {pp['latency_s'] * 1e6:.1f} us, bandwidth "
+        f"{pp['bandwidth_Bps'] / 1e9:.2f} GB/s")
+    batch = {"glm": 400, "lda": 256}
+    for what in ("glm", "lda"):
+        for n, mode in ((1, "average"), (ranks, "average"), (ranks, "sparse")) + (
+                ((ranks, "butterfly"),) if what == "glm" else ()):
+            spec = {"what": what, "mode": mode, "passes": passes, "fraction": fraction,
+                    "batch": batch[what], "folder": folder}
+            r = _launch(n, spec)
+            res["jobs"][f"{what}/{n}/{mode}"] = r
+            log(f"{what} {n} rank(s) {mode}: {r['rows_per_s']:.0f} rows/s, "
+                f"{r['bytes_per_sync']:.0f} B/sync" + (
+                    f", accuracy {r['accuracy']:.4f}" if "accuracy" in r else ""))
+    res["load_after"] = _load()
+    jobs = res["jobs"]
+    targets = []
+    for what in ("glm", "lda"):
+        dense, sparse = jobs[f"{what}/{ranks}/average"], jobs[f"{what}/{ranks}/sparse"]
+        ratio = sparse["bytes_per_sync"] / max(1.0, dense["bytes_per_sync"])
+        targets.append(target(f"{what}: sparse / dense bytes per sync", ratio, 0.2,
+                              at_most=True))
+        speed = dense["rows_per_s"] / jobs[f"{what}/1/average"]["rows_per_s"]
+        targets.append(target(f"{what}: {ranks} ranks / 1 rank throughput", speed, 1.7))
+    res["targets"] = targets
+    glm = jobs[f"glm/{ranks}/sparse"]
+    res["cost_model"] = cost_model(pp["latency_s"], pp["bandwidth_Bps"], glm["model_bytes"],
+                                   glm["touched_fraction"])
+    res["machine"] = machine()
+    return res
+
+
+def _report(res: dict[str, Any]) -> None:
+    print(f"load average (1 min): {res['load_before']:.1f} before, "
+          f"{res['load_after']:.1f} after")
+    print(f"ping-pong: latency {res['pingpong']['latency_s'] * 1e6:.1f} us, bandwidth "
+          f"{res['pingpong']['bandwidth_Bps'] / 1e9:.2f} GB/s")
+    print(f"{'job':<22} {'rows/s':>10} {'s':>8} {'syncs':>6} {'B/sync':>10} {'acc':>7}")
+    for key, r in res["jobs"].items():
+        acc = f"{r['accuracy']:.4f}" if "accuracy" in r else ""
+        print(f"{key:<22} {r['rows_per_s']:>10.0f} {r['seconds']:>8.2f} {r['syncs']:>6} "
+              f"{r['bytes_per_sync']:>10.0f} {acc:>7}")
+    print("cost model per sync (a model from the ping-pong figures, not a measurement):")
+    for row in res["cost_model"]:
+        print(f"  N={row['ranks']:>4}: dense {row['dense_s'] * 1e3:8.3f} ms, sparse "
+              f"{row['sparse_s'] * 1e3:8.3f} ms (union touched {row['union_touched']:.2f}), "
+              f"butterfly {row['butterfly_s'] * 1e3:8.3f} ms")
+    print_targets(res["targets"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bidlab.bench distributed")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--quick", action="store_true", help="a tenth of the rows, one pass")
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--passes", type=int, default=1)
+    p.add_argument("--job", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.job:
+        out = _job(json.loads(args.job))
+        from mpi4py import MPI
+
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            print(json.dumps(out), flush=True)
+        return 0
+    res = run(args.ranks, 1 if args.quick else args.passes, 0.1 if args.quick else 1.0)
+    return emit(res, args.json, _report)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,116 @@
+"""Data by rank: each rank holds and trains on its own contiguous share of the rows.
+
+The rows ``0..n-1`` are split into ``size`` contiguous ranges whose lengths differ by one
+at most (:func:`shard_range`). Every rank must run the same number of minibatches per pass
+(the learners meet at every sync point), so each rank's batch size is chosen to give the
+same count (:func:`rank_batch_size`). :func:`shard` cuts matrices in memory;
+:func:`read_rank_data` reads a data file (whole, then keeps its rows) or a shard folder
+(only the shard files that overlap the rank's rows, so no rank holds the whole set).
+
+Examples
+--------
+>>> shard_range(10, 0, 3), shard_range(10, 2, 3)
+((0, 3), (6, 10))
+>>> rank_batch_size(1000, 1, 2, 128)
+125
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["shard_range", "rank_batch_size", "shard", "read_rank_data"]
+
+
+def shard_range(n: int, rank: int, size: int) -> tuple[int, int]:
+    """Rows ``[start, stop)`` of rank ``rank`` of ``size`` over ``n`` rows."""
+    if not 0 <= rank < size:
+        raise ValueError(f"rank must be in 0..{size - 1}; got {rank}")
+    if n < size:
+        raise ValueError(f"{n} rows cannot be shared by {size} ranks: use fewer ranks")
+    return rank * n // size, (rank + 1) * n // size
+
+
+def rank_batch_size(n: int, rank: int, size: int, batch_size: int) -> int:
+    """The batch size that gives rank ``rank`` as many minibatches per pass as every other
+    rank: ``ceil(largest share / batch_size)``, with its rows spread over them.
+
+    Examples
+    --------
+    >>> [rank_batch_size(1001, r, 2, 100) for r in range(2)]
+    [84, 84]
+    """
+    shares = [b - a for a, b in (shard_range(n, r, size) for r in range(size))]
+    batches = math.ceil(max(shares) / max(1, int(batch_size)))
+    mine = shares[rank]
+    bs = math.ceil(mine / batches)
+    if math.ceil(mine / bs) != batches:
+        raise ValueError(f"{n} rows on {size} ranks cannot make {batches} minibatches of "
+                         f"batch_size {batch_size} on every rank: choose a batch_size that "
+                         f"is small against {mine} rows (e.g. {max(1, mine // 8)})")
+    return bs
+
+
+def shard(comm: Any, *mats: Any) -> tuple[Any, ...]:
+    """This rank's rows of each aligned matrix (``None`` passes through).
+
+    Examples
+    --------
+    >>> from bidlab.learn.comm import SingleProcess
+    >>> shard(SingleProcess(), np.arange(4.0))[0].shape
+    (4,)
+    """
+    n = next(m.shape[0] for m in mats if m is not None)
+    a, b = shard_range(n, comm.rank, comm.size)
+    return tuple(None if m is None else m[a:b] for m in mats)
+
+
+def read_rank_data(comm: Any, path: str) -> tuple[Any, int]:
+    """This rank's rows of the data at ``path`` (a ``bidlab.datasets.sniff.LoadedData``)
+    and the total row count. A shard folder is read shard by shard, only the shards that
+    hold the rank's rows; any other format is loaded whole, cut, and the rest dropped.
+    """
+    from bidlab.datasets.sniff import LoadedData, load, sniff
+
+    s = sniff(path)
+    if s.format != "shards":
+        data = load(s)
+        X, y, w = shard(comm, data.X, data.y, getattr(data, "w", None))
+        return _with(data, X, y, w), data.X.shape[0]
+    return _read_shard_rows(comm, Path(s.path), LoadedData)
+
+
+def _with(data: Any, X: Any, y: Any, w: Any) -> Any:
+    import dataclasses
+
+    return dataclasses.replace(data, X=X, y=y, w=w)
+
+
+def _read_shard_rows(comm: Any, folder: Path, loaded: Any) -> tuple[Any, int]:
+    from bidlab.learn.shards import _load_shard, read_manifest
+
+    manifest = read_manifest(folder)
+    n = int(manifest["n_samples"])
+    a, b = shard_range(n, comm.rank, comm.size)
+    pieces, at = [], 0
+    for entry in manifest["shards"]:
+        rows = int(entry["rows"])
+        lo, hi = max(a, at), min(b, at + rows)
+        if lo < hi:
+            part = _load_shard(folder, entry, manifest["matrices"])
+            pieces.append([m[lo - at:hi - at] for m in part])
+        at += rows
+    mats = []
+    for j in range(len(manifest["matrices"])):
+        got = [p[j] for p in pieces]
+        mats.append(sp.vstack(got, format="csr") if sp.issparse(got[0]) else np.concatenate(got))
+    mats += [None] * (3 - len(mats))
+    y = mats[1]
+    if y is not None and y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    return loaded(mats[0], y, mats[2]), n

@@ -1,0 +1,131 @@
+"""``mpiexec -n N python -m bidlab.distributed.train MODEL --data PATH [options]``.
+
+``bidlab train``'s command (:mod:`bidlab.cli.train`: the same models, options, data formats,
+``--checkpoint`` and ``--save``) with every MPI rank training on its share of the rows
+(:mod:`bidlab.distributed.sharding`) and meeting the others at the learner's sync points.
+Its own options:
+
+* ``--comm-mode average|butterfly|sparse`` (default ``average``) and ``--elastic A``:
+  how the models are combined (:mod:`bidlab.distributed.combine`); ``--sync_every K`` (a
+  learner option) how often;
+* ``--sync-timeout S`` (default 120): the longest a rank waits for the others at a sync
+  point before the job ends.
+
+``bidlab train MODEL --ranks N ...`` runs this under ``mpiexec -n N`` (the ``mpiexec`` next
+to the Python running it, else the first on ``PATH``).
+
+Faults: a rank whose training raises prints ``rank R of N failed:`` with the error and its
+traceback, then ends the whole job (``MPI_Abort``) at once; a rank that dies (e.g. SIGKILL)
+makes ``mpiexec`` end the others; a rank stuck for ``--sync-timeout`` seconds at a sync
+point is reported and the job ends. Only rank 0 prints results, writes ``--checkpoint``
+(at each pass end, atomically) and ``--save``; a checkpoint resumes on any number of ranks.
+
+Examples
+--------
+::
+
+    mpiexec -n 2 python -m bidlab.distributed.train glm --data news.svm --n_passes 3 \\
+        --comm-mode sparse --sync_every 4 --checkpoint glm.ck
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["main", "guarded"]
+
+
+def guarded(comm: Any, fn: Callable[[], Any]) -> Any:
+    """Run ``fn()``; if it raises, print the rank's error and traceback and end the job.
+
+    Examples
+    --------
+    >>> guarded(comm, lambda: learner.fit())  # doctest: +SKIP
+    """
+    try:
+        return fn()
+    except BaseException as exc:  # noqa: BLE001 - every failure ends every rank
+        tb = getattr(getattr(fn, "__self__", None), "traceback", None) or \
+            traceback.format_exc()
+        print(f"rank {comm.rank} of {comm.size} failed: {type(exc).__name__}: {exc}\n{tb}",
+              file=sys.stderr, flush=True)
+        if comm.size > 1:
+            comm.abort(1)
+        raise
+
+
+def _parser() -> argparse.ArgumentParser:
+    from bidlab.cli.train_options import add_arguments
+
+    p = argparse.ArgumentParser(prog="mpiexec -n N python -m bidlab.distributed.train",
+                                add_help=False, allow_abbrev=False)
+    add_arguments(p)
+    p.add_argument("--comm-mode", default="average", choices=["average", "butterfly", "sparse"])
+    p.add_argument("--elastic", type=float, default=0.0)
+    p.add_argument("--sync-timeout", type=float, default=120.0)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, train on this rank's rows, report on rank 0; the exit code."""
+    from bidlab.cli import train as cli
+    from bidlab.distributed.mpi_comm import MPIComm
+
+    args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
+    args.extra = extra
+    args.ranks = None
+    comm = MPIComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout)
+    quiet = comm.rank != 0
+    if quiet:
+        args.progress = "none"
+    with open(os.devnull, "w") as null, contextlib.redirect_stdout(
+            null if quiet else sys.stdout):
+        code = _run(cli, args, comm)
+    if code != 0 and comm.size > 1:
+        sys.stderr.flush()
+        comm.abort(code)
+    return code
+
+
+def _run(cli: Any, args: argparse.Namespace, comm: Any) -> int:
+    class RankJob(cli._EstimatorJob):
+        """``bidlab train``'s job on this rank's rows, with the communicator."""
+
+        def need_data(self) -> Any:
+            from bidlab.distributed.sharding import read_rank_data
+
+            if not self.args.data:
+                return super().need_data()  # its message
+            data, self.n_total = read_rank_data(comm, self.args.data)
+            if comm.rank == 0:
+                print(f"data {self.args.data}: {self.n_total} rows on {comm.size} ranks "
+                      f"(rank 0: {data.describe()})", file=sys.stderr)
+            if comm.rank != 0:
+                self.args.save = None
+            return data
+
+        def learner_options(self, est: Any, lopts: dict[str, Any]) -> dict[str, Any]:
+            from bidlab.distributed.sharding import rank_batch_size
+
+            bs = lopts.get("batch_size") or getattr(est, "batch_size", None) or 1000
+            return {**lopts, "comm": comm,
+                    "batch_size": rank_batch_size(self.n_total, comm.rank, comm.size, bs)}
+
+        def train(self, learner: Any, source_close: Any = None) -> int:
+            code = super().train(learner, source_close)
+            if code == 1:  # its error and traceback are printed: end every rank now
+                print(f"rank {comm.rank} of {comm.size} failed (above)", file=sys.stderr,
+                      flush=True)
+            return code
+
+    return cli.run(args, estimator_job=RankJob)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Programs that tests/test_distributed_mpi.py runs under ``mpiexec -n N``: one per case,
+each writing what its rank computed to ``OUT.rank<r>.npz`` for the test to check.
+
+    mpiexec -n 2 python tests/mpi_programs.py CASE OUT [ARGS...]
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from bidlab.distributed import MPIComm, shard
+
+
+def collectives(comm: MPIComm) -> dict:
+    r, n = comm.rank, comm.size
+    rng = np.random.default_rng(100 + r)
+    a = rng.standard_normal((5, 7))
+    f = np.asfortranarray(rng.standard_normal((3, 9)))
+    mine_a, mine_f = a.copy(), f.copy()
+    comm.allreduce([a, f], "sum")
+    m = mine_a.copy()
+    comm.allreduce([m], "mean")
+    b = np.full(4, float(r))
+    comm.broadcast([b], root=n - 1)
+    # sparse blocks: distinct rows of a 1000-row matrix, different on every rank
+    rows = np.sort(rng.choice(1000, 50 + 10 * r, replace=False))
+    vals = rng.standard_normal((rows.size, 3))
+    got_rows, got_vals = comm.sparse_allreduce(rows, vals)
+    dense = np.zeros((1000, 3))
+    dense[rows] = vals
+    comm.allreduce([dense], "sum")
+    return dict(a=a, f=f, mine_a=mine_a, mine_f=mine_f, m=m, b=b, rows=got_rows,
+                vals=got_vals, dense=dense, any_some=comm.any_of(r == n - 1),
+                any_none=comm.any_of(False))
+
+
+def topics(n_docs: int) -> sp.csr_matrix:
+    rng = np.random.default_rng(0)
+    topics = rng.dirichlet(np.full(200, 0.05), 4)
+    theta = rng.dirichlet(np.full(4, 0.3), n_docs)
+    return sp.csr_matrix(np.stack([rng.multinomial(50, t @ topics) for t in theta]).astype(float))
+
+
+def lda(comm: MPIComm) -> np.ndarray:
+    """Batch-VB LDA on this rank's rows."""
+    from bidlab.models import LDA
+
+    X = topics(800)
+    Xr, = shard(comm, X)
+    est = LDA(4, method="batch", n_passes=4, batch_size=100, random_state=0)
+    est.learner(Xr, val_every=0, comm=comm).fit(progress=None)
+    return est.components_
+
+
+def kmeans(comm: MPIComm) -> np.ndarray:
+    """Lloyd k-means from a fixed start on this rank's rows."""
+    from bidlab.datasets import blobs
+    from bidlab.models import KMeans
+
+    X = blobs(4000, 8, 6, spread=1.5, seed=4).X
+    start = X[np.random.default_rng(5).choice(4000, 6, replace=False)]
+    Xr, = shard(comm, X)
+    est = KMeans(6, algorithm="lloyd", random_state=0, tol=0.0, init=start)
+    est.learner(Xr, n_passes=6, batch_size=500, val_every=0, comm=comm).fit(progress=None)
+    return est.cluster_centers_
+
+
+def glm_data() -> tuple:
+    rng = np.random.default_rng(1)
+    X = sp.random(4000, 300, density=0.05, format="csr", random_state=1, dtype=np.float64)
+    w = rng.standard_normal(300) * 3
+    y = (np.asarray(X @ w).ravel() + 0.3 * rng.standard_normal(4000) > 0).astype(int)
+    return X, y
+
+
+def wide_data() -> tuple:
+    """Text-like rows: 20,000 columns, about 20 nonzeros a row."""
+    rng = np.random.default_rng(2)
+    X = sp.random(3200, 20000, density=0.001, format="csr", random_state=2, dtype=np.float64)
+    y = (np.asarray(X @ rng.standard_normal(20000)).ravel() > 0).astype(int)
+    return X, y
+
+
+def glm(comm: MPIComm, passes: int, checkpoint: str = "", data: Any = None,
+        l2: float = 1e-4) -> tuple:
+    """Logistic GLM, plain gradient steps, batches of 200 / size rows on every rank."""
+    from bidlab.models import GLM
+
+    X, y = glm_data() if data is None else data()
+    Xr, yr = shard(comm, X[:3200], y[:3200])
+    est = GLM("logistic", batch_size=200 // comm.size, n_passes=passes, random_state=0,
+              updater="grad", l2=l2)
+    lrn = est.learner(Xr, yr, val_every=0, comm=comm, checkpoint=checkpoint or None)
+    lrn.fit(progress=None)
+    return est.coef_, comm.bytes_sent, comm.syncs
+
+
+def suite(out: str) -> None:
+    """Everything the 2-rank checks need, in one job (each job pays the imports)."""
+    comm = MPIComm()
+    found = collectives(comm)
+    found["lda"] = lda(comm)
+    found["kmeans"] = kmeans(comm)
+    found["glm_avg"], _, syncs = glm(MPIComm(), 4)
+    # no L2 decay here: it would change every weight at every step
+    found["wide_avg"], found["bytes_avg"], _ = glm(MPIComm(), 1, data=wide_data, l2=0.0)
+    found["wide_sparse"], found["bytes_sparse"], _ = glm(MPIComm(mode="sparse"), 1,
+                                                         data=wide_data, l2=0.0)
+    found["glm_ck"], _, _ = glm(MPIComm(), 2, checkpoint=f"{out}.ck.npz")
+    found["syncs"] = syncs
+    np.savez(f"{out}.rank{comm.rank}.npz", **found)
+
+
+def fail(out: str, how: str) -> None:
+    """Rank 1 raises (or is killed) in its 3rd minibatch; the job must end at once."""
+    from bidlab.distributed.train import guarded
+    from bidlab.learn import Learner
+    from bidlab.learn.datasource import MemorySource
+    from bidlab.models.lsq import LeastSquares
+
+    comm = MPIComm(timeout=60)
+
+    class Faulty(LeastSquares):
+        def update(self, batch):
+            self.calls = getattr(self, "calls", 0) + 1
+            if comm.rank == 1 and self.calls == 3:
+                with open(f"{out}.when", "w") as f:
+                    f.write(repr(time.time()))
+                if how == "kill":
+                    os.kill(os.getpid(), 9)
+                raise RuntimeError("rank 1 failed on purpose in its third minibatch")
+            time.sleep(0.01)
+            return super().update(batch)
+
+    X, Y = np.ones((1000, 2)), np.ones((1000, 1))
+    lrn = Learner(Faulty(), MemorySource(X, Y, batch_size=10), comm=comm, n_passes=1000)
+    guarded(comm, lambda: lrn.fit(progress=None))
+
+
+CASES = {"suite": suite, "fail": fail}
+
+if __name__ == "__main__":
+    CASES[sys.argv[1]](*sys.argv[2:])

@@ -1,0 +1,200 @@
+"""Learners on real MPI processes (mpiexec from the mpich wheel, 2 ranks on loopback): the
+collectives against numpy, the exact sufficient-statistic models against one process, GLM
+averaging against serial training, faults, and a 2-rank checkpoint resumed on 1 rank.
+
+The 2-rank checks share one job (tests/mpi_programs.py ``suite``): every MPI process pays
+bidlab's imports, which dominate on a small machine.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("mpi4py", reason="mpi4py is not installed: pip install 'bidlab[mpi]'")
+
+from bidlab.distributed.launch import mpiexec_path  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import mpi_programs as progs  # noqa: E402
+
+#: seconds from a rank's failure to the end of the whole job (the fault tests' bound)
+FAULT_TIMEOUT = 15.0
+
+
+def _mpiexec() -> str:
+    try:
+        return mpiexec_path()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+
+
+def _run(n: int, *args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parent), str(HERE)]))
+    return subprocess.run([_mpiexec(), "-n", str(n), sys.executable,
+                           str(HERE / "mpi_programs.py"), *args], env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mpi") / "suite"
+    done = _run(2, "suite", str(out))
+    assert done.returncode == 0, done.stderr[-4000:]
+    return out, [dict(np.load(f"{out}.rank{r}.npz")) for r in range(2)]
+
+
+def test_allreduce_and_broadcast_equal_numpy(suite):
+    _, ranks = suite
+    for got in ranks:
+        np.testing.assert_allclose(got["a"], ranks[0]["mine_a"] + ranks[1]["mine_a"])
+        np.testing.assert_allclose(got["f"], ranks[0]["mine_f"] + ranks[1]["mine_f"])
+        np.testing.assert_allclose(got["m"], (ranks[0]["mine_a"] + ranks[1]["mine_a"]) / 2)
+        assert (got["b"] == 1.0).all()  # rank 1's
+        assert bool(got["any_some"]) and not bool(got["any_none"])
+
+
+def test_sparse_allreduce_equals_the_dense_one(suite):
+    _, ranks = suite
+    for got in ranks:
+        dense = got["dense"]  # the dense allreduce of the same rows
+        touched = np.flatnonzero(np.abs(dense).sum(1))
+        np.testing.assert_array_equal(got["rows"], touched)
+        np.testing.assert_allclose(got["vals"], dense[touched], rtol=1e-12)
+
+
+def test_batch_vb_lda_on_two_ranks_equals_one_process(suite):
+    from bidlab.models import LDA
+
+    _, ranks = suite
+    one = LDA(4, method="batch", n_passes=4, batch_size=100, random_state=0)
+    one.learner(progs.topics(800), val_every=0).fit(progress=None)
+    for got in ranks:
+        np.testing.assert_allclose(got["lda"], one.components_, rtol=1e-5, atol=1e-8)
+
+
+def test_lloyd_kmeans_on_two_ranks_equals_one_process(suite):
+    from bidlab.datasets import blobs
+    from bidlab.models import KMeans
+
+    _, ranks = suite
+    X = blobs(4000, 8, 6, spread=1.5, seed=4).X
+    start = X[np.random.default_rng(5).choice(4000, 6, replace=False)]
+    one = KMeans(6, algorithm="lloyd", random_state=0, tol=0.0, init=start)
+    one.learner(X, n_passes=6, batch_size=500, val_every=0).fit(progress=None)
+    for got in ranks:
+        np.testing.assert_allclose(got["kmeans"], one.cluster_centers_, rtol=1e-6, atol=1e-8)
+
+
+def _serial_glm(passes: int):
+    from bidlab.models import GLM
+
+    X, y = progs.glm_data()
+    one = GLM("logistic", batch_size=200, n_passes=passes, random_state=0, updater="grad")
+    lrn = one.learner(X[:3200], y[:3200], val_every=0)
+    lrn.fit(progress=None)
+    return one, lrn
+
+
+def _log_loss(coef, X, y) -> float:
+    z = np.asarray(X @ np.asarray(coef).ravel()).ravel()
+    p = np.clip(1 / (1 + np.exp(-z)), 1e-12, 1 - 1e-12)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log(1 - p)))
+
+
+#: GLM averaged every step on 2 ranks (100 rows each) against serial steps of 200 rows:
+#: held-out log loss within this much (both learn: below 0.95 log 2)
+GLM_TOLERANCE = 0.005
+
+
+def test_glm_averaged_every_step_matches_serial_and_sparse_equals_dense(suite):
+    _, ranks = suite
+    X, y = progs.glm_data()
+    Xe, ye = X[3200:], y[3200:]
+    one, _ = _serial_glm(4)
+    serial = _log_loss(one.coef_, Xe, ye)
+    np.testing.assert_allclose(ranks[0]["glm_avg"], ranks[1]["glm_avg"], rtol=1e-12)
+    averaged = _log_loss(ranks[0]["glm_avg"], Xe, ye)
+    assert abs(averaged - serial) < GLM_TOLERANCE and averaged < 0.95 * np.log(2), (
+        averaged, serial)
+
+
+def test_sparse_rows_give_the_average_for_much_fewer_bytes(suite):
+    """Text-like data: a minibatch of 100 rows with about 20 nonzeros each touches about
+    1/10 of the 20,000 columns. Each rank sends the touched rows the other owns (half of
+    its own) and the summed rows it owns (half of the union), 16 B a row (index, value)
+    against 8 B a column dense: about 0.28 of the dense bytes, plus the first sync, which
+    is dense (it makes the common start). Bound: 0.4."""
+    _, ranks = suite
+    for got in ranks:
+        np.testing.assert_allclose(got["wide_sparse"], got["wide_avg"], rtol=1e-9,
+                                   atol=1e-12)
+        assert np.abs(got["wide_avg"]).max() > 0
+        assert got["bytes_sparse"] < 0.4 * got["bytes_avg"], (got["bytes_sparse"],
+                                                              got["bytes_avg"])
+
+
+def test_a_checkpoint_of_two_ranks_resumes_on_one(suite):
+    from bidlab.models import GLM
+
+    out, ranks = suite
+    ck = Path(f"{out}.ck.npz")
+    assert ck.exists() and not list(ck.parent.glob("*.ck.rank*"))  # rank 0 wrote the one file
+    X, y = progs.glm_data()
+    est = GLM("logistic", batch_size=200, n_passes=4, random_state=0, updater="grad")
+    lrn = est.learner(X[:3200], y[:3200], val_every=0)
+    lrn.load(str(ck))
+    np.testing.assert_allclose(lrn.model.modelmats[0].numpy().ravel(),
+                               np.asarray(ranks[0]["glm_ck"]).ravel(), rtol=1e-12)
+    assert lrn.metrics["pass"] == 2
+    lrn.set(n_passes=4)
+    lrn.fit(progress=None)
+    assert lrn.step == 4 * 16  # two more passes of 16 minibatches on one rank
+    one, _ = _serial_glm(4)
+    Xe, ye = X[3200:], y[3200:]
+    assert abs(_log_loss(est.coef_, Xe, ye) - _log_loss(one.coef_, Xe, ye)) < GLM_TOLERANCE
+
+
+@pytest.mark.parametrize("how", ["raise", "kill"])
+def test_a_failing_rank_ends_the_job_with_its_message(tmp_path, how):
+    out = tmp_path / "fail"
+    done = _run(2, "fail", str(out), how, timeout=240)
+    ended = time.time()
+    assert done.returncode != 0
+    failed_at = float(Path(f"{out}.when").read_text())
+    assert ended - failed_at < FAULT_TIMEOUT, ended - failed_at
+    text = done.stdout + done.stderr
+    if how == "raise":
+        assert "rank 1 of 2 failed: RuntimeError: rank 1 failed on purpose" in text, text[-3000:]
+        assert "Traceback" in text
+    else:
+        assert "KILLED" in text or "signal 9" in text or "Killed" in text, text[-3000:]
+
+
+def test_bidlab_train_on_two_ranks_then_resumed_on_one(tmp_path, shared_data, capsys):
+    """The shell command on a9a: ``bidlab train glm --ranks 2`` writes one checkpoint (rank
+    0's) at each pass end; ``bidlab train`` on one process resumes it."""
+    from bidlab.cli import main
+
+    _mpiexec()
+    data = shared_data / "libsvm-a9a" / "a9a"
+    ck = tmp_path / "glm.ck"
+    env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    done = subprocess.run([sys.executable, "-m", "bidlab.cli", "train", "glm", "--ranks", "2",
+                           "--data", str(data), "--n_passes", "1", "--checkpoint", str(ck),
+                           "--progress", "none", "--comm-mode", "sparse"],
+                          env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "on 2 ranks" in done.stderr and done.stdout.count("done:") == 1, done.stdout
+    assert ck.exists() and not list(tmp_path.glob("*rank*"))
+    assert main(["train", "glm", "--data", str(data), "--n_passes", "2", "--checkpoint",
+                 str(ck), "--progress", "none"]) == 0
+    err = capsys.readouterr().err
+    assert "resuming from" in err and "at pass 2" in err, err[-2000:]
