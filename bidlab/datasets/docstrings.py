@@ -69,7 +69,8 @@ def _file_documents(path: Path, root: Path) -> Iterator[tuple[str, str]]:
             tree = ast.parse(path.read_bytes(), filename=str(path))
     except (SyntaxError, ValueError, OSError):
         return
-    module = ".".join(path.relative_to(root).with_suffix("").parts)
+    parts = path.relative_to(root).with_suffix("").parts
+    module = ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)
     module_text = [_doc(tree)]
     for node in tree.body:
         if isinstance(node, ast.ClassDef):

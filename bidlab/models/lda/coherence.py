@@ -40,7 +40,7 @@ def umass_coherence(components: Any, X: Any, top: int = 10) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np, scipy.sparse as sp
-    >>> X = sp.csr_matrix(np.array([[1, 1, 0, 0], [2, 1, 0, 0], [0, 0, 1, 1], [1, 0, 0, 1]]))
+    >>> X = sp.csr_matrix(np.array([[1, 1, 0, 0], [2, 1, 0, 0], [0, 0, 1, 1], [0, 0, 1, 1]]))
     >>> comp = np.array([[0.5, 0.4, 0.05, 0.05], [0.4, 0.05, 0.5, 0.05]])
     >>> c = umass_coherence(comp, X, top=2)
     >>> bool(c[0] > c[1])   # words 0 and 1 share documents; 2 and 0 never do
