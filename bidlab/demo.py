@@ -52,8 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="lda_topics.html",
                         help="where to write the HTML bubble chart (default: %(default)s)")
     parser.add_argument("--random_state", type=int, default=0, help="random seed")
-    parser.add_argument("--progress", choices=("auto", "text", "none"), default="auto",
-                        help="progress display (on stderr)")
+    parser.add_argument("--progress", choices=("auto", "text", "lines", "none"),
+                        default="auto", help="on stderr, as for bidlab train: a bar and pass "
+                        "lines (auto, text), pass lines only (lines), or none")
     add_deprecated_aliases(parser, n_passes=int, random_state=int)
 
 
