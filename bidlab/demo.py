@@ -1,14 +1,19 @@
-"""``bidlab demo``: train LDA, print the topics and the held-out score, write a bubble chart.
+"""``bidlab demo``: train LDA on real documents, print the topics, their coherence and the
+held-out perplexity, and write a bubble chart.
 
-By default it trains on a synthetic corpus with planted, legible topics (so it runs
-anywhere, offline, in seconds); ``--data`` takes a UCI bag-of-words folder (or docword
-file) or a folder / tar archive of text files. 10% of the documents are held out and
-scored by document completion (held-out log-likelihood per word; a uniform model scores
--log(vocabulary)). The chart is a standalone HTML file (bokeh, resources inlined): one
-column per topic, one bubble per top word, bubble area proportional to the word's
-probability in the topic.
-
-bokeh is imported only here, when the chart is written (the ``viz`` extra).
+The corpus, by default: UCI KOS (3,430 blog posts of the 2004 US election season) when the
+shared data folder holds it (:mod:`bidlab.datasets.paths`), else the docstrings of the
+running Python's standard library, read from its source files
+(:func:`bidlab.datasets.docstrings.load_stdlib_docstrings`): real text, offline, nothing
+downloaded. ``--data`` takes a UCI bag-of-words folder or docword file, or a folder / tar
+archive of text files. 10% of the documents are held out; the held-out score is
+document-completion perplexity (each held-out document's second half of tokens predicted
+from its first: see ``LDA.perplexity`` for how it compares with scikit-learn's and
+gensim's figures), beside a uniform model's (the vocabulary size). Each topic's UMass
+coherence (:func:`bidlab.models.lda.coherence.coherence` with ``"u_mass"``, gensim's
+values, over the training documents) is printed beside its words. The chart is a
+standalone HTML file (bokeh, resources inlined; the ``demo`` extra): one column per topic,
+one bubble per top word, bubble area proportional to the word's probability in the topic.
 """
 
 from __future__ import annotations
@@ -25,40 +30,67 @@ import numpy as np
 
 METHODS = ("online", "batch", "gibbs")
 
+#: The formats ``--data`` may hold: documents x words counts with their words.
+CORPUS_FORMATS = ("uci-bow", "text-folder", "text-archive")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``bidlab demo``'s arguments."""
+    from bidlab.cli.aliases import add_deprecated_aliases
+
     parser.add_argument("--data", default=None, metavar="PATH",
                         help="a UCI bag-of-words folder or docword file, or a folder / tar of "
-                             "text files (default: a synthetic corpus with planted topics)")
+                             "text files (default: UCI KOS from the shared data folder, else "
+                             "the Python standard library's docstrings)")
     parser.add_argument("--method", choices=METHODS, default="online",
                         help="online or batch variational Bayes, or SAME Gibbs sampling")
     parser.add_argument("--n_components", type=int, default=None,
-                        help="number of topics (default: 12 on the synthetic corpus, else 20)")
-    parser.add_argument("--passes", type=int, default=None, help="passes over the data")
+                        help="number of topics (default: 12 on the docstrings, else 20)")
+    parser.add_argument("--n_passes", type=int, default=None,
+                        help="passes over the data (default: 10 online, 30 batch, 4 gibbs)")
     parser.add_argument("--top", type=int, default=8, help="top words shown per topic")
     parser.add_argument("--out", default="lda_topics.html",
                         help="where to write the HTML bubble chart (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed")
-    parser.add_argument("--progress", choices=("auto", "text", "none"), default="auto",
-                        help="progress display")
+    parser.add_argument("--random_state", type=int, default=0, help="random seed")
+    parser.add_argument("--progress", choices=("auto", "text", "lines", "none"),
+                        default="auto", help="on stderr, as for bidlab train: a bar and pass "
+                        "lines (auto, text), pass lines only (lines), or none")
+    add_deprecated_aliases(parser, n_passes=int, random_state=int)
 
 
-def load_data(path: str | None, seed: int) -> Any:
-    """The demo's corpus: synthetic by default, else a UCI folder or a text folder / tar."""
-    from bidlab import datasets
+def default_corpus() -> tuple[Any, str]:
+    """(corpus, why it was chosen): UCI KOS when the shared data holds it, else the
+    standard library's docstrings."""
+    from bidlab.datasets.docstrings import load_stdlib_docstrings
+    from bidlab.datasets.paths import find_shared_data_dir
+    from bidlab.datasets.uci import load_kos
+
+    shared = find_shared_data_dir()
+    if shared is not None and (shared / "uci-kos").is_dir():
+        return load_kos(shared), f"UCI KOS blog posts, from {shared / 'uci-kos'}"
+    return load_stdlib_docstrings(), (
+        "the docstrings of this Python's standard library (the shared data folder with UCI "
+        "KOS was not found; --data PATH takes your own documents)")
+
+
+def load_data(path: str | None) -> Any:
+    """The demo's corpus: the default one (see :func:`default_corpus`), else ``path``
+    read by its content; ValueError naming the problem for data that is not documents."""
+    from bidlab.datasets import Corpus
+    from bidlab.datasets.sniff import FORMATS, load, sniff
 
     if path is None:
-        return datasets.synthetic_lda_corpus(n_docs=3000, n_words=3000, k=12,
-                                             doc_len=(60, 200), alpha=0.1, seed=seed)
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"--data {path}: no such file or folder")
-    is_uci = p.is_file() and p.name.startswith("docword") or (
-        p.is_dir() and any(c.name.startswith("docword.") for c in p.iterdir()))
-    if is_uci:
-        return datasets.load_uci_bow(p)
-    return datasets.load_text_folder(p)
+        return default_corpus()[0]
+    found = sniff(path)  # FileNotFoundError / DataFormatError (a ValueError) say why
+    if found.format not in CORPUS_FORMATS:
+        raise ValueError(
+            f"--data {path} holds {FORMATS[found.format]}, not documents: the demo trains "
+            "topics on word counts, so give a UCI bag-of-words folder or docword file, or a "
+            "folder / tar archive of text files (`bidlab train --help` trains the other "
+            "models on such data)")
+    data = load(found)
+    vocab = data.vocab or [f"w{j}" for j in range(data.X.shape[1])]
+    return Corpus(data.X, list(vocab), name=Path(path).name)
 
 
 def make_model(method: str, k: int, passes: int | None, seed: int) -> Any:
@@ -68,7 +100,7 @@ def make_model(method: str, k: int, passes: int | None, seed: int) -> Any:
         return LDAGibbs(k, 100, n_passes=passes or 4, random_state=seed)
     if method == "batch":
         return LDA(k, "batch", n_passes=passes or 30, random_state=seed)
-    return LDA(k, "online", n_passes=passes or 5, random_state=seed)
+    return LDA(k, "online", n_passes=passes or 10, random_state=seed)
 
 
 def split(X: Any, seed: int, frac: float = 0.1) -> tuple[Any, Any]:
@@ -121,43 +153,58 @@ def bubble_chart_html(components: np.ndarray, vocab: list[str], top: int, title:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Train, print topics and the held-out score, write the chart; 0 on success."""
+    """Train, print the topics with their coherence and the held-out perplexity, write the
+    chart; 0 on success, 2 on bad input."""
+    from bidlab.models.lda.coherence import coherence as topic_coherence
     from bidlab.models.lda.common import heldout_loglik
 
+    for flag in ("n_components", "n_passes", "top"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            print(f"bidlab demo: --{flag} must be >= 1; got {value}", file=sys.stderr)
+            return 2
     try:
-        corpus = load_data(args.data, args.seed)
+        if args.data is None:
+            corpus, why = default_corpus()
+            print(f"corpus: {why}")
+        else:
+            corpus = load_data(args.data)
     except (FileNotFoundError, ValueError, OSError) as exc:
         print(f"bidlab demo: {exc}", file=sys.stderr)
         return 2
-    k = args.n_components if args.n_components is not None else (12 if args.data is None else 20)
-    if k < 1:
-        print(f"bidlab demo: --n_components must be >= 1; got {k}", file=sys.stderr)
-        return 2
-    Xtr, Xte = split(corpus.X, args.seed)
+    seed = args.random_state
+    small = corpus.X.shape[0] < 2000
+    k = args.n_components if args.n_components is not None else (12 if small else 20)
+    Xtr, Xte = split(corpus.X, seed)
     name = corpus.name or "corpus"
     print(f"{name}: {Xtr.shape[0]} training + {Xte.shape[0]} held-out documents, "
           f"vocabulary {corpus.X.shape[1]}, {int(corpus.X.sum())} tokens; "
           f"LDA n_components={k}, method={args.method}")
-    model = make_model(args.method, k, args.passes, args.seed)
+    model = make_model(args.method, k, args.n_passes, seed)
     t0 = time.perf_counter()
     learner = model.learner(Xtr, val_every=0, name="demo")
-    learner.fit(progress=None if args.progress == "none" else args.progress)
+    learner.fit(progress=None if args.progress == "none" else args.progress, file=sys.stderr)
     seconds = time.perf_counter() - t0
     comp = model.components_
     vocab = list(corpus.vocab)
-    print(f"\ntrained in {seconds:.1f} s; top words per topic:")
-    for t, words in enumerate(model.top_words(args.top, vocab)):
-        print(f"  topic {t:2d}: {' '.join(words)}")
+    coherence = topic_coherence(comp, Xtr, "u_mass", top_n=max(2, args.top), per_topic=True)
+    print(f"\ntrained in {seconds:.1f} s; top words per topic, each with its UMass coherence "
+          "(0 at best; more negative: the words share fewer documents):")
+    order = np.argsort(-coherence, kind="stable")
+    words = model.top_words(args.top, vocab)
+    for t in order:
+        print(f"  topic {t:2d}  {coherence[t]:6.2f}  {' '.join(words[t])}")
     ll = heldout_loglik(comp, Xte, model.alpha)
-    print(f"\nheld-out log-likelihood per word: {ll:.4f} (uniform model: "
-          f"{-math.log(Xtr.shape[1]):.4f}; perplexity {math.exp(-ll):.1f})")
+    print(f"\nmean coherence {coherence.mean():.2f}; held-out perplexity "
+          f"{math.exp(-ll):.1f} (document completion on {Xte.shape[0]} documents; a uniform "
+          f"model: {Xtr.shape[1]}; log-likelihood per word {ll:.4f})")
     try:
         page = bubble_chart_html(comp, vocab, args.top,
                                  f"LDA ({args.method}, n_components={k}) on {name}")
     except ImportError as exc:
-        print(f"bidlab demo: the chart needs bokeh ({exc}): pip install 'bidlab[viz]'",
+        print(f"bidlab demo: no chart: it needs bokeh ({exc}): pip install 'bidlab[demo]'",
               file=sys.stderr)
-        return 1
+        return 0
     out = Path(args.out)
     out.write_text(page, encoding="utf-8")
     print(f"bubble chart: {out.resolve()}")

@@ -19,7 +19,13 @@ With ``--checkpoint PATH`` the learner writes a checkpoint (atomically) at each 
 every ``--checkpoint_every`` seconds and when the run ends; an existing one is resumed
 (options on the command line override the saved ones; ``--restart`` ignores it).
 ``--save PATH`` writes the fitted estimator at the end (``est.save``; read it back with
-``bidlab.models.load``). Both paths are checked before the data is read: each must be a new
+``bidlab.models.load``), with the data's vocabulary when it has one, so a loaded topic
+model's ``top_words()`` shows words. An estimator trains on all but ``--holdout`` of the
+rows (10%, at most 10,000, chosen with a fixed seed) and is scored on those at the end;
+a topic model's score line adds its document-completion perplexity (``LDA.perplexity``
+says how it compares with scikit-learn's and gensim's), and its topics follow, one line
+each. ``--seed`` is a deprecated spelling of ``--random_state``, ``--passes`` of
+``--n_passes``. Both paths are checked before the data is read: each must be a new
 path or a regular file in a folder where a file can be created, else the command exits 2
 with one line naming the path and the reason.
 
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 from pathlib import Path
@@ -56,7 +63,8 @@ from bidlab.cli.train_options import (
 __all__ = ["ACCEPTS_EXTRA", "add_arguments", "run"]
 
 ACCEPTS_EXTRA = True
-_SCORE_ROWS = 1000  # rows the final est.score looks at (keeps the result line quick)
+_MAX_HELD_OUT = 10_000  # rows held out for the final score at most (keeps it quick)
+_TOPIC_WORDS = 10  # words printed per topic for a model with top_words
 
 
 class _BadInput(Exception):
@@ -121,7 +129,9 @@ def run(args: argparse.Namespace, estimator_job: type | None = None) -> int:
         print(f"bidlab train: unknown model {args.model!r}; known models: "
               f"{', '.join(sorted(models)) or 'none'}{note}", file=err)
         return 2
-    extra = list(getattr(args, "extra", []))
+    from bidlab.cli.aliases import rename_extra
+
+    extra = rename_extra(list(getattr(args, "extra", [])), "bidlab train")
     if (getattr(args, "ranks", None) or 1) > 1:
         from bidlab.distributed.launch import launch, rebuild_argv
 
@@ -319,7 +329,7 @@ class _EstimatorJob(_Job):
                             "files in one sub-folder per label")
         if self.args.checkpoint:
             lopts["checkpoint"] = self.args.checkpoint
-        X, y = data.X, data.y
+        X, y, X_out, y_out = _hold_out(data.X, data.y, self.args.holdout)
         if _ratings_mask(data, est):  # a ratings file's stored entries are the observed ones
             lopts["mask"] = sp.csr_matrix((np.ones(X.nnz, bool), X.indices, X.indptr),
                                           shape=X.shape)
@@ -331,7 +341,10 @@ class _EstimatorJob(_Job):
                     if getattr(self.args, "coherence", None) else self.train(learner))
         if code != 0:
             return code
-        notes = [_score_note(est, X, y if supervised else None)]
+        vocab = getattr(data, "vocab", None)
+        if vocab is not None and callable(getattr(est, "top_words", None)):
+            est.vocab_ = list(vocab)  # kept in the saved model: top_words() shows words
+        notes = [_score_note(est, X_out, y_out if supervised else None)]
         if self.args.save:
             try:
                 notes.append(f"saved {est.save(self.args.save)}")
@@ -340,6 +353,7 @@ class _EstimatorJob(_Job):
                       f"{type(exc).__name__}: {exc}", file=sys.stderr)
                 return 1
         print(self.result(learner, "; ".join(n for n in notes if n)))
+        print(_topics_text(est), end="")
         return 0
 
 
@@ -377,15 +391,49 @@ def _needs_targets(est: Any) -> bool:
         return False
 
 
+def _hold_out(X: Any, y: Any, frac: float) -> tuple[Any, Any, Any, Any]:
+    """(X, y) to train on and the held-out (X, y) scored at the end: ``frac`` of the rows
+    (at most 10,000), chosen at random with a fixed seed, so a resumed run holds out the
+    same rows. (X, y, None, None) when nothing is held out."""
+    n = int(X.shape[0])
+    n_out = min(int(round(frac * n)), _MAX_HELD_OUT)
+    if n_out < 1 or n_out >= n:
+        return X, y, None, None
+    out = np.zeros(n, dtype=bool)
+    out[np.random.default_rng(0).choice(n, size=n_out, replace=False)] = True
+    keep = np.flatnonzero(~out)
+    held = np.flatnonzero(out)
+    return X[keep], _rows(y, keep), X[held], _rows(y, held)
+
+
+def _rows(a: Any, rows: np.ndarray) -> Any:
+    return None if a is None else a[rows]
+
+
 def _score_note(est: Any, X: Any, y: Any) -> str:
-    """``score S (ClassName.score on the first N rows)``, or "" when it cannot score."""
+    """``score S (ClassName.score on N held-out rows)``, or why there is none."""
     score = getattr(est, "score", None)
     if score is None:
         return ""
-    n = min(_SCORE_ROWS, X.shape[0])
+    if X is None:
+        return "no held-out score (--holdout 0, or too few rows)"
     try:
-        value = float(score(X[:n]) if y is None else score(X[:n], y[:n]))
+        value = float(score(X) if y is None else score(X, y))
     except Exception as exc:  # the run succeeded; say why there is no score
         return f"no score ({type(exc).__name__}: {exc})"
-    return f"score {value:.6g} ({type(est).__name__}.score on the first {n} rows)"
+    note = f"score {value:.6g} ({type(est).__name__}.score on {X.shape[0]} held-out rows"
+    if callable(getattr(est, "perplexity", None)):
+        note += f"; perplexity {math.exp(-value):.6g}, document completion"
+    return note + ")"
 
+
+def _topics_text(est: Any) -> str:
+    """Each topic's top words, one line per topic ("" for a model without topics)."""
+    if not callable(getattr(est, "top_words", None)):
+        return ""
+    try:
+        topics = est.top_words(_TOPIC_WORDS)
+    except Exception as exc:  # the run succeeded; say why there are no topics
+        return f"no topics ({type(exc).__name__}: {exc})\n"
+    return "".join(f"topic {t:3d}: {' '.join(map(str, words))}\n"
+                   for t, words in enumerate(topics))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import inspect
+import math
 from typing import Any
 
 __all__ = ["add_arguments", "describe_models", "help_text"]
@@ -31,6 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ignore an existing checkpoint and start from scratch")
     parser.add_argument("--save", default=None,
                         help="write the fitted estimator here when training ends")
+    parser.add_argument("--holdout", type=_fraction, default=0.1, metavar="FRACTION",
+                        help="an estimator is scored at the end on this fraction of the rows "
+                        "(at most 10,000, the same rows on a resumed run), held out of "
+                        "training (default: %(default)s; 0 trains on every row)")
     parser.add_argument("--progress", choices=["auto", "text", "lines", "none"], default="auto",
                         help="on stderr: a bar and pass lines (auto, text), pass lines only "
                         "(lines; also what a stream that is not a terminal gets), or none")
@@ -42,6 +47,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="train on N MPI ranks (mpiexec; needs bidlab[mpi])")
     parser.add_argument("-h", "--help", action="store_true",
                         help="show the models, or with a model its options")
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1); got {text!r}")
+    return value
 
 
 # ================================================================== the model registry

@@ -209,6 +209,22 @@ def _looks_binary(head: bytes) -> bool:
     return b"\x00" in head[:4096]
 
 
+def _looks_table(head: bytes) -> bool:
+    """A CSV / TSV table: at least two lines, each with the same number (>= 1) of commas,
+    or each with the same number of tabs."""
+    if _looks_binary(head):
+        return False
+    lines = [ln for ln in head.split(b"\n")[:_SAMPLE_LINES + 1][:-1] if ln.strip()]
+    if len(lines) < 2:
+        return False
+    return any(len({ln.count(sep) for ln in lines}) == 1 and lines[0].count(sep) >= 1
+               for sep in (b",", b"\t"))
+
+
+_CSV_HINT = ("bidlab reads no CSV: load the table (e.g. with pandas) and save the matrix with "
+             "numpy.savez(path, X=X, y=y) or sklearn.datasets.dump_svmlight_file")
+
+
 def _appearance(head: bytes, was_gzip: bool) -> str:
     """What the start of a file looks like, for error messages."""
     gz = "gzip-compressed " if was_gzip else ""
@@ -256,7 +272,9 @@ def _sniff_file(path: Path) -> Sniffed:
         f"cannot tell the format of {path}: it is {_appearance(head, was_gzip)}. Tried: "
         f"{_tried(tuple(k for k in FORMATS if k != 'text-folder'))} (any of them plain or "
         "gzip). Convert the data to one of these, e.g. with "
-        "sklearn.datasets.dump_svmlight_file or numpy.savez(path, X=X, y=y)")
+        "sklearn.datasets.dump_svmlight_file or numpy.savez(path, X=X, y=y)"
+        + (" (it looks like a CSV / TSV table, which bidlab does not load: read it with "
+           "pandas first)" if _looks_table(head) else ""))
 
 
 def _visible_files(folder: Path, limit: int) -> list[Path]:
@@ -298,7 +316,14 @@ def _sniff_folder(path: Path) -> Sniffed:
             raise DataFormatError(
                 f"{path} holds data files ({', '.join(data_files)}), not a folder of text "
                 "documents: pass one of the files as the data")
-    texts = [p for p in files[:20] if not _looks_binary(_read_head(p)[0][:4096])]
+    heads = {p: _read_head(p)[0] for p in files[:20]}
+    texts = [p for p, head in heads.items() if not _looks_binary(head[:4096])]
+    tables = [p.name for p in texts if _looks_table(heads[p])]
+    if tables and 2 * len(tables) >= len(texts):
+        raise DataFormatError(
+            f"{path} holds CSV / TSV tables ({', '.join(tables[:4])}"
+            f"{', ...' if len(tables) > 4 else ''}), not text documents, so it is not read as "
+            f"a corpus: {_CSV_HINT}, and pass that file")
     if not texts:
         raise DataFormatError(
             f"{path}: its files look binary (e.g. {files[0].name}: "

@@ -37,8 +37,9 @@ from bidlab.lab.access import (
     token_file,
 )
 
-__all__ = ["DEFAULT_NOTEBOOK", "DEMOS_ENV", "launch", "lab_command", "lab_environment",
-           "resolve_notebook", "demos_dir", "install_demos", "add_arguments", "run"]
+__all__ = ["DEFAULT_NOTEBOOK", "DEMOS_ENV", "check_port", "launch", "lab_command",
+           "lab_environment", "resolve_notebook", "demos_dir", "install_demos", "add_arguments",
+           "run"]
 
 #: Opened when no notebook is named (looked up in the working directory, then the checkout,
 #: then among the demos shipped in the package).
@@ -196,13 +197,16 @@ def launch(notebook: str | None = None, port: int | None = None, token: str | No
     Raises:
         PermissionError: the Jupyter runtime folder is not private (see
             :func:`bidlab.lab.access.private_runtime_dir`).
+        ValueError: ``port`` is not a TCP port number (1 to 65535).
     """
+    if port is not None:
+        check_port(port)
     runtime = private_runtime_dir(runtime_dir())
     path = resolve_notebook(notebook)
     if path is None:
         print(f"bidlab lab: no demo notebook to open; opening JupyterLab in {Path.cwd()}",
               file=sys.stderr)
-    port = free_port() if port is None else int(port)
+    port = free_port() if port is None else check_port(port)
     token = token or os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
     cmd, url = lab_command(path, port, token, open_browser)
     proc = start_server(cmd, lab_environment(token, runtime=runtime))
@@ -224,14 +228,37 @@ def launch(notebook: str | None = None, port: int | None = None, token: str | No
             signal.signal(sig, handler)
 
 
+def check_port(port: int) -> int:
+    """``port`` when it is a TCP port number (1 to 65535), else ValueError saying so.
+
+    Examples
+    --------
+    >>> check_port(8888)
+    8888
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise ValueError(f"port {port!r} is not a TCP port: give a number from 1 to 65535, "
+                         "or none for the first free one from 8888")
+    return port
+
+
+def _port(text: str) -> int:
+    try:
+        return check_port(int(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc) if text.strip().lstrip("-").isdigit()
+                                         else f"{text!r} is not a number") from None
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``bidlab lab``'s arguments to ``parser``."""
     parser.add_argument("notebook", nargs="?", default=None,
                         help=f"notebook to open (default: the LDA demo, {DEFAULT_NOTEBOOK}; "
                         f"outside a source checkout, a copy in ~/bidlab-demos or "
                         f"${DEMOS_ENV})")
-    parser.add_argument("--port", type=int, default=None,
-                        help="TCP port on 127.0.0.1 (default: first free from 8888)")
+    parser.add_argument("--port", type=_port, default=None,
+                        help="TCP port on 127.0.0.1, 1 to 65535 (default: first free from "
+                        "8888)")
     parser.add_argument("--token", default=None,
                         help="access token (default: $JUPYTER_TOKEN, else a random one, "
                         "printed with the URL on a terminal); prefer JUPYTER_TOKEN: a "
@@ -249,6 +276,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return launch(args.notebook, port=args.port, token=args.token,
                       open_browser=not args.no_browser)
-    except (FileNotFoundError, NotADirectoryError, PermissionError, ImportError) as exc:
+    except (FileNotFoundError, NotADirectoryError, PermissionError, ImportError,
+            ValueError) as exc:
         print(f"bidlab lab: {exc}", file=sys.stderr)
         return 2

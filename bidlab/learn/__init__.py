@@ -12,6 +12,7 @@ Samples are rows everywhere (features ``X`` is samples x features).
   ``resume`` / ``stop`` / ``join`` in a background thread; live options; observers;
   checkpoints).
 * :mod:`~bidlab.learn.registry` -- the live learners of this process.
+* :mod:`~bidlab.learn.tensorboard_writer` -- a run as TensorBoard event files (an observer).
 """
 
 from bidlab.learn import registry
@@ -33,6 +34,7 @@ from bidlab.learn.options import Option, OptionError, Options
 from bidlab.learn.rowstate import RowState
 from bidlab.learn.shards import ShardError, ShardSource, read_manifest, write_shards
 from bidlab.learn.staging import Minibatch
+from bidlab.learn.tensorboard_writer import TensorBoardWriter, read_scalars
 from bidlab.learn.updaters import (
     CG,
     UPDATERS,
@@ -47,6 +49,8 @@ from bidlab.learn.updaters import (
 )
 
 __all__ = [
+    "TensorBoardWriter",
+    "read_scalars",
     "Communicator",
     "RowState",
     "SingleProcess",

@@ -37,7 +37,7 @@ class LeastSquares(Model):
                live=False),
         Option("init_scale", float, 0.0, "scale of the random initial weights (0: zeros)",
                low=0.0, live=False),
-        Option("seed", int, 0, "seed of the random initial weights", live=False),
+        Option("random_state", int, 0, "seed of the random initial weights", live=False),
     )
 
     def init(self, info: DataInfo) -> None:
@@ -52,7 +52,7 @@ class LeastSquares(Model):
         dev = info.device
         w = bl.zeros((k, f), dtype=dtype, device=dev)
         if self.opts.init_scale > 0:
-            rng = np.random.default_rng(self.opts.seed)
+            rng = np.random.default_rng(self.opts.random_state)
             init = (rng.standard_normal((k, f)) * self.opts.init_scale).astype(dtype)
             w.data[...] = init if dev == "cpu" else w.xp.asarray(init)
         self.modelmats = [w]
