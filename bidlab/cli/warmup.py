@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BRANCHES", "DTYPES", "MODELS", "Job", "Report", "add_arguments",
+__all__ = ["BRANCHES", "DTYPES", "MODELS", "MODEL_DTYPES", "Job", "Report", "add_arguments",
            "default_processes", "jobs", "run", "warmup", "kernels"]
 
 DTYPES = ("float32", "float64")
@@ -264,6 +264,9 @@ def _kmeans(dtype: str) -> None:
 
 _JOBS: dict[str, Callable[[str], None]] = {"core": _core, "lda": _lda, "gibbs": _gibbs,
                                             "glm": _glm, "kmeans": _kmeans}
+#: the dtypes warmed up by default: LDA and LDAGibbs compute in float32 unless asked
+#: (``dtype=``); the others follow their input, float32 or float64
+MODEL_DTYPES = {"lda": ("float32",), "gibbs": ("float32",)}
 #: relative compile time of each job (the biggest start first when run in parallel)
 _WEIGHT = {"glm": 5, "kmeans": 4, "gibbs": 3, "lda": 2, "core": 1}
 
@@ -296,9 +299,12 @@ def default_processes() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def warmup(models: tuple[str, ...] = MODELS, dtypes: tuple[str, ...] = DTYPES,
+def warmup(models: tuple[str, ...] = MODELS, dtypes: tuple[str, ...] | None = None,
            echo: Callable[[str], None] | None = None, processes: int = 1) -> Report:
     """Run :func:`jobs`; ``echo`` gets one line per job. Returns what was compiled.
+
+    ``dtypes`` None: each model's :data:`MODEL_DTYPES` (the arithmetic its default
+    settings use), else every model in each of ``dtypes``.
 
     ``processes`` > 1 runs the jobs in that many worker processes at once (numba compiles
     under the GIL, so threads would not overlap); the biggest jobs start first. A kernel
@@ -306,8 +312,8 @@ def warmup(models: tuple[str, ...] = MODELS, dtypes: tuple[str, ...] = DTYPES,
     """
     from bidlab._numba_cache import cache_dir
 
-    jobs(models, dtypes)  # checks the names
-    todo = sorted(((m, dt) for m in models for dt in dtypes),
+    jobs(models, dtypes or DTYPES)  # checks the names
+    todo = sorted(((m, dt) for m in models for dt in (dtypes or MODEL_DTYPES.get(m, DTYPES))),
                   key=lambda job: -_WEIGHT.get(job[0], 1))
     report = Report()
     t_all = time.perf_counter()
@@ -352,8 +358,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``bidlab warmup``'s arguments."""
     parser.add_argument("--models", type=lambda s: _names(s, MODELS, "model"), default=MODELS,
                         help=f"comma-separated subset of {','.join(MODELS)} (default: all)")
-    parser.add_argument("--dtypes", type=lambda s: _names(s, DTYPES, "dtype"), default=DTYPES,
-                        help=f"comma-separated subset of {','.join(DTYPES)} (default: both)")
+    parser.add_argument("--dtypes", type=lambda s: _names(s, DTYPES, "dtype"), default=None,
+                        help=f"comma-separated subset of {','.join(DTYPES)} (default: the "
+                        "models' own: float32 for lda and gibbs, both for the others)")
     parser.add_argument("--processes", type=int, default=None,
                         help="worker processes compiling at once (default: one per core, "
                         "at most 4)")
@@ -361,8 +368,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compile, print per job what was compiled and how long it took; 0 on success."""
+    dtypes = ", ".join(args.dtypes) if args.dtypes else "their default dtypes"
     print(f"bidlab warmup: compiling the CPU kernels for {', '.join(args.models)} in "
-          f"{', '.join(args.dtypes)}", flush=True)
+          f"{dtypes}", flush=True)
     processes = args.processes if args.processes is not None else default_processes()
     if processes < 1:
         print(f"bidlab warmup: --processes must be >= 1; got {processes}", file=sys.stderr)
