@@ -67,5 +67,7 @@ def test_site_builds_without_warnings(tmp_path):
     assert "n_components" in html and "Examples" in html
     notebook = (tmp_path / "site" / "notebooks" / "02_lda_live.html").read_text()
     assert "held-out perplexity" in notebook  # the saved outputs are rendered
+    kmeans = (tmp_path / "site" / "notebooks" / "04_kmeans.html").read_text()
+    assert "<img" in kmeans  # the live views' pictures (widgets/static.py)
     assert (tmp_path / "site" / "ARCHITECTURE.html").is_file()
     assert (tmp_path / "site" / "BENCHMARKS.html").is_file()
