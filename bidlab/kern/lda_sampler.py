@@ -258,7 +258,7 @@ def _sample_cpu(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
         lo = np.searchsorted(indptr[:ndocs], (nnz * c) // nch)
         hi = np.searchsorted(indptr[:ndocs], (nnz * (c + 1)) // nch) if c < nch - 1 else ndocs
         if c == 0:
-            lo = 0
+            lo = np.int64(0)  # not a literal 0: one specialization of _sample_rows
             _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, temp,
                          hot, theta_hat, phi_hat, with_phi, nsamps, key)
         else:
