@@ -200,12 +200,13 @@ def run(workloads: list[str], repeat: int, echo: Any = None,
                     f"({after_runs[-1]['compiled']} compiled)")
             warm = _median(warm_runs)
             after = _median(after_runs) if after_runs else {
-                "fit_s": float("nan"), "import_s": float("nan"), "process_s": float("nan"),
-                "compiled": 0, "compiled_kernels": [], "runs": 0}
+                "fit_s": None, "import_s": None, "process_s": None,
+                "compiled": None, "compiled_kernels": [], "runs": 0}
             rows[name] = {
                 "workload": WORKLOADS[name], "cold": cold, "after_warmup": after, "warm": warm,
                 "cold_minus_warm_s": cold["fit_s"] - warm["fit_s"],
-                "after_warmup_minus_warm_s": after["fit_s"] - warm["fit_s"],
+                "after_warmup_minus_warm_s": (after["fit_s"] - warm["fit_s"]
+                                              if with_warmup else None),
                 "met": (after["fit_s"] - warm["fit_s"] <= TARGET_S) if with_warmup else None,
                 "cold_met": cold["fit_s"] - warm["fit_s"] <= COLD_TARGET_S,
             }
@@ -236,14 +237,17 @@ def _print(res: dict[str, Any]) -> None:
     head = (f"  {'workload':<8} {'cold':>7} {'after warmup':>13} {'warm':>7} "
             f"{'cold-warm':>10} {'after-warm':>11}  compiled (cold/after/warm)")
     print(head)
+    def sec(x: float | None, width: int) -> str:
+        return f"{'-':>{width}} " if x is None else f"{x:>{width}.2f}s"
+
     for name, r in res["workloads"].items():
         c, a, w = r["cold"], r["after_warmup"], r["warm"]
-        print(f"  {name:<8} {c['fit_s']:>6.2f}s {a['fit_s']:>12.2f}s {w['fit_s']:>6.2f}s "
-              f"{r['cold_minus_warm_s']:>9.2f}s {r['after_warmup_minus_warm_s']:>10.2f}s  "
-              f"{c['compiled']}/{a['compiled']}/{w['compiled']}")
-        print(f"  {'':<8} process wall: cold {c['process_s']:.2f} s, after warmup "
-              f"{a['process_s']:.2f} s, warm {w['process_s']:.2f} s (imports "
-              f"{w['import_s']:.2f} s)   [{r['workload']}]")
+        print(f"  {name:<8} {sec(c['fit_s'], 6)} {sec(a['fit_s'], 12)} {sec(w['fit_s'], 6)} "
+              f"{sec(r['cold_minus_warm_s'], 9)} {sec(r['after_warmup_minus_warm_s'], 10)}  "
+              f"{c['compiled']}/{a['compiled'] if a['compiled'] is not None else '-'}/"
+              f"{w['compiled']}")
+        print(f"  {'':<8} process wall: cold {c['process_s']:.2f} s, warm "
+              f"{w['process_s']:.2f} s (imports {w['import_s']:.2f} s)   [{r['workload']}]")
         if a["compiled_kernels"]:
             print(f"  {'':<8} compiled after warmup: {', '.join(a['compiled_kernels'])}")
     if res["target"]["met"] is not None:
