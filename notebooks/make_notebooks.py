@@ -447,7 +447,9 @@ def slim(nb: nbformat.NotebookNode, forbidden: tuple[str, ...] = ()) -> nbformat
             if _is_bokeh_loader(out):
                 continue
             if WIDGET_MIME in out.get("data", {}):
-                out["data"] = {"text/plain": WIDGET_NOTE}
+                # a static picture of the final state (widgets/static.py) stays beside it
+                out["data"] = {**{k: v for k, v in out["data"].items()
+                                  if k.startswith("image/")}, "text/plain": WIDGET_NOTE}
                 out["metadata"] = {}
             text = nbformat.writes(nbformat.from_dict({"o": out}))
             hit = next((s for s in forbidden if s and s in text), None)
@@ -462,10 +464,13 @@ def slim(nb: nbformat.NotebookNode, forbidden: tuple[str, ...] = ()) -> nbformat
 def execute(name: str, timeout: int = 600) -> nbformat.NotebookNode:
     """Run notebook ``name`` headless (kernel in notebooks/) and return it, slimmed."""
     import nbclient
+    from bidlab.widgets.static import attach_snapshots, snapshot_cell
 
     nb = build(name)
+    nb.cells.append(snapshot_cell())  # pictures of the live views' final state
     nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(HERE)}}).execute()
+    attach_snapshots(nb)
     forbidden = [str(HERE.parent), str(HERE.parent.parent), str(Path.home())]
     try:
         from bidlab.datasets import shared_data_dir

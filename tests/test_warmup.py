@@ -191,3 +191,20 @@ def test_policy_respects_an_explicit_cache_dir(policy, tmp_path: Path) -> None:
     m.setenv("NUMBA_CACHE_DIR", str(tmp_path / "mine"))
     assert nc.configure() is None
     assert os.environ["NUMBA_CACHE_DIR"] == str(tmp_path / "mine")
+
+
+def test_warmup_in_worker_processes_fills_the_cache(tmp_path: Path) -> None:
+    """``--processes 2`` runs the jobs in two spawned workers; their kernels land in the
+    cache (each job reported once) and a first fit afterwards compiles nothing."""
+    cache = tmp_path / "numba-cache"
+    warm = subprocess.run(
+        [sys.executable, "-m", "bidlab.cli", "warmup", "--models", "kmeans,core",
+         "--dtypes", "float32", "--processes", "2"],
+        cwd=REPO, env=_env(cache), capture_output=True, text=True, timeout=600)
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    assert warm.stdout.count("kmeans float32") == 1 and warm.stdout.count("core float32") == 1
+    fit = subprocess.run([sys.executable, "-c", _FIRST_FIT], cwd=REPO, env=_env(cache),
+                         capture_output=True, text=True, timeout=600)
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    got = json.loads(fit.stdout.strip().splitlines()[-1])
+    assert got["float32"] == [], "compiled after warmup:\n" + "\n".join(got["float32"])

@@ -115,8 +115,9 @@ def test_committed_notebooks_show_a_trained_model(name):
     check_trained(name, nb)
     outputs = json.dumps([c.outputs for c in code])
     assert "state: created" not in outputs and "state=created" not in outputs
-    # small: no inlined BokehJS, no widget state; nothing of this machine's folders
-    assert path.stat().st_size < 64_000, f"{name}: {path.stat().st_size} bytes"
+    # small: no inlined BokehJS, no widget state (a picture per live view); nothing of this
+    # machine's folders
+    assert path.stat().st_size < 400_000, f"{name}: {path.stat().st_size} bytes"
     assert "widgets" not in nb.metadata
     assert "bokehjs" not in outputs and "application/javascript" not in outputs
     for folder in (NOTEBOOKS.parent, NOTEBOOKS.parent.parent, Path.home(), SHARED_DATA):
@@ -126,6 +127,8 @@ def test_committed_notebooks_show_a_trained_model(name):
         notes = [o for c in code for o in c.outputs if o.get("data", {}).get("text/plain")
                  == generator().WIDGET_NOTE]
         assert len(notes) >= 2 and WIDGET_MIME not in outputs
+        # each note has a picture of the view's final state beside it (read without a kernel)
+        assert all(o["data"].get("image/png") for o in notes), f"{name}: a view has no picture"
 
 
 @pytest.mark.parametrize("name", NAMES)

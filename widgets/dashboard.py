@@ -57,12 +57,17 @@ def _bytes(n: Any) -> str:
 class Dashboard(PumpedView):
     """A live dashboard for ``learner`` (display it: it is the last expression of a cell).
 
-    Args:
-        learner: a :class:`bidlab.learn.Learner`.
-        controls: the options to make controls for (default: every live scalar option).
-        rate: updates per second, at most 10.
-        key: pump slot; a second ``Dashboard`` with the same learner and key replaces the
-            first (so re-running a cell never leaves two update loops).
+    Parameters
+    ----------
+    learner
+        a :class:`bidlab.learn.Learner`.
+    controls
+        the options to make controls for (default: every live scalar option).
+    rate
+        updates per second, at most 10.
+    key
+        pump slot; a second ``Dashboard`` with the same learner and key replaces the
+        first (so re-running a cell never leaves two update loops).
     """
 
     def __init__(self, learner: Any, controls: Iterable[str] | None = None,

@@ -46,12 +46,17 @@ def _target_losses(model: Any) -> Any:
 class SweepView(PumpedView):
     """Live curves of a GLM sweep learner's configurations.
 
-    Args:
-        learner: ``glm_sweep(...).learner(X, y)`` (any multi-target GLM learner).
-        labels: one name per model target, e.g. ``"lrate=0.1 l2=1e-5"`` (default
-            ``"target i"``).
-        smooth: weight of the newest minibatch in the moving average (0 < smooth <= 1).
-        rate: updates per second, at most 10.
+    Parameters
+    ----------
+    learner
+        ``glm_sweep(...).learner(X, y)`` (any multi-target GLM learner).
+    labels
+        one name per model target, e.g. ``"lrate=0.1 l2=1e-5"`` (default
+        ``"target i"``).
+    smooth
+        weight of the newest minibatch in the moving average (0 < smooth <= 1).
+    rate
+        updates per second, at most 10.
     """
 
     def __init__(self, learner: Any, labels: Sequence[str] | None = None, smooth: float = 0.1,

@@ -57,12 +57,18 @@ def supports_temperature(learner: Any) -> bool:
 class TopicBubbles(PumpedView):
     """Live bubble chart of an LDA learner's topics (display it as a cell's last value).
 
-    Args:
-        learner: ``LDA(...).learner(X)`` or ``LDAGibbs(...).learner(X)``.
-        vocab: the word of each column of X.
-        n_top: top words per topic (rows are their union).
-        rate: updates per second, at most 10.
-        key: pump slot (a second view with the same key replaces the first).
+    Parameters
+    ----------
+    learner
+        ``LDA(...).learner(X)`` or ``LDAGibbs(...).learner(X)``.
+    vocab
+        the word of each column of X.
+    n_top
+        top words per topic (rows are their union).
+    rate
+        updates per second, at most 10.
+    key
+        pump slot (a second view with the same key replaces the first).
     """
 
     def __init__(self, learner: Any, vocab: Sequence[str], n_top: int = 6,

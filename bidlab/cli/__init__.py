@@ -41,6 +41,7 @@ COMMANDS: dict[str, Command] = {
                    "bidlab.lab.launcher"),
     "warmup": Command("compile the CPU kernels of the common first fits into numba's cache",
                       "bidlab.cli.warmup"),
+    "docs": Command("build the documentation site (HTML) with Sphinx", "bidlab.cli.docs"),
 }
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import time
 import warnings
@@ -27,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BRANCHES", "DTYPES", "MODELS", "Job", "Report", "add_arguments", "jobs", "run",
-           "warmup", "kernels"]
+__all__ = ["BRANCHES", "DTYPES", "MODELS", "MODEL_DTYPES", "Job", "Report", "add_arguments",
+           "default_processes", "jobs", "run", "warmup", "kernels"]
 
 DTYPES = ("float32", "float64")
 MODELS = ("core", "lda", "gibbs", "glm", "kmeans")
@@ -263,6 +264,11 @@ def _kmeans(dtype: str) -> None:
 
 _JOBS: dict[str, Callable[[str], None]] = {"core": _core, "lda": _lda, "gibbs": _gibbs,
                                             "glm": _glm, "kmeans": _kmeans}
+#: the dtypes warmed up by default: LDA and LDAGibbs compute in float32 unless asked
+#: (``dtype=``); the others follow their input, float32 or float64
+MODEL_DTYPES = {"lda": ("float32",), "gibbs": ("float32",)}
+#: relative compile time of each job (the biggest start first when run in parallel)
+_WEIGHT = {"glm": 5, "kmeans": 4, "gibbs": 3, "lda": 2, "core": 1}
 
 
 def jobs(models: tuple[str, ...] = MODELS, dtypes: tuple[str, ...] = DTYPES) -> list[Job]:
@@ -276,27 +282,62 @@ def jobs(models: tuple[str, ...] = MODELS, dtypes: tuple[str, ...] = DTYPES) -> 
     return [Job(f"{m} {dt}", lambda m=m, dt=dt: _JOBS[m](dt)) for m in models for dt in dtypes]
 
 
-def warmup(models: tuple[str, ...] = MODELS, dtypes: tuple[str, ...] = DTYPES,
-           echo: Callable[[str], None] | None = None) -> Report:
-    """Run :func:`jobs`; ``echo`` gets one line per job. Returns what was compiled."""
+def _run_job(model: str, dtype: str) -> tuple[str, float, int, int]:
+    """Run one job in this process: (name, seconds, compiled, loaded)."""
+    before = _counts()
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tiny data: convergence and size warnings
+        _JOBS[model](dtype)
+    after = _counts()
+    return (f"{model} {dtype}", time.perf_counter() - t0, after[0] - before[0],
+            after[1] - before[1])
+
+
+def default_processes() -> int:
+    """Worker processes :func:`warmup` uses by default: one per core, at most 4."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def warmup(models: tuple[str, ...] = MODELS, dtypes: tuple[str, ...] | None = None,
+           echo: Callable[[str], None] | None = None, processes: int = 1) -> Report:
+    """Run :func:`jobs`; ``echo`` gets one line per job. Returns what was compiled.
+
+    ``dtypes`` None: each model's :data:`MODEL_DTYPES` (the arithmetic its default
+    settings use), else every model in each of ``dtypes``.
+
+    ``processes`` > 1 runs the jobs in that many worker processes at once (numba compiles
+    under the GIL, so threads would not overlap); the biggest jobs start first. A kernel
+    two jobs need may then be compiled twice, once in each worker.
+    """
     from bidlab._numba_cache import cache_dir
 
+    jobs(models, dtypes or DTYPES)  # checks the names
+    todo = sorted(((m, dt) for m in models for dt in (dtypes or MODEL_DTYPES.get(m, DTYPES))),
+                  key=lambda job: -_WEIGHT.get(job[0], 1))
     report = Report()
     t_all = time.perf_counter()
-    before = _counts()
-    for job in jobs(models, dtypes):
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # tiny data: convergence and size warnings
-            job.run()
-        after = _counts()
-        row = (job.name, time.perf_counter() - t0, after[0] - before[0], after[1] - before[1])
-        before = after
+
+    def done(row: tuple[str, float, int, int]) -> None:
         report.rows.append(row)
         if echo is not None:
             echo(f"  {row[0]:<16} {row[1]:7.2f} s   {row[2]:3d} compiled, {row[3]:3d} loaded "
                  "from the cache")
+
+    if processes <= 1 or len(todo) <= 1:
+        for model, dtype in todo:
+            done(_run_job(model, dtype))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        ctx = multiprocessing.get_context("spawn")  # no forked numba / OpenMP state
+        with ProcessPoolExecutor(min(processes, len(todo)), mp_context=ctx) as pool:
+            for fut in as_completed([pool.submit(_run_job, m, dt) for m, dt in todo]):
+                done(fut.result())
     report.seconds = time.perf_counter() - t_all
+    import bidlab.models  # noqa: F401  (every kernel module, to name the cache folders)
+
     report.cache_dirs = sorted({str(cache_dir(d)) for d in kernels()})
     return report
 
@@ -317,15 +358,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``bidlab warmup``'s arguments."""
     parser.add_argument("--models", type=lambda s: _names(s, MODELS, "model"), default=MODELS,
                         help=f"comma-separated subset of {','.join(MODELS)} (default: all)")
-    parser.add_argument("--dtypes", type=lambda s: _names(s, DTYPES, "dtype"), default=DTYPES,
-                        help=f"comma-separated subset of {','.join(DTYPES)} (default: both)")
+    parser.add_argument("--dtypes", type=lambda s: _names(s, DTYPES, "dtype"), default=None,
+                        help=f"comma-separated subset of {','.join(DTYPES)} (default: the "
+                        "models' own: float32 for lda and gibbs, both for the others)")
+    parser.add_argument("--processes", type=int, default=None,
+                        help="worker processes compiling at once (default: one per core, "
+                        "at most 4)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Compile, print per job what was compiled and how long it took; 0 on success."""
+    dtypes = ", ".join(args.dtypes) if args.dtypes else "their default dtypes"
     print(f"bidlab warmup: compiling the CPU kernels for {', '.join(args.models)} in "
-          f"{', '.join(args.dtypes)}", flush=True)
-    report = warmup(args.models, args.dtypes, echo=lambda line: print(line, flush=True))
+          f"{dtypes}", flush=True)
+    processes = args.processes if args.processes is not None else default_processes()
+    if processes < 1:
+        print(f"bidlab warmup: --processes must be >= 1; got {processes}", file=sys.stderr)
+        return 2
+    report = warmup(args.models, args.dtypes, echo=lambda line: print(line, flush=True),
+                    processes=processes)
     print(f"done in {report.seconds:.1f} s: {report.compiled} kernel specializations "
           f"compiled, {report.loaded} already cached")
     for folder in report.cache_dirs:

@@ -40,6 +40,13 @@ def blobs(
     Centres are N(0, center_scale^2) per coordinate; each point is its centre plus
     N(0, spread^2) noise, so ``center_scale / spread`` sets how well separated the clusters
     are. Clusters get (nearly) equal sizes, in shuffled order.
+
+    Examples
+    --------
+    >>> from bidlab.datasets import blobs
+    >>> data = blobs(300, 2, 3, seed=0)
+    >>> data.X.shape, data.centers.shape
+    ((300, 2), (3, 2))
     """
     _check(n, d, k)
     rng = np.random.default_rng(seed)

@@ -63,12 +63,20 @@ def load_snap_edges(path: str | os.PathLike, *, directed: bool = True,
     indices ``0..n-1`` in increasing id order, and ``EdgeList.ids`` maps them back. Every
     vertex that appears in an edge is a vertex of the graph.
 
-    Args:
-        path: the file (plain or gzip).
-        directed: False reads each line as an undirected edge: both directions are stored
-            (a self-loop once).
-        dtype: float type of the weights.
-        cap: decompressed-size cap in bytes (default: :func:`bidlab._bounded_io.max_decompressed`).
+    Parameters
+    ----------
+    path
+        the file (plain or gzip).
+    directed
+        False reads each line as an undirected edge: both directions are stored
+        (a self-loop once).
+    dtype
+        float type of the weights.
+    cap
+        decompressed-size cap in bytes (default: :func:`bidlab._bounded_io.max_decompressed`).
+
+    Notes
+    -----
 
     Returns:
         :class:`EdgeList` (``A``: n x n CSR, ``ids``: original ids).

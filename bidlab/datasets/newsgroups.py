@@ -75,13 +75,19 @@ def load_20newsgroups(
 ) -> Corpus:
     """20 Newsgroups (bydate) as a labelled word-count :class:`Corpus`.
 
-    Args:
-        shared: the shared data folder (default: :func:`shared_data_dir`).
-        subset: ``"train"`` (11,314 docs), ``"test"`` (7,532) or ``"all"``.
-        remove: any of ``"headers"``, ``"footers"``, ``"quotes"``.
-        categories: keep only these newsgroups (labels index their sorted order).
-        **vectorizer_options: passed to :func:`load_text_folder` (``min_df``,
-            ``vocabulary=train.vocab`` for the test split, ...).
+    Parameters
+    ----------
+    shared
+        the shared data folder (default: :func:`shared_data_dir`).
+    subset
+        ``"train"`` (11,314 docs), ``"test"`` (7,532) or ``"all"``.
+    remove
+        any of ``"headers"``, ``"footers"``, ``"quotes"``.
+    categories
+        keep only these newsgroups (labels index their sorted order).
+    **vectorizer_options
+        passed to :func:`load_text_folder` (``min_df``,
+        ``vocabulary=train.vocab`` for the test split, ...).
     """
     if subset not in ("train", "test", "all"):
         raise ValueError(f"subset must be 'train', 'test' or 'all', got {subset!r}")

@@ -109,18 +109,35 @@ def synthetic_lda_corpus(
 ) -> Corpus:
     """A corpus drawn from LDA with planted, legible topics (deterministic for a seed).
 
-    Args:
-        n_docs, n_words, k: documents, vocabulary size, topics.
-        doc_len: ``(lo, hi)`` for lengths uniform in lo..hi, or a mean for Poisson lengths.
-        alpha: Dirichlet prior on each document's topic proportions (scalar or length k).
-        beta: None for exact Zipf topics, else the mean Dirichlet parameter per word of the
-            noise around them (see :func:`planted_topics`).
-        zipf: exponent of the word-frequency law within a topic (0 = uniform).
-        vocab_style: ``"words"`` (syllable words; a topic's words share a stem) or
-            ``"tagged"`` (``t03_w0012``).
+    Parameters
+    ----------
+    n_docs, n_words, k
+        documents, vocabulary size, topics.
+    doc_len
+        ``(lo, hi)`` for lengths uniform in lo..hi, or a mean for Poisson lengths.
+    alpha
+        Dirichlet prior on each document's topic proportions (scalar or length k).
+    beta
+        None for exact Zipf topics, else the mean Dirichlet parameter per word of the
+        noise around them (see :func:`planted_topics`).
+    zipf
+        exponent of the word-frequency law within a topic (0 = uniform).
+    vocab_style
+        ``"words"`` (syllable words; a topic's words share a stem) or
+        ``"tagged"`` (``t03_w0012``).
+
+    Notes
+    -----
 
     Returns a :class:`Corpus` with ``topics`` (k x n_words, rows sum to 1) and ``theta``
     (n_docs x k) set.
+
+    Examples
+    --------
+    >>> from bidlab.datasets import synthetic_lda_corpus
+    >>> corpus = synthetic_lda_corpus(n_docs=100, n_words=50, k=4, seed=0)
+    >>> corpus.X.shape, corpus.topics.shape
+    ((100, 50), (4, 50))
     """
     if n_docs < 1 or k < 1 or n_words < k:
         raise ValueError(

@@ -58,16 +58,32 @@ def synthetic_glm(
 ) -> GLMData:
     """Draw a sparse GLM problem ``(X, Y, W)`` (deterministic for a seed).
 
-    Args:
-        n, d, nnz_per_row: rows, features, distinct non-zeros per row (<= d / 2).
-        n_targets: independent targets for ``linear``/``logistic``.
-        classes: number of classes; implies ``link="softmax"``.
-        link: ``"linear"``, ``"logistic"`` (default) or ``"softmax"``.
-        powerlaw: True for feature popularity ~ 1/(j+1), a float for another exponent,
-            False for uniform features.
-        values: ``"binary"`` (all 1, like a9a) or ``"lognormal"`` (positive, varied).
-        signal: standard deviation of each target's margin ``X @ W`` (W is scaled to it).
-        noise: standard deviation of the Gaussian noise added for ``linear``.
+    Parameters
+    ----------
+    n, d, nnz_per_row
+        rows, features, distinct non-zeros per row (<= d / 2).
+    n_targets
+        independent targets for ``linear``/``logistic``.
+    classes
+        number of classes; implies ``link="softmax"``.
+    link
+        ``"linear"``, ``"logistic"`` (default) or ``"softmax"``.
+    powerlaw
+        True for feature popularity ~ 1/(j+1), a float for another exponent,
+        False for uniform features.
+    values
+        ``"binary"`` (all 1, like a9a) or ``"lognormal"`` (positive, varied).
+    signal
+        standard deviation of each target's margin ``X @ W`` (W is scaled to it).
+    noise
+        standard deviation of the Gaussian noise added for ``linear``.
+
+    Examples
+    --------
+    >>> from bidlab.datasets import synthetic_glm
+    >>> X, y, w = synthetic_glm(1000, 200, 10, seed=0)
+    >>> X.shape
+    (1000, 200)
     """
     if link is None:
         link = "softmax" if classes is not None else "logistic"

@@ -216,22 +216,37 @@ def load_text_folder(
 ) -> Corpus:
     """Load a folder or tar archive of text files as a word-count :class:`Corpus`.
 
-    Args:
-        path: a folder, or a ``.tar``/``.tar.gz`` file, of one document per file.
-        subset: keep only documents under a top folder ``subset`` (or ``*-subset``).
-        categories: keep only documents whose parent folder is one of these.
-        min_df, max_df, max_features, stop_words, lowercase, token_pattern: as in
-            scikit-learn's ``CountVectorizer`` (ignored for pruning when ``vocabulary`` is
-            given).
-        encoding: text encoding of the files (Latin-1 decodes any bytes).
-        vocabulary: fixed column words, e.g. ``train.vocab`` to count a test split the same.
-        label_names: fixed label order, e.g. ``train.label_names`` (default: sorted names).
-        preprocess: applied to each document's text before tokenising (e.g. strip headers).
-        dtype: dtype of the count matrix.
-        name: the corpus name (default: the file or folder name).
-        max_decompressed: cap on how far into an archive's decompressed content members
-            are read (default 4 GiB or the memory budget, whichever is smaller;
-            ``$BIDLAB_MAX_DECOMPRESSED``).
+    Parameters
+    ----------
+    path
+        a folder, or a ``.tar``/``.tar.gz`` file, of one document per file.
+    subset
+        keep only documents under a top folder ``subset`` (or ``*-subset``).
+    categories
+        keep only documents whose parent folder is one of these.
+    min_df, max_df, max_features, stop_words, lowercase, token_pattern
+        as in
+        scikit-learn's ``CountVectorizer`` (ignored for pruning when ``vocabulary`` is
+        given).
+    encoding
+        text encoding of the files (Latin-1 decodes any bytes).
+    vocabulary
+        fixed column words, e.g. ``train.vocab`` to count a test split the same.
+    label_names
+        fixed label order, e.g. ``train.label_names`` (default: sorted names).
+    preprocess
+        applied to each document's text before tokenising (e.g. strip headers).
+    dtype
+        dtype of the count matrix.
+    name
+        the corpus name (default: the file or folder name).
+    max_decompressed
+        cap on how far into an archive's decompressed content members
+        are read (default 4 GiB or the memory budget, whichever is smaller;
+        ``$BIDLAB_MAX_DECOMPRESSED``).
+
+    Notes
+    -----
 
     Labels are the parent folder names, encoded as indices into ``label_names``; ``doc_ids``
     are the paths relative to ``path``.

@@ -197,17 +197,27 @@ def load_uci_bow(
 ) -> Corpus:
     """Load a UCI bag-of-words collection as a :class:`Corpus` (documents x vocabulary).
 
-    Args:
-        path: a folder holding ``docword.NAME.txt[.gz]`` and ``vocab.NAME.txt[.gz]``, or the
-            docword file itself (plain or gzip).
-        name: the collection name (``"kos"``) when the folder holds several.
-        vocab: the vocabulary file; default: ``vocab.NAME.txt[.gz]`` beside the docword file.
-            ``False`` skips it and names the words ``w1 .. wW``.
-        dtype: dtype of the count matrix.
-        max_decompressed: cap on the bytes a gzip file may expand to (default 4 GiB or the
-            memory budget, whichever is smaller; ``$BIDLAB_MAX_DECOMPRESSED``).
-        memory_budget: what the header's D, W and NNZ may ask for (default a quarter of
-            the machine's memory; ``$BIDLAB_MEMORY_BUDGET``), checked before the body is read.
+    Parameters
+    ----------
+    path
+        a folder holding ``docword.NAME.txt[.gz]`` and ``vocab.NAME.txt[.gz]``, or the
+        docword file itself (plain or gzip).
+    name
+        the collection name (``"kos"``) when the folder holds several.
+    vocab
+        the vocabulary file; default: ``vocab.NAME.txt[.gz]`` beside the docword file.
+        ``False`` skips it and names the words ``w1 .. wW``.
+    dtype
+        dtype of the count matrix.
+    max_decompressed
+        cap on the bytes a gzip file may expand to (default 4 GiB or the
+        memory budget, whichever is smaller; ``$BIDLAB_MAX_DECOMPRESSED``).
+    memory_budget
+        what the header's D, W and NNZ may ask for (default a quarter of
+        the machine's memory; ``$BIDLAB_MEMORY_BUDGET``), checked before the body is read.
+
+    Notes
+    -----
 
     Document i of the file is row i-1 and ``doc_ids`` holds the 1-based UCI IDs.
     """
@@ -251,5 +261,13 @@ def load_uci_bow(
 def load_kos(
     shared: str | os.PathLike | None = None, dtype: np.dtype | type = np.float32
 ) -> Corpus:
-    """The KOS blog corpus (D=3430, W=6906, 467,714 tokens) from the shared data folder."""
+    """The KOS blog corpus (D=3430, W=6906, 467,714 tokens) from the shared data folder.
+
+    Examples
+    --------
+    >>> from bidlab.datasets import load_kos
+    >>> corpus = load_kos()  # doctest: +SKIP
+    >>> corpus.X.shape  # doctest: +SKIP
+    (3430, 6906)
+    """
     return load_uci_bow(resolve_shared(shared, "uci-kos"), "kos", dtype=dtype)

@@ -95,6 +95,7 @@ class CenterWork:
         self.part = backend.zeros((self.nparts, k, d), np.float64, xp)
         self.pc = backend.zeros((self.nparts, k), np.float64, xp)
         self._blocks: tuple[Any, ...] | None = None
+        self._tmp: tuple[Any, Any] | None = None
 
     def blocks(self, dtype: Any) -> tuple[Any, ...]:
         """Per-thread scratch of :func:`~bidlab.kern.kmeans_lloyd.lloyd_block` (made on
@@ -113,11 +114,8 @@ class CenterWork:
 
     def reset(self) -> None:
         """Zero the partials (start of an accumulation)."""
-        if self.cpu:
-            _zero_parts(self.part, self.pc)
-        else:
-            self.part.fill(0)
-            self.pc.fill(0)
+        self.part.fill(0)  # a memset: no kernel to compile
+        self.pc.fill(0)
 
     def add(self, X: Any, labels: Any, w: Any = None) -> None:
         """Add a block's per-cluster (weighted) row sums and weights to the partials."""
@@ -129,7 +127,10 @@ class CenterWork:
     def total(self, sums: Any, counts: Any) -> None:
         """Add the accumulated sums and weights to ``sums`` (k x d) and ``counts`` (k,)."""
         if self.cpu:
-            _reduce_parts(self.part, self.pc, self.nparts, sums, counts)
+            if self._tmp is None or self._tmp[0].dtype != sums.dtype:
+                self._tmp = (np.empty(sums.shape, sums.dtype),
+                             np.empty(counts.shape, counts.dtype))
+            _reduce_parts(self.part, self.pc, self.nparts, sums, counts, self._tmp)
         else:
             sums += self.part.sum(axis=0)
             counts += self.pc.sum(axis=0)
@@ -139,13 +140,6 @@ class CenterWork:
         self.reset()
         self.part[0] = sums
         self.pc[0] = counts
-
-
-@numba.njit(parallel=True, cache=True, nogil=True)
-def _zero_parts(part, pc):  # pragma: no cover - compiled
-    for t in numba.prange(part.shape[0]):
-        part[t, :, :] = 0.0
-        pc[t, :] = 0.0
 
 
 
@@ -209,16 +203,19 @@ def _sums_csr_cpu(indptr, indices, data, labels, w, part, pc, nparts,
                 part[t, j, indices[p]] += wi * data[p]
 
 
-@numba.njit(parallel=True, fastmath={"reassoc", "contract"}, cache=True, nogil=True)
-def _reduce_parts(part, pc, nparts, sums, counts):  # pragma: no cover - compiled
-    k, d = sums.shape
-    for j in numba.prange(k):
-        out = sums[j]
-        for t in range(nparts):
-            counts[j] += pc[t, j]
-            row = part[t, j]
-            for q in range(d):
-                out[q] += row[q]
+def _reduce_parts(part: Any, pc: Any, nparts: int, sums: Any, counts: Any,
+                  tmp: tuple[Any, Any] | None = None) -> None:
+    """Add the first ``nparts`` partials to ``sums`` and ``counts``, part 0 first.
+
+    numpy, not a compiled loop: k x d x nparts additions are little beside the pass that
+    filled the partials, and a parallel numba kernel here cost seconds of compiling on
+    first use. ``tmp`` (k x d, k): kept buffers, so a step allocates nothing.
+    """
+    ts, tc = tmp if tmp is not None else (np.empty_like(sums), np.empty_like(counts))
+    np.sum(part[:nparts], axis=0, out=ts)
+    sums += ts
+    np.sum(pc[:nparts], axis=0, out=tc)
+    counts += tc
 
 
 def _accumulate(X: Any, labels: Any, w: Any, part: Any, pc: Any, nparts: int,

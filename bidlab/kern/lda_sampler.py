@@ -258,7 +258,7 @@ def _sample_cpu(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
         lo = np.searchsorted(indptr[:ndocs], (nnz * c) // nch)
         hi = np.searchsorted(indptr[:ndocs], (nnz * (c + 1)) // nch) if c < nch - 1 else ndocs
         if c == 0:
-            lo = 0
+            lo = np.int64(0)  # not a literal 0: one specialization of _sample_rows
             _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, temp,
                          hot, theta_hat, phi_hat, with_phi, nsamps, key)
         else:
@@ -278,8 +278,9 @@ def _sample_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, h
     if with_phi:
         for i in range(rows.shape[0]):
             phi_hat[rows[i], :] = 0
-    _sample_rows(0, theta.shape[0], indptr, indices, counts, theta, cnt, a, beta, invden,
-                 temp, hot, theta_hat, phi_hat, with_phi, nsamps, key)
+    # np.int64(0), not 0: a literal would compile a second specialization of _sample_rows
+    _sample_rows(np.int64(0), theta.shape[0], indptr, indices, counts, theta, cnt, a, beta,
+                 invden, temp, hot, theta_hat, phi_hat, with_phi, nsamps, key)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -291,7 +292,7 @@ def _sweeps_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, h
         if last:
             for r in range(rows.shape[0]):
                 phi_hat[rows[r], :] = 0
-        _sample_rows(0, theta.shape[0], indptr, indices, counts, theta, cnt, a, beta,
+        _sample_rows(np.int64(0), theta.shape[0], indptr, indices, counts, theta, cnt, a, beta,
                      invden, temp, hot, theta_hat, phi_hat, last, nsamps,
                      stream_key_nb(seed, step + np.uint64(i)))
         for d in range(theta.shape[0]):

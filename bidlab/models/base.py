@@ -257,7 +257,20 @@ def _guarded(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
 
 
 def load(path: str | os.PathLike) -> BidlabEstimator:
-    """Read any estimator written by ``save(path)``."""
+    """Read any estimator written by ``save(path)``.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> import numpy as np
+    >>> from bidlab.models import KMeans, load
+    >>> X = np.random.default_rng(0).random((60, 3))
+    >>> km = KMeans(n_clusters=2, random_state=0).fit(X)
+    >>> path = os.path.join(tempfile.mkdtemp(), "km")
+    >>> _ = km.save(path)
+    >>> bool((load(path).predict(X) == km.predict(X)).all())
+    True
+    """
     return BidlabEstimator.load(path)
 
 

@@ -69,43 +69,63 @@ __all__ = ["GLM", "SweepResult", "best_config", "glm_sweep"]
 class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
     """A generalized linear model over one or many targets, trained by minibatch SGD.
 
-    Args:
-        link: ``"linear"``, ``"logistic"``, ``"softmax"`` or ``"svm"``, or a list with one
-            link per model target (targets may mix links).
-        lrate: learning rate: ``"auto"`` (the default) picks one per model target from
-            :data:`~bidlab.models.glm.auto_rate.RATE_GRID` by a one-pass pilot on an
-            eighth of the rows, all candidates trained side by side (reported as
-            ``lrate_``); or a number, or one per model target (a sweep). Rates are large
-            on purpose: ``average`` takes out the noise they leave.
-        l1, l2: L1 / L2 penalty weights (on the mean loss: ``l2 / 2 * |w|^2``), a number
-            or one per target. The default ``l2=1e-4`` is scikit-learn's ``SGDClassifier``
-            ``alpha``: without it, many passes over sparse data with rare features grow
-            their weights until held-out log loss suffers.
-        targmap: which column of ``Y`` each model target learns; ``[0] * 32`` trains 32
-            copies of target 0 (e.g. with 32 different ``lrate`` / ``l2``). None: one model
-            target per column of ``Y``.
-        updater: ``"adagrad"`` (per-weight step sizes; the default) or ``"grad"`` (plain).
-        batch_size: rows per minibatch (at most the number of samples).
-        n_passes: passes over the data in ``fit``.
-        average: the last fraction of ``fit``'s updates whose iterates are averaged into
-            the final model (Polyak-Ruppert averaging; 0: keep the last iterate). One
-            iterate in ``average_every_`` is added, so that averaging costs about a tenth
-            of the run on wide sparse data. ``partial_fit`` does not average.
-        shuffle: visit the rows in a random order (drawn once, seeded by
-            ``random_state``); ``partial_fit`` keeps the given order.
-        random_state: seed for the shuffle (None, an int or a numpy random generator).
-        dtype: None / ``"auto"`` (float64 data trains a float64 model, anything else
-            float32), ``float32`` or ``float64``.
-        device: ``"cpu"`` (numpy/numba) or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
-        class_weight: for a classifier with one data target: None, ``"balanced"`` (class
-            c weighs n / (n_classes * count of c)) or a dict {label: weight}; multiplies
-            ``sample_weight``. ``partial_fit`` takes a dict only.
-        warm_start: a fitted GLM's ``fit`` continues from its weights (and the updater's
-            state) instead of starting again.
-        n_jobs: CPU threads of the kernels in fit and predict, through threadpoolctl
-            (None: as the process is set; -1: every core).
-        verbose: 0 silent, 1 a progress bar with the pass summaries, 2 a line per pass (on
-            stderr).
+    Parameters
+    ----------
+    link
+        ``"linear"``, ``"logistic"``, ``"softmax"`` or ``"svm"``, or a list with one
+        link per model target (targets may mix links).
+    lrate
+        learning rate: ``"auto"`` (the default) picks one per model target from
+        :data:`~bidlab.models.glm.auto_rate.RATE_GRID` by a one-pass pilot on an
+        eighth of the rows, all candidates trained side by side (reported as
+        ``lrate_``); or a number, or one per model target (a sweep). Rates are large
+        on purpose: ``average`` takes out the noise they leave.
+    l1, l2
+        L1 / L2 penalty weights (on the mean loss: ``l2 / 2 * |w|^2``), a number
+        or one per target. The default ``l2=1e-4`` is scikit-learn's ``SGDClassifier``
+        ``alpha``: without it, many passes over sparse data with rare features grow
+        their weights until held-out log loss suffers.
+    targmap
+        which column of ``Y`` each model target learns; ``[0] * 32`` trains 32
+        copies of target 0 (e.g. with 32 different ``lrate`` / ``l2``). None: one model
+        target per column of ``Y``.
+    updater
+        ``"adagrad"`` (per-weight step sizes; the default) or ``"grad"`` (plain).
+    batch_size
+        rows per minibatch (at most the number of samples).
+    n_passes
+        passes over the data in ``fit``.
+    average
+        the last fraction of ``fit``'s updates whose iterates are averaged into
+        the final model (Polyak-Ruppert averaging; 0: keep the last iterate). One
+        iterate in ``average_every_`` is added, so that averaging costs about a tenth
+        of the run on wide sparse data. ``partial_fit`` does not average.
+    shuffle
+        visit the rows in a random order (drawn once, seeded by
+        ``random_state``); ``partial_fit`` keeps the given order.
+    random_state
+        seed for the shuffle (None, an int or a numpy random generator).
+    dtype
+        None / ``"auto"`` (float64 data trains a float64 model, anything else
+        float32), ``float32`` or ``float64``.
+    device
+        ``"cpu"`` (numpy/numba) or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
+    class_weight
+        for a classifier with one data target: None, ``"balanced"`` (class
+        c weighs n / (n_classes * count of c)) or a dict {label: weight}; multiplies
+        ``sample_weight``. ``partial_fit`` takes a dict only.
+    warm_start
+        a fitted GLM's ``fit`` continues from its weights (and the updater's
+        state) instead of starting again.
+    n_jobs
+        CPU threads of the kernels in fit and predict, through threadpoolctl
+        (None: as the process is set; -1: every core).
+    verbose
+        0 silent, 1 a progress bar with the pass summaries, 2 a line per pass (on
+        stderr).
+
+    Notes
+    -----
 
     Learned attributes: ``coef_`` (targets' columns x features, like scikit-learn's),
     ``intercept_``, ``classes_`` (one target: its labels; several binary targets with the
@@ -118,6 +138,19 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
     those passes, summed over targets; CPU only: on a GPU no training loss is computed,
     as that would wait for the device every minibatch); the engine ``model_``,
     ``updater_`` and ``mixins_``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bidlab.models import GLM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((500, 4))
+    >>> y = (X[:, 0] > 0).astype(int)
+    >>> clf = GLM("logistic", n_passes=5, random_state=0).fit(X, y)
+    >>> bool(clf.score(X, y) > 0.9)
+    True
+    >>> clf.predict_proba(X[:2]).shape
+    (2, 2)
     """
 
     PARAMS = (
@@ -430,5 +463,18 @@ def glm_sweep(
     The grid is replicated through the target map, so ``fit`` shares each sparse product
     among all configurations. ``n_targets``: data target columns (1 for a label vector).
     Pick the winner with :func:`best_config`. An axis left out keeps ``GLM``'s default.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bidlab.models import best_config, glm_sweep
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.standard_normal((400, 4))
+    >>> y = (X[:, 0] + X[:, 1] > 0).astype(int)
+    >>> sweep = glm_sweep("logistic", lrate=[0.1, 1.0], l2=[0.0, 1e-3], n_passes=3,
+    ...                   random_state=0).fit(X, y)
+    >>> best = best_config(sweep, X, y)
+    >>> len(best.table())
+    4
     """
     return GLM(link, **sweep_params(lrate, l1, l2, n_targets), **params)

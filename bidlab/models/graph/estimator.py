@@ -51,23 +51,35 @@ def _valid_weights(x: Any) -> bool:
 class PageRank(BidlabEstimator):
     """PageRank of a graph's vertices, networkx's power iteration.
 
-    Args:
-        damping: probability of following an out-edge at each step (networkx's ``alpha``),
-            in (0, 1); the rest teleports by ``personalization``.
-        tol: stop when an iteration changes the scores by less than ``tol * n`` in L1 norm
-            (networkx's rule).
-        max_iter: most iterations; if the change is still above the tolerance then, the
-            scores are kept and a ``ConvergenceWarning`` says so (networkx raises).
-        personalization: teleport weights, one per vertex (a length-n array) or a dict
-            {vertex index: weight} (missing vertices weigh 0); normalised to sum 1. None:
-            uniform.
-        dangling: where the score of a vertex without out-edges goes, in the same form;
-            None: by ``personalization`` (networkx's default).
-        directed: False reads every stored edge as undirected: the graph is
-            ``maximum(A, A.T)`` (an edge stored in one direction or both is one edge).
-        dtype: float32 or float64 (default: float64; float32 cannot reach a tolerance
-            much below 1e-7 per vertex).
-        device: ``"cpu"`` or ``"gpu"``; None (default): where the graph lives.
+    Parameters
+    ----------
+    damping
+        probability of following an out-edge at each step (networkx's ``alpha``),
+        in (0, 1); the rest teleports by ``personalization``.
+    tol
+        stop when an iteration changes the scores by less than ``tol * n`` in L1 norm
+        (networkx's rule).
+    max_iter
+        most iterations; if the change is still above the tolerance then, the
+        scores are kept and a ``ConvergenceWarning`` says so (networkx raises).
+    personalization
+        teleport weights, one per vertex (a length-n array) or a dict
+        {vertex index: weight} (missing vertices weigh 0); normalised to sum 1. None:
+        uniform.
+    dangling
+        where the score of a vertex without out-edges goes, in the same form;
+        None: by ``personalization`` (networkx's default).
+    directed
+        False reads every stored edge as undirected: the graph is
+        ``maximum(A, A.T)`` (an edge stored in one direction or both is one edge).
+    dtype
+        float32 or float64 (default: float64; float32 cannot reach a tolerance
+        much below 1e-7 per vertex).
+    device
+        ``"cpu"`` or ``"gpu"``; None (default): where the graph lives.
+
+    Notes
+    -----
 
     Edges: duplicate entries of a sparse matrix (a COO or non-canonical CSR input, an edge
     listed twice) are summed into one edge of their total weight; a self-loop ``A[i, i]``
@@ -78,6 +90,15 @@ class PageRank(BidlabEstimator):
     ``residuals_`` (the L1 change of each iteration), ``converged_`` (whether the
     tolerance was reached), ``model_`` (the
     :class:`~bidlab.models.graph.model.PageRankModel`).
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> from bidlab.models import PageRank
+    >>> A = sp.csr_matrix(([1.0, 1.0, 1.0], ([0, 1, 2], [1, 2, 0])), shape=(3, 3))  # a cycle
+    >>> pr = PageRank().fit(A)
+    >>> [round(float(s), 3) for s in pr.scores_]
+    [0.333, 0.333, 0.333]
     """
 
     PARAMS = (

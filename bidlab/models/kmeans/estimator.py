@@ -57,42 +57,72 @@ def _valid_dtype(x: Any) -> bool:
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BidlabEstimator):
     """k-means clustering with distances by GEMM.
 
-    Args:
-        n_clusters: number of clusters.
-        init: ``"k-means++"`` (default), ``"random"`` (n_clusters distinct rows) or an
-            n_clusters x d array.
-        n_init: runs from different seeds; the lowest inertia wins.
-        max_iter: most Lloyd iterations (``"lloyd"``) or the passes over the data
-            (``"minibatch"``).
-        tol: Lloyd stops when the centres' total squared shift is at most ``tol`` times the
-            mean feature variance (scikit-learn's rule), or when no label changes.
-            Minibatch steps stop on ``max_no_improvement`` only.
-        algorithm: ``"lloyd"`` (full batch) or ``"minibatch"`` (Sculley's update).
-        batch_size: rows per minibatch (``"minibatch"`` and ``partial_fit``; Lloyd works in
-            blocks of about 4M distances).
-        max_no_improvement: minibatch ``fit`` stops after this many steps in a row in
-            which the smoothed minibatch inertia reaches no new low (scikit-learn's
-            MiniBatchKMeans rule: per-sample inertia before each step, averaged
-            exponentially with weight ``min(1, 2 batch_size / (n + 1))``); None: never.
-            ``partial_fit`` never stops early.
-        bounds: prune Lloyd's distance computations with Hamerly's bounds (same result).
-        random_state: seed (None, an int, a numpy ``RandomState`` or ``Generator``) for
-            initialisation, re-seeding and minibatch order.
-        dtype: float32 or float64; None (default) follows the input (other types become
-            float64).
-        device: ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
-        warm_start: a fitted estimator's ``fit`` continues from its centres (one run,
-            ``n_iter_`` and ``n_steps_`` add up) instead of starting again.
-        n_jobs: CPU threads of the kernels in fit, predict, transform and score, through
-            threadpoolctl (None: as the process is set; -1: every core).
-        verbose: 0 silent, 1 a progress bar with the pass summaries, 2 a line per pass (on
-            stderr).
+    Parameters
+    ----------
+    n_clusters
+        number of clusters.
+    init
+        ``"k-means++"`` (default), ``"random"`` (n_clusters distinct rows) or an
+        n_clusters x d array.
+    n_init
+        runs from different seeds; the lowest inertia wins.
+    max_iter
+        most Lloyd iterations (``"lloyd"``) or the passes over the data
+        (``"minibatch"``).
+    tol
+        Lloyd stops when the centres' total squared shift is at most ``tol`` times the
+        mean feature variance (scikit-learn's rule), or when no label changes.
+        Minibatch steps stop on ``max_no_improvement`` only.
+    algorithm
+        ``"lloyd"`` (full batch) or ``"minibatch"`` (Sculley's update).
+    batch_size
+        rows per minibatch (``"minibatch"`` and ``partial_fit``; Lloyd works in
+        blocks of about 4M distances).
+    max_no_improvement
+        minibatch ``fit`` stops after this many steps in a row in
+        which the smoothed minibatch inertia reaches no new low (scikit-learn's
+        MiniBatchKMeans rule: per-sample inertia before each step, averaged
+        exponentially with weight ``min(1, 2 batch_size / (n + 1))``); None: never.
+        ``partial_fit`` never stops early.
+    bounds
+        prune Lloyd's distance computations with Hamerly's bounds (same result).
+    random_state
+        seed (None, an int, a numpy ``RandomState`` or ``Generator``) for
+        initialisation, re-seeding and minibatch order.
+    dtype
+        float32 or float64; None (default) follows the input (other types become
+        float64).
+    device
+        ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
+    warm_start
+        a fitted estimator's ``fit`` continues from its centres (one run,
+        ``n_iter_`` and ``n_steps_`` add up) instead of starting again.
+    n_jobs
+        CPU threads of the kernels in fit, predict, transform and score, through
+        threadpoolctl (None: as the process is set; -1: every core).
+    verbose
+        0 silent, 1 a progress bar with the pass summaries, 2 a line per pass (on
+        stderr).
+
+    Notes
+    -----
 
     Learned: ``cluster_centers_`` (n_clusters x d), ``labels_``, ``inertia_`` (weighted sum of
     squared distances to the nearest centre), ``n_iter_`` (Lloyd iterations, or passes
     over the data begun by minibatch steps), ``n_steps_`` (minibatches),
     ``n_features_in_`` (and ``feature_names_in_`` for DataFrames), ``model_`` (the
     :class:`~bidlab.models.kmeans.model.KMeansModel`).
+
+    Examples
+    --------
+    >>> from bidlab.datasets import blobs
+    >>> from bidlab.models import KMeans
+    >>> data = blobs(600, 2, 3, seed=0)
+    >>> km = KMeans(n_clusters=3, random_state=0).fit(data.X)
+    >>> km.cluster_centers_.shape
+    (3, 2)
+    >>> km.predict(data.X[:4]).shape
+    (4,)
     """
 
     #: a loaded estimator's shapes (bidlab.learn.persist_check): k centres x the features

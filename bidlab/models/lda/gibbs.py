@@ -324,17 +324,29 @@ class LDAGibbs(LDAEstimator):
 
     Parameters
     ----------
-    n_components: number of topics (>= 1).
-    nsamps: m, samples per token once annealed (> 0); higher is colder.
-    anneal: ``"constant"``, ``"linear"``, ``"log"`` or ``"inverse_linear"``.
-    nsamps0: m at the start of annealing (> 0).
-    anneal_passes: passes over which m anneals (default: ``n_passes``).
-    alpha, beta: symmetric Dirichlet priors (> 0).
-    batch_size: documents per minibatch (default: 64 on the CPU; on a GPU up to 8192, as long
+    n_components
+        number of topics (>= 1).
+    nsamps
+        m, samples per token once annealed (> 0); higher is colder.
+    anneal
+        ``"constant"``, ``"linear"``, ``"log"`` or ``"inverse_linear"``.
+    nsamps0
+        m at the start of annealing (> 0).
+    anneal_passes
+        passes over which m anneals (default: ``n_passes``).
+    alpha, beta
+        symmetric Dirichlet priors (> 0).
+    batch_size
+        documents per minibatch (default: 64 on the CPU; on a GPU up to 8192, as long
         as a pass keeps at least 16 minibatches).
-    n_passes, e_iters, e_iters_warm: passes of ``fit``; sampling sweeps per minibatch, and
+    n_passes, e_iters, e_iters_warm
+        passes of ``fit``; sampling sweeps per minibatch, and
         once warm-started (``fit``'s passes after the first).
-    tau0, kappa: the moving average's step rho_t = (tau0 + t)^-kappa.
+    tau0, kappa
+        the moving average's step rho_t = (tau0 + t)^-kappa.
+
+    Notes
+    -----
     total_docs, warm_docs, init, random_state, dtype, device, warm_start, n_jobs,
         verbose: as for :class:`bidlab.models.LDA`.
 
@@ -344,6 +356,15 @@ class LDAGibbs(LDAEstimator):
     ``check_estimator(LDAGibbs(), expected_failed_checks=LDAGibbs.EXPECTED_FAILED_CHECKS)``.
     Per-parameter temperatures: :meth:`set_temperature`, :attr:`temperature`,
     ``temperature_log_``.
+
+    Examples
+    --------
+    >>> from bidlab.datasets import synthetic_lda_corpus
+    >>> from bidlab.models import LDAGibbs
+    >>> corpus = synthetic_lda_corpus(n_docs=300, n_words=200, k=3, seed=0)
+    >>> lda = LDAGibbs(n_components=3, nsamps=10, n_passes=2, random_state=0).fit(corpus.X)
+    >>> lda.components_.shape
+    (3, 200)
     """
 
     #: scikit-learn's estimator checks that feed non-integer counts: name -> why it fails.

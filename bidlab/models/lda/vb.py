@@ -166,36 +166,69 @@ class LDA(LDAEstimator):
 
     Parameters
     ----------
-    n_components: number of topics (>= 1).
-    method: ``"online"`` (a step per minibatch, Hoffman's rho_t) or ``"batch"`` (one
+    n_components
+        number of topics (>= 1).
+    method
+        ``"online"`` (a step per minibatch, Hoffman's rho_t) or ``"batch"`` (one
         update per pass over the data).
-    alpha: symmetric Dirichlet prior on documents' topic proportions (> 0).
-    beta: symmetric Dirichlet prior on topics' word probabilities (> 0; eta in Hoffman).
-    batch_size: documents per minibatch (default: 512 on the CPU; on a GPU up to 16384, as
+    alpha
+        symmetric Dirichlet prior on documents' topic proportions (> 0).
+    beta
+        symmetric Dirichlet prior on topics' word probabilities (> 0; eta in Hoffman).
+    batch_size
+        documents per minibatch (default: 512 on the CPU; on a GPU up to 16384, as
         long as a pass keeps at least 16 minibatches).
-    n_passes: passes over the data made by ``fit``.
-    e_iters: E-step iterations per minibatch.
-    e_iters_warm: E-step iterations once warm-started (``fit``'s passes after the first;
+    n_passes
+        passes over the data made by ``fit``.
+    e_iters
+        E-step iterations per minibatch.
+    e_iters_warm
+        E-step iterations once warm-started (``fit``'s passes after the first;
         None: ``e_iters``).
-    tau0, kappa: the online step size rho_t = (tau0 + t)^-kappa.
-    total_docs: documents in the whole stream, for ``partial_fit`` (default: those of X).
-    warm_docs: in ``fit``, start each document's E-step from its values of the previous
+    tau0, kappa
+        the online step size rho_t = (tau0 + t)^-kappa.
+    total_docs
+        documents in the whole stream, for ``partial_fit`` (default: those of X).
+    warm_docs
+        in ``fit``, start each document's E-step from its values of the previous
         pass (keeps a documents x n_components matrix) instead of from a random point.
-    init: ``"kmeans"`` (topics nudged apart by a k-means clustering of the first
+    init
+        ``"kmeans"`` (topics nudged apart by a k-means clustering of the first
         documents) or ``"random"`` (scikit-learn's Gamma(100, 0.01) start).
-    random_state: initialisation seed (None: a fresh one). dtype: float32 or float64, the
-        model's arithmetic (``transform`` returns the input's float dtype). device: 'cpu',
-        'gpu' or None (the data's device).
-    warm_start: a fitted estimator's ``fit`` continues its model (scikit-learn's meaning:
+    random_state
+        initialisation seed (None: a fresh one).
+    dtype
+        float32 or float64, the model's arithmetic (``transform`` returns the input's
+        float dtype).
+    device
+        'cpu', 'gpu' or None (the data's device).
+    warm_start
+        a fitted estimator's ``fit`` continues its model (scikit-learn's meaning:
         ``n_passes_done_`` adds up) instead of starting again.
-    n_jobs: CPU threads of the kernels during fit, transform and score, through
+    n_jobs
+        CPU threads of the kernels during fit, transform and score, through
         threadpoolctl (None: as the process is set; -1: every core).
-    verbose: 0 silent, 1 a progress bar with the pass summaries, 2 a line per pass (on
+    verbose
+        0 silent, 1 a progress bar with the pass summaries, 2 a line per pass (on
         stderr; plain lines when it is not a terminal).
+    Attributes
+        ``components_`` (n_components x vocabulary, rows sum to 1), ``model_`` (the
 
-    Attributes: ``components_`` (n_components x vocabulary, rows sum to 1), ``model_`` (the
+    Notes
+    -----
     :class:`LDAModel`), ``n_features_in_``, ``n_empty_docs_``, ``n_batches_``,
     ``n_passes_done_``.
+
+    Examples
+    --------
+    >>> from bidlab.datasets import synthetic_lda_corpus
+    >>> from bidlab.models import LDA
+    >>> corpus = synthetic_lda_corpus(n_docs=300, n_words=200, k=3, seed=0)
+    >>> lda = LDA(n_components=3, n_passes=2, random_state=0).fit(corpus.X)
+    >>> lda.components_.shape
+    (3, 200)
+    >>> lda.transform(corpus.X[:2]).shape
+    (2, 3)
     """
 
     PARAMS: ClassVar[tuple[Option, ...]] = LDAEstimator.params_of(

@@ -72,37 +72,54 @@ def _valid_dtype(x: Any) -> bool:
 class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
     """Nonnegative matrix factorisation ``X ~ W @ H`` over the observed entries of ``X``.
 
-    Args:
-        n_components: k, the number of components (None: n_features).
-        init: ``"random"`` (scikit-learn's: ``|normal|`` draws times ``sqrt(mean(X) / k)``,
-            the same draws for the same ``random_state``), ``"nndsvda"`` (scikit-learn's
-            SVD-based start; missing entries of a dense ``X`` at the observed mean, of a
-            sparse one at zero), ``"custom"`` (``W`` and ``H`` given to ``fit``), or a
-            k x n_features array of initial components (each row of ``W`` then starts at
-            ``sqrt(mean(X) / k)``).
-        loss: ``"frobenius"`` (squared error) or ``"kl"`` (generalised Kullback-Leibler).
-        method: ``"batch"`` (one step of ``H`` per pass over the data, from the pass's
-            summed statistics: scikit-learn's ``solver="mu"``) or ``"online"`` (a step per
-            minibatch from decaying running sums, BIDMach's IncMult).
-        batch_size: rows per minibatch.
-        w_iters: multiplicative steps of a minibatch's row factors each time it is visited
-            (rows seen for the first time take at least 10); None: 1 for ``"batch"``
-            (scikit-learn's iteration) and 5 for ``"online"`` (measured on a rank-3
-            400 x 30 matrix, 30 passes: residual 144 with 1 step, 25 with 5).
-        max_iter: passes over the data (``fit``); the most ``W`` iterations of
-            ``transform``.
-        tol: stop when the error fell by less than ``tol`` times the first error over the
-            last 10 passes (checked every 10, as scikit-learn does; the first error is
-            the first pass's, not the initial one's); 0: run ``max_iter`` passes.
-        alpha_W, alpha_H, l1_ratio: scikit-learn's penalties: ``n_features * alpha_W``
-            times ``l1_ratio |W| + (1 - l1_ratio) ||W||^2 / 2``, and ``n_samples * alpha_H``
-            times the same of ``H`` (``alpha_H="same"``: ``alpha_W``); 0: none. The
-            reported errors and scores leave them out, as scikit-learn's do.
-        random_state: seed (None, an int, a numpy ``RandomState`` or ``Generator``) of the
-            random start and the online order.
-        verbose: print progress lines while fitting (0: silent).
-        dtype: float32 or float64; None (default) follows the input.
-        device: ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
+    Parameters
+    ----------
+    n_components
+        k, the number of components (None: n_features).
+    init
+        ``"random"`` (scikit-learn's: ``|normal|`` draws times ``sqrt(mean(X) / k)``,
+        the same draws for the same ``random_state``), ``"nndsvda"`` (scikit-learn's
+        SVD-based start; missing entries of a dense ``X`` at the observed mean, of a
+        sparse one at zero), ``"custom"`` (``W`` and ``H`` given to ``fit``), or a
+        k x n_features array of initial components (each row of ``W`` then starts at
+        ``sqrt(mean(X) / k)``).
+    loss
+        ``"frobenius"`` (squared error) or ``"kl"`` (generalised Kullback-Leibler).
+    method
+        ``"batch"`` (one step of ``H`` per pass over the data, from the pass's
+        summed statistics: scikit-learn's ``solver="mu"``) or ``"online"`` (a step per
+        minibatch from decaying running sums, BIDMach's IncMult).
+    batch_size
+        rows per minibatch.
+    w_iters
+        multiplicative steps of a minibatch's row factors each time it is visited
+        (rows seen for the first time take at least 10); None: 1 for ``"batch"``
+        (scikit-learn's iteration) and 5 for ``"online"`` (measured on a rank-3
+        400 x 30 matrix, 30 passes: residual 144 with 1 step, 25 with 5).
+    max_iter
+        passes over the data (``fit``); the most ``W`` iterations of
+        ``transform``.
+    tol
+        stop when the error fell by less than ``tol`` times the first error over the
+        last 10 passes (checked every 10, as scikit-learn does; the first error is
+        the first pass's, not the initial one's); 0: run ``max_iter`` passes.
+    alpha_W, alpha_H, l1_ratio
+        scikit-learn's penalties: ``n_features * alpha_W``
+        times ``l1_ratio |W| + (1 - l1_ratio) ||W||^2 / 2``, and ``n_samples * alpha_H``
+        times the same of ``H`` (``alpha_H="same"``: ``alpha_W``); 0: none. The
+        reported errors and scores leave them out, as scikit-learn's do.
+    random_state
+        seed (None, an int, a numpy ``RandomState`` or ``Generator``) of the
+        random start and the online order.
+    verbose
+        print progress lines while fitting (0: silent).
+    dtype
+        float32 or float64; None (default) follows the input.
+    device
+        ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
+
+    Notes
+    -----
 
     Learned: ``components_`` (k x n_features), ``reconstruction_err_`` (scikit-learn's
     scale: the Frobenius norm of the residual, or ``sqrt(2 KL)``, over the observed
@@ -116,6 +133,17 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
     ``n_components`` = n_features (the default on their 3-feature data) the factorisation
     is far from unique; scikit-learn's own ``NMF(solver="mu", init="random")`` fails the
     same two checks for the same reason.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bidlab.models import NMF
+    >>> X = np.random.default_rng(0).random((40, 6))
+    >>> nmf = NMF(n_components=2, max_iter=50, random_state=0).fit(X)
+    >>> nmf.components_.shape
+    (2, 6)
+    >>> bool((nmf.transform(X) >= 0).all())
+    True
     """
 
     PARAMS = (
