@@ -6,6 +6,7 @@
   :func:`glm_sweep` builds a sweep, :func:`best_config` picks its winner;
 * :class:`KMeans`: Lloyd's algorithm by GEMM distances, and a minibatch variant;
 * :class:`PageRank`: PageRank by power iteration, one sparse mat-vec per pass;
+* :class:`BayesNet`: Bayesian networks: Gibbs marginals with evidence, SAME Gibbs-EM;
 * :class:`~bidlab.models.lsq.LeastSquares`: the spine's small reference model (a bare
   :class:`bidlab.learn.Model`, trained by a :class:`bidlab.learn.Learner` directly).
 
@@ -14,6 +15,7 @@ Every estimator saves itself with ``est.save(path)`` (the pickle-free safe forma
 """
 
 from bidlab.models.base import BidlabEstimator, load
+from bidlab.models.bayesnet import BayesNet
 from bidlab.models.glm import GLM, best_config, glm_sweep
 from bidlab.models.graph import PageRank
 from bidlab.models.kmeans import KMeans
@@ -23,6 +25,7 @@ from bidlab.models.nmf import NMF
 
 __all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "NMF", "PageRank", "LeastSquares",
            "BidlabEstimator", "load", "glm_sweep", "best_config"]
+__all__ += ["BayesNet"]
 
 
 # -- modules of earlier versions ------------------------------------------------------------

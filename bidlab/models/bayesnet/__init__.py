@@ -9,6 +9,7 @@ engine on the Learner), ``estimator`` (the scikit-learn face, :class:`BayesNet`)
 """
 
 from bidlab.models.bayesnet.bif import read_bif, write_bif
+from bidlab.models.bayesnet.estimator import BayesNet
 from bidlab.models.bayesnet.network import BayesNetError, Network
 
-__all__ = ["Network", "BayesNetError", "read_bif", "write_bif"]
+__all__ = ["BayesNet", "Network", "BayesNetError", "read_bif", "write_bif"]

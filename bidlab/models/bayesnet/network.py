@@ -126,7 +126,10 @@ class Network:
             raise BayesNetError(f"row {r} of the table of {nm!r} (parents "
                                 f"{self.config_text(v, r)}) sums to {s[r]:.6g}, not 1 within "
                                 f"the tolerance {ROW_SUM_TOL:g}: fix the probabilities")
-        return t / s[:, None]
+        off = np.abs(s - 1.0) > 8 * np.finfo(np.float64).eps  # leave exact rows bit for bit
+        t = t.copy()
+        t[off] /= s[off, None]
+        return t
 
     # -- structure ------------------------------------------------------------------------
     @property
@@ -193,6 +196,11 @@ class Network:
         flat = np.asarray(flat, dtype=np.float64).ravel()
         tabs = [flat[off[v]:off[v + 1]].reshape(self.cpts[v].shape)
                 for v in range(self.n_vars)]
+        return Network(self.names, self.states, self.parents, tabs, self.name)
+
+    def uniform(self) -> Network:
+        """A copy of this network with every table row uniform (a start for learning)."""
+        tabs = [np.full(t.shape, 1.0 / t.shape[1]) for t in self.cpts]
         return Network(self.names, self.states, self.parents, tabs, self.name)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -66,8 +66,9 @@ class GibbsChains:
         ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
         >>> ch = GibbsChains(net, np.full((500, 2), -1, np.int32), seed=1)
         >>> ch.set_evidence({"b": "1"})
+        >>> ch.burn_in = 50
         >>> for _ in range(300):
-        ...     ch.sweep(record=ch.sweeps >= 50)
+        ...     ch.sweep()
         >>> abs(ch.marginals()[1] - 0.8 / 0.9) < 0.02   # P(a=1 | b=1) = 0.4 / 0.45
         True
     """
@@ -92,6 +93,8 @@ class GibbsChains:
         self.rb = np.zeros_like(self.cur)
         self.rb2 = np.zeros_like(self.cur)
         self.kept = 0
+        self.burn_in = 0  # sweeps after an evidence change before marginals are kept
+        self.thin = 1
         self._bad = np.zeros(self.X.shape[0], np.uint8)
         self._lj = np.zeros(self.X.shape[0])
 
@@ -175,12 +178,16 @@ class GibbsChains:
             self.X[j * n:(j + 1) * n] = self.X[:n]
             self.m_init += 1
 
-    def sweep(self, m_active: int = 1, record: bool = False, lo: int = 0,
+    def sweep(self, m_active: int = 1, record: bool | None = None, lo: int = 0,
               hi: int | None = None) -> None:
         """One sweep of every block over observations ``lo..hi`` of ``m_active`` replicas;
-        ``record`` adds the Rao-Blackwellised marginals to the sums (chains only)."""
+        ``record`` adds the Rao-Blackwellised marginals to the sums (chains only); None:
+        when ``burn_in`` sweeps have passed since the evidence changed, every ``thin``-th."""
         if self._pending is not None:
             self._apply_evidence()
+        if record is None:
+            k = self.since_evidence - self.burn_in
+            record = k >= 0 and k % self.thin == 0
         self.activate(m_active)
         t = self.t
         hi = self.n_obs if hi is None else int(hi)
