@@ -101,23 +101,32 @@ class BayesNet(BidlabEstimator):
     def from_bif(cls, path: str | os.PathLike, **params: Any) -> BayesNet:
         """An estimator on the network of a BIF file (its tables are ``network_``)."""
         bn = cls(read_bif(path), **params)
-        bn.network_ = bn.network
+        bn._network = bn.network
         return bn
 
     # -- fitted state ---------------------------------------------------------------------
     def __sklearn_is_fitted__(self) -> bool:
-        return getattr(self, "network_", None) is not None
+        return self.__dict__.get("_network") is not None
+
+    @property
+    def network_(self) -> Network:
+        """The network: the tables being learned while a learning run goes on, the learned
+        ones after it."""
+        check_is_fitted(self)
+        model = self.__dict__.get("model_")
+        if model is not None and model.learn:
+            return model.network
+        return self._network
 
     def _net(self) -> Network:
-        net = self.__dict__.get("network_")
-        if net is not None:
-            return net
+        if self.__dict__.get("_network") is not None:
+            return self.network_
         self._validate_params()
         if self.network is None:
             raise ValueError("BayesNet needs a network: BayesNet(network) with a Network or "
                              "a BIF path, or BayesNet.from_bif(path)")
         net = self.network if isinstance(self.network, Network) else read_bif(self.network)
-        self.network_ = net
+        self._network = net
         return net
 
     def _seed(self) -> int:
@@ -142,6 +151,7 @@ class BayesNet(BidlabEstimator):
     def _learner(self, X: Any, evidence: dict[str, Any] | None,
                  options: dict[str, Any]) -> Learner:
         net = self._net()
+        self._network = net  # a learning run's tables stay the network after a new run
         learn = X is not None
         if learn:
             data = np.asarray(X, dtype=np.float64)
@@ -189,11 +199,11 @@ class BayesNet(BidlabEstimator):
         """Learn the tables from ``X`` (rows = observations, one column per variable of
         ``network``: state indices, -1 or NaN where missing), starting from the network's
         tables; ``y`` is ignored."""
-        self.__dict__.pop("network_", None)
+        self.__dict__.pop("_network", None)
+        self.__dict__.pop("model_", None)
         lrn = self._learner(X, None, {})
         with self._threads():
             lrn.fit(progress=self._progress())
-        self.network_ = self.model_.network.with_tables(self.model_.modelmats[0].data)
         return self
 
     def log_likelihood(self, X: Any) -> float:

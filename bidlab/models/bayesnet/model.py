@@ -159,9 +159,10 @@ class BayesNetModel(Model):
         return c.reshape(1, -1)
 
     def end_pass(self, pass_: int) -> None:
-        if self.learn and self.chains is not None:
+        if self.learn and self.modelmats:
             self.network = self.network.with_tables(self.modelmats[0].data)
-            self.chains.set_tables(self.network)
+            if self.chains is not None:
+                self.chains.set_tables(self.network)
 
     def evaluate(self, batch: Minibatch) -> Any:
         return None
