@@ -10,10 +10,12 @@ loaded inline, so the charts work offline.
   temperatures (SAME Gibbs).
 * :class:`SweepView` -- a GLM hyperparameter sweep, one curve per configuration.
 * :class:`KMeansView` -- k-means cluster sizes and centre movement.
+* :class:`BayesNetView` -- a Bayesian network's marginals as bars; a click sets evidence.
 """
 
 from ._bokeh import LiveBokeh, load_bokehjs
 from ._pump import MAX_RATE, Pump, View, pump_for
+from .bayesnet_view import BayesNetView
 from .dashboard import Dashboard
 from .kmeans_view import KMeansView
 from .sweep import SweepView
@@ -21,6 +23,7 @@ from .topics import TopicBubbles, supports_temperature
 
 __all__ = [
     "MAX_RATE",
+    "BayesNetView",
     "Dashboard",
     "KMeansView",
     "LiveBokeh",
