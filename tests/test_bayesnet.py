@@ -67,13 +67,25 @@ def test_bnlearn_networks_round_trip(name, tmp_path):
     back = read_bif(write_bif(net, tmp_path / f"{name}.bif"))
     assert back.names == net.names and back.parents == net.parents
     assert all(np.array_equal(a, b) for a, b in zip(back.cpts, net.cpts, strict=True))
-    # every block of the colouring is independent: no two members are moral neighbours
-    adj = moral_graph(net.parents)
+    # the units of one block are independent: none writes a variable another one reads
     t = Tables.of(net)
+
+    def members(u):
+        m = {int(t.unit_a[u]), *t.det_idx[t.det_ptr[u]:t.det_ptr[u + 1]].tolist()}
+        return m | ({int(t.unit_b[u])} if t.unit_b[u] >= 0 else set())
+
+    def reads(u):
+        f = t.fac_idx[t.fac_ptr[u]:t.fac_ptr[u + 1]].tolist()
+        return set(f) | {p for x in f for p in net.parents[x]}
+
     for c in range(t.n_blocks):
-        block = set(t.blk_nodes[t.blk_ptr[c]:t.blk_ptr[c + 1]].tolist())
-        assert all(not (adj[v] & block) for v in block)
-    assert sorted(t.blk_nodes.tolist()) == list(range(net.n_vars))
+        block = t.blk_units[t.blk_ptr[c]:t.blk_ptr[c + 1]].tolist()
+        for a in block:
+            assert all(not (members(a) & reads(b)) for b in block if b != a)
+    assert moral_graph(net.parents)[0] is not None
+    drawn = set(t.unit_a.tolist()) | set(np.flatnonzero(t.is_det).tolist())
+    assert sorted(t.blk_units.tolist()) == list(range(t.unit_a.size))
+    assert drawn == set(range(net.n_vars))
 
 
 def test_bif_with_a_cycle_is_refused():

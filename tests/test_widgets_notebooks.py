@@ -23,6 +23,7 @@ from conftest import SHARED_DATA  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NAMES = ["01_quickstart.ipynb", "02_lda_live.ipynb", "03_glm_sweep.ipynb", "04_kmeans.ipynb"]
+NAMES += ["06_graphs_bayesnets.ipynb"]
 LIVE = NAMES[1:]  # the notebooks with a live learner (and its widgets)
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 #: What the live notebooks print once their learner has finished.
@@ -37,6 +38,9 @@ RESULT = {
     "04_kmeans.ipynb": [r"adjusted Rand index against the planted clusters: [01]\.\d+",
                         r"\n +7 +\d+ +\d+\.\d+\n"],
 }
+RESULT["06_graphs_bayesnets.ipynb"] = [r"\d+ iterations, converged: True",
+                                       r"evidence \{'\w+': '\w+'\}; \d+ sweeps kept",
+                                       r"max R-hat \d\.\d+"]
 
 
 def generator():

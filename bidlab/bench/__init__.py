@@ -19,5 +19,6 @@ BENCHMARKS: dict[str, str] = {
     "temperature": "SAME Gibbs with heated parameters vs without",
     "coldstart": "first fit of a fresh process: empty kernel cache, after warmup, warm",
     "pagerank": "PageRank vs networkx and a scipy power iteration (SNAP, R-MAT)",
+    "bayesnet": "Bayesian-network Gibbs vs exact, pyAgrum and pgmpy; SAME Gibbs-EM",
 }
 """Benchmark name -> one-line summary; the name is the module ``bidlab.bench.<name>``."""

@@ -5,9 +5,10 @@ variables). A network is handed over as flat arrays (:class:`bidlab.models.bayes
 Tables` builds them): ``cpt`` (every table, row-major, one after the other, ``off[v]``
 where variable ``v``'s starts), ``card`` (state counts), the parents of each variable with
 their strides in its configuration index (``par_ptr``, ``par_idx``, ``par_stride``), the
-tables each variable's draw multiplies (``fac_ptr``, ``fac_idx``), the deterministic
-variables drawn with it (``det_ptr``, ``det_idx``, ``is_det``) and the colour blocks
-(``blk_ptr``, ``blk_nodes``).
+units drawn (a variable, with a strongly coupled child: ``unit_a``, ``unit_b``), the tables
+each unit's draw multiplies (``fac_ptr``, ``fac_idx``), the deterministic variables drawn
+with it (``det_ptr``, ``det_idx``) and the colour blocks of units (``blk_ptr``,
+``blk_units``).
 
 One :func:`sweep` draws, block after block, every free variable of the block in every row
 from its full conditional (numpy oracle for one row ``x`` and variable ``v``)::
@@ -57,10 +58,10 @@ def _clamped(ev, obs, i, v):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always")
-def _recompute(x, ev, obs, i, v, det_ptr, det_idx, cpt, off, card, par_ptr, par_idx,
+def _recompute(x, ev, obs, i, u, det_ptr, det_idx, cpt, off, card, par_ptr, par_idx,
                par_stride):  # pragma: no cover - compiled
-    """Set the free deterministic variables hanging on ``v`` from their parents."""
-    for q in range(det_ptr[v], det_ptr[v + 1]):
+    """Set the free deterministic variables hanging on unit ``u`` from their parents."""
+    for q in range(det_ptr[u], det_ptr[u + 1]):
         d = det_idx[q]
         if _clamped(ev, obs, i, d):
             continue
@@ -75,19 +76,22 @@ def _recompute(x, ev, obs, i, v, det_ptr, det_idx, cpt, off, card, par_ptr, par_
 
 @adaptive_kernel(cache=True, nogil=True)
 def sweep(X, obs, ev, n_obs, m_active, lo, hi, cpt, off, card, par_ptr, par_idx,
-          par_stride, fac_ptr, fac_idx, det_ptr, det_idx, is_det, blk_ptr, blk_nodes, key,
-          rb, rb_off, record, bad):  # pragma: no cover - compiled
+          par_stride, unit_a, unit_b, fac_ptr, fac_idx, det_ptr, det_idx, blk_ptr,
+          blk_units, key, rb, rb_off, record, bad):  # pragma: no cover - compiled
     """One Gibbs sweep over observations ``lo..hi`` of the first ``m_active`` replicas.
 
-    ``fac_idx[fac_ptr[v]:fac_ptr[v + 1]]``: the variables whose table holds ``v`` or one
-    of its deterministic descendants ``det_idx[det_ptr[v]:det_ptr[v + 1]]`` (those are
-    recomputed from their parents with ``v``: drawn jointly with it, so deterministic
-    links do not lock the chain). ``is_det[v]``: ``v`` itself is deterministic given its
-    parents and is never drawn on its own.
+    A unit ``u`` draws variable ``unit_a[u]`` jointly with ``unit_b[u]`` (a strongly
+    coupled child, or -1 for none) from the product of the tables
+    ``fac_idx[fac_ptr[u]:fac_ptr[u + 1]]`` (every table holding a variable the unit
+    writes), with the deterministic descendants ``det_idx[det_ptr[u]:det_ptr[u + 1]]``
+    recomputed from their parents for each candidate (drawn jointly too, so neither
+    deterministic nor near-deterministic links lock the chain). Units of one block share
+    no table, so a block's units are drawn at once.
 
-    ``record``: write each free variable's normalised conditional (its Rao-Blackwellised
-    marginal) to ``rb[r, rb_off[v] + s]``. ``bad[r]`` is set to 1 where a variable's
-    conditional was all zero (the row's state has probability zero; it is left as is).
+    ``record``: write the first variable's marginal under the unit's normalised joint
+    conditional (its Rao-Blackwellised marginal) to ``rb[r, rb_off[v] + s]``. ``bad[r]``
+    is set to 1 where a unit's conditional was all zero (the row's state has probability
+    zero; it is left as is).
     """
     n = hi - lo
     total = m_active * n
@@ -98,58 +102,71 @@ def sweep(X, obs, ev, n_obs, m_active, lo, hi, cpt, off, card, par_ptr, par_idx,
     pieces = min(_CHUNKS, max(total, 1))
     for c in range(n_blk):
         for piece in prange(pieces):
-            p = np.empty(kmax)
-            a = piece * total // pieces
-            b = (piece + 1) * total // pieces
-            for t in range(a, b):
+            p = np.empty(kmax * kmax)
+            a_ = piece * total // pieces
+            b_ = (piece + 1) * total // pieces
+            for t in range(a_, b_):
                 j = t // n
                 i = lo + t - j * n
                 r = j * n_obs + i
                 x = X[r]
                 s = key + np.uint64(r * n_blk + c) * STRIDE
                 for q in range(blk_ptr[c], blk_ptr[c + 1]):
-                    v = blk_nodes[q]
-                    if ev[v] >= 0:
-                        x[v] = ev[v]
+                    u = blk_units[q]
+                    va = unit_a[u]
+                    if _clamped(ev, obs, i, va):
+                        if ev[va] >= 0:
+                            x[va] = ev[va]
                         continue
-                    if obs[i, v] >= 0 or (is_det[v] and par_ptr[v + 1] > par_ptr[v]):
-                        continue
-                    k = card[v]
-                    base = off[v] + _config(x, v, par_ptr, par_idx, par_stride) * k
+                    vb = unit_b[u]
+                    kb = 1
+                    if vb >= 0 and not _clamped(ev, obs, i, vb):
+                        kb = card[vb]
+                    ka = card[va]
                     tot = 0.0
-                    for st in range(k):
-                        pv = cpt[base + st]
-                        if pv > 0.0:
-                            x[v] = st
-                            _recompute(x, ev, obs, i, v, det_ptr, det_idx, cpt, off, card,
+                    for sa in range(ka):
+                        x[va] = sa
+                        for sb in range(kb):
+                            if kb > 1:
+                                x[vb] = sb
+                            _recompute(x, ev, obs, i, u, det_ptr, det_idx, cpt, off, card,
                                        par_ptr, par_idx, par_stride)
-                            for e in range(fac_ptr[v], fac_ptr[v + 1]):
+                            pv = 1.0
+                            for e in range(fac_ptr[u], fac_ptr[u + 1]):
                                 f = fac_idx[e]
                                 pv *= cpt[off[f] + _config(x, f, par_ptr, par_idx, par_stride)
                                           * card[f] + x[f]]
-                        p[st] = pv
-                        tot += pv
+                                if pv == 0.0:
+                                    break
+                            p[sa * kb + sb] = pv
+                            tot += pv
                     if not tot > 0.0:
                         bad[r] = 1
                         continue
-                    u, s = uniform(s)
-                    u *= tot
+                    u01, s = uniform(s)
+                    u01 *= tot
                     acc = 0.0
-                    pick = k - 1
-                    for st in range(k):
+                    kk = ka * kb
+                    pick = kk - 1
+                    for st in range(kk):
                         acc += p[st]
-                        if u < acc and p[st] > 0.0:
+                        if u01 < acc and p[st] > 0.0:
                             pick = st
                             break
                     while p[pick] <= 0.0:  # rounding at the top end: the last positive
                         pick -= 1
-                    x[v] = pick
-                    _recompute(x, ev, obs, i, v, det_ptr, det_idx, cpt, off, card, par_ptr,
+                    x[va] = pick // kb
+                    if kb > 1:
+                        x[vb] = pick - (pick // kb) * kb
+                    _recompute(x, ev, obs, i, u, det_ptr, det_idx, cpt, off, card, par_ptr,
                                par_idx, par_stride)
                     if record:
                         inv = 1.0 / tot
-                        for st in range(k):
-                            rb[r, rb_off[v] + st] = p[st] * inv
+                        for sa in range(ka):
+                            acc = 0.0
+                            for sb in range(kb):
+                                acc += p[sa * kb + sb]
+                            rb[r, rb_off[va] + sa] = acc * inv
     return bad
 
 

@@ -8,6 +8,11 @@ whose state becomes impossible under the new evidence are drawn afresh from the 
 (ancestral sampling with the evidence clamped, retried), the marginal sums restart and the
 burn-in runs again. Evidence that no ancestral draw agrees with after ``init_tries``
 rounds is reported as having probability zero.
+
+Inference chains start (and, when the evidence changes, start again) from ancestral draws
+resampled by their likelihood of the evidence, so that modes a near-deterministic table
+keeps chains in are held by about the right share of the chains; the sweep counter, the
+options and the learner go on.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from bidlab.models.bayesnet.tables import Tables
 __all__ = ["GibbsChains", "evidence_vector"]
 
 _INIT_STEP = 1 << 40  # init draws use sweep keys far from the sweeps'
+POOL = 16  # ancestral draws per chain when the chains start from the evidence
 
 
 def evidence_vector(net: Network, evidence: dict[str, Any] | None) -> np.ndarray:
@@ -110,7 +116,9 @@ class GibbsChains:
         old = self.ev
         self.ev = ev
         try:
-            if self.m_init:
+            if self.m_init and self.chains_only:
+                self._weighted_start()
+            elif self.m_init:
                 self._repair(np.arange(self.m_init * self.n_obs, dtype=np.int64))
         except BayesNetError:
             self.ev = old
@@ -166,11 +174,47 @@ class GibbsChains:
                 "it): remove or change a clamped value; if it is merely very unlikely, raise "
                 "init_tries")
 
+    @property
+    def chains_only(self) -> bool:
+        """Rows are chains (one replica, nothing observed per row): inference."""
+        return self.m_max == 1 and not (self.obs >= 0).any()
+
+    def _weighted_start(self) -> None:
+        """Start the chains from the posterior's rough shape: ancestral draws with the
+        evidence clamped (``POOL`` per chain), resampled by their likelihood of the
+        evidence (systematic resampling). Chains that a near-deterministic table keeps in
+        one mode then hold the modes in about the right proportions."""
+        t, n = self.t, self.n_obs
+        pool = min(POOL * n, max(n, 200_000))
+        P = np.zeros((pool, t.card.size), np.int32)
+        free = np.full((1, t.card.size), -1, np.int32)
+        key = np.uint64(stream_key(self.seed, _INIT_STEP - 1 - self.sweeps))
+        bn_gibbs.forward_fill(P.size, P, np.arange(pool, dtype=np.int64), free, self.ev, 1,
+                              t.order, t.cpt, t.off, t.card, *t.parents, key)
+        lw = np.zeros(pool)
+        with np.errstate(divide="ignore"):
+            for v in np.flatnonzero(self.ev >= 0):
+                cfg = np.zeros(pool, np.int64)
+                for q in range(t.par_ptr[v], t.par_ptr[v + 1]):
+                    cfg += P[:, t.par_idx[q]].astype(np.int64) * t.par_stride[q]
+                lw += np.log(t.cpt[t.off[v] + cfg * t.card[v] + self.ev[v]])
+        top = lw.max()
+        if not np.isfinite(top):  # no draw agrees: the retrying path says why
+            self._repair(np.arange(n, dtype=np.int64))
+            return
+        w = np.exp(lw - top)
+        c = np.cumsum(w / w.sum())
+        u = (np.random.default_rng([self.seed, self.sweeps]).random() + np.arange(n)) / n
+        self.X[:n] = P[np.minimum(np.searchsorted(c, u), pool - 1)]
+
     def activate(self, m: int) -> None:
         """Make replicas ``0..m-1`` live: new ones start as copies of replica 0."""
         m = min(int(m), self.m_max)
         if self.m_init == 0:
-            self._repair(np.arange(self.n_obs, dtype=np.int64))
+            if self.chains_only:
+                self._weighted_start()
+            else:
+                self._repair(np.arange(self.n_obs, dtype=np.int64))
             self.m_init = 1
         n = self.n_obs
         while self.m_init < m:
@@ -196,9 +240,9 @@ class GibbsChains:
         self._bad[...] = 0
         m = int(m_active)
         bn_gibbs.sweep(m * (hi - lo) * t.card.size, self.X, self.obs, self.ev, self.n_obs, m,
-                       int(lo), hi, t.cpt, t.off, t.card, *t.parents, t.fac_ptr, t.fac_idx,
-                       t.det_ptr, t.det_idx, t.is_det, t.blk_ptr, t.blk_nodes, key, self.cur,
-                       t.state_off, record, self._bad)
+                       int(lo), hi, t.cpt, t.off, t.card, *t.parents, t.unit_a, t.unit_b,
+                       t.fac_ptr, t.fac_idx, t.det_ptr, t.det_idx, t.blk_ptr, t.blk_units, key,
+                       self.cur, t.state_off, record, self._bad)
         if self._bad.any():  # tables changed under a row (learning): draw it afresh
             self._repair(np.flatnonzero(self._bad).astype(np.int64))
         self.sweeps += 1
