@@ -286,8 +286,9 @@ else:  # a random directed graph of 2,000 vertices
     A = sp.random(2000, 2000, density=0.005, format="csr", random_state=rng)
     labels = np.arange(2000)
 print(f"{A.shape[0]:,} vertices, {A.nnz:,} edges")'''),
-        ("code", '''from bidlab.models import PageRank
-from bidlab.widgets import Dashboard
+        ("code", '''from bidlab.widgets import Dashboard
+
+from bidlab.models import PageRank
 
 pr = PageRank(tol=1e-10, max_iter=200)
 learner = pr.learner(A)
@@ -330,7 +331,7 @@ before = learner.model.marginals()
 view.click(view.source.data["label"].index(CLICK))
 print("evidence from the next sweep on:", learner.model.chains.evidence)'''),
         ("markdown", WAIT_NOTE),
-        ("code", WAIT),
+        ("code", "finished" + WAIT.split("\n\n\nfinished", 1)[1]),
         ("code", '''model = learner.model
 after = model.marginals()
 net = bn.network_
