@@ -96,10 +96,27 @@ def gibbs_pyagrum(bn: Any, net: Network, evidence: dict[str, str], iterations: i
     return out, dt, draws
 
 
-def gibbs_pgmpy(model: Any, net: Network, size: int,
-                seed: int = 0) -> tuple[list[np.ndarray], float, float]:
+def gibbs_pgmpy(model: Any, net: Network, size: int, seed: int = 0,
+                timeout: float = 180.0) -> tuple[list[np.ndarray], float, float]:
     """pgmpy's Gibbs marginals (no evidence: its sampler takes none) from ``size`` samples:
-    (marginals, seconds including building its kernel, variable draws)."""
+    (marginals, seconds including building its kernel, variable draws). Runs in a child
+    process; raises ``TimeoutError`` after ``timeout`` seconds (pgmpy builds its
+    transition kernel by enumerating the states of every Markov blanket first)."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as pool:
+        job = pool.apply_async(_gibbs_pgmpy, (model, net, size, seed))
+        try:
+            return job.get(timeout)
+        except mp.TimeoutError:
+            pool.terminate()
+            raise TimeoutError(f"pgmpy GibbsSampling did not finish {size} samples in "
+                               f"{timeout:.0f} s") from None
+
+
+def _gibbs_pgmpy(model: Any, net: Network, size: int,
+                 seed: int) -> tuple[list[np.ndarray], float, float]:
     from pgmpy.sampling import GibbsSampling
 
     try:  # no progress bar on stderr
