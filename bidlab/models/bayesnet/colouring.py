@@ -75,7 +75,7 @@ def colour_blocks_of(adj: list[set[int]]) -> list[np.ndarray]:
 
     Examples:
         >>> [b.tolist() for b in colour_blocks_of([{1}, {0}])]
-        [[1], [0]]
+        [[0], [1]]
     """
     colour = greedy_colouring(adj)
     k = int(colour.max()) + 1 if colour.size else 0
