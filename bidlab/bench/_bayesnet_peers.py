@@ -42,7 +42,10 @@ def pyagrum_model(net: Network) -> tuple[Any, str]:
         path = os.path.join(d, "net.bif")
         with open(path, "w") as f:
             f.write(format_bif(net))
-        return gum.loadBN(path), ""
+        try:
+            return gum.loadBN(path), ""
+        except Exception as exc:  # its BIF parser refuses some state names ("Asy/Patch")
+            return None, f"pyAgrum cannot read the network: {str(exc).splitlines()[0]}"
 
 
 def _dense(net: Network, v: int, values: Any, names: list[str]) -> np.ndarray:
