@@ -23,7 +23,7 @@ from conftest import SHARED_DATA  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NAMES = ["01_quickstart.ipynb", "02_lda_live.ipynb", "03_glm_sweep.ipynb", "04_kmeans.ipynb",
-         "05_factor_models.ipynb", "08_topic_steering.ipynb"]
+         "05_factor_models.ipynb", "06_graphs_bayesnets.ipynb", "08_topic_steering.ipynb"]
 LIVE = NAMES[1:]  # the notebooks with a live learner (and its widgets)
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 #: What the live notebooks print once their learner has finished.
@@ -42,6 +42,9 @@ RESULT = {
     "05_factor_models.ipynb": [r"held-out RMSE: 0\.\d+",
                                r"held-out ranking: p@10 0\.\d+", r"most similar to "],
 }
+RESULT["06_graphs_bayesnets.ipynb"] = [r"\d+ iterations, converged: True",
+                                       r"evidence \{'\w+': '\w+'\}; \d+ sweeps kept",
+                                       r"max R-hat \d\.\d+"]
 
 
 def generator():

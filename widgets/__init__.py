@@ -12,10 +12,12 @@ loaded inline, so the charts work offline.
 * :class:`SweepView` -- a GLM hyperparameter sweep, one curve per configuration.
 * :class:`KMeansView` -- k-means cluster sizes and centre movement.
 * :class:`SimilarItemsView` -- an SFA learner's "similar items to ..." list, RMSE and p@10.
+* :class:`BayesNetView` -- a Bayesian network's marginals as bars; a click sets evidence.
 """
 
 from ._bokeh import LiveBokeh, load_bokehjs
 from ._pump import MAX_RATE, Pump, View, pump_for
+from .bayesnet_view import BayesNetView
 from .dashboard import Dashboard
 from .intertopic import IntertopicMap
 from .kmeans_view import KMeansView
@@ -25,6 +27,7 @@ from .topics import TopicBubbles, supports_temperature
 
 __all__ = [
     "MAX_RATE",
+    "BayesNetView",
     "Dashboard",
     "IntertopicMap",
     "KMeansView",

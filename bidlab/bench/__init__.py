@@ -22,5 +22,6 @@ BENCHMARKS: dict[str, str] = {
     "topics": "coherence vs gensim, topic-edit latency, held-out recovery after a merge",
     "sfa": "SFA (ALS by CG) vs implicit on MovieLens-small and a generated 20 M matrix",
     "distributed": "learners on MPI ranks: sparse vs dense bytes per sync, 2 ranks vs 1",
+    "bayesnet": "Bayesian-network Gibbs vs exact, pyAgrum and pgmpy; SAME Gibbs-EM",
 }
 """Benchmark name -> one-line summary; the name is the module ``bidlab.bench.<name>``."""

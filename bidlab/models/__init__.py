@@ -8,6 +8,7 @@
 * :class:`SFA`: matrix factorisation by ALS with conjugate gradient (ratings, implicit
   feedback);
 * :class:`PageRank`: PageRank by power iteration, one sparse mat-vec per pass;
+* :class:`BayesNet`: Bayesian networks: Gibbs marginals with evidence, SAME Gibbs-EM;
 * :class:`~bidlab.models.lsq.LeastSquares`: the spine's small reference model (a bare
   :class:`bidlab.learn.Model`, trained by a :class:`bidlab.learn.Learner` directly).
 
@@ -16,6 +17,7 @@ Every estimator saves itself with ``est.save(path)`` (the pickle-free safe forma
 """
 
 from bidlab.models.base import BidlabEstimator, load
+from bidlab.models.bayesnet import BayesNet
 from bidlab.models.glm import GLM, best_config, glm_sweep
 from bidlab.models.graph import PageRank
 from bidlab.models.kmeans import KMeans
@@ -26,6 +28,7 @@ from bidlab.models.sfa import SFA
 
 __all__ = ["LDA", "LDAGibbs", "GLM", "KMeans", "NMF", "SFA", "PageRank", "LeastSquares",
            "BidlabEstimator", "load", "glm_sweep", "best_config"]
+__all__ += ["BayesNet"]
 
 
 # -- modules of earlier versions ------------------------------------------------------------

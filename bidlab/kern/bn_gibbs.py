@@ -1,0 +1,240 @@
+"""Blocked Gibbs sampling in discrete Bayesian networks: numba on the CPU.
+
+The state is an int32 matrix ``X`` (rows = chains, or replicas of observations; columns =
+variables). A network is handed over as flat arrays (:class:`bidlab.models.bayesnet.tables.
+Tables` builds them): ``cpt`` (every table, row-major, one after the other, ``off[v]``
+where variable ``v``'s starts), ``card`` (state counts), the parents of each variable with
+their strides in its configuration index (``par_ptr``, ``par_idx``, ``par_stride``), the
+units drawn (a variable, with a strongly coupled child: ``unit_a``, ``unit_b``), the tables
+each unit's draw multiplies (``fac_ptr``, ``fac_idx``), the deterministic variables drawn
+with it (``det_ptr``, ``det_idx``) and the colour blocks of units (``blk_ptr``,
+``blk_units``).
+
+One :func:`sweep` draws, block after block, every free variable of the block in every row
+from its full conditional (numpy oracle for one row ``x`` and variable ``v``)::
+
+    p[s] = P(v = s | pa(v)) * prod over children c of P(x_c | pa(c) with v = s)
+
+(with deterministic children recomputed for each ``s``: the draw is then joint).
+    x[v] ~ p / p.sum()
+
+Rows of one block are independent given the other blocks, so rows run in parallel.
+Each kernel is an :func:`~bidlab.kern.adaptive.adaptive_kernel`: call it with the work
+size first (rows x variables); it runs on all cores or one, whichever is faster now.
+Random numbers: row ``r`` of block ``c`` in a sweep keyed ``key`` reads the counter-based
+stream ``key + (r * n_blocks + c) * STRIDE`` (:mod:`bidlab.kern.random`), so the draws do
+not depend on the number of threads.
+
+Rows are replicas of observations: row ``j * n_obs + i`` is replica ``j`` of observation
+``i``; ``obs[i, v] >= 0`` clamps ``v`` in every replica of ``i``, ``ev[v] >= 0`` clamps it
+in every row (evidence), ``-1`` leaves it free.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+from bidlab.kern.adaptive import adaptive_kernel
+from bidlab.kern.random import STRIDE, uniform
+
+__all__ = ["sweep", "forward_fill", "log_joint", "counts"]
+
+_CHUNKS = 256  # rows are cut into at most this many parallel pieces (not per thread)
+
+
+@numba.njit(inline="always")
+def _config(x, v, par_ptr, par_idx, par_stride):  # pragma: no cover - compiled
+    c = 0
+    for q in range(par_ptr[v], par_ptr[v + 1]):
+        c += x[par_idx[q]] * par_stride[q]
+    return c
+
+
+@numba.njit(inline="always")
+def _clamped(ev, obs, i, v):  # pragma: no cover - compiled
+    return ev[v] >= 0 or obs[i, v] >= 0
+
+
+@numba.njit(inline="always")
+def _recompute(x, ev, obs, i, u, det_ptr, det_idx, cpt, off, card, par_ptr, par_idx,
+               par_stride):  # pragma: no cover - compiled
+    """Set the free deterministic variables hanging on unit ``u`` from their parents."""
+    for q in range(det_ptr[u], det_ptr[u + 1]):
+        d = det_idx[q]
+        if _clamped(ev, obs, i, d):
+            continue
+        k = card[d]
+        base = off[d] + _config(x, d, par_ptr, par_idx, par_stride) * k
+        best = 0
+        for st in range(1, k):
+            if cpt[base + st] > cpt[base + best]:
+                best = st
+        x[d] = best
+
+
+@adaptive_kernel(cache=True, nogil=True)
+def sweep(X, obs, ev, n_obs, m_active, lo, hi, cpt, off, card, par_ptr, par_idx,
+          par_stride, unit_a, unit_b, fac_ptr, fac_idx, det_ptr, det_idx, blk_ptr,
+          blk_units, key, rb, rb_off, record, bad):  # pragma: no cover - compiled
+    """One Gibbs sweep over observations ``lo..hi`` of the first ``m_active`` replicas.
+
+    A unit ``u`` draws variable ``unit_a[u]`` jointly with ``unit_b[u]`` (a strongly
+    coupled child, or -1 for none) from the product of the tables
+    ``fac_idx[fac_ptr[u]:fac_ptr[u + 1]]`` (every table holding a variable the unit
+    writes), with the deterministic descendants ``det_idx[det_ptr[u]:det_ptr[u + 1]]``
+    recomputed from their parents for each candidate (drawn jointly too, so neither
+    deterministic nor near-deterministic links lock the chain). Units of one block share
+    no table, so a block's units are drawn at once.
+
+    ``record``: write the first variable's marginal under the unit's normalised joint
+    conditional (its Rao-Blackwellised marginal) to ``rb[r, rb_off[v] + s]``. ``bad[r]``
+    is set to 1 where a unit's conditional was all zero (the row's state has probability
+    zero; it is left as is).
+    """
+    n = hi - lo
+    total = m_active * n
+    n_blk = blk_ptr.shape[0] - 1
+    kmax = 1
+    for v in range(card.shape[0]):
+        kmax = max(kmax, card[v])
+    pieces = min(_CHUNKS, max(total, 1))
+    for c in range(n_blk):
+        for piece in prange(pieces):
+            p = np.empty(kmax * kmax)
+            a_ = piece * total // pieces
+            b_ = (piece + 1) * total // pieces
+            for t in range(a_, b_):
+                j = t // n
+                i = lo + t - j * n
+                r = j * n_obs + i
+                x = X[r]
+                s = key + np.uint64(r * n_blk + c) * STRIDE
+                for q in range(blk_ptr[c], blk_ptr[c + 1]):
+                    u = blk_units[q]
+                    va = unit_a[u]
+                    if _clamped(ev, obs, i, va):
+                        if ev[va] >= 0:
+                            x[va] = ev[va]
+                        continue
+                    vb = unit_b[u]
+                    kb = 1
+                    if vb >= 0 and not _clamped(ev, obs, i, vb):
+                        kb = card[vb]
+                    ka = card[va]
+                    tot = 0.0
+                    for sa in range(ka):
+                        x[va] = sa
+                        for sb in range(kb):
+                            if kb > 1:
+                                x[vb] = sb
+                            _recompute(x, ev, obs, i, u, det_ptr, det_idx, cpt, off, card,
+                                       par_ptr, par_idx, par_stride)
+                            pv = 1.0
+                            for e in range(fac_ptr[u], fac_ptr[u + 1]):
+                                f = fac_idx[e]
+                                pv *= cpt[off[f] + _config(x, f, par_ptr, par_idx, par_stride)
+                                          * card[f] + x[f]]
+                                if pv == 0.0:
+                                    break
+                            p[sa * kb + sb] = pv
+                            tot += pv
+                    if not tot > 0.0:
+                        bad[r] = 1
+                        continue
+                    u01, s = uniform(s)
+                    u01 *= tot
+                    acc = 0.0
+                    kk = ka * kb
+                    pick = kk - 1
+                    for st in range(kk):
+                        acc += p[st]
+                        if u01 < acc and p[st] > 0.0:
+                            pick = st
+                            break
+                    while p[pick] <= 0.0:  # rounding at the top end: the last positive
+                        pick -= 1
+                    x[va] = pick // kb
+                    if kb > 1:
+                        x[vb] = pick - (pick // kb) * kb
+                    _recompute(x, ev, obs, i, u, det_ptr, det_idx, cpt, off, card, par_ptr,
+                               par_idx, par_stride)
+                    if record:
+                        inv = 1.0 / tot
+                        for sa in range(ka):
+                            acc = 0.0
+                            for sb in range(kb):
+                                acc += p[sa * kb + sb]
+                            rb[r, rb_off[va] + sa] = acc * inv
+    return bad
+
+
+@adaptive_kernel(cache=True, nogil=True)
+def forward_fill(X, rows, obs, ev, n_obs, order, cpt, off, card, par_ptr, par_idx,
+                 par_stride, key):  # pragma: no cover - compiled
+    """Draw the free variables of the listed rows from their tables, parents first
+    (ancestral sampling; clamped variables keep their values)."""
+    for t in prange(rows.shape[0]):
+        r = rows[t]
+        i = r % n_obs
+        x = X[r]
+        s = key + np.uint64(r) * STRIDE
+        for q in range(order.shape[0]):
+            v = order[q]
+            if ev[v] >= 0:
+                x[v] = ev[v]
+                continue
+            if obs[i, v] >= 0:
+                x[v] = obs[i, v]
+                continue
+            k = card[v]
+            base = off[v] + _config(x, v, par_ptr, par_idx, par_stride) * k
+            u, s = uniform(s)
+            acc = 0.0
+            pick = k - 1
+            for st in range(k):
+                acc += cpt[base + st]
+                if u < acc and cpt[base + st] > 0.0:
+                    pick = st
+                    break
+            while cpt[base + pick] <= 0.0 and pick > 0:
+                pick -= 1
+            x[v] = pick
+    return X
+
+
+@adaptive_kernel(cache=True, nogil=True)
+def log_joint(X, cpt, off, card, par_ptr, par_idx, par_stride, out):  # pragma: no cover
+    """``out[r] = log P(X[r])`` (``-inf`` where a table entry is 0)."""
+    for r in prange(X.shape[0]):
+        x = X[r]
+        acc = 0.0
+        for v in range(card.shape[0]):
+            pv = cpt[off[v] + _config(x, v, par_ptr, par_idx, par_stride) * card[v] + x[v]]
+            if pv > 0.0:
+                acc += np.log(pv)
+            else:
+                acc = -np.inf
+                break
+        out[r] = acc
+    return out
+
+
+@adaptive_kernel(cache=True, nogil=True)
+def counts(X, n_obs, weights, cpt_size, off, card, par_ptr, par_idx, par_stride,
+           out):  # pragma: no cover - compiled
+    """``out[off[v] + cfg * k + x_v] += weights[j]`` over rows ``r = j * n_obs + i`` of the
+    replicas with a weight (the expected counts of every table entry; variables run in
+    parallel, each writing its own table)."""
+    nv = card.shape[0]
+    for v in prange(nv):
+        k = card[v]
+        for j in range(weights.shape[0]):
+            w = weights[j]
+            if w == 0.0:
+                continue
+            for i in range(n_obs):
+                x = X[j * n_obs + i]
+                out[off[v] + _config(x, v, par_ptr, par_idx, par_stride) * k + x[v]] += w
+    return out

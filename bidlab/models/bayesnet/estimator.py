@@ -1,0 +1,239 @@
+"""``BayesNet``: a discrete Bayesian network's marginals by blocked Gibbs sampling, and its
+tables learned from data with missing entries by SAME Gibbs-EM.
+
+A scikit-learn-style face on one engine, :class:`~bidlab.models.bayesnet.model.
+BayesNetModel`, trained by the :class:`bidlab.learn.Learner`::
+
+    from bidlab.models import BayesNet
+    bn = BayesNet.from_bif("alarm.bif.gz", n_chains=500, n_samples=1000)
+    bn.infer({"HRBP": "HIGH"})            # posterior marginals given evidence
+    bn.marginal("HYPOVOLEMIA"), bn.rhat_
+    bn.fit(X)                              # tables from rows with -1 / NaN where missing
+    bn.to_bif("learned.bif")
+    lrn = bn.learner()                     # a live inference learner; lrn.model.set_evidence
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from bidlab.learn import Learner, Option
+from bidlab.learn.model import register_model
+from bidlab.models.base import BidlabEstimator
+from bidlab.models.bayesnet.bif import read_bif, write_bif
+from bidlab.models.bayesnet.model import BayesNetModel, _clamps
+from bidlab.models.bayesnet.network import Network
+from bidlab.models.bayesnet.sampler import GibbsChains
+from bidlab.models.kmeans.blocks import BlockSource
+from bidlab.models.lda.gibbs_params import ANNEAL_SCHEDULES
+from bidlab.models.sk_params import N_JOBS, VERBOSE
+from bidlab.models.validation import SEED_TEXT, seed_from, seed_ok
+
+__all__ = ["BayesNet"]
+
+
+def _network_ok(x: Any) -> bool:
+    return x is None or isinstance(x, (Network, str, os.PathLike))
+
+
+class BayesNet(BidlabEstimator):
+    """A discrete Bayesian network: Gibbs marginals with evidence, SAME Gibbs-EM learning.
+
+    Args:
+        network: a :class:`Network` or the path of a BIF file (plain or gzip).
+        n_chains: chains sampled at once for inference.
+        burn_in: sweeps discarded before marginals are kept (and after each evidence
+            change).
+        n_samples: kept sweeps (inference; each adds every chain's Rao-Blackwellised
+            marginals).
+        thin: keep every ``thin``-th sweep.
+        n_passes: Gibbs-EM passes when learning.
+        nsamps, nsamps0, anneal: SAME replicas ``m`` of each observation, annealed from
+            ``nsamps0`` to ``nsamps`` by the schedule ``anneal``.
+        alpha: Dirichlet prior, a pseudo-count added to every table entry's expected count.
+        random_state: seed (None, an int or a numpy generator).
+        n_jobs, verbose: CPU threads; progress output.
+
+    Learned: ``network_`` (the network, with learned tables after ``fit``),
+    ``marginals_`` (after ``infer``: one array per variable), ``rhat_`` (the largest
+    R-hat over all states), ``model_`` (the engine of the last run).
+
+    Examples:
+        >>> import numpy as np
+        >>> net = Network(["rain", "wet"], [["no", "yes"], ["no", "yes"]], [[], [0]],
+        ...               [np.array([[0.8, 0.2]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
+        >>> bn = BayesNet(net, n_chains=200, n_samples=300, random_state=0)
+        >>> m = bn.infer({"wet": "yes"})
+        >>> round(float(m["rain"]["yes"]), 1)   # 0.16 / (0.16 + 0.08)
+        0.7
+    """
+
+    PARAMS = (
+        Option("network", str, None, "the network", test=_network_ok, none_ok=True,
+               text="a Network or the path of a BIF file"),
+        Option("n_chains", int, 200, "chains sampled at once (inference)", low=1),
+        Option("burn_in", int, 100, "sweeps discarded", low=0),
+        Option("n_samples", int, 500, "kept sweeps (inference)", low=1),
+        Option("thin", int, 1, "keep every thin-th sweep", low=1),
+        Option("n_passes", int, 30, "Gibbs-EM passes (learning)", low=1),
+        Option("nsamps", float, 5.0, "SAME replicas once annealed", low=0.0, low_open=True),
+        Option("nsamps0", float, 1.0, "SAME replicas at the start", low=0.0, low_open=True),
+        Option("anneal", str, "linear", "annealing schedule of m", choices=ANNEAL_SCHEDULES),
+        Option("alpha", float, 1.0, "Dirichlet pseudo-count per table entry", low=0.0),
+        Option("random_state", int, None, "seed", test=seed_ok, none_ok=True,
+               text=SEED_TEXT),
+        N_JOBS, VERBOSE,
+    )
+
+    def __init__(self, network: Any = None, *, n_chains: int = 200, burn_in: int = 100,
+                 n_samples: int = 500, thin: int = 1, n_passes: int = 30,
+                 nsamps: float = 5.0, nsamps0: float = 1.0, anneal: str = "linear",
+                 alpha: float = 1.0, random_state: Any = None, n_jobs: int | None = None,
+                 verbose: int = 0) -> None:
+        self._keep_params(locals())
+
+    @classmethod
+    def from_bif(cls, path: str | os.PathLike, **params: Any) -> BayesNet:
+        """An estimator on the network of a BIF file (its tables are ``network_``)."""
+        bn = cls(read_bif(path), **params)
+        bn._network = bn.network
+        return bn
+
+    # -- fitted state ---------------------------------------------------------------------
+    def __sklearn_is_fitted__(self) -> bool:
+        return self.__dict__.get("_network") is not None
+
+    @property
+    def network_(self) -> Network:
+        """The network: the tables being learned while a learning run goes on, the learned
+        ones after it."""
+        check_is_fitted(self)
+        model = self.__dict__.get("model_")
+        if model is not None and model.learn:
+            return model.network
+        return self._network
+
+    def _net(self) -> Network:
+        if self.__dict__.get("_network") is not None:
+            return self.network_
+        self._validate_params()
+        if self.network is None:
+            raise ValueError("BayesNet needs a network: BayesNet(network) with a Network or "
+                             "a BIF path, or BayesNet.from_bif(path)")
+        net = self.network if isinstance(self.network, Network) else read_bif(self.network)
+        self._network = net
+        return net
+
+    def _seed(self) -> int:
+        s = seed_from(self.random_state)
+        return int(np.random.SeedSequence().entropy % (2**31)) if s is None else s
+
+    def marginal(self, name: str) -> dict[str, float]:
+        """The last :meth:`infer`'s marginal of variable ``name`` as ``{state: p}``."""
+        check_is_fitted(self, "marginals_")
+        net = self.network_
+        v = net.index(name)
+        return dict(zip(net.states[v], map(float, self.marginals_[v]), strict=True))
+
+    # -- inference ------------------------------------------------------------------------
+    def learner(self, X: Any = None, y: Any = None, *, evidence: dict[str, Any] | None = None,
+                **options: Any) -> Learner:
+        """A live learner: inference over ``n_chains`` chains when ``X`` is None (set
+        evidence while it runs with ``learner.model.set_evidence``), else Gibbs-EM
+        learning from ``X``. ``options``: learner options (``n_passes``, ...)."""
+        return self._learner(X, evidence, dict(options))
+
+    def _learner(self, X: Any, evidence: dict[str, Any] | None,
+                 options: dict[str, Any]) -> Learner:
+        net = self._net()
+        self._network = net  # a learning run's tables stay the network after a new run
+        learn = X is not None
+        if learn:
+            data = np.asarray(X, dtype=np.float64)
+            if data.ndim != 2 or data.shape[1] != net.n_vars:
+                raise ValueError(f"BayesNet: X must be 2-D with one column per variable "
+                                 f"({net.n_vars}); got shape {data.shape}")
+            _clamps(data, net)  # bad entries fail here, before any learner exists
+            passes = self.n_passes
+        else:
+            data = np.full((self.n_chains, net.n_vars), -1.0)
+            passes = self.burn_in + self.n_samples * self.thin
+        model = BayesNetModel(net, learn=learn, evidence=evidence, seed=self._seed(),
+                              burn_in=self.burn_in, thin=self.thin, nsamps=self.nsamps,
+                              nsamps0=self.nsamps0, anneal=self.anneal, alpha=self.alpha)
+        src = BlockSource(data, batch_size=options.pop("batch_size", None) or data.shape[0],
+                          names=("X",))
+        options.setdefault("n_passes", passes)
+        options.setdefault("record_size", max(1, min(100_000, options["n_passes"])))
+        lrn = Learner(model, src, name=options.pop("name", "bayesnet"), **options)
+        lrn.init()
+        if not learn:
+            model.chains.activate(1)  # impossible evidence fails now, not in the thread
+        self.model_ = model
+        return lrn
+
+    def infer(self, evidence: dict[str, Any] | None = None) -> dict[str, dict[str, float]]:
+        """Posterior marginals of every variable given ``evidence`` ({variable: state},
+        names or indices), as ``{variable: {state: p}}``; also sets ``marginals_`` and
+        ``rhat_``."""
+        lrn = self._learner(None, evidence, {})
+        with self._threads():
+            lrn.fit(progress=self._progress())
+        self._keep_results()
+        net = self.network_
+        return {net.names[v]: dict(zip(net.states[v], map(float, m), strict=True))
+                for v, m in enumerate(self.marginals_)}
+
+    def _keep_results(self) -> None:
+        model = self.model_
+        self.marginals_ = model.marginals()
+        self.rhat_ = model.chains.rhat()
+
+    # -- learning -------------------------------------------------------------------------
+    def fit(self, X: Any, y: Any = None) -> BayesNet:
+        """Learn the tables from ``X`` (rows = observations, one column per variable of
+        ``network``: state indices, -1 or NaN where missing), starting from the network's
+        tables; ``y`` is ignored."""
+        self.__dict__.pop("_network", None)
+        self.__dict__.pop("model_", None)
+        lrn = self._learner(X, None, {})
+        with self._threads():
+            lrn.fit(progress=self._progress())
+        return self
+
+    def log_likelihood(self, X: Any) -> float:
+        """Mean log-likelihood per row of complete rows ``X`` under ``network_``."""
+        net = self._net()
+        obs = _clamps(np.asarray(X, dtype=np.float64), net)
+        if (obs < 0).any():
+            raise ValueError("BayesNet.log_likelihood needs complete rows (no -1 / NaN)")
+        ch = GibbsChains(net, obs, seed=0)
+        ch.X[...] = obs
+        return float(ch._log_joint(np.arange(obs.shape[0], dtype=np.int64)).mean())
+
+    def sample(self, n: int, random_state: Any = None) -> np.ndarray:
+        """``n`` rows drawn from ``network_`` (ancestral sampling), int32 state indices."""
+        net = self._net()
+        ch = GibbsChains(net, np.full((int(n), net.n_vars), -1, np.int32),
+                         seed=seed_from(random_state) or 0)
+        ch.activate(1)
+        return ch.X.copy()
+
+    def to_bif(self, path: str | os.PathLike) -> Path:
+        """Write ``network_`` (learned tables after ``fit``) as a BIF file."""
+        return write_bif(self._net(), path)
+
+    def _facts(self) -> list[tuple[str, Any]]:
+        net = self.network_
+        out: list[tuple[str, Any]] = [("network", repr(net))]
+        if getattr(self, "rhat_", None) is not None:
+            out.append(("max R-hat", float(self.rhat_)))
+        return out
+
+
+register_model("bayesnet", BayesNet)

@@ -1,0 +1,195 @@
+"""The Bayesian-network engine on the Learner: one Gibbs sweep per full-batch pass.
+
+The data are the rows of an int matrix of clamped values (rows = observations, -1 where a
+value is missing; for inference, ``n_chains`` rows of -1). The one model matrix is every
+table of the network as a 1 x P vector (:meth:`Network.flat_tables`).
+
+* **Inference** (``learn=False``): each pass sweeps every chain once; after ``burn_in``
+  sweeps (counted again from each change of evidence) every ``thin``-th sweep adds the
+  Rao-Blackwellised marginals to the running sums. The tables are handed back unchanged.
+  ``set_evidence`` takes effect at the next sweep.
+* **Learning** (``learn=True``, Gibbs-EM with SAME): the missing entries are sampled in
+  ``m`` replicas of each observation, ``m`` annealed from ``nsamps0`` to ``nsamps`` over
+  ``anneal_passes`` (the schedules of :mod:`bidlab.models.lda.gibbs_params`; replica ``j``
+  weighs ``clip(m - j, 0, 1)``, so a fractional ``m`` counts its last replica in part).
+  At the pass's end the tables become the posterior mean of the weighted counts per
+  replica under a Dirichlet(``alpha``) prior: ``(counts / m + alpha)``, each row
+  normalised; :class:`~bidlab.learn.updaters.Batch` ("replace") installs them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from bidlab.kern import bn_gibbs
+from bidlab.learn.datasource import DataInfo
+from bidlab.learn.model import Model
+from bidlab.learn.options import Option
+from bidlab.learn.staging import Minibatch
+from bidlab.learn.updaters import Batch, Updater
+from bidlab.mat import Mat
+from bidlab.models.bayesnet.network import Network
+from bidlab.models.bayesnet.sampler import GibbsChains
+from bidlab.models.lda.gibbs_params import ANNEAL, ANNEAL_PASSES, NSAMPS, NSAMPS0, anneal_nsamps
+
+__all__ = ["BayesNetModel"]
+
+
+class BayesNetModel(Model):
+    """Gibbs inference or SAME Gibbs-EM learning on a network (see the module doc).
+
+    Args:
+        network: the :class:`Network` (its tables are the starting point when learning).
+        learn: False: estimate marginals with fixed tables; True: learn the tables.
+        evidence: ``{variable: state}`` clamped in every row (inference).
+        seed: the key of every random stream.
+
+    Attributes: ``chains`` (the :class:`GibbsChains`, after ``init``), ``network`` (with
+    the current tables).
+    """
+
+    OPTIONS = (
+        Option("burn_in", int, 100, "sweeps discarded (again after each evidence change)",
+               low=0),
+        Option("thin", int, 1, "keep every thin-th sweep after burn-in", low=1),
+        replace(NSAMPS, default=5.0, doc="SAME replicas of each observation (m) once "
+                "annealed (learning)"),
+        NSAMPS0, replace(ANNEAL, default="linear"), ANNEAL_PASSES,
+        Option("alpha", float, 1.0, "Dirichlet prior: pseudo-count of every table entry",
+               low=0.0),
+        Option("init_tries", int, 1000, "rounds of ancestral draws before evidence is "
+               "reported as having probability zero", low=1, live=False),
+    )
+    score_name = "log p(x)/row"
+    mat_names = ("tables",)
+    full_batch = True
+
+    def __init__(self, network: Network, *, learn: bool = False,
+                 evidence: dict[str, Any] | None = None, seed: int = 0,
+                 **options: Any) -> None:
+        super().__init__(**options)
+        self.network = network
+        self.learn = bool(learn)
+        self.seed = int(seed)
+        self._evidence = evidence
+        self.chains: GibbsChains | None = None
+        self.n_passes_planned = 1
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["chains"] = None  # the sampler's state is scratch: a restart draws it again
+        return state
+
+    def default_updater(self, **options: Any) -> Updater:
+        return Batch(**options)
+
+    def bind(self, learner: Any) -> None:
+        self.n_passes_planned = int(getattr(learner.opts, "n_passes", 1) or 1)
+
+    def m_at(self, pass_: int) -> float:
+        """The SAME replica count m at pass ``pass_`` (1 for inference)."""
+        if not self.learn:
+            return 1.0
+        o = self.opts
+        span = o.anneal_passes or max(1, self.n_passes_planned - 1)
+        return anneal_nsamps(o.anneal, pass_ / span, o.nsamps0, o.nsamps)
+
+    # -- Model interface ------------------------------------------------------------------
+    def init(self, info: DataInfo) -> None:
+        net = self.network
+        if info.n_features != net.n_vars:
+            raise ValueError(f"BayesNet: the data have {info.n_features} columns but the "
+                             f"network has {net.n_vars} variables: one column per variable")
+        flat, self._off = net.flat_tables()
+        self.modelmats = [Mat(flat.reshape(1, -1).copy())]
+        self.updatemats = [Mat(np.zeros((1, flat.size)))]
+        m_max = max(1, math.ceil(max(self.opts.nsamps, self.opts.nsamps0))) if self.learn \
+            else 1
+        self.chains = GibbsChains(net, np.full((info.n_samples, net.n_vars), -1, np.int32),
+                                  m_max=m_max, seed=self.seed,
+                                  init_tries=self.opts.init_tries)
+        self.chains.set_evidence(self._evidence)
+        self._counts = np.zeros(flat.size)
+        self._seen = np.zeros(info.n_samples, bool)
+
+    def set_evidence(self, evidence: dict[str, Any] | None) -> None:
+        """Clamp ``evidence`` (``{variable: state}``; None clears) from the next sweep on."""
+        self._evidence = evidence
+        if self.chains is not None:
+            self.chains.set_evidence(evidence)
+
+    def update(self, batch: Minibatch) -> float | None:
+        ch = self.chains
+        lo, hi = batch.start, batch.start + batch.n
+        if not self._seen[lo:hi].all():
+            ch.obs[lo:hi] = _clamps(batch.mats[0].data[: batch.n], self.network)
+            self._seen[lo:hi] = True
+        m = self.m_at(batch.pass_)
+        m_active = max(1, math.ceil(m - 1e-9))
+        ch.burn_in, ch.thin = self.opts.burn_in, self.opts.thin  # live options
+        ch.sweep(m_active, record=None if not self.learn else False, lo=lo, hi=hi)
+        if not batch.last:
+            return None
+        if not self.learn:  # the tables stay; no score (the marginals are the result)
+            self.updatemats[0].data[...] = self.modelmats[0].data
+            return None
+        score = ch.log_joint_mean(m_active)
+        self.updatemats[0].data[...] = self._m_step(m, m_active)
+        return score
+
+    def _m_step(self, m: float, m_active: int) -> np.ndarray:
+        ch, t = self.chains, self.chains.t
+        w = np.clip(m - np.arange(m_active), 0.0, 1.0)
+        c = self._counts
+        c[...] = 0.0
+        bn_gibbs.counts(ch.X.size, ch.X, ch.n_obs, w, c.size, t.off, t.card, *t.parents, c)
+        c /= w.sum()
+        c += self.opts.alpha
+        for v in range(self.network.n_vars):
+            tab = c[self._off[v]:self._off[v + 1]].reshape(-1, int(t.card[v]))
+            s = tab.sum(axis=1, keepdims=True)
+            empty = s[:, 0] <= 0
+            tab[empty] = 1.0
+            s[empty] = tab.shape[1]
+            tab /= s
+        return c.reshape(1, -1)
+
+    def end_pass(self, pass_: int) -> None:
+        if self.learn and self.modelmats:
+            self.network = self.network.with_tables(self.modelmats[0].data)
+            if self.chains is not None:
+                self.chains.set_tables(self.network)
+
+    def evaluate(self, batch: Minibatch) -> Any:
+        return None
+
+    def flops(self, batch: Minibatch) -> float:
+        return float(batch.n * self.network.n_vars)
+
+    # -- results --------------------------------------------------------------------------
+    def marginals(self) -> list[np.ndarray]:
+        """Each variable's estimated marginal (a list of arrays)."""
+        m = self.chains.marginals()
+        so = self.chains.t.state_off
+        return [m[so[v]:so[v + 1]].copy() for v in range(self.network.n_vars)]
+
+
+def _clamps(block: Any, net: Network) -> np.ndarray:
+    """A block of data rows as int32 clamped values (-1 for NaN or any negative entry);
+    a value outside a variable's states raises."""
+    a = np.asarray(block, dtype=np.float64)
+    missing = ~np.isfinite(a) | (a < 0)
+    out = np.where(missing, -1, a).astype(np.int64)
+    if np.any((out != a) & ~missing):
+        raise ValueError("BayesNet: data entries must be state indices (integers), -1 or "
+                         "NaN for missing")
+    over = out >= net.cards[None, :]
+    if over.any():
+        r, v = map(int, np.argwhere(over)[0])
+        raise ValueError(f"BayesNet: row {r} gives {net.names[v]!r} the state index "
+                         f"{out[r, v]}, but it has {net.cards[v]} states (0..{net.cards[v] - 1})")
+    return out.astype(np.int32)

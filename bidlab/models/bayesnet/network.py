@@ -1,0 +1,212 @@
+"""A discrete Bayesian network: variables, states, parents and conditional probability tables.
+
+:class:`Network` is the structure every other module of the family works on: the BIF
+reader builds one (:mod:`bidlab.models.bayesnet.bif`), the sampler reads its tables as one
+flat vector (:meth:`Network.flat_tables`), learning writes new tables into a copy.
+
+A table ``cpts[v]`` has shape ``(n_configs, k_v)``: one row per configuration of ``v``'s
+parents, in row-major order over ``parents[v]`` (the first parent varies slowest), one
+column per state of ``v``. Each row must sum to 1 within :data:`ROW_SUM_TOL` (absolute);
+rows within the tolerance are renormalised exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bidlab.learn.persistable import persistable
+
+__all__ = ["Network", "ROW_SUM_TOL", "BayesNetError"]
+
+#: a CPT row may differ from 1 by at most this much (absolute) before it is refused
+ROW_SUM_TOL = 1e-3
+
+
+class BayesNetError(ValueError):
+    """A network, its evidence or its data is not valid (the message says how to fix it)."""
+
+
+@persistable
+class Network:
+    """A discrete Bayesian network (see the module doc).
+
+    Args:
+        names: one name per variable.
+        states: per variable, the names of its states (at least 1).
+        parents: per variable, the indices of its parents (no cycle).
+        cpts: per variable, its table, shape ``(prod of the parents' state counts,
+            number of states)``; rows sum to 1 within :data:`ROW_SUM_TOL`.
+        name: the network's name (BIF's ``network`` block).
+
+    Examples:
+        >>> import numpy as np
+        >>> net = Network(["rain", "wet"], [["no", "yes"], ["no", "yes"]], [[], [0]],
+        ...               [np.array([[0.8, 0.2]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
+        >>> net.order, net.cards.tolist()
+        ([0, 1], [2, 2])
+    """
+
+    def __init__(self, names: list[str], states: list[list[str]], parents: list[list[int]],
+                 cpts: list[Any], name: str = "unknown") -> None:
+        self.name = str(name)
+        self.names = [str(n) for n in names]
+        self.states = [[str(s) for s in st] for st in states]
+        self.parents = [[int(p) for p in ps] for ps in parents]
+        self.cpts = [np.array(t, dtype=np.float64) for t in cpts]
+        self.validate()
+
+    # -- checks ---------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Check the whole network; renormalise rows within the tolerance. Raises
+        :class:`BayesNetError` naming the variable and what is wrong."""
+        n = len(self.names)
+        if n == 0:
+            raise BayesNetError("the network has no variables: give at least one")
+        if not (len(self.states) == len(self.parents) == len(self.cpts) == n):
+            raise BayesNetError(f"names, states, parents and cpts must have one entry per "
+                                f"variable; got {n}, {len(self.states)}, {len(self.parents)}, "
+                                f"{len(self.cpts)}")
+        seen: dict[str, int] = {}
+        for i, nm in enumerate(self.names):
+            if nm in seen:
+                raise BayesNetError(f"variable {nm!r} is declared twice: rename one")
+            seen[nm] = i
+        for v, st in enumerate(self.states):
+            if len(st) == 0 or len(set(st)) != len(st):
+                raise BayesNetError(f"variable {self.names[v]!r} needs at least one state and "
+                                    f"distinct state names; got {st}")
+        for v, ps in enumerate(self.parents):
+            if len(set(ps)) != len(ps) or any(p < 0 or p >= n or p == v for p in ps):
+                raise BayesNetError(f"variable {self.names[v]!r} has invalid parents {ps}: "
+                                    "each must be another variable, listed once")
+        self._order = self._topological()
+        for v in range(n):
+            self.cpts[v] = self._checked_table(v, self.cpts[v])
+
+    def _topological(self) -> list[int]:
+        n = len(self.names)
+        indeg = [len(ps) for ps in self.parents]
+        kids: list[list[int]] = [[] for _ in range(n)]
+        for v, ps in enumerate(self.parents):
+            for p in ps:
+                kids[p].append(v)
+        ready = [v for v in range(n) if indeg[v] == 0]
+        order: list[int] = []
+        while ready:
+            v = ready.pop(0)
+            order.append(v)
+            for c in kids[v]:
+                indeg[c] -= 1
+                if indeg[c] == 0:
+                    ready.append(c)
+        if len(order) < n:
+            cyc = [self.names[v] for v in range(n) if indeg[v] > 0]
+            raise BayesNetError("the network has a cycle through the variables "
+                                f"{', '.join(cyc[:8])}{' ...' if len(cyc) > 8 else ''}: a "
+                                "Bayesian network must be acyclic; remove a parent link")
+        return order
+
+    def _checked_table(self, v: int, t: np.ndarray) -> np.ndarray:
+        k = len(self.states[v])
+        rows = int(np.prod([len(self.states[p]) for p in self.parents[v]], dtype=np.int64))
+        nm = self.names[v]
+        if t.size != rows * k:
+            raise BayesNetError(f"the table of {nm!r} has {t.size} entries; it needs "
+                                f"{rows} parent configurations x {k} states = {rows * k}")
+        t = t.reshape(rows, k)
+        if not np.all(np.isfinite(t)) or np.any(t < 0):
+            raise BayesNetError(f"the table of {nm!r} holds negative, NaN or infinite "
+                                "probabilities: every entry must be a number >= 0")
+        s = t.sum(axis=1)
+        bad = np.flatnonzero(np.abs(s - 1.0) > ROW_SUM_TOL)
+        if bad.size:
+            r = int(bad[0])
+            raise BayesNetError(f"row {r} of the table of {nm!r} (parents "
+                                f"{self.config_text(v, r)}) sums to {s[r]:.6g}, not 1 within "
+                                f"the tolerance {ROW_SUM_TOL:g}: fix the probabilities")
+        off = np.abs(s - 1.0) > 8 * np.finfo(np.float64).eps  # leave exact rows bit for bit
+        t = t.copy()
+        t[off] /= s[off, None]
+        return t
+
+    # -- structure ------------------------------------------------------------------------
+    @property
+    def n_vars(self) -> int:
+        return len(self.names)
+
+    @property
+    def cards(self) -> np.ndarray:
+        """The number of states of each variable (int64)."""
+        return np.array([len(s) for s in self.states], dtype=np.int64)
+
+    @property
+    def order(self) -> list[int]:
+        """The variables in a topological order (parents first)."""
+        return list(self._order)
+
+    def index(self, name: str) -> int:
+        """The index of variable ``name``; :class:`BayesNetError` names the known ones."""
+        try:
+            return self.names.index(str(name))
+        except ValueError:
+            near = ", ".join(self.names[:10]) + (" ..." if self.n_vars > 10 else "")
+            raise BayesNetError(f"unknown variable {name!r}: the network's variables are "
+                                f"{near}") from None
+
+    def state_index(self, v: int, state: Any) -> int:
+        """The index of ``state`` (a name, or an int index) among variable ``v``'s states."""
+        st = self.states[v]
+        if isinstance(state, (int, np.integer)) and not isinstance(state, bool):
+            if 0 <= int(state) < len(st):
+                return int(state)
+        elif str(state) in st:
+            return st.index(str(state))
+        raise BayesNetError(f"unknown state {state!r} of {self.names[v]!r}: its states are "
+                            f"{', '.join(st)} (or their indices 0..{len(st) - 1})")
+
+    def children(self) -> list[list[int]]:
+        kids: list[list[int]] = [[] for _ in range(self.n_vars)]
+        for v, ps in enumerate(self.parents):
+            for p in ps:
+                kids[p].append(v)
+        return kids
+
+    def config_text(self, v: int, r: int) -> str:
+        """Parent configuration ``r`` of ``v`` as ``(state, state)``."""
+        vals = []
+        for p in reversed(self.parents[v]):
+            k = len(self.states[p])
+            vals.append(self.states[p][r % k])
+            r //= k
+        return "(" + ", ".join(reversed(vals)) + ")"
+
+    def flat_tables(self) -> tuple[np.ndarray, np.ndarray]:
+        """All tables as one float64 vector and each variable's offset into it
+        (``offsets[v]``; ``offsets[-1]`` is the total)."""
+        sizes = [t.size for t in self.cpts]
+        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        return np.concatenate([t.ravel() for t in self.cpts]), offsets
+
+    def with_tables(self, flat: np.ndarray) -> Network:
+        """A copy of this network with the tables read from a flat vector."""
+        _, off = self.flat_tables()
+        flat = np.asarray(flat, dtype=np.float64).ravel()
+        tabs = [flat[off[v]:off[v + 1]].reshape(self.cpts[v].shape)
+                for v in range(self.n_vars)]
+        return Network(self.names, self.states, self.parents, tabs, self.name)
+
+    def uniform(self) -> Network:
+        """A copy of this network with every table row uniform (a start for learning)."""
+        tabs = [np.full(t.shape, 1.0 / t.shape[1]) for t in self.cpts]
+        return Network(self.names, self.states, self.parents, tabs, self.name)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+    def __repr__(self) -> str:
+        arcs = sum(len(p) for p in self.parents)
+        return (f"Network({self.name!r}: {self.n_vars} variables, {arcs} arcs, "
+                f"{int(sum(t.size for t in self.cpts))} parameters)")

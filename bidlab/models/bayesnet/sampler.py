@@ -1,0 +1,298 @@
+"""The chains of a blocked Gibbs sampler: state, evidence, sweeps and marginal estimates.
+
+:class:`GibbsChains` owns the int32 state matrix (rows = chains, or ``m`` replicas of each
+observation when learning), the evidence, and the running sums of the Rao-Blackwellised
+marginals (each free variable's normalised full conditional, averaged over kept sweeps:
+lower variance than counting draws). Evidence may change between any two sweeps: rows
+whose state becomes impossible under the new evidence are drawn afresh from the network
+(ancestral sampling with the evidence clamped, retried), the marginal sums restart and the
+burn-in runs again. Evidence that no ancestral draw agrees with after ``init_tries``
+rounds is reported as having probability zero.
+
+Inference chains start (and, when the evidence changes, start again) from ancestral draws
+resampled by their likelihood of the evidence, so that modes a near-deterministic table
+keeps chains in are held by about the right share of the chains; the sweep counter, the
+options and the learner go on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bidlab.kern import bn_gibbs
+from bidlab.kern.random import stream_key
+from bidlab.models.bayesnet.network import BayesNetError, Network
+from bidlab.models.bayesnet.tables import Tables
+
+__all__ = ["GibbsChains", "evidence_vector"]
+
+_INIT_STEP = 1 << 40  # init draws use sweep keys far from the sweeps'
+POOL = 16  # ancestral draws per chain when the chains start from the evidence
+
+
+def evidence_vector(net: Network, evidence: dict[str, Any] | None) -> np.ndarray:
+    """``{variable: state}`` (names or indices) as an int32 vector, -1 where free.
+
+    Examples:
+        >>> import numpy as np
+        >>> net = Network(["a"], [["no", "yes"]], [[]], [np.array([[0.5, 0.5]])])
+        >>> evidence_vector(net, {"a": "yes"}).tolist()
+        [1]
+    """
+    ev = np.full(net.n_vars, -1, np.int32)
+    if evidence is None:
+        return ev
+    if not isinstance(evidence, dict):
+        raise BayesNetError(f"evidence must be a dict {{variable: state}}; got "
+                            f"{type(evidence).__name__}")
+    for name, state in evidence.items():
+        v = name if isinstance(name, (int, np.integer)) and not isinstance(name, bool) else \
+            net.index(name)
+        if not 0 <= int(v) < net.n_vars:
+            raise BayesNetError(f"unknown variable index {v}: the network has {net.n_vars}")
+        ev[int(v)] = net.state_index(int(v), state)
+    return ev
+
+
+class GibbsChains:
+    """Chains (or replicated observations) of a blocked Gibbs sampler over ``net``.
+
+    Args:
+        net: the network.
+        obs: int32 (n_obs, n_vars) clamped values of each observation, -1 where free.
+        m_max: replicas of each observation kept (rows = ``m_max * n_obs``).
+        seed: the key of every random stream.
+        init_tries: rounds of ancestral draws before evidence counts as impossible.
+
+    Examples:
+        >>> import numpy as np
+        >>> net = Network(["a", "b"], [["0", "1"], ["0", "1"]], [[], [0]],
+        ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
+        >>> ch = GibbsChains(net, np.full((500, 2), -1, np.int32), seed=1)
+        >>> ch.set_evidence({"b": "1"})
+        >>> ch.burn_in = 50
+        >>> for _ in range(300):
+        ...     ch.sweep()
+        >>> bool(abs(ch.marginals()[1] - 0.4 / 0.45) < 0.02)   # P(a=1 | b=1)
+        True
+    """
+
+    def __init__(self, net: Network, obs: np.ndarray, m_max: int = 1, seed: int = 0,
+                 init_tries: int = 1000) -> None:
+        self.net = net
+        self.t = Tables.of(net)
+        self.obs = np.ascontiguousarray(obs, dtype=np.int32)
+        self.n_obs = int(self.obs.shape[0])
+        self.m_max = int(m_max)
+        self.seed = int(seed)
+        self.init_tries = int(init_tries)
+        self.X = np.zeros((self.m_max * self.n_obs, net.n_vars), np.int32)
+        self.ev = np.full(net.n_vars, -1, np.int32)
+        self._pending: np.ndarray | None = None
+        self.sweeps = 0  # sweeps since the start
+        self.since_evidence = 0  # sweeps since the evidence last changed
+        self.m_init = 0  # replicas drawn so far
+        n_rows = self.n_obs if self.m_max == 1 else 0
+        self.cur = np.zeros((n_rows, self.t.n_states))
+        self.rb = np.zeros_like(self.cur)
+        self.rb2 = np.zeros_like(self.cur)
+        self.kept = 0
+        self.burn_in = 0  # sweeps after an evidence change before marginals are kept
+        self.thin = 1
+        self._bad = np.zeros(self.X.shape[0], np.uint8)
+        self._lj = np.zeros(self.X.shape[0])
+
+    # -- evidence -------------------------------------------------------------------------
+    def set_evidence(self, evidence: dict[str, Any] | None) -> None:
+        """Evidence for the next sweep on (checked now, applied then)."""
+        self._pending = evidence_vector(self.net, evidence)
+
+    def _apply_evidence(self) -> None:
+        ev, self._pending = self._pending, None
+        if ev is None or np.array_equal(ev, self.ev):
+            return
+        old = self.ev
+        self.ev = ev
+        try:
+            if self.m_init and self.chains_only:
+                self._weighted_start()
+            elif self.m_init:
+                self._repair(np.arange(self.m_init * self.n_obs, dtype=np.int64))
+        except BayesNetError:
+            self.ev = old
+            raise
+        self.reset_estimates()
+        self.since_evidence = 0
+
+    def reset_estimates(self) -> None:
+        """Forget the marginal sums (a new burn-in follows)."""
+        self.rb[...] = 0.0
+        self.rb2[...] = 0.0
+        self.kept = 0
+
+    @property
+    def evidence(self) -> dict[str, str]:
+        ev = self.ev if self._pending is None else self._pending
+        return {self.net.names[v]: self.net.states[v][ev[v]] for v in np.flatnonzero(ev >= 0)}
+
+    # -- state ----------------------------------------------------------------------------
+    def set_tables(self, net: Network) -> None:
+        """Sample from new tables of the same structure (learning's M-step)."""
+        self.net = net
+        self.t.cpt = net.flat_tables()[0]
+
+    def _log_joint(self, rows: np.ndarray) -> np.ndarray:
+        t = self.t
+        out = np.empty(rows.shape[0])
+        bn_gibbs.log_joint(out.size * t.card.size, self.X[rows], t.cpt, t.off, t.card,
+                           *t.parents, out)
+        return out
+
+    def _repair(self, rows: np.ndarray) -> None:
+        """Draw ``rows`` afresh until each has a positive probability under the tables,
+        the evidence and the observations."""
+        t = self.t
+        todo = rows[np.isneginf(self._log_joint(rows))] if self.m_init else rows
+        for attempt in range(self.init_tries):
+            if todo.size == 0:
+                return
+            key = np.uint64(stream_key(self.seed, _INIT_STEP + self.sweeps * 1024 + attempt))
+            bn_gibbs.forward_fill(todo.size * t.card.size, self.X, todo, self.obs, self.ev,
+                                  self.n_obs, t.order, t.cpt, t.off, t.card, *t.parents, key)
+            todo = todo[np.isneginf(self._log_joint(todo))]
+        if todo.size:
+            ev = {k: v for k, v in self.evidence.items()}
+            i = int(todo[0] % self.n_obs)
+            seen = {self.net.names[v]: self.net.states[v][self.obs[i, v]]
+                    for v in np.flatnonzero(self.obs[i] >= 0)}
+            what = f"the evidence {ev}" if ev else "observation"
+            raise BayesNetError(
+                f"{what}{f' with row {i} {seen}' if seen else ''} has probability zero "
+                f"under the network (none of {self.init_tries} ancestral draws agreed with "
+                "it): remove or change a clamped value; if it is merely very unlikely, raise "
+                "init_tries")
+
+    @property
+    def chains_only(self) -> bool:
+        """Rows are chains (one replica, nothing observed per row): inference."""
+        return self.m_max == 1 and not (self.obs >= 0).any()
+
+    def _weighted_start(self) -> None:
+        """Start the chains from the posterior's rough shape: ancestral draws with the
+        evidence clamped (``POOL`` per chain), resampled by their likelihood of the
+        evidence (systematic resampling). Chains that a near-deterministic table keeps in
+        one mode then hold the modes in about the right proportions."""
+        t, n = self.t, self.n_obs
+        pool = min(POOL * n, max(n, 200_000))
+        P = np.zeros((pool, t.card.size), np.int32)
+        free = np.full((1, t.card.size), -1, np.int32)
+        key = np.uint64(stream_key(self.seed, _INIT_STEP - 1 - self.sweeps))
+        bn_gibbs.forward_fill(P.size, P, np.arange(pool, dtype=np.int64), free, self.ev, 1,
+                              t.order, t.cpt, t.off, t.card, *t.parents, key)
+        lw = np.zeros(pool)
+        with np.errstate(divide="ignore"):
+            for v in np.flatnonzero(self.ev >= 0):
+                cfg = np.zeros(pool, np.int64)
+                for q in range(t.par_ptr[v], t.par_ptr[v + 1]):
+                    cfg += P[:, t.par_idx[q]].astype(np.int64) * t.par_stride[q]
+                lw += np.log(t.cpt[t.off[v] + cfg * t.card[v] + self.ev[v]])
+        top = lw.max()
+        if not np.isfinite(top):  # no draw agrees: the retrying path says why
+            self._repair(np.arange(n, dtype=np.int64))
+            return
+        w = np.exp(lw - top)
+        c = np.cumsum(w / w.sum())
+        u = (np.random.default_rng([self.seed, self.sweeps]).random() + np.arange(n)) / n
+        self.X[:n] = P[np.minimum(np.searchsorted(c, u), pool - 1)]
+
+    def activate(self, m: int) -> None:
+        """Make replicas ``0..m-1`` live: new ones start as copies of replica 0."""
+        m = min(int(m), self.m_max)
+        if self.m_init == 0:
+            if self.chains_only:
+                self._weighted_start()
+            else:
+                self._repair(np.arange(self.n_obs, dtype=np.int64))
+            self.m_init = 1
+        n = self.n_obs
+        while self.m_init < m:
+            j = self.m_init
+            self.X[j * n:(j + 1) * n] = self.X[:n]
+            self.m_init += 1
+
+    def sweep(self, m_active: int = 1, record: bool | None = None, lo: int = 0,
+              hi: int | None = None) -> None:
+        """One sweep of every block over observations ``lo..hi`` of ``m_active`` replicas;
+        ``record`` adds the Rao-Blackwellised marginals to the sums (chains only); None:
+        when ``burn_in`` sweeps have passed since the evidence changed, every ``thin``-th."""
+        if self._pending is not None:
+            self._apply_evidence()
+        if record is None:
+            k = self.since_evidence - self.burn_in
+            record = k >= 0 and k % self.thin == 0
+        self.activate(m_active)
+        t = self.t
+        hi = self.n_obs if hi is None else int(hi)
+        record = bool(record) and self.cur.shape[0] > 0
+        key = np.uint64(stream_key(self.seed, self.sweeps))
+        self._bad[...] = 0
+        m = int(m_active)
+        bn_gibbs.sweep(m * (hi - lo) * t.card.size, self.X, self.obs, self.ev, self.n_obs, m,
+                       int(lo), hi, t.cpt, t.off, t.card, *t.parents, t.unit_a, t.unit_b,
+                       t.fac_ptr, t.fac_idx, t.det_ptr, t.det_idx, t.blk_ptr, t.blk_units, key,
+                       self.cur, t.state_off, record, self._bad)
+        if self._bad.any():  # tables changed under a row (learning): draw it afresh
+            self._repair(np.flatnonzero(self._bad).astype(np.int64))
+        self.sweeps += 1
+        self.since_evidence += 1
+        if record:
+            self._clamped_marginals()
+            self.rb += self.cur
+            self.rb2 += self.cur * self.cur
+            self.kept += 1
+
+    def _clamped_marginals(self) -> None:
+        so = self.t.state_off
+        rows = np.arange(self.cur.shape[0])
+        for v in np.flatnonzero(self.t.is_det):  # drawn with their parents: their value
+            self.cur[:, so[v]:so[v + 1]] = 0.0
+            self.cur[rows, so[v] + self.X[: rows.shape[0], v]] = 1.0
+        for v in np.flatnonzero(self.ev >= 0):
+            self.cur[:, so[v]:so[v + 1]] = 0.0
+            self.cur[:, so[v] + self.ev[v]] = 1.0
+
+    # -- estimates ------------------------------------------------------------------------
+    def marginals(self) -> np.ndarray:
+        """The Rao-Blackwellised marginal of every state (n_states,), averaged over chains
+        and kept sweeps (the last draws' frequencies before any sweep was kept)."""
+        if self.kept == 0:
+            so, card = self.t.state_off, self.t.card
+            out = np.zeros(self.t.n_states)
+            X = self.X[: max(self.m_init, 1) * self.n_obs]
+            for v in range(card.shape[0]):
+                out[so[v]:so[v + 1]] = np.bincount(X[:, v], minlength=card[v]) / X.shape[0]
+            return out
+        return self.rb.sum(axis=0) / (self.kept * self.rb.shape[0])
+
+    def rhat(self) -> float:
+        """The largest potential scale reduction factor (Gelman-Rubin R-hat) over all
+        states' Rao-Blackwellised marginals; NaN before 2 kept sweeps or with 1 chain."""
+        n, m = self.kept, self.rb.shape[0]
+        if n < 2 or m < 2:
+            return float("nan")
+        mean = self.rb / n
+        w = np.maximum(self.rb2 / n - mean * mean, 0.0) * (n / (n - 1))
+        W = w.mean(axis=0)
+        B = n * mean.var(axis=0, ddof=1)
+        ok = W > 1e-10
+        if not ok.any():
+            return 1.0
+        var = (n - 1) / n * W[ok] + B[ok] / n
+        return float(np.sqrt(var / W[ok]).max())
+
+    def log_joint_mean(self, m_active: int = 1) -> float:
+        """Mean log P(state) over the live rows (learning's training score)."""
+        rows = np.arange(max(1, m_active) * self.n_obs, dtype=np.int64)
+        return float(self._log_joint(rows).mean())

@@ -1,0 +1,165 @@
+"""A network as the flat arrays the sampling kernels read (:mod:`bidlab.kern.bn_gibbs`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bidlab.models.bayesnet.colouring import colour_blocks_of
+from bidlab.models.bayesnet.network import Network
+
+__all__ = ["Tables", "COUPLED", "MAX_JOINT_STATES"]
+
+#: a child whose table rows' largest entries average at least this is drawn with its parent
+COUPLED = 0.9
+#: the most joint states of a unit of two variables
+MAX_JOINT_STATES = 36
+
+
+@dataclass
+class Tables:
+    """Flat, kernel-ready view of a :class:`Network` (see :mod:`bidlab.kern.bn_gibbs`).
+
+    Examples:
+        >>> import numpy as np
+        >>> net = Network(["a", "b"], [["0", "1"], ["0", "1"]], [[], [0]],
+        ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
+        >>> t = Tables.of(net)
+        >>> t.off.tolist(), t.n_blocks, t.unit_b.tolist()
+        ([0, 2, 6], 2, [-1, -1])
+    """
+
+    cpt: np.ndarray
+    off: np.ndarray
+    card: np.ndarray
+    par_ptr: np.ndarray
+    par_idx: np.ndarray
+    par_stride: np.ndarray
+    unit_a: np.ndarray
+    unit_b: np.ndarray
+    fac_ptr: np.ndarray
+    fac_idx: np.ndarray
+    det_ptr: np.ndarray
+    det_idx: np.ndarray
+    is_det: np.ndarray
+    blk_ptr: np.ndarray
+    blk_units: np.ndarray
+    order: np.ndarray
+    state_off: np.ndarray  # where each variable's states start in a marginals row
+
+    @classmethod
+    def of(cls, net: Network) -> Tables:
+        cpt, off = net.flat_tables()
+        card = net.cards
+        n = net.n_vars
+        par_ptr = np.zeros(n + 1, np.int64)
+        par_idx: list[int] = []
+        par_stride: list[int] = []
+        for v, ps in enumerate(net.parents):
+            st = 1
+            strides = [0] * len(ps)
+            for q in range(len(ps) - 1, -1, -1):
+                strides[q] = st
+                st *= int(card[ps[q]])
+            par_idx += ps
+            par_stride += strides
+            par_ptr[v + 1] = len(par_idx)
+        kids = net.children()
+        is_det = np.array([bool(ps) and bool(np.all(t.max(axis=1) == 1.0))
+                           for ps, t in zip(net.parents, net.cpts, strict=True)])
+        rank = {v: q for q, v in enumerate(net.order)}
+
+        def closure(vs: list[int]) -> list[int]:
+            d: list[int] = []
+            todo = [c for v in vs for c in kids[v] if is_det[c]]
+            while todo:
+                c = todo.pop()
+                if c not in d and c not in vs:
+                    d.append(c)
+                    todo += [g for g in kids[c] if is_det[g]]
+            return sorted(d, key=rank.__getitem__)
+
+        units = [(v, _partner(net, v, kids, is_det)) for v in range(n)
+                 if not (is_det[v] and net.parents[v])]
+        dets: list[list[int]] = []
+        facs: list[list[int]] = []
+        writes: list[set[int]] = []
+        for a, b in units:
+            members = [a] if b < 0 else [a, b]
+            d = closure(members)
+            w = set(members) | set(d)
+            f = w | {c for x in w for c in kids[x]}
+            dets.append(d)
+            facs.append(sorted(f))
+            writes.append(w)
+        fac_ptr, fac_idx = _csr(facs)
+        det_ptr, det_idx = _csr(dets)
+        blocks = colour_blocks_of(_conflicts(net.parents, writes, facs))
+        blk_ptr = np.zeros(len(blocks) + 1, np.int64)
+        np.cumsum([b.size for b in blocks], out=blk_ptr[1:])
+        state_off = np.zeros(n + 1, np.int64)
+        np.cumsum(card, out=state_off[1:])
+        i64 = np.int64
+        return cls(cpt, off, card.astype(i64), par_ptr, np.asarray(par_idx, i64),
+                   np.asarray(par_stride, i64),
+                   np.array([a for a, _ in units], i64), np.array([b for _, b in units], i64),
+                   fac_ptr, fac_idx, det_ptr, det_idx, is_det.astype(np.uint8), blk_ptr,
+                   np.concatenate(blocks).astype(i64) if blocks else np.zeros(0, i64),
+                   np.asarray(net.order, i64), state_off)
+
+    @property
+    def n_blocks(self) -> int:
+        return int(self.blk_ptr.shape[0] - 1)
+
+    @property
+    def n_states(self) -> int:
+        return int(self.state_off[-1])
+
+    @property
+    def parents(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return self.par_ptr, self.par_idx, self.par_stride
+
+
+def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    ptr = np.zeros(len(lists) + 1, np.int64)
+    np.cumsum([len(x) for x in lists], out=ptr[1:])
+    flat = [u for x in lists for u in x]
+    return ptr, np.asarray(flat, np.int64)
+
+
+def _partner(net: Network, v: int, kids: list[list[int]], is_det: np.ndarray) -> int:
+    """The child drawn jointly with ``v``: the one whose table ties it to its parents most
+    (mean of each row's largest entry at least :data:`COUPLED`), or -1."""
+    best, strength = -1, COUPLED
+    for c in kids[v]:
+        k = len(net.states[v]) * len(net.states[c])
+        if is_det[c] or k > MAX_JOINT_STATES:
+            continue
+        m = float(net.cpts[c].max(axis=1).mean())
+        if m >= strength:
+            best, strength = c, m
+    return best
+
+
+def _conflicts(parents: list[list[int]], writes: list[set[int]],
+               facs: list[list[int]]) -> list[set[int]]:
+    """Units that may not be drawn at once: one writes a variable the other reads (a
+    variable of one of its tables) or writes."""
+    reads = [set(f) | {p for x in f for p in parents[x]} for f in facs]
+    writers: dict[int, list[int]] = {}
+    readers: dict[int, list[int]] = {}
+    for u, w in enumerate(writes):
+        for x in w:
+            writers.setdefault(x, []).append(u)
+    for u, rd in enumerate(reads):
+        for x in rd:
+            readers.setdefault(x, []).append(u)
+    adj: list[set[int]] = [set() for _ in writes]
+    for x, ws in writers.items():
+        for a in ws:
+            for b in readers.get(x, ()):
+                if a != b:
+                    adj[a].add(b)
+                    adj[b].add(a)
+    return adj

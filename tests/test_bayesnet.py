@@ -1,0 +1,210 @@
+"""BayesNet: BIF files, colouring, Gibbs marginals against exact enumeration, evidence,
+clear errors, files and pickles."""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+
+import numpy as np
+import pytest
+
+from bidlab.datasets.paths import find_shared_data_dir
+from bidlab.kern import adaptive
+from bidlab.models import BayesNet, load
+from bidlab.models.bayesnet import BayesNetError, Network, read_bif, write_bif
+from bidlab.models.bayesnet.bif import format_bif, parse_bif
+from bidlab.models.bayesnet.colouring import moral_graph
+from bidlab.models.bayesnet.exact import exact_marginals
+from bidlab.models.bayesnet.sampler import GibbsChains
+from bidlab.models.bayesnet.tables import Tables
+
+_SHARED = find_shared_data_dir()
+BNLEARN = None if _SHARED is None else _SHARED / "bnlearn"
+needs_data = pytest.mark.skipif(BNLEARN is None or not BNLEARN.is_dir(),
+                                reason="shared data folder with bnlearn/ not found")
+
+# evidence for each small network: a child observed (the posterior differs from the prior)
+EVIDENCE = {
+    "asia": {"xray": "yes", "smoke": "no"},
+    "cancer": {"Dyspnoea": "True", "Xray": "positive"},
+    "earthquake": {"MaryCalls": "True"},
+    "sachs": {"Erk": "HIGH", "PKA": "LOW"},
+    "survey": {"T": "train", "S": "F"},
+}
+
+TINY = """network tiny { }
+variable A { type discrete [ 2 ] { y, n }; }
+variable B { type discrete [ 3 ] { lo, mid, hi }; property weight = 2; }
+probability ( A ) { table 0.25, 0.75; }
+probability ( B | A ) {
+  // a comment
+  (y) 0.1, 0.2, 0.7;
+  (n) 0.5, 0.25, 0.25;
+}
+"""
+
+
+def net_of(name: str) -> Network:
+    return read_bif(BNLEARN / f"{name}.bif.gz")
+
+
+def test_parse_tiny_and_round_trip(tmp_path):
+    net = parse_bif(TINY)
+    assert net.name == "tiny" and net.names == ["A", "B"] and net.parents == [[], [0]]
+    assert net.cpts[1].tolist() == [[0.1, 0.2, 0.7], [0.5, 0.25, 0.25]]
+    for name in ("t.bif", "t.bif.gz"):
+        back = read_bif(write_bif(net, tmp_path / name))
+        assert back.names == net.names and back.states == net.states
+        assert all(np.array_equal(a, b) for a, b in zip(back.cpts, net.cpts, strict=True))
+    assert gzip.decompress((tmp_path / "t.bif.gz").read_bytes()).decode() == format_bif(net)
+
+
+@needs_data
+@pytest.mark.parametrize("name", ["alarm", "child", "insurance", "hailfinder", "water", "asia"])
+def test_bnlearn_networks_round_trip(name, tmp_path):
+    net = net_of(name)
+    back = read_bif(write_bif(net, tmp_path / f"{name}.bif"))
+    assert back.names == net.names and back.parents == net.parents
+    assert all(np.array_equal(a, b) for a, b in zip(back.cpts, net.cpts, strict=True))
+    # the units of one block are independent: none writes a variable another one reads
+    t = Tables.of(net)
+
+    def members(u):
+        m = {int(t.unit_a[u]), *t.det_idx[t.det_ptr[u]:t.det_ptr[u + 1]].tolist()}
+        return m | ({int(t.unit_b[u])} if t.unit_b[u] >= 0 else set())
+
+    def reads(u):
+        f = t.fac_idx[t.fac_ptr[u]:t.fac_ptr[u + 1]].tolist()
+        return set(f) | {p for x in f for p in net.parents[x]}
+
+    for c in range(t.n_blocks):
+        block = t.blk_units[t.blk_ptr[c]:t.blk_ptr[c + 1]].tolist()
+        for a in block:
+            assert all(not (members(a) & reads(b)) for b in block if b != a)
+    assert moral_graph(net.parents)[0] is not None
+    drawn = set(t.unit_a.tolist()) | set(np.flatnonzero(t.is_det).tolist())
+    assert sorted(t.blk_units.tolist()) == list(range(t.unit_a.size))
+    assert drawn == set(range(net.n_vars))
+
+
+def test_bif_with_a_cycle_is_refused():
+    text = TINY.replace("probability ( A ) { table 0.25, 0.75; }",
+                        "probability ( A | B ) { (lo) 0.5, 0.5; (mid) 0.5, 0.5; "
+                        "(hi) 0.5, 0.5; }")
+    with pytest.raises(BayesNetError, match="cycle through the variables A, B"):
+        parse_bif(text)
+
+
+def test_rows_not_summing_to_one_are_refused_with_the_tolerance():
+    with pytest.raises(BayesNetError, match=r"sums to 1.1, not 1 within the tolerance 0.001"):
+        parse_bif(TINY.replace("(y) 0.1, 0.2, 0.7", "(y) 0.2, 0.2, 0.7"))
+    net = parse_bif(TINY.replace("(y) 0.1, 0.2, 0.7", "(y) 0.1, 0.2, 0.6999"))
+    assert net.cpts[1][0].sum() == pytest.approx(1.0, abs=1e-15)  # renormalised
+
+
+def test_malformed_bif_names_the_problem():
+    with pytest.raises(BayesNetError, match="no probability block for B"):
+        parse_bif(TINY.split("probability ( B")[0])
+    with pytest.raises(BayesNetError, match="names state 'x'"):
+        parse_bif(TINY.replace("(n) 0.5", "(x) 0.5"))
+    with pytest.raises(BayesNetError, match="declares \\[ 4 \\] states but lists 3"):
+        parse_bif(TINY.replace("[ 3 ]", "[ 4 ]"))
+
+
+def test_unknown_names_in_evidence():
+    bn = BayesNet(parse_bif(TINY), n_chains=10, n_samples=2, burn_in=1, random_state=0)
+    with pytest.raises(BayesNetError, match="unknown variable 'C': the network's variables "
+                       "are A, B"):
+        bn.infer({"C": "y"})
+    with pytest.raises(BayesNetError, match="unknown state 'top' of 'B': its states are "
+                       "lo, mid, hi"):
+        bn.infer({"B": "top"})
+
+
+@needs_data
+def test_evidence_of_probability_zero():
+    bn = BayesNet(net_of("asia"), n_chains=20, n_samples=2, burn_in=1, random_state=0)
+    # 'either' is lung OR tub: lung = yes with either = no is impossible
+    with pytest.raises(BayesNetError, match="has probability zero under the network"):
+        bn.infer({"lung": "yes", "either": "no"})
+    with pytest.raises(BayesNetError, match="probability zero"):
+        exact_marginals(bn.network_, {"lung": "yes", "either": "no"})
+
+
+def _max_error(net: Network, est: list[np.ndarray], ev: dict) -> float:
+    exact = exact_marginals(net, ev)
+    return max(float(np.abs(a - b).max()) for a, b in zip(exact, est, strict=True))
+
+
+@needs_data
+@pytest.mark.parametrize("name", sorted(EVIDENCE))
+def test_marginals_match_exact_enumeration(name):
+    net = net_of(name)
+    bn = BayesNet(net, n_chains=1000, burn_in=100, n_samples=400, random_state=7)
+    out = bn.infer(EVIDENCE[name])
+    assert _max_error(net, bn.marginals_, EVIDENCE[name]) <= 0.01
+    assert bn.rhat_ < 1.3
+    v, s = next(iter(EVIDENCE[name].items()))
+    assert out[v][s] == 1.0
+    assert sum(out[net.names[0]].values()) == pytest.approx(1.0)
+
+
+@needs_data
+def test_evidence_set_and_cleared_between_sweeps():
+    net = net_of("cancer")
+    ch = GibbsChains(net, np.full((2000, net.n_vars), -1, np.int32), seed=3)
+    so = ch.t.state_off
+    ch.burn_in = 50
+    for ev in ({"Xray": "positive"}, None, {"Dyspnoea": "True", "Smoker": "True"}):
+        ch.set_evidence(ev)  # same chains, no restart: burn in, then keep
+        for _ in range(250):
+            ch.sweep()
+        assert ch.kept == 200
+        est = [ch.marginals()[so[v]:so[v + 1]] for v in range(net.n_vars)]
+        assert _max_error(net, est, ev) <= 0.01
+
+
+@needs_data
+def test_live_learner_takes_evidence_at_the_next_sweep():
+    bn = BayesNet(net_of("earthquake"), n_chains=300, burn_in=5, n_samples=20,
+                  random_state=1)
+    lrn = bn.learner()
+    lrn.fit(progress=None)
+    model = lrn.model
+    model.set_evidence({"Alarm": "True"})
+    assert model.chains.ev.max() == -1  # pending until the next sweep
+    lrn.set(n_passes=lrn.opts.n_passes + 30)
+    lrn.fit(progress=None)
+    assert model.chains.evidence == {"Alarm": "True"} and model.chains.kept == 25
+    assert model.marginals()[net_index(bn, "Alarm")][0] == 1.0
+
+
+def net_index(bn: BayesNet, name: str) -> int:
+    return bn.network_.index(name)
+
+
+@needs_data
+def test_draws_do_not_depend_on_thread_count():
+    results = []
+    for mode in ("serial", "parallel"):
+        with adaptive.policy(mode):
+            bn = BayesNet(net_of("alarm"), n_chains=300, burn_in=5, n_samples=10,
+                          random_state=11)
+            bn.infer({"HRBP": "HIGH"})
+            results.append((np.concatenate(bn.marginals_), bn.model_.chains.X.copy()))
+    assert np.array_equal(results[0][1], results[1][1])
+    assert np.array_equal(results[0][0], results[1][0])
+
+
+@needs_data
+def test_pickle_and_safe_file(tmp_path):
+    bn = BayesNet.from_bif(BNLEARN / "survey.bif.gz", n_chains=50, burn_in=2, n_samples=5,
+                           random_state=0)
+    bn.infer({"T": "car"})
+    for other in (pickle.loads(pickle.dumps(bn)), load(bn.save(tmp_path / "bn.bidlab"))):
+        assert isinstance(other, BayesNet)
+        assert other.marginal("E") == bn.marginal("E")
+        assert other.network_.names == bn.network_.names
+        other.infer({"T": "train"})  # a loaded estimator runs again
+    assert "network" in bn.summary()
