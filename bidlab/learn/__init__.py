@@ -15,6 +15,7 @@ Samples are rows everywhere (features ``X`` is samples x features).
 """
 
 from bidlab.learn import registry
+from bidlab.learn.blocks import BlockSource
 from bidlab.learn.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from bidlab.learn.comm import Communicator, SingleProcess, ThreadGroup
 from bidlab.learn.datasource import (
@@ -43,6 +44,7 @@ from bidlab.learn.updaters import (
     IncMult,
     IncNorm,
     PerMatrix,
+    RunningMean,
     Updater,
 )
 
@@ -78,6 +80,8 @@ __all__ = [
     "OptionError",
     "Options",
     "PerMatrix",
+    "RunningMean",
+    "BlockSource",
     "STATES",
     "ShardError",
     "ShardSource",

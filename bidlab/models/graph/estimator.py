@@ -32,7 +32,7 @@ from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.graph.model import PageRankModel
 from bidlab.models.graph.transition import as_adjacency, transition, vertex_weights
-from bidlab.models.kmeans.blocks import BlockSource
+from bidlab.learn.blocks import BlockSource
 
 __all__ = ["PageRank"]
 
