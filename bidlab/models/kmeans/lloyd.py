@@ -32,7 +32,6 @@ BLAS products between passes run single-threaded
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -46,7 +45,8 @@ from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import Batch, Updater
 from bidlab.mat import Mat
 from bidlab.models.kmeans.bounds import RowBounds, pass_bounds
-from bidlab.models.kmeans.distances import cross, dense_rows
+from bidlab.models.kmeans.distances import cross
+from bidlab.models.kmeans.farthest import keep_farthest, reseed_empty
 from bidlab.models.kmeans.model import KMeansModel
 
 __all__ = ["LloydKMeansModel"]
@@ -245,7 +245,9 @@ class LloydKMeansModel(KMeansModel):
         # u bounds each row's distance from above (exact where it was computed this pass)
         far = buf["dist"][:m]
         self.xp.multiply(u, u, out=far)
-        self._keep_farthest(X, lab, far, w, batch)
+        k = self.modelmats[0].shape[0]
+        self._res = keep_farthest(self._res, X, lab, far, w, batch.ids[:m],
+                                  min(_RESERVOIR, k), self.xp)
         rows.done(batch)
         return self._score(far, w)
 
@@ -376,39 +378,6 @@ class LloydKMeansModel(KMeansModel):
         self._flops = 2.0 * (X.nnz if backend.is_sparse(X) else m * X.shape[1]) * k
         return False
 
-    def _keep_farthest(self, X: Any, lab: Any, dist: Any, w: Any, batch: Minibatch) -> None:
-        """Keep the pass's farthest rows (their data too): an empty cluster takes one.
-
-        Only the block's rows beyond the nearest kept one are ranked (after the first
-        block, a handful)."""
-        xp = self.xp
-        res = self._res
-        R = min(_RESERVOIR, self.modelmats[0].shape[0])
-        floor = -math.inf if res is None or res["d"].shape[0] < R else float(res["d"].min())
-        cand = xp.flatnonzero(dist > floor)
-        if w is not None:
-            cand = cand[w[cand] > 0]
-        n_c = int(cand.shape[0])
-        if n_c == 0:
-            return
-        score = dist[cand].astype(np.float64)
-        take = min(R, n_c)
-        if take < n_c:
-            top = xp.argpartition(-score, take - 1)[:take]
-            cand, score = cand[top], score[top]
-        ids = batch.ids[: batch.n]
-        rows = ids[cand] if xp is np else xp.asarray(ids[backend.to_host(cand)])
-        new = {"d": score, "row": rows, "lab": lab[cand],
-               "w": (xp.ones(take, np.float64) if w is None
-                     else w[cand].astype(np.float64)),
-               "x": dense_rows(X, cand).astype(np.float64)}
-        if res is not None:
-            new = {key: xp.concatenate([res[key], new[key]]) for key in new}
-        if new["d"].shape[0] > R:
-            keep = xp.argpartition(-new["d"], R - 1)[:R]
-            new = {key: v[keep] for key, v in new.items()}
-        self._res = new
-
     def _lloyd_end(self, pass_: int) -> None:
         ps = self._pass_state
         if ps is None or ps["pass"] != pass_:
@@ -432,7 +401,7 @@ class LloydKMeansModel(KMeansModel):
                 mean = S.sum(axis=0, dtype=np.float64) / max(W, 1e-300)
                 var = (ps["sxx"] / max(W, 1e-300) - float((mean * mean).sum())) / S.shape[1]
                 self._tol_abs = max(var, 0.0) * self.opts.tol
-        ps["changed"] += self._reseed_empty(S, N)
+        ps["changed"] += reseed_empty(self._res, S, N, rows)
         if ps["complete"] and ps["labels_ok"] and ps["changed"] == 0:
             # nothing moved: the centres are those of the pass's start, its labels final
             S[...] = prev
@@ -458,35 +427,3 @@ class LloydKMeansModel(KMeansModel):
         self._pass_bounds = pass_bounds(S, drift.astype(S.dtype), xp)
         rows.current = False
         self._generation += 1
-
-    def _reseed_empty(self, S: Any, N: Any) -> int:
-        """An empty cluster takes the farthest kept row whose own cluster can spare it;
-        returns how many clusters were re-seeded."""
-        xp = self.xp
-        empty = xp.flatnonzero(N <= 0)
-        res = self._res
-        if int(empty.shape[0]) == 0 or res is None:
-            return 0
-        order = np.argsort(-np.asarray(backend.to_host(res["d"])), kind="stable").tolist()
-        rows = self._rows
-        taken = moved = 0
-        for j in backend.to_host(empty).tolist():
-            while taken < len(order):
-                q = order[taken]
-                taken += 1
-                old, wq = int(res["lab"][q]), float(res["w"][q])
-                if float(N[old]) > wq:
-                    break
-            else:
-                break
-            x = res["x"][q]
-            S[old] -= (wq * x).astype(S.dtype)
-            N[old] -= wq
-            S[j] = (wq * x).astype(S.dtype)
-            N[j] = wq
-            r = int(res["row"][q])
-            rows.column("labels")[r] = j
-            rows.column("u")[r] = 0  # it is its centre now
-            rows.column("lo")[r] = 0  # and its old centre may be the nearest other
-            moved += 1
-        return moved

@@ -233,7 +233,6 @@ class KMeansModel(Model):
         """Labels of every row of one pass of ``source`` (unshuffled) and the inertia,
         every distance computed (Lloyd's engine prunes with its bounds instead)."""
         n = source.n_samples
-        C = self.modelmats[0].data
         labels = backend.empty((n,), np.int64, self.xp)
         total = 0.0
         source.seek(0, 0)
