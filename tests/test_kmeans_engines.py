@@ -72,6 +72,7 @@ def test_a_checkpoint_keeps_the_row_bounds(tmp_path):
     resumed = LloydKMeansModel(start, tol=0.0)
     again = Learner(resumed, BlockSource(X, batch_size=500), n_passes=6)
     again.load(path)
+    again.set(n_passes=6)  # the checkpoint's options came back with it
     again.fit(progress=None)
     np.testing.assert_allclose(resumed.centers.data, whole.centers.data, rtol=1e-12)
     # the resumed passes pruned from the checkpoint's bounds, as the whole run did

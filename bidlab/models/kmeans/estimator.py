@@ -43,8 +43,8 @@ from bidlab.models.validation import SEED_TEXT, seed_ok, unwrap
 __all__ = ["KMeans"]
 
 #: the engine of each ``algorithm``
-ENGINES: dict[str, type[KMeansModel]] = {"lloyd": LloydKMeansModel,
-                                         "minibatch": MinibatchKMeansModel}
+ENGINES: dict[str, type[KMeansModel]] = {
+    cls.algorithm: cls for cls in (LloydKMeansModel, MinibatchKMeansModel)}
 #: the engines' options that are estimator parameters, and the engine that declares each
 _ENGINE_PARAMS: dict[str, type[KMeansModel]] = {
     "tol": LloydKMeansModel, "max_no_improvement": MinibatchKMeansModel,

@@ -83,6 +83,7 @@ class LloydKMeansModel(KMeansModel):
                "result)"),
     )
     full_batch = True  # its pass sums are its own, handed over at the last block
+    algorithm = "lloyd"
     _SCRATCH = ("_buf", "_work", "_rows", "_res", "_pending", "_pass_state")
     _generation = 0  # centre updates so far; tags a pass's checkpointed sums
     _pass_bounds: dict[str, Any] | None = None

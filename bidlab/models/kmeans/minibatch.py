@@ -67,6 +67,8 @@ class MinibatchKMeansModel(KMeansModel):
                none_ok=True),
     )
 
+    algorithm = "minibatch"
+
     def __init__(self, centers: Any, *, random_state: int = 0, **options: Any) -> None:
         super().__init__(centers, random_state=random_state, **options)
         self.steps = 0

@@ -60,6 +60,15 @@ class KMeansModel(Model):
 
     score_name = "-sq.dist/sample"
     mat_names = ("centers", "counts")
+    #: the estimator's ``algorithm`` name of an engine (a subclass)
+    algorithm = ""
+    #: each engine by its ``algorithm`` name, filled as the subclasses are defined
+    ENGINES: dict[str, type[KMeansModel]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.algorithm:
+            KMeansModel.ENGINES[cls.algorithm] = cls
     _SCRATCH: tuple[str, ...] = ("_buf", "_work")
 
     def __init__(self, centers: Any, *, random_state: int = 0, **options: Any) -> None:
@@ -272,10 +281,7 @@ def subclass_for(cls: type, state: Any) -> type | None:
         part = vars(opts).get(table)
         if isinstance(part, dict):
             part.pop("algorithm", None)
-    from bidlab.models.kmeans.lloyd import LloydKMeansModel
-    from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
-
-    return MinibatchKMeansModel if algorithm == "minibatch" else LloydKMeansModel
+    return KMeansModel.ENGINES.get(algorithm)
 
 
 UPGRADES[KMeansModel] = subclass_for
