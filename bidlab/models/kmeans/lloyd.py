@@ -84,7 +84,7 @@ class LloydKMeansModel(KMeansModel):
     )
     full_batch = True  # its pass sums are its own, handed over at the last block
     algorithm = "lloyd"
-    _SCRATCH = ("_buf", "_work", "_rows", "_res", "_pending", "_pass_state")
+    _SCRATCH = ("_buf", "_work", "_rows", "_res", "_pending", "_pass_state", "_drift")
     _generation = 0  # centre updates so far; tags a pass's checkpointed sums
     _pass_bounds: dict[str, Any] | None = None
     _tol_abs: float | None = None
