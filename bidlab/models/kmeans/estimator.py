@@ -20,6 +20,7 @@ Scikit-learn conventions and names (``n_clusters``, ``n_jobs``, ``verbose``, ``w
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, ClassVar
 
@@ -38,7 +39,7 @@ from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
 from bidlab.models.kmeans.model import KMeansModel
 from bidlab.models.kmeans.seeding import init_centers
 from bidlab.models.sk_params import COMMON
-from bidlab.models.validation import SEED_TEXT, seed_ok, unwrap
+from bidlab.models.validation import RANDOM_STATE, unwrap
 
 __all__ = ["KMeans"]
 
@@ -130,7 +131,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         Option("batch_size", int, 4096, "rows per minibatch", low=1),
         _engine_param("max_no_improvement"),
         _engine_param("bounds"),
-        Option("random_state", int, None, "seed", test=seed_ok, text=SEED_TEXT, none_ok=True),
+        dataclasses.replace(RANDOM_STATE, default=None, doc="seed of the initialisation, "
+                            "the re-seedings and the minibatch order"),
         Option("dtype", str, None, "float type of the centres", test=_valid_dtype,
                none_ok=True, text="None (follow the input), float32 or float64"),
         Option("device", str, "cpu", "where to compute", choices=("cpu", "gpu")),

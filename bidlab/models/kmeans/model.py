@@ -64,12 +64,12 @@ class KMeansModel(Model):
     algorithm = ""
     #: each engine by its ``algorithm`` name, filled as the subclasses are defined
     ENGINES: dict[str, type[KMeansModel]] = {}
+    _SCRATCH: tuple[str, ...] = ("_buf", "_work")  # rebuilt on demand, never pickled
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.algorithm:
             KMeansModel.ENGINES[cls.algorithm] = cls
-    _SCRATCH: tuple[str, ...] = ("_buf", "_work")
 
     def __init__(self, centers: Any, *, random_state: int = 0, **options: Any) -> None:
         super().__init__(**options)
