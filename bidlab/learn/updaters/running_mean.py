@@ -40,7 +40,12 @@ __all__ = ["RunningMean"]
 class RunningMean(Updater):
     """Running weighted means and their counts (see the module doc): the first model
     matrix it moves holds the means, the second their counts (one column, a row per
-    mean); ``updatemats`` hold the minibatch's sums and weights in the same shapes."""
+    mean); ``updatemats`` hold the minibatch's sums and weights in the same shapes.
+
+    Example::
+
+        Learner(model, source, updater=RunningMean(lrate=0.5))   # damped steps
+    """
 
     OPTIONS = (dataclasses.replace(_LRATE, default=1.0),)
     _SCRATCH = ("_tmp", "_rate")

@@ -36,6 +36,13 @@ class RowBounds:
     Flags: ``labels_pass`` / ``bounds_pass``, the pass whose start the labels / bounds
     belong to (None: not ready); ``xx_ok``, the squared norms are filled; ``current``, the
     labels belong to the current centres.
+
+    Example::
+
+        rows = RowBounds(info.n_samples, np.float32, np)
+        lab, u, lo, xx = rows.block(batch)       # in place, or gathered
+        ...                                      # the kernels update them
+        rows.done(batch)                         # gathered rows go back
     """
 
     def __init__(self, n: int, dtype: Any, xp: Any) -> None:
@@ -104,7 +111,13 @@ class RowBounds:
 def pass_bounds(C: Any, drift: Any, xp: Any) -> dict[str, Any]:
     """Hamerly's per-pass quantities for the new centres ``C`` that moved by ``drift``:
     the drift, half the distance from each centre to its nearest other (``s``), and the
-    two largest drifts (``m1``, ``m2``) with the index of the first (``top``)."""
+    two largest drifts (``m1``, ``m2``) with the index of the first (``top``).
+
+    Example::
+
+        b = pass_bounds(C, np.sqrt(((C - C_before) ** 2).sum(axis=1)), np)
+        b["s"], b["top"], b["m1"], b["m2"]
+    """
     k = C.shape[0]
     if k > 1:
         top = xp.argsort(-drift)[:2]

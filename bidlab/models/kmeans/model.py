@@ -269,7 +269,12 @@ def subclass_for(cls: type, state: Any) -> type | None:
     """The engine a state of the earlier single ``KMeansModel`` (an ``algorithm`` option)
     is, with that option taken out of its options; None for any other state. Files of
     earlier versions name that class; :data:`~bidlab.learn.persistable.UPGRADES` and
-    unpickling build the subclass instead."""
+    unpickling build the subclass instead.
+
+    Example::
+
+        subclass_for(KMeansModel, old_state)   # LloydKMeansModel or MinibatchKMeansModel
+    """
     if cls is not KMeansModel or not isinstance(state, dict):
         return None
     opts = state.get("opts")
