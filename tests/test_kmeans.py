@@ -526,13 +526,15 @@ def test_registered_for_bidlab_train():
 
 
 def test_partial_fit_after_a_learner_does_not_inherit_its_options(tmp_path):
+    from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
+
     X, _, _ = blobs(600, 3, 3, spread=0.5, seed=18)
     est = KMeans(3, random_state=0)
     est.learner(X, checkpoint=str(tmp_path / "ck"), n_passes=2).fit(progress=None)
     (tmp_path / "ck").unlink()
     est.partial_fit(X[:200])
     assert not (tmp_path / "ck").exists()
-    assert est.model_.opts.algorithm == "minibatch" and "checkpoint" not in est.model_.opts
+    assert isinstance(est.model_, MinibatchKMeansModel) and "checkpoint" not in est.model_.opts
 
 
 def test_a_converged_lloyd_learner_stops_before_n_passes():

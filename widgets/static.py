@@ -98,11 +98,20 @@ def _draw(ax: Any, fig: Any) -> None:
         elif kind == "VBar":
             ax.bar(x, np.asarray(_column(g.top, data, n), float), width=0.8,
                    color=[_color(c) for c in _column(g.fill_color, data, n)])
-        elif kind in ("Scatter", "Circle"):
+        elif kind in ("Scatter", "Circle") and "size" in g.properties():  # screen units
             size = np.asarray(_column(g.size, data, n), float)
             ax.scatter(x, np.asarray(_column(g.y, data, n), float), s=(0.8 * size) ** 2,
                        c=[_color(c) for c in _column(g.fill_color, data, n)], alpha=0.6,
                        edgecolors=[_color(c) for c in _column(g.line_color, data, n)])
+        elif kind == "Circle":  # a radius in data units: one patch per circle
+            from matplotlib.patches import Circle
+
+            y = np.asarray(_column(g.y, data, n), float)
+            radius = np.asarray(_column(g.radius, data, n), float)
+            fills = [_color(c) for c in _column(g.fill_color, data, n)]
+            for xi, yi, ri, fc in zip(np.asarray(x, float), y, radius, fills, strict=False):
+                ax.add_patch(Circle((xi, yi), ri, facecolor=fc, alpha=0.6, edgecolor="#444444"))
+            ax.autoscale_view()
         elif kind == "Text":
             y = _column(g.y, data, n)
             for xi, yi, t in zip(x, y, _column(g.text, data, n), strict=False):

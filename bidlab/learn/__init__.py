@@ -16,6 +16,7 @@ Samples are rows everywhere (features ``X`` is samples x features).
 """
 
 from bidlab.learn import registry
+from bidlab.learn.blocks import BlockSource
 from bidlab.learn.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from bidlab.learn.comm import Communicator, SingleProcess, ThreadGroup
 from bidlab.learn.datasource import (
@@ -45,6 +46,7 @@ from bidlab.learn.updaters import (
     IncMult,
     IncNorm,
     PerMatrix,
+    RunningMean,
     Updater,
 )
 
@@ -82,6 +84,8 @@ __all__ = [
     "OptionError",
     "Options",
     "PerMatrix",
+    "RunningMean",
+    "BlockSource",
     "STATES",
     "ShardError",
     "ShardSource",

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from bidlab.learn.model import Model
 
 __all__ = ["write", "restore"]
 
@@ -57,7 +58,7 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
     ck = load_checkpoint(path)
     meta = ck.meta
     want = type(model).__name__
-    if meta.get("model") != want:
+    if meta.get("model") not in _model_names(type(model)):
         raise CheckpointError(f"checkpoint {path} holds a {meta.get('model')!r} model but "
                               f"this learner trains a {want!r}")
     try:
@@ -113,6 +114,12 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
     model.set_counters(model_counters)
     model.restored({k: a for k, a in extra_saved.items() if k not in extra})
     return progress
+
+
+def _model_names(cls: type) -> set[str]:
+    """The model class names a checkpoint may hold for a ``cls`` model: its own and its
+    model bases' (a class since split into subclasses wrote the base's name)."""
+    return {k.__name__ for k in cls.__mro__ if issubclass(k, Model) and k is not Model}
 
 
 def _lazy_state_shape(key: str, shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:

@@ -226,7 +226,9 @@ class _Decoder:
             obj = cls.__new__(cls)
             self._remember(v, obj)
             state = self.decode(v.get("state"), where)
-            upgrade(cls, state)
+            built = upgrade(cls, state)
+            if built is not cls:  # an earlier class, now split: build the one it was
+                obj.__class__ = cls = built
             try:
                 check_state(cls, state, where)
             except ValueError as exc:

@@ -50,7 +50,7 @@ MOVED_MODULES: dict[str, str] = {
     "bidlab.models._kmeans_minibatch": "bidlab.models.kmeans.minibatch",
     "bidlab.models._kmeans_init": "bidlab.models.kmeans.seeding",
     "bidlab.models._kmeans_distances": "bidlab.models.kmeans.distances",
-    "bidlab.models._kmeans_source": "bidlab.models.kmeans.blocks",
+    "bidlab.models._kmeans_source": "bidlab.learn.blocks",
 }
 
 
@@ -77,15 +77,21 @@ def lookup(name: str) -> type | None:
 
 
 #: class -> ``f(cls, state)``: brings a state written by an earlier version of ``cls`` (or of
-#: a subclass) up to date, in place, before it is checked and set
+#: a subclass) up to date, in place, before it is checked and set; it may return a subclass
+#: of ``cls`` to build instead (a class split in two), else None
 UPGRADES: dict[type, Any] = {}
 
 
-def upgrade(cls: type, state: Any) -> None:
-    """Apply the :data:`UPGRADES` of ``cls`` and its bases (bases first) to ``state``."""
+def upgrade(cls: type, state: Any) -> type:
+    """Apply the :data:`UPGRADES` of ``cls`` and its bases (bases first) to ``state``;
+    return the class to build (``cls`` unless an upgrade named a subclass of it)."""
     if not isinstance(state, dict):
-        return
+        return cls
+    built = cls
     for klass in reversed(cls.__mro__):
         fn = UPGRADES.get(klass)
         if fn is not None:
-            fn(cls, state)
+            other = fn(cls, state)
+            if isinstance(other, type) and issubclass(other, cls):
+                built = other
+    return built

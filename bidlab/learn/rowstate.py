@@ -15,12 +15,23 @@ Example::
     if self.theta.all_seen(batch):               # every row was trained on before
         self.theta.get(batch, out=theta_mb)      # its values from last time
     self.theta.put(batch, theta_mb)
+
+A source that yields the same consecutive blocks every pass
+(:class:`~bidlab.learn.blocks.BlockSource`) gives minibatches whose ids are one ascending
+run; :meth:`RowState.view` then hands out the rows' values in place, so a model updates
+them without a gather and a scatter::
+
+    u = self.bounds.view(batch)                  # in place; None when not one run
+    if u is None:
+        self.bounds.get(batch, out=u_mb)         # else a gathered copy ...
+        u = u_mb                                 # ... put back after the step
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numba
 import numpy as np
 
 import bidlab as bl
@@ -92,6 +103,21 @@ class RowState:
         backend.take_into(self.seen.data, ids, out=flags, axis=0)  # no temporary per step
         return bool(flags.all())
 
+    def view(self, batch: Minibatch) -> Any:
+        """The minibatch rows' values as a view into the store (``batch.n`` x ``width``, a
+        raw array: what is written there is kept), when their ids are one ascending run
+        (an unshuffled source); None otherwise (use :meth:`get` and :meth:`put`). The rows
+        count as written from then on."""
+        ids = batch.ids
+        n = int(batch.n)
+        if ids is None or n == 0:
+            return None
+        a = run_start(ids[:n])
+        if a < 0 or a + n > self.n_rows:
+            return None
+        self.seen.data[a : a + n] = 1
+        return self.values.data[a : a + n]
+
     def get(self, batch: Minibatch, out: Any) -> bool:
         """Copy the minibatch rows' values into the first ``batch.n`` rows of ``out`` (a Mat
         or array); True when every one of them had been written before (rows never written
@@ -119,3 +145,16 @@ class RowState:
     def state(self, prefix: str) -> dict[str, bl.Mat]:
         """Its matrices, named for a model's ``extra_state``."""
         return {f"{prefix}.values": self.values, f"{prefix}.seen": self.seen}
+
+
+@numba.njit(cache=True, nogil=True)
+def run_start(ids: np.ndarray) -> int:  # pragma: no cover - compiled
+    """``ids[0]`` when ``ids`` are ``ids[0], ids[0] + 1, ...`` (one ascending run of
+    non-negative ids), else -1."""
+    a = ids[0]
+    if a < 0:
+        return -1
+    for i in range(ids.shape[0]):
+        if ids[i] != a + i:
+            return -1
+    return a

@@ -9,24 +9,27 @@ number, one value per model-matrix row, or one per model matrix, changeable live
 counts the updates made so far (it is checkpointed, so a resumed run continues the
 schedules where they were).
 
-=========  ==================================================================================
-Batch      accumulates ``updatemats`` over a pass; at the pass end either replaces the model
-           with the sums (``batch_mode="replace"``: EM-style sufficient statistics; the model
-           normalises in its ``end_pass``) or takes one step ``lrate * mean`` (``"step"``).
-IncNorm    moving average ``m <- (1 - r) m + r u`` with ``r = min(1, (t0 / t) ** power)``.
-Grad       ``m <- m + lrate * (t0 / (t0 + t)) ** texp * u`` (+ momentum, iterate averaging).
-ADAGrad    steps scaled by the running mean of squared updates (+ momentum, averaging).
-BatchMult  ``m <- m * sum(num) / sum(den)`` once per pass (multiplicative, NMF).
-IncMult    ``m <- m * N / D`` each minibatch, ``N``, ``D`` decaying running statistics.
-CG         a few conjugate-gradient steps per minibatch on SPD systems, warm-started (ALS).
-PerMatrix  one updater per model matrix (``updater={"W": IncMult(), "H": CG()}``).
-=========  ==================================================================================
+===========  ================================================================================
+Batch        accumulates ``updatemats`` over a pass; at the pass end either replaces the model
+             with the sums (``batch_mode="replace"``: EM-style sufficient statistics; the model
+             normalises in its ``end_pass``) or takes one step ``lrate * mean`` (``"step"``).
+IncNorm      moving average ``m <- (1 - r) m + r u`` with ``r = min(1, (t0 / t) ** power)``.
+Grad         ``m <- m + lrate * (t0 / (t0 + t)) ** texp * u`` (+ momentum, iterate averaging).
+ADAGrad      steps scaled by the running mean of squared updates (+ momentum, averaging).
+BatchMult    ``m <- m * sum(num) / sum(den)`` once per pass (multiplicative, NMF).
+IncMult      ``m <- m * N / D`` each minibatch, ``N``, ``D`` decaying running statistics.
+RunningMean  rows of the model kept as running weighted means with their counts, step
+             ``1 / count`` (Sculley's minibatch k-means).
+CG           a few conjugate-gradient steps per minibatch on SPD systems, warm-started (ALS).
+PerMatrix    one updater per model matrix (``updater={"W": IncMult(), "H": CG()}``).
+===========  ================================================================================
 
 One module per job: :mod:`~bidlab.learn.updaters.base` (the base class),
 :mod:`~bidlab.learn.updaters.sparse` (unformed sparse updates),
 :mod:`~bidlab.learn.updaters.gradient`, :mod:`~bidlab.learn.updaters.incremental`,
 :mod:`~bidlab.learn.updaters.batch`, :mod:`~bidlab.learn.updaters.multiplicative`,
-:mod:`~bidlab.learn.updaters.cg`, :mod:`~bidlab.learn.updaters.per_matrix`. Files saved
+:mod:`~bidlab.learn.updaters.cg`, :mod:`~bidlab.learn.updaters.running_mean`,
+:mod:`~bidlab.learn.updaters.per_matrix`. Files saved
 when the updaters were one module name them ``bidlab.learn.updaters.<Class>``; those names
 still load (:func:`bidlab.learn.persistable.alias`).
 """
@@ -41,15 +44,17 @@ from bidlab.learn.updaters.gradient import ADAGrad, Grad, _Stepper
 from bidlab.learn.updaters.incremental import IncNorm
 from bidlab.learn.updaters.multiplicative import BatchMult, IncMult
 from bidlab.learn.updaters.per_matrix import PerMatrix, as_updater
+from bidlab.learn.updaters.running_mean import RunningMean
 from bidlab.learn.updaters.sparse import SparseUpdate, form_sparse_updates, sparse_updates
 
 __all__ = ["Updater", "Batch", "IncNorm", "Grad", "ADAGrad", "IncMult", "BatchMult", "CG",
-           "PerMatrix", "as_updater", "UPDATERS", "SparseUpdate", "sparse_updates",
+           "RunningMean", "PerMatrix", "as_updater", "UPDATERS", "SparseUpdate", "sparse_updates",
            "form_sparse_updates"]
 
 UPDATERS: dict[str, type[Updater]] = {
     "grad": Grad, "adagrad": ADAGrad, "incnorm": IncNorm, "batch": Batch,
     "incmult": IncMult, "batchmult": BatchMult, "cg": CG,
+    "runningmean": RunningMean,
 }
 """The updaters chosen by name (``bidlab train --updater``, ``GLM(updater=...)``)."""
 

@@ -28,11 +28,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from bidlab import backend
 from bidlab.learn import Learner, Option
+from bidlab.learn.blocks import BlockSource
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.graph.model import PageRankModel
 from bidlab.models.graph.transition import as_adjacency, transition, vertex_weights
-from bidlab.models.kmeans.blocks import BlockSource
 
 __all__ = ["PageRank"]
 

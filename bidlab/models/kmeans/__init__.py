@@ -1,9 +1,10 @@
 """k-means: :class:`KMeans`, Lloyd's algorithm with GEMM distances and Hamerly bounds, or a
 minibatch variant.
 
-Modules: ``estimator`` (the scikit-learn face), ``model`` (the engine), ``lloyd`` and
-``minibatch`` (the two algorithms), ``seeding`` (k-means++ and random starts),
-``distances`` (squared distances and nearest centres), ``blocks`` (dense row blocks).
+Modules: ``estimator`` (the scikit-learn face), ``model`` (``KMeansModel``, what the two
+engines share), ``lloyd`` (``LloydKMeansModel``) with ``bounds`` (its per-row state) and
+``farthest`` (empty clusters), ``minibatch`` (``MinibatchKMeansModel``), ``seeding``
+(k-means++ and random starts), ``distances`` (squared distances and nearest centres).
 """
 
 from bidlab.models.kmeans.estimator import KMeans

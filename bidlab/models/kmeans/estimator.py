@@ -1,7 +1,8 @@
 """``KMeans``: k-means by GEMM, full-batch (Lloyd, with exact pruning) or minibatch.
 
-A scikit-learn face on one engine, :class:`~bidlab.models.kmeans.model.KMeansModel`,
-trained by the :class:`bidlab.learn.Learner`: ``fit`` runs it to completion in the calling
+A scikit-learn face on two engines, :class:`~bidlab.models.kmeans.lloyd.LloydKMeansModel`
+and :class:`~bidlab.models.kmeans.minibatch.MinibatchKMeansModel` (``algorithm`` picks
+one), trained by the :class:`bidlab.learn.Learner`: ``fit`` runs it to completion in the calling
 thread, ``partial_fit`` runs one pass of minibatch steps over the given rows, and
 ``learner(X)`` hands out a live learner on the same kind of model (and makes it this
 estimator's model, so ``predict`` follows the training). Each Lloyd iteration is one
@@ -19,6 +20,7 @@ Scikit-learn conventions and names (``n_clusters``, ``n_jobs``, ``verbose``, ``w
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, ClassVar
 
@@ -28,17 +30,31 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from bidlab import backend
-from bidlab.learn import Learner, MemorySource, Option
+from bidlab.learn import BlockSource, Learner, MemorySource, Option
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
-from bidlab.models.kmeans.blocks import BlockSource
 from bidlab.models.kmeans.distances import CHUNK_ENTRIES, nearest, sq_distances
+from bidlab.models.kmeans.lloyd import LloydKMeansModel
+from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
 from bidlab.models.kmeans.model import KMeansModel
 from bidlab.models.kmeans.seeding import init_centers
 from bidlab.models.sk_params import COMMON
-from bidlab.models.validation import SEED_TEXT, seed_ok, unwrap
+from bidlab.models.validation import RANDOM_STATE, unwrap
 
 __all__ = ["KMeans"]
+
+#: the engine of each ``algorithm``
+ENGINES: dict[str, type[KMeansModel]] = {
+    cls.algorithm: cls for cls in (LloydKMeansModel, MinibatchKMeansModel)}
+#: the engines' options that are estimator parameters, and the engine that declares each
+_ENGINE_PARAMS: dict[str, type[KMeansModel]] = {
+    "tol": LloydKMeansModel, "max_no_improvement": MinibatchKMeansModel,
+    "bounds": LloydKMeansModel}
+
+
+def _engine_param(name: str) -> Option:
+    """The parameter row ``name``: its engine's option row."""
+    return next(s for s in _ENGINE_PARAMS[name].option_table() if s.name == name)
 
 
 def _valid_init(x: Any) -> bool:
@@ -110,8 +126,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
     Learned: ``cluster_centers_`` (n_clusters x d), ``labels_``, ``inertia_`` (weighted sum of
     squared distances to the nearest centre), ``n_iter_`` (Lloyd iterations, or passes
     over the data begun by minibatch steps), ``n_steps_`` (minibatches),
-    ``n_features_in_`` (and ``feature_names_in_`` for DataFrames), ``model_`` (the
-    :class:`~bidlab.models.kmeans.model.KMeansModel`).
+    ``n_features_in_`` (and ``feature_names_in_`` for DataFrames), ``model_`` (the engine: a
+    :class:`~bidlab.models.kmeans.lloyd.LloydKMeansModel` or
+    :class:`~bidlab.models.kmeans.minibatch.MinibatchKMeansModel`).
 
     Examples
     --------
@@ -138,14 +155,14 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
                text="one of 'k-means++', 'random' or an n_clusters x d array of centres"),
         Option("n_init", int, 1, "runs from different seeds (the best is kept)", low=1),
         Option("max_iter", int, 100, "most Lloyd iterations, or minibatch passes", low=1),
-        Option("tol", float, 1e-4, "relative tolerance of Lloyd's convergence", low=0.0),
+        _engine_param("tol"),
         Option("algorithm", str, "lloyd", "full-batch or minibatch k-means",
-               choices=("lloyd", "minibatch")),
+               choices=tuple(ENGINES)),
         Option("batch_size", int, 4096, "rows per minibatch", low=1),
-        Option("max_no_improvement", int, 10, "minibatch steps without a new low of the "
-               "smoothed inertia before fit stops", low=1, none_ok=True),
-        Option("bounds", bool, True, "prune Lloyd with Hamerly's bounds"),
-        Option("random_state", int, None, "seed", test=seed_ok, text=SEED_TEXT, none_ok=True),
+        _engine_param("max_no_improvement"),
+        _engine_param("bounds"),
+        dataclasses.replace(RANDOM_STATE, default=None, doc="seed of the initialisation, "
+                            "the re-seedings and the minibatch order"),
         Option("dtype", str, None, "float type of the centres", test=_valid_dtype,
                none_ok=True, text="None (follow the input), float32 or float64"),
         Option("device", str, "cpu", "where to compute", choices=("cpu", "gpu")),
@@ -320,8 +337,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
         seed = int(rng.integers(2**31 - 1))
         init = self.init if init is None else init
         C0 = init_centers(X, self.n_clusters, init, np.random.default_rng(seed), w)
-        return KMeansModel(C0, random_state=seed, algorithm=algorithm, tol=self.tol,
-                           bounds=self.bounds, max_no_improvement=self.max_no_improvement)
+        engine = ENGINES[algorithm]
+        own = {s.name for s in engine.option_table()}
+        options = {name: getattr(self, name) for name in _ENGINE_PARAMS if name in own}
+        return engine(C0, random_state=seed, **options)
 
     def _source(self, X: Any, w: Any, algorithm: str, batch_size: int | None,
                 seed: int) -> Any:
@@ -369,7 +388,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
                 X, w, "lloyd", None, 0)
             labels, inertia = model.label_pass(final)
             model.forget_rows()
-            n_iter = (model.n_updates if self.algorithm == "lloyd"
+            n_iter = (model.n_updates if isinstance(model, LloydKMeansModel)
                       else math.ceil(lrn.samples / n))
             if best is None or inertia < best[1]:
                 best = (model, inertia, labels, n_iter, lrn.step)
@@ -403,12 +422,15 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
             self._check_k(n, d)
             self.model_ = self._model(X, w, self._rng(), "minibatch")
             self.n_steps_ = 0
-        model = self.model_
-        model.stop_early = False
         src = self._source(X, w, "minibatch", None, int(self._rng().integers(2**31 - 1)))
-        if model.initialised:
+        model = self.model_
+        if not isinstance(model, MinibatchKMeansModel):  # after a Lloyd fit: go on from it
+            model = MinibatchKMeansModel.following(
+                model, src.info, max_no_improvement=self.max_no_improvement)
+            self.model_ = model
+        elif model.initialised:
             model.rebind(src.info)
-        model.opts.set(algorithm="minibatch")
+        model.stop_early = False
         lrn = Learner(model, src, name="kmeans", n_passes=1, val_every=0,
                       record_size=max(1, src.batches_per_pass))
         lrn.fit(progress=self._progress())

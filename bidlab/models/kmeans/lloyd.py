@@ -1,11 +1,11 @@
-"""Lloyd's full-batch k-means passes, pruned by Hamerly's bounds.
+"""Lloyd's full-batch k-means, pruned by Hamerly's bounds: :class:`LloydKMeansModel`.
 
-``algorithm="lloyd"`` (full batch), with :class:`~bidlab.learn.Batch` (``replace``): per
-minibatch the model adds the clusters' row sums and weights into per-thread partials
-(:class:`~bidlab.kern.kmeans.CenterWork`, zeroed and reduced once per pass, not per block);
-the pass's last minibatch writes the totals into the update matrices (the others write
-zeros), the updater puts them in the model matrices at the pass end, and
-:meth:`~bidlab.models.kmeans.model.KMeansModel.end_pass` divides (BIDMach's batch
+A full-batch model (``full_batch``: no minibatch held out for validation), with
+:class:`~bidlab.learn.Batch` (``replace``): per minibatch the model adds the clusters' row
+sums and weights into per-thread partials (:class:`~bidlab.kern.kmeans.CenterWork`, zeroed
+and reduced once per pass, not per block); the pass's last minibatch writes the totals into
+the update matrices (the others write nothing there), the updater puts them in the model
+matrices at the pass end, and :meth:`LloydKMeansModel.end_pass` divides (BIDMach's batch
 k-means). A checkpoint taken mid-pass keeps the sums so far, so a resumed pass continues
 from them. A cluster left empty takes the row farthest from its centre among the pass's
 farthest. When the labels stop changing, or the centres' total squared shift is at most
@@ -17,8 +17,11 @@ assignment: each row keeps an upper bound ``u`` on the distance to its centre an
 bound ``l`` on the distance to any other; when centres move by ``p_j``, ``u += p_a`` and
 ``l -= max_j p_j``; a row with ``u <= max(l, s_a)`` (``s_a``: half the distance from its
 centre to the nearest other) keeps its centre, and only the rest go through the GEMM. The
-bounds are per row, so they need a source that yields the same row ranges every pass (no
-shuffling; :class:`~bidlab.models.kmeans.blocks.BlockSource`). In float64 the result
+bounds are kept by row id (:class:`~bidlab.models.kmeans.bounds.RowBounds` on
+:class:`~bidlab.learn.RowState`), so any source that yields every row once a pass will do
+(shuffled, shards); :class:`~bidlab.learn.blocks.BlockSource` lets them be updated in
+place. Checkpoints keep them with their flags, so a run resumed at a pass boundary
+prunes at once. In float64 the result
 equals plain Lloyd's; in float32 a row tied to within SGEMM rounding may go to the other
 centre. Dense CPU blocks go through :func:`~bidlab.kern.kmeans_lloyd.lloyd_block`: bound test,
 GEMM of the rows left, nearest two centres and cluster sums in one cache-blocked kernel; a
@@ -29,34 +32,171 @@ BLAS products between passes run single-threaded
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from bidlab import backend
 from bidlab.kern.kmeans import assign, hamerly, row_norms_sq
-from bidlab.kern.kmeans_lloyd import lloyd_block, one_blas_thread
+from bidlab.kern.kmeans_lloyd import lloyd_block
+from bidlab.learn.datasource import DataInfo, DataSource
+from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
+from bidlab.learn.updaters import Batch, Updater
 from bidlab.mat import Mat
-from bidlab.models.kmeans.distances import cross, dense_rows, sq_distances
+from bidlab.models.kmeans.bounds import RowBounds, pass_bounds
+from bidlab.models.kmeans.distances import cross
+from bidlab.models.kmeans.farthest import keep_farthest, reseed_empty
+from bidlab.models.kmeans.model import KMeansModel
 
-__all__ = ["LloydPasses"]
+__all__ = ["LloydKMeansModel"]
 
 _RESERVOIR = 32  # farthest rows kept per Lloyd pass to re-seed empty clusters
 
 
-class LloydPasses:
-    """The Lloyd algorithm of :class:`~bidlab.models.kmeans.model.KMeansModel`.
+class LloydKMeansModel(KMeansModel):
+    """Lloyd's k-means on the Learner, started from the given k x d centres (see the module
+    doc); train it with a source that yields every row once a pass.
 
-    A base of that class, not a model on its own: its methods work on the model's
-    matrices, options and buffers (``modelmats``, ``updatemats``, ``opts``, ``xp``,
-    ``info``, ``_buffers``, ``_fused``, ...). Its scratch state, rebuilt on demand and
-    not pickled, is the per-row labels and bounds ``_rows``, the pass's cluster sums
-    ``_work`` and their checkpoint copy ``_pending``, the farthest rows ``_res`` and the
-    pass's counters ``_pass_state``; Hamerly's per-pass quantities ``_pass_bounds`` and
-    the absolute tolerance ``_tol_abs`` are kept with the model.
+    Attributes (besides :class:`~bidlab.models.kmeans.model.KMeansModel`'s):
+        n_updates: centre updates that moved a centre (scikit-learn's ``n_iter_``).
+
+    Scratch state, rebuilt on demand and not pickled: the per-row labels and bounds
+    ``_rows``, the pass's cluster sums ``_work`` and their checkpoint copy ``_pending``,
+    the farthest rows ``_res`` and the pass's counters ``_pass_state``; Hamerly's per-pass
+    quantities ``_pass_bounds`` and the absolute tolerance ``_tol_abs`` are kept with the
+    model.
+
+    Example::
+
+        from bidlab.learn import BlockSource, Learner
+
+        model = LloydKMeansModel(X[:8].copy(), tol=1e-4)
+        Learner(model, BlockSource(X, batch_size=4096), n_passes=50).fit(progress=None)
+        model.converged, model.n_updates
     """
+
+    OPTIONS = (
+        Option("tol", float, 1e-4, "converged when the centres' total squared shift is at "
+               "most tol x the mean feature variance", low=0.0),
+        Option("bounds", bool, True, "skip the distances Hamerly's bounds rule out (same "
+               "result)"),
+    )
+    full_batch = True  # its pass sums are its own, handed over at the last block
+    algorithm = "lloyd"
+    _SCRATCH = ("_buf", "_work", "_rows", "_res", "_pending", "_pass_state", "_drift")
+    _generation = 0  # centre updates so far; tags a pass's checkpointed sums
+    _pass_bounds: dict[str, Any] | None = None
+    _tol_abs: float | None = None
+    _drift: Mat | None = None
+    n_updates = 0
+
+    def __init__(self, centers: Any, *, random_state: int = 0, **options: Any) -> None:
+        super().__init__(centers, random_state=random_state, **options)
+        self.n_updates = 0
+        self._generation = 0
+
+    def _clear_scratch(self) -> None:
+        super()._clear_scratch()
+        self._rows: RowBounds | None = None  # labels and bounds of every row, by row id
+        self._res: dict[str, Any] | None = None  # the pass's farthest rows
+        self._pending: Mat | None = None  # the pass's sums so far, checkpointed
+        self._pass_state: dict[str, Any] | None = None
+
+    def default_updater(self, **options: Any) -> Updater:
+        """Batch: the pass's sums replace the model matrices (``options``: Batch's)."""
+        return Batch(**options)
+
+    def init(self, info: DataInfo) -> None:
+        super().init(info)
+        self._rows = RowBounds(info.n_samples, info.dtype, info.xp)
+
+    def rebind(self, info: DataInfo) -> None:
+        super().rebind(info)
+        self._rows = None
+        self._pass_state = None
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def counters(self) -> dict[str, int]:
+        flags = self._rows.flags() if self._rows is not None else {}
+        return {"generation": int(self._generation), **flags}
+
+    def set_counters(self, values: dict[str, int]) -> None:
+        self._generation = int(values.get("generation", self._generation))
+        if self._rows is not None:
+            self._rows.set_flags(values)
+
+    def extra_state(self) -> dict[str, Mat]:
+        """The pass's sums so far, the centres' last moves (k x 1, the drift Hamerly's
+        bounds are moved by) and the per-row labels and bounds."""
+        if not self.modelmats:
+            return {}
+        state = {"pass_sums": self._pass_sums_state(), "drift": self._drift_state()}
+        if self._rows is not None:
+            state |= self._rows.state()
+        return state
+
+    def _drift_state(self) -> Mat:
+        k = self.modelmats[0].shape[0]
+        B = self._drift
+        if B is None or B.shape != (k, 1):
+            B = self._drift = Mat(backend.zeros((k, 1), self.modelmats[0].dtype, self.xp))
+        b = self._pass_bounds
+        if b is not None:
+            B.data[:, 0] = b["drift"]
+        return B
+
+    def restored(self, earlier: dict[str, Any]) -> None:
+        """The per-row labels and bounds came back with their flags (none from a checkpoint
+        of an earlier version): Hamerly's per-pass quantities are rebuilt from the saved
+        drift."""
+        self._pass_state = None
+        rows = self._rows
+        if rows is None:
+            return
+        if self._tol_abs is None:
+            rows.xx_ok = False  # the first full pass measures the data's variance again
+        if rows.bounds_pass is None or self._drift is None:
+            return
+        drift = self.xp.ascontiguousarray(self._drift.data[:, 0])
+        self._pass_bounds = pass_bounds(self.modelmats[0].data, drift, self.xp)
+
+    # -- the Learner's hooks --------------------------------------------------------------
+    def start_pass(self, pass_: int) -> None:
+        self._prepare_pass(pass_, at_start=True)
+
+    def update(self, batch: Minibatch) -> float:
+        return self._lloyd_step(batch)
+
+    def end_pass(self, pass_: int) -> None:
+        self._lloyd_end(pass_)
+
+    # -- after training -------------------------------------------------------------------
+    def label_pass(self, source: DataSource) -> tuple[Any, float]:
+        """Labels of every row of one pass of ``source`` (the training rows, unshuffled)
+        and the inertia: the final assignment to the final centres, pruned by the bounds
+        as in training (nothing to assign when the labels stopped changing). Rows the
+        model holds no bounds for are labelled from every distance."""
+        rows = self._rows
+        if rows is None or rows.n != source.n_samples or not rows.xx_ok:
+            return super().label_pass(source)
+        ps = {"pruned": bool(self.opts.bounds and rows.bounds_pass is not None
+                             and self._pass_bounds is not None),
+              "labels_ok": True, "changed": 0}
+        total = 0.0
+        source.seek(0, 0)
+        for _ in range(source.batches_per_pass):
+            batch = source.next()
+            X, w = self._batch_data(batch)
+            m = batch.n
+            buf = self._buffers(m)
+            lab, u, lo, xx = rows.block(batch)
+            if not rows.current:
+                self._set_centers(buf)
+                self._assign_rows(X, lab, u, lo, xx, buf, ps, m, count=False)
+            total += self._inertia(X, lab, w, buf, m)
+            rows.done(batch)
+        return rows.column("labels").copy(), total
 
     def _prepare_pass(self, pass_: int, at_start: bool) -> dict[str, Any]:
         """Per-pass state: centres for the GEMM, whether the bounds hold, counters."""
@@ -65,26 +205,16 @@ class LloydPasses:
             return ps
         n = self.info.n_samples
         rows = self._rows
-        if rows is None or rows["n"] != n:
-            xp, dtype = self.xp, self.modelmats[0].dtype
-            rows = self._rows = {
-                "n": n,
-                "labels": backend.zeros((n,), np.int64, xp),
-                "u": backend.empty((n,), dtype, xp),
-                "lo": backend.empty((n,), dtype, xp),
-                "xx": backend.empty((n,), dtype, xp),
-                "bounds_pass": None,  # the pass the bounds are ready for
-                "labels_pass": None,  # the pass whose start the labels belong to
-                "xx_ok": False,
-                "current": False,  # the labels belong to the current centres
-            }
+        if rows is None or rows.n != n:
+            rows = self._rows = RowBounds(n, self.modelmats[0].dtype, self.xp)
         C = self.modelmats[0].data
-        pruned = bool(self.opts.bounds and at_start and rows["bounds_pass"] == pass_)
+        pruned = bool(self.opts.bounds and at_start and rows.bounds_pass == pass_
+                      and self._pass_bounds is not None)
         ps = self._pass_state = {
             "pass": pass_,
             "complete": at_start,  # started at its first minibatch
             "pruned": pruned,
-            "labels_ok": at_start and rows["labels_pass"] == pass_,
+            "labels_ok": at_start and rows.labels_pass == pass_,
             "changed": 0,
             "sxx": 0.0,
             "prev": C.copy(),
@@ -98,26 +228,28 @@ class LloydPasses:
 
     def _lloyd_step(self, batch: Minibatch) -> float:
         X, w = self._batch_data(batch)
-        m, a = batch.n, batch.start
+        m = batch.n
         ps = self._prepare_pass(batch.pass_, at_start=batch.index == 0)
         rows = self._rows
         buf = self._buffers(m)
         if not ps["centers_set"]:
             self._set_centers(buf)
             ps["centers_set"] = True
-        sl = slice(a, a + m)
-        lab, u, lo, xx = rows["labels"][sl], rows["u"][sl], rows["lo"][sl], rows["xx"][sl]
+        lab, u, lo, xx = rows.block(batch)
         self._begin_sums(ps, batch)
         if not self._assign_rows(X, lab, u, lo, xx, buf, ps, m, count=True, w=w, add=True):
             self._work.add(X, lab, w)
         self._end_sums(buf, ps, batch)
-        if not rows["xx_ok"]:
+        if not rows.xx_ok:
             ps["sxx"] += float(xx.sum(dtype=np.float64) if w is None
                                else (w * xx).sum(dtype=np.float64))
         # u bounds each row's distance from above (exact where it was computed this pass)
         far = buf["dist"][:m]
         self.xp.multiply(u, u, out=far)
-        self._keep_farthest(X, lab, far, w, a)
+        k = self.modelmats[0].shape[0]
+        self._res = keep_farthest(self._res, X, lab, far, w, batch.ids[:m],
+                                  min(_RESERVOIR, k), self.xp)
+        rows.done(batch)
         return self._score(far, w)
 
     def _begin_sums(self, ps: dict[str, Any], batch: Minibatch) -> None:
@@ -199,7 +331,7 @@ class LloydPasses:
             pruned = bool(ps["pruned"])
             changed, cnt = lloyd_block(X, self.modelmats[0].data, cc, xx, lab, u, lo,
                                        self._work, w,
-                                       xx_ready=self._rows["xx_ok"],
+                                       xx_ready=self._rows.xx_ok,
                                        bounds=self._pass_bounds if pruned else None, sums=add)
             if count:
                 ps["changed"] += changed if pruned or ps["labels_ok"] else m
@@ -233,8 +365,7 @@ class LloydPasses:
             self.distance_evaluations += cnt * k
             self._flops = 2.0 * cnt * X.shape[1] * k
             return False
-        rows = self._rows
-        if not rows["xx_ok"]:
+        if not self._rows.xx_ok:
             row_norms_sq(X, out=xx)
         cross(X, CT, buf["D"][:m])
         newlab, d1, d2 = buf["lab"][:m], buf["d1"][:m], buf["d2"][:m]
@@ -248,37 +379,6 @@ class LloydPasses:
         self._flops = 2.0 * (X.nnz if backend.is_sparse(X) else m * X.shape[1]) * k
         return False
 
-    def _keep_farthest(self, X: Any, lab: Any, dist: Any, w: Any, start: int) -> None:
-        """Keep the pass's farthest rows (their data too): an empty cluster takes one.
-
-        Only the block's rows beyond the nearest kept one are ranked (after the first
-        block, a handful)."""
-        xp = self.xp
-        res = self._res
-        R = min(_RESERVOIR, self.modelmats[0].shape[0])
-        floor = -math.inf if res is None or res["d"].shape[0] < R else float(res["d"].min())
-        cand = xp.flatnonzero(dist > floor)
-        if w is not None:
-            cand = cand[w[cand] > 0]
-        n_c = int(cand.shape[0])
-        if n_c == 0:
-            return
-        score = dist[cand].astype(np.float64)
-        take = min(R, n_c)
-        if take < n_c:
-            top = xp.argpartition(-score, take - 1)[:take]
-            cand, score = cand[top], score[top]
-        new = {"d": score, "row": cand + start, "lab": lab[cand],
-               "w": (xp.ones(take, np.float64) if w is None
-                     else w[cand].astype(np.float64)),
-               "x": dense_rows(X, cand).astype(np.float64)}
-        if res is not None:
-            new = {key: xp.concatenate([res[key], new[key]]) for key in new}
-        if new["d"].shape[0] > R:
-            keep = xp.argpartition(-new["d"], R - 1)[:R]
-            new = {key: v[keep] for key, v in new.items()}
-        self._res = new
-
     def _lloyd_end(self, pass_: int) -> None:
         ps = self._pass_state
         if ps is None or ps["pass"] != pass_:
@@ -291,25 +391,25 @@ class LloydPasses:
         if not ps["sums_ok"]:  # they miss blocks: keep the centres, the next pass redoes it
             S[...] = prev
             Nm[...] = ps["prev_n"]
-            rows["labels_pass"] = rows["bounds_pass"] = None
-            rows["current"] = False
+            rows.labels_pass = rows.bounds_pass = None
+            rows.current = False
             self._generation += 1
             return
         if ps["complete"]:
-            rows["xx_ok"] = True
-            if getattr(self, "_tol_abs", None) is None:
+            rows.xx_ok = True
+            if self._tol_abs is None:
                 W = float(N.sum(dtype=np.float64))
                 mean = S.sum(axis=0, dtype=np.float64) / max(W, 1e-300)
                 var = (ps["sxx"] / max(W, 1e-300) - float((mean * mean).sum())) / S.shape[1]
                 self._tol_abs = max(var, 0.0) * self.opts.tol
-        ps["changed"] += self._reseed_empty(S, N)
+        ps["changed"] += reseed_empty(self._res, S, N, rows)
         if ps["complete"] and ps["labels_ok"] and ps["changed"] == 0:
             # nothing moved: the centres are those of the pass's start, its labels final
             S[...] = prev
             self.converged = True
-            rows["labels_pass"] = pass_ + 1
-            rows["bounds_pass"] = None
-            rows["current"] = True
+            rows.labels_pass = pass_ + 1
+            rows.bounds_pass = None
+            rows.current = True
             self._generation += 1
             return
         empty = N <= 0
@@ -320,62 +420,11 @@ class LloydPasses:
         drift = xp.sqrt((diff * diff).sum(axis=1))
         shift = float((drift * drift).sum())
         self.n_updates += 1
-        tol_abs = getattr(self, "_tol_abs", None)
+        tol_abs = self._tol_abs
         if tol_abs is not None and shift <= tol_abs:
             self.converged = True
-        rows["labels_pass"] = pass_ + 1 if ps["complete"] else None
-        rows["bounds_pass"] = pass_ + 1 if ps["complete"] else None
-        self._pass_bounds = self._bounds_for(S, drift.astype(S.dtype))
-        rows["current"] = False
+        rows.labels_pass = pass_ + 1 if ps["complete"] else None
+        rows.bounds_pass = pass_ + 1 if ps["complete"] else None
+        self._pass_bounds = pass_bounds(S, drift.astype(S.dtype), xp)
+        rows.current = False
         self._generation += 1
-
-    def _bounds_for(self, C: Any, drift: Any) -> dict[str, Any]:
-        """Hamerly's per-pass quantities for the new centres ``C`` that moved by ``drift``."""
-        xp = self.xp
-        k = C.shape[0]
-        if k > 1:
-            top = xp.argsort(-drift)[:2]
-            t0, m1, m2 = int(top[0]), float(drift[top[0]]), float(drift[top[1]])
-            if xp is np:
-                with one_blas_thread():  # no BLAS threads left spinning for the next pass
-                    cd = sq_distances(C, C)
-            else:
-                cd = sq_distances(C, C)
-            cd[xp.arange(k), xp.arange(k)] = xp.inf
-            s = (0.5 * xp.sqrt(cd.min(axis=1))).astype(C.dtype)
-        else:
-            t0, m1, m2 = 0, 0.0, 0.0
-            s = xp.full((1,), xp.inf, dtype=C.dtype)
-        return {"drift": drift, "s": s, "top": t0, "m1": m1, "m2": m2}
-
-    def _reseed_empty(self, S: Any, N: Any) -> int:
-        """An empty cluster takes the farthest kept row whose own cluster can spare it;
-        returns how many clusters were re-seeded."""
-        xp = self.xp
-        empty = xp.flatnonzero(N <= 0)
-        res = self._res
-        if int(empty.shape[0]) == 0 or res is None:
-            return 0
-        order = np.argsort(-np.asarray(backend.to_host(res["d"])), kind="stable").tolist()
-        rows = self._rows
-        taken = moved = 0
-        for j in backend.to_host(empty).tolist():
-            while taken < len(order):
-                q = order[taken]
-                taken += 1
-                old, wq = int(res["lab"][q]), float(res["w"][q])
-                if float(N[old]) > wq:
-                    break
-            else:
-                break
-            x = res["x"][q]
-            S[old] -= (wq * x).astype(S.dtype)
-            N[old] -= wq
-            S[j] = (wq * x).astype(S.dtype)
-            N[j] = wq
-            r = int(res["row"][q])
-            rows["labels"][r] = j
-            rows["u"][r] = 0  # it is its centre now
-            rows["lo"][r] = 0  # and its old centre may be the nearest other
-            moved += 1
-        return moved

@@ -1,18 +1,21 @@
-"""Sculley's minibatch k-means steps, with scikit-learn's early stop and re-seeding.
+"""Sculley's minibatch k-means, with scikit-learn's early stop and re-seeding:
+:class:`MinibatchKMeansModel`.
 
-``algorithm="minibatch"`` (Sculley 2010), with :class:`~bidlab.learn.Grad` at ``lrate=1``:
-per minibatch each row goes to its nearest centre; centre c, which has now seen
-``counts[c]`` weight in all, moves towards the mean of its new rows by ``n_c / counts[c]``.
-:meth:`~bidlab.models.kmeans.model.KMeansModel.update` writes that move into the update
-matrix (``lrate`` < 1 damps it). Every ``reassign_every`` steps, centres that starve (below
-``reassign_ratio`` of the busiest one's weight) move to minibatch rows drawn with
-probability proportional to their squared distance, as scikit-learn's MiniBatchKMeans does.
+Trained with :class:`~bidlab.learn.updaters.RunningMean` (Sculley 2010): per minibatch each
+row goes to its nearest centre, and the model writes each centre's sum of new rows and
+their weight into ``updatemats``; the updater adds the weight to the centre's count
+(``counts``, the second model matrix) and moves the centre towards the mean of its new rows
+by ``n_c / counts[c]`` (``lrate`` < 1 damps it). Every ``reassign_every`` steps, centres
+that starve (below ``reassign_ratio`` of the busiest one's weight) move to minibatch rows
+drawn with probability proportional to their squared distance, as scikit-learn's
+MiniBatchKMeans does: the model writes the statistics of that jump (the updater's module
+doc), so it too is the updater's step and the model never writes its model matrices.
 **Early stop** (scikit-learn's MiniBatchKMeans rules, while ``stop_early``): the minibatch
 inertia per unit weight (measured before each step; the first step's, of the initial
 centres, is ignored) is smoothed as ``ewa = (1 - a) ewa + a inertia`` with
 ``a = min(1, 2 m / (n + 1))`` (m rows per minibatch, n in the data); the model sets
 ``converged`` when ``ewa`` has not reached a new low for ``max_no_improvement`` steps in a
-row. ``tol`` is Lloyd's only: a minibatch step's centre shift follows its step size (which
+row. There is no ``tol``: a minibatch step's centre shift follows its step size (which
 shrinks as 1 / steps) more than convergence (scikit-learn's MiniBatchKMeans has that test
 off by default too).
 """
@@ -25,46 +28,87 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
+from bidlab.learn.datasource import DataInfo
+from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
+from bidlab.learn.updaters import RunningMean, Updater
 from bidlab.models.kmeans.distances import dense_rows
+from bidlab.models.kmeans.model import KMeansModel
 
-__all__ = ["MinibatchSteps"]
+__all__ = ["MinibatchKMeansModel"]
 
 
-class MinibatchSteps:
-    """The minibatch algorithm of :class:`~bidlab.models.kmeans.model.KMeansModel`.
+class MinibatchKMeansModel(KMeansModel):
+    """Minibatch k-means on the Learner, started from the given k x d centres (see the
+    module doc).
 
-    A base of that class, not a model on its own: its methods work on the model's
-    matrices, options and buffers (``modelmats``, ``updatemats``, ``opts``, ``xp``,
-    ``rng``, ``info``, ``_buffers``, ``_nearest_rows``, ...). Its state is ``steps`` and
-    the early-stop record ``_es``.
+    Attributes (besides :class:`~bidlab.models.kmeans.model.KMeansModel`'s):
+        stop_early: minibatch steps may set ``converged`` (True by default;
+            ``partial_fit`` turns it off, as scikit-learn's does not stop early).
+        steps: minibatch steps taken.
+
+    Example::
+
+        from bidlab.learn import Learner, MemorySource
+
+        model = MinibatchKMeansModel(X[:8].copy(), random_state=0)
+        src = MemorySource(X, batch_size=1024, shuffle=True, seed=0)
+        Learner(model, src, n_passes=5, val_every=0).fit(progress=None)
+        model.centers.data, model.counts
     """
+
+    OPTIONS = (
+        Option("reassign_every", int, 10, "steps between re-seedings of starved centres "
+               "(0: never)", low=0),
+        Option("reassign_ratio", float, 0.01, "a centre starves below this fraction of the "
+               "busiest centre's weight", low=0.0, high=1.0),
+        Option("max_no_improvement", int, 10, "stop after this many steps in a row without "
+               "a new low of the smoothed minibatch inertia (None: never)", low=1,
+               none_ok=True),
+    )
+
+    algorithm = "minibatch"
+
+    def __init__(self, centers: Any, *, random_state: int = 0, **options: Any) -> None:
+        super().__init__(centers, random_state=random_state, **options)
+        self.steps = 0
+        self.stop_early = True
+        self._reset_early_stop()
+
+    @classmethod
+    def following(cls, model: KMeansModel, info: DataInfo, **options: Any) -> MinibatchKMeansModel:
+        """Minibatch steps that continue ``model`` (trained by either algorithm) on the data
+        ``info`` describes: its centres, its cluster weights as the counts."""
+        new = cls(model.modelmats[0].numpy(), random_state=model.random_state, **options)
+        new.init_from(info)
+        for dst, src in zip(new.modelmats, model.modelmats, strict=True):
+            dst.data[...] = dst.xp.asarray(src.data)
+        new.distance_evaluations = model.distance_evaluations
+        return new
+
+    def default_updater(self, **options: Any) -> Updater:
+        """RunningMean (``options``: its own, e.g. a smaller ``lrate`` to damp the steps)."""
+        return RunningMean(**options)
+
+    def rebind(self, info: DataInfo) -> None:
+        super().rebind(info)
+        self._reset_early_stop()
 
     def _reset_early_stop(self) -> None:
         # minibatch early stop: steps seen, smoothed inertia, its lowest, steps since then
         self._es: dict[str, Any] = {"step": 0, "ewa": None, "low": None, "since": 0}
 
-    def _minibatch_step(self, batch: Minibatch) -> float:
+    def update(self, batch: Minibatch) -> float:
         X, w = self._batch_data(batch)
         m = batch.n
         buf = self._buffers(m)
-        xp = self.xp
-        C = self.modelmats[0].data
-        seen = self.modelmats[1].data
         self._set_centers(buf)
         lab, d1 = buf["lab"][:m], buf["d1"][:m]
         if not self._nearest_rows(X, lab, buf, m, w=w, add=True):
             self._stats(X, lab, w, buf, m)
-        N, kcol = buf["N"], buf["kcol"]
-        kcol[:, 0] = N
-        xp.add(seen, kcol, out=seen)
-        # (sums - n_c C) / seen_c == (n_c / seen_c) (mean_c - C): Sculley's per-centre step
-        U = self.updatemats[0].data
-        xp.multiply(C, kcol, out=U)
-        xp.subtract(buf["S"], U, out=U, casting="same_kind")
-        xp.maximum(seen, 1e-300 if seen.dtype == np.float64 else 1e-30, out=kcol)
-        xp.divide(U, kcol, out=U)
-        self.updatemats[1].data.fill(0)
+        S, n = self.updatemats[0].data, self.updatemats[1].data
+        S[...] = buf["S"]
+        n[:, 0] = buf["N"]
         self.steps += 1
         every = self.opts.reassign_every
         if every and self.steps % every == 0:
@@ -91,11 +135,14 @@ class MinibatchSteps:
             self.converged = True
 
     def _reassign(self, X: Any, d1: Any, w: Any) -> None:
-        """Move starved centres to minibatch rows drawn by squared distance."""
+        """Move starved centres to minibatch rows drawn by squared distance: their
+        statistics become those of the jump to the row, with the smallest weight a healthy
+        centre has after this step (the updater's module doc)."""
         xp = self.xp
-        C, U = self.modelmats[0].data, self.updatemats[0].data
-        seen = self.modelmats[1].data[:, 0]
-        low = seen < self.opts.reassign_ratio * seen.max()
+        C, c = self.modelmats[0].data, self.modelmats[1].data[:, 0]
+        S, n = self.updatemats[0].data, self.updatemats[1].data[:, 0]
+        after = c + n
+        low = after < self.opts.reassign_ratio * after.max()
         starved = xp.flatnonzero(low)
         n_st = int(starved.shape[0])
         if n_st == 0 or n_st > X.shape[0] // 2:
@@ -106,7 +153,10 @@ class MinibatchSteps:
         if np.count_nonzero(p) < n_st:
             return
         pick = self.rng.choice(X.shape[0], n_st, replace=False, p=p / p.sum())
-        C[starved] = dense_rows(X, xp.asarray(pick)).astype(C.dtype)
-        U[starved] = 0
-        rest = seen[~low]
-        seen[starved] = rest.min() if rest.shape[0] else 1
+        x = dense_rows(X, xp.asarray(pick)).astype(C.dtype)
+        rest = after[~low]
+        target = rest.min() if rest.shape[0] else 1
+        m0 = C[starved]
+        jump = target - c[starved]
+        n[starved] = jump
+        S[starved] = jump[:, None] * m0 + target * (x - m0)

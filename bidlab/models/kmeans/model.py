@@ -1,4 +1,4 @@
-"""The k-means engine: one :class:`KMeansModel` for the Learner, both algorithms.
+"""The k-means engines' common base, :class:`KMeansModel`, and what both algorithms share.
 
 The model matrices are the k x d centres and a k x 1 column of cluster weights (rows, or
 summed sample weights). Distances are ``||x||^2 - 2 x.c + ||c||^2`` with the cross term
@@ -6,12 +6,15 @@ from one GEMM per minibatch (BLAS / cuBLAS; ``kern.sparse_dense`` for CSR) and a
 nearest-centre pass (:mod:`bidlab.kern.kmeans`; whole-matrix distances in
 :mod:`bidlab.models.kmeans.distances`).
 
-The two algorithms live in the class's bases: ``algorithm="minibatch"`` (Sculley's steps,
-scikit-learn's early stop) in :class:`~bidlab.models.kmeans.minibatch.MinibatchSteps`,
-``algorithm="lloyd"`` (full batch, Hamerly's bounds, pass sums kept by checkpoints) in
-:class:`~bidlab.models.kmeans.lloyd.LloydPasses`; their module docs give the rules. This
-module holds what both share: the options, the buffers, the nearest-centre pass of a
-minibatch, pickling, and the final labelling (:meth:`KMeansModel.label_pass`).
+The algorithms are its two subclasses:
+:class:`~bidlab.models.kmeans.lloyd.LloydKMeansModel` (full batch, Hamerly's bounds, pass
+sums kept by checkpoints) and :class:`~bidlab.models.kmeans.minibatch.MinibatchKMeansModel`
+(Sculley's steps through :class:`~bidlab.learn.updaters.RunningMean`, scikit-learn's early
+stop); their module docs give the rules. This module holds what both share: the start
+centres, the buffers, the nearest-centre pass of a minibatch, pickling, and the final
+labelling (:meth:`KMeansModel.label_pass`). Files and pickles of the single class of
+earlier versions (``KMeansModel`` with an ``algorithm`` option) load as the subclass that
+option named (:func:`subclass_for`).
 
 The score is minus the mean squared distance of a minibatch's rows to their centres
 (weighted), measured before the step.
@@ -25,72 +28,48 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.kern.kmeans import (
-    CenterWork,
-    assign,
-    assigned_sq_dist,
-    center_sums,
-    row_norms_sq,
-)
+from bidlab.kern.kmeans import CenterWork, assign, assigned_sq_dist, center_sums, row_norms_sq
 from bidlab.kern.kmeans_lloyd import lloyd_block
 from bidlab.learn.datasource import DataInfo, DataSource
 from bidlab.learn.model import Model
-from bidlab.learn.options import Option
+from bidlab.learn.persistable import UPGRADES
 from bidlab.learn.staging import Minibatch
-from bidlab.learn.updaters import Batch, Grad, Updater
 from bidlab.mat import Mat
 from bidlab.models.kmeans.distances import cross, nearest, raw
-from bidlab.models.kmeans.lloyd import LloydPasses
-from bidlab.models.kmeans.minibatch import MinibatchSteps
 
-__all__ = ["KMeansModel"]
-
-_SCRATCH = ("_buf", "_rows", "_work", "_res", "_pending")
+__all__ = ["KMeansModel", "subclass_for"]
 
 
-class KMeansModel(LloydPasses, MinibatchSteps, Model):
-    """k-means on the Learner, started from the given k x d centres (see the module doc).
+class KMeansModel(Model):
+    """What both k-means engines share (see the module doc); train one of its subclasses.
 
     Attributes (besides ``modelmats``):
-        converged: set when Lloyd has converged (:meth:`end_pass`) or minibatch steps
-            stop improving (:meth:`update`); the learner stops.
-        stop_early: minibatch steps may set ``converged`` (True by default;
-            ``partial_fit`` turns it off, as scikit-learn's does not stop early).
-        n_updates: Lloyd centre updates that moved a centre (scikit-learn's ``n_iter_``).
-        distance_evaluations: row-centre distances computed by GEMM so far (the bounds
+        converged: set when the algorithm has nothing left to do; the learner stops.
+        distance_evaluations: row-centre distances computed by GEMM so far (Lloyd's bounds
             skip some).
+
+    Example::
+
+        from bidlab.learn import BlockSource, Learner
+        from bidlab.models.kmeans.lloyd import LloydKMeansModel
+
+        model = LloydKMeansModel(X[:8].copy())      # start from 8 rows as centres
+        Learner(model, BlockSource(X, batch_size=4096), n_passes=20).fit(progress=None)
+        model.centers.data                           # 8 x d
     """
 
-    OPTIONS = (
-        Option("algorithm", str, "lloyd", "'lloyd' (full batch, with the Batch updater) or "
-               "'minibatch' (Sculley's steps, with Grad at lrate 1)",
-               choices=("lloyd", "minibatch"), live=False),
-        Option("tol", float, 1e-4, "Lloyd: converged when the centres' total squared shift "
-               "is at most tol x the mean feature variance", low=0.0),
-        Option("bounds", bool, True, "Lloyd: skip the distances Hamerly's bounds rule out "
-               "(same result)"),
-        Option("reassign_every", int, 10, "minibatch: steps between re-seedings of starved "
-               "centres (0: never)", low=0),
-        Option("reassign_ratio", float, 0.01, "minibatch: a centre starves below this "
-               "fraction of the busiest centre's weight", low=0.0, high=1.0),
-        Option("max_no_improvement", int, 10, "minibatch: stop after this many steps in a "
-               "row without a new low of the smoothed minibatch inertia (None: never)",
-               low=1, none_ok=True),
-    )
     score_name = "-sq.dist/sample"
     mat_names = ("centers", "counts")
+    #: the estimator's ``algorithm`` name of an engine (a subclass)
+    algorithm = ""
+    #: each engine by its ``algorithm`` name, filled as the subclasses are defined
+    ENGINES: dict[str, type[KMeansModel]] = {}
+    _SCRATCH: tuple[str, ...] = ("_buf", "_work")  # rebuilt on demand, never pickled
 
-    @property
-    def full_batch(self) -> bool:  # type: ignore[override]
-        """Lloyd is full-batch: its pass sums are its own, handed over at the last block."""
-        return self.opts.algorithm == "lloyd"
-
-    def default_updater(self, **options: Any) -> Updater:
-        """Lloyd: Batch (the pass's sums replace the model). Minibatch: Grad at lrate 1
-        (``options``: Grad's, e.g. a smaller ``lrate`` to damp the steps)."""
-        if self.opts.algorithm == "lloyd":
-            return Batch(**options)
-        return Grad(**{"lrate": 1.0, **options})
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.algorithm:
+            KMeansModel.ENGINES[cls.algorithm] = cls
 
     def __init__(self, centers: Any, *, random_state: int = 0, **options: Any) -> None:
         super().__init__(**options)
@@ -101,29 +80,26 @@ class KMeansModel(LloydPasses, MinibatchSteps, Model):
         self.random_state = int(random_state)
         self.rng = np.random.default_rng(self.random_state)
         self.converged = False
-        self.n_updates = 0
         self.distance_evaluations = 0
-        self.steps = 0
-        self.stop_early = True
-        self._reset_early_stop()
-        self._generation = 0  # Lloyd: centre updates so far; tags a pass's checkpointed sums
         self._clear_scratch()
 
-    # -- pickling: scratch buffers and per-row state are rebuilt on demand ---------------
+    # -- pickling: scratch buffers are rebuilt on demand ----------------------------------
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        for name in _SCRATCH:
+        for name in self._SCRATCH:
             state[name] = None
-        state["_pass_state"] = None
         return backend.portable_state(state)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        if type(self) is KMeansModel:  # a pickle of the one class of earlier versions
+            cls = subclass_for(KMeansModel, state)
+            if cls is not None:
+                self.__class__ = cls
+        super().__setstate__(state)
 
     def _clear_scratch(self) -> None:
         self._buf: dict[str, Any] | None = None  # per-minibatch buffers
-        self._rows: dict[str, Any] | None = None  # Lloyd: labels and bounds of every row
-        self._work: CenterWork | None = None  # Lloyd: the pass's cluster sums so far
-        self._res: dict[str, Any] | None = None  # Lloyd: the pass's farthest rows
-        self._pending: Mat | None = None  # Lloyd: the pass's sums so far, checkpointed
-        self._pass_state: dict[str, Any] | None = None
+        self._work: CenterWork | None = None  # the cluster sums so far
 
     def rebind(self, info: DataInfo) -> None:
         """Train on another source from now on (same features): partial_fit, a new learner
@@ -133,14 +109,10 @@ class KMeansModel(LloydPasses, MinibatchSteps, Model):
             raise ValueError(f"the data has {info.n_features} features while the centres "
                              f"have {d}")
         self.info = info
-        self._rows = None
-        self._pass_state = None
         self.converged = False
-        self._reset_early_stop()
 
     def forget_rows(self) -> None:
-        """Drop the per-row state and scratch buffers (memory; a later Lloyd pass without
-        them computes every distance once and rebuilds the bounds)."""
+        """Drop the per-row state and scratch buffers (memory)."""
         self._clear_scratch()
 
     # -- Model interface ------------------------------------------------------------------
@@ -174,47 +146,16 @@ class KMeansModel(LloydPasses, MinibatchSteps, Model):
         holds running sums in them) and the weights count rows."""
         return []
 
-    def counters(self) -> dict[str, int]:
-        return {"generation": int(self._generation)}
-
-    def set_counters(self, values: dict[str, int]) -> None:
-        self._generation = int(values.get("generation", self._generation))
-
-    def restored(self, earlier: dict[str, Any]) -> None:
-        """The per-row labels and bounds are not the checkpoint's: rebuilt next pass."""
-        self._rows = None
-        self._pass_state = None
-
-    def extra_state(self) -> dict[str, Mat]:
-        state: dict[str, Mat] = {}
-        if self.modelmats and self.opts.algorithm == "lloyd":
-            state["pass_sums"] = self._pass_sums_state()
-        return state
-
     def flops(self, batch: Minibatch) -> float:
         return self._flops
 
     _flops = 0.0
-    _generation = 0  # files saved before it existed load with 0
-
-    def start_pass(self, pass_: int) -> None:
-        if self.opts.algorithm == "lloyd":
-            self._prepare_pass(pass_, at_start=True)
-
-    def update(self, batch: Minibatch) -> float:
-        if self.opts.algorithm == "lloyd":
-            return self._lloyd_step(batch)
-        return self._minibatch_step(batch)
 
     def evaluate(self, batch: Minibatch) -> float:
         X, w = self._batch_data(batch)
         C = self.modelmats[0].data
         _, dist = nearest(X, C)
         return self._score(dist, w)
-
-    def end_pass(self, pass_: int) -> None:
-        if self.opts.algorithm == "lloyd":
-            self._lloyd_end(pass_)
 
     # -- shared pieces --------------------------------------------------------------------
     def _batch_data(self, batch: Minibatch) -> tuple[Any, Any]:
@@ -228,7 +169,6 @@ class KMeansModel(LloydPasses, MinibatchSteps, Model):
             return -float(dist.mean())
         tot = float(w.sum())
         return -float((w * dist).sum()) / tot if tot > 0 else math.nan
-
     def _buffers(self, m: int) -> dict[str, Any]:
         """Buffers for minibatches of up to ``m`` rows, allocated once (the row-sized ones
         grow when a larger minibatch comes), and the centres' GEMM operand ``CT``."""
@@ -299,38 +239,54 @@ class KMeansModel(LloydPasses, MinibatchSteps, Model):
 
     # -- after training -------------------------------------------------------------------
     def label_pass(self, source: DataSource) -> tuple[Any, float]:
-        """Labels of every row of one pass of ``source`` (unshuffled) and the inertia.
-
-        After a Lloyd run this is the final assignment to the final centres, pruned by the
-        bounds as in training (nothing to assign when the labels stopped changing);
-        otherwise every distance is computed. The inertia is measured directly.
-        """
+        """Labels of every row of one pass of ``source`` (unshuffled) and the inertia,
+        every distance computed (Lloyd's engine prunes with its bounds instead)."""
         n = source.n_samples
-        C = self.modelmats[0].data
-        xp = self.xp
-        rows = self._rows
-        own = (self.opts.algorithm == "lloyd" and rows is not None and rows["n"] == n
-               and rows["xx_ok"])
-        labels = rows["labels"] if own else backend.empty((n,), np.int64, xp)
-        ps = {"pruned": own and self.opts.bounds and rows["bounds_pass"] is not None,
-              "labels_ok": True, "changed": 0}
+        labels = backend.empty((n,), np.int64, self.xp)
         total = 0.0
         source.seek(0, 0)
         for _ in range(source.batches_per_pass):
             batch = source.next()
             X, w = self._batch_data(batch)
             m, a = batch.n, batch.start
-            sl = slice(a, a + m)
+            lab = labels[a : a + m]
             buf = self._buffers(m)
-            if own and not rows["current"]:
-                self._set_centers(buf)
-                self._assign_rows(X, labels[sl], rows["u"][sl], rows["lo"][sl],
-                                  rows["xx"][sl], buf, ps, m, count=False)
-            elif not own:
-                self._set_centers(buf)
-                self._nearest_rows(X, labels[sl], buf, m)
-            dist = buf["dist"][:m]
-            assigned_sq_dist(X, labels[sl], C, dist)
-            total += float(dist.sum(dtype=np.float64) if w is None
-                           else (w * dist).sum(dtype=np.float64))
+            self._set_centers(buf)
+            self._nearest_rows(X, lab, buf, m)
+            total += self._inertia(X, lab, w, buf, m)
         return labels.copy(), total
+
+    def _inertia(self, X: Any, lab: Any, w: Any, buf: dict[str, Any], m: int) -> float:
+        """The (weighted) sum of the rows' squared distances to their centres ``lab``,
+        measured directly."""
+        dist = buf["dist"][:m]
+        assigned_sq_dist(X, lab, self.modelmats[0].data, dist)
+        return float(dist.sum(dtype=np.float64) if w is None
+                     else (w * dist).sum(dtype=np.float64))
+
+
+def subclass_for(cls: type, state: Any) -> type | None:
+    """The engine a state of the earlier single ``KMeansModel`` (an ``algorithm`` option)
+    is, with that option taken out of its options; None for any other state. Files of
+    earlier versions name that class; :data:`~bidlab.learn.persistable.UPGRADES` and
+    unpickling build the subclass instead.
+
+    Example::
+
+        subclass_for(KMeansModel, old_state)   # LloydKMeansModel or MinibatchKMeansModel
+    """
+    if cls is not KMeansModel or not isinstance(state, dict):
+        return None
+    opts = state.get("opts")
+    values = vars(opts).get("_values") if opts is not None else None
+    if not isinstance(values, dict):
+        return None
+    algorithm = values.pop("algorithm", "lloyd")
+    for table in ("_specs", "_history"):
+        part = vars(opts).get(table)
+        if isinstance(part, dict):
+            part.pop("algorithm", None)
+    return KMeansModel.ENGINES.get(algorithm)
+
+
+UPGRADES[KMeansModel] = subclass_for

@@ -17,7 +17,7 @@ from bidlab import backend
 from bidlab.kern.kmeans import row_norms_sq
 from bidlab.models.kmeans.distances import dense_rows, sq_distances, xp_of
 
-__all__ = ["init_centers"]
+__all__ = ["init_centers", "greedy_seeds"]
 
 
 def _canonical_order(X: Any) -> Any:
@@ -48,26 +48,56 @@ def init_centers(X: Any, k: int, method: Any, rng: np.random.Generator, w: Any =
                              f"positive weight; got {np.count_nonzero(p)}")
         pick = rng.choice(n, k, replace=False, p=p / p.sum())
         return xp.ascontiguousarray(dense_rows(X, order[xp.asarray(pick)])).astype(dtype)
-    trials = 2 + int(math.log(k))
-    C = backend.empty((k, X.shape[1]), dtype, xp)
     xx = row_norms_sq(X)
 
-    def draw(mass: Any, size: int) -> Any:
+    def draw(mass: Any, size: int) -> Any:  # ``mass`` along the canonical order
         cum = xp.cumsum(mass)
         r = xp.asarray(rng.random(size) * float(cum[-1]))
         return order[xp.minimum(xp.searchsorted(cum, r, side="right"), n - 1)]
 
+    def candidates(mass: Any, size: int) -> Any:
+        return draw(wo if float(mass.sum()) <= 0 else mass[order], size)
+
+    def distances(rows: Any) -> Any:
+        return sq_distances(X, dense_rows(X, rows).astype(dtype), xx)
+
     first = int(draw(wo, 1)[0])
-    C[0] = dense_rows(X, slice(first, first + 1))[0]
-    closest = sq_distances(X, C[0:1], xx)[:, 0].astype(np.float64)
-    pot = float((weights * closest).sum())
-    for c in range(1, k):
-        cand = draw(wo if pot <= 0 else (weights * closest)[order], trials)
-        Cc = dense_rows(X, cand).astype(dtype)
-        Dc = xp.minimum(sq_distances(X, Cc, xx), closest[:, None])
-        pots = (weights[:, None] * Dc).sum(axis=0)
+    closest = sq_distances(X, dense_rows(X, slice(first, first + 1)), xx)[:, 0]
+    seeds = greedy_seeds(k, first, closest.astype(np.float64), candidates, distances, weights)
+    return xp.ascontiguousarray(dense_rows(X, xp.asarray(seeds))).astype(dtype)
+
+
+def greedy_seeds(k: int, first: int, closest: Any, candidates: Any, distances: Any,
+                 weights: Any = None) -> list[int]:
+    """Greedy k-means++ (Arthur and Vassilvitskii's seeding with 2 + log k candidates a
+    step, the one of lowest potential kept): the rows of ``k`` seeds.
+
+    Args:
+        k: seeds wanted.
+        first: the first seed's row.
+        closest: (n,) each row's squared distance to it (numpy or CuPy).
+        candidates: ``candidates(mass, size)`` -> ``size`` rows drawn with probability
+            proportional to ``mass`` (n,), each row's weighted squared distance to its
+            nearest seed so far (all zero when every row is a seed's duplicate).
+        distances: ``distances(rows)`` -> (n, len(rows)) squared distances of every row to
+            the given rows.
+        weights: (n,) row weights (None: all 1).
+
+    Example::
+
+        D = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)   # all squared distances
+        rng = np.random.default_rng(0)
+        draw = lambda mass, size: rng.choice(len(X), size, p=mass / mass.sum())
+        rows = greedy_seeds(3, 0, D[:, 0], draw, lambda r: D[:, r])
+    """
+    xp = backend.namespace(closest)
+    trials = 2 + int(math.log(k))
+    seeds = [int(first)]
+    for _ in range(1, k):
+        cand = candidates(closest if weights is None else weights * closest, trials)
+        D = xp.minimum(distances(cand), closest[:, None])
+        pots = (D if weights is None else weights[:, None] * D).sum(axis=0)
         best = int(xp.argmin(pots))
-        closest = xp.ascontiguousarray(Dc[:, best]).astype(np.float64)
-        pot = float(pots[best])
-        C[c] = Cc[best]
-    return C
+        closest = xp.ascontiguousarray(D[:, best])
+        seeds.append(int(cand[best]))
+    return seeds

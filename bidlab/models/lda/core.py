@@ -37,6 +37,7 @@ from bidlab.learn import Model, Option, Options, Updater
 from bidlab.learn.rowstate import RowState
 from bidlab.learn.staging import Minibatch
 from bidlab.mat.sparse import csr_view
+from bidlab.models.kmeans.seeding import greedy_seeds
 from bidlab.models.lda import common
 
 __all__ = ["LDACore", "RhoStep", "seed_topics", "OLD_OPTION_NAMES"]
@@ -134,21 +135,18 @@ def seed_topics(X: Any, k: int, rng: np.random.Generator, tokens: float,
     Sn = sp.csr_matrix(sp.diags(1.0 / lengths) @ S)
     dist = 1.0 - (Sn @ Sn.T).toarray()  # n x n cosine distances
 
+    def sq(rows: Any) -> np.ndarray:  # squared cosine distances to the rows
+        return np.maximum(dist[:, rows], 0.0) ** 2
+
+    def candidates(mass: np.ndarray, size: int) -> np.ndarray:
+        total = mass.sum()
+        if total <= 0:
+            return np.array([rng.integers(n)])
+        return rng.choice(n, size=size, p=mass / total)
+
     def kmeans() -> tuple[float, np.ndarray]:
-        chosen = [int(rng.integers(n))]
-        best = dist[chosen[0]].copy()
-        trials = 2 + int(np.log(k))
-        for _ in range(1, k):
-            p = np.maximum(best, 0.0) ** 2
-            total = p.sum()
-            if total <= 0:
-                chosen.append(int(rng.integers(n)))
-                continue
-            cands = rng.choice(n, size=trials, p=p / total)
-            options = np.minimum(best[None, :], dist[cands])
-            pick = int(np.argmin((options**2).sum(axis=1)))
-            chosen.append(int(cands[pick]))
-            best = options[pick]
+        first = int(rng.integers(n))
+        chosen = greedy_seeds(k, first, sq([first])[:, 0], candidates, sq)
         assign = np.argmin(dist[chosen], axis=0)  # each document's nearest seed
         for _ in range(lloyd + 1):
             onehot = sp.csr_matrix((np.ones(n), (assign, np.arange(n))), shape=(k, n))

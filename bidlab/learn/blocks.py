@@ -1,9 +1,14 @@
 """``BlockSource``: the same consecutive row blocks of in-memory data, every pass.
 
-Lloyd's per-row Hamerly bounds (:mod:`bidlab.models.kmeans.lloyd`) belong to fixed row
-ranges, so the source that feeds a bounded Lloyd run must yield the same blocks in the same
-order each pass (no shuffling). These blocks are views of the caller's matrices, so a pass
-copies nothing.
+A full-batch model (Lloyd k-means, PageRank) visits every row once a pass in any order; fed
+the same blocks in the same order each pass, its per-row state
+(:class:`~bidlab.learn.rowstate.RowState`) is one consecutive run per block and is read and
+written in place. These blocks are views of the caller's matrices, so a pass copies nothing.
+
+Example::
+
+    src = BlockSource(X, batch_size=4096)       # X: dense array or CSR matrix
+    batch = src.next()                           # rows 0..4095, ids 0..4095
 """
 
 from __future__ import annotations
@@ -16,14 +21,13 @@ from bidlab import backend
 from bidlab.learn.datasource import DataInfo, DataSource
 from bidlab.learn.staging import MatSpec, Minibatch
 from bidlab.mat import Mat, SMat
-from bidlab.models.kmeans.distances import raw, xp_of
 
 __all__ = ["BlockSource"]
 
 
 class BlockSource(DataSource):
     """Consecutive row blocks of in-memory matrices as views (no copy), the same blocks in
-    the same order every pass: what Lloyd's per-row bounds need, at no copying cost.
+    the same order every pass: per-row state stays in place, at no copying cost.
 
     Args:
         *mats: aligned matrices (features first): C-ordered dense numpy / CuPy arrays or
@@ -70,10 +74,15 @@ class BlockSource(DataSource):
         return batch
 
 
+def raw(X: Any) -> Any:
+    """The raw array (or CSR matrix) of a ``Mat`` / ``SMat``; anything else as given."""
+    return X.csr if isinstance(X, SMat) else (X.data if isinstance(X, Mat) else X)
+
+
 def _view(m: Any, a: int, z: int) -> Any:
     if backend.is_sparse(m):
         p0, p1 = int(m.indptr[a]), int(m.indptr[z])
-        csp = backend.sparse_module(xp_of(m))
+        csp = backend.sparse_module(backend.namespace(m.data))
         part = csp.csr_matrix((m.data[p0:p1], m.indices[p0:p1], m.indptr[a : z + 1] - p0),
                               shape=(z - a, m.shape[1]), copy=False)
         return SMat(part)

@@ -1,0 +1,88 @@
+"""Empty clusters of a Lloyd pass: the pass's farthest rows are kept as it goes, and a
+cluster left empty at its end takes one of them.
+
+The reservoir holds, for the ``R`` rows farthest from their centres so far, their squared
+distance ``d``, row id ``row``, label ``lab``, weight ``w`` and data ``x`` (float64). Only
+a block's rows beyond the nearest kept one are ranked (after the first block, a handful).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from bidlab import backend
+from bidlab.models.kmeans.bounds import RowBounds
+from bidlab.models.kmeans.distances import dense_rows
+
+__all__ = ["keep_farthest", "reseed_empty"]
+
+
+def keep_farthest(res: dict[str, Any] | None, X: Any, lab: Any, dist: Any, w: Any,
+                  ids: Any, R: int, xp: Any) -> dict[str, Any] | None:
+    """The reservoir ``res`` (None: empty) with a block's rows added: ``X`` its rows,
+    ``lab`` their labels, ``dist`` their squared distances, ``w`` their weights (None: 1),
+    ``ids`` their row ids (host); it keeps the ``R`` farthest.
+
+    Example::
+
+        res = None
+        for block in blocks:
+            res = keep_farthest(res, X, lab, dist, None, block.ids, 32, np)
+    """
+    floor = -math.inf if res is None or res["d"].shape[0] < R else float(res["d"].min())
+    cand = xp.flatnonzero(dist > floor)
+    if w is not None:
+        cand = cand[w[cand] > 0]
+    n_c = int(cand.shape[0])
+    if n_c == 0:
+        return res
+    score = dist[cand].astype(np.float64)
+    take = min(R, n_c)
+    if take < n_c:
+        top = xp.argpartition(-score, take - 1)[:take]
+        cand, score = cand[top], score[top]
+    rows = ids[cand] if xp is np else xp.asarray(ids[backend.to_host(cand)])
+    new = {"d": score, "row": rows, "lab": lab[cand],
+           "w": (xp.ones(take, np.float64) if w is None else w[cand].astype(np.float64)),
+           "x": dense_rows(X, cand).astype(np.float64)}
+    if res is not None:
+        new = {key: xp.concatenate([res[key], new[key]]) for key in new}
+    if new["d"].shape[0] > R:
+        keep = xp.argpartition(-new["d"], R - 1)[:R]
+        new = {key: v[keep] for key, v in new.items()}
+    return new
+
+
+def reseed_empty(res: dict[str, Any] | None, S: Any, N: Any, rows: RowBounds) -> int:
+    """An empty cluster (``N`` <= 0) takes the farthest kept row whose own cluster can
+    spare it: the pass's sums ``S`` and weights ``N`` and the row's label and bounds in
+    ``rows`` are moved with it. Returns how many clusters were re-seeded."""
+    xp = backend.namespace(N)
+    empty = xp.flatnonzero(N <= 0)
+    if int(empty.shape[0]) == 0 or res is None:
+        return 0
+    order = np.argsort(-np.asarray(backend.to_host(res["d"])), kind="stable").tolist()
+    taken = moved = 0
+    for j in backend.to_host(empty).tolist():
+        while taken < len(order):
+            q = order[taken]
+            taken += 1
+            old, wq = int(res["lab"][q]), float(res["w"][q])
+            if float(N[old]) > wq:
+                break
+        else:
+            break
+        x = res["x"][q]
+        S[old] -= (wq * x).astype(S.dtype)
+        N[old] -= wq
+        S[j] = (wq * x).astype(S.dtype)
+        N[j] = wq
+        r = int(res["row"][q])
+        rows.column("labels")[r] = j
+        rows.column("u")[r] = 0  # it is its centre now
+        rows.column("lo")[r] = 0  # and its old centre may be the nearest other
+        moved += 1
+    return moved
