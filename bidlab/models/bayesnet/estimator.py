@@ -23,13 +23,13 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from bidlab.learn import Learner, Option
+from bidlab.learn.blocks import BlockSource
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.bayesnet.bif import read_bif, write_bif
 from bidlab.models.bayesnet.model import BayesNetModel, _clamps
 from bidlab.models.bayesnet.network import Network
 from bidlab.models.bayesnet.sampler import GibbsChains
-from bidlab.models.kmeans.blocks import BlockSource
 from bidlab.models.lda.gibbs_params import ANNEAL_SCHEDULES
 from bidlab.models.sk_params import N_JOBS, VERBOSE
 from bidlab.models.validation import SEED_TEXT, seed_from, seed_ok
