@@ -53,6 +53,8 @@ N_PASSES = Option("n_passes", int, 10, "passes over the data made by fit", low=1
                   high=10**9)
 DTYPE = Option("dtype", str, np.float32, "the model's arithmetic", test=is_float_dtype,
                text="float32 or float64")
+#: the online updater's options an LDA estimator takes as parameters
+SCHEDULE = ("tau0", "kappa")
 DEVICE = Option("device", str, None, "where the model lives (None: the data's device)",
                 choices=("cpu", "gpu"), none_ok=True)
 
@@ -74,12 +76,15 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
     @staticmethod
     def params_of(model_cls: type, updater_cls: type, extra: tuple[Option, ...] = (),
                   **defaults: Any) -> tuple[Option, ...]:
-        """The estimator's parameter table: the model's and updater's option rows (with
-        the estimator's defaults), ``extra`` rows, and batch_size, n_passes, dtype, device,
-        warm_start, n_jobs, verbose."""
+        """The estimator's parameter table: the model's option rows and the updater's
+        schedule rows (``tau0``, ``kappa``), with the estimator's defaults; ``extra`` rows;
+        and batch_size, n_passes, dtype, device, warm_start, n_jobs, verbose."""
         rows: dict[str, Option] = {}
-        for spec in (*model_cls.option_table(), *updater_cls.option_table()):
+        for spec in model_cls.option_table():
             if spec.name != "train_score":
+                rows[spec.name] = spec
+        for spec in updater_cls.option_table():
+            if spec.name in SCHEDULE:
                 rows[spec.name] = spec
         for spec in (*extra, BATCH_SIZE, N_PASSES, DTYPE, DEVICE, RANDOM_STATE, *COMMON):
             rows[spec.name] = spec
