@@ -319,13 +319,8 @@ class LDACore(Model):
         sb = self.rows(batch)
         s = self.scratch()
         gamma, et = s["ev_gamma"], s["ev_et"]
-        phiT = self.topicsT()
-        tiny = common.mu_floor(self.dtype)
         et <<= 1.0
-        for _ in range(int(self.opts.e_iters)):
-            mu = bl.sddmm(et.T, phiT.T, sb)
-            gamma <<= et * ((sb / (mu + tiny)) @ phiT) + self.alpha_m
-            bl.expdigamma(gamma, out=et)
+        common.estep(sb, self.topicsT(), et, gamma, self.alpha_m, int(self.opts.e_iters))
         return self.score_with(sb, gamma)
 
     # -- the read side ---------------------------------------------------------------------

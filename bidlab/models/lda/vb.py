@@ -118,13 +118,10 @@ class LDAModel(LDACore):
         sufficient statistics eb o ((X / mu).T @ et), vocabulary x k."""
         s = self.scratch()
         gamma, et, ebT = s["gamma"], s["et"], self.ebT
-        tiny = common.mu_floor(self.dtype)
         self.init_doc_topics(et, ndocs)
-        for _ in range(self.n_e_iters()):
-            mu = bl.sddmm(et.T, ebT.T, sb)
-            gamma <<= et * ((sb / (mu + tiny)) @ ebT) + self.alpha_m
-            bl.expdigamma(gamma, out=et)
+        common.estep(sb, ebT, et, gamma, self.alpha_m, self.n_e_iters())
         self.save_doc_topics(et, ndocs)
+        tiny = common.mu_floor(self.dtype)
         mu = bl.sddmm(et.T, ebT.T, sb)
         return ebT * ((sb / (mu + tiny)).T @ et)
 
