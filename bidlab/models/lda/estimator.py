@@ -19,7 +19,6 @@ returns the input's float dtype; the model computes in ``dtype``.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -215,18 +214,15 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
     def _learner_for(self, C: Any, plan_passes: int, warm: bool, batch_size: int | None = None,
                      **options: Any) -> LDALearner:
         C = self._drop_empty(C)
-        model, updater = self.model_, self.updater_
-        model.prepare(C, n_passes=plan_passes, warm=warm)
-        options.setdefault("name", type(self).__name__.lower())
-        return LDALearner(model, C, updater, batch_size=self._batch_rows(C, batch_size),
-                          estimator=self, **options)
+        self.model_.prepare(C, n_passes=plan_passes, warm=warm)
+        return self._build_learner(self.model_, C, self.updater_, learner_class=LDALearner,
+                                   batch_size=self._batch_rows(C, batch_size),
+                                   estimator=self, **options)
 
     def _run(self, C: Any, plan_passes: int, n_passes: int, warm: bool) -> LDALearner:
         """A learner over C for ``n_passes`` passes, every document trained on."""
-        B = self._batch_rows(C, None)
-        record = min(100_000, math.ceil(C.shape[0] / B) * n_passes + 1)
         return self._learner_for(C, plan_passes, warm, n_passes=n_passes, val_every=0,
-                                 train_score=False, record_size=record)
+                                 train_score=False)
 
     def _done(self, lr: LDALearner) -> None:
         self._detach_run_options()
@@ -314,10 +310,10 @@ class LDAEstimator(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEsti
         Xv, _, _ = self._validated(X, reset=first)
         C = self._counts(Xv, self.model_)
         options.setdefault("train_score", True)
-        lrn = self._learner_for(C, n_passes, True, batch_size, n_passes=n_passes, **options)
-        # the model exists before start(): temperatures, views and options can be set on
-        # it at once, without racing the training thread's first minibatch
-        return lrn.init()
+        # live: the model exists before start(), so temperatures, views and options can be
+        # set on it at once, without racing the training thread's first minibatch
+        return self._learner_for(C, n_passes, True, batch_size, n_passes=n_passes, live=True,
+                                 **options)
 
     # -- results --------------------------------------------------------------------------
     def _fitted(self) -> LDACore:
