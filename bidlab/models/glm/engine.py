@@ -113,8 +113,8 @@ class GLMEngine:
 
         Adding an iterate is a pass over the model (features x weight columns, after the
         deferred L1 / L2 terms land); a step costs about its minibatch's nonzeros x weight
-        columns, and measured per element the two cost about the same (d = 300,000, 100
-        targets: 87 ms to add an iterate, 6.5 ms a step of 20,000 nonzeros). One iterate in
+        columns, and per element the two cost about the same (BENCHMARKS.md, "design
+        measurements"). One iterate in
         ``ceil(5 * features / nonzeros per minibatch)`` keeps averaging the last half of a
         run near a tenth of its time; narrow or dense data averages every step.
         """
