@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from bidlab import backend
-from bidlab.learn.options import Option, Options
+from bidlab.learn.options import Option, Options, rebuild_options
 from bidlab.learn.updaters.base import Updater
 from bidlab.learn.updaters.sparse import form_sparse_updates
 
@@ -134,13 +134,5 @@ def _upgrade_options(up: IncNorm) -> None:
     if not isinstance(old, Options):
         return
     names = set(old.specs)
-    if not (names & set(_RENAMED) or ("tau0" in names and "t0" not in names)):
-        return
-    values = {_RENAMED.get(n, n): old.get(n) for n in names}
-    own = Options()
-    for spec in up.option_table():
-        own.declare(spec, values.get(spec.name), has_value=spec.name in values)
-    up.opts = own
-    given = up.__dict__.get("_given")
-    if isinstance(given, dict):
-        up._given = {_RENAMED.get(k, k): v for k, v in given.items()}
+    if names & set(_RENAMED) or ("tau0" in names and "t0" not in names):
+        rebuild_options(up, _RENAMED)

@@ -36,7 +36,8 @@ import scipy.sparse as sp
 
 import bidlab as bl
 from bidlab import backend
-from bidlab.learn import IncNorm, Model, Option, Options, Updater
+from bidlab.learn import IncNorm, Model, Option, Updater
+from bidlab.learn.options import rebuild_options
 from bidlab.learn.persistable import alias
 from bidlab.learn.rowstate import RowState
 from bidlab.learn.staging import Minibatch
@@ -80,17 +81,8 @@ OLD_OPTION_NAMES = {"k": "n_components", "warm_start": "warm_docs"}
 
 def _renamed_options(component: Any) -> None:
     """Rebuild a loaded component's options written under :data:`OLD_OPTION_NAMES`."""
-    old = component.opts
-    if not any(name in old for name in OLD_OPTION_NAMES):
-        return
-    values = {OLD_OPTION_NAMES.get(name, name): old.get(name) for name in old}
-    own = Options()
-    for spec in component.option_table():
-        own.declare(spec, values.get(spec.name), has_value=spec.name in values)
-    component.opts = own
-    given = component.__dict__.get("_given")
-    if isinstance(given, dict):
-        component._given = {OLD_OPTION_NAMES.get(k, k): v for k, v in given.items()}
+    if any(name in component.opts for name in OLD_OPTION_NAMES):
+        rebuild_options(component, OLD_OPTION_NAMES)
 
 
 def seed_topics(X: Any, k: int, rng: np.random.Generator, tokens: float,
