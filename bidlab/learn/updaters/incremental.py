@@ -136,3 +136,4 @@ def _upgrade_options(up: IncNorm) -> None:
     names = set(old.specs)
     if names & set(_RENAMED) or ("tau0" in names and "t0" not in names):
         rebuild_options(up, _RENAMED)
+        up.model = None  # its rate columns were never made: the next learner makes them
