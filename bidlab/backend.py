@@ -195,7 +195,7 @@ def empty_as(a: Any) -> Any:
 
     Why: state kept beside a matrix (an updater's sums, a mixin's scratch) is combined with
     it element by element every step; numpy walks two operands of different orders with
-    one of them strided (measured 3-4x slower for a 640 x 39,115 float32 matrix).
+    one of them strided, several times slower (BENCHMARKS.md, "design measurements").
     """
     return empty(tuple(a.shape), a.dtype, namespace(a), order_of(a))
 

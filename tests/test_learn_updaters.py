@@ -126,7 +126,7 @@ def test_adagrad_general_vexp():
 @pytest.mark.parametrize("isprob", [False, True])
 def test_incnorm_moving_average(isprob):
     steps = 5
-    start, end = _run(IncNorm(power=0.6, t0=2.0, isprob=isprob), steps, model_class=Positive)
+    start, end = _run(IncNorm(kappa=0.6, t0=2.0, isprob=isprob), steps, model_class=Positive)
     w = [s.copy() for s in start]
     for t in range(1, steps + 1):
         r = min(1.0, (2.0 / t) ** 0.6)
@@ -422,7 +422,7 @@ def test_adagrad_keeps_sums_of_squares_that_zero_updates_leave_alone():
 
 
 @pytest.mark.parametrize("make", [lambda: Batch(batch_mode="step", lrate=0.3),
-                                  lambda: IncNorm(power=0.6)], ids=["batch", "incnorm"])
+                                  lambda: IncNorm(kappa=0.6)], ids=["batch", "incnorm"])
 def test_updaters_without_a_sparse_step_form_the_update(make):
     _, sparse, lr = _sparse_run(make, True, [L2Regularizer(l2=0.05)])
     _, dense, _ = _sparse_run(make, False, [L2Regularizer(l2=0.05)])

@@ -175,8 +175,9 @@ def decisions() -> dict[str, dict[str, Any]]:
 def _counts() -> tuple[Callable[[], int], Callable[[int], None]]:
     """numba's own get/set of the calling thread's thread count.
 
-    The public ``numba.get_num_threads`` re-checks the thread pool on every call (2 us,
-    as much as a small kernel's whole run); the ctypes entry points behind it take 0.3 us.
+    The public ``numba.get_num_threads`` re-checks the thread pool on every call, which
+    costs as much as a small kernel's whole run; the ctypes entry points behind it cost a
+    fraction of that (BENCHMARKS.md, "design measurements").
     Falls back to the public API if numba moves them.
     """
     numba.get_num_threads()  # starts numba's thread pool: the entry points need it

@@ -5,8 +5,8 @@ GLM's gradient -- either sum per-thread private copies of the whole output (each
 zeroes and fills d x k, then one pass adds them: at k = 640 and d = 39,115 that is ~0.5 GB
 moved for a 28,000-nonzero minibatch) or need the nonzeros in column order, so that each
 output row is one thread's sum of the input rows that hold its feature. Listing a
-minibatch's nonzeros by column is a counting sort, O(nnz + d), ~0.2 ms for 28,000
-nonzeros; scipy's ``tocsc`` does the same but allocates a new matrix every call.
+minibatch's nonzeros by column is a counting sort, O(nnz + d); scipy's ``tocsc`` does the
+same but allocates a new matrix every call.
 
 :class:`ColumnListing` keeps: ``pos`` (d: a column's index among the touched ones, -1 if
 untouched; reset after each use in O(touched)), ``touched`` (d), ``colptr`` (d + 1) and,
@@ -40,8 +40,8 @@ def _by_column(indptr, indices, pos, touched, colptr, perm, row_of):  # pragma: 
     nonzeros are ``perm[colptr[u]:colptr[u + 1]]``, nonzero numbers in row order) and
     ``row_of[p]`` (the row of nonzero p); ``pos[j]`` becomes column j's touched index.
     ``pos`` is all -1 on entry; :func:`_forget` resets it. (The listing keeps nonzero
-    numbers rather than copying values: scattering values into column order measured 3x
-    slower than scattering the numbers, 0.42 vs 0.13 ms for 28,000 nonzeros.)
+    numbers rather than copying values: scattering the values into column order is slower,
+    BENCHMARKS.md, "design measurements".)
     """
     n = indptr.shape[0] - 1
     d = pos.shape[0]

@@ -71,8 +71,8 @@ def _nparts(indptr: Any) -> int:
 def _sddmm(indptr, indices, R, C, out, nparts):
     """Four stored entries of a row at a time: R[i] is loaded once for the four dot products,
     and the four independent reductions keep four rows of C in flight (the loop is bound by
-    the latency of fetching C's rows: 1.6-2x over one entry at a time, measured with one
-    thread on a 10 M-nonzero power-law matrix, K = 64). Same sums in the same order per
+    the latency of fetching C's rows; the gain over one entry at a time: BENCHMARKS.md,
+    "design measurements"). Same sums in the same order per
     entry as before, so results and NaN / inf propagation are unchanged."""
     k = R.shape[1]
     for t in prange(nparts):
@@ -255,7 +255,8 @@ def _scatter_serial(indptr, indices, data, G, out):
 PARALLEL_MIN_WORK = 1 << 18
 # Listing the nonzeros by column pays when the output has at least this many elements per
 # nonzero-or-output-row; below it, summing per-thread copies of the output is faster (the
-# listed gather reads each nonzero's value and row at random; crossover measured at 28-37).
+# listed gather reads each nonzero's value and row at random; the measured crossover:
+# BENCHMARKS.md, "design measurements").
 LISTING_MIN_RATIO = 32
 # Private copies may cost at most this many bytes.
 WORKSPACE_LIMIT = 256 * 2**20
@@ -312,15 +313,8 @@ def scatter_rows(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None
     the output, or -- when the output is large against the nonzeros, as a GLM minibatch's
     d x T gradient is -- write it once: the nonzeros are listed by column (O(nnz + n),
     :mod:`bidlab.kern.columns`) and each output row is one thread's sum, in row order, of
-    the G rows that hold it. Measured on 2 cores (float32, copies vs listed):
-
-    * 20 Newsgroups, 500 documents (28,000 nonzeros) into 39,115 x k: k = 20 0.29-0.36 vs
-      0.52-0.61 ms, k = 32 0.35-0.47 vs 0.54-0.63, k = 48 0.57-1.26 vs 0.92-0.99 (either
-      way), k = 64 1.2 vs 0.65-1.1, k = 128 3.2-4.4 vs 1.6, k = 640 19.9 vs 8.9;
-    * power-law 20,000 x 50,000 with 0.15 / 0.9 / 3.0 M nonzeros into 50,000 x 64: 3.0 vs
-      5.2, 8.1 vs 24, 25 vs 95 ms (the listing alone 1.1 / 7.2 / 28 ms).
-
-    :data:`LISTING_MIN_RATIO` separates the two.
+    the G rows that hold it. :data:`LISTING_MIN_RATIO` separates the two (the timings it
+    was chosen from: BENCHMARKS.md, "design measurements").
     """
     n, k = out.shape
     work_size = int(indptr[-1]) * k

@@ -159,9 +159,10 @@ def heated_words(temp: Any, out: Any = None) -> np.ndarray:
 
     Why: the CPU sampler reads a word's temperatures only where this says so. A notebook
     heats a handful of parameters, and reading ``temp[w, :]`` for every token doubled the
-    sweep's random-access working set (beside the counts' row) and cost a learner ~10 % of
-    its throughput; a V-byte mask stays in L1. It is one pass over ``temp``: make it when
-    the temperatures change (``LDAGibbs`` does), not every sweep.
+    sweep's random-access working set (beside the counts' row) and slowed a learner
+    (BENCHMARKS.md, "design measurements"); a V-byte mask stays in L1. It is one pass
+    over ``temp``: make it when the temperatures change (``LDAGibbs`` does), not every
+    sweep.
     """
     temp = np.asarray(temp)
     if temp.ndim != 2:

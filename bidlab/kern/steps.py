@@ -3,7 +3,7 @@
 Why: an updater written as ``xp`` ufuncs with ``out=`` allocates nothing and runs on any
 backend, but each ufunc is one pass over the whole model matrix. ADAGrad is nine of them
 and an L2 term two more; for a 640 x 39,115 float32 GLM sweep that is ~1 GB moved per
-minibatch on one core (measured 100 ms for the ADAGrad step and 26 ms for the L2 term).
+minibatch (timings: BENCHMARKS.md, "design measurements").
 These numba kernels do each step in one pass, on the cores the adaptive dispatch picks
 (:mod:`bidlab.kern.adaptive`; every element is computed by one thread, so the split never
 changes a bit of the answer).

@@ -91,14 +91,13 @@ def _regularised(u, w, l1, l2):  # pragma: no cover - compiled
 
 #: how the kernels compile: fastmath, and numpy's error model, under which a division is
 #: plain IEEE arithmetic instead of a branch that raises ZeroDivisionError: that branch
-#: kept every loop with a division scalar (two to three times slower per weight)
+#: kept every loop with a division scalar (BENCHMARKS.md, "design measurements")
 _VECTOR = dict(fastmath=True, error_model="numpy", cache=True, nogil=True)
 
 #: the regulariser terms of untouched rows are deferred when a minibatch touches fewer than
 #: 1 / DEFER_BELOW of the rows, and swept over every row otherwise (cheaper when most rows
 #: are touched anyway: a sweep streams each weight once, a catch-up costs a square root and
-#: a division a weight). Measured over 3 passes, 100 targets: deferring costs 0.6-0.9 of
-#: the sweep at 8-18 % of the rows touched and 1.00-1.03 of it at 23-44 %
+#: a division a weight; the crossover: BENCHMARKS.md, "design measurements")
 DEFER_BELOW = 5
 _SMALL = 0.05  # below this l2 * eta_sum a polynomial replaces the power (rel. error < 3e-5)
 

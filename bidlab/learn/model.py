@@ -96,9 +96,11 @@ class Model(Component):
             the update of matrix ``i`` unformed (:mod:`bidlab.learn.updaters.sparse`).
             Default None (every update is formed).
         step_weight: how large a step this minibatch deserves relative to a full one
-            (documents / batch rows for online LDA; read by its step schedule). Default 1.
-        :meth:`blend`: a model that applies a blending step ``m <- (1 - rho) m + rho u``
-            itself (LDA's Gibbs counts) does it there and returns True. Default: False.
+            (documents / batch rows for the LDA models; :class:`~bidlab.learn.IncNorm`
+            multiplies its rate by it). Default 1.
+        :meth:`blend`: a model that applies IncNorm's blending step
+            ``m <- (1 - rho) m + rho u`` itself (LDA's lazily scaled Gibbs counts) does it
+            there and returns True. Default: False.
         :meth:`default_updater`: the updater (or mapping of model matrix -> updater) a
             learner uses when given none. Default :class:`~bidlab.learn.updaters.Grad`.
     """

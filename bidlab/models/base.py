@@ -16,6 +16,9 @@ they share lives here:
 * scikit-learn's shared parameters (:mod:`bidlab.models.sk_params`): ``n_jobs`` applied
   around training and prediction by :meth:`_threads`, ``verbose`` turned into the learner's
   progress by :meth:`_progress`; and :meth:`summary`, a short text about the estimator.
+* one way to build the learner: :meth:`_build_learner` makes the
+  :class:`~bidlab.learn.Learner` of every ``fit``, ``partial_fit`` and ``learner`` (its
+  name, record size and, for ``learner``, the model made before it is returned);
 * one training at a time: ``fit``, ``partial_fit``, ``fit_passes`` and ``learner`` of every
   subclass run under the estimator's :class:`~bidlab.learn.exclusive.FitGuard`, so a second
   thread calling one of them, or calling ``fit`` while the estimator's learner runs, gets a
@@ -24,11 +27,12 @@ they share lives here:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -39,18 +43,42 @@ from sklearn.utils.validation import check_is_fitted
 
 from bidlab import backend
 from bidlab.learn.checkpoint import CheckpointError
+from bidlab.learn.datasource import as_source
 from bidlab.learn.exclusive import FitGuard
+from bidlab.learn.learner import Learner
 from bidlab.learn.options import Configurable, Option, validate_params
 from bidlab.learn.persist import load_object, persistable, save_object
 from bidlab.learn.persistable import UPGRADES
 from bidlab.mat import validate_csr
 from bidlab.models.sk_params import progress_mode, thread_limit
 
-__all__ = ["BidlabEstimator", "load"]
+__all__ = ["BidlabEstimator", "load", "param_row"]
 
+#: the most minibatches a run's record keeps by default (one record per minibatch)
+RECORDS = 100_000
 #: the methods that train the estimator's model, run one at a time (see FitGuard)
 GUARDED = ("fit", "partial_fit", "fit_passes", "learner")
 _GUARD_MADE = threading.Lock()  # makes each estimator's guard exactly once
+
+
+def param_row(component: Any, name: str, **changes: Any) -> Option:
+    """The option row ``name`` of a learner component (a Model, Updater, Mixin or the
+    Learner) as an estimator parameter: its bounds, type and checks, with ``changes``
+    (the estimator's ``default``, ``doc``, ``text``, ...), so a ``PARAMS`` table derives
+    its rows from the components' ``OPTIONS`` instead of declaring them again.
+
+    Examples
+    --------
+    >>> from bidlab.learn import Grad
+    >>> row = param_row(Grad, "lrate", default=0.3)
+    >>> row.default, row.allowed()
+    (0.3, 'a float > 0 (or a per-row / per-model-matrix vector of such)')
+    """
+    for spec in component.option_table():
+        if spec.name == name:
+            return dataclasses.replace(spec, owner="", **changes)
+    raise KeyError(f"{component.__name__} has no option {name!r}: its options are "
+                   f"{[s.name for s in component.option_table()]}")
 
 
 class BidlabEstimator(BaseEstimator):
@@ -85,6 +113,49 @@ class BidlabEstimator(BaseEstimator):
     def _validate_params(self) -> None:
         """Check every constructor parameter against ``PARAMS`` (one message shape)."""
         validate_params(type(self).__name__, self.PARAMS, self.get_params(deep=False))
+
+    def _build_learner(self, model: Any, data: Any, updater: Any = None,
+                       mixins: Sequence[Any] = (), *, learner_class: type = Learner,
+                       batch_size: int | None = None, live: bool = False,
+                       **options: Any) -> Learner:
+        """The one way an estimator makes the :class:`~bidlab.learn.Learner` that trains
+        its model (``fit``, ``partial_fit`` and ``learner`` all call it).
+
+        Args:
+            model: the estimator's :class:`~bidlab.learn.Model`.
+            data: a :class:`~bidlab.learn.DataSource`, or the matrices (samples as rows)
+                served ``batch_size`` rows at a time.
+            updater: an Updater or a mapping per model matrix; None: the model's
+                ``default_updater()``.
+            mixins: extra loss terms (L1, L2, ...).
+            learner_class: a Learner subclass (LDA's reaches the Gibbs temperatures).
+            live: return it initialised (the model made from the data), as ``learner()``
+                does, so options, observers and views can be set before ``start()``.
+            **options: the learner's, model's and updater's options; ``name`` defaults to
+                the estimator's class name in lower case; ``record_size``, for a run that
+                is not live, to one record per minibatch of its ``n_passes`` (at most
+                :data:`RECORDS`; a live learner may be run on, so it keeps the learner's
+                default).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from bidlab.models import LeastSquares, NMF
+        >>> est = NMF(2)
+        >>> lrn = est._build_learner(LeastSquares(), (np.ones((8, 3)), np.ones((8, 1))),
+        ...                          batch_size=4, n_passes=3)
+        >>> lrn.name.startswith("nmf"), lrn.opts.record_size
+        (True, 6)
+        """
+        source = as_source(data, batch_size or 1000)
+        options.setdefault("name", type(self).__name__.lower())
+        if "record_size" not in options and not live:
+            passes = options.get("n_passes") or next(
+                s.default for s in Learner.option_table() if s.name == "n_passes")
+            per_pass = source.batches_per_pass or 1
+            options["record_size"] = max(1, min(RECORDS, per_pass * int(passes)))
+        lrn = learner_class(model, source, updater, list(mixins), **options)
+        return lrn.init() if live else lrn
 
     def _check_structure(self, X: Any) -> None:
         """Refuse a CSR / CSC matrix with broken structure (column index out of range,

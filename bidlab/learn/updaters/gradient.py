@@ -17,8 +17,8 @@ which a resumed run goes on adding to. Each added iterate costs one pass over th
 the sum (:class:`~bidlab.learn.averaging.IterateSum`) and its count are checkpointed.
 
 On the CPU, Grad and ADAGrad (``vexp`` 0.5) without momentum run each matrix's step as one
-fused pass (:mod:`bidlab.kern.steps`: the same arithmetic bit for bit; ADAGrad on a
-640 x 39,115 float32 matrix 100 -> 12 ms); other cases and other backends take the ufuncs.
+fused pass (:mod:`bidlab.kern.steps`: the same arithmetic bit for bit, in one pass over
+the matrix instead of nine); other cases and other backends take the ufuncs.
 Unformed sparse updates (:mod:`bidlab.learn.updaters.sparse`) are stepped over the rows
 the minibatch touches.
 """

@@ -45,7 +45,8 @@ class GLMEngine:
     """Builds and runs the GLM's engine (``model_``, ``updater_``, ``mixins_``)."""
 
     # the estimator's parameters and checks: link, targmap, lrate, l1, l2, updater,
-    # batch_size, average, random_state, device, dtype_; _xp, _threads, _progress
+    # batch_size, average, random_state, device, dtype_; _xp, _threads, _progress and
+    # _build_learner (the estimator base's one way to make a learner)
 
     # -- building the engine ---------------------------------------------------------------
     def _per_target_values(self, name: str, K: int) -> Any:
@@ -114,7 +115,9 @@ class GLMEngine:
 
     def _make_learner(self, X: Any, Y2: np.ndarray, w: np.ndarray | None, *, shuffle: bool,
                       batch_size: int, **options: Any) -> Learner:
-        """A Learner training ``model_`` on (X, Y2[, w]) with ``updater_`` and ``mixins_``."""
+        """A Learner training ``model_`` on (X, Y2[, w]) with ``updater_`` and ``mixins_``
+        (built by the estimator base's ``_build_learner``; ``options``: its options and
+        ``live``)."""
         xp = self._xp()
         Ye = encode(self.targets_, Y2, self.dtype_)
         if shuffle:  # one seeded order for all passes; minibatches are then row ranges
@@ -126,8 +129,7 @@ class GLMEngine:
         if w is not None:
             mats.append(xp.asarray(np.asarray(w, dtype=self.dtype_).reshape(-1, 1)))
         source = MemorySource(*mats, batch_size=min(int(batch_size), X.shape[0]))
-        return Learner(self.model_, source, self.updater_, self.mixins_, name="glm",
-                       **options)
+        return self._build_learner(self.model_, source, self.updater_, self.mixins_, **options)
 
     def _averaging(self, X: Any, batch_size: int, n_passes: int) -> dict[str, int]:
         """The updater's averaging options for a run of ``n_passes`` over ``X``: average
@@ -135,8 +137,8 @@ class GLMEngine:
 
         Adding an iterate is a pass over the model (features x weight columns, after the
         deferred L1 / L2 terms land); a step costs about its minibatch's nonzeros x weight
-        columns, and measured per element the two cost about the same (d = 300,000, 100
-        targets: 87 ms to add an iterate, 6.5 ms a step of 20,000 nonzeros). One iterate in
+        columns, and per element the two cost about the same (BENCHMARKS.md, "design
+        measurements"). One iterate in
         ``ceil(5 * features / nonzeros per minibatch)`` keeps averaging the last half of a
         run near a tenth of its time; narrow or dense data averages every step.
         """
@@ -152,14 +154,12 @@ class GLMEngine:
              n_passes: int, average: bool) -> None:
         """Train in this thread: ``n_passes`` over the rows, every minibatch trains; with
         ``average``, the final model is the mean of the last iterates (see ``average``)."""
-        steps = n_steps(X.shape[0], min(self.batch_size, X.shape[0]), n_passes)
         avg = (self._averaging(X, self.batch_size, n_passes) if average
                else {"average_from": -1})
         on_cpu = self.device == "cpu"  # a GPU loss would wait for the device every step
         lrn = self._make_learner(X, Y2, w, shuffle=shuffle, batch_size=self.batch_size,
                                  n_passes=n_passes, val_every=0, max_steps=None,
-                                 checkpoint=None, train_loss=on_cpu, mixin_kpis=False,
-                                 record_size=max(1, min(steps, 100_000)), **avg)
+                                 checkpoint=None, train_loss=on_cpu, mixin_kpis=False, **avg)
         with self._threads():
             lrn.fit(progress=self._progress())
         self.n_steps_ += lrn.step

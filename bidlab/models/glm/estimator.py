@@ -32,6 +32,7 @@ returns self; ``clone``, ``Pipeline`` and ``GridSearchCV`` work; pandas DataFram
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -39,10 +40,10 @@ import scipy.sparse as sp
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from bidlab import backend
-from bidlab.learn import UPDATERS, L1Regularizer, L2Regularizer, Learner
+from bidlab.learn import UPDATERS, Grad, L1Regularizer, L2Regularizer, Learner
 from bidlab.learn.model import register_model
 from bidlab.learn.options import Option
-from bidlab.models.base import BidlabEstimator
+from bidlab.models.base import BidlabEstimator, param_row
 from bidlab.models.glm.engine import UPDATER_CHOICES, GLMEngine
 from bidlab.models.glm.links import CLASSIFIER_LINKS, LINKS, Layout
 from bidlab.models.glm.model import GLMModel
@@ -52,7 +53,6 @@ from bidlab.models.glm.params import (
     dtype_ok,
     first_bad,
     link_ok,
-    non_negative,
     per_target,
     rate_ok,
     targmap_ok,
@@ -62,7 +62,7 @@ from bidlab.models.glm.predict import GLMPredictions
 from bidlab.models.glm.sweep import SweepResult, best_config, sweep_params
 from bidlab.models.glm.targets import Targets, as_targets_2d
 from bidlab.models.sk_params import COMMON
-from bidlab.models.validation import SEED_TEXT, seed_ok
+from bidlab.models.validation import RANDOM_STATE
 
 __all__ = ["GLM", "SweepResult", "best_config", "glm_sweep"]
 
@@ -157,25 +157,24 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         Option("link", str, "logistic", "the link of every target, or one per target",
                test=link_ok,
                text=f"one of {list(LINKS)} (or a list of them, one per target)"),
-        Option("lrate", float, "auto", "learning rate, one or one per model target, or "
-               "'auto': chosen per target by a short pilot (``lrate_``)",
-               test=rate_ok, text=per_target("'auto' or a float > 0")),
-        Option("l1", float, 0.0, "L1 penalty weight, one or one per model target",
-               test=non_negative, text=per_target("a float >= 0")),
-        Option("l2", float, 1e-4, "L2 penalty weight, one or one per model target",
-               test=non_negative, text=per_target("a float >= 0")),
+        param_row(Grad, "lrate", default="auto", doc="learning rate, one or one per model "
+                  "target, or 'auto': chosen by a short pilot (``lrate_``)", test=rate_ok,
+                  text=per_target("'auto' or a float > 0")),
+        param_row(L1Regularizer, "l1", doc="L1 penalty weight, one or one per model target",
+                  text=per_target("a float >= 0")),
+        param_row(L2Regularizer, "l2", default=1e-4, doc="L2 penalty weight, one or one per "
+                  "model target", text=per_target("a float >= 0")),
         Option("targmap", int, None, "the data target column each model target learns",
                none_ok=True, test=targmap_ok,
                text="None or a 1-D sequence of data target columns (ints >= 0)"),
         Option("updater", str, "adagrad", "how the weights move",
                choices=UPDATER_CHOICES),
         Option("batch_size", int, 500, "rows per minibatch", low=1),
-        Option("n_passes", int, 10, "passes over the data in fit", low=1, high=10**9),
+        param_row(Learner, "n_passes", doc="passes over the data in fit"),
         Option("average", float, 0.5, "the last fraction of fit's updates averaged into "
                "the final model (0: the last iterate)", low=0.0, high=1.0),
         Option("shuffle", bool, True, "train on the rows in a random order"),
-        Option("random_state", int, None, "seed of the shuffle", none_ok=True,
-               test=seed_ok, text=SEED_TEXT),
+        dataclasses.replace(RANDOM_STATE, default=None, doc="seed of the shuffle"),
         Option("dtype", str, None, "model dtype (None/'auto': float64 data stays float64, "
                "else float32)", none_ok=True, test=dtype_ok,
                text="None, 'auto', float32 or float64"),
@@ -383,7 +382,7 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         if "average_from" not in options:
             options.update(self._averaging(X, batch_size, int(options["n_passes"])))
         return self._make_learner(X, Y2, w, shuffle=self.shuffle, batch_size=batch_size,
-                                  **options).init()
+                                  live=True, **options)
 
     def _facts(self) -> list[tuple[str, Any]]:
         facts: list[tuple[str, Any]] = [

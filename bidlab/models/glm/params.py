@@ -1,8 +1,10 @@
 """The checks behind :class:`~bidlab.models.glm.GLM`'s ``PARAMS`` table, and its input helpers.
 
-Each check is an :class:`~bidlab.learn.options.Option` ``test``: it takes a constructor
-parameter's value and says whether it is allowed (``lrate``, ``l1`` and ``l2`` may be one
-number or one per model target; ``link`` one link name or one per target). The input
+Each check is an :class:`~bidlab.learn.options.Option` ``test`` for a parameter no
+component declares (``link``: one link name or one per target; ``targmap``, ``dtype``,
+``class_weight``); ``lrate``, ``l1``, ``l2``, ``n_passes`` and ``random_state`` take the
+rows of the updater, the mixins, the learner and the shared seed row
+(:func:`bidlab.models.base.param_row`). The input
 helpers take what ``fit`` / ``predict`` are given apart: the raw matrix of a bidlab
 ``Mat`` / ``SMat`` or corpus, and where a CSR matrix holds its first bad value.
 """
@@ -18,8 +20,8 @@ import scipy.sparse as sp
 from bidlab.models.glm.links import LINKS
 from bidlab.models.validation import unwrap
 
-__all__ = ["unwrap", "first_bad", "link_ok", "positive", "rate_ok", "non_negative", "targmap_ok",
-           "dtype_ok", "per_target", "class_weight_ok", "class_weights"]
+__all__ = ["unwrap", "first_bad", "link_ok", "rate_ok", "targmap_ok", "dtype_ok",
+           "per_target", "class_weight_ok", "class_weights"]
 
 
 # ------------------------------------------------------------------------------ inputs
@@ -43,27 +45,13 @@ def _real(x: Any) -> bool:
         np.isfinite(x))
 
 
-def _reals(x: Any, low: float, strict: bool) -> bool:
-    vals = [x] if _real(x) else (list(np.asarray(x, dtype=object).reshape(-1))
-                                 if isinstance(x, (list, tuple, np.ndarray)) else None)
-    if not vals:
-        return False
-    return all(_real(v) and (v > low if strict else v >= low) for v in vals)
-
-
-def positive(x: Any) -> bool:
-    """A finite number > 0, or a non-empty sequence of them."""
-    return _reals(x, 0.0, True)
-
-
 def rate_ok(x: Any) -> bool:
     """``"auto"``, or a finite number > 0, or a non-empty sequence of them."""
-    return (isinstance(x, str) and x == "auto") or positive(x)
-
-
-def non_negative(x: Any) -> bool:
-    """A finite number >= 0, or a non-empty sequence of them."""
-    return _reals(x, 0.0, False)
+    if isinstance(x, str):
+        return x == "auto"
+    vals = [x] if _real(x) else (list(np.asarray(x, dtype=object).reshape(-1))
+                                 if isinstance(x, (list, tuple, np.ndarray)) else [])
+    return bool(vals) and all(_real(v) and v > 0 for v in vals)
 
 
 def targmap_ok(x: Any) -> bool:

@@ -164,7 +164,8 @@ class PageRank(BidlabEstimator):
         return list(zip(names, (float(s[i]) for i in order), strict=True))
 
     # -- training -------------------------------------------------------------------------
-    def _learner(self, G: Any, first_row: int | None, options: dict[str, Any]) -> Learner:
+    def _learner(self, G: Any, first_row: int | None, options: dict[str, Any],
+                 live: bool = False) -> Learner:
         self._validate_params()
         dtype = np.dtype(self.dtype or np.float64)
         A = as_adjacency(G, dtype, square=first_row is None, directed=self.directed,
@@ -182,10 +183,7 @@ class PageRank(BidlabEstimator):
         src = BlockSource(P, rows, batch_size=options.pop("batch_size", None) or A.shape[0],
                           names=("P", "rows"))
         options.setdefault("n_passes", self.max_iter + 1)
-        options.setdefault("record_size", max(1, min(100_000, src.batches_per_pass
-                                                     * (self.max_iter + 1))))
-        lrn = Learner(model, src, name=options.pop("name", "pagerank"), **options)
-        lrn.init()
+        lrn = self._build_learner(model, src, live=live, **options)
         self.model_ = model
         self.n_features_in_ = n
         return lrn
@@ -212,7 +210,7 @@ class PageRank(BidlabEstimator):
         options (``n_passes``, default ``max_iter + 1``: the last pass only measures the
         last change; ``batch_size``, default all rows; ``comm``; ``checkpoint``; ...).
         """
-        return self._learner(G, first_row, dict(options))
+        return self._learner(G, first_row, dict(options), live=True)
 
 
 register_model("pagerank", PageRank)

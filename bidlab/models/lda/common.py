@@ -3,8 +3,11 @@
 * :func:`as_counts` -- documents x vocabulary counts (scipy.sparse, numpy, CuPy or a
   ``Corpus``) to a canonical CSR on the data's own backend, refusing negative, NaN and
   infinite counts (and, for Gibbs, non-integer ones) with the position of the first bad one.
-* :func:`infer_theta` -- the variational E-step with the topics held fixed; ``transform``
-  of every model and the evaluator use it.
+* :func:`estep_gamma` / :func:`estep` -- the variational E-step, written once: training
+  (online and batch VB), the held-out evaluation of a minibatch and :func:`infer_theta`
+  all take it.
+* :func:`infer_theta` -- the E-step with the topics held fixed until each document
+  converges; ``transform`` of every model and the evaluator use it.
 * :func:`heldout_loglik` -- document completion (Wallach et al. 2009): fit each test
   document's topic proportions on half of its tokens with the topics fixed, then score the
   other half. It needs only a normalised k x vocabulary matrix, so the benchmark scores
@@ -119,6 +122,40 @@ def nonempty_rows(X: Any) -> Any:
 # ----------------------------------------------------------------------------- inference
 
 
+def estep_gamma(X: bl.SMat, topicsT: bl.Mat, et: bl.Mat, alpha: Any, tiny: float) -> bl.Mat:
+    """One variational E-step of the documents ``X`` (documents x vocabulary counts).
+
+    Returns ``gamma = et o ((X / (mu + tiny)) @ topicsT) + alpha`` with
+    ``mu = sddmm(et, topics, X)``, the model's prediction at each nonzero: ``et`` is the
+    documents' exp E[log theta] (documents x k), ``topicsT`` vocabulary x k (normalised
+    topics, or exp E[log phi]), ``alpha`` a number or a 1 x 1 Mat, ``tiny``
+    :func:`mu_floor`. Cached matrix operations: with caching on, the same operands give the
+    same result containers, so a training step allocates nothing.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, bidlab as bl
+    >>> X = bl.SMat(sp.csr_matrix(np.array([[2.0, 0.0, 1.0]])))
+    >>> topicsT = bl.Mat(np.full((3, 2), 1 / 3))
+    >>> gamma = estep_gamma(X, topicsT, bl.Mat(np.ones((1, 2))), 0.1, 1e-30)
+    >>> np.round(gamma.data, 3).tolist()
+    [[1.6, 1.6]]
+    """
+    mu = bl.sddmm(et.T, topicsT.T, X)
+    return et * ((X / (mu + tiny)) @ topicsT) + alpha
+
+
+def estep(X: bl.SMat, topicsT: bl.Mat, et: bl.Mat, gamma: bl.Mat, alpha: Any,
+          iters: int) -> None:
+    """``iters`` variational E-steps in place: ``gamma`` <- :func:`estep_gamma`, then
+    ``et`` <- exp(digamma(gamma)). ``et`` holds the start (documents x k) and ends with
+    the documents' exp E[log theta]; ``gamma`` their Dirichlet parameters."""
+    tiny = mu_floor(topicsT.dtype)
+    for _ in range(int(iters)):
+        gamma <<= estep_gamma(X, topicsT, et, alpha, tiny)
+        bl.expdigamma(gamma, out=et)
+
+
 def infer_theta(
     phiT: bl.Mat,
     X: bl.SMat,
@@ -160,8 +197,7 @@ def infer_theta(
         et = bl.Mat(backend.empty((rows.size, k), dtype, xp))
         et.data.fill(1.0)  # uniform start: exp E[log theta] is constant per document
         for it in range(1, max_iter + 1):
-            mu = bl.sddmm(et.T, phiT.T, Xa)
-            gnew = et * ((Xa / (mu + tiny)) @ phiT) + alpha
+            gnew = estep_gamma(Xa, phiT, et, alpha, tiny)
             if it % check_every == 0 or it == max_iter:
                 change = xp.abs(gnew.data - gamma.data).mean(axis=1)
                 done = np.asarray(backend.to_host(change < tol)) | (it == max_iter)

@@ -1,5 +1,8 @@
-"""The engine shared by the LDA models: :class:`LDACore` (a :class:`bidlab.learn.Model`)
-and :class:`RhoStep` (Hoffman's online step, a :class:`bidlab.learn.Updater`).
+"""The engine shared by the LDA models: :class:`LDACore` (a :class:`bidlab.learn.Model`).
+
+Online training blends each minibatch's full-data estimate into the topics with the spine's
+incremental updater, :class:`bidlab.learn.IncNorm` (Hoffman's step
+``rho_t = (tau0 + t)^-kappa``, a short minibatch taking its share of a step).
 
 :class:`~bidlab.models.lda.LDAModel` (variational Bayes) and
 :class:`~bidlab.models.lda.gibbs.LDAGibbsModel` (SAME Gibbs) subclass :class:`LDACore`,
@@ -33,14 +36,16 @@ import scipy.sparse as sp
 
 import bidlab as bl
 from bidlab import backend
-from bidlab.learn import Model, Option, Options, Updater
+from bidlab.learn import IncNorm, Model, Option, Updater
+from bidlab.learn.options import rebuild_options
+from bidlab.learn.persistable import alias
 from bidlab.learn.rowstate import RowState
 from bidlab.learn.staging import Minibatch
 from bidlab.mat.sparse import csr_view
 from bidlab.models.kmeans.seeding import greedy_seeds
 from bidlab.models.lda import common
 
-__all__ = ["LDACore", "RhoStep", "seed_topics", "OLD_OPTION_NAMES"]
+__all__ = ["LDACore", "seed_topics", "OLD_OPTION_NAMES"]
 
 # -- the option rows shared by the models (live options) and the estimators (parameters) --
 N_COMPONENTS = Option("n_components", int, 10, "number of topics", low=1, live=False)
@@ -62,10 +67,13 @@ RANDOM_STATE = Option("random_state", int, 0, "seed of the initialisation (and t
                       low=0, none_ok=True, live=False)
 TRAIN_SCORE = Option("train_score", bool, True, "score each training minibatch (one more "
                      "SDDMM per minibatch)")
-TAU0 = Option("tau0", float, 1.0, "delay of the step-size schedule rho_t = (tau0 + t)^-kappa",
-              low=0.0)
-KAPPA = Option("kappa", float, 0.7, "forgetting rate of the step-size schedule", low=0.5,
-               low_open=True, high=1.0)
+#: the delay of the online step's schedule a model takes by default (rho_t = (tau0 + t)^-kappa)
+DEFAULT_TAU0 = 1.0
+
+#: files written when LDA had its own step updater name it RhoStep: they load as IncNorm
+RhoStep = IncNorm
+for _old in ("bidlab.models.lda.core.RhoStep", "bidlab.models._lda_core.RhoStep"):
+    alias(_old, IncNorm)
 
 _TRANSIENT = ("_scratch", "_store", "_head", "_learner_ref", "_cur")
 #: option names of files written by earlier versions -> today's names
@@ -74,44 +82,8 @@ OLD_OPTION_NAMES = {"k": "n_components", "warm_start": "warm_docs"}
 
 def _renamed_options(component: Any) -> None:
     """Rebuild a loaded component's options written under :data:`OLD_OPTION_NAMES`."""
-    old = component.opts
-    if not any(name in old for name in OLD_OPTION_NAMES):
-        return
-    values = {OLD_OPTION_NAMES.get(name, name): old.get(name) for name in old}
-    own = Options()
-    for spec in component.option_table():
-        own.declare(spec, values.get(spec.name), has_value=spec.name in values)
-    component.opts = own
-    given = component.__dict__.get("_given")
-    if isinstance(given, dict):
-        component._given = {OLD_OPTION_NAMES.get(k, k): v for k, v in given.items()}
-
-
-class RhoStep(Updater):
-    """Hoffman's online step ``m <- (1 - rho) m + rho u`` with ``rho = (tau0 + t)^-kappa``
-    times the model's ``step_weight`` (documents / batch rows: a short minibatch takes a
-    partial step). A model with its own representation of the step (``blend(rho)``: the
-    Gibbs model's lazily scaled counts, updated on the minibatch's words only) gets ``rho``
-    and does it (``Model.blend`` returns True); else ``updatemats`` hold the full-data
-    estimate ``u``."""
-
-    OPTIONS = (TAU0, KAPPA)
-
-    def rho(self) -> float:
-        """The step of the next update."""
-        rho = float((self.opts.tau0 + self.t + 1) ** (-self.opts.kappa))
-        return rho * float(self.model.step_weight)
-
-    def update(self, step: int) -> None:
-        rho = self.rho()
-        if not self.model.blend(rho):
-            xp = self.xp
-            for i in self.mats:
-                m, u, tmp = self.model.modelmats[i], self.model.updatemats[i], self._tmp[i]
-                xp.multiply(u.data, rho, out=tmp)
-                xp.multiply(m.data, 1.0 - rho, out=m.data)
-                xp.add(m.data, tmp, out=m.data)
-        self.t += 1
+    if any(name in component.opts for name in OLD_OPTION_NAMES):
+        rebuild_options(component, OLD_OPTION_NAMES)
 
 
 def seed_topics(X: Any, k: int, rng: np.random.Generator, tokens: float,
@@ -181,7 +153,8 @@ class LDACore(Model):
         n_batches: training minibatches so far (t of the step-size schedule).
         n_docs_seen: documents trained on so far.
         n_passes_done: passes finished so far.
-        step_weight: documents / batch rows of the last minibatch (for :class:`RhoStep`).
+        step_weight: documents / batch rows of the last minibatch (a short minibatch's
+            share of :class:`~bidlab.learn.IncNorm`'s step).
     """
 
     score_name = "ll/word"
@@ -264,6 +237,11 @@ class LDACore(Model):
         self._store_rows = n if warm and self.opts.warm_docs and n_passes > 1 else 0
 
     # -- Model -----------------------------------------------------------------------------
+    def default_updater(self, **options: Any) -> Updater:
+        """:class:`~bidlab.learn.IncNorm` (``options``: its options, e.g. ``tau0``,
+        ``kappa``; ``tau0`` defaults to :data:`DEFAULT_TAU0`)."""
+        return IncNorm(**{"tau0": DEFAULT_TAU0, **options})
+
     def init(self, info: Any) -> None:
         o = self.opts
         k, V, B = int(o.n_components), int(info.n_features), int(info.batch_size)
@@ -331,13 +309,8 @@ class LDACore(Model):
         sb = self.rows(batch)
         s = self.scratch()
         gamma, et = s["ev_gamma"], s["ev_et"]
-        phiT = self.topicsT()
-        tiny = common.mu_floor(self.dtype)
         et <<= 1.0
-        for _ in range(int(self.opts.e_iters)):
-            mu = bl.sddmm(et.T, phiT.T, sb)
-            gamma <<= et * ((sb / (mu + tiny)) @ phiT) + self.alpha_m
-            bl.expdigamma(gamma, out=et)
+        common.estep(sb, self.topicsT(), et, gamma, self.alpha_m, int(self.opts.e_iters))
         return self.score_with(sb, gamma)
 
     # -- the read side ---------------------------------------------------------------------

@@ -19,7 +19,6 @@ returns the input's float dtype; the model computes in ``dtype``.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
@@ -54,6 +53,8 @@ N_PASSES = Option("n_passes", int, 10, "passes over the data made by fit", low=1
                   high=10**9)
 DTYPE = Option("dtype", str, np.float32, "the model's arithmetic", test=is_float_dtype,
                text="float32 or float64")
+#: the online updater's options an LDA estimator takes as parameters
+SCHEDULE = ("tau0", "kappa")
 DEVICE = Option("device", str, None, "where the model lives (None: the data's device)",
                 choices=("cpu", "gpu"), none_ok=True)
 
@@ -76,12 +77,15 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
     @staticmethod
     def params_of(model_cls: type, updater_cls: type, extra: tuple[Option, ...] = (),
                   **defaults: Any) -> tuple[Option, ...]:
-        """The estimator's parameter table: the model's and updater's option rows (with
-        the estimator's defaults), ``extra`` rows, and batch_size, n_passes, dtype, device,
-        warm_start, n_jobs, verbose."""
+        """The estimator's parameter table: the model's option rows and the updater's
+        schedule rows (``tau0``, ``kappa``), with the estimator's defaults; ``extra`` rows;
+        and batch_size, n_passes, dtype, device, warm_start, n_jobs, verbose."""
         rows: dict[str, Option] = {}
-        for spec in (*model_cls.option_table(), *updater_cls.option_table()):
+        for spec in model_cls.option_table():
             if spec.name != "train_score":
+                rows[spec.name] = spec
+        for spec in updater_cls.option_table():
+            if spec.name in SCHEDULE:
                 rows[spec.name] = spec
         for spec in (*extra, BATCH_SIZE, N_PASSES, DTYPE, DEVICE, RANDOM_STATE, *COMMON):
             rows[spec.name] = spec
@@ -212,18 +216,15 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
     def _learner_for(self, C: Any, plan_passes: int, warm: bool, batch_size: int | None = None,
                      **options: Any) -> LDALearner:
         C = self._drop_empty(C)
-        model, updater = self.model_, self.updater_
-        model.prepare(C, n_passes=plan_passes, warm=warm)
-        options.setdefault("name", type(self).__name__.lower())
-        return LDALearner(model, C, updater, batch_size=self._batch_rows(C, batch_size),
-                          estimator=self, **options)
+        self.model_.prepare(C, n_passes=plan_passes, warm=warm)
+        return self._build_learner(self.model_, C, self.updater_, learner_class=LDALearner,
+                                   batch_size=self._batch_rows(C, batch_size),
+                                   estimator=self, **options)
 
     def _run(self, C: Any, plan_passes: int, n_passes: int, warm: bool) -> LDALearner:
         """A learner over C for ``n_passes`` passes, every document trained on."""
-        B = self._batch_rows(C, None)
-        record = min(100_000, math.ceil(C.shape[0] / B) * n_passes + 1)
         return self._learner_for(C, plan_passes, warm, n_passes=n_passes, val_every=0,
-                                 train_score=False, record_size=record)
+                                 train_score=False)
 
     def _done(self, lr: LDALearner) -> None:
         self._detach_run_options()
@@ -311,10 +312,10 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
         Xv, _, _ = self._validated(X, reset=first)
         C = self._counts(Xv, self.model_)
         options.setdefault("train_score", True)
-        lrn = self._learner_for(C, n_passes, True, batch_size, n_passes=n_passes, **options)
-        # the model exists before start(): temperatures, views and options can be set on
-        # it at once, without racing the training thread's first minibatch
-        return lrn.init()
+        # live: the model exists before start(), so temperatures, views and options can be
+        # set on it at once, without racing the training thread's first minibatch
+        return self._learner_for(C, n_passes, True, batch_size, n_passes=n_passes, live=True,
+                                 **options)
 
     # -- topic steering (bidlab.models.lda.steering) -------------------------------------
     def _steer_model(self) -> Any:

@@ -36,8 +36,8 @@ the training thread at the start of its next minibatch by writing into the exist
 that minibatch's number.
 
 One engine: :class:`LDAGibbsModel` is the :class:`bidlab.learn.Model`, stepped by
-:class:`~bidlab.models.lda.core.RhoStep` (which hands rho_t to the model's ``blend``: on
-the CPU the lazily scaled counts change on the minibatch's words only). :class:`LDAGibbs`
+:class:`bidlab.learn.IncNorm` (which hands rho_t to the model's ``blend``: on the CPU the
+lazily scaled counts change on the minibatch's words only). :class:`LDAGibbs`
 is the scikit-learn estimator around it.
 """
 
@@ -52,10 +52,10 @@ import numpy as np
 import bidlab as bl
 from bidlab import backend
 from bidlab.kern import lda_sampler
-from bidlab.learn import Option, Updater
+from bidlab.learn import IncNorm, Option
 from bidlab.learn.model import register_model
 from bidlab.learn.staging import Minibatch
-from bidlab.models.lda.core import LDACore, RhoStep, ceil_batches
+from bidlab.models.lda.core import LDACore, ceil_batches
 from bidlab.models.lda.edits import TopicEdits
 from bidlab.models.lda.estimator import LDAEstimator
 from bidlab.models.lda.gibbs_params import (
@@ -78,7 +78,7 @@ class LDAGibbsModel(TopicEdits, Temperatures, LDACore):
     The model matrix is the moving-average topic counts, topics x vocabulary (a view of
     the vocabulary x k ``NT``; the counts are ``a * NT`` with the scalar :attr:`scale`);
     the update matrix holds the minibatch's sampled counts phi_hat. Train it with
-    :class:`~bidlab.models.lda.core.RhoStep`.
+    :class:`bidlab.learn.IncNorm` (its default updater).
     """
 
     OPTIONS = (NSAMPS, NSAMPS0, ANNEAL, ANNEAL_PASSES)
@@ -109,10 +109,6 @@ class LDAGibbsModel(TopicEdits, Temperatures, LDACore):
         self._pending = deque()
         self._rows_touched = None
         self._phi_stale = True
-
-    def default_updater(self, **options: Any) -> Updater:
-        """RhoStep (``options``: its options, e.g. tau0)."""
-        return RhoStep(**options)
 
     # -- state ------------------------------------------------------------------------------
     def allocate(self, seedT: np.ndarray) -> None:
@@ -280,7 +276,7 @@ class LDAGibbsModel(TopicEdits, Temperatures, LDACore):
         return score
 
     def blend(self, rho: float) -> bool:
-        """N <- (1 - rho) N + rho (D / |batch|) phi_hat (RhoStep's step, in this model's
+        """N <- (1 - rho) N + rho (D / |batch|) phi_hat (IncNorm's step, in this model's
         representation: on the CPU a decays and only the minibatch's words' rows move)."""
         step = rho * self._upd_scale
         rows = self._rows_touched
@@ -388,7 +384,7 @@ class LDAGibbs(LDAEstimator):
     _cpu_batch = 64  # small minibatches: many cheap moving-average steps per pass
     _gpu_batch = 8192
     PARAMS: ClassVar[tuple[Option, ...]] = LDAEstimator.params_of(
-        LDAGibbsModel, RhoStep, e_iters=5, e_iters_warm=3, tau0=8.0)
+        LDAGibbsModel, IncNorm, e_iters=5, e_iters_warm=3, tau0=8.0)
 
     def __init__(
         self,

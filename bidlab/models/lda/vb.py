@@ -23,7 +23,7 @@ is the normalised k x vocabulary host copy. Hyperparameters that change during t
 minibatch allocates nothing after the first.
 
 One engine: :class:`LDAModel` is the :class:`bidlab.learn.Model`; online training steps
-with :class:`~bidlab.models.lda.core.RhoStep` (the model writes the full-data estimate
+with :class:`bidlab.learn.IncNorm` (the model writes the full-data estimate
 ``beta + D / |batch| sstats`` into its update matrix), batch training with
 :class:`bidlab.learn.Batch` (``batch_mode="replace"``: the pass's summed statistics
 replace lambda, the model adds beta at the pass end). :class:`LDA` is the scikit-learn
@@ -39,11 +39,11 @@ import numpy as np
 
 import bidlab as bl
 from bidlab import backend
-from bidlab.learn import Batch, Option, Updater
+from bidlab.learn import Batch, IncNorm, Option, Updater
 from bidlab.learn.model import register_model
 from bidlab.learn.staging import Minibatch
 from bidlab.models.lda import common
-from bidlab.models.lda.core import LDACore, RhoStep
+from bidlab.models.lda.core import LDACore
 from bidlab.models.lda.edits import TopicEdits
 from bidlab.models.lda.estimator import LDAEstimator
 
@@ -67,7 +67,7 @@ class LDAModel(TopicEdits, LDACore):
     """Variational LDA as a :class:`bidlab.learn.Model` (see the module doc for the math).
 
     The model matrix is lambda, topics x vocabulary (a view of the vocabulary x k
-    C-ordered ``lamT``); train it with :class:`~bidlab.models.lda.core.RhoStep`
+    C-ordered ``lamT``); train it with :class:`bidlab.learn.IncNorm`
     (``method="online"``) or :class:`bidlab.learn.Batch` (``"batch"``), as
     :meth:`default_updater` does.
     """
@@ -75,10 +75,11 @@ class LDAModel(TopicEdits, LDACore):
     OPTIONS = (METHOD,)
 
     def default_updater(self, **options: Any) -> Updater:
-        """The updater of this model's method (``options``: its options, e.g. tau0)."""
+        """The updater of this model's method: :class:`~bidlab.learn.IncNorm` online
+        (``options``: its options, e.g. tau0), :class:`~bidlab.learn.Batch` in batch."""
         if self.opts.method == "batch":
             return Batch(batch_mode="replace")
-        return RhoStep(**options)
+        return super().default_updater(**options)
 
     def allocate(self, seedT: np.ndarray) -> None:
         V, k, dt, xp = self.vocab_size, int(self.opts.n_components), self.dtype, self.xp
@@ -118,13 +119,10 @@ class LDAModel(TopicEdits, LDACore):
         sufficient statistics eb o ((X / mu).T @ et), vocabulary x k."""
         s = self.scratch()
         gamma, et, ebT = s["gamma"], s["et"], self.ebT
-        tiny = common.mu_floor(self.dtype)
         self.init_doc_topics(et, ndocs)
-        for _ in range(self.n_e_iters()):
-            mu = bl.sddmm(et.T, ebT.T, sb)
-            gamma <<= et * ((sb / (mu + tiny)) @ ebT) + self.alpha_m
-            bl.expdigamma(gamma, out=et)
+        common.estep(sb, ebT, et, gamma, self.alpha_m, self.n_e_iters())
         self.save_doc_topics(et, ndocs)
+        tiny = common.mu_floor(self.dtype)
         mu = bl.sddmm(et.T, ebT.T, sb)
         return ebT * ((sb / (mu + tiny)).T @ et)
 
@@ -232,7 +230,7 @@ class LDA(LDAEstimator):
     """
 
     PARAMS: ClassVar[tuple[Option, ...]] = LDAEstimator.params_of(
-        LDAModel, RhoStep, extra=(METHOD_PARAM,), e_iters=8, e_iters_warm=3, tau0=1.0)
+        LDAModel, IncNorm, extra=(METHOD_PARAM,), e_iters=8, e_iters_warm=3, tau0=1.0)
 
     def __init__(
         self,

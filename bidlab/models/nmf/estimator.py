@@ -330,9 +330,7 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         k = self._k(data.shape)
         model = self._model(data, k, W, H, self.method)
         src = self._source(data, None, shuffle=self.method == "online")
-        lrn = Learner(model, src, model.default_updater(), name="nmf",
-                      n_passes=self.max_iter, val_every=0,
-                      record_size=max(1, min(100_000, src.batches_per_pass * self.max_iter)))
+        lrn = self._build_learner(model, src, n_passes=self.max_iter, val_every=0)
         lrn.fit(progress="text" if self.verbose else None)
         self.model_ = model
         self.updater_ = lrn.updater
@@ -358,8 +356,7 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         src = self._source(data, None, shuffle=True)
         if model.initialised:
             model.rebind(src.info)
-        lrn = Learner(model, src, self.updater_, name="nmf", n_passes=1, val_every=0,
-                      record_size=max(1, src.batches_per_pass))
+        lrn = self._build_learner(model, src, self.updater_, n_passes=1, val_every=0)
         lrn.fit(progress=None)
         self.n_iter_ += 1
         self.reconstruction_err_ = self._error(data, model.factors())
@@ -380,9 +377,7 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
                            shuffle=self.method == "online")
         options.setdefault("n_passes", self.max_iter)
         options.setdefault("val_every", 0)
-        lrn = Learner(model, src, model.default_updater(), name=options.pop("name", "nmf"),
-                      **options)
-        lrn.init()
+        lrn = self._build_learner(model, src, live=True, **options)
         for name in ("reconstruction_err_", "n_iter_"):
             self.__dict__.pop(name, None)
         self.model_ = model
