@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from bidlab import backend
-from bidlab.learn.options import Option, Options, rebuild_options
+from bidlab.learn.option_upgrade import rebuild_options
+from bidlab.learn.options import Option, Options
 from bidlab.learn.updaters.base import Updater
 from bidlab.learn.updaters.sparse import form_sparse_updates
 

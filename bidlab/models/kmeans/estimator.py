@@ -27,19 +27,20 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from bidlab import backend
 from bidlab.learn import BlockSource, Learner, MemorySource, Option
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.kmeans.distances import CHUNK_ENTRIES, nearest, sq_distances
+from bidlab.models.kmeans.inputs import KMeansInputs
 from bidlab.models.kmeans.lloyd import LloydKMeansModel
 from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
 from bidlab.models.kmeans.model import KMeansModel
 from bidlab.models.kmeans.seeding import init_centers
 from bidlab.models.sk_params import COMMON
-from bidlab.models.validation import RANDOM_STATE, unwrap
+from bidlab.models.validation import RANDOM_STATE
 
 __all__ = ["KMeans"]
 
@@ -70,7 +71,8 @@ def _valid_dtype(x: Any) -> bool:
         return False
 
 
-class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BidlabEstimator):
+class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+             BidlabEstimator):
     """k-means clustering with distances by GEMM.
 
     Parameters
@@ -230,88 +232,6 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Bi
     # -- input ------------------------------------------------------------------------------
     def _xp(self) -> Any:
         return np if self.device == "cpu" else backend.cupy()
-
-    def _data(self, X: Any, reset: bool) -> Any:
-        """X as float CSR / C-ordered dense on the estimator's device, checked."""
-        X = unwrap(X)
-        self._check_structure(X)
-        fitted = getattr(self, "model_", None) is not None and not reset
-        if fitted:
-            want: Any = self.model_.modelmats[0].dtype
-        elif self.dtype is not None:
-            want = np.dtype(self.dtype)
-        else:
-            want = [np.float64, np.float32]
-        on_gpu = backend.is_cupy_array(X.data if backend.is_sparse(X) and hasattr(X, "data")
-                                       else X)
-        if on_gpu:
-            X = self._gpu_data(X, want, reset)
-        else:
-            X = validate_data(self, X, accept_sparse="csr", dtype=want, order="C",
-                              ensure_all_finite=False, reset=reset)
-        xp = backend.namespace(X.data if backend.is_sparse(X) else X)
-        vals = X.data if backend.is_sparse(X) else X
-        finite = xp.isfinite(vals)
-        if not bool(finite.all()):
-            if backend.is_sparse(X):
-                p = int(np.flatnonzero(~np.asarray(backend.to_host(finite)))[0])
-                indptr = np.asarray(backend.to_host(X.indptr))
-                r = int(np.searchsorted(indptr, p, side="right") - 1)
-                c = int(backend.to_host(X.indices[p : p + 1])[0])
-            else:
-                r, c = (int(v) for v in np.argwhere(~np.asarray(backend.to_host(finite)))[0])
-            raise ValueError(f"KMeans: X contains NaN or infinity (first at row {r}, column "
-                             f"{c}): remove or impute those values first")
-        if vals.size:
-            # squared distances sum d squares: past this they overflow the dtype
-            big = float(np.sqrt(np.finfo(vals.dtype).max / (4.0 * max(X.shape[1], 1))))
-            amax = float(xp.abs(vals).max())
-            if amax > big:
-                raise ValueError(
-                    f"KMeans: X has values up to {amax:.3g}, whose squared distances overflow "
-                    f"{vals.dtype} (largest safe magnitude here {big:.3g}): rescale X, or "
-                    "pass float64 data / dtype=np.float64")
-        if backend.is_sparse(X) and not X.has_canonical_format:
-            X = X.copy()
-            X.sum_duplicates()
-        if self.device == "gpu" and not on_gpu:
-            X = backend.to_device(X)
-        return X
-
-    def _gpu_data(self, X: Any, want: Any, reset: bool) -> Any:
-        if len(X.shape) != 2 or X.shape[0] < 1 or X.shape[1] < 1:
-            raise ValueError(f"KMeans: X must be a non-empty 2-D array (samples x features); "
-                             f"got shape {tuple(X.shape)}")
-        dtype = want if not isinstance(want, list) else (
-            X.dtype if X.dtype in (np.float32, np.float64) else np.float64)
-        X = X.tocsr().astype(dtype) if backend.is_sparse(X) else backend.cupy().ascontiguousarray(
-            X, dtype=dtype)
-        if reset:
-            self.n_features_in_ = int(X.shape[1])
-            if hasattr(self, "feature_names_in_"):
-                del self.feature_names_in_
-        elif X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but KMeans is expecting "
-                             f"{self.n_features_in_} features as input.")
-        return X
-
-    def _weights(self, sample_weight: Any, n: int) -> Any:
-        """Sample weights as a float64 (n,) array on the device, or None."""
-        if sample_weight is None:
-            return None
-        w = np.asarray(backend.to_host(sample_weight), dtype=np.float64)
-        if w.ndim == 0:
-            w = np.full(n, float(w))
-        if w.shape != (n,):
-            raise ValueError(f"sample_weight.shape == {w.shape}, expected ({n},): one weight "
-                             "per sample")
-        if not np.isfinite(w).all() or (w < 0).any():
-            raise ValueError("sample_weight must be finite and >= 0")
-        if w.sum() <= 0:
-            raise ValueError("sample_weight is zero for every sample: give some samples a "
-                             "positive weight")
-        w = np.array(w, copy=True)
-        return w if self.device == "cpu" else backend.to_device(w)
 
     def _rng(self) -> np.random.Generator:
         if isinstance(self.random_state, np.random.Generator):

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 import bidlab as bl
 from bidlab import backend
 from bidlab.learn import IncNorm, Model, Option, Updater
-from bidlab.learn.options import rebuild_options
+from bidlab.learn.option_upgrade import rebuild_options
 from bidlab.learn.persistable import alias
 from bidlab.learn.rowstate import RowState
 from bidlab.learn.staging import Minibatch
