@@ -38,7 +38,7 @@ import bidlab as bl
 from bidlab import backend
 from bidlab.learn.staging import Minibatch
 
-__all__ = ["RowState"]
+__all__ = ["RowState", "pack_rows", "unpack_rows"]
 
 
 class RowState:
@@ -145,6 +145,26 @@ class RowState:
     def state(self, prefix: str) -> dict[str, bl.Mat]:
         """Its matrices, named for a model's ``extra_state``."""
         return {f"{prefix}.values": self.values, f"{prefix}.seen": self.seen}
+
+
+def pack_rows(state: dict[str, Any], name: str) -> None:
+    """Replace the RowState ``state[name]`` (or None) of an object's pickled state by its
+    two matrices, ``<name>_values`` and ``<name>_seen``: a RowState holds its array module,
+    which neither pickles nor saves; :func:`unpack_rows` makes it again."""
+    rows = state.pop(name)
+    state[f"{name}_values"] = None if rows is None else rows.values
+    state[f"{name}_seen"] = None if rows is None else rows.seen
+
+
+def unpack_rows(state: dict[str, Any], name: str) -> RowState | None:
+    """The RowState :func:`pack_rows` stored in ``state`` (its two entries removed)."""
+    values, seen = state.pop(f"{name}_values", None), state.pop(f"{name}_seen", None)
+    if values is None:
+        return None
+    rows = RowState(values.shape[0], values.shape[1], values.dtype, values.xp)
+    rows.values <<= values
+    rows.seen <<= seen
+    return rows
 
 
 @numba.njit(cache=True, nogil=True)

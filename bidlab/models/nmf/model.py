@@ -30,7 +30,7 @@ import numpy as np
 from bidlab import backend
 from bidlab.learn import Model, Option
 from bidlab.learn.datasource import DataInfo
-from bidlab.learn.rowstate import RowState
+from bidlab.learn.rowstate import RowState, pack_rows, unpack_rows
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import BatchMult, IncMult, Updater
 from bidlab.mat import Mat
@@ -111,20 +111,14 @@ class NMFModel(Model):
         state = dict(self.__dict__)
         for name in _SCRATCH:
             state[name] = {}
-        rows = state.pop("W")  # the row state as its two matrices (no array module)
-        state["W_values"] = None if rows is None else rows.values
-        state["W_seen"] = None if rows is None else rows.seen
+        pack_rows(state, "W")
         return backend.portable_state(state)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = backend.restore_state(state)
-        values, seen = state.pop("W_values", None), state.pop("W_seen", None)
+        rows = unpack_rows(state, "W")
         self.__dict__.update(state)
-        self.W = None
-        if values is not None:
-            self.W = RowState(values.shape[0], values.shape[1], values.dtype, values.xp)
-            self.W.values <<= values
-            self.W.seen <<= seen
+        self.W = rows
         self._buf = {}
 
     # -- Model interface ------------------------------------------------------------------

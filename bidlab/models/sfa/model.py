@@ -28,7 +28,7 @@ from bidlab import backend
 from bidlab.kern import als
 from bidlab.learn import Model, Option
 from bidlab.learn.datasource import DataInfo
-from bidlab.learn.rowstate import RowState
+from bidlab.learn.rowstate import RowState, pack_rows, unpack_rows
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import Batch, Updater
 from bidlab.mat import Mat
@@ -104,20 +104,14 @@ class SFAModel(Model):
         for name in _SCRATCH:
             state[name] = None if name in ("_by_item", "_gram", "_gram_key") else (
                 [] if name == "_gather" else {})
-        rows = state.pop("W")
-        state["W_values"] = None if rows is None else rows.values
-        state["W_seen"] = None if rows is None else rows.seen
+        pack_rows(state, "W")
         return backend.portable_state(state)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state = backend.restore_state(state)
-        values, seen = state.pop("W_values", None), state.pop("W_seen", None)
+        rows = unpack_rows(state, "W")
         self.__dict__.update(state)
-        self.W = None
-        if values is not None:
-            self.W = RowState(values.shape[0], values.shape[1], values.dtype, values.xp)
-            self.W.values <<= values
-            self.W.seen <<= seen
+        self.W = rows
         self._buf, self._gather = {}, []
         self._by_item = self._gram = self._gram_key = None
 
