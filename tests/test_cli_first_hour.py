@@ -88,7 +88,7 @@ def test_demo_old_flag_spellings_work_with_a_warning(tmp_path, docstrings):
 
 
 @pytest.mark.parametrize("what, message", [
-    ("ratings.csv", "looks like a CSV / TSV table"),
+    ("ratings.csv", "holds ratings CSV"),
     ("tables", "holds CSV / TSV tables (links.csv, movies.csv, ratings.csv"),
     ("points.svm", "holds svmlight / LIBSVM file"),
     ("missing.csv", "missing.csv: no such file or folder"),

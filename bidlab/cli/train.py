@@ -329,7 +329,10 @@ class _EstimatorJob(_Job):
                             "files in one sub-folder per label")
         if self.args.checkpoint:
             lopts["checkpoint"] = self.args.checkpoint
-        X, y, X_out, y_out = _hold_out(data.X, data.y, self.args.holdout)
+        holdout = self.args.holdout
+        if holdout is None:  # a ratings file's rows are users: each needs its factors
+            holdout = 0.0 if _is_ratings(data) else 0.1
+        X, y, X_out, y_out = _hold_out(data.X, data.y, holdout)
         if _ratings_mask(data, est):  # a ratings file's stored entries are the observed ones
             lopts["mask"] = sp.csr_matrix((np.ones(X.nnz, bool), X.indices, X.indptr),
                                           shape=X.shape)
@@ -373,14 +376,17 @@ class _EstimatorJob(_Job):
         return 0
 
 
+def _is_ratings(data: Any) -> bool:
+    """Whether ``data`` was read from a ratings file (user, item, rating)."""
+    sniffed = getattr(data, "sniffed", None)
+    return sniffed is not None and sniffed.format == "ratings"
+
+
 def _ratings_mask(data: Any, est: Any) -> bool:
     """Whether ``data`` is a ratings file and ``est.learner`` takes a ``mask`` (NMF)."""
     import inspect
 
-    sniffed = getattr(data, "sniffed", None)
-    if sniffed is None or sniffed.format != "ratings":
-        return False
-    return "mask" in inspect.signature(est.learner).parameters
+    return _is_ratings(data) and "mask" in inspect.signature(est.learner).parameters
 
 
 def _needs_targets(est: Any) -> bool:

@@ -32,10 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ignore an existing checkpoint and start from scratch")
     parser.add_argument("--save", default=None,
                         help="write the fitted estimator here when training ends")
-    parser.add_argument("--holdout", type=_fraction, default=0.1, metavar="FRACTION",
+    parser.add_argument("--holdout", type=_fraction, default=None, metavar="FRACTION",
                         help="an estimator is scored at the end on this fraction of the rows "
                         "(at most 10,000, the same rows on a resumed run), held out of "
-                        "training (default: %(default)s; 0 trains on every row)")
+                        "training (default: 0.1, but 0 for a ratings file, whose rows are "
+                        "users the factors must cover; 0 trains on every row)")
     parser.add_argument("--progress", choices=["auto", "text", "lines", "none"], default="auto",
                         help="on stderr: a bar and pass lines (auto, text), pass lines only "
                         "(lines; also what a stream that is not a terminal gets), or none")

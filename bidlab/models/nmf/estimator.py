@@ -38,6 +38,7 @@ from bidlab.models.nmf.inputs import Prepared, prepare, unwrap
 from bidlab.models.nmf.model import LOSSES, NMFModel
 from bidlab.models.nmf.seeding import nndsvda
 from bidlab.models.nmf.steps import Block, objective, w_step
+from bidlab.models.validation import SEED_TEXT, seed_ok
 
 __all__ = ["NMF"]
 
@@ -46,13 +47,6 @@ def _valid_init(x: Any) -> bool:
     if isinstance(x, str):
         return x in ("random", "nndsvda", "custom")
     return len(np.shape(x)) == 2
-
-
-def _valid_seed(x: Any) -> bool:
-    if isinstance(x, (np.random.RandomState, np.random.Generator)):
-        return True
-    return (isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
-            and 0 <= int(x) < 2**32)
 
 
 def _valid_alpha_h(x: Any) -> bool:
@@ -164,8 +158,8 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         Option("alpha_H", str, "same", "penalty weight of H (times n_samples)",
                test=_valid_alpha_h, text="'same' (alpha_W) or a float >= 0"),
         Option("l1_ratio", float, 0.0, "the L1 share of the penalties", low=0.0, high=1.0),
-        Option("random_state", int, None, "seed", test=_valid_seed, none_ok=True,
-               text="None, an int in [0, 2**32), a numpy RandomState or Generator"),
+        Option("random_state", int, None, "seed", test=seed_ok, none_ok=True,
+               text=SEED_TEXT),
         Option("verbose", int, 0, "print progress while fitting", low=0),
         Option("dtype", str, None, "float type of the factors", test=_valid_dtype,
                none_ok=True, text="None (follow the input), float32 or float64"),

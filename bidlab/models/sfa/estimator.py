@@ -18,7 +18,6 @@ settable while it runs).
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
@@ -35,15 +34,9 @@ from bidlab.models.base import BidlabEstimator
 from bidlab.models.sfa.inputs import check_ids, ratings_csr
 from bidlab.models.sfa.model import FEEDBACK, SFAModel
 from bidlab.models.sfa.serve import ServeMixin
+from bidlab.models.validation import SEED_TEXT, seed_ok
 
 __all__ = ["SFA"]
-
-
-def _valid_seed(x: Any) -> bool:
-    if isinstance(x, (np.random.RandomState, np.random.Generator)):
-        return True
-    return (isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
-            and 0 <= int(x) < 2**32)
 
 
 def _valid_dtype(x: Any) -> bool:
@@ -107,8 +100,8 @@ class SFA(ServeMixin, BidlabEstimator, BaseEstimator):
                none_ok=True),
         Option("init_scale", float, 0.01, "standard deviation of the initial item factors",
                low=0.0),
-        Option("random_state", int, None, "seed", test=_valid_seed, none_ok=True,
-               text="None, an int in [0, 2**32), a numpy RandomState or Generator"),
+        Option("random_state", int, None, "seed", test=seed_ok, none_ok=True,
+               text=SEED_TEXT),
         Option("verbose", int, 0, "print progress while fitting", low=0),
         Option("dtype", str, None, "float type of the factors", test=_valid_dtype,
                none_ok=True, text="None (follow the input), float32 or float64"),
