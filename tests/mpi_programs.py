@@ -95,7 +95,7 @@ def glm(comm: MPIComm, passes: int, checkpoint: str = "", data: Any = None,
     X, y = glm_data() if data is None else data()
     Xr, yr = shard(comm, X[:3200], y[:3200])
     est = GLM("logistic", batch_size=200 // comm.size, n_passes=passes, random_state=0,
-              updater="grad", l2=l2)
+              updater="grad", l2=l2, lrate=0.3)  # one rate: "auto" picks per rank's rows
     lrn = est.learner(Xr, yr, val_every=0, comm=comm, checkpoint=checkpoint or None)
     lrn.fit(progress=None)
     return est.coef_, comm.bytes_sent, comm.syncs

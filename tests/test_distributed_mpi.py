@@ -97,7 +97,8 @@ def _serial_glm(passes: int):
     from bidlab.models import GLM
 
     X, y = progs.glm_data()
-    one = GLM("logistic", batch_size=200, n_passes=passes, random_state=0, updater="grad")
+    one = GLM("logistic", batch_size=200, n_passes=passes, random_state=0, updater="grad",
+              lrate=0.3)
     lrn = one.learner(X[:3200], y[:3200], val_every=0)
     lrn.fit(progress=None)
     return one, lrn
@@ -148,7 +149,7 @@ def test_a_checkpoint_of_two_ranks_resumes_on_one(suite):
     ck = Path(f"{out}.ck.npz")
     assert ck.exists() and not list(ck.parent.glob("*.ck.rank*"))  # rank 0 wrote the one file
     X, y = progs.glm_data()
-    est = GLM("logistic", batch_size=200, n_passes=4, random_state=0, updater="grad")
+    est = GLM("logistic", batch_size=200, n_passes=4, random_state=0, updater="grad", lrate=0.3)
     lrn = est.learner(X[:3200], y[:3200], val_every=0)
     lrn.load(str(ck))
     np.testing.assert_allclose(lrn.model.modelmats[0].numpy().ravel(),

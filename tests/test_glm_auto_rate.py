@@ -97,3 +97,28 @@ def test_cli_reads_auto_and_numbers():
     assert _parse_value(spec, "0.5") == 0.5
     with pytest.raises(ValueError, match="'lrate'"):
         _parse_value(spec, "fast")
+
+
+def test_ranks_of_a_thread_group_share_rank_zeros_pick():
+    import threading
+
+    from bidlab.learn import ThreadGroup
+
+    X, Y, _ = synthetic_glm(4000, 300, 10, n_targets=1, seed=4)
+    X = sp.csr_matrix(X, dtype=np.float32)
+    halves = [(X[:2000], Y[:2000, 0]), (normalize(X[2000:]) * 50, Y[2000:, 0])]  # unlike rows
+    group = ThreadGroup(2)
+    ests = [GLM(n_passes=1, random_state=0) for _ in range(2)]
+    picks = [None, None]
+
+    def run(r: int) -> None:
+        lrn = ests[r].learner(*halves[r], comm=group.comm(r))
+        picks[r] = ests[r].lrate_
+        lrn.fit(progress=None)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert picks[0] is not None and picks[0] == picks[1]

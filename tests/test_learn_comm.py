@@ -88,7 +88,8 @@ def test_two_learners_averaging_every_step_train_glm_like_one(train_together):
     w = rng.standard_normal(300) * 3
     y = (np.asarray(X @ w).ravel() + 0.3 * rng.standard_normal(4000) > 0).astype(int)
     Xt, yt, Xe, ye = X[:3200], y[:3200], X[3200:], y[3200:]
-    kw = {"n_passes": 4, "random_state": 0, "updater": "grad"}
+    # one fixed rate: "auto" would pick each half's rate from its own rows
+    kw = {"n_passes": 4, "random_state": 0, "updater": "grad", "lrate": 0.3}
     one = GLM("logistic", batch_size=200, **kw)
     one.learner(Xt, yt, val_every=0).fit(progress=None)
     group = ThreadGroup(2)

@@ -330,8 +330,13 @@ class _EstimatorJob(_Job):
         if self.args.checkpoint:
             lopts["checkpoint"] = self.args.checkpoint
         holdout = self.args.holdout
-        if holdout is None:  # a ratings file's rows are users: each needs its factors
-            holdout = 0.0 if _is_ratings(data) else 0.1
+        rows_are_samples = est.ROWS_ARE_SAMPLES and not _is_ratings(data)
+        if holdout is None:  # a graph's vertices, a ratings file's users: none held out
+            holdout = 0.1 if rows_are_samples else 0.0
+        elif holdout > 0 and not rows_are_samples:
+            raise _BadInput(f"--holdout {holdout:g}: {self.name}'s rows are not samples "
+                            "(a graph's vertices, or users who each need their factors), so "
+                            "none can be held out: leave --holdout out")
         X, y, X_out, y_out = _hold_out(data.X, data.y, holdout)
         if _ratings_mask(data, est):  # a ratings file's stored entries are the observed ones
             lopts["mask"] = sp.csr_matrix((np.ones(X.nnz, bool), X.indices, X.indptr),

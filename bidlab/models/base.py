@@ -90,6 +90,9 @@ class BidlabEstimator(BaseEstimator):
 
     PARAMS: ClassVar[tuple[Option, ...]] = ()
     TRANSIENT: ClassVar[tuple[str, ...]] = ("_learner", "_fit_guard")
+    #: whether the data's rows are samples that can be held out for a score (not a graph's
+    #: vertices or the users a factor model learns factors for): ``bidlab train --holdout``
+    ROWS_ARE_SAMPLES: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -90,13 +90,20 @@ class GLMEngine:
             self.multilabel_ = shared is not None
             self.classes_ = shared if shared is not None else per_target
 
-    def _choose_rates(self, X: Any, Y2: np.ndarray, w: np.ndarray | None) -> None:
+    def _choose_rates(self, X: Any, Y2: np.ndarray, w: np.ndarray | None,
+                      comm: Any = None) -> None:
         """Set ``lrate_``: with ``lrate="auto"`` from the pilot on (X, Y2, w) (see
         :mod:`bidlab.models.glm.auto_rate`), and the updater to those rates; otherwise
-        the given rates."""
+        the given rates. With a communicator of several ranks, every rank takes rank 0's
+        pick (each rank's pilot sees only its own rows)."""
         t = self.targets_
         if is_auto(self.lrate):
-            self.lrate_ = pick_rates(self, X, Y2, w, t.data_col, t.links, self._seed())
+            rates = pick_rates(self, X, Y2, w, t.data_col, t.links, self._seed())
+            if comm is not None and int(getattr(comm, "size", 1)) > 1:
+                shared = np.array(np.broadcast_to(np.asarray(rates, np.float64), (t.K,)))
+                comm.broadcast([shared], root=0)
+                rates = float(shared[0]) if np.all(shared == shared[0]) else shared.tolist()
+            self.lrate_ = rates
             self.updater_ = UPDATERS[self.updater](lrate=self.lrate_)
         else:
             self.lrate_ = self._per_target_values("lrate", t.K)

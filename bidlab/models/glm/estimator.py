@@ -376,7 +376,7 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         w = self._weights(options.pop("sample_weight", None), X)
         self._init_engine(X, Y2, y_1d)
         w = self._class_weighted(w, Y2)
-        self._choose_rates(X, Y2, w)
+        self._choose_rates(X, Y2, w, options.get("comm"))
         batch_size = options.pop("batch_size", self.batch_size)
         options.setdefault("n_passes", self.n_passes)
         if "average_from" not in options:

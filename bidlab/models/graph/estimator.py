@@ -101,6 +101,7 @@ class PageRank(BidlabEstimator):
     [0.333, 0.333, 0.333]
     """
 
+    ROWS_ARE_SAMPLES = False  # rows are vertices
     PARAMS = (
         Option("damping", float, 0.85, "probability of following an edge", low=0.0, high=1.0,
                low_open=True, high_open=True),

@@ -88,6 +88,7 @@ class SFA(ServeMixin, BidlabEstimator, BaseEstimator):
     (3,)
     """
 
+    ROWS_ARE_SAMPLES = False  # rows are users
     PARAMS = (
         Option("n_components", int, 10, "number of factors k", low=1),
         Option("feedback", str, "explicit", "explicit ratings or implicit feedback",
