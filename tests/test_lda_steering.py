@@ -223,7 +223,7 @@ def test_cli_train_reports_coherence_per_pass(corpus, tmp_path, capsys):
     doc = tmp_path / "docword.blocks.txt.gz"
     doc.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
     (tmp_path / "vocab.blocks.txt").write_text("\n".join(corpus.vocab) + "\n")
-    code = main(["train", "ldagibbs", "--data", str(doc), "--n_components", "4",
+    code = main(["train", "ldagibbs", "--data", str(doc), "--n_components", "4", "--holdout", "0",
                  "--n_passes", "2", "--coherence", "c_npmi", "--progress", "none",
                  "--save", str(tmp_path / "model")])
     out = capsys.readouterr()

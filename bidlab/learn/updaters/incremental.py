@@ -74,6 +74,15 @@ class IncNorm(Updater):
         o = self.opts
         return min(1.0, (float(o.t0) / (float(o.tau0) + t)) ** float(o.kappa))
 
+    def next_step(self) -> float:
+        """The step of the next update, with the model's ``step_weight`` (scalar options;
+        per-row options give their first row's)."""
+        o = self.opts
+        first = [float(v if not hasattr(v, "__len__") else list(v)[0])
+                 for v in (o.t0, o.tau0, o.kappa)]
+        t0, tau0, kappa = first
+        return min(1.0, (t0 / (tau0 + self.t + 1)) ** kappa) * float(self.model.step_weight)
+
     def _scalar(self) -> bool:
         return all(h.scalar is not None for h in (self.kappa, self.tau0, self.t0))
 

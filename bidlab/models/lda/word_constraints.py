@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from bidlab import backend
+from bidlab.learn import IncNorm
 from bidlab.models.lda.reshape import TopicPlan, is_gibbs
 
 __all__ = ["WordConstraints"]
@@ -69,8 +70,8 @@ class WordConstraints:
         words = np.array([w for w, _ in keys])
         topics = np.array([t for _, t in keys])
         values = np.array([self.word_priors[key] for key in keys])
-        if up is not None and hasattr(up, "rho"):
-            rho = min(float(up.rho()), 0.999)
+        if isinstance(up, IncNorm):
+            rho = min(up.next_step(), 0.999)
             self._add_counts(words, topics, values * (rho / (1.0 - rho)))
         elif up is not None and getattr(up, "sums", None) and up.sums[0] is not None:
             if int(self.n_passes_done) != self._prior_pass:  # the pass's first minibatch
