@@ -67,6 +67,7 @@ from bidlab.bench._glm_peers import (
     vw_binary,
 )
 from bidlab.bench._glm_sweep_study import sweep_study
+from bidlab.bench._glm_tfidf import bench_tfidf100, bench_tfidf100_l2
 from bidlab.models.glm import GLM
 
 # ----------------------------------------------------------------------------- bidlab
@@ -261,66 +262,6 @@ def bench_planted20(quick: bool, peers: set[str]) -> dict:
     X, y, _ = synthetic_glm(n_tr + n_te, d, 40, classes=20, seed=11, values="lognormal")
     data = i32(X[:n_tr]), y[:n_tr], i32(X[n_tr:]), y[n_tr:]
     return _multiclass_workload("planted20", data, peers, **_MULTICLASS)
-
-
-def _tfidf_rows(X: sp.csr_matrix) -> sp.csr_matrix:
-    """Rows as ``TfidfTransformer`` writes them: idf-weighted, L2-normalised."""
-    from sklearn.feature_extraction.text import TfidfTransformer
-
-    return sp.csr_matrix(TfidfTransformer().fit_transform(X), dtype=np.float32)
-
-
-def _tfidf100(quick: bool, l2: float, name: str, peers: set[str]) -> dict:
-    """100 logistic targets over generated rows made TF-IDF (what ``TfidfVectorizer``
-    writes), the GLM with its default settings but ``l2`` (the whole ``fit`` timed,
-    learning-rate pilot included) against SGD one target at a time."""
-    from bidlab.datasets import synthetic_glm
-
-    n_tr, n_te, d = (16_000, 4_000, 8_000) if quick else (66_000, 16_000, 30_000)
-    X, Y, _ = synthetic_glm(n_tr + n_te, d, 40, n_targets=100, seed=23)
-    X = i32(_tfidf_rows(X))
-    Xtr, Ytr, Xte, Yte = X[:n_tr], Y[:n_tr], X[n_tr:], Y[n_tr:]
-    rows: list[dict] = []
-    ref = None
-    if "sgd" in peers:
-        timed = list(range(20)) if quick else list(range(100))
-        wall, P = sgd_targets(Xtr, Ytr, Xte, timed, alpha=l2)
-        ref = binary_metrics(Yte[:, timed], P)
-        rows.append(result_row(f"sklearn SGDClassifier(log_loss, alpha={l2:g}) x targets",
-                               wall * 100 / len(timed), n_tr * 100, ref,
-                               targets_timed=len(timed)))
-    model = GLM("logistic", l2=l2, random_state=0)
-    clone(model).set_params(n_passes=1).fit(Xtr[:2000], Ytr[:2000])  # load the kernels
-    t0 = time.perf_counter()
-    model.fit(Xtr, Ytr)
-    wall = time.perf_counter() - t0
-    P = 1.0 / (1.0 + np.exp(-np.clip(model.decision_function(Xte), -30, 30)))
-    mine = binary_metrics(Yte, P)
-    rates = np.atleast_1d(np.asarray(model.lrate_, dtype=float))
-    rows.insert(0, result_row(f"bidlab GLM(l2={l2:g}) defaults, whole fit", wall,
-                              n_tr * model.n_passes, mine,
-                              lrate_chosen=sorted({float(r) for r in rates})))
-    out = {"workload": name, "n_train": n_tr, "n_test": n_te, "d": d, "targets": 100,
-           "nnz_train": int(Xtr.nnz), "results": rows}
-    if ref:
-        P20 = P[:, : len(timed)]
-        same = binary_metrics(Yte[:, timed], P20)
-        out["target"] = {
-            "goal": "SGD's held-out log loss + 0.002 in <= 1/10 of its time",
-            "log_loss_bidlab_vs_sgd": [round(same["log_loss"], 5), round(ref["log_loss"], 5)],
-            "time_ratio_bidlab_over_sgd": round(wall / rows[1]["wall_s"], 4),
-            "met": bool(same["log_loss"] <= ref["log_loss"] + 0.002
-                        and wall <= rows[1]["wall_s"] / 10),
-        }
-    return out
-
-
-def bench_tfidf100(quick: bool, peers: set[str]) -> dict:
-    return _tfidf100(quick, 1e-6, "tfidf100", peers)
-
-
-def bench_tfidf100_l2(quick: bool, peers: set[str]) -> dict:
-    return _tfidf100(quick, 1e-4, "tfidf100_l2", peers)
 
 
 def _news20(quick: bool):
