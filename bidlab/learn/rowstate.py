@@ -29,7 +29,8 @@ them without a gather and a scatter::
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numba
 import numpy as np
@@ -65,6 +66,26 @@ class RowState:
         self.seen = bl.Mat(backend.zeros((int(n_rows), 1), np.int8, xp))
         self._dev_ids: dict[int, Any] = {}  # per minibatch size, on a GPU
         self._seen_rows: dict[int, Any] = {}  # the minibatch's seen flags, per size
+
+    @classmethod
+    def for_source(cls, info: Any, width: int, dtype: Any, why: str) -> RowState:
+        """Zero state for every row of the source ``info`` describes (a
+        :class:`~bidlab.learn.datasource.DataInfo`), where the source's data live.
+
+        ``why`` says, in the error for a source of unknown size, why rows are kept
+        (``"NMF keeps one row of factors per data row"``).
+
+        Examples
+        --------
+        >>> from bidlab.learn import MemorySource
+        >>> info = MemorySource(np.ones((5, 2))).info
+        >>> RowState.for_source(info, 3, np.float32, "a model keeps rows").values.shape
+        (5, 3)
+        """
+        if info.n_samples is None:
+            raise ValueError(f"{why}, so it needs a source of known size (not an endless "
+                             "stream)")
+        return cls(int(info.n_samples), width, dtype, info.xp)
 
     @property
     def n_rows(self) -> int:
@@ -178,3 +199,41 @@ def run_start(ids: np.ndarray) -> int:  # pragma: no cover - compiled
         if ids[i] != a + i:
             return -1
     return a
+
+
+class RowStatePickling:
+    """Pickling for a model that keeps one :class:`RowState` attribute (``ROW_STATE``) and
+    scratch buffers (``SCRATCH``: attribute name -> a function making its empty value):
+    the row state travels as its two matrices (:func:`pack_rows`), the buffers are left
+    out and start empty again, and device arrays come back as numpy where no GPU is.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> class Rows(RowStatePickling):
+    ...     ROW_STATE = "W"
+    ...     SCRATCH = {"_buf": dict}
+    >>> r = Rows(); r.W = RowState(3, 2, np.float32, np); r._buf = {"x": 1}
+    >>> back = Rows.__new__(Rows)
+    >>> back.__setstate__(pickle.loads(pickle.dumps(r.__getstate__())))
+    >>> back.W.values.shape, back._buf
+    ((3, 2), {})
+    """
+
+    ROW_STATE: ClassVar[str] = "W"
+    SCRATCH: ClassVar[dict[str, Callable[[], Any]]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for name, empty in self.SCRATCH.items():
+            state[name] = empty()
+        pack_rows(state, self.ROW_STATE)
+        return backend.portable_state(state)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = backend.restore_state(state)
+        rows = unpack_rows(state, self.ROW_STATE)
+        self.__dict__.update(state)
+        setattr(self, self.ROW_STATE, rows)
+        for name, empty in self.SCRATCH.items():
+            setattr(self, name, empty())

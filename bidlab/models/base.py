@@ -52,7 +52,7 @@ from bidlab.learn.persistable import UPGRADES
 from bidlab.mat import validate_csr
 from bidlab.models.sk_params import progress_mode, thread_limit
 
-__all__ = ["BidlabEstimator", "load", "param_row"]
+__all__ = ["BidlabEstimator", "FittedByModel", "load", "param_row"]
 
 #: the most minibatches a run's record keeps by default (one record per minibatch)
 RECORDS = 100_000
@@ -270,6 +270,21 @@ class BidlabEstimator(BaseEstimator):
                                   f"load it with {type(obj).__name__}.load or "
                                   "bidlab.models.load")
         return obj
+
+
+class FittedByModel:
+    """An estimator that is fitted once it holds a model (``model_``), for scikit-learn's
+    ``check_is_fitted``.
+
+    Examples
+    --------
+    >>> from bidlab.models import NMF
+    >>> NMF(2).__sklearn_is_fitted__()
+    False
+    """
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return getattr(self, "model_", None) is not None
 
 
 def _same(a: Any, b: Any) -> bool:

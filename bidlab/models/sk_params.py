@@ -22,8 +22,8 @@ from typing import Any
 
 from bidlab.learn import Option
 
-__all__ = ["VERBOSE", "N_JOBS", "WARM_START", "COMMON", "progress_mode", "thread_limit",
-           "n_threads"]
+__all__ = ["VERBOSE", "N_JOBS", "WARM_START", "COMMON", "factor_rows", "progress_mode",
+           "thread_limit", "n_threads"]
 
 
 def n_jobs_ok(x: Any) -> bool:
@@ -42,6 +42,21 @@ WARM_START = Option("warm_start", bool, False, "fit continues from the fitted st
                     "of starting again")
 #: the three rows, in the order the estimators list them
 COMMON = (WARM_START, N_JOBS, VERBOSE)
+
+
+def factor_rows(what: str) -> tuple[Option, ...]:
+    """The rows that end a factor model's table (NMF, SFA): ``random_state`` (default
+    None), ``verbose``, ``dtype`` of its ``what`` (default None: the input's) and
+    ``device`` (default ``"cpu"``).
+
+    Examples
+    --------
+    >>> [row.name for row in factor_rows("factors")]
+    ['random_state', 'verbose', 'dtype', 'device']
+    """
+    from bidlab.models.validation import device_row, dtype_row, random_state_row
+
+    return (random_state_row(None), VERBOSE, dtype_row(what), device_row())
 
 
 def progress_mode(verbose: Any) -> str | None:

@@ -9,11 +9,13 @@ Example::
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["SEED_TEXT", "seed_ok", "seed_from", "RANDOM_STATE", "unwrap"]
+__all__ = ["SEED_TEXT", "seed_ok", "seed_from", "RANDOM_STATE", "random_state_row",
+           "float_dtype_ok", "dtype_row", "device_row", "float_dtype", "start_matrix", "unwrap"]
 
 #: how a parameter table names what ``random_state`` takes
 SEED_TEXT = "None, an int in [0, 2**32) or a numpy random generator"
@@ -41,7 +43,8 @@ def seed_from(random_state: Any) -> int | None:
     return int(random_state)
 
 
-def _random_state_row(default: Any, what: str) -> Any:
+def random_state_row(default: Any, what: str = "seed") -> Any:
+    """The ``random_state`` parameter row with its ``default`` and doc line ``what``."""
     from bidlab.learn.options import Option
 
     return Option("random_state", int, default, what, none_ok=True, test=seed_ok,
@@ -49,7 +52,70 @@ def _random_state_row(default: Any, what: str) -> Any:
 
 
 #: the estimators' ``random_state`` row (default 0: reproducible unless asked otherwise)
-RANDOM_STATE = _random_state_row(0, "seed of the initialisation (and the sampler)")
+RANDOM_STATE = random_state_row(0, "seed of the initialisation (and the sampler)")
+
+
+def float_dtype_ok(x: Any) -> bool:
+    """Whether ``x`` names float32 or float64 (a type, a dtype or its name)."""
+    try:
+        return np.dtype(x) in (np.float32, np.float64)
+    except TypeError:
+        return False
+
+
+def dtype_row(what: str, text: str = "None (follow the input), float32 or float64") -> Any:
+    """The ``dtype`` parameter row (default None) of an estimator whose ``what`` (its
+    centres, factors, scores) are float32 or float64.
+
+    Examples
+    --------
+    >>> row = dtype_row("factors")
+    >>> row.doc, row.default, float_dtype_ok("float32"), float_dtype_ok(int)
+    ('float type of the factors', None, True, False)
+    """
+    from bidlab.learn.options import Option
+
+    return Option("dtype", str, None, f"float type of the {what}", test=float_dtype_ok,
+                  none_ok=True, text=text)
+
+
+def device_row(default: str | None = "cpu") -> Any:
+    """The ``device`` parameter row: ``"cpu"`` or ``"gpu"`` (None allowed as the default
+    when it is None: the data's device)."""
+    from bidlab.learn.options import Option
+
+    return Option("device", str, default, "where to compute", choices=("cpu", "gpu"),
+                  none_ok=default is None)
+
+
+def float_dtype(dtype: Any) -> np.dtype:
+    """``dtype`` when it is float32 or float64, else float64 (a model's arithmetic type
+    for data of ``dtype``)."""
+    return np.dtype(dtype) if float_dtype_ok(dtype) else np.dtype(np.float64)
+
+
+def start_matrix(given: np.ndarray | None, shape: tuple[int, int], dtype: Any,
+                 draw: Callable[[], np.ndarray], what: str) -> np.ndarray:
+    """A model matrix's initial host values: ``given`` (its shape checked, cast to
+    ``dtype``), or ``draw()`` when None; C-contiguous either way.
+
+    ``what`` names the matrix in the error (``"NMF: the initial components"``).
+
+    Examples
+    --------
+    >>> start_matrix(None, (2, 3), np.float32, lambda: np.ones((2, 3), np.float32), "H").shape
+    (2, 3)
+    >>> start_matrix(np.ones((3, 2)), (2, 3), np.float32, np.ones, "NMF: the initial H")
+    Traceback (most recent call last):
+    ...
+    ValueError: NMF: the initial H has shape (3, 2); it needs (2, 3): pass one of that shape
+    """
+    if given is None:
+        return np.ascontiguousarray(draw())
+    if given.shape != tuple(shape):
+        raise ValueError(f"{what} has shape {given.shape}; it needs {tuple(shape)}: pass one "
+                         "of that shape")
+    return np.ascontiguousarray(given.astype(dtype))
 
 
 def unwrap(X: Any) -> Any:

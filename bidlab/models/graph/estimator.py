@@ -30,25 +30,19 @@ from bidlab import backend
 from bidlab.learn import Learner, Option
 from bidlab.learn.blocks import BlockSource
 from bidlab.learn.model import register_model
-from bidlab.models.base import BidlabEstimator
+from bidlab.models.base import BidlabEstimator, FittedByModel
 from bidlab.models.graph.model import PageRankModel
 from bidlab.models.graph.transition import as_adjacency, transition, vertex_weights
+from bidlab.models.validation import device_row, dtype_row
 
 __all__ = ["PageRank"]
-
-
-def _valid_dtype(x: Any) -> bool:
-    try:
-        return np.dtype(x) in (np.float32, np.float64)
-    except TypeError:
-        return False
 
 
 def _valid_weights(x: Any) -> bool:
     return isinstance(x, dict) or len(np.shape(x)) == 1
 
 
-class PageRank(BidlabEstimator):
+class PageRank(FittedByModel, BidlabEstimator):
     """PageRank of a graph's vertices, networkx's power iteration.
 
     Parameters
@@ -113,9 +107,8 @@ class PageRank(BidlabEstimator):
                test=_valid_weights, none_ok=True,
                text="None, a length-n array or a dict {vertex index: weight}"),
         Option("directed", bool, True, "False: every stored edge is undirected"),
-        Option("dtype", str, None, "float type of the scores", test=_valid_dtype,
-               none_ok=True, text="None (float64), float32 or float64"),
-        Option("device", str, None, "where to compute", choices=("cpu", "gpu"), none_ok=True),
+        dtype_row("scores", text="None (float64), float32 or float64"),
+        device_row(None),
     )
 
     def __init__(self, damping: float = 0.85, tol: float = 1e-6, max_iter: int = 100,
@@ -124,9 +117,6 @@ class PageRank(BidlabEstimator):
         self._keep_params(locals())
 
     # -- fitted state ---------------------------------------------------------------------
-    def __sklearn_is_fitted__(self) -> bool:
-        return getattr(self, "model_", None) is not None
-
     @property
     def scores_(self) -> np.ndarray:
         """The PageRank of each vertex (n,), summing to 1 (a host copy)."""

@@ -33,12 +33,12 @@ import bidlab as bl
 from bidlab import backend
 from bidlab.learn import Learner, MemorySource, Option
 from bidlab.learn.model import register_model
-from bidlab.models.base import BidlabEstimator
+from bidlab.models.base import BidlabEstimator, FittedByModel
 from bidlab.models.nmf.inputs import Prepared, prepare, unwrap
 from bidlab.models.nmf.model import LOSSES, NMFModel
 from bidlab.models.nmf.seeding import nndsvda
 from bidlab.models.nmf.steps import Block, objective, w_step
-from bidlab.models.validation import SEED_TEXT, seed_ok
+from bidlab.models.sk_params import factor_rows
 
 __all__ = ["NMF"]
 
@@ -56,14 +56,7 @@ def _valid_alpha_h(x: Any) -> bool:
             and math.isfinite(float(x)) and float(x) >= 0)
 
 
-def _valid_dtype(x: Any) -> bool:
-    try:
-        return np.dtype(x) in (np.float32, np.float64)
-    except TypeError:
-        return False
-
-
-class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
+class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
     """Nonnegative matrix factorisation ``X ~ W @ H`` over the observed entries of ``X``.
 
     Parameters
@@ -158,12 +151,7 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         Option("alpha_H", str, "same", "penalty weight of H (times n_samples)",
                test=_valid_alpha_h, text="'same' (alpha_W) or a float >= 0"),
         Option("l1_ratio", float, 0.0, "the L1 share of the penalties", low=0.0, high=1.0),
-        Option("random_state", int, None, "seed", test=seed_ok, none_ok=True,
-               text=SEED_TEXT),
-        Option("verbose", int, 0, "print progress while fitting", low=0),
-        Option("dtype", str, None, "float type of the factors", test=_valid_dtype,
-               none_ok=True, text="None (follow the input), float32 or float64"),
-        Option("device", str, "cpu", "where to compute", choices=("cpu", "gpu")),
+        *factor_rows("factors"),
     )
 
     def __init__(
@@ -188,9 +176,6 @@ class NMF(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
         self._keep_params(locals())
 
     # -- fitted state -----------------------------------------------------------------------
-    def __sklearn_is_fitted__(self) -> bool:
-        return getattr(self, "model_", None) is not None
-
     @property
     def components_(self) -> np.ndarray:
         """The k x n_features components ``H`` (a host copy of the live model matrix)."""

@@ -30,16 +30,16 @@ import numpy as np
 from bidlab import backend
 from bidlab.learn import Model, Option
 from bidlab.learn.datasource import DataInfo
-from bidlab.learn.rowstate import RowState, pack_rows, unpack_rows
+from bidlab.learn.rowstate import RowState, RowStatePickling
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import BatchMult, IncMult, Updater
 from bidlab.mat import Mat
 from bidlab.models.nmf.steps import Block, h_stats, objective, penalised, w_step
+from bidlab.models.validation import float_dtype, start_matrix
 
 __all__ = ["NMFModel", "LOSSES", "data_kind"]
 
 LOSSES = ("frobenius", "kl")
-_SCRATCH = ("_buf",)
 
 
 def data_kind(info: DataInfo) -> str:
@@ -53,7 +53,7 @@ def data_kind(info: DataInfo) -> str:
     return "stored" if sparse else "masked"
 
 
-class NMFModel(Model):
+class NMFModel(RowStatePickling, Model):
     """NMF by multiplicative updates on the Learner (see the module doc).
 
     Args:
@@ -92,6 +92,7 @@ class NMFModel(Model):
     )
     score_name = "-loss/entry"
     mat_names = ("H",)
+    SCRATCH = {"_buf": dict}  # rebuilt after unpickling
 
     def __init__(self, H0: Any = None, *, W0: Any = None, w_start: float | None = None,
                  dtype: Any = None, **options: Any) -> None:
@@ -107,20 +108,6 @@ class NMFModel(Model):
         self._buf: dict[Any, Any] = {}
         self._pass = [0.0, 0.0]
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        for name in _SCRATCH:
-            state[name] = {}
-        pack_rows(state, "W")
-        return backend.portable_state(state)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        state = backend.restore_state(state)
-        rows = unpack_rows(state, "W")
-        self.__dict__.update(state)
-        self.W = rows
-        self._buf = {}
-
     # -- Model interface ------------------------------------------------------------------
     def default_updater(self, **options: Any) -> Updater:
         """BatchMult (``method="batch"``) or IncMult (``"online"``), with ``options``."""
@@ -132,19 +119,17 @@ class NMFModel(Model):
         k, d = int(self.opts.k), info.n_features
         self.kind = data_kind(info)
         if self.dtype is None:
-            self.dtype = info.dtype if info.dtype in (np.float32, np.float64) else np.dtype(
-                np.float64)
+            self.dtype = float_dtype(info.dtype)
         xp, dtype = info.xp, self.dtype
-        if self.H0 is not None:
-            if self.H0.shape != (k, d):
-                raise ValueError(f"NMF: the initial components have shape {self.H0.shape}; "
-                                 f"k={k} components of {d} features need ({k}, {d})")
-            H = self.H0.astype(dtype)
-        else:
+
+        def draw() -> np.ndarray:
             rng = np.random.default_rng(self.opts.random_state)
             scale = self.w_start if self.w_start is not None else 1.0 / math.sqrt(k)
-            H = np.abs(rng.standard_normal((k, d))).astype(dtype) * dtype.type(scale)
-        self.modelmats = [Mat(xp.asarray(np.ascontiguousarray(H)))]
+            return np.abs(rng.standard_normal((k, d))).astype(dtype) * dtype.type(scale)
+
+        H = start_matrix(self.H0, (k, d), dtype, draw,
+                         f"NMF: the initial components (k={k} of {d} features)")
+        self.modelmats = [Mat(xp.asarray(H))]
         self.updatemats = [{"num": Mat(backend.zeros((k, d), dtype, xp)),
                             "den": Mat(backend.zeros((k, d), dtype, xp))}]
         self._Ht = Mat(backend.zeros((d, k), dtype, xp))
@@ -153,16 +138,15 @@ class NMFModel(Model):
     def rebind(self, info: DataInfo) -> None:
         """Train on the rows of another source from now on: new per-row factors (the
         initial ``W0`` only for the first source)."""
-        if info.n_samples is None:
-            raise ValueError("NMF keeps one row of factors per data row, so it needs a "
-                             "source of known size (not an endless stream)")
+        k = int(self.opts.k)
+        rows = RowState.for_source(info, k, self.dtype,
+                                   "NMF keeps one row of factors per data row")
         if info.n_features != self.modelmats[0].shape[1]:
             raise ValueError(f"NMF: the data has {info.n_features} features while the "
                              f"components have {self.modelmats[0].shape[1]}")
         self.kind = data_kind(info)
         self.info = info
-        k, n = int(self.opts.k), int(info.n_samples)
-        self.W = RowState(n, k, self.dtype, info.xp)
+        self.W, n = rows, rows.n_rows
         if self.W0 is not None:
             if self.W0.shape != (n, k):
                 raise ValueError(f"NMF: the initial row factors have shape {self.W0.shape}; "

@@ -30,23 +30,16 @@ from bidlab import backend
 from bidlab.kern import als
 from bidlab.learn import Learner, MemorySource, Option
 from bidlab.learn.model import register_model
-from bidlab.models.base import BidlabEstimator
+from bidlab.models.base import BidlabEstimator, FittedByModel
 from bidlab.models.sfa.inputs import check_ids, ratings_csr
 from bidlab.models.sfa.model import FEEDBACK, SFAModel
 from bidlab.models.sfa.serve import ServeMixin
-from bidlab.models.validation import SEED_TEXT, seed_ok
+from bidlab.models.sk_params import factor_rows
 
 __all__ = ["SFA"]
 
 
-def _valid_dtype(x: Any) -> bool:
-    try:
-        return np.dtype(x) in (np.float32, np.float64)
-    except TypeError:
-        return False
-
-
-class SFA(ServeMixin, BidlabEstimator, BaseEstimator):
+class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
     """Matrix factorisation of ratings or implicit feedback by ALS with conjugate gradient.
 
     Args:
@@ -101,12 +94,7 @@ class SFA(ServeMixin, BidlabEstimator, BaseEstimator):
                none_ok=True),
         Option("init_scale", float, 0.01, "standard deviation of the initial item factors",
                low=0.0),
-        Option("random_state", int, None, "seed", test=seed_ok, none_ok=True,
-               text=SEED_TEXT),
-        Option("verbose", int, 0, "print progress while fitting", low=0),
-        Option("dtype", str, None, "float type of the factors", test=_valid_dtype,
-               none_ok=True, text="None (follow the input), float32 or float64"),
-        Option("device", str, "cpu", "where to compute", choices=("cpu", "gpu")),
+        *factor_rows("factors"),
     )
 
     def __init__(
@@ -126,9 +114,6 @@ class SFA(ServeMixin, BidlabEstimator, BaseEstimator):
         device: str = "cpu",
     ) -> None:
         self._keep_params(locals())
-
-    def __sklearn_is_fitted__(self) -> bool:
-        return getattr(self, "model_", None) is not None
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()

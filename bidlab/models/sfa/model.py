@@ -28,15 +28,15 @@ from bidlab import backend
 from bidlab.kern import als
 from bidlab.learn import Model, Option
 from bidlab.learn.datasource import DataInfo
-from bidlab.learn.rowstate import RowState, pack_rows, unpack_rows
+from bidlab.learn.rowstate import RowState, RowStatePickling
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import Batch, Updater
 from bidlab.mat import Mat
+from bidlab.models.validation import float_dtype, start_matrix
 
 __all__ = ["SFAModel", "FEEDBACK"]
 
 FEEDBACK = ("explicit", "implicit")
-_SCRATCH = ("_buf", "_by_item", "_gather", "_gram", "_gram_key")
 
 
 def _csr_on(xp: Any, S: sp.csr_matrix) -> Any:
@@ -47,7 +47,7 @@ def _csr_on(xp: Any, S: sp.csr_matrix) -> Any:
     return csp.csr_matrix(S)
 
 
-class SFAModel(Model):
+class SFAModel(RowStatePickling, Model):
     """ALS by conjugate gradient on the Learner (see the module doc).
 
     Args:
@@ -82,6 +82,8 @@ class SFAModel(Model):
     score_name = "-rmse"
     mat_names = ("items",)
     full_batch = True
+    SCRATCH = {"_buf": dict, "_by_item": lambda: None, "_gather": list,  # rebuilt after
+               "_gram": lambda: None, "_gram_key": lambda: None}        # unpickling
 
     def __init__(self, V0: Any = None, *, mu: float | None = None, dtype: Any = None,
                  **options: Any) -> None:
@@ -98,22 +100,6 @@ class SFAModel(Model):
         self._gram: Any = None
         self._gram_key: Any = None
         self._pass = [0.0, 0.0]
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        for name in _SCRATCH:
-            state[name] = None if name in ("_by_item", "_gram", "_gram_key") else (
-                [] if name == "_gather" else {})
-        pack_rows(state, "W")
-        return backend.portable_state(state)
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        state = backend.restore_state(state)
-        rows = unpack_rows(state, "W")
-        self.__dict__.update(state)
-        self.W = rows
-        self._buf, self._gather = {}, []
-        self._by_item = self._gram = self._gram_key = None
 
     # -- shape ------------------------------------------------------------------------------
     @property
@@ -137,34 +123,31 @@ class SFAModel(Model):
             raise ValueError("SFA trains on a sparse users x items matrix of the observed "
                              "entries (CSR); pass scipy.sparse.csr_matrix(ratings)")
         if self.dtype is None:
-            self.dtype = info.dtype if info.dtype in (np.float32, np.float64) else np.dtype(
-                np.float64)
+            self.dtype = float_dtype(info.dtype)
         xp, dtype, f, d = info.xp, self.dtype, self.width, info.n_features
-        if self.V0 is not None:
-            if self.V0.shape != (d, f):
-                raise ValueError(f"SFA: the initial item factors have shape "
-                                 f"{self.V0.shape}; {d} items of f={f} need ({d}, {f})")
-            V = self.V0.astype(dtype)
-        else:
+
+        def draw() -> np.ndarray:
             rng = np.random.default_rng(self.opts.random_state)
             V = (rng.standard_normal((d, f)) * self.opts.init_scale).astype(dtype)
             if self.bias:
                 V[:, -1] = 0
-        self.modelmats = [Mat(xp.asarray(np.ascontiguousarray(V)))]
+            return V
+
+        V = start_matrix(self.V0, (d, f), dtype, draw,
+                         f"SFA: the initial item factors ({d} items of f={f})")
+        self.modelmats = [Mat(xp.asarray(V))]
         self.updatemats = [Mat(backend.zeros((d, f), dtype, xp))]
         self.rebind(info)
 
     def rebind(self, info: DataInfo) -> None:
         """Train on the rows of another source: new user factors, the item-major copy
         gathered again."""
-        if info.n_samples is None:
-            raise ValueError("SFA keeps one row of factors per user, so it needs a source "
-                             "of known size (not an endless stream)")
+        rows = RowState.for_source(info, self.width, self.dtype,
+                                   "SFA keeps one row of factors per user")
         if info.n_features != self.modelmats[0].shape[0]:
             raise ValueError(f"SFA: the data has {info.n_features} items while the model "
                              f"has {self.modelmats[0].shape[0]}")
-        self.info = info
-        self.W = RowState(int(info.n_samples), self.width, self.dtype, info.xp)
+        self.info, self.W = info, rows
         self._buf, self._gather, self._by_item = {}, [], None
         self.converged = False
         self.rmse = []
