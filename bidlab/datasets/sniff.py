@@ -11,6 +11,9 @@ A bidlab shard folder (``manifest.json`` with ``"format": "bidlab-shards"``) is
 recognised here but streamed by :class:`bidlab.learn.ShardSource`; :func:`load` does not
 read it (this package stays free of the learner layer).
 
+What each single file's format looks like lives in :mod:`bidlab.datasets.formats`; this
+module adds folders, shard manifests and loading.
+
 Reading is bounded (:mod:`bidlab._bounded_io`): only regular files are opened (a FIFO, a
 device such as ``/dev/zero`` or a symlink loop is refused by its type), gzip content and
 ``.npz`` / tar members stop at a decompressed-size cap (``max_decompressed=`` or
@@ -22,12 +25,9 @@ anything is allocated.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
-import re
 import stat
-import tarfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,56 +42,21 @@ from bidlab._bounded_io import (
     require_regular,
     stat_path,
 )
+from bidlab.datasets.formats import (
+    CSV_HINT,
+    DOCWORD_NAME,
+    FORMATS,
+    DataFormatError,
+    Sniffed,
+    appearance,
+    looks_binary,
+    looks_table,
+    read_head,
+    sniff_file,
+    tried,
+)
 
 __all__ = ["FORMATS", "DataFormatError", "Sniffed", "LoadedData", "sniff", "load"]
-
-#: format name -> what it is, in words (the order in which :func:`sniff` tries them).
-FORMATS: dict[str, str] = {
-    "shards": "bidlab shard folder (manifest.json from bidlab.learn.write_shards)",
-    "uci-bow": "UCI docword file (D, W, NNZ lines, then 'doc word count') + vocab.NAME.txt",
-    "svmlight": "svmlight / LIBSVM file ('<label> <index>:<value> ...' per line)",
-    "npz": "numpy .npz: X (or X__data, X__indices, X__indptr, X__shape), optional y, w",
-    "scipy-npz": "scipy.sparse.save_npz file",
-    "text-folder": "folder of text files, one document per file (label = sub-folder)",
-    "text-archive": "tar archive of text files, one document per file",
-    "edge-list": "SNAP edge list ('# ...' comments, then 'source target [weight]' per line)",
-    "ratings": "ratings CSV ('user,item,rating[,time]' per line; a header line, if any, "
-               "names a user or a rating column)",
-}
-
-_HEAD_BYTES = 1 << 16
-_SAMPLE_LINES = 50
-_GZIP_MAGIC = b"\x1f\x8b"
-_ZIP_MAGIC = b"PK\x03\x04"
-_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
-_SVM_LINE = re.compile(
-    rb"^\s*" + _NUMBER.encode() + rb"(?:," + _NUMBER.encode() + rb")*"
-    rb"(?:\s+qid:\d+)?(?:\s+\d+:\S+)*\s*(?:#.*)?$")
-_SVM_PAIR = re.compile(rb"\s\d+:\S")
-_INT_LINE = re.compile(rb"^\s*\d+\s*$")
-_TRIPLE_LINE = re.compile(rb"^\s*\d+\s+\d+\s+\d+\s*$")
-_EDGE_LINE = re.compile(rb"^\s*\d+[ \t]+\d+(?:[ \t]+" + _NUMBER.encode() + rb")?\s*$")
-_RATING_LINE = re.compile(rb"^\s*" + rb",".join([_NUMBER.encode()] * 3) + rb"(?:,"
-                          + _NUMBER.encode() + rb")?\s*$")
-_DOCWORD_NAME = re.compile(r"^docword\.(?P<name>.+)\.txt(\.gz)?$")
-
-
-class DataFormatError(ValueError):
-    """The data's format could not be told, or the file does not hold what it seemed to."""
-
-
-@dataclass(frozen=True)
-class Sniffed:
-    """What :func:`sniff` found: the format (a key of :data:`FORMATS`) and how it knew."""
-
-    format: str
-    path: Path
-    gzip: bool = False
-    detail: str = ""
-
-    def __str__(self) -> str:
-        gz = " (gzip)" if self.gzip else ""
-        return f"{self.path}: {self.format}{gz}" + (f", {self.detail}" if self.detail else "")
 
 
 @dataclass
@@ -126,157 +91,6 @@ class LoadedData:
         return text
 
 
-# ------------------------------------------------------------------------------ sniffing
-def _read_head(path: Path) -> tuple[bytes, bool]:
-    """The first bytes of ``path`` (decompressed when it is gzip) and whether it was."""
-    with open_regular(path) as f:
-        raw = f.read(_HEAD_BYTES)
-    if raw[:2] != _GZIP_MAGIC:
-        return raw, False
-    try:
-        with open_regular(path) as f, gzip.GzipFile(fileobj=f, mode="rb") as g:
-            return g.read(_HEAD_BYTES), True
-    except (OSError, EOFError) as exc:
-        raise DataFormatError(f"{path}: starts like gzip (1f 8b) but cannot be decompressed "
-                              f"({exc}); is the file complete?") from None
-
-
-def _lines(head: bytes, complete: bool) -> list[bytes]:
-    """Non-empty lines of ``head``; the last one is dropped when ``head`` was cut short."""
-    lines = head.split(b"\n")
-    if not complete and len(lines) > 1:
-        lines = lines[:-1]
-    return [ln.rstrip(b"\r") for ln in lines if ln.strip()][:_SAMPLE_LINES]
-
-
-def _looks_docword(lines: list[bytes]) -> str | None:
-    if len(lines) < 3 or not all(_INT_LINE.match(ln) for ln in lines[:3]):
-        return None
-    body = lines[3:]
-    if not body and int(lines[2]) != 0:
-        return None
-    if not all(_TRIPLE_LINE.match(ln) for ln in body):
-        return None
-    d, w, nnz = (int(ln) for ln in lines[:3])
-    return f"D={d} W={w} NNZ={nnz}"
-
-
-def _looks_svmlight(lines: list[bytes]) -> str | None:
-    rows = [ln for ln in lines if not ln.lstrip().startswith(b"#")]
-    if not rows or not all(_SVM_LINE.match(ln) for ln in rows):
-        return None
-    if not any(_SVM_PAIR.search(ln) for ln in rows):
-        return None  # numbers only, no index:value pair: not evidence of svmlight
-    return f"first line {rows[0][:40].decode('latin-1')!r}"
-
-
-def _looks_edge_list(lines: list[bytes]) -> str | None:
-    rows = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith(b"#")]
-    if not rows or not all(_EDGE_LINE.match(ln) for ln in rows):
-        return None
-    return f"first edge {rows[0].strip()[:40].decode('latin-1')!r}"
-
-
-def _looks_ratings(lines: list[bytes]) -> str | None:
-    """Lines of 'user,item,rating[,time]'; a header line must name a user or a rating."""
-    rows = lines
-    if lines and not _RATING_LINE.match(lines[0]):
-        header = lines[0].lower()
-        if b"user" not in header and b"rating" not in header:
-            return None
-        rows = lines[1:]
-    if not rows or not all(_RATING_LINE.match(ln) for ln in rows):
-        return None
-    return f"first rating {rows[0].strip()[:40].decode('latin-1')!r}"
-
-
-def _npz_kind(path: Path) -> tuple[str | None, list[str]]:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            keys = list(z.files)
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise DataFormatError(f"{path}: a zip file that numpy cannot read as .npz ({exc}); "
-                              "re-write it with numpy.savez or scipy.sparse.save_npz") from None
-    names = set(keys)
-    if {"data", "indices", "indptr", "shape", "format"} <= names:
-        return "scipy-npz", keys
-    if "X" in names or "X__data" in names:
-        return "npz", keys
-    return None, keys
-
-
-def _looks_binary(head: bytes) -> bool:
-    return b"\x00" in head[:4096]
-
-
-def _looks_table(head: bytes) -> bool:
-    """A CSV / TSV table: at least two lines, each with the same number (>= 1) of commas,
-    or each with the same number of tabs."""
-    if _looks_binary(head):
-        return False
-    lines = [ln for ln in head.split(b"\n")[:_SAMPLE_LINES + 1][:-1] if ln.strip()]
-    if len(lines) < 2:
-        return False
-    return any(len({ln.count(sep) for ln in lines}) == 1 and lines[0].count(sep) >= 1
-               for sep in (b",", b"\t"))
-
-
-_CSV_HINT = ("bidlab reads no CSV: load the table (e.g. with pandas) and save the matrix with "
-             "numpy.savez(path, X=X, y=y) or sklearn.datasets.dump_svmlight_file")
-
-
-def _appearance(head: bytes, was_gzip: bool) -> str:
-    """What the start of a file looks like, for error messages."""
-    gz = "gzip-compressed " if was_gzip else ""
-    if not head:
-        return f"an empty {gz}file"
-    if _looks_binary(head):
-        return f"{gz}binary data starting with bytes {head[:8].hex(' ')}"
-    first = head.split(b"\n", 1)[0].rstrip(b"\r")
-    return f"{gz}text whose first line is {first[:60].decode('latin-1')!r}"
-
-
-def _tried(kinds: tuple[str, ...]) -> str:
-    return "; ".join(FORMATS[k] for k in kinds)
-
-
-def _sniff_file(path: Path) -> Sniffed:
-    with open_regular(path) as f:
-        magic = f.read(4)
-    if magic == _ZIP_MAGIC:
-        kind, keys = _npz_kind(path)
-        if kind is None:
-            raise DataFormatError(
-                f"{path}: an .npz without features: it holds {sorted(keys)}; expected "
-                f"{_tried(('npz', 'scipy-npz'))}")
-        return Sniffed(kind, path, False, f"arrays {', '.join(sorted(keys))}")
-    if tarfile.is_tarfile(path):
-        return Sniffed("text-archive", path, magic[:2] == _GZIP_MAGIC)
-    head, was_gzip = _read_head(path)
-    complete = len(head) < _HEAD_BYTES
-    if not _looks_binary(head):
-        lines = _lines(head, complete)
-        detail = _looks_docword(lines)
-        if detail is not None:
-            return Sniffed("uci-bow", path, was_gzip, detail)
-        detail = _looks_svmlight(lines)
-        if detail is not None:
-            return Sniffed("svmlight", path, was_gzip, detail)
-        detail = _looks_edge_list(lines)
-        if detail is not None:
-            return Sniffed("edge-list", path, was_gzip, detail)
-        detail = _looks_ratings(lines)
-        if detail is not None:
-            return Sniffed("ratings", path, was_gzip, detail)
-    raise DataFormatError(
-        f"cannot tell the format of {path}: it is {_appearance(head, was_gzip)}. Tried: "
-        f"{_tried(tuple(k for k in FORMATS if k != 'text-folder'))} (any of them plain or "
-        "gzip). Convert the data to one of these, e.g. with "
-        "sklearn.datasets.dump_svmlight_file or numpy.savez(path, X=X, y=y)"
-        + (" (it looks like a CSV / TSV table, which bidlab does not load: read it with "
-           "pandas first)" if _looks_table(head) else ""))
-
-
 def _visible_files(folder: Path, limit: int) -> list[Path]:
     found = []
     for root, dirs, files in os.walk(folder):
@@ -294,20 +108,20 @@ def _sniff_folder(path: Path) -> Sniffed:
     manifest = path / "manifest.json"
     if manifest.is_file():
         return _sniff_manifest(manifest)
-    docwords = sorted(p for p in path.iterdir() if _DOCWORD_NAME.match(p.name) and p.is_file())
+    docwords = sorted(p for p in path.iterdir() if DOCWORD_NAME.match(p.name) and p.is_file())
     if len(docwords) == 1:
-        inner = _sniff_file(docwords[0])
+        inner = sniff_file(docwords[0])
         if inner.format == "uci-bow":
             return Sniffed("uci-bow", docwords[0], inner.gzip, inner.detail)
     files = _visible_files(path, 200)
     if not files:
         raise DataFormatError(f"{path} is an empty folder (no visible files): expected a "
-                              f"{_tried(('shards', 'uci-bow', 'text-folder'))}")
+                              f"{tried(('shards', 'uci-bow', 'text-folder'))}")
     if all(p.parent == path for p in files):  # flat: maybe data files rather than texts
         data_files = []
         for p in files[:20]:
             try:
-                kind = _sniff_file(p).format
+                kind = sniff_file(p).format
             except (DataFormatError, OSError):
                 continue
             if kind in ("svmlight", "npz", "scipy-npz", "uci-bow", "text-archive", "edge-list"):
@@ -316,19 +130,19 @@ def _sniff_folder(path: Path) -> Sniffed:
             raise DataFormatError(
                 f"{path} holds data files ({', '.join(data_files)}), not a folder of text "
                 "documents: pass one of the files as the data")
-    heads = {p: _read_head(p)[0] for p in files[:20]}
-    texts = [p for p, head in heads.items() if not _looks_binary(head[:4096])]
-    tables = [p.name for p in texts if _looks_table(heads[p])]
+    heads = {p: read_head(p)[0] for p in files[:20]}
+    texts = [p for p, head in heads.items() if not looks_binary(head[:4096])]
+    tables = [p.name for p in texts if looks_table(heads[p])]
     if tables and 2 * len(tables) >= len(texts):
         raise DataFormatError(
             f"{path} holds CSV / TSV tables ({', '.join(tables[:4])}"
             f"{', ...' if len(tables) > 4 else ''}), not text documents, so it is not read as "
-            f"a corpus: {_CSV_HINT}, and pass that file")
+            f"a corpus: {CSV_HINT}, and pass that file")
     if not texts:
         raise DataFormatError(
             f"{path}: its files look binary (e.g. {files[0].name}: "
-            f"{_appearance(*_read_head(files[0]))}); expected a "
-            f"{_tried(('shards', 'uci-bow', 'text-folder'))}")
+            f"{appearance(*read_head(files[0]))}); expected a "
+            f"{tried(('shards', 'uci-bow', 'text-folder'))}")
     subdirs = sorted({p.parent.name for p in files if p.parent != path})
     return Sniffed("text-folder", path, False,
                    f"{len(subdirs)} label folders" if subdirs else "no label folders")
@@ -365,12 +179,12 @@ def sniff(path: str | os.PathLike) -> Sniffed:
     require_regular(path)
     if path.name == "manifest.json":
         return _sniff_manifest(path)
-    return _sniff_file(path)
+    return sniff_file(path)
 
 
 # ------------------------------------------------------------------------------- loading
 def _uci_vocab(docword: Path) -> Path | bool:
-    m = _DOCWORD_NAME.match(docword.name)
+    m = DOCWORD_NAME.match(docword.name)
     if m is not None:
         for cand in (f"vocab.{m['name']}.txt", f"vocab.{m['name']}.txt.gz"):
             if (docword.parent / cand).is_file():

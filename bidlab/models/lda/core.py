@@ -15,7 +15,7 @@ which owns what both need around one minibatch step:
   document's topic weights are kept between passes (a documents x k matrix) and later
   passes take ``e_iters_warm`` iterations;
 * **initial topics** from a light spherical k-means of the leading documents
-  (:func:`seed_topics`), or scikit-learn's Gamma(100, 0.01) start;
+  (:func:`~bidlab.models.lda.seeding.seed_topics`), or scikit-learn's Gamma(100, 0.01) start;
 * the public read side: :meth:`LDACore.topicsT`, :meth:`LDACore.components`,
   :meth:`LDACore.transform` (the variational E-step with the topics fixed) and
   :meth:`LDACore.heldout_score` (document completion).
@@ -42,8 +42,8 @@ from bidlab.learn.persistable import alias
 from bidlab.learn.rowstate import RowState
 from bidlab.learn.staging import Minibatch
 from bidlab.mat.sparse import csr_view
-from bidlab.models.kmeans.seeding import greedy_seeds
 from bidlab.models.lda import common
+from bidlab.models.lda.seeding import seed_topics
 
 __all__ = ["LDACore", "seed_topics", "OLD_OPTION_NAMES"]
 
@@ -84,62 +84,6 @@ def _renamed_options(component: Any) -> None:
     """Rebuild a loaded component's options written under :data:`OLD_OPTION_NAMES`."""
     if any(name in component.opts for name in OLD_OPTION_NAMES):
         rebuild_options(component, OLD_OPTION_NAMES)
-
-
-def seed_topics(X: Any, k: int, rng: np.random.Generator, tokens: float,
-                lloyd: int = 5, restarts: int = 3) -> np.ndarray:
-    """Initial topics, vocabulary x k (columns sum to 1), from spherical k-means of ``X``.
-
-    ``X`` (host CSR, the leading documents) is L2-normalised and clustered by a few Lloyd
-    iterations of spherical k-means started by greedy k-means++ (cosine distance); the
-    best of ``restarts`` runs wins. Topic t starts as one pseudo-count per word times
-    +-10% noise plus ``tokens`` pseudo-tokens spread like the words of cluster t: enough
-    to start the topics apart (a near-uniform start ends with merged or dead topics far
-    more often on planted-topic corpora), little enough not to pull a real corpus into
-    the clusters' optimum.
-    """
-    n = int(X.shape[0])
-    full = sp.csr_matrix(X, dtype=np.float64)
-    used = np.unique(full.indices)  # cluster on the words these documents use
-    S = sp.csr_matrix(full[:, used])
-    lengths = np.sqrt(np.asarray(S.multiply(S).sum(axis=1)).ravel())
-    lengths[lengths == 0] = 1.0
-    Sn = sp.csr_matrix(sp.diags(1.0 / lengths) @ S)
-    dist = 1.0 - (Sn @ Sn.T).toarray()  # n x n cosine distances
-
-    def sq(rows: Any) -> np.ndarray:  # squared cosine distances to the rows
-        return np.maximum(dist[:, rows], 0.0) ** 2
-
-    def candidates(mass: np.ndarray, size: int) -> np.ndarray:
-        total = mass.sum()
-        if total <= 0:
-            return np.array([rng.integers(n)])
-        return rng.choice(n, size=size, p=mass / total)
-
-    def kmeans() -> tuple[float, np.ndarray]:
-        first = int(rng.integers(n))
-        chosen = greedy_seeds(k, first, sq([first])[:, 0], candidates, sq)
-        assign = np.argmin(dist[chosen], axis=0)  # each document's nearest seed
-        for _ in range(lloyd + 1):
-            onehot = sp.csr_matrix((np.ones(n), (assign, np.arange(n))), shape=(k, n))
-            summed = (onehot @ Sn).toarray()
-            norms = np.sqrt((summed * summed).sum(axis=1, keepdims=True))
-            centresT = np.ascontiguousarray((summed / np.maximum(norms, 1e-300)).T)
-            sim = Sn @ centresT  # n x k
-            assign = sim.argmax(axis=1)
-        return float(sim.max(axis=1).sum()), assign
-
-    assign = max((kmeans() for _ in range(restarts)), key=lambda r: r[0])[1]
-    onehot = sp.csr_matrix((np.ones(n), (assign, np.arange(n))), shape=(k, n))
-    docs = np.full((k, full.shape[1]), 1e-12)
-    docs[:, used] += (onehot @ S).toarray()
-    docs /= docs.sum(axis=1, keepdims=True)
-    noise = rng.random(size=docs.shape)  # +-10%, like Gamma(100, 0.01) but cheaper
-    noise *= 0.2
-    noise += 0.9
-    topics = (1.0 + tokens * docs) * noise
-    topics /= topics.sum(axis=1, keepdims=True)
-    return np.ascontiguousarray(topics.T)
 
 
 class LDACore(Model):

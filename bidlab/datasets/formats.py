@@ -1,0 +1,223 @@
+"""The data formats bidlab reads and what each looks like: :data:`FORMATS`, the rules that
+tell a single file's format from its first bytes (gzip and zip magic numbers, tar, the
+shape of the first text lines), and :class:`Sniffed`, what they found.
+:func:`bidlab.datasets.sniff.sniff` applies them to a path (a file or a folder).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bidlab._bounded_io import (
+    open_regular,
+)
+
+__all__ = ["FORMATS", "DataFormatError", "Sniffed", "sniff_file", "read_head", "looks_binary",
+           "looks_table", "appearance", "tried", "CSV_HINT", "DOCWORD_NAME"]
+
+
+#: format name -> what it is, in words (the order in which :func:`sniff` tries them).
+FORMATS: dict[str, str] = {
+    "shards": "bidlab shard folder (manifest.json from bidlab.learn.write_shards)",
+    "uci-bow": "UCI docword file (D, W, NNZ lines, then 'doc word count') + vocab.NAME.txt",
+    "svmlight": "svmlight / LIBSVM file ('<label> <index>:<value> ...' per line)",
+    "npz": "numpy .npz: X (or X__data, X__indices, X__indptr, X__shape), optional y, w",
+    "scipy-npz": "scipy.sparse.save_npz file",
+    "text-folder": "folder of text files, one document per file (label = sub-folder)",
+    "text-archive": "tar archive of text files, one document per file",
+    "edge-list": "SNAP edge list ('# ...' comments, then 'source target [weight]' per line)",
+    "ratings": "ratings CSV ('user,item,rating[,time]' per line; a header line, if any, "
+               "names a user or a rating column)",
+}
+
+_HEAD_BYTES = 1 << 16
+_SAMPLE_LINES = 50
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZIP_MAGIC = b"PK\x03\x04"
+_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+_SVM_LINE = re.compile(
+    rb"^\s*" + _NUMBER.encode() + rb"(?:," + _NUMBER.encode() + rb")*"
+    rb"(?:\s+qid:\d+)?(?:\s+\d+:\S+)*\s*(?:#.*)?$")
+_SVM_PAIR = re.compile(rb"\s\d+:\S")
+_INT_LINE = re.compile(rb"^\s*\d+\s*$")
+_TRIPLE_LINE = re.compile(rb"^\s*\d+\s+\d+\s+\d+\s*$")
+_EDGE_LINE = re.compile(rb"^\s*\d+[ \t]+\d+(?:[ \t]+" + _NUMBER.encode() + rb")?\s*$")
+_RATING_LINE = re.compile(rb"^\s*" + rb",".join([_NUMBER.encode()] * 3) + rb"(?:,"
+                          + _NUMBER.encode() + rb")?\s*$")
+DOCWORD_NAME = re.compile(r"^docword\.(?P<name>.+)\.txt(\.gz)?$")
+
+
+class DataFormatError(ValueError):
+    """The data's format could not be told, or the file does not hold what it seemed to."""
+
+
+@dataclass(frozen=True)
+class Sniffed:
+    """What :func:`sniff` found: the format (a key of :data:`FORMATS`) and how it knew."""
+
+    format: str
+    path: Path
+    gzip: bool = False
+    detail: str = ""
+
+    def __str__(self) -> str:
+        gz = " (gzip)" if self.gzip else ""
+        return f"{self.path}: {self.format}{gz}" + (f", {self.detail}" if self.detail else "")
+
+
+# ------------------------------------------------------------------------------ sniffing
+def read_head(path: Path) -> tuple[bytes, bool]:
+    """The first bytes of ``path`` (decompressed when it is gzip) and whether it was."""
+    with open_regular(path) as f:
+        raw = f.read(_HEAD_BYTES)
+    if raw[:2] != _GZIP_MAGIC:
+        return raw, False
+    try:
+        with open_regular(path) as f, gzip.GzipFile(fileobj=f, mode="rb") as g:
+            return g.read(_HEAD_BYTES), True
+    except (OSError, EOFError) as exc:
+        raise DataFormatError(f"{path}: starts like gzip (1f 8b) but cannot be decompressed "
+                              f"({exc}); is the file complete?") from None
+
+
+def _lines(head: bytes, complete: bool) -> list[bytes]:
+    """Non-empty lines of ``head``; the last one is dropped when ``head`` was cut short."""
+    lines = head.split(b"\n")
+    if not complete and len(lines) > 1:
+        lines = lines[:-1]
+    return [ln.rstrip(b"\r") for ln in lines if ln.strip()][:_SAMPLE_LINES]
+
+
+def _looks_docword(lines: list[bytes]) -> str | None:
+    if len(lines) < 3 or not all(_INT_LINE.match(ln) for ln in lines[:3]):
+        return None
+    body = lines[3:]
+    if not body and int(lines[2]) != 0:
+        return None
+    if not all(_TRIPLE_LINE.match(ln) for ln in body):
+        return None
+    d, w, nnz = (int(ln) for ln in lines[:3])
+    return f"D={d} W={w} NNZ={nnz}"
+
+
+def _looks_svmlight(lines: list[bytes]) -> str | None:
+    rows = [ln for ln in lines if not ln.lstrip().startswith(b"#")]
+    if not rows or not all(_SVM_LINE.match(ln) for ln in rows):
+        return None
+    if not any(_SVM_PAIR.search(ln) for ln in rows):
+        return None  # numbers only, no index:value pair: not evidence of svmlight
+    return f"first line {rows[0][:40].decode('latin-1')!r}"
+
+
+def _looks_edge_list(lines: list[bytes]) -> str | None:
+    rows = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith(b"#")]
+    if not rows or not all(_EDGE_LINE.match(ln) for ln in rows):
+        return None
+    return f"first edge {rows[0].strip()[:40].decode('latin-1')!r}"
+
+
+def _looks_ratings(lines: list[bytes]) -> str | None:
+    """Lines of 'user,item,rating[,time]'; a header line must name a user or a rating."""
+    rows = lines
+    if lines and not _RATING_LINE.match(lines[0]):
+        header = lines[0].lower()
+        if b"user" not in header and b"rating" not in header:
+            return None
+        rows = lines[1:]
+    if not rows or not all(_RATING_LINE.match(ln) for ln in rows):
+        return None
+    return f"first rating {rows[0].strip()[:40].decode('latin-1')!r}"
+
+
+def _npz_kind(path: Path) -> tuple[str | None, list[str]]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys = list(z.files)
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise DataFormatError(f"{path}: a zip file that numpy cannot read as .npz ({exc}); "
+                              "re-write it with numpy.savez or scipy.sparse.save_npz") from None
+    names = set(keys)
+    if {"data", "indices", "indptr", "shape", "format"} <= names:
+        return "scipy-npz", keys
+    if "X" in names or "X__data" in names:
+        return "npz", keys
+    return None, keys
+
+
+def looks_binary(head: bytes) -> bool:
+    """Whether the start of a file holds a NUL byte (not text)."""
+    return b"\x00" in head[:4096]
+
+
+def looks_table(head: bytes) -> bool:
+    """A CSV / TSV table: at least two lines, each with the same number (>= 1) of commas,
+    or each with the same number of tabs."""
+    if looks_binary(head):
+        return False
+    lines = [ln for ln in head.split(b"\n")[:_SAMPLE_LINES + 1][:-1] if ln.strip()]
+    if len(lines) < 2:
+        return False
+    return any(len({ln.count(sep) for ln in lines}) == 1 and lines[0].count(sep) >= 1
+               for sep in (b",", b"\t"))
+
+
+CSV_HINT = ("bidlab reads no CSV: load the table (e.g. with pandas) and save the matrix with "
+             "numpy.savez(path, X=X, y=y) or sklearn.datasets.dump_svmlight_file")
+
+
+def appearance(head: bytes, was_gzip: bool) -> str:
+    """What the start of a file looks like, for error messages."""
+    gz = "gzip-compressed " if was_gzip else ""
+    if not head:
+        return f"an empty {gz}file"
+    if looks_binary(head):
+        return f"{gz}binary data starting with bytes {head[:8].hex(' ')}"
+    first = head.split(b"\n", 1)[0].rstrip(b"\r")
+    return f"{gz}text whose first line is {first[:60].decode('latin-1')!r}"
+
+
+def tried(kinds: tuple[str, ...]) -> str:
+    """The formats ``kinds`` in words, for error messages."""
+    return "; ".join(FORMATS[k] for k in kinds)
+
+
+#: the text formats, in the order they are tried, and the rule that tells each
+_TEXT_RULES = (("uci-bow", _looks_docword), ("svmlight", _looks_svmlight),
+               ("edge-list", _looks_edge_list), ("ratings", _looks_ratings))
+
+
+def sniff_file(path: Path) -> Sniffed:
+    """The format of the regular file ``path`` (not a folder or a shard manifest)."""
+    with open_regular(path) as f:
+        magic = f.read(4)
+    if magic == _ZIP_MAGIC:
+        kind, keys = _npz_kind(path)
+        if kind is None:
+            raise DataFormatError(
+                f"{path}: an .npz without features: it holds {sorted(keys)}; expected "
+                f"{tried(('npz', 'scipy-npz'))}")
+        return Sniffed(kind, path, False, f"arrays {', '.join(sorted(keys))}")
+    if tarfile.is_tarfile(path):
+        return Sniffed("text-archive", path, magic[:2] == _GZIP_MAGIC)
+    head, was_gzip = read_head(path)
+    complete = len(head) < _HEAD_BYTES
+    if not looks_binary(head):
+        lines = _lines(head, complete)
+        for kind, looks in _TEXT_RULES:
+            detail = looks(lines)
+            if detail is not None:
+                return Sniffed(kind, path, was_gzip, detail)
+    raise DataFormatError(
+        f"cannot tell the format of {path}: it is {appearance(head, was_gzip)}. Tried: "
+        f"{tried(tuple(k for k in FORMATS if k != 'text-folder'))} (any of them plain or "
+        "gzip). Convert the data to one of these, e.g. with "
+        "sklearn.datasets.dump_svmlight_file or numpy.savez(path, X=X, y=y)"
+        + (" (it looks like a CSV / TSV table, which bidlab does not load: read it with "
+           "pandas first)" if looks_table(head) else ""))
