@@ -247,17 +247,23 @@ class HostModule:
         return (HostModule, ())
 
 
+def _walk(value: Any, leaf: Any) -> Any:
+    """``value`` with ``leaf`` applied inside its plain lists, tuples and dicts (not their
+    subclasses, which may carry meaning of their own), and to ``value`` itself otherwise."""
+    if isinstance(value, list):
+        return [_walk(v, leaf) for v in value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(_walk(v, leaf) for v in value)
+    if isinstance(value, dict) and type(value) is dict:
+        return {k: _walk(v, leaf) for k, v in value.items()}
+    return leaf(value)
+
+
 def _portable(value: Any) -> Any:
     if isinstance(value, ModuleType):
         return HostModule()
     if is_cupy_array(value) or is_sparse(value):
         return to_host(value)
-    if isinstance(value, list):
-        return [_portable(v) for v in value]
-    if isinstance(value, tuple) and type(value) is tuple:
-        return tuple(_portable(v) for v in value)
-    if isinstance(value, dict) and type(value) is dict:
-        return {k: _portable(v) for k, v in value.items()}
     return value
 
 
@@ -265,21 +271,13 @@ def portable_state(state: dict[str, Any]) -> dict[str, Any]:
     """An object's ``__dict__`` made picklable on any machine: modules (``self.xp``) are
     replaced by a marker and device arrays by host copies (lists, tuples, dicts searched).
     Mats and SMats pickle themselves as host arrays."""
-    return {k: _portable(v) for k, v in state.items()}
+    return {k: _walk(v, _portable) for k, v in state.items()}
 
 
 def _restored(value: Any) -> Any:
-    if isinstance(value, HostModule):
-        return np
-    if isinstance(value, list):
-        return [_restored(v) for v in value]
-    if isinstance(value, tuple) and type(value) is tuple:
-        return tuple(_restored(v) for v in value)
-    if isinstance(value, dict) and type(value) is dict:
-        return {k: _restored(v) for k, v in value.items()}
-    return value
+    return np if isinstance(value, HostModule) else value
 
 
 def restore_state(state: dict[str, Any]) -> dict[str, Any]:
     """Undo :func:`portable_state` (module markers become numpy)."""
-    return {k: _restored(v) for k, v in state.items()}
+    return {k: _walk(v, _restored) for k, v in state.items()}

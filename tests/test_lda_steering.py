@@ -102,13 +102,26 @@ def test_bad_edits_raise_and_change_nothing(corpus):
     assert est.components_.shape == (1, 4 * BLOCK)
 
 
-def test_edits_from_threads_while_training(corpus):
-    est = LDAGibbs(n_components=4, random_state=0)
+def _steps(lr, n):
+    """Wait until the running learner ``lr`` has taken ``n`` more minibatches."""
+    at = lr.step
+    while lr.step < at + n:
+        time.sleep(0.005)
+
+
+def _running(est, corpus, steps):
+    """A live learner of ``est`` on ``corpus`` (endless passes), started and ``steps``
+    minibatches in."""
     lr = est.learner(corpus, n_passes=10_000, batch_size=50)
     lr.start()
+    _steps(lr, steps)
+    return lr
+
+
+def test_edits_from_threads_while_training(corpus):
+    est = LDAGibbs(n_components=4, random_state=0)
+    lr = _running(est, corpus, 20)
     try:
-        while lr.step < 20:
-            time.sleep(0.005)
         tickets, errors = [], []
 
         def ask(fn):
@@ -127,9 +140,7 @@ def test_edits_from_threads_while_training(corpus):
         assert not errors
         entries = [t.wait(30) for t in tickets]
         assert all(e["step"] is not None for e in entries)  # applied by the training thread
-        at = lr.step
-        while lr.step < at + 20:
-            time.sleep(0.005)
+        _steps(lr, 20)
         assert lr.state == "running"
         assert lr.model.opts.n_components == 4 and est.n_components == 4
         assert lr.model.modelmats[0].shape == (4, 4 * BLOCK)
@@ -168,21 +179,14 @@ def test_checkpoint_round_trip_after_an_edit(corpus, tmp_path):
 
 def test_a_minibatch_after_an_edit_rewarms_to_no_allocation(corpus):
     est = LDA(n_components=4, random_state=0)
-    lr = est.learner(corpus, n_passes=10_000, batch_size=50)
-    lr.start()
+    lr = _running(est, corpus, 30)
     try:
-        while lr.step < 30:
-            time.sleep(0.005)
         lr.split_topic(0).wait(30)
-        at = lr.step
-        while lr.step < at + 20:  # the new containers are made, then reused
-            time.sleep(0.005)
+        _steps(lr, 20)  # the new containers are made, then reused
         lr.pause(wait=True)
         allocs, misses = backend.allocations.snapshot()[0], bl.cache_stats()["misses"]
         lr.resume()
-        at = lr.step
-        while lr.step < at + 15:
-            time.sleep(0.005)
+        _steps(lr, 15)
         lr.pause(wait=True)
         assert backend.allocations.snapshot()[0] == allocs, "a minibatch allocated"
         assert bl.cache_stats()["misses"] == misses

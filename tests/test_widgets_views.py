@@ -163,70 +163,62 @@ def test_top_words_list_follows_sets_at_once_and_order_at_most_every_second(bubb
     assert view.vocab[6] in view.top_words.value
 
 
-def test_throughput_line_is_written_at_most_four_times_a_second() -> None:
+@pytest.fixture
+def dash():
+    """A dashboard on a tiny LDAGibbs learner (not started), closed after the test."""
     corpus = synthetic_lda_corpus(n_docs=40, n_words=30, k=2, seed=0)
     learner = LDAGibbs(n_components=2, nsamps=2, batch_size=20,
                        random_state=0).learner(corpus.X, n_passes=1)
-    dash = Dashboard(learner)
+    board = Dashboard(learner)
     try:
-        dash.pump.stop()
-        writes: list[str] = []
-        dash.stats.observe(lambda c: writes.append(c["new"]), names="value")
-        dash._stats_time = 0.0
-        dash._render_metrics({"state": "running", "step": 1})  # long after: written
-        dash._render_metrics({"state": "running", "step": 2})  # at once after: not yet
-        assert len(writes) == 1 and "step 1 " in writes[0]
-        dash._render_metrics({"state": "paused", "step": 3})  # a state change: at once
-        assert len(writes) == 2 and "step 3 " in writes[1]
-        dash._stats_time -= 0.3
-        dash._render_metrics({"state": "paused", "step": 4})
-        assert len(writes) == 3 and "step 4 " in writes[2]
+        yield board
     finally:
-        dash.close()
+        board.close()
 
 
-def test_progress_bar_is_sent_per_mille() -> None:
-    corpus = synthetic_lda_corpus(n_docs=40, n_words=30, k=2, seed=0)
-    learner = LDAGibbs(n_components=2, nsamps=2, batch_size=20,
-                       random_state=0).learner(corpus.X, n_passes=1)
-    dash = Dashboard(learner)
-    try:
-        changes: list[float] = []
-        dash.progress.observe(lambda c: changes.append(c["new"]), names="value")
-        base = {"state": "running", "step": 1}
-        for p in (0.12341, 0.12344, 0.12349, 0.1236, 0.5):
-            dash._render_metrics({**base, "progress": p})
-        assert changes == [0.123, 0.124, 0.5]
-        styles: list[str] = []
-        dash.progress.observe(lambda c: styles.append(c["new"]), names="bar_style")
-        for state in ("running", "running", "done", "done"):
-            dash._render_metrics({**base, "state": state, "progress": 1.0})
-        assert styles == ["success"]
-    finally:
-        dash.close()
+def test_throughput_line_is_written_at_most_four_times_a_second(dash) -> None:
+    dash.pump.stop()
+    writes: list[str] = []
+    dash.stats.observe(lambda c: writes.append(c["new"]), names="value")
+    dash._stats_time = 0.0
+    dash._render_metrics({"state": "running", "step": 1})  # long after: written
+    dash._render_metrics({"state": "running", "step": 2})  # at once after: not yet
+    assert len(writes) == 1 and "step 1 " in writes[0]
+    dash._render_metrics({"state": "paused", "step": 3})  # a state change: at once
+    assert len(writes) == 2 and "step 3 " in writes[1]
+    dash._stats_time -= 0.3
+    dash._render_metrics({"state": "paused", "step": 4})
+    assert len(writes) == 3 and "step 4 " in writes[2]
 
 
-def test_score_chart_has_a_static_legend_not_a_bokeh_one() -> None:
+def test_progress_bar_is_sent_per_mille(dash) -> None:
+    changes: list[float] = []
+    dash.progress.observe(lambda c: changes.append(c["new"]), names="value")
+    base = {"state": "running", "step": 1}
+    for p in (0.12341, 0.12344, 0.12349, 0.1236, 0.5):
+        dash._render_metrics({**base, "progress": p})
+    assert changes == [0.123, 0.124, 0.5]
+    styles: list[str] = []
+    dash.progress.observe(lambda c: styles.append(c["new"]), names="bar_style")
+    for state in ("running", "running", "done", "done"):
+        dash._render_metrics({**base, "state": state, "progress": 1.0})
+    assert styles == ["success"]
+
+
+def test_score_chart_has_a_static_legend_not_a_bokeh_one(dash) -> None:
     """BokehJS rebuilds a legend's elements on every paint; the dashboard's chart, streamed
     10 times a second, names its curves in a static HTML legend instead."""
     from bidlab.widgets._charts import palette
     from bokeh.models import HoverTool, Legend
 
-    corpus = synthetic_lda_corpus(n_docs=40, n_words=30, k=2, seed=0)
-    learner = LDAGibbs(n_components=2, nsamps=2, batch_size=20,
-                       random_state=0).learner(corpus.X, n_passes=1)
-    dash = Dashboard(learner)
-    try:
-        fig = next(iter(dash.source.document.roots))
-        assert not list(fig.select({"type": Legend}))
-        assert [r.name for r in fig.renderers] == ["train", "val"]
-        hover = fig.select_one({"type": HoverTool})
-        assert [name for name, _ in hover.tooltips] == ["step", "train", "val"]
-        train, val = palette(2)
-        html = dash.legend.value
-        assert html.index(train) < html.index("train") < html.index(val) < html.index("val")
-    finally:
-        dash.close()
+    fig = next(iter(dash.source.document.roots))
+    assert not list(fig.select({"type": Legend}))
+    assert [r.name for r in fig.renderers] == ["train", "val"]
+    hover = fig.select_one({"type": HoverTool})
+    assert [name for name, _ in hover.tooltips] == ["step", "train", "val"]
+    train, val = palette(2)
+    html = dash.legend.value
+    assert html.index(train) < html.index("train") < html.index(val) < html.index("val")
 
 
 def test_sweep_curves_are_named_by_configuration_without_a_bokeh_legend() -> None:

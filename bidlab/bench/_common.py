@@ -13,12 +13,13 @@ so a reader of any program's JSON finds the same fields.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
 import platform
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 __all__ = ["emit", "format_target", "log", "machine", "print_targets", "target"]
@@ -54,6 +55,39 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def bench_parser(name: str, doc: str | None, quick: str) -> argparse.ArgumentParser:
+    """The argument parser of ``python -m bidlab.bench <name>`` with the two options every
+    benchmark takes: ``--json`` and ``--quick`` (``quick`` says what it shortens).
+
+    Examples
+    --------
+    >>> bench_parser("demo", None, quick="fewer rounds").parse_args(["--quick"])
+    Namespace(json=False, quick=True)
+    """
+    parser = argparse.ArgumentParser(prog=f"python -m bidlab.bench {name}", description=doc)
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--quick", action="store_true", help=quick)
+    return parser
+
+
+def ran(rows: Iterable[dict[str, Any]], label: Callable[[dict[str, Any]], str] = lambda r: ""
+        ) -> Iterator[dict[str, Any]]:
+    """The result rows that ran; each skipped one (a ``"skipped"`` key, the reason) is
+    printed instead as ``  <label(row)>skipped: <reason>``.
+
+    Examples
+    --------
+    >>> [r["n"] for r in ran([{"n": 1}, {"skipped": "no peer"}])]
+      skipped: no peer
+    [1]
+    """
+    for r in rows:
+        if "skipped" in r:
+            print(f"  {label(r)}skipped: {r['skipped']}")
+        else:
+            yield r
 
 
 def log(msg: str) -> None:

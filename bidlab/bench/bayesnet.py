@@ -26,14 +26,21 @@ preceded by one tiny run (numba compiles once per process: the figures are warm)
 
 from __future__ import annotations
 
-import argparse
 import time
 from typing import Any
 
 import numpy as np
 
 from bidlab.bench import _bayesnet_peers as peers
-from bidlab.bench._common import emit, log, machine, print_targets, target
+from bidlab.bench._common import (
+    bench_parser,
+    emit,
+    log,
+    machine,
+    print_targets,
+    ran,
+    target,
+)
 
 NETWORKS = ("alarm", "child", "insurance", "hailfinder", "water")
 PARTS = ("accuracy", "speed", "learning")
@@ -60,6 +67,19 @@ def _err(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     return max(float(np.abs(x - y).max()) for x, y in zip(a, b, strict=True))
 
 
+def _network(folder: Any, name: str, seed: int, part: str) -> tuple[Any, Any, Any, str]:
+    """(network, evidence on 3 variables, pgmpy model or None, why none) for ``name``; a
+    missing pgmpy is logged as skipping ``part``."""
+    from bidlab.models import BayesNet
+
+    bn = BayesNet.from_bif(folder / f"{name}.bif.gz")
+    net = bn.network_
+    model, why = peers.pgmpy_model(net)
+    if model is None:
+        log(f"{part} on {name}: skipped, {why}")
+    return net, _evidence(bn, 3, seed=seed), model, why
+
+
 def _bidlab(net: Any, evidence: dict[str, str], chains: int, burn: int, kept: int,
             seed: int = 0) -> tuple[list[np.ndarray], float, float, float]:
     """(marginals, seconds, node draws, R-hat)."""
@@ -74,16 +94,10 @@ def _bidlab(net: Any, evidence: dict[str, str], chains: int, burn: int, kept: in
 
 
 def accuracy(folder: Any, quick: bool) -> list[dict[str, Any]]:
-    from bidlab.models import BayesNet
-
     rows = []
     for name in NETWORKS[:2] if quick else NETWORKS:
-        bn = BayesNet.from_bif(folder / f"{name}.bif.gz")
-        net = bn.network_
-        ev = _evidence(bn, 3, seed=1)
-        model, why = peers.pgmpy_model(net)
+        net, ev, model, why = _network(folder, name, 1, "accuracy")
         if model is None:
-            log(f"accuracy on {name}: skipped, {why}")
             return [{"skipped": why}]
         t = time.perf_counter()
         exact = peers.exact_pgmpy(model, net, ev)
@@ -118,12 +132,8 @@ def speed(folder: Any, quick: bool) -> list[dict[str, Any]]:
 
     rows = []
     for name in ("alarm",) if quick else ("alarm", "child"):
-        bn = BayesNet.from_bif(folder / f"{name}.bif.gz")
-        net = bn.network_
-        ev = _evidence(bn, 3, seed=2)
-        model, why = peers.pgmpy_model(net)
+        net, ev, model, why = _network(folder, name, 2, "speed (no exact reference)")
         if model is None:
-            log(f"speed on {name}: skipped (no exact reference), {why}")
             return [{"skipped": why}]
         exact_ev = peers.exact_pgmpy(model, net, ev)
         exact_prior = peers.exact_pgmpy(model, net, {})
@@ -219,10 +229,7 @@ def _report(res: dict[str, Any]) -> None:
         return
     print("== marginals given random evidence vs exact (pgmpy VariableElimination)")
     targets = []
-    for r in res["accuracy"]:
-        if "skipped" in r:
-            print(f"  skipped: {r['skipped']}")
-            continue
+    for r in ran(res["accuracy"]):
         print(f"  {r['network']:<11} {r['variables']:>3} vars  max |error| "
               f"{r['max_abs_error']:.4f}  R-hat {r['rhat']:.3f}  {r['seconds']:>7.2f} s  "
               f"{r['node_draws_per_s']:.3g} node draws/s  ({r['chains']} chains, "
@@ -230,10 +237,7 @@ def _report(res: dict[str, Any]) -> None:
         targets.append(target(f"max error {r['network']}", r["max_abs_error"], 0.01,
                               at_most=True))
     print("== speed at equal error")
-    for r in res["speed"]:
-        if "skipped" in r:
-            print(f"  {r.get('network', '')} {r.get('peer', '')} skipped: {r['skipped']}")
-            continue
+    for r in ran(res["speed"], lambda r: f"{r.get('network', '')} {r.get('peer', '')} "):
         b = r["bidlab"]
         print(f"  {r['network']:<6} vs {r['peer']:<8} (evidence: {r['evidence']}): peer "
               f"error {r['peer_error']:.4f} in {r['peer_seconds']:.2f} s "
@@ -255,11 +259,8 @@ def _report(res: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bidlab.bench bayesnet",
-                                     description=__doc__)
-    parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("--quick", action="store_true",
-                        help="two networks, fewer sweeps, 5,000 learning rows")
+    parser = bench_parser("bayesnet", __doc__,
+                          quick="two networks, fewer sweeps, 5,000 learning rows")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help="comma-separated parts to run (default all: accuracy,speed,"
                         "learning)")

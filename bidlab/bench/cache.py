@@ -166,19 +166,36 @@ def paired_ratio(x: sp.csr_matrix, k: int, device: str, pairs: int) -> dict[str,
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m bidlab.bench cache", description=__doc__)
+def workload_args(ap: argparse.ArgumentParser, steps: int, steps_help: str | None = None
+                  ) -> None:
+    """The E-step workload's options (minibatch shape, k, minibatches per round, device,
+    ``--json``), shared with ``python -m bidlab.bench learner``."""
     ap.add_argument("--docs", type=int, default=4096, help="documents per minibatch")
     ap.add_argument("--vocab", type=int, default=50_000)
     ap.add_argument("--nnz-per-doc", type=int, default=100)
     ap.add_argument("--k", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--steps", type=int, default=steps, help=steps_help)
+
+
+def device_args(ap: argparse.ArgumentParser) -> None:
+    """``--device`` and ``--json``, the options that end both benchmarks' lists."""
     ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def workload(args: argparse.Namespace) -> tuple[Any, EStep]:
+    """The minibatch and its E-step for :func:`workload_args`' parsed options."""
+    x = make_minibatch(args.docs, args.vocab, args.nnz_per_doc, seed=0)
+    return x, EStep(x, args.k, args.device)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bidlab.bench cache", description=__doc__)
+    workload_args(ap, steps=30)
+    device_args(ap)
     args = ap.parse_args(argv)
 
-    x = make_minibatch(args.docs, args.vocab, args.nnz_per_doc, seed=0)
-    est = EStep(x, args.k, args.device)
+    x, est = workload(args)
     run_loop(est, 3, True, args.device)  # compile kernels before timing anything
     # interleave cached / uncached rounds so machine noise hits both alike
     rounds = [(run_loop(est, args.steps, True, args.device),

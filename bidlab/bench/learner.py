@@ -32,7 +32,7 @@ import scipy.sparse as sp
 import bidlab as bl
 from bidlab import backend
 from bidlab.bench._common import emit, machine, print_targets, target
-from bidlab.bench.cache import EStep, make_minibatch
+from bidlab.bench.cache import EStep, device_args, workload, workload_args
 from bidlab.learn import Learner, MemorySource, Model, Updater
 from bidlab.learn.datasource import DataSource
 from bidlab.learn.staging import Minibatch
@@ -159,20 +159,14 @@ def learner_loop(model: Model, source: DataSource, steps: int, observe: bool = F
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bidlab.bench learner", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--docs", type=int, default=4096, help="documents per minibatch")
-    ap.add_argument("--vocab", type=int, default=50_000)
-    ap.add_argument("--nnz-per-doc", type=int, default=100)
-    ap.add_argument("--k", type=int, default=64)
-    ap.add_argument("--steps", type=int, default=40, help="minibatches per round")
+    workload_args(ap, steps=40, steps_help="minibatches per round")
     ap.add_argument("--loop-steps", type=int, default=4000,
                     help="minibatches per round of the do-nothing model")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    device_args(ap)
     args = ap.parse_args(argv)
 
-    x = make_minibatch(args.docs, args.vocab, args.nnz_per_doc, seed=0)
-    est = EStep(x, args.k, args.device)
+    x, est = workload(args)
     per_pass = 8
     data = sp.vstack([x] * per_pass, format="csr")  # 8 copies: 8 identical minibatches a pass
     if args.device == "gpu":

@@ -238,29 +238,29 @@ def _sum_dtype(a: Any) -> np.dtype:
 
 def row_sums(X: Any, out: Any = None) -> Any:
     """Sum of each row: X m x n (dense or CSR) -> (m,). Oracle: ``np.asarray(X.sum(axis=1))``."""
-    xp = backend.namespace(X, out)
-    m = X.shape[0]
-    if backend.is_sparse(X):
-        _check_csr(X, "row_sums")
-        out = _out_sum(out, m, X.data, xp, "row_sums")
-        _sums_impl(xp).csr_row_sums(X.indptr, X.data, out)
-        return out
-    out = _out_sum(out, m, X, xp, "row_sums")
-    xp.sum(X, axis=1, out=out)
-    return out
+    return _sums(X, out, 1, "row_sums")
 
 
 def col_sums(X: Any, out: Any = None) -> Any:
     """Sum of each column: X m x n (dense or CSR) -> (n,). Oracle: ``X.sum(axis=0)``."""
+    return _sums(X, out, 0, "col_sums")
+
+
+def _sums(X: Any, out: Any, axis: int, name: str) -> Any:
+    """The sums along ``axis`` (1: of each row, 0: of each column) into ``out``."""
     xp = backend.namespace(X, out)
-    n = X.shape[1]
+    n = X.shape[1 - axis]
     if backend.is_sparse(X):
-        _check_csr(X, "col_sums")
-        out = _out_sum(out, n, X.data, xp, "col_sums")
-        _sums_impl(xp).csr_col_sums(X.indptr, X.indices, X.data, out)
+        _check_csr(X, name)
+        out = _out_sum(out, n, X.data, xp, name)
+        impl = _sums_impl(xp)
+        if axis == 1:
+            impl.csr_row_sums(X.indptr, X.data, out)
+        else:
+            impl.csr_col_sums(X.indptr, X.indices, X.data, out)
         return out
-    out = _out_sum(out, n, X, xp, "col_sums")
-    xp.sum(X, axis=0, out=out)
+    out = _out_sum(out, n, X, xp, name)
+    xp.sum(X, axis=axis, out=out)
     return out
 
 

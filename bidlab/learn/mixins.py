@@ -117,40 +117,68 @@ class Mixin(Component):
         raise NotImplementedError
 
 
-class L2Regularizer(Mixin):
+class _Penalty(Mixin):
+    """A penalty ``scale * sum(strength * f(w))`` whose ascent adds ``-strength * f'(w)``
+    to the update; the strength is the hyperparameter named like :attr:`term`. Subclasses
+    give the fused CPU step and the elementwise parts (into a scratch matrix)."""
+
+    scale = 1.0
+
+    def init(self, model: Any) -> None:
+        super().init(model)
+        self.strength = self._hyper(self.term)
+
+    def _fused(self, u: Any, w: Any, strength: Any) -> bool:
+        """``u -= strength * f'(w)`` in one CPU pass; False where no kernel applies."""
+        raise NotImplementedError
+
+    def _slope(self, w: Any, strength: Any, out: Any) -> None:
+        """``out = strength * f'(w)``."""
+        raise NotImplementedError
+
+    def _f(self, w: Any, out: Any) -> None:
+        """``out = f(w)``."""
+        raise NotImplementedError
+
+    def _dense_term(self, i: int) -> None:
+        u = self.model.updatemats[i].data
+        w = self.model.modelmats[i].data
+        if self.xp is np and self._fused(u, w, self.strength[i]):
+            return
+        tmp = self._tmp[i]
+        self._slope(w, self.strength[i], tmp)
+        self.xp.subtract(u, tmp, out=u)
+
+    def _value(self) -> float:
+        total = 0.0
+        for i in self.idx:
+            tmp = self._tmp[i]
+            self._f(self.model.modelmats[i].data, tmp)
+            self.xp.multiply(tmp, self.strength[i], out=tmp)
+            total += self.scale * float(tmp.sum())
+        return total
+
+
+class L2Regularizer(_Penalty):
     """Penalty ``l2 / 2 * sum(w ** 2)``; adds ``-l2 * w`` to the update."""
 
     kpi = "l2"
     term = "l2"
+    scale = 0.5
     OPTIONS = (Option("l2", float, 0.0, "L2 penalty strength (per-row/per-model vector ok)",
                       low=0.0, vector=True),)
 
-    def init(self, model: Any) -> None:
-        super().init(model)
-        self.strength = self._hyper("l2")
+    def _fused(self, u: Any, w: Any, strength: Any) -> bool:
+        return steps.subtract_scaled(u, w, strength)
 
-    def _dense_term(self, i: int) -> None:
-        xp = self.xp
-        u = self.model.updatemats[i].data
-        w = self.model.modelmats[i].data
-        if xp is np and steps.subtract_scaled(u, w, self.strength[i]):
-            return
-        tmp = self._tmp[i]
-        xp.multiply(w, self.strength[i], out=tmp)
-        xp.subtract(u, tmp, out=u)
+    def _slope(self, w: Any, strength: Any, out: Any) -> None:
+        self.xp.multiply(w, strength, out=out)
 
-    def _value(self) -> float:
-        total = 0.0
-        xp = self.xp
-        for i in self.idx:
-            w, tmp = self.model.modelmats[i].data, self._tmp[i]
-            xp.multiply(w, w, out=tmp)
-            xp.multiply(tmp, self.strength[i], out=tmp)
-            total += 0.5 * float(tmp.sum())
-        return total
+    def _f(self, w: Any, out: Any) -> None:
+        self.xp.multiply(w, w, out=out)
 
 
-class L1Regularizer(Mixin):
+class L1Regularizer(_Penalty):
     """Penalty ``l1 * sum(|w|)``; adds ``-l1 * sign(w)`` to the update."""
 
     kpi = "l1"
@@ -158,30 +186,15 @@ class L1Regularizer(Mixin):
     OPTIONS = (Option("l1", float, 0.0, "L1 penalty strength (per-row/per-model vector ok)",
                       low=0.0, vector=True),)
 
-    def init(self, model: Any) -> None:
-        super().init(model)
-        self.strength = self._hyper("l1")
+    def _fused(self, u: Any, w: Any, strength: Any) -> bool:
+        return steps.subtract_scaled_sign(u, w, strength)
 
-    def _dense_term(self, i: int) -> None:
-        xp = self.xp
-        u = self.model.updatemats[i].data
-        w = self.model.modelmats[i].data
-        if xp is np and steps.subtract_scaled_sign(u, w, self.strength[i]):
-            return
-        tmp = self._tmp[i]
-        xp.sign(w, out=tmp)
-        xp.multiply(tmp, self.strength[i], out=tmp)
-        xp.subtract(u, tmp, out=u)
+    def _slope(self, w: Any, strength: Any, out: Any) -> None:
+        self.xp.sign(w, out=out)
+        self.xp.multiply(out, strength, out=out)
 
-    def _value(self) -> float:
-        total = 0.0
-        xp = self.xp
-        for i in self.idx:
-            tmp = self._tmp[i]
-            xp.abs(self.model.modelmats[i].data, out=tmp)
-            xp.multiply(tmp, self.strength[i], out=tmp)
-            total += float(tmp.sum())
-        return total
+    def _f(self, w: Any, out: Any) -> None:
+        self.xp.abs(w, out=out)
 
 
 MIXINS: dict[str, type[Mixin]] = {"l1": L1Regularizer, "l2": L2Regularizer}

@@ -83,26 +83,25 @@ def sparse_t_dense(s: SMat, b: Mat, out: Mat | None = None) -> Mat:
     return res
 
 
+def _dense_by_sparse(op: str, a: Mat, s: SMat, out: Mat | None, transposed: bool) -> Mat:
+    """``A @ S`` (or ``A @ S.T``), F-ordered, by the kernel of the name ``op``."""
+    right = (s.shape[1], s.shape[0]) if transposed else s.shape
+    _mm_shapes(op, a.shape, right)
+    xp = backend.namespace(a.data, s.data)
+    shape = (a.shape[0], right[1])
+    res = result((op, a.guid, s.guid), (a, s), shape, _product_dtype(a, s), xp, out, "F")
+    getattr(kern, op)(a.data, s.csr, out=res.data)
+    return res
+
+
 def dense_sparse(a: Mat, s: SMat, out: Mat | None = None) -> Mat:
     """A @ S: A k x m, S m x n CSR -> k x n (stored F-ordered, rows of k contiguous)."""
-    _mm_shapes("dense_sparse", a.shape, s.shape)
-    xp = backend.namespace(a.data, s.data)
-    dtype = _product_dtype(a, s)
-    shape = (a.shape[0], s.shape[1])
-    res = result(("dense_sparse", a.guid, s.guid), (a, s), shape, dtype, xp, out, "F")
-    kern.dense_sparse(a.data, s.csr, out=res.data)
-    return res
+    return _dense_by_sparse("dense_sparse", a, s, out, transposed=False)
 
 
 def dense_sparse_t(a: Mat, s: SMat, out: Mat | None = None) -> Mat:
     """A @ S.T: A k x n, S m x n CSR -> k x m (F-ordered), without forming S.T."""
-    _mm_shapes("dense_sparse_t", a.shape, (s.shape[1], s.shape[0]))
-    xp = backend.namespace(a.data, s.data)
-    dtype = _product_dtype(a, s)
-    shape = (a.shape[0], s.shape[0])
-    res = result(("dense_sparse_t", a.guid, s.guid), (a, s), shape, dtype, xp, out, "F")
-    kern.dense_sparse_t(a.data, s.csr, out=res.data)
-    return res
+    return _dense_by_sparse("dense_sparse_t", a, s, out, transposed=True)
 
 
 def sddmm(a: Mat, b: Mat, s: SMat, out: SMat | None = None) -> SMat:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,13 @@ class _Tokens:
         got = self.next()
         if got != tok:
             raise self.fail(f"expected '{tok}', got '{got}'")
+
+    def body(self) -> Iterator[str]:
+        """The first token of each statement of a ``{ ... }`` body, up to its closing
+        brace (the caller reads the rest of each statement)."""
+        self.expect("{")
+        while (t := self.next()) != "}":
+            yield t
 
     def skip_statement(self) -> None:
         while self.next() != ";":
@@ -144,12 +152,8 @@ def parse_bif(text: str, where: str = "BIF text") -> Network:
 
 
 def _variable_body(tk: _Tokens, name: str) -> list[str]:
-    tk.expect("{")
     states: list[str] | None = None
-    while True:
-        t = tk.next()
-        if t == "}":
-            break
+    for t in tk.body():
         if t == "type":
             if tk.next() != "discrete":
                 raise tk.fail(f"variable {name!r} is not discrete (only discrete variables "
@@ -179,14 +183,10 @@ def _probability(tk: _Tokens) -> tuple[str, list[str], Any]:
         pnames = tk.name_list(")")
     elif t != ")":
         raise tk.fail(f"expected '|' or ')' after {child!r}")
-    tk.expect("{")
     rows: list[tuple[list[str], list[float]]] = []
     table: list[float] | None = None
     default: list[float] | None = None
-    while True:
-        t = tk.next()
-        if t == "}":
-            break
+    for t in tk.body():
         if t == "table":
             table = tk.numbers()
         elif t == "default":

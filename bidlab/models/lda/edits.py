@@ -81,22 +81,26 @@ class EditTicket:
         return self.entry
 
 
+def _index(x: Any, n: int, not_int: str, out_of_range: str) -> int:
+    """``x`` as an index in ``0..n - 1``; else TypeError ``not_int`` or IndexError
+    ``out_of_range`` (both formatted with ``x`` and ``n``)."""
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
+        raise TypeError(not_int.format(x=x, n=n))
+    if not 0 <= int(x) < n:
+        raise IndexError(out_of_range.format(x=int(x), n=n, last=n - 1))
+    return int(x)
+
+
 def _topic_id(t: Any, k: int, what: str) -> int:
-    if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
-        raise TypeError(f"{what}: a topic id must be an int; got {t!r}")
-    if not 0 <= int(t) < k:
-        raise IndexError(f"{what}: topic {int(t)} is out of range: this model has {k} "
-                         f"topics, numbered 0..{k - 1}")
-    return int(t)
+    return _index(t, k, what + ": a topic id must be an int; got {x!r}",
+                  what + ": topic {x} is out of range: this model has {n} topics, numbered "
+                  "0..{last}")
 
 
 def _word_id(w: Any, V: int, what: str) -> int:
-    if isinstance(w, bool) or not isinstance(w, (int, np.integer)):
-        raise TypeError(f"{what}: a word must be a vocabulary index (int) here; got {w!r}")
-    if not 0 <= int(w) < V:
-        raise IndexError(f"{what}: word {int(w)} is not in the vocabulary of {V} words "
-                         f"(0..{V - 1}): use a word the model was trained with")
-    return int(w)
+    return _index(w, V, what + ": a word must be a vocabulary index (int) here; got {x!r}",
+                  what + ": word {x} is not in the vocabulary of {n} words (0..{last}): use "
+                  "a word the model was trained with")
 
 
 class TopicEdits(WordConstraints):
