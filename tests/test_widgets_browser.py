@@ -33,7 +33,7 @@ from bidlab.bench import _live_page as lp
 pytest_plugins = ["conftest_browser"]
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-RATE_WINDOW_S = 15.0  # the update rate is measured over 15 s of training (~150 updates)
+RATE_WINDOW_S = 30.0  # the update rate is measured over 30 s of training
 MIN_RATE = 9.0  # asserted floor (noisy shared machine); the target is 9.5 updates/s
 N_DRAGS = 16
 MAX_P95_S = 0.4  # asserted bound; the target is 0.150 s
@@ -95,8 +95,7 @@ def live(lab: bh.LabServer, browser: bh.Browser, shots: Path) -> Iterator[dict[s
 
 
 def test_chart_updates_near_10_per_second(live: dict[str, Any], shots: Path) -> None:
-    """Count the score chart's ``stream`` events in the page over ``RATE_WINDOW_S`` of
-    training."""
+    """Count the score chart's ``stream`` events in the page over 20 s of training."""
     page = live["page"]
     lp.install_update_counter(page, lp.SCORES)
     probe = live["probe"]
