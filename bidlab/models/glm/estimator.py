@@ -318,7 +318,9 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         w = self._class_weighted(w, Y2)
         if not warm:
             self._choose_rates(X, Y2, w)
-        self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes, average=True)
+            self._fit_passes(X, Y2, w)
+        else:
+            self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes, average=True)
         return self
 
     def partial_fit(self, X: Any, y: Any, classes: Any = None,
