@@ -4,8 +4,9 @@ The pilot is a sweep (:mod:`bidlab.models.glm.sweep`'s mechanism: every model ta
 replicated once per candidate rate through the target map, so all candidates share each
 sparse product) trained for one pass over a seeded sample of the rows, and scored by each
 candidate's mean loss on rows of the sample it did not train on. Each model target keeps
-the candidate with the lowest loss (summed over the targets of one link, which share a rate);
-``fit`` then trains with those rates from the start.
+the candidate with the lowest loss (summed over the targets of one link, which share a rate).
+``partial_fit`` and ``learner`` train with that pick; ``fit`` races it against the next
+larger rates through its first pass (:mod:`bidlab.models.glm.race`, :func:`race_rates`).
 
 The sample is an eighth of the rows (at least four minibatches, at most all of them):
 three quarters train, one quarter scores. With ``len(RATE_GRID)`` candidates the pilot
