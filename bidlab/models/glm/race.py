@@ -53,8 +53,7 @@ def run_race(est: Any, X: Any, Y2: np.ndarray,
               "targmap": np.repeat(np.asarray(t.data_col, dtype=np.int64), G).tolist(),
               "lrate": race_rates(est.lrate_, K).reshape(-1).tolist(),
               "l1": _replicated(est.l1, K, G), "l2": _replicated(est.l2, K, G),
-              "n_passes": 1, "average": 0.0, "warm_start": False, "verbose": 0,
-              "class_weight": None}
+              "n_passes": 1, "average": 0.0, "warm_start": False, "class_weight": None}
     race = type(est)(**params)
     race.dtype_ = est.dtype_
     race.n_features_in_ = X.shape[1]
