@@ -339,6 +339,19 @@ def test_dashboard_update_rate_counts_the_span_it_is_given() -> None:
     assert events_rate(events, None, 1900.0)["updates"] == 10
 
 
+def test_glm_news20_tfidf_json_quick(shared_data) -> None:
+    """20 Newsgroups as TfidfVectorizer writes it, one logistic target per newsgroup, the
+    GLM with its defaults (the rate race included); no peer, so no target."""
+    proc = _bench("glm", "--quick", "--json", "--workloads", "news20_tfidf", "--peers", "",
+                  timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (w,) = json.loads(proc.stdout)["workloads"]
+    assert w["workload"] == "news20_tfidf" and w["targets"] == 20 and "target" not in w
+    (bid,) = w["results"]
+    assert _positive(bid["wall_s"]) and 0 < bid["log_loss"] < 0.2
+    assert set(bid["lrate_chosen"]) <= {0.03, 0.1, 0.3, 1.0, 3.0, 10.0}
+
+
 def test_glm_roofline_json_quick() -> None:
     """One GLM pass against the bytes it must move: a fraction of the copy bandwidth."""
     proc = _bench("glm", "--quick", "--json", "--workloads", "roofline", timeout=300)

@@ -1,6 +1,6 @@
 """``bench glm --workloads roofline``: one GLM pass against what it must move through memory.
 
-One pass over TF-IDF rows (66,000 x 30,000, 40 nonzeros a row; ``--quick``: 16,000 x
+One pass over TF-IDF rows (66,000 x 30,000, 40 nonzeros a row; ``--quick``: 8,000 x
 8,000), 100 logistic targets, L2 1e-6, ADAGrad, 500 rows a minibatch, float32. Per
 minibatch the pass must at least read the minibatch (values and column indices), read the
 weights of the rows it touches for the margins, and read and write those rows' weights and
@@ -67,11 +67,11 @@ def _pass_seconds(X, Y, repeats: int) -> float:
 def bench_roofline(quick: bool, peers: set[str]) -> dict:
     from bidlab.datasets import synthetic_glm
 
-    n, d = (16_000, 8_000) if quick else (66_000, 30_000)
+    n, d = (8_000, 8_000) if quick else (66_000, 30_000)
     X, Y, _ = synthetic_glm(n, d, 40, n_targets=T, seed=29)
     X = i32(_tfidf_rows(X))
     GLM(lrate=1.0, l2=1e-6, n_passes=2).fit(X[:2000], Y[:2000])  # load the kernels
-    seconds = _pass_seconds(X, Y, 2 if quick else 3)
+    seconds = _pass_seconds(X, Y, 1 if quick else 3)
     bw = stream_bandwidth(1 << 26 if quick else 1 << 29)
     moved = pass_bytes(X, 500, T)
     roof = moved["total"] / bw
