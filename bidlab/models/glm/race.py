@@ -9,7 +9,8 @@ pass, as one GLM whose target map replicates every target once per candidate (al
 share each sparse product). Each candidate's loss on a minibatch is taken before it trains
 on that minibatch, so the losses summed over the pass's second half score it on rows it had
 not seen (progressive validation). The winner's weights and updater state (ADAGrad's sums
-of squares, the step count) become the model, which trains the remaining passes.
+of squares, the step count) become the model, which trains the remaining passes; the
+first pass's ``loss_curve_`` entry is the winners' loss over that second half.
 
 Examples
 --------
