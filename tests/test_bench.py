@@ -337,3 +337,27 @@ def test_dashboard_update_rate_counts_the_span_it_is_given() -> None:
     assert tail["rate"] == pytest.approx(30 / 3.9) and tail["max_gap_s"] == pytest.approx(1.0)
     assert events_rate([], 0.0, 1000.0)["rate"] == 0.0
     assert events_rate(events, None, 1900.0)["updates"] == 10
+
+
+def test_glm_news20_tfidf_json_quick(shared_data) -> None:
+    """20 Newsgroups as TfidfVectorizer writes it, one logistic target per newsgroup, the
+    GLM with its defaults (the rate race included); no peer, so no target."""
+    proc = _bench("glm", "--quick", "--json", "--workloads", "news20_tfidf", "--peers", "",
+                  timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (w,) = json.loads(proc.stdout)["workloads"]
+    assert w["workload"] == "news20_tfidf" and w["targets"] == 20 and "target" not in w
+    (bid,) = w["results"]
+    assert _positive(bid["wall_s"]) and 0 < bid["log_loss"] < 0.2
+    assert set(bid["lrate_chosen"]) <= {0.03, 0.1, 0.3, 1.0, 3.0, 10.0}
+
+
+def test_glm_roofline_json_quick() -> None:
+    """One GLM pass against the bytes it must move: a fraction of the copy bandwidth."""
+    proc = _bench("glm", "--quick", "--json", "--workloads", "roofline", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (w,) = json.loads(proc.stdout)["workloads"]
+    assert w["workload"] == "roofline" and w["targets"] == 100
+    assert 0 < w["bytes"]["touched_rows"] <= w["d"] * -(-w["n_train"] // 500)
+    assert _positive(w["pass_s"]) and _positive(w["stream_GBps"])
+    assert w["fraction_of_roofline"] == pytest.approx(w["roofline_s"] / w["pass_s"], rel=0.02)

@@ -11,7 +11,7 @@ from sklearn.preprocessing import normalize
 
 from bidlab.datasets import synthetic_glm
 from bidlab.models.glm import GLM
-from bidlab.models.glm.auto_rate import RATE_GRID, pilot_rows
+from bidlab.models.glm.auto_rate import RATE_GRID, pilot_rows, race_rates
 
 
 def test_pilot_rows_are_a_disjoint_sample_of_an_eighth():
@@ -122,3 +122,19 @@ def test_ranks_of_a_thread_group_share_rank_zeros_pick():
     for t in threads:
         t.join(120)
     assert picks[0] is not None and picks[0] == picks[1]
+
+
+def test_race_candidates_start_at_the_pilot_pick():
+    assert race_rates(0.3, 1).tolist() == [[0.3, 1.0, 3.0]]
+    assert race_rates([10.0, 0.03], 2).tolist() == [[1.0, 3.0, 10.0], [0.03, 0.1, 0.3]]
+
+
+def test_fit_continues_the_race_winner_as_a_fixed_rate_fit_would():
+    Xtr, ytr, Xte, _ = _data(True)
+    auto = GLM(n_passes=3, random_state=0).fit(Xtr, ytr)
+    pilot = GLM(n_passes=1, random_state=0).partial_fit(Xtr, ytr, classes=[0, 1]).lrate_
+    assert float(auto.lrate_) in race_rates(pilot, 1)[0]
+    assert auto.n_iter_ == 3 and len(auto.loss_curve_) == 3
+    fixed = GLM(lrate=float(auto.lrate_), n_passes=3, random_state=0).fit(Xtr, ytr)
+    np.testing.assert_allclose(auto.decision_function(Xte), fixed.decision_function(Xte),
+                               rtol=1e-4, atol=1e-5)

@@ -16,9 +16,13 @@ Workloads:
 * ``tfidf100`` / ``tfidf100_l2``: 100 logistic targets over generated rows made TF-IDF
   (idf-weighted, L2-normalised, as ``TfidfVectorizer`` writes them), L2 1e-6 / 1e-4: the
   GLM with default settings (``lrate="auto"``), its whole ``fit`` timed.
+* ``news20_tfidf`` / ``news20_tfidf_l2``: the same on 20 Newsgroups as ``TfidfVectorizer``
+  writes it, one logistic target per newsgroup.
 * ``defaults``: ``GLM(link)`` with no settings against scikit-learn's defaults of the same
   loss, every link on 20 Newsgroups, a9a and w8a (:mod:`bidlab.bench._glm_defaults`).
   Not in the default run.
+* ``roofline``: one pass against the bytes it must move at the memory bandwidth of a
+  numpy copy (:mod:`bidlab.bench._glm_roofline`). Not in the default run.
 * ``l2cost``: bidlab against itself: one pass with L2 under the rule that defers the
   untouched rows' terms, against sweeping them every step (:mod:`bidlab.bench._glm_l2cost`).
   Not in the default run.
@@ -66,8 +70,14 @@ from bidlab.bench._glm_peers import (
     snap_targets,
     vw_binary,
 )
+from bidlab.bench._glm_roofline import bench_roofline
 from bidlab.bench._glm_sweep_study import sweep_study
-from bidlab.bench._glm_tfidf import bench_tfidf100, bench_tfidf100_l2
+from bidlab.bench._glm_tfidf import (
+    bench_news20_tfidf,
+    bench_news20_tfidf_l2,
+    bench_tfidf100,
+    bench_tfidf100_l2,
+)
 from bidlab.models.glm import GLM
 
 # ----------------------------------------------------------------------------- bidlab
@@ -336,8 +346,9 @@ def bench_a9a(quick: bool, peers: set[str]) -> dict:
 WORKLOADS = {"synth100": bench_synth100, "planted100": bench_planted100,
              "synth20": bench_synth20, "planted20": bench_planted20, "news20": bench_news20,
              "a9a": bench_a9a, "tfidf100": bench_tfidf100, "tfidf100_l2": bench_tfidf100_l2,
-             "l2cost": bench_l2cost, "defaults": bench_defaults}
-_OPT_IN = ("l2cost", "defaults")  # run only when named
+             "news20_tfidf": bench_news20_tfidf, "news20_tfidf_l2": bench_news20_tfidf_l2,
+             "l2cost": bench_l2cost, "defaults": bench_defaults, "roofline": bench_roofline}
+_OPT_IN = ("l2cost", "defaults", "roofline")  # run only when named
 PEERS = ("sgd", "saga", "snapml", "vw")
 
 
@@ -388,6 +399,9 @@ def _print(res: dict) -> None:
         )
     for case in res.get("cases", []):
         print(f"  {json.dumps(case)}")
+    if "fraction_of_roofline" in res:
+        print(f"  one pass {res['pass_s']} s, roofline {res['roofline_s']} s at "
+              f"{res['stream_GBps']} GB/s: {res['fraction_of_roofline']} of it")
     for key in ("target", "sweep"):
         if res.get(key):
             print(f"  {key}: {json.dumps(res[key])}")

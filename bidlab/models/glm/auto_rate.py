@@ -4,8 +4,9 @@ The pilot is a sweep (:mod:`bidlab.models.glm.sweep`'s mechanism: every model ta
 replicated once per candidate rate through the target map, so all candidates share each
 sparse product) trained for one pass over a seeded sample of the rows, and scored by each
 candidate's mean loss on rows of the sample it did not train on. Each model target keeps
-the candidate with the lowest loss (summed over the targets of one link, which share a rate);
-``fit`` then trains with those rates from the start.
+the candidate with the lowest loss (summed over the targets of one link, which share a rate).
+``partial_fit`` and ``learner`` train with that pick; ``fit`` races it against the next
+larger rates through its first pass (:mod:`bidlab.models.glm.race`, :func:`race_rates`).
 
 The sample is an eighth of the rows (at least four minibatches, at most all of them):
 three quarters train, one quarter scores. With ``len(RATE_GRID)`` candidates the pilot
@@ -29,10 +30,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RATE_GRID", "is_auto", "pilot_rows", "pick_rates"]
+__all__ = ["RACE_SIZE", "RATE_GRID", "is_auto", "pick_rates", "pilot_rows", "race_rates",
+           "race_winners"]
 
 #: the candidate learning rates (ADAGrad's and gradient steps' ``lrate``)
 RATE_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+#: candidates per target raced side by side through ``fit``'s first pass
+RACE_SIZE = 3
 
 
 def is_auto(lrate: Any) -> bool:
@@ -116,3 +120,32 @@ def _take(X: Any, rows: np.ndarray) -> Any:
     from bidlab import backend
 
     return X[backend.cupy().asarray(rows)]
+
+
+def race_rates(pilot: float | list[float], K: int) -> np.ndarray:
+    """The candidates each model target races in ``fit``'s first pass (K x RACE_SIZE).
+
+    The pilot's horizon (a few minibatches) favours small rates, which move least at
+    first, while ``fit`` runs many passes and averages the last iterates, which favours
+    larger ones: so a target races its pilot pick and the next larger rates of the grid
+    (the last ``RACE_SIZE`` rates when its pick is near the top).
+
+    >>> race_rates(0.3, 2)
+    array([[0.3, 1. , 3. ],
+           [0.3, 1. , 3. ]])
+    >>> race_rates([10.0, 0.03], 2)
+    array([[ 1.  ,  3.  , 10.  ],
+           [ 0.03,  0.1 ,  0.3 ]])
+    """
+    grid = np.asarray(RATE_GRID)
+    picks = np.broadcast_to(np.asarray(pilot, dtype=np.float64).reshape(-1), (K,))
+    first = np.minimum(np.searchsorted(grid, picks), len(grid) - RACE_SIZE)
+    return grid[first[:, None] + np.arange(RACE_SIZE)[None, :]]
+
+
+def race_winners(loss: np.ndarray, links: tuple[str, ...]) -> np.ndarray:
+    """Each model target's winning candidate (an index < RACE_SIZE) from the race's
+    progressive losses (K x RACE_SIZE: each candidate's loss on the minibatches of the
+    first pass's second half, each scored before that candidate trained on it); targets of
+    one link share the winner with the least summed loss, as the pilot's picks do."""
+    return _choose(np.where(np.isfinite(loss), loss, np.inf), links)

@@ -17,6 +17,7 @@ from bidlab.learn import UPDATERS, L1Regularizer, L2Regularizer, Learner, Memory
 from bidlab.models.glm.auto_rate import RATE_GRID, is_auto, pick_rates
 from bidlab.models.glm.links import Layout
 from bidlab.models.glm.model import GLMModel
+from bidlab.models.glm.race import adopt, run_race, winning_rates
 from bidlab.models.glm.targets import encode, resolve
 from bidlab.models.validation import seed_from
 
@@ -158,15 +159,23 @@ class GLMEngine:
         return {"average_from": steps - n_avg if n_avg > 0 else -1, "average_every": every}
 
     def _run(self, X: Any, Y2: np.ndarray, w: np.ndarray | None, *, shuffle: bool,
-             n_passes: int, average: bool) -> None:
+             n_passes: int, average: bool, train_loss: bool | None = None,
+             race: tuple[Any, np.ndarray] | None = None) -> None:
         """Train in this thread: ``n_passes`` over the rows, every minibatch trains; with
-        ``average``, the final model is the mean of the last iterates (see ``average``)."""
-        avg = (self._averaging(X, self.batch_size, n_passes) if average
-               else {"average_from": -1})
+        ``average``, the final model is the mean of the last iterates (see ``average``).
+        ``race``: (the first-pass race, its winners) that this run continues: the model
+        starts from the winners and averages as a run of ``n_passes + 1`` passes would."""
+        avg = (self._averaging(X, self.batch_size, n_passes + (race is not None))
+               if average else {"average_from": -1})
         on_cpu = self.device == "cpu"  # a GPU loss would wait for the device every step
         lrn = self._make_learner(X, Y2, w, shuffle=shuffle, batch_size=self.batch_size,
                                  n_passes=n_passes, val_every=0, max_steps=None,
-                                 checkpoint=None, train_loss=on_cpu, mixin_kpis=False, **avg)
+                                 checkpoint=None, mixin_kpis=False,
+                                 train_loss=on_cpu if train_loss is None else train_loss,
+                                 **avg)
+        if race is not None:
+            lrn.init()
+            adopt(self, *race)
         with self._threads():
             lrn.fit(progress=self._progress())
         self.n_steps_ += lrn.step
@@ -174,3 +183,20 @@ class GLMEngine:
         if on_cpu:
             self.loss_curve_ = [*getattr(self, "loss_curve_", []),
                                 *(-float(s["train_score"]) for s in lrn.summaries)]
+
+    def _fit_passes(self, X: Any, Y2: np.ndarray, w: np.ndarray | None) -> None:
+        """``fit``'s passes. Under ``lrate="auto"`` with more than one pass, the first pass
+        races each target's candidate rates side by side and the winner trains the rest
+        (:mod:`bidlab.models.glm.race`); otherwise every pass trains with ``lrate_``."""
+        if not (is_auto(self.lrate) and self.n_passes > 1):
+            self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes, average=True)
+            return
+        race, chosen, loss = run_race(self, X, Y2, w)
+        self.lrate_ = winning_rates(race, chosen)
+        self.updater_ = UPDATERS[self.updater](lrate=self.lrate_)
+        self.n_steps_ += race.n_steps_
+        self.n_iter_ = getattr(self, "n_iter_", 0) + 1
+        if self.device == "cpu":
+            self.loss_curve_ = [*getattr(self, "loss_curve_", []), loss]
+        self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes - 1, average=True,
+                  race=(race, chosen))

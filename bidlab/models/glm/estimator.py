@@ -77,8 +77,9 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
     lrate
         learning rate: ``"auto"`` (the default) picks one per model target from
         :data:`~bidlab.models.glm.auto_rate.RATE_GRID` by a one-pass pilot on an
-        eighth of the rows, all candidates trained side by side (reported as
-        ``lrate_``); or a number, or one per model target (a sweep). Rates are large
+        eighth of the rows, all candidates trained side by side, then (``fit``) races
+        the pick and larger rates through the first pass and continues the winner
+        (reported as ``lrate_``); or a number, or one per model target (a sweep). Rates are large
         on purpose: ``average`` takes out the noise they leave.
     l1, l2
         L1 / L2 penalty weights (on the mean loss: ``l2 / 2 * |w|^2``), a number
@@ -318,7 +319,9 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         w = self._class_weighted(w, Y2)
         if not warm:
             self._choose_rates(X, Y2, w)
-        self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes, average=True)
+            self._fit_passes(X, Y2, w)
+        else:
+            self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes, average=True)
         return self
 
     def partial_fit(self, X: Any, y: Any, classes: Any = None,

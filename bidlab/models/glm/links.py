@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
+from bidlab.kern.glm_links import logistic_step
 from bidlab.learn.persist import persistable
 
 LINKS = ("linear", "logistic", "softmax", "svm")
@@ -162,6 +163,13 @@ class LinkStep:
                 if loss is not None:
                     xp.multiply(e, e, out=t)
                     xp.multiply(t, 0.5, out=t)
+            elif blk.link == "logistic" and xp is np and E.flags.c_contiguous:
+                cl64 = self._col_loss64(blk.c1 - blk.c0)
+                logistic_step(E, Y, blk.c0, blk.c1, blk.k0, cl64, weights, loss is not None)
+                if loss is not None:
+                    lk = loss[:, blk.k0 : blk.k1]
+                    lk += cl64
+                continue
             elif blk.link == "logistic":
                 if loss is not None:
                     t2 = self.tmp2[:, blk.c0 : blk.c1]
@@ -188,6 +196,13 @@ class LinkStep:
                 xp.sum(t, axis=0, keepdims=True, out=cl)
                 lk = loss[:, blk.k0 : blk.k1]
                 xp.add(lk, cl, out=lk)
+
+    def _col_loss64(self, width: int) -> np.ndarray:
+        """A float64 scratch row for the fused steps' column sums (made once)."""
+        buf = getattr(self, "_cl64", None)
+        if buf is None or buf.shape[0] < width:
+            buf = self._cl64 = backend.empty((self.layout.T,), np.float64)
+        return buf[:width]
 
     def _softmax(self, i: int, blk: Block, E: Any, e: Any, y: Any, loss: Any | None,
                  weights: Any = None) -> None:

@@ -39,7 +39,7 @@ from bidlab.models.glm.links import Layout, LinkStep, predict_transform
 __all__ = ["GLMModel"]
 
 _SCRATCH = ("_links", "_targets", "_sparse", "_sparse_map", "sparse_updates", "_loss",
-            "_tm", "_Wt", "_bt")
+            "_tm", "_Wt", "_bt", "loss_tally")
 
 
 class GLMModel(Model):
@@ -83,6 +83,10 @@ class GLMModel(Model):
         self._sparse_map = {0: self._sparse}
         self.sparse_updates: dict[int, SparseUpdate] | None = None
         self._loss: Any = None
+        #: [minibatches still to skip, per-target summed training loss (K,), summed
+        #: weight]: set to tally each target's loss on the minibatches it had not yet
+        #: trained on (progressive validation; the first-pass rate race sets it)
+        self.loss_tally: list[Any] | None = None
 
     def default_updater(self, **options: Any) -> Updater:
         """ADAGrad (``options``: its options, e.g. lrate), GLM's default."""
@@ -208,6 +212,13 @@ class GLMModel(Model):
             bl.matmul(E.T, X, out=self.updatemats[0])
         if loss is None:
             return None
+        tally = self.loss_tally
+        if tally is not None:
+            if tally[0] > 0:
+                tally[0] -= 1
+            else:
+                tally[1] += loss[0]
+                tally[2] += total
         return -float(loss.sum()) / max(total, 1e-300)
 
     def evaluate(self, batch: Minibatch) -> float:

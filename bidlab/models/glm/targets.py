@@ -108,6 +108,7 @@ def resolve(
             f" but Y has {q} column(s): entries must be in 0..{q - 1}"
         )
     links = _normalise_links(link, tm.size, owner)
+    Y2 = np.asfortranarray(Y2)  # the checks below read it a column at a time
     cls: list[np.ndarray | None] = [None] * q
     for k, (lk, c) in enumerate(zip(links, tm, strict=True)):
         if lk not in CLASSIFIER_LINKS or cls[c] is not None:
@@ -198,7 +199,8 @@ def class_index(col: np.ndarray, classes: np.ndarray, what: str) -> np.ndarray:
 
 def encode(t: Targets, Y2: np.ndarray, dtype: Any) -> np.ndarray:
     """The float n x (encoded columns) training targets for ``Y2``."""
-    out = np.empty((Y2.shape[0], len(t.encodings)), dtype=dtype)
+    out = np.empty((Y2.shape[0], len(t.encodings)), dtype=dtype, order="F")
+    Y2 = np.asfortranarray(Y2)  # read and written a column at a time
     for j, (c, fam) in enumerate(t.encodings):
         col = Y2[:, c]
         if fam == "value":
@@ -209,4 +211,4 @@ def encode(t: Targets, Y2: np.ndarray, dtype: Any) -> np.ndarray:
             out[:, j] = 2.0 * idx - 1.0
         else:  # bin01 and class: the class index
             out[:, j] = idx
-    return out
+    return np.ascontiguousarray(out)
