@@ -117,6 +117,47 @@ def suite(out: str) -> None:
     np.savez(f"{out}.rank{comm.rank}.npz", **found)
 
 
+def butterfly_a9a(comm: MPIComm, folder: str) -> float:
+    """GLM on a9a, ranks mixed by butterfly every minibatch; rank 0's test accuracy."""
+    from bidlab.datasets import load_a9a
+    from bidlab.models import GLM
+
+    X, y, X_test, y_test = load_a9a(folder, zero_one=True)
+    Xr, yr = shard(comm, X, y)
+    est = GLM("logistic", batch_size=400 // comm.size, n_passes=2, random_state=0)
+    est.learner(Xr, yr, val_every=0, comm=comm).fit(progress=None)
+    return float(est.score(X_test, y_test))
+
+
+def resume_glm(comm: MPIComm, checkpoint: str) -> tuple:
+    """:func:`glm`'s 2-rank checkpoint (2 passes) resumed here, trained to 4 passes."""
+    from bidlab.models import GLM
+
+    X, y = glm_data()
+    Xr, yr = shard(comm, X[:3200], y[:3200])
+    est = GLM("logistic", batch_size=200 // comm.size, n_passes=4, random_state=0,
+              updater="grad", l2=1e-4, lrate=0.3)
+    lrn = est.learner(Xr, yr, val_every=0, comm=comm)
+    lrn.load(checkpoint)
+    resumed_at = lrn.metrics["pass"]
+    lrn.set(n_passes=4)
+    lrn.fit(progress=None)
+    return est.coef_, resumed_at, lrn.step, lrn.source.batches_per_pass
+
+
+def suite4(out: str, checkpoint: str, a9a: str = "") -> None:
+    """The checks on 4 ranks (oversubscribed on a small machine), in one job: the
+    collectives, Lloyd k-means, a 2-rank checkpoint resumed, butterfly mixing on a9a."""
+    comm = MPIComm()
+    found = collectives(comm)
+    found["kmeans"] = kmeans(comm)
+    (found["glm_resumed"], found["resumed_at"], found["resumed_step"],
+     found["resumed_batches"]) = resume_glm(MPIComm(), checkpoint)
+    if a9a:
+        found["butterfly_acc"] = butterfly_a9a(MPIComm(mode="butterfly"), a9a)
+    np.savez(f"{out}.rank{comm.rank}.npz", **found)
+
+
 def fail(out: str, how: str) -> None:
     """Rank 1 raises (or is killed) in its 3rd minibatch; the job must end at once."""
     from bidlab.distributed.train import guarded
@@ -143,7 +184,7 @@ def fail(out: str, how: str) -> None:
     guarded(comm, lambda: lrn.fit(progress=None))
 
 
-CASES = {"suite": suite, "fail": fail}
+CASES = {"suite": suite, "suite4": suite4, "fail": fail}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]](*sys.argv[2:])
