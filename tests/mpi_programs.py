@@ -87,6 +87,15 @@ def wide_data() -> tuple:
     return X, y
 
 
+def dense_rows_data() -> tuple:
+    """2,000 columns, about 10 nonzeros a row: a minibatch of 100 rows touches ~40 % of
+    the columns (above the share at which one process sweeps L2 over every row)."""
+    rng = np.random.default_rng(3)
+    X = sp.random(3200, 2000, density=0.005, format="csr", random_state=3, dtype=np.float64)
+    y = (np.asarray(X @ rng.standard_normal(2000)).ravel() > 0).astype(int)
+    return X, y
+
+
 def glm(comm: MPIComm, passes: int, checkpoint: str = "", data: Any = None,
         l2: float = 1e-4) -> tuple:
     """Logistic GLM, plain gradient steps, batches of 200 / size rows on every rank."""
@@ -112,6 +121,9 @@ def suite(out: str) -> None:
     found["wide_avg"], found["bytes_avg"], _ = glm(MPIComm(), 1, data=wide_data, l2=0.0)
     found["wide_sparse"], found["bytes_sparse"], _ = glm(MPIComm(mode="sparse"), 1,
                                                          data=wide_data, l2=0.0)
+    lazy = MPIComm(mode="sparse")  # L2 on: its decay of untouched rows waits (lazy)
+    glm(lazy, 1, data=dense_rows_data, l2=1e-3)
+    found["lazy_touched"] = lazy._combiner.touched_fraction
     found["glm_ck"], _, _ = glm(MPIComm(), 2, checkpoint=f"{out}.ck.npz")
     found["syncs"] = syncs
     np.savez(f"{out}.rank{comm.rank}.npz", **found)

@@ -99,6 +99,7 @@ class MPIComm(Communicator):
         self.mode, self.elastic = mode, float(elastic)
         self.timeout = float(timeout)
         self._combiner = MODES[mode](self)
+        self.changed_rows_only = mode == "sparse"
         self.bytes_sent = 0  #: bytes this rank sent in collectives so far
         self.syncs = 0  #: step sync points so far
         self._commands: list[tuple[str, dict[str, Any]]] = []  # rank 0's, for steer()
