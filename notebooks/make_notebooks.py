@@ -561,7 +561,11 @@ print(f"the new lrate took effect at steps {first} (rank 0, rank 1, ...); lrate 
       f"rank: {[float(np.ravel(v)[0]) for v in glm_ranks.option('lrate')]}")
 glm = glm_ranks.estimator()
 print(f"merged: {learner.metrics['samples']} samples on {learner.metrics['ranks']} ranks; "
-      f"held-out accuracy {glm.score(X_test, y_test):.4f}")'''),
+      f"held-out accuracy {glm.score(X_test, y_test):.4f}")
+from bidlab.lab.snapshot import describe   # what the JupyterLab Learners panel shows
+
+print("Learners panel:", ", ".join(f"{d['name']} {d['state']}"
+                                    for d in map(describe, (lda_learner, learner))))'''),
     ("code", '''from bidlab.distributed import stop_engines
 
 stop_engines(cluster, client, lda_ranks, glm_ranks)   # ends the MPI job

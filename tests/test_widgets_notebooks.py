@@ -45,6 +45,7 @@ RESULT = {
 }
 RESULT["07_distributed.ipynb"] = [r"the new lrate took effect at steps \[(\d+), \1\]",
                                   r"merged: \d+ samples on 2 ranks; held-out accuracy 0\.\d+",
+                                  r"Learners panel: lda-\d+x2 stopped, glm-\d+x2 done",
                                   r"engines stopped"]
 #: Seconds a notebook may take headless (07 starts MPI engines and imports bidlab on each).
 SECONDS = {"07_distributed.ipynb": 150}
