@@ -555,15 +555,15 @@ learner.resume()
 print(f"paused at steps {paused_at} (rank 0, rank 1, ...); lrate {NEW_LRATE} set")'''),
     ("markdown", WAIT_NOTE),
     ("code", WAIT),
-    ("code", '''first = [int(r["step"][np.flatnonzero(r["opts_version"] >= version)[0]])
+    ("code", '''from bidlab.lab.snapshot import describe  # what the JupyterLab Learners panel shows
+
+first = [int(r["step"][np.flatnonzero(r["opts_version"] >= version)[0]])
          for r in glm_ranks.records()]
 print(f"the new lrate took effect at steps {first} (rank 0, rank 1, ...); lrate on each "
       f"rank: {[float(np.ravel(v)[0]) for v in glm_ranks.option('lrate')]}")
 glm = glm_ranks.estimator()
 print(f"merged: {learner.metrics['samples']} samples on {learner.metrics['ranks']} ranks; "
       f"held-out accuracy {glm.score(X_test, y_test):.4f}")
-from bidlab.lab.snapshot import describe   # what the JupyterLab Learners panel shows
-
 print("Learners panel:", ", ".join(f"{d['name']} {d['state']}"
                                     for d in map(describe, (lda_learner, learner))))'''),
     ("code", '''from bidlab.distributed import stop_engines
