@@ -87,6 +87,15 @@ def wide_data() -> tuple:
     return X, y
 
 
+def dense_rows_data() -> tuple:
+    """2,000 columns, about 10 nonzeros a row: a minibatch of 100 rows touches ~40 % of
+    the columns (above the share at which one process sweeps L2 over every row)."""
+    rng = np.random.default_rng(3)
+    X = sp.random(3200, 2000, density=0.005, format="csr", random_state=3, dtype=np.float64)
+    y = (np.asarray(X @ rng.standard_normal(2000)).ravel() > 0).astype(int)
+    return X, y
+
+
 def glm(comm: MPIComm, passes: int, checkpoint: str = "", data: Any = None,
         l2: float = 1e-4) -> tuple:
     """Logistic GLM, plain gradient steps, batches of 200 / size rows on every rank."""
@@ -112,8 +121,52 @@ def suite(out: str) -> None:
     found["wide_avg"], found["bytes_avg"], _ = glm(MPIComm(), 1, data=wide_data, l2=0.0)
     found["wide_sparse"], found["bytes_sparse"], _ = glm(MPIComm(mode="sparse"), 1,
                                                          data=wide_data, l2=0.0)
+    lazy = MPIComm(mode="sparse")  # L2 on: its decay of untouched rows waits (lazy)
+    glm(lazy, 1, data=dense_rows_data, l2=1e-3)
+    found["lazy_touched"] = lazy._combiner.touched_fraction
     found["glm_ck"], _, _ = glm(MPIComm(), 2, checkpoint=f"{out}.ck.npz")
     found["syncs"] = syncs
+    np.savez(f"{out}.rank{comm.rank}.npz", **found)
+
+
+def butterfly_a9a(comm: MPIComm, folder: str) -> float:
+    """GLM on a9a, ranks mixed by butterfly every minibatch; rank 0's test accuracy."""
+    from bidlab.datasets import load_a9a
+    from bidlab.models import GLM
+
+    X, y, X_test, y_test = load_a9a(folder, zero_one=True)
+    Xr, yr = shard(comm, X, y)
+    est = GLM("logistic", batch_size=400 // comm.size, n_passes=2, random_state=0)
+    est.learner(Xr, yr, val_every=0, comm=comm).fit(progress=None)
+    return float(est.score(X_test, y_test))
+
+
+def resume_glm(comm: MPIComm, checkpoint: str) -> tuple:
+    """:func:`glm`'s 2-rank checkpoint (2 passes) resumed here, trained to 4 passes."""
+    from bidlab.models import GLM
+
+    X, y = glm_data()
+    Xr, yr = shard(comm, X[:3200], y[:3200])
+    est = GLM("logistic", batch_size=200 // comm.size, n_passes=4, random_state=0,
+              updater="grad", l2=1e-4, lrate=0.3)
+    lrn = est.learner(Xr, yr, val_every=0, comm=comm)
+    lrn.load(checkpoint)
+    resumed_at = lrn.metrics["pass"]
+    lrn.set(n_passes=4)
+    lrn.fit(progress=None)
+    return est.coef_, resumed_at, lrn.step, lrn.source.batches_per_pass
+
+
+def suite4(out: str, checkpoint: str, a9a: str = "") -> None:
+    """The checks on 4 ranks (oversubscribed on a small machine), in one job: the
+    collectives, Lloyd k-means, a 2-rank checkpoint resumed, butterfly mixing on a9a."""
+    comm = MPIComm()
+    found = collectives(comm)
+    found["kmeans"] = kmeans(comm)
+    (found["glm_resumed"], found["resumed_at"], found["resumed_step"],
+     found["resumed_batches"]) = resume_glm(MPIComm(), checkpoint)
+    if a9a:
+        found["butterfly_acc"] = butterfly_a9a(MPIComm(mode="butterfly"), a9a)
     np.savez(f"{out}.rank{comm.rank}.npz", **found)
 
 
@@ -143,7 +196,7 @@ def fail(out: str, how: str) -> None:
     guarded(comm, lambda: lrn.fit(progress=None))
 
 
-CASES = {"suite": suite, "fail": fail}
+CASES = {"suite": suite, "suite4": suite4, "fail": fail}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]](*sys.argv[2:])

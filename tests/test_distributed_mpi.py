@@ -1,9 +1,10 @@
-"""Learners on real MPI processes (mpiexec from the mpich wheel, 2 ranks on loopback): the
-collectives against numpy, the exact sufficient-statistic models against one process, GLM
-averaging against serial training, faults, and a 2-rank checkpoint resumed on 1 rank.
+"""Learners on real MPI processes (mpiexec from the mpich wheel, 2 and 4 ranks on loopback):
+the collectives against numpy, the exact sufficient-statistic models against one process,
+GLM averaging against serial training, butterfly mixing on a9a, faults, and a 2-rank
+checkpoint resumed on 1 and on 4 ranks.
 
-The 2-rank checks share one job (tests/mpi_programs.py ``suite``): every MPI process pays
-bidlab's imports, which dominate on a small machine.
+The 2-rank checks share one job (tests/mpi_programs.py ``suite``), the 4-rank ones another
+(``suite4``): every MPI process pays bidlab's imports, which dominate on a small machine.
 """
 
 from __future__ import annotations
@@ -142,6 +143,17 @@ def test_sparse_rows_give_the_average_for_much_fewer_bytes(suite):
                                                               got["bytes_avg"])
 
 
+def test_sparse_rows_keep_l2_lazy_so_untouched_rows_do_not_travel(suite):
+    """With L2 on, a minibatch of 100 rows touching ~40 % of 2,000 columns: one process
+    would sweep the decay over every row at every step (every row changed, every row
+    sent); under the sparse exchange the decay of an untouched row waits until the row
+    is next touched, so a rank sends about the rows it touched (plus every row once a
+    pass, when the waiting decay lands at the pass end)."""
+    _, ranks = suite
+    for got in ranks:
+        assert 0.2 < float(got["lazy_touched"]) < 0.6, float(got["lazy_touched"])
+
+
 def test_a_checkpoint_of_two_ranks_resumes_on_one(suite):
     from bidlab.models import GLM
 
@@ -199,3 +211,74 @@ def test_bidlab_train_on_two_ranks_then_resumed_on_one(tmp_path, shared_data, ca
                  str(ck), "--progress", "none"]) == 0
     err = capsys.readouterr().err
     assert "resuming from" in err and "at pass 2" in err, err[-2000:]
+
+
+# ------------------------------------------------------------------ 4 ranks, one job
+@pytest.fixture(scope="module")
+def suite4(suite, tmp_path_factory):
+    """The 4-rank checks in one job (4 processes oversubscribe a 2-core machine): it
+    resumes the 2-rank suite's checkpoint and, with the shared data, trains on a9a."""
+    from conftest import SHARED_DATA
+
+    out2, _ = suite
+    out = tmp_path_factory.mktemp("mpi4") / "suite4"
+    a9a = SHARED_DATA / "libsvm-a9a"
+    done = _run(4, "suite4", str(out), f"{out2}.ck.npz",
+                str(SHARED_DATA) if a9a.is_dir() else "", timeout=400)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return [dict(np.load(f"{out}.rank{r}.npz")) for r in range(4)]
+
+
+def test_four_ranks_collectives_equal_numpy(suite4):
+    ranks = suite4
+    total_a = sum(r["mine_a"] for r in ranks)
+    total_f = sum(r["mine_f"] for r in ranks)
+    for got in ranks:
+        np.testing.assert_allclose(got["a"], total_a)
+        np.testing.assert_allclose(got["f"], total_f)
+        np.testing.assert_allclose(got["m"], total_a / 4)
+        assert (got["b"] == 3.0).all()  # rank 3's
+        assert bool(got["any_some"]) and not bool(got["any_none"])
+        touched = np.flatnonzero(np.abs(got["dense"]).sum(1))
+        np.testing.assert_array_equal(got["rows"], touched)
+        np.testing.assert_allclose(got["vals"], got["dense"][touched], rtol=1e-12)
+
+
+def test_lloyd_kmeans_on_four_ranks_equals_one_process(suite4):
+    from bidlab.datasets import blobs
+    from bidlab.models import KMeans
+
+    X = blobs(4000, 8, 6, spread=1.5, seed=4).X
+    start = X[np.random.default_rng(5).choice(4000, 6, replace=False)]
+    one = KMeans(6, algorithm="lloyd", random_state=0, tol=0.0, init=start)
+    one.learner(X, n_passes=6, batch_size=500, val_every=0).fit(progress=None)
+    for got in suite4:
+        np.testing.assert_allclose(got["kmeans"], one.cluster_centers_, rtol=1e-6, atol=1e-8)
+
+
+def test_a_checkpoint_of_two_ranks_resumes_on_four(suite4):
+    X, y = progs.glm_data()
+    one, _ = _serial_glm(4)
+    serial = _log_loss(one.coef_, X[3200:], y[3200:])
+    for got in suite4:
+        assert int(got["resumed_at"]) == 2
+        # two more passes on 4 ranks after the 2 x 16 minibatches of the 2-rank run
+        assert int(got["resumed_step"]) == 32 + 2 * int(got["resumed_batches"])
+        np.testing.assert_allclose(got["glm_resumed"], suite4[0]["glm_resumed"], rtol=1e-12)
+    resumed = _log_loss(suite4[0]["glm_resumed"], X[3200:], y[3200:])
+    assert abs(resumed - serial) < GLM_TOLERANCE, (resumed, serial)
+
+
+def test_butterfly_mixing_on_four_ranks_within_half_a_percent_of_serial(suite4,
+                                                                       shared_data):
+    """GLM on a9a, 4 ranks of 100 rows a minibatch, butterfly-mixed every minibatch,
+    against one process with 400 rows a minibatch (the same rows a step)."""
+    from bidlab.datasets import load_a9a
+    from bidlab.models import GLM
+
+    X, y, X_test, y_test = load_a9a(shared_data, zero_one=True)
+    one = GLM("logistic", batch_size=400, n_passes=2, random_state=0)
+    one.learner(X, y, val_every=0).fit(progress=None)
+    serial = one.score(X_test, y_test)
+    got = float(suite4[0]["butterfly_acc"])
+    assert abs(got - serial) <= 0.005 * serial, (got, serial)

@@ -23,7 +23,8 @@ from conftest import SHARED_DATA  # noqa: E402
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NAMES = ["01_quickstart.ipynb", "02_lda_live.ipynb", "03_glm_sweep.ipynb", "04_kmeans.ipynb",
-         "05_factor_models.ipynb", "06_graphs_bayesnets.ipynb", "08_topic_steering.ipynb"]
+         "05_factor_models.ipynb", "06_graphs_bayesnets.ipynb", "07_distributed.ipynb",
+         "08_topic_steering.ipynb"]
 LIVE = NAMES[1:]  # the notebooks with a live learner (and its widgets)
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 #: What the live notebooks print once their learner has finished.
@@ -42,6 +43,12 @@ RESULT = {
     "05_factor_models.ipynb": [r"held-out RMSE: 0\.\d+",
                                r"held-out ranking: p@10 0\.\d+", r"most similar to "],
 }
+RESULT["07_distributed.ipynb"] = [r"the new lrate took effect at steps \[(\d+), \1\]",
+                                  r"merged: \d+ samples on 2 ranks; held-out accuracy 0\.\d+",
+                                  r"Learners panel: lda-\d+x2 stopped, glm-\d+x2 done",
+                                  r"engines stopped"]
+#: Seconds a notebook may take headless (07 starts MPI engines and imports bidlab on each).
+SECONDS = {"07_distributed.ipynb": 150}
 RESULT["06_graphs_bayesnets.ipynb"] = [r"\d+ iterations, converged: True",
                                        r"evidence \{'\w+': '\w+'\}; \d+ sweeps kept",
                                        r"max R-hat \d\.\d+"]
@@ -66,7 +73,7 @@ def run_notebook(name: str, **params: object) -> tuple[nbformat.NotebookNode, fl
     cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     cell.source += "".join(f"\n{k} = {v!r}" for k, v in params.items())
     t0 = time.perf_counter()
-    nbclient.NotebookClient(nb, timeout=60, kernel_name="python3",
+    nbclient.NotebookClient(nb, timeout=SECONDS.get(name, 60), kernel_name="python3",
                             resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     return nb, time.perf_counter() - t0
 
@@ -136,8 +143,11 @@ def test_committed_notebooks_show_a_trained_model(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_executes(name):
+    if name == "07_distributed.ipynb":
+        pytest.importorskip("mpi4py", reason="07 needs the mpi extra")
+        pytest.importorskip("ipyparallel", reason="07 needs the mpi extra")
     nb, seconds = run_notebook(name, DATA=str(SHARED_DATA))
-    assert seconds < 60
+    assert seconds < SECONDS.get(name, 60)
     out = stdout(nb)
     check_trained(name, nb)
     if name == "01_quickstart.ipynb":
@@ -150,6 +160,14 @@ def test_notebook_executes(name):
             assert "kos (" in out
     if name == "03_glm_sweep.ipynb":
         assert "frozen: [" in out
+    if name == "07_distributed.ipynb":  # pause, set and stop reach both ranks at one step
+        paused = re.search(r"paused at steps \[(\d+), (\d+)\]", out)
+        stopped = re.search(r"stopped: stopped .* steps per rank: \[(\d+), (\d+)\]", out)
+        assert paused and paused[1] == paused[2], out
+        assert stopped and stopped[1] == stopped[2], out
+        changed = int(re.search(r"took effect at steps \[(\d+)", out)[1])
+        assert int(paused[1]) < changed <= int(paused[1]) + 2, (changed, paused[0])
+        assert "lrate on each rank: [0.05, 0.05]" in out
 
 
 def test_missing_data_falls_back_to_synthetic(tmp_path):

@@ -13,7 +13,9 @@ carries the data, ipyparallel the commands from a notebook. Install with
 * ``mpiexec -n N python -m bidlab.distributed.train MODEL --data PATH ...`` (or
   ``bidlab train MODEL --ranks N ...``): the shell command;
 * :class:`RankedLearner` (:mod:`bidlab.distributed.notebook`): learners on ipyparallel MPI
-  engines, started, paused, resumed, stopped and ``set`` from a notebook.
+  engines, started, paused, resumed, stopped and ``set`` from a notebook; its ``learner``
+  is a :class:`ProxyLearner` (:mod:`bidlab.distributed.proxy`) for ``Dashboard`` and the
+  JupyterLab Learners panel; :func:`start_engines` / :func:`stop_engines`.
 
 Examples
 --------
@@ -30,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["MPIComm", "shard", "shard_range", "rank_batch_size", "read_rank_data",
-           "RankedLearner", "start_engines"]
+           "RankedLearner", "start_engines", "stop_engines", "ProxyLearner"]
 
 _WHERE = {
     "MPIComm": "bidlab.distributed.mpi_comm",
@@ -40,6 +42,8 @@ _WHERE = {
     "read_rank_data": "bidlab.distributed.sharding",
     "RankedLearner": "bidlab.distributed.notebook",
     "start_engines": "bidlab.distributed.notebook",
+    "stop_engines": "bidlab.distributed.notebook",
+    "ProxyLearner": "bidlab.distributed.proxy",
 }
 
 

@@ -99,8 +99,10 @@ class MPIComm(Communicator):
         self.mode, self.elastic = mode, float(elastic)
         self.timeout = float(timeout)
         self._combiner = MODES[mode](self)
+        self.changed_rows_only = mode == "sparse"
         self.bytes_sent = 0  #: bytes this rank sent in collectives so far
         self.syncs = 0  #: step sync points so far
+        self.bytes_after_first_sync = 0  #: bytes_sent once the first sync was done
         self._commands: list[tuple[str, dict[str, Any]]] = []  # rank 0's, for steer()
         self._lock = threading.Lock()
 
@@ -223,6 +225,8 @@ class MPIComm(Communicator):
     def combine(self, modelmats: Sequence[Any], how: Sequence[str]) -> None:
         self.syncs += 1
         self._combiner.combine(modelmats, how)
+        if self.syncs == 1:  # the start's broadcast and the first (common-start) sync
+            self.bytes_after_first_sync = self.bytes_sent
 
     def request(self, verb: str, **values: Any) -> None:
         """Queue a command on this rank (only rank 0's are carried): ``"set"`` with option

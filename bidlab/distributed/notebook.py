@@ -12,7 +12,10 @@ engine, each on its share of the rows, and steers them together:
   and take a new value from, the same step;
 * ``metrics()`` merges the ranks' metrics (rows and samples per second summed, scores
   averaged); ``metrics(per_rank=True)`` gives each rank's; ``records()`` each rank's
-  per-minibatch record.
+  per-minibatch record;
+* ``learner`` is a :class:`~bidlab.distributed.proxy.ProxyLearner`: the ranks as one
+  learner of this process, for ``Dashboard(...)`` and the JupyterLab Learners panel;
+  ``estimator()`` is rank 0's trained estimator, copied here.
 
 Examples
 --------
@@ -26,10 +29,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import time
 from typing import Any
 
-__all__ = ["start_engines", "RankedLearner"]
+__all__ = ["start_engines", "stop_engines", "RankedLearner"]
 
 _LEARNERS: dict[str, Any] = {}  # on each engine: name -> (learner, comm, estimator)
 _NAMES = itertools.count()
@@ -56,10 +60,46 @@ def start_engines(n: int = 2, engines: str = "mpi", timeout: float = 120.0,
         where = os.path.dirname(mpiexec_path())
         if where not in os.environ.get("PATH", "").split(os.pathsep):
             os.environ["PATH"] = where + os.pathsep + os.environ.get("PATH", "")
+    quiet = ["--log-level=WARN"]  # warnings only: no log line per request in the cells
+    cluster_options.setdefault("log_level", 40)  # errors: not the engines' exit output
+    if "config" not in cluster_options:
+        from traitlets.config import Config
+
+        config = Config()
+        config.EngineLauncher.engine_args = quiet
+        cluster_options["config"] = config
     cluster = ipp.Cluster(engines=engines, n=int(n), **cluster_options)
-    client = cluster.start_and_connect_sync()
-    client.wait_for_engines(int(n), timeout=timeout)
+    cluster.start_cluster_sync()
+    client = cluster.connect_client_sync()
+    # no progress widget: a saved notebook would keep a dead one
+    client.wait_for_engines(int(n), timeout=timeout, interactive=False)
+    # the engines import the models while this process loads its data (not waited for:
+    # the first RankedLearner's build queues behind it)
+    client[:].execute("import bidlab.models", block=False)
     return cluster, client
+
+
+def stop_engines(cluster: Any, client: Any, *learners: Any, timeout: float = 30.0) -> None:
+    """Close ``learners`` (:class:`RankedLearner`: their proxies stop polling), shut the
+    engines down together (every MPI rank finalises at once, so none waits on another)
+    and stop the cluster.
+
+    Examples
+    --------
+    >>> stop_engines(cluster, client, lrn)   # doctest: +SKIP
+    """
+    for lrn in learners:
+        lrn.close()
+    try:
+        client.shutdown(targets="all", block=True)
+    except Exception:  # engines already gone: the cluster's stop ends what is left
+        pass
+    client.close()
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        cluster.stop_cluster_sync()  # (the launcher prints the engines' last log lines)
 
 
 class RankedLearner:
@@ -86,19 +126,50 @@ class RankedLearner:
                  elastic: float = 0.0) -> None:
         self.client, self.view = client, client[:]
         self.name = f"{model}-{next(_NAMES)}"
+        self._lock = threading.RLock()  # one caller of the client at a time (it is not
+        # thread-safe; the proxy polls from its own thread)
+        self._proxy: Any = None
         ranks = self.view.apply_sync(_build, self.name, model, data, dict(params or {}),
                                      dict(options or {}), mode, elastic)
         self.engine_of_rank = {r: e for e, r in zip(self.view.targets, ranks, strict=True)}
         self.size = len(ranks)
 
     def _all(self, verb: str, *args: Any) -> list[Any]:
-        out = self.view.apply_sync(_call, self.name, verb, *args)
+        with self._lock:
+            out = self.view.apply_sync(_call, self.name, verb, *args)
         by_rank = self.engine_of_rank
         order = {e: i for i, e in enumerate(self.view.targets)}
         return [out[order[by_rank[r]]] for r in range(self.size)]
 
     def _rank0(self, verb: str, *args: Any) -> Any:
-        return self.client[self.engine_of_rank[0]].apply_sync(_call, self.name, verb, *args)
+        with self._lock:
+            return self.client[self.engine_of_rank[0]].apply_sync(_call, self.name, verb,
+                                                                  *args)
+
+    @property
+    def learner(self) -> Any:
+        """The ranks as one learner of this process (a
+        :class:`~bidlab.distributed.proxy.ProxyLearner`, made on first use): what
+        ``Dashboard(...)`` and the JupyterLab Learners panel take."""
+        if self._proxy is None:
+            from bidlab.distributed.proxy import ProxyLearner
+
+            self._proxy = ProxyLearner(self)
+        return self._proxy
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Each rank's state, metrics, newest record row, error text (None) and, from
+        rank 0, its option values (``__version__``: the option-set version)."""
+        return self._all("poll")
+
+    def option_table(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Rank 0's option specs and values (custom checks left on the rank)."""
+        return self._rank0("options")
+
+    def estimator(self) -> Any:
+        """Rank 0's estimator, copied to this process (its model as trained so far: the
+        ranks' models agree after each sync)."""
+        return self._rank0("estimator")
 
     def start(self) -> RankedLearner:
         """Start training on every rank (in each engine's background thread)."""
@@ -118,9 +189,14 @@ class RankedLearner:
         self._all("stop")
         return self.join(timeout)
 
-    def set(self, **options: Any) -> None:
-        """Set learner options on every rank, from the same step on."""
-        self._rank0("request", "set", options)
+    def set(self, **options: Any) -> int:
+        """Set learner options on every rank, from the same step on; the option-set
+        version rank 0's record shows from that step on. Values are checked on rank 0
+        first: a bad one raises ``ValueError`` with the learner's message."""
+        ok, answer = self._rank0("set", options)
+        if not ok:
+            raise ValueError(answer)
+        return int(answer)
 
     def join(self, timeout: float = 60.0) -> list[str]:
         """Wait for every rank's run to end; each rank's state."""
@@ -150,7 +226,9 @@ class RankedLearner:
         return self._all("option", name)
 
     def close(self) -> None:
-        """Stop and forget the learner on every engine."""
+        """Stop and forget the learner on every engine (its proxy stops polling)."""
+        if self._proxy is not None:
+            self._proxy.close()
         self._all("close")
 
 
@@ -201,8 +279,28 @@ def _build(name: str, model: str, data: Any, params: dict, options: dict, mode: 
     return comm.rank
 
 
+def _checked_set(lrn: Any, comm: Any, values: dict) -> tuple[bool, Any]:
+    """Check ``values`` against rank 0's options, then queue them for every rank; (True,
+    the version they will make) or (False, the learner's message)."""
+    specs = lrn.opts.specs
+    try:
+        for key, value in values.items():
+            if key not in specs:
+                raise ValueError(lrn.opts._unknown(key))
+            if not specs[key].live and lrn.state in ("running", "paused"):
+                raise ValueError(f"the {key!r} option cannot change while training runs "
+                                 "(it is not live): stop the learner first")
+            specs[key].check(value)
+    except ValueError as exc:
+        return False, str(exc)
+    with comm._lock:
+        queued = sum(1 for verb, v in comm._commands if verb == "set" and v)
+    comm.request("set", **values)
+    return True, lrn.opts.version + queued + 1
+
+
 def _call(name: str, verb: str, *args: Any) -> Any:
-    lrn, comm, _ = _LEARNERS[name]
+    lrn, comm, est = _LEARNERS[name]
     if verb == "start":
         lrn.start()
     elif verb == "resume":
@@ -219,6 +317,24 @@ def _call(name: str, verb: str, *args: Any) -> Any:
         return {k: v.copy() for k, v in lrn.record.as_dict().items()}
     elif verb == "option":
         return lrn.opts.get(args[0])
+    elif verb == "poll":
+        last = lrn.record.last()
+        opts = {**lrn.opts.as_dict(), "__version__": lrn.opts.version} if comm.rank == 0 \
+            else {}
+        error = None
+        if lrn.state == "failed":
+            error = getattr(lrn, "traceback", None) or repr(lrn.error)
+        return {"state": lrn.state, "metrics": dict(lrn.metrics), "last": last,
+                "options": opts, "error": error}
+    elif verb == "options":
+        import dataclasses
+
+        specs = {n: dataclasses.replace(s, test=None) for n, s in lrn.opts.specs.items()}
+        return specs, {**lrn.opts.as_dict(), "__version__": lrn.opts.version}
+    elif verb == "set":
+        return _checked_set(lrn, comm, args[0])
+    elif verb == "estimator":
+        return est
     elif verb == "close":
         lrn.stop(wait=True, timeout=30)
         del _LEARNERS[name]

@@ -291,6 +291,9 @@ class TouchedStep:
         self.rates = backend.zeros((64, 2), np.float64)
         self.base = 0
         self._pending: tuple | None = None  # what catch_up applies the deferred terms with
+        #: defer whatever share of rows a minibatch touches (only touched rows may change
+        #: between a sparse exchange's syncs); False: by :data:`DEFER_BELOW`
+        self.always_defer = False
 
     def _check(self, X: Any, A: Any, M: Any) -> None:
         if X.data.dtype != M.dtype or A.dtype != M.dtype:  # before fill(): nothing listed yet
@@ -328,7 +331,7 @@ class TouchedStep:
         run ``call(work, listing, dense_reg, defer)``."""
         cols = self.columns
         nu = cols.fill(X)
-        defer = reg and nu * DEFER_BELOW < self.d
+        defer = reg and (self.always_defer or nu * DEFER_BELOW < self.d)
         dense_reg = reg and not defer
         self._record(defer, t, scale, pending)
         # the work the adaptive dispatch sorts by: update multiply-adds + updated weights

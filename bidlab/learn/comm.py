@@ -48,6 +48,10 @@ class Communicator:
 
     rank: int = 0
     size: int = 1
+    #: True when only the model rows that changed since the last sync travel (a sparse
+    #: exchange): a model then defers per-row work that would change every row at every
+    #: step (e.g. a GLM's L2 decay of untouched weights) until the row is next touched.
+    changed_rows_only: bool = False
 
     def allreduce(self, arrays: Sequence[Any], op: str = "sum") -> None:
         """Replace each array by the sum (``op="sum"``) or mean (``"mean"``) of that

@@ -97,6 +97,7 @@ class _Stepper(Updater):
         step = self._steps.get(i)
         if step is None:
             step = self._steps[i] = TouchedStep(M.shape[0], M.shape[1], M.dtype)
+        step.always_defer = rec.lazy
         return step, M, rec.X, A, lr1, l1, l2
 
     def _new_scratch(self) -> None:

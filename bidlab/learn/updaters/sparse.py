@@ -32,6 +32,10 @@ class SparseUpdate:
         self.X: SMat | None = None
         self.A: Mat | None = None
         self.terms: list[tuple[str, Any, Any, int]] = []
+        #: defer the untouched rows' regulariser terms whatever share of rows a minibatch
+        #: touches (the model's rows are exchanged sparsely between ranks: see
+        #: ``Communicator.changed_rows_only``)
+        self.lazy = False
         self._out: tuple[Any, Mat] | None = None  # (U's array, a Mat of its transpose)
 
     def reset(self, X: SMat, A: Mat) -> None:

@@ -39,7 +39,7 @@ from bidlab.models.glm.links import Layout, LinkStep, predict_transform
 __all__ = ["GLMModel"]
 
 _SCRATCH = ("_links", "_targets", "_sparse", "_sparse_map", "sparse_updates", "_loss",
-            "_tm", "_Wt", "_bt", "loss_tally")
+            "_tm", "_Wt", "_bt", "loss_tally", "lazy_rows")
 
 
 class GLMModel(Model):
@@ -53,6 +53,11 @@ class GLMModel(Model):
 
     score_name = "-loss/sample"
     mat_names = ("W", "b")
+    #: L1 / L2 terms of the rows a minibatch does not touch wait until the row is next
+    #: touched (with its skipped-step count; bidlab.kern.touched), whatever share of rows
+    #: the minibatch touches: set by :meth:`bind` when the learner's ranks exchange only
+    #: changed rows, so the rows a rank did not touch stay unchanged between syncs
+    lazy_rows = False
     #: a loaded model's shapes (bidlab.learn.persist_check): one row per model target
     #: (layout.T), one column per feature (the data's first matrix)
     STATE_SHAPES = {
@@ -64,6 +69,9 @@ class GLMModel(Model):
         Option("train_loss", bool, True, "compute each training minibatch's loss (the "
                "training score); off is a little faster"),
     )
+
+    def bind(self, learner: Any) -> None:
+        self.lazy_rows = bool(learner.comm.changed_rows_only)
 
     def __init__(self, layout: Layout, targmap: Any, **options: Any) -> None:
         super().__init__(**options)
@@ -206,6 +214,7 @@ class GLMModel(Model):
         X = batch.mats[0]
         if isinstance(X, bl.SMat):
             self._sparse.reset(X, E)
+            self._sparse.lazy = self.lazy_rows
             self.sparse_updates = self._sparse_map
         else:
             self.sparse_updates = None
