@@ -109,17 +109,20 @@ def test_lloyd_block_and_distances(pruned):
         np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("adagrad", [True, False])
-def test_touched_steps_with_deferred_terms(adagrad):
+@pytest.mark.parametrize(("adagrad", "l2"), [(True, 0.05), (False, 0.05), (True, 3.0),
+                                             (False, 3.0)])
+def test_touched_steps_with_deferred_terms(adagrad, l2):
     """Ten sparse GLM steps with L1 / L2 deferred (a few rows touched each), then the
-    catch-up: the same model as the compiled kernels'."""
+    catch-up: the same model as the compiled kernels'. A large L2 takes the rows whose
+    decay the polynomial cannot give to the power."""
     rng = np.random.default_rng(3)
     d, T, n = 400, 3, 20
     Xs = [_sparse(n, d, np.float64, seed=s, density=0.004) for s in range(10)]
     for X in Xs:
         X.data[:] = rng.random(X.nnz)
     As = [rng.standard_normal((n, T)) for _ in Xs]
-    lr, l1, l2, eps = np.full(T, 0.1), np.full(T, 1e-3), np.full(T, 0.05), np.full(T, 1e-6)
+    lr, l1, eps = np.full(T, 0.1), np.full(T, 1e-3), np.full(T, 1e-6)
+    l2 = np.full(T, l2)  # 3.0: decays too large for the polynomial
 
     def run():
         step = TouchedStep(d, T, np.float64)
@@ -193,3 +196,46 @@ def test_switched_off_compiles_in_the_process(monkeypatch):
     assert pos.tolist() == [-1, -1, 3, 3, 3, 3]
     assert (standin.runs(), len(standin.status()["jobs"])) == before
     assert any(str(sig[0].dtype) == "int16" for sig in columns._forget.overloads)
+
+
+def test_learn_kernels_stand_ins():
+    """The minibatch staging's and row states' kernels: stand-ins against the kernels' own
+    Python code (no compiling needed)."""
+    from bidlab.learn import rowstate, staging
+
+    S = _sparse(30, 12, np.float64, seed=4, density=0.3)
+    rows = np.array([3, 0, 7, 7, 29])
+    n = staging._nnz_of_rows_arrays(S.indptr, rows)
+    assert n == staging._nnz_of_rows.py_func(S.indptr, rows)
+    got = []
+    for gather in (staging._gather_rows_arrays, staging._gather_rows.py_func):
+        out = (np.zeros(8, np.int64), np.zeros(n + 5, S.indices.dtype), np.zeros(n + 5))
+        out[0][1] = 5
+        p = gather(S.indptr, S.indices, S.data, rows, *out, 1, 5)
+        got.append((p, *out))
+    assert got[0][0] == got[1][0] == n + 5
+    for a, b in zip(got[0][1:], got[1][1:], strict=True):
+        np.testing.assert_array_equal(a, b)
+    for ids in (np.arange(4, 9), np.array([1, 3]), np.array([-1, 0]), np.array([0])):
+        assert rowstate._run_start_arrays(ids) == rowstate.run_start.py_func(ids)
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_updater_steps(order):
+    from bidlab.kern import steps
+
+    rng = np.random.default_rng(5)
+    M0, U0 = (np.asarray(rng.standard_normal((7, 5)), order=order) for _ in range(2))
+    S0 = np.asarray(rng.random((7, 5)), order=order)
+    M0[0, 0] = 0.0
+    lr, eps, c = rng.random((7, 1)), np.full((7, 1), 1e-6), rng.random((7, 1))
+
+    def run():
+        M, U, S = M0.copy(order=order), U0.copy(order=order), S0.copy(order=order)
+        assert steps.subtract_scaled(U, M, c) and steps.subtract_scaled_sign(U, M, c)
+        assert steps.adagrad(M, U, S, lr, eps, 0.5, 0.9) and steps.grad(M, U, lr, 0.9)
+        return M, U, S
+
+    compiled, arrays = _both(run)
+    for c_, a in zip(compiled, arrays, strict=True):
+        np.testing.assert_allclose(a, c_, rtol=1e-13, atol=1e-15)

@@ -19,7 +19,8 @@ from scipy import special
 
 __all__ = ["sddmm", "gather", "scatter_copies", "scatter_listed", "scatter_serial",
            "csr_row_sums", "csr_col_sums", "expdigamma", "dist_dense", "dist_csr",
-           "assign", "lloyd"]
+           "assign", "lloyd", "adagrad_step", "grad_step", "subtract_scaled",
+           "subtract_scaled_sign"]
 
 _CHUNK = 1 << 16  # nonzeros per SDDMM step: bounds the gathered rows' memory
 
@@ -175,3 +176,33 @@ def lloyd(X: Any, C: Any, cc: Any, xx: Any, xx_ready: bool, labels: Any, u: Any,
             a, b = t * step, min(n, (t + 1) * step)
             if a < b:
                 _add_sums(part[t], pc[t], X[a:b], labels[a:b], w[a:b] if weighted else None)
+
+
+# ----------------------------------------------------------------------------- updater steps
+# (bidlab.kern.steps: per-row hyperparameters follow the inner axis when ``by_inner``)
+
+
+def _per_row(h: Any, by_inner: bool) -> Any:
+    return h[None, :] if by_inner else h[:, None]
+
+
+def adagrad_step(M: Any, U: Any, S: Any, lr: Any, eps: Any, inv_t: Any, scale: Any,
+                 by_inner: bool) -> None:
+    """``S += U*U; M += U / (sqrt(S * inv_t) + eps) * lr * scale``."""
+    S += U * U
+    M += U / (np.sqrt(S * inv_t) + _per_row(eps, by_inner)) * _per_row(lr, by_inner) * scale
+
+
+def grad_step(M: Any, U: Any, lr: Any, scale: Any, by_inner: bool) -> None:
+    """``M += U * lr * scale``."""
+    M += U * _per_row(lr, by_inner) * scale
+
+
+def subtract_scaled(U: Any, M: Any, c: Any, by_inner: bool) -> None:
+    """``U -= M * c``."""
+    U -= M * _per_row(c, by_inner)
+
+
+def subtract_scaled_sign(U: Any, M: Any, c: Any, by_inner: bool) -> None:
+    """``U -= sign(M) * c``."""
+    U -= np.sign(M) * _per_row(c, by_inner)

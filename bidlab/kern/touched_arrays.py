@@ -23,18 +23,20 @@ _SMALL = 0.05  # as bidlab.kern.touched: below this l2 * eta_sum the polynomial 
 def by_column(indptr: Any, indices: Any, pos: Any, touched: Any, colptr: Any, perm: Any,
               row_of: Any) -> int:
     """List a CSR minibatch's nonzeros by column; return the number of touched columns."""
-    n = indptr.shape[0] - 1
+    n, d = indptr.shape[0] - 1, pos.shape[0]
     nnz = int(indptr[n])
-    idx = indices[:nnz]
     row_of[:nnz] = np.repeat(np.arange(n), np.diff(indptr))
-    cols = np.unique(idx)
+    # scipy's CSR -> CSC keeps the row order within a column: the nonzero numbers in
+    # column order are the transposed matrix's values
+    numbers = sp.csr_matrix((np.arange(nnz, dtype=np.int64), indices[:nnz], indptr),
+                            shape=(n, d), copy=False).tocsc()
+    cols = np.flatnonzero(np.diff(numbers.indptr))
     nu = cols.shape[0]
     touched[:nu] = cols
     pos[cols] = np.arange(nu)
-    u = pos[idx]
     colptr[0] = 0
-    colptr[1: nu + 1] = np.cumsum(np.bincount(u, minlength=nu))
-    perm[:nnz] = np.argsort(u, kind="stable")  # row order within a column
+    colptr[1: nu + 1] = numbers.indptr[cols + 1]
+    perm[:nnz] = numbers.data
     return int(nu)
 
 
@@ -62,10 +64,11 @@ def _catch_up(M: Any, S: Any, rows: np.ndarray, lr: Any, l1: Any, l2: Any, eps: 
     else:
         eta = np.broadcast_to(lr * q, W.shape)
     x = l2 * eta
-    poly = 1.0 - x + 0.5 * (1.0 - 1.0 / k) * x * x
-    with np.errstate(over="ignore", invalid="ignore"):
-        power = np.maximum(1.0 - x / k, 0.0) ** k
-    w = W * np.where(x <= _SMALL, poly, power)
+    w = W * (1.0 - x + 0.5 * (1.0 - 1.0 / k) * x * x)
+    big = np.nonzero(x > _SMALL)  # the power only where the polynomial is not close enough
+    if big[0].shape[0]:
+        kb = np.broadcast_to(k, x.shape)[big]
+        w[big] = W[big] * np.maximum(1.0 - x[big] / kb, 0.0) ** kb
     M[rows] = np.copysign(np.maximum(np.abs(w) - l1 * eta, 0.0), w)
 
 
