@@ -53,6 +53,7 @@ def _initial() -> bool:
 _enabled = _initial()
 _lock = threading.RLock()
 _worker: Worker | None = None
+_worker_pid = 0  # the process that started _worker (a forked child starts its own)
 _jobs: dict[int, tuple[_Hook, tuple[Any, ...]]] = {}
 _hooks: list[_Hook] = []
 _forced = False
@@ -145,9 +146,9 @@ def _on_result(job_id: int, ok: bool, seconds: float | None) -> None:
 
 def _submit(hook: _Hook, sig: tuple[Any, ...]) -> bool:
     """Send ``hook``'s kernel at ``sig`` to the worker (started on first use)."""
-    global _worker
-    if _worker is None or not _worker.alive():
-        _worker = Worker(_on_result)
+    global _worker, _worker_pid
+    if _worker is None or _worker_pid != os.getpid() or not _worker.alive():
+        _worker, _worker_pid = Worker(_on_result), os.getpid()
     job_id = len(_jobs)
     _jobs[job_id] = (hook, sig)
     return _worker.submit(job_id, hook.module, hook.name, sig)
