@@ -163,15 +163,15 @@ def stand_in(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
     Examples
     --------
-    >>> import numba
+    :mod:`bidlab.kern.cpu_elementwise` gives its column sums their numpy form with
+    ``stand_in(_csr_col_sums)(arrays.csr_col_sums)``; the form is an ordinary function:
+
     >>> import numpy as np
-    >>> @numba.njit(cache=True)
-    ... def _double(x, out):
-    ...     for i in range(x.shape[0]):
-    ...         out[i] = 2 * x[i]
-    >>> @stand_in(_double)
-    ... def _double_np(x, out):
-    ...     np.multiply(x, 2, out=out)
+    >>> from bidlab.kern import arrays
+    >>> out = np.empty(3)
+    >>> arrays.csr_col_sums(np.array([0, 2, 2]), np.array([1.0, 2.0, 3.0]), 3, out)
+    >>> out.tolist()
+    [1.0, 0.0, 5.0]
     """
     disp = getattr(kernel, "parallel", kernel)
     name = kernel.name.rsplit(".", 1)[-1] if hasattr(kernel, "parallel") else \
