@@ -3,9 +3,10 @@ run while numba compiles them (:mod:`bidlab.kern.standin`).
 
 Same arguments and outputs as :mod:`bidlab.kern.touched`'s ``_adagrad_touched``,
 ``_grad_touched`` and ``_catch_up_all`` and :mod:`bidlab.kern.columns`' ``_by_column`` and
-``_forget``; the arithmetic is float64 where the kernels keep the model's dtype, and a row's
-L2 decay is one ``power`` call where the kernels square and multiply, so the results agree
-to float tolerance. The thread-split scratch (``work``, ``scalars``, ``powers``) is not used.
+``_forget``; the arithmetic is in the model's dtype as there, but a row's L2 decay is one
+``power`` call where the kernels square and multiply, and the sums come in another order,
+so the results agree to float tolerance. The thread-split scratch (``work``, ``scalars``,
+``powers``) is not used.
 """
 
 from __future__ import annotations
@@ -47,29 +48,37 @@ def forget(pos: Any, touched: Any, nu: int) -> None:
 
 def _catch_up(M: Any, S: Any, rows: np.ndarray, lr: Any, l1: Any, l2: Any, eps: Any,
               done: np.ndarray, t: int, rates: Any, base: int, adagrad: bool) -> None:
-    """Rows ``rows``' deferred regulariser terms of their steps ``done`` .. t-1."""
+    """Rows ``rows``' deferred regulariser terms of their steps ``done`` .. t-1 (per-weight
+    arithmetic in the model's dtype, a row's scalars and the power in float64, as the
+    kernel)."""
     if rows.shape[0] == 0:
         return
-    k = (t - done).astype(np.float64)[:, None]
-    q = (rates[t - base, int(adagrad)] - rates[done - base, int(adagrad)])[:, None]
-    W = M[rows].astype(np.float64)
-    lr, l1, l2 = (np.asarray(v, np.float64)[None, :] for v in (lr, l1, l2))
+    dt = M.dtype
+    k64 = (t - done).astype(np.float64)[:, None]
+    k, c2 = k64.astype(dt), (0.5 * (1.0 - 1.0 / k64)).astype(dt)
+    col = int(adagrad)
+    q = (rates[t - base, col] - rates[done - base, col])[:, None].astype(dt)
+    W = M[rows]
     if adagrad:
-        u = l2 * W + np.copysign(l1, W) * (W != 0)
+        u = l2 * W
+        u += np.copysign(l1, W) * (W != 0)
         grow = k * u * u
-        s = S[rows].astype(np.float64)
-        mid = np.sqrt(0.5 * (done + t - 1) + 1.0)[:, None]
-        eta = lr * q / (np.sqrt(s + 0.5 * grow) + np.asarray(eps, np.float64)[None, :] * mid)
+        s = S[rows]
+        mid = np.sqrt(0.5 * (done + t - 1) + 1.0)[:, None].astype(dt)
+        eta = lr * q / (np.sqrt(s + dt.type(0.5) * grow) + eps * mid)
         S[rows] = s + grow
     else:
         eta = np.broadcast_to(lr * q, W.shape)
     x = l2 * eta
-    w = W * (1.0 - x + 0.5 * (1.0 - 1.0 / k) * x * x)
+    w = W * (1 - x + c2 * x * x)
     big = np.nonzero(x > _SMALL)  # the power only where the polynomial is not close enough
     if big[0].shape[0]:
-        kb = np.broadcast_to(k, x.shape)[big]
-        w[big] = W[big] * np.maximum(1.0 - x[big] / kb, 0.0) ** kb
-    M[rows] = np.copysign(np.maximum(np.abs(w) - l1 * eta, 0.0), w)
+        kb = np.broadcast_to(k64, x.shape)[big]
+        w[big] = W[big] * np.maximum(1.0 - x[big].astype(np.float64) / kb, 0.0) ** kb
+    shrunk = np.abs(w)
+    shrunk -= l1 * eta
+    np.maximum(shrunk, 0, out=shrunk)
+    M[rows] = np.copysign(shrunk, w)
 
 
 def _data_rows(pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any,
@@ -87,19 +96,20 @@ def _step_rows(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any,
                lr: Any, l1: Any, l2: Any, dense_reg: bool, defer: bool, done: Any, t: int,
                rates: Any, base: int, S: Any, eps: Any,
                adagrad: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The rows a step updates and their regularised updates ``u`` (float64)."""
+    """The rows a step updates and their regularised updates ``u``."""
     rows, U = _data_rows(pos, colptr, perm, row_of, data, A)
     if defer:
         behind = rows[done[rows] < t]
         _catch_up(M, S, behind, lr, l1, l2, eps, done[behind], t, rates, base, adagrad)
         done[rows] = t + 1
     if dense_reg:
-        full = np.zeros(M.shape, np.float64)
+        full = np.zeros(M.shape, U.dtype)
         full[rows] = U
         rows, U = np.arange(M.shape[0]), full
-    W = M[rows].astype(np.float64)
-    u = U - np.asarray(l1, np.float64) * np.sign(W) - np.asarray(l2, np.float64) * W
-    return rows, u
+    W = M[rows]
+    U -= l1 * np.sign(W)
+    U -= l2 * W
+    return rows, U
 
 
 def adagrad_touched(M: Any, S: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any,
