@@ -14,7 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bidlab import backend
+# Kernels compile in the test process on first use (tests/test_kern_standin.py switches the
+# array-level stand-ins and the background compiler on where it tests them).
+os.environ.setdefault("BIDLAB_BACKGROUND_COMPILE", "0")
+
+from bidlab import backend  # noqa: E402
 from bidlab.datasets.paths import find_shared_data_dir, shared_data_candidates
 
 REPO = Path(__file__).resolve().parent.parent

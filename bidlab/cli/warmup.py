@@ -1,9 +1,13 @@
 """``bidlab warmup``: compile the CPU kernels of the common first fits into numba's disk cache.
 
 Why: bidlab's numba kernels are compiled on first use, per specialization (value and index
-dtypes, array layouts), and cached on disk (:mod:`bidlab._numba_cache`). Without a warm
-cache the first fit after an installation spends seconds compiling; after ``bidlab
-warmup`` every later process loads the machine code instead.
+dtypes, array layouts), and cached on disk (:mod:`bidlab._numba_cache`). A fresh
+installation's first fit does not wait for that (:mod:`bidlab.kern.standin` runs the
+kernels' numpy forms while a background process compiles them), but it runs at the numpy
+forms' speed until the compiled kernels arrive, and the few kernels without such a form
+(the Gibbs sampler, ALS, Bayesian networks) still compile in the fitting process. After
+``bidlab warmup`` every later process loads the machine code at once: for a container
+image, a shared installation, or timings.
 
 The specializations a kernel needs are the ones the models call it with, so the warm-up
 runs small fits of each model (LDA online and batch, LDAGibbs, GLM with each link, k-means
@@ -283,10 +287,15 @@ def jobs(models: tuple[str, ...] = MODELS, dtypes: tuple[str, ...] = DTYPES) -> 
 
 
 def _run_job(model: str, dtype: str) -> tuple[str, float, int, int]:
-    """Run one job in this process: (name, seconds, compiled, loaded)."""
+    """Run one job in this process: (name, seconds, compiled, loaded).
+
+    The kernels compile here, not in the background with stand-ins running meanwhile
+    (:mod:`bidlab.kern.standin`): filling the cache is the job."""
+    from bidlab.kern import standin
+
     before = _counts()
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), standin.enabled(False):
         warnings.simplefilter("ignore")  # tiny data: convergence and size warnings
         _JOBS[model](dtype)
     after = _counts()

@@ -42,7 +42,7 @@ from typing import Any, TypeVar
 
 import numba
 
-from bidlab.kern import threads
+from bidlab.kern import standin, threads
 
 __all__ = ["POLICIES", "PROBE_EVERY", "PROBE_BUDGET", "AdaptiveKernel", "adaptive_kernel",
            "one_thread", "run", "set_policy", "get_policy", "policy", "decisions", "reset"]
@@ -143,9 +143,12 @@ def run(name: str, work: float, serial: Callable[[], T], parallel: Callable[[], 
     if site is None:
         site = _sites.setdefault(key, _Site())
     mode = _choose(site, units)
+    standins = standin.runs()
     t0 = time.perf_counter()
     out = (parallel if mode else serial)()
     elapsed = time.perf_counter() - t0
+    if standin.runs() != standins:  # an array-level stand-in ran: not this kernel's time
+        return out
     site.time_since_probe += elapsed
     cost = elapsed / units
     seen = site.seen[mode]

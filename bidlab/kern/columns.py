@@ -24,6 +24,8 @@ import numba
 import numpy as np
 
 from bidlab import backend
+from bidlab.kern import touched_arrays
+from bidlab.kern.standin import stand_in
 
 __all__ = ["GROWTH", "ColumnListing"]
 
@@ -78,10 +80,9 @@ def _forget(pos, touched, nu):  # pragma: no cover - compiled
         pos[touched[u]] = -1
 
 
-@numba.njit(cache=True, nogil=True)
-def _forget(pos, touched, nu):  # pragma: no cover - compiled
-    for u in range(nu):
-        pos[touched[u]] = -1
+# Array-level forms run while a kernel compiles in the background (bidlab.kern.standin).
+stand_in(_by_column)(touched_arrays.by_column)
+stand_in(_forget)(touched_arrays.forget)
 
 
 class ColumnListing:

@@ -40,8 +40,10 @@ from numba import prange
 
 from bidlab import backend
 
+from . import arrays
 from .adaptive import adaptive_kernel
 from .columns import ColumnListing
+from .standin import stand_in
 
 _FM = {"reassoc", "contract"}
 
@@ -342,3 +344,11 @@ def scatter_rows(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None
     finally:
         cols.clear()
         _listings.give(n, cols)
+
+
+# Array-level forms run while a kernel compiles in the background (bidlab.kern.standin).
+stand_in(_sddmm)(arrays.sddmm)
+stand_in(_gather)(arrays.gather)
+stand_in(_scatter_copies)(arrays.scatter_copies)
+stand_in(_scatter_listed)(arrays.scatter_listed)
+stand_in(_scatter_serial)(arrays.scatter_serial)

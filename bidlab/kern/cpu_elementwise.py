@@ -21,7 +21,9 @@ import numba
 import numpy as np
 from numba import prange
 
+from . import arrays
 from .adaptive import adaptive_kernel
+from .standin import stand_in
 
 # ----------------------------------------------------------------------------- sums
 
@@ -145,3 +147,10 @@ def expdigamma(x: np.ndarray, out: np.ndarray) -> None:
         _expdigamma_2d(x.size, x, out)
     else:
         _expdigamma_flat(x.size, np.ravel(x), out.reshape(-1))
+
+
+# Array-level forms run while a kernel compiles in the background (bidlab.kern.standin).
+stand_in(_csr_row_sums)(arrays.csr_row_sums)
+stand_in(_csr_col_sums)(arrays.csr_col_sums)
+stand_in(_expdigamma_flat)(arrays.expdigamma)
+stand_in(_expdigamma_2d)(arrays.expdigamma)

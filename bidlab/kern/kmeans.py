@@ -21,7 +21,9 @@ import numba
 import numpy as np
 
 from bidlab import backend
+from bidlab.kern import arrays
 from bidlab.kern.adaptive import adaptive_kernel
+from bidlab.kern.standin import stand_in
 
 __all__ = ["assign", "center_sums", "assigned_sq_dist", "CenterWork", "chunk_rows", "hamerly",
            "row_norms_sq"]
@@ -372,3 +374,9 @@ def row_norms_sq(X: Any, out: Any = None) -> Any:
     else:  # CuPy's einsum takes no out=: a pooled temporary, copied
         out[...] = xp.einsum("ij,ij->i", X, X)
     return out
+
+
+# Array-level forms run while a kernel compiles in the background (bidlab.kern.standin).
+stand_in(_assign_cpu)(arrays.assign)
+stand_in(_dist_dense_cpu)(arrays.dist_dense)
+stand_in(_dist_csr_cpu)(arrays.dist_csr)

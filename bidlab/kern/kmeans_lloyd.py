@@ -17,8 +17,10 @@ from typing import Any
 import numba
 import numpy as np
 
+from bidlab.kern import arrays
 from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.kmeans import _NO_WEIGHTS, CenterWork, _add_to_sums, _bounds_fail
+from bidlab.kern.standin import stand_in
 
 __all__ = ["lloyd_block", "one_blas_thread"]
 
@@ -117,6 +119,9 @@ def _lloyd_cpu(X, C, cc, xx, xx_ready, labels, u, lo, w, part, pc, nparts, D, G,
                     _add_to_sums(P, pc, t, X, i, labels[i], w, weighted)
         stats[t, 0] = changed
         stats[t, 1] = computed
+
+
+stand_in(_lloyd_cpu)(arrays.lloyd)  # run while it compiles (bidlab.kern.standin)
 
 
 @functools.cache

@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 from numba import prange
 
+from bidlab.kern import arrays
 from bidlab.kern.adaptive import adaptive_kernel
+from bidlab.kern.standin import stand_in
 
 __all__ = ["adagrad", "grad", "subtract_scaled", "subtract_scaled_sign"]
 
@@ -98,6 +100,13 @@ def _subtract_scaled_sign(U, M, c, by_inner):  # pragma: no cover - compiled
             else:
                 sg = w  # 0 stays 0 (with its sign, as np.sign), NaN stays NaN
             U[i, j] = U[i, j] - sg * (c[j] if by_inner else c[i])
+
+
+# Array-level forms run while a kernel compiles in the background (bidlab.kern.standin).
+stand_in(_adagrad)(arrays.adagrad_step)
+stand_in(_grad)(arrays.grad_step)
+stand_in(_subtract_scaled)(arrays.subtract_scaled)
+stand_in(_subtract_scaled_sign)(arrays.subtract_scaled_sign)
 
 
 def _oriented(*mats: Any) -> tuple[list[Any], bool] | None:

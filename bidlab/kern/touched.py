@@ -59,9 +59,11 @@ import numpy as np
 from numba import prange
 
 from bidlab import backend
+from bidlab.kern import touched_arrays as arrays
 from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.columns import ColumnListing
 from bidlab.kern.cpu import _add_listed_rows
+from bidlab.kern.standin import stand_in
 
 __all__ = ["TouchedStep"]
 
@@ -266,6 +268,12 @@ def _catch_up_all(M, S, lr, l1, l2, eps, done, t, rates, base, adagrad, work, sc
                 _catch_up_row(M, S, i, lr, l1, l2, eps, done[i], t, rates, base, adagrad, buf,
                               scalars[p], powers[p])
                 done[i] = t
+
+
+# Array-level forms run while a kernel compiles in the background (bidlab.kern.standin).
+stand_in(_adagrad_touched)(arrays.adagrad_touched)
+stand_in(_grad_touched)(arrays.grad_touched)
+stand_in(_catch_up_all)(arrays.catch_up_all)
 
 
 class TouchedStep:

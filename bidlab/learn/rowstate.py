@@ -37,6 +37,7 @@ import numpy as np
 
 import bidlab as bl
 from bidlab import backend
+from bidlab.kern.standin import stand_in
 from bidlab.learn.staging import Minibatch
 
 __all__ = ["RowState", "pack_rows", "unpack_rows"]
@@ -237,3 +238,9 @@ class RowStatePickling:
         setattr(self, self.ROW_STATE, rows)
         for name, empty in self.SCRATCH.items():
             setattr(self, name, empty())
+@stand_in(run_start)
+def _run_start_arrays(ids: np.ndarray) -> int:
+    """:func:`run_start` in numpy, run while it compiles (:mod:`bidlab.kern.standin`)."""
+    a = int(ids[0])
+    ok = a >= 0 and bool(np.array_equal(ids, np.arange(a, a + ids.shape[0])))
+    return a if ok else -1

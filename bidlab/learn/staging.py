@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bidlab import backend
+from bidlab.kern.standin import stand_in
 from bidlab.mat import Mat, SMat
 from bidlab.mat.sparse import csr_view
 
@@ -132,6 +133,25 @@ def _gather_rows(indptr, indices, data, rows, out_indptr, out_indices, out_data,
             out_data[p] = data[q]
             p += 1
         out_indptr[r0 + k + 1] = p
+    return p
+
+
+# numpy forms run while the two kernels compile (bidlab.kern.standin)
+@stand_in(_nnz_of_rows)
+def _nnz_of_rows_arrays(indptr: Any, rows: Any) -> int:
+    return int((indptr[rows + 1] - indptr[rows]).sum())
+
+
+@stand_in(_gather_rows)
+def _gather_rows_arrays(indptr: Any, indices: Any, data: Any, rows: Any, out_indptr: Any,
+                        out_indices: Any, out_data: Any, r0: int, p0: int) -> int:
+    lengths = indptr[rows + 1] - indptr[rows]
+    ends = p0 + np.cumsum(lengths)
+    p = int(ends[-1]) if ends.shape[0] else p0
+    src = np.repeat(indptr[rows] - (ends - lengths), lengths) + np.arange(p0, p)
+    out_indices[p0:p] = indices[src]
+    out_data[p0:p] = data[src]
+    out_indptr[r0 + 1: r0 + 1 + rows.shape[0]] = ends
     return p
 
 

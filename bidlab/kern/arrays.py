@@ -1,0 +1,208 @@
+"""Array-level (numpy / scipy) forms of the CPU kernels, run while numba compiles them.
+
+Each function takes the same arguments as the numba kernel it stands in for (an adaptive
+kernel's without the work size; the thread-split arguments ``nparts`` and scratch buffers
+are accepted and ignored where only the result depends on them) and writes the same
+outputs, equal to float tolerance (the sums may be added in another order).
+:mod:`bidlab.kern.standin` runs them while the kernel compiles in the background; the
+kernel modules register them (``stand_in(kernel)(form)``) and the tests compare each with
+its kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy import special
+
+__all__ = ["sddmm", "gather", "scatter_copies", "scatter_listed", "scatter_serial",
+           "csr_row_sums", "csr_col_sums", "expdigamma", "dist_dense", "dist_csr",
+           "assign", "lloyd", "adagrad_step", "grad_step", "subtract_scaled",
+           "subtract_scaled_sign"]
+
+_CHUNK = 1 << 16  # nonzeros per SDDMM step: bounds the gathered rows' memory
+
+
+def _csr(indptr: Any, indices: Any, data: Any, n_cols: int) -> sp.csr_matrix:
+    """scipy's CSR over the stored part of a (possibly over-allocated) CSR's arrays."""
+    nnz = int(indptr[-1])
+    return sp.csr_matrix((data[:nnz], indices[:nnz], indptr),
+                         shape=(indptr.shape[0] - 1, n_cols), copy=False)
+
+
+def _rows(indptr: Any) -> np.ndarray:
+    """The row of each stored entry."""
+    return np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+
+
+# ----------------------------------------------------------------------------- products
+
+
+def sddmm(indptr: Any, indices: Any, R: Any, C: Any, out: Any, nparts: int = 0) -> None:
+    """``out[p] = R[i] . C[indices[p]]`` for the p-th stored entry of CSR row i."""
+    rows = _rows(indptr)
+    for a in range(0, rows.shape[0], _CHUNK):
+        b = min(a + _CHUNK, rows.shape[0])
+        out[a:b] = np.einsum("ij,ij->i", R[rows[a:b]], C[indices[a:b]])
+
+
+def gather(indptr: Any, indices: Any, data: Any, G: Any, out: Any, nparts: int = 0) -> None:
+    """``out[i] = sum_p data[p] * G[indices[p]]`` over CSR row i."""
+    out[...] = _csr(indptr, indices, data, G.shape[0]) @ G
+
+
+def scatter_serial(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None:
+    """``out[indices[p]] += data[p] * G[i]`` over CSR row i, out zeroed first."""
+    out[...] = _csr(indptr, indices, data, out.shape[0]).T @ G
+
+
+def scatter_copies(indptr: Any, indices: Any, data: Any, G: Any, out: Any, work: Any) -> None:
+    """:func:`scatter_serial` (the private copies in ``work`` are not needed)."""
+    scatter_serial(indptr, indices, data, G, out)
+
+
+def scatter_listed(pos: Any, touched: Any, nu: int, colptr: Any, perm: Any, row_of: Any,
+                   data: Any, G: Any, out: Any, nparts: int = 0) -> None:
+    """:func:`scatter_serial` from a column listing (:mod:`bidlab.kern.columns`)."""
+    nnz = int(colptr[nu])
+    cols = np.repeat(touched[:nu], np.diff(colptr[: nu + 1]))
+    p = perm[:nnz]
+    S = sp.csr_matrix((data[p], (cols, row_of[p])), shape=(out.shape[0], G.shape[0]))
+    out[...] = S @ G
+
+
+# ----------------------------------------------------------------------------- sums
+
+
+def csr_row_sums(indptr: Any, data: Any, out: Any) -> None:
+    """``out[i]`` = the sum of CSR row i's stored values."""
+    counts = np.diff(indptr)
+    out[...] = 0
+    full = counts > 0
+    if full.any():
+        out[full] = np.add.reduceat(data[: int(indptr[-1])], indptr[:-1][full])
+
+
+def csr_col_sums(indices: Any, data: Any, nnz: int, out: Any) -> None:
+    """``out[j]`` = the sum of the stored values in column j."""
+    out[...] = np.bincount(indices[:nnz], weights=data[:nnz], minlength=out.shape[0])
+
+
+def expdigamma(x: Any, out: Any) -> None:
+    """``out = exp(digamma(x))`` in float64, stored in out's dtype (x may be out)."""
+    out[...] = np.exp(special.digamma(np.asarray(x, np.float64)))
+
+
+# ----------------------------------------------------------------------------- k-means
+
+
+def dist_dense(X: Any, labels: Any, C: Any, out: Any) -> None:
+    """``out[i] = ||X[i] - C[labels[i]]||^2`` (float64 sums)."""
+    diff = (X - C[labels]).astype(np.float64, copy=False)
+    out[...] = np.einsum("ij,ij->i", diff, diff)
+
+
+def dist_csr(indptr: Any, indices: Any, data: Any, labels: Any, C: Any, cc: Any,
+             out: Any) -> None:
+    """The same for CSR rows: ``sum v (v - 2 c) + ||c||^2`` over the stored entries."""
+    nnz = int(indptr[-1])
+    rows = _rows(indptr)
+    v = data[:nnz].astype(np.float64)
+    terms = v * (v - 2.0 * C[labels[rows], indices[:nnz]])
+    acc = np.bincount(rows, weights=terms, minlength=indptr.shape[0] - 1)
+    out[...] = np.maximum(acc + cc[labels], 0.0)
+
+
+def _two_smallest(D: np.ndarray, cc: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of D (rows x k): argmin and the two smallest of ``cc - 2 D``."""
+    vals = cc[None, :] - (D + D)
+    j1 = vals.argmin(axis=1)
+    b1 = vals[np.arange(vals.shape[0]), j1]
+    if vals.shape[1] < 2:
+        return j1, b1, np.full_like(b1, np.inf)
+    return j1, b1, np.partition(vals, 1, axis=1)[:, 1]
+
+
+def assign(D: Any, cc: Any, xx: Any, labels: Any, d1: Any, d2: Any) -> None:
+    """Nearest two centres from ``D = X @ C.T``: labels and squared distances."""
+    j1, b1, b2 = _two_smallest(np.asarray(D), cc)
+    labels[...] = j1
+    d1[...] = np.maximum(xx + b1, 0.0)
+    d2[...] = np.maximum(xx + b2, 0.0)
+
+
+def _add_sums(P: Any, pc: Any, X: Any, labels: Any, w: Any) -> None:
+    """Add the rows of X (times w) to the cluster sums P (k x d) and weights pc (k,)."""
+    k = P.shape[0]
+    weights = np.ones(X.shape[0]) if w is None else np.asarray(w, np.float64)
+    onehot = sp.csr_matrix((weights, (labels, np.arange(X.shape[0]))), shape=(k, X.shape[0]))
+    P += onehot @ X
+    pc += np.bincount(labels, weights=weights, minlength=k)
+
+
+def lloyd(X: Any, C: Any, cc: Any, xx: Any, xx_ready: bool, labels: Any, u: Any, lo: Any,
+          w: Any, part: Any, pc: Any, nparts: int, D: Any, G: Any, idx: Any, B1: Any, B2: Any,
+          J1: Any, pruned: bool, drift: Any, s: Any, top: int, m1: float, m2: float,
+          sums: bool, root: bool, stats: Any) -> None:
+    """The fused Lloyd step (:mod:`bidlab.kern.kmeans_lloyd`): bound test, nearest two
+    centres, bounds or distances, and each share's cluster sums, over all rows at once."""
+    n = X.shape[0]
+    step = max(1, -(-n // nparts))
+    if not xx_ready:
+        xx[...] = np.einsum("ij,ij->i", X, X, dtype=np.float64)
+    if pruned:
+        j = labels
+        u += drift[j]
+        lo -= np.where(j == top, m2, m1).astype(lo.dtype)
+        need = np.flatnonzero(u + 1e-3 * (u + 1e-12) > np.maximum(s[j], lo))
+    else:
+        need = np.arange(n)
+    stats[...] = 0
+    if need.shape[0]:
+        j1, b1, b2 = _two_smallest(X[need] @ C.T, cc)
+        share = need // step
+        stats[:nparts, 0] = np.bincount(share[labels[need] != j1], minlength=nparts)
+        stats[:nparts, 1] = np.bincount(share, minlength=nparts)
+        labels[need] = j1
+        v1 = np.maximum(xx[need] + b1, 0.0)
+        v2 = np.maximum(xx[need] + b2, 0.0)
+        u[need] = np.sqrt(v1) if root else v1
+        lo[need] = np.sqrt(v2) if root else v2
+    if sums:
+        weighted = w.shape[0] > 0
+        for t in range(nparts):
+            a, b = t * step, min(n, (t + 1) * step)
+            if a < b:
+                _add_sums(part[t], pc[t], X[a:b], labels[a:b], w[a:b] if weighted else None)
+
+
+# ----------------------------------------------------------------------------- updater steps
+# (bidlab.kern.steps: per-row hyperparameters follow the inner axis when ``by_inner``)
+
+
+def _per_row(h: Any, by_inner: bool) -> Any:
+    return h[None, :] if by_inner else h[:, None]
+
+
+def adagrad_step(M: Any, U: Any, S: Any, lr: Any, eps: Any, inv_t: Any, scale: Any,
+                 by_inner: bool) -> None:
+    """``S += U*U; M += U / (sqrt(S * inv_t) + eps) * lr * scale``."""
+    S += U * U
+    M += U / (np.sqrt(S * inv_t) + _per_row(eps, by_inner)) * _per_row(lr, by_inner) * scale
+
+
+def grad_step(M: Any, U: Any, lr: Any, scale: Any, by_inner: bool) -> None:
+    """``M += U * lr * scale``."""
+    M += U * _per_row(lr, by_inner) * scale
+
+
+def subtract_scaled(U: Any, M: Any, c: Any, by_inner: bool) -> None:
+    """``U -= M * c``."""
+    U -= M * _per_row(c, by_inner)
+
+
+def subtract_scaled_sign(U: Any, M: Any, c: Any, by_inner: bool) -> None:
+    """``U -= sign(M) * c``."""
+    U -= np.sign(M) * _per_row(c, by_inner)

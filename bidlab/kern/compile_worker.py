@@ -1,0 +1,142 @@
+"""The background compiler: one low-priority process that fills numba's disk cache.
+
+Why a process and not a thread: numba compiles under the interpreter's lock (the GIL) and
+its own compiler lock, so a compiling thread would stall the training it is meant to
+hide. A separate process compiles on another core, at the lowest scheduling priority
+(``nice`` 19), and writes each specialization to numba's on-disk cache, where the
+training process loads it in milliseconds (:mod:`bidlab.kern.standin` decides when).
+
+Protocol: :class:`Worker` starts ``python -m bidlab.kern.compile_worker`` with the same
+environment (so the same ``NUMBA_CACHE_DIR``), sends one JSON line per job -- the kernel's
+module and name and its argument types (numba types, pickled) -- and a reader thread
+collects one JSON line per finished job (``ok``, seconds, or the error). When the
+training process ends, the worker's input closes; it finishes the jobs it was given (so
+the next process finds them cached) and exits.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Worker", "compile_job", "main"]
+
+
+def _dispatcher(module: str, name: str) -> Any:
+    """The numba dispatcher ``module.name`` (an adaptive kernel's parallel dispatcher)."""
+    obj = getattr(importlib.import_module(module), name)
+    return getattr(obj, "parallel", obj)
+
+
+def compile_job(job: dict[str, Any]) -> dict[str, Any]:
+    """Compile one job (a line of the protocol, decoded) into numba's disk cache."""
+    t0 = time.perf_counter()
+    try:
+        disp = _dispatcher(job["module"], job["name"])
+        sig = pickle.loads(base64.b64decode(job["sig"]))
+        disp.compile(sig)
+    except Exception as exc:  # reported to the training process, which compiles itself
+        return {"id": job.get("id"), "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    return {"id": job["id"], "ok": True, "seconds": time.perf_counter() - t0}
+
+
+def main() -> int:
+    """Run the worker: compile each job read from stdin, report it on stdout."""
+    if hasattr(os, "nice"):
+        try:
+            os.nice(19)
+        except OSError:  # pragma: no cover - a platform that refuses it
+            pass
+    reporting = True
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        result = compile_job(json.loads(line))
+        if reporting:
+            try:
+                print(json.dumps(result), flush=True)
+            except OSError:  # the training process is gone: keep compiling, stop reporting
+                reporting = False
+    return 0
+
+
+class Worker:
+    """The training process's handle on one background compile process.
+
+    ``on_result(job_id, ok, seconds)`` is called from a reader thread as jobs finish.
+    """
+
+    def __init__(self, on_result: Callable[[int, bool, float | None], None]) -> None:
+        env = dict(os.environ, BIDLAB_BACKGROUND_COMPILE="0")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "bidlab.kern.compile_worker"], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, bufsize=1, start_new_session=True)
+        self._on_result = on_result
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, name="bidlab-compile-reader",
+                                        daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        """The worker process's id."""
+        return self._proc.pid
+
+    def submit(self, job_id: int, module: str, name: str, sig: tuple[Any, ...]) -> bool:
+        """Send a job; False when the worker cannot take it (it has exited)."""
+        line = json.dumps({"id": job_id, "module": module, "name": name,
+                           "sig": base64.b64encode(pickle.dumps(sig)).decode("ascii")})
+        with self._lock:
+            if self._proc.stdin is None or self._proc.stdin.closed:
+                return False
+            try:
+                self._proc.stdin.write(line + "\n")
+                self._proc.stdin.flush()
+            except OSError:
+                return False
+        return True
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            try:
+                result = json.loads(line)
+            except ValueError:
+                continue
+            self._on_result(int(result["id"]), bool(result.get("ok")), result.get("seconds"))
+
+    def close(self, timeout: float | None = None) -> bool:
+        """No more jobs; wait up to ``timeout`` s (None: for ever) for the queued ones.
+
+        True when the worker has finished them all and exited.
+        """
+        with self._lock:
+            if self._proc.stdin is not None and not self._proc.stdin.closed:
+                try:
+                    self._proc.stdin.close()
+                except OSError:
+                    pass
+        try:
+            self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        self._reader.join(timeout=5.0)
+        return True
+
+    def alive(self) -> bool:
+        """Whether the worker process is still running."""
+        return self._proc.poll() is None
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

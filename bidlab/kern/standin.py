@@ -1,0 +1,253 @@
+"""Kernels usable before they are compiled: array-level stand-ins while numba compiles.
+
+Why: every CPU kernel is compiled by numba on first use, per specialization (dtypes,
+layouts), and the ``parallel=True`` ones take seconds each; a fresh installation's first
+fit of a model family used to spend 1-50 s compiling before it computed anything.
+
+How: :func:`stand_in` gives a cached numba kernel (a dispatcher or an
+:class:`~bidlab.kern.adaptive.AdaptiveKernel`) an array-level implementation (numpy /
+scipy, the same results to float tolerance, writing the same outputs). When the kernel is
+called with argument types it has no machine code for -- the moment numba would start
+compiling -- this module steps in:
+
+1. if numba's disk cache holds the specialization, it is loaded (milliseconds) and run;
+2. otherwise the specialization is sent to the background compiler
+   (:mod:`bidlab.kern.compile_worker`: one low-priority process, so compiling holds
+   neither this interpreter's GIL nor its cores' priority) and the stand-in runs instead;
+3. once the worker has written the cache entry, the next call loads it; from then on the
+   kernel's calls go straight to numba's machine code, with no Python in between (a
+   kernel is switched between two of its calls; the models call their kernels per
+   minibatch).
+
+Calls with types already compiled never reach this module: numba's own dispatcher sends
+them to the machine code, so warm speed is unchanged. Kernels without a stand-in compile
+in the calling process as before.
+
+On by default. Off: ``BIDLAB_BACKGROUND_COMPILE=0`` in the environment, or
+:func:`set_enabled` (False) / the :func:`enabled` context manager; then every kernel
+compiles in the calling process on first use, as numba does. :func:`status` lists what
+ran as a stand-in and what the worker compiled; :func:`wait` waits for the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from bidlab.kern.compile_worker import Worker
+
+__all__ = ["stand_in", "set_enabled", "is_enabled", "enabled", "forced", "status", "wait",
+           "runs", "ENV"]
+
+#: the environment variable that switches the mechanism off ("0", "false", "off", "no")
+ENV = "BIDLAB_BACKGROUND_COMPILE"
+
+
+def _initial() -> bool:
+    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+_enabled = _initial()
+_lock = threading.RLock()
+_worker: Worker | None = None
+_worker_pid = 0  # the process that started _worker (a forked child starts its own)
+_jobs: dict[int, tuple[_Hook, tuple[Any, ...]]] = {}
+_hooks: list[_Hook] = []
+_forced = False
+_runs = 0  # stand-in calls so far (the adaptive timings leave them out)
+
+
+def set_enabled(on: bool) -> None:
+    """Switch stand-ins and background compiling on or off for this process."""
+    global _enabled
+    _enabled = bool(on)
+
+
+def is_enabled() -> bool:
+    """Whether a kernel's first use runs its stand-in while it compiles in the background."""
+    return _enabled
+
+
+@contextlib.contextmanager
+def enabled(on: bool) -> Iterator[None]:
+    """:func:`set_enabled` inside the ``with`` block, then the previous setting."""
+    old = _enabled
+    set_enabled(on)
+    try:
+        yield
+    finally:
+        set_enabled(old)
+
+
+def runs() -> int:
+    """How many stand-in calls this process has made."""
+    return _runs
+
+
+def _in_disk_cache(disp: Any, sig: tuple[Any, ...]) -> bool:
+    """Whether numba's disk cache holds ``disp``'s machine code for ``sig``."""
+    cache = disp._cache
+    index = cache._cache_file._load_index()
+    return cache._index_key(sig, disp.targetctx.codegen()) in index
+
+
+class _Hook:
+    """Takes the place of a dispatcher's ``_compile_for_args`` (what numba calls when no
+    compiled specialization fits the arguments); returns what the call runs."""
+
+    def __init__(self, disp: Any, name: str, fallback: Callable[..., Any]) -> None:
+        self.disp = disp
+        self.module = disp.py_func.__module__
+        self.name = name
+        self.fallback = fallback
+        self.compile_here = disp._compile_for_args
+        self.state: dict[tuple[Any, ...], str] = {}  # "pending", "done", "failed"
+        self.seconds: dict[tuple[Any, ...], float] = {}  # the worker's compile times
+
+    def _run_fallback(self, *args: Any) -> Any:
+        global _runs
+        _runs += 1
+        return self.fallback(*args)
+
+    def __call__(self, *args: Any, **kws: Any) -> Any:
+        if _forced:
+            return self._run_fallback
+        if kws or not _enabled:
+            return self.compile_here(*args, **kws)
+        try:
+            sig = tuple(self.disp.typeof_pyval(a) for a in args)
+            with _lock:
+                state = self.state.get(sig)
+                if state in (None, "done") and _in_disk_cache(self.disp, sig):
+                    return self.disp.compile(sig)  # loads the machine code
+                if state is None and _submit(self, sig):
+                    self.state[sig] = state = "pending"
+        except Exception:  # numba's internals moved, or no worker: compile here
+            return self.compile_here(*args)
+        if state == "pending":
+            return self._run_fallback
+        return self.compile_here(*args)  # the worker failed or could not write the cache
+
+    def done(self, sig: tuple[Any, ...], ok: bool, seconds: float | None) -> None:
+        with _lock:
+            self.state[sig] = "done" if ok else "failed"
+            if seconds is not None:
+                self.seconds[sig] = seconds
+
+
+def _on_result(job_id: int, ok: bool, seconds: float | None) -> None:
+    with _lock:
+        hook, sig = _jobs[job_id]
+    hook.done(sig, ok, seconds)
+
+
+def _submit(hook: _Hook, sig: tuple[Any, ...]) -> bool:
+    """Send ``hook``'s kernel at ``sig`` to the worker (started on first use)."""
+    global _worker, _worker_pid
+    if _worker is None or _worker_pid != os.getpid() or not _worker.alive():
+        _worker, _worker_pid = Worker(_on_result), os.getpid()
+    job_id = len(_jobs)
+    _jobs[job_id] = (hook, sig)
+    return _worker.submit(job_id, hook.module, hook.name, sig)
+
+
+def stand_in(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator: the array-level stand-in of a cached numba ``kernel``.
+
+    The decorated function takes the kernel's arguments (an adaptive kernel's, without
+    the work size) and writes the same outputs. It is returned unchanged, so a test can
+    call it directly.
+
+    Examples
+    --------
+    :mod:`bidlab.kern.cpu_elementwise` gives its column sums their numpy form with
+    ``stand_in(_csr_col_sums)(arrays.csr_col_sums)``; the form is an ordinary function:
+
+    >>> import numpy as np
+    >>> from bidlab.kern import arrays
+    >>> out = np.empty(3)
+    >>> arrays.csr_col_sums(np.array([0, 2, 2]), np.array([1.0, 2.0, 3.0]), 3, out)
+    >>> out.tolist()
+    [1.0, 0.0, 5.0]
+    """
+    disp = getattr(kernel, "parallel", kernel)
+    name = kernel.name.rsplit(".", 1)[-1] if hasattr(kernel, "parallel") else \
+        disp.py_func.__name__
+
+    def register(fallback: Callable[..., Any]) -> Callable[..., Any]:
+        if getattr(disp, "_cache", None) is None or disp._cache.cache_path is None:
+            return fallback  # not disk-cached: nothing a worker could hand over
+        hook = _Hook(disp, name, fallback)
+        disp._compile_for_args = hook
+        _hooks.append(hook)
+        return fallback
+
+    return register
+
+
+@contextlib.contextmanager
+def forced() -> Iterator[None]:
+    """Inside the ``with`` block every kernel that has a stand-in runs it, compiled or not
+    (nothing is compiled or sent to the worker); after it, the machine code loaded before
+    is used again. For comparing the two paths (the tests do) and for telling whether a
+    wrong result comes from a numba kernel; not for use while other threads train.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.sparse as sp
+    >>> from bidlab import kern
+    >>> S = sp.random(40, 30, density=0.2, format="csr", random_state=0)
+    >>> B = np.ones((30, 3))
+    >>> with forced():
+    ...     arrays_result = kern.sparse_dense(S, B)
+    >>> bool(np.allclose(arrays_result, kern.sparse_dense(S, B)))
+    True
+    """
+    global _forced
+    with _lock:
+        saved = [(h, list(h.disp.overloads.values())) for h in _hooks]
+        for h, _ in saved:
+            h.disp._reset_overloads()
+        _forced = True
+    try:
+        yield
+    finally:
+        with _lock:
+            _forced = False
+            for h, compiled in saved:
+                h.disp._reset_overloads()
+                for cres in compiled:
+                    h.disp.add_overload(cres)
+
+
+def status() -> dict[str, Any]:
+    """What this process ran as stand-ins and sent to the worker: ``runs``, and per job
+    the kernel, its state and the worker's seconds."""
+    with _lock:
+        jobs = [{"kernel": f"{h.module}.{h.name}", "state": h.state.get(sig, "pending"),
+                 "seconds": h.seconds.get(sig)} for h, sig in _jobs.values()]
+    return {"enabled": _enabled, "runs": _runs, "jobs": jobs,
+            "worker_pid": _worker.pid if _worker is not None else None}
+
+
+def wait(timeout: float | None = None) -> bool:
+    """Let the worker finish the jobs it has (no new ones are sent to it) and exit.
+
+    True when it did within ``timeout`` seconds (None: no limit) or there was none. The
+    next job starts a new worker.
+    """
+    global _worker
+    with _lock:
+        worker = _worker
+    if worker is None:
+        return True
+    finished = worker.close(timeout)
+    if finished:
+        with _lock:
+            if _worker is worker:
+                _worker = None
+    return finished
