@@ -25,3 +25,25 @@ def test_fused_logistic_step_matches_the_ufuncs(dtype, weighted):
     np.testing.assert_allclose(fused, ufuncs, rtol=tol, atol=tol)
     np.testing.assert_allclose(loss_f, loss_u, rtol=20 * tol)
     assert loss_f.min() > 0
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_fused_logistic_stand_in_matches_the_kernel(weighted):
+    from bidlab.kern import standin
+    from bidlab.kern.glm_links import logistic_step
+
+    rng = np.random.default_rng(1)
+    E = (rng.standard_normal((80, 6)) * 10).astype(np.float32)
+    Y = (rng.random((80, 8)) > 0.5).astype(np.float32)
+    w = rng.random((80, 1)).astype(np.float32) if weighted else None
+    outs = []
+    for forced in (False, True):
+        M, loss = E.copy(), np.zeros(4)
+        with standin.forced() if forced else standin.enabled(False):
+            runs = standin.runs()
+            logistic_step(M, Y, 1, 5, 2, loss, w, True)
+            assert (standin.runs() > runs) == forced
+        outs.append((M, loss))
+    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[1][1], outs[0][1], rtol=1e-5)
+    np.testing.assert_array_equal(outs[1][0][:, [0, 5]], E[:, [0, 5]])  # other columns kept

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from bidlab.kern.standin import stand_in
+
 __all__ = ["logistic_step"]
 
 
@@ -29,6 +31,21 @@ def _logistic(E, Y, c0, c1, k0, col_loss, w, with_loss, weighted):  # pragma: no
                 col_loss[c] += (np.log1p(z) + max(e, 0.0) - y * e) * wi
             p = 1.0 / (1.0 + z)
             E[i, c0 + c] = (p if e >= 0 else 1.0 - p) - y
+
+
+@stand_in(_logistic)
+def _logistic_arrays(E, Y, c0, c1, k0, col_loss, w, with_loss, weighted):  # noqa: ANN001
+    """:func:`_logistic` in numpy, run while it compiles (:mod:`bidlab.kern.standin`)."""
+    e = E[:, c0:c1]
+    y = Y[:, k0:k0 + (c1 - c0)]
+    z = np.exp(-np.abs(e))
+    if with_loss:
+        terms = np.log1p(z) + np.maximum(e, 0.0) - y * e
+        if weighted:
+            terms = terms * w[:, :1]
+        col_loss[: c1 - c0] = terms.sum(axis=0)
+    p = 1.0 / (1.0 + z)
+    e[...] = np.where(e >= 0, p, 1.0 - p) - y
 
 
 def logistic_step(E: np.ndarray, Y: np.ndarray, c0: int, c1: int, k0: int,

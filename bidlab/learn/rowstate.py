@@ -238,6 +238,8 @@ class RowStatePickling:
         setattr(self, self.ROW_STATE, rows)
         for name, empty in self.SCRATCH.items():
             setattr(self, name, empty())
+
+
 @stand_in(run_start)
 def _run_start_arrays(ids: np.ndarray) -> int:
     """:func:`run_start` in numpy, run while it compiles (:mod:`bidlab.kern.standin`)."""
