@@ -25,6 +25,7 @@ from bidlab.learn import MODELS
 from bidlab.learn.comm import ThreadGroup
 from bidlab.mat import SMat
 from bidlab.models import PageRank, load
+from bidlab.models.graph.transition import transition
 
 SNAP = {"ca-grqc": "snap-ca-grqc/ca-GrQc.txt",
         "email-eu-core": "snap-email-eu-core/email-Eu-core.txt.gz",
@@ -166,9 +167,12 @@ def test_inputs_dense_smat_edge_list_and_csr_taken_as_is(tmp_path):
         np.testing.assert_allclose(PageRank(tol=1e-10).fit(G).scores_, ref, atol=1e-14)
     est = PageRank()
     lrn = est.learner(A)
-    P = lrn.source.next().mats[0].csr
-    assert np.shares_memory(P.indices, A.indices)  # the structure is A's, not a copy
-    assert lrn.source.next() is not None and lrn.source.next().mats[0].csr.indices is P.indices
+    S = lrn.source.next().mats[0].csr
+    # the in-edge engine ranks A itself, not a copy
+    assert np.shares_memory(S.indices, A.indices) and np.shares_memory(S.data, A.data)
+    assert lrn.source.next() is not None and lrn.source.next().mats[0].csr.indices is S.indices
+    P, _ = transition(A)  # blocks of rows hold the transition, on A's structure
+    assert np.shares_memory(P.indices, A.indices)
     np.testing.assert_allclose(np.asarray(P.sum(axis=1)).ravel()[np.diff(A.indptr) > 0], 1.0)
 
 
