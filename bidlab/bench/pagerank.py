@@ -20,7 +20,7 @@ rule, an L2 change below l1, is as loose or looser).
 
 Same scores: the reference is ``networkx.pagerank`` at ``tol = 1e-12 / n`` (its scipy
 iteration where networkx is left out); each system's L1 distance to it must be <= 1e-6.
-Systems take turns, ``--repeats`` times, after one bidlab run on a tiny graph (numba
+Systems take turns, ``--repeats`` times (once on the large graph), after one bidlab run on a tiny graph (numba
 compiles once per process: warm figures); medians are reported, with speed ratios.
 """
 
@@ -143,7 +143,7 @@ def run(quick: bool, repeats: int, scale: int, big_scale: int | None,
     for name, make, with_nx in graphs(quick, scale, big_scale):
         A = make()
         log(f"{name}: {A.shape[0]:,} vertices, {A.nnz:,} edges")
-        rows.append(measure(name, A, with_nx, l1, repeats))
+        rows.append(measure(name, A, with_nx, l1, repeats if with_nx else 1))
         del A
     targets = []
     for r in rows:
