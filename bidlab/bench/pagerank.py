@@ -20,8 +20,9 @@ rule, an L2 change below l1, is as loose or looser).
 
 Same scores: the reference is ``networkx.pagerank`` at ``tol = 1e-12 / n`` (its scipy
 iteration where networkx is left out); each system's L1 distance to it must be <= 1e-6.
-Systems take turns, ``--repeats`` times (once on the large graph), after one bidlab run on a tiny graph (numba
-compiles once per process: warm figures); medians are reported, with speed ratios.
+Systems take turns, ``--repeats`` times (once on the large graph), after one bidlab run on
+a tiny graph (numba compiles once per process: warm figures); medians are reported, with
+speed ratios.
 """
 
 from __future__ import annotations
