@@ -151,6 +151,11 @@ class PageRankModel(Model):
         """The 1 x n scores (the live model matrix)."""
         return self.modelmats[0]
 
+    def divergence_mats(self) -> list[tuple[Mat, float]]:
+        """None: the scores are a distribution (they sum to 1) and cannot grow; the NaN /
+        inf check still covers them."""
+        return []
+
     def extra_state(self) -> dict[str, Mat]:
         return {"previous": self._prev} if self.modelmats else {}
 
