@@ -15,11 +15,27 @@ and written by one thread, so the result does not depend on the thread count.
 
 from __future__ import annotations
 
+import numba
 from numba import prange
 
 from bidlab.kern.adaptive import adaptive_kernel
 
-__all__ = ["pull_step"]
+__all__ = ["pull_step", "source_weights"]
+
+
+@numba.njit(cache=True, nogil=True)
+def source_weights(x, inv, y):  # pragma: no cover - compiled
+    """``y = x * inv`` (``inv``: 1 / out-weight, 0 for a dangling vertex); returns the
+    mass of ``x`` on dangling vertices and its total, summed in float64 in index order."""
+    dangling = 0.0
+    total = 0.0
+    for i in range(x.shape[0]):
+        xi = x[i]
+        total += xi
+        if inv[i] == 0.0:
+            dangling += xi
+        y[i] = xi * inv[i]
+    return dangling, total
 
 
 @adaptive_kernel(cache=True, nogil=True)

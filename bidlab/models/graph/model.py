@@ -24,7 +24,8 @@ its own entries of ``x`` back, so the totals are ``x`` unchanged -- and the lear
 adjacency ``A`` itself, not ``P``; the first pass builds ``A``'s in-edge lists (its CSC)
 and the out-weights once, and each pass is one call of
 :func:`bidlab.kern.pagerank.pull_step` -- the mat-vec, the dangling term and the teleport
-in one pass over the edges, parallel over target vertices -- after ``y = x / out``.
+in one pass over the edges, parallel over target vertices -- after one serial pass that
+forms ``y = x / out`` and sums the dangling and the total mass.
 
 After the first pass nothing is allocated: the product goes into the totals (or a 1 x n
 buffer) with ``out=``, the vector updates are ``xp`` ufuncs with ``out=``.
@@ -242,12 +243,9 @@ class PageRankModel(Model):
     def _pull_step(self, A: Any, rows: Any, x: Any, out: Any, d: float) -> None:
         """out = d (x / out-weights) A + [dangling mass] u + [total mass] p, one kernel."""
         indptr, indices, w, inv, y, u, p, nnz = self._in_edges(A)
-        ab = self._ab
-        np.matmul(x, rows, out=ab)
-        np.multiply(ab, self._coef, out=ab)
-        np.multiply(x.reshape(-1), inv, out=y)
-        pagerank.pull_step(nnz + self.n, indptr, indices, w, y, d, float(ab[0, 0]),
-                           float(ab[0, 1]), u, p, out.reshape(-1))
+        dangling, total = pagerank.source_weights(x.reshape(-1), inv, y)
+        pagerank.pull_step(nnz + self.n, indptr, indices, w, y, d, d * dangling,
+                           (1.0 - d) * total, u, p, out.reshape(-1))
 
     def evaluate(self, batch: Minibatch) -> Any:
         """Full-batch: nothing is held out; the score is the last change measured."""
