@@ -18,7 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "dashboard": "the live dashboard (bidlab/bench/dashboard.py)",
     "temperature": "SAME Gibbs with heated parameters vs without",
     "coldstart": "first fit of a fresh process: empty kernel cache, after warmup, warm",
-    "pagerank": "PageRank vs networkx and a scipy power iteration (SNAP, R-MAT)",
+    "pagerank": "PageRank vs networkx, igraph, fast_pagerank, scipy (SNAP, R-MAT 2 M, 20 M)",
     "topics": "coherence vs gensim, topic-edit latency, held-out recovery after a merge",
     "sfa": "SFA (ALS by CG) vs implicit on MovieLens-small and a generated 20 M matrix",
     "distributed": "learners on MPI ranks: sparse vs dense bytes per sync, 2 ranks vs 1",

@@ -1,23 +1,28 @@
-"""``python -m bidlab.bench pagerank [--json] [--quick] [--repeats N] [--scale S]``: PageRank
-against networkx and a scipy power iteration, on the SNAP graphs and an R-MAT graph.
+"""``python -m bidlab.bench pagerank [--json] [--quick] [--repeats N] [--scale S]
+[--big-scale S] [--l1 L]``: PageRank against networkx, igraph (PRPACK), fast_pagerank and
+a scipy power iteration, on the SNAP graphs and generated R-MAT graphs.
 
 Graphs: the three SNAP graphs of the shared data folder when it is there (ca-GrQc,
-email-Eu-core, wiki-Vote) and a generated R-MAT graph (``2**scale`` vertices, 16 edges per
-vertex, Graph500's quadrant probabilities 0.57 / 0.19 / 0.19 / 0.05, duplicates summed).
+email-Eu-core, wiki-Vote); an R-MAT graph of ``2**scale`` vertices with about 2 M edges
+(default scale 17, 17 edges per vertex drawn, duplicates summed into weights; Graph500's
+quadrant probabilities 0.57 / 0.19 / 0.19 / 0.05) measured against every peer; and one of
+``2**big_scale`` vertices with 22 edges per vertex drawn (default 20: over 20 M edges)
+against igraph, fast_pagerank and scipy only (networkx's graph objects do not fit this
+machine's memory at that size).
 
-Systems, all at the same tolerance (``tol``, networkx's rule: L1 change below ``n * tol``)
-and damping 0.85, each timed from taking the input to the scores:
+Systems, damping 0.85, each timed whole from taking the CSR adjacency to the scores
+(:mod:`bidlab.bench._pagerank_peers`): bidlab ``PageRank().fit(A)``; networkx
+``pagerank`` including building its ``DiGraph`` from ``A`` (the build is reported too);
+igraph's PRPACK including building its ``Graph`` (a direct solve); fast_pagerank's
+``pagerank_power``; networkx's iteration written on scipy. Iterative systems stop when an
+iteration's L1 change is below ``--l1`` (networkx's ``tol`` = l1 / n; fast_pagerank's own
+rule, an L2 change below l1, is as loose or looser).
 
-* ``bidlab``: ``PageRank(tol=tol).fit(A)`` from the CSR adjacency (checks, the transition
-  built once, the learner, every iteration);
-* ``scipy``: networkx's iteration written out on ``scipy.sparse`` (transition built from
-  ``A``, then ``x @ P`` per iteration);
-* ``networkx``: ``networkx.pagerank(G)`` on a ``DiGraph`` built beforehand (the build is
-  reported apart as ``networkx_build_s``), when networkx is installed.
-
-Each system runs ``--repeats`` times, taking turns, after one bidlab run on a tiny graph
-(numba compiles its kernels once per process: the figures are warm); medians are reported,
-with the iterations and the L1 distance of the scores to the scipy ones.
+Same scores: the reference is ``networkx.pagerank`` at ``tol = 1e-12 / n`` (its scipy
+iteration where networkx is left out); each system's L1 distance to it must be <= 1e-6.
+Systems take turns, ``--repeats`` times (once on the large graph), after one bidlab run on
+a tiny graph (numba compiles once per process: warm figures); medians are reported, with
+speed ratios.
 """
 
 from __future__ import annotations
@@ -30,15 +35,19 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from bidlab.bench._common import emit, log, machine
+from bidlab.bench import _pagerank_peers as peers
+from bidlab.bench._common import emit, log, machine, print_targets, target
 
-DAMPING = 0.85
+DAMPING = peers.DAMPING
+SAME = 1e-6  # largest L1 distance to the reference
+rmat_probs = (0.57, 0.19, 0.19)
+scipy_pagerank = peers.scipy_pagerank
 
 
 def rmat(scale: int, edge_factor: int = 16, seed: int = 0,
-         probs: tuple[float, float, float] = (0.57, 0.19, 0.19)) -> sp.csr_matrix:
-    """An R-MAT graph: ``2**scale`` vertices, ``edge_factor`` edges per vertex (duplicates
-    summed into weights), as a CSR adjacency (rows = sources)."""
+         probs: tuple[float, float, float] = rmat_probs) -> sp.csr_matrix:
+    """An R-MAT graph: ``2**scale`` vertices, ``edge_factor`` edges per vertex drawn
+    (duplicates summed into weights), as a CSR adjacency (rows = sources)."""
     rng = np.random.default_rng(seed)
     n, m = 1 << scale, edge_factor << scale
     a, b, c = probs
@@ -50,126 +59,118 @@ def rmat(scale: int, edge_factor: int = 16, seed: int = 0,
         right = ((r >= a) & (r < a + b)) | (r >= a + b + c)  # b or d: the target's bit
         src |= down.astype(np.int64) << level
         dst |= right.astype(np.int64) << level
+        del r, down, right
     A = sp.csr_matrix((np.ones(m), (src, dst)), shape=(n, n))
     A.sum_duplicates()
     return A
 
 
-def scipy_pagerank(A: sp.csr_matrix, tol: float, max_iter: int = 1000) -> tuple[np.ndarray, int]:
-    """networkx's scipy iteration: uniform start and teleport, dangling mass uniform."""
-    n = A.shape[0]
-    out = np.asarray(A.sum(axis=1)).ravel()
-    inv = np.divide(1.0, out, out=np.zeros(n), where=out != 0)
-    P = sp.diags(inv) @ A
-    dangling = out == 0
-    p = np.full(n, 1.0 / n)
-    x = p.copy()
-    for it in range(max_iter):
-        last = x
-        x = DAMPING * (last @ P + last[dangling].sum() * p) + (1 - DAMPING) * p
-        if np.abs(x - last).sum() < n * tol:
-            return x, it + 1
-    return x, max_iter
-
-
-def graphs(quick: bool, scale: int) -> list[tuple[str, sp.csr_matrix]]:
-    """(name, adjacency) of each graph measured."""
+def graphs(quick: bool, scale: int, big_scale: int | None) -> list[tuple[str, Any, bool]]:
+    """(name, a function making the adjacency, whether networkx runs on it)."""
     from bidlab.datasets.graphs import load_snap_edges
     from bidlab.datasets.paths import find_shared_data_dir
 
-    out = []
+    out: list[tuple[str, Any, bool]] = []
     folder = find_shared_data_dir()
     if folder is not None and not quick:
         for name, rel in (("ca-GrQc", "snap-ca-grqc/ca-GrQc.txt"),
                           ("email-Eu-core", "snap-email-eu-core/email-Eu-core.txt.gz"),
                           ("wiki-Vote", "snap-wiki-vote/wiki-Vote.txt")):
             if (folder / rel).is_file():
-                out.append((name, load_snap_edges(folder / rel).A))
+                out.append((name, lambda p=folder / rel: load_snap_edges(p).A, True))
     elif folder is None:
         log("shared data folder not found: the SNAP graphs are left out")
-    out.append((f"rmat-{scale}", rmat(scale)))
+    out.append((f"rmat-{scale}", lambda: rmat(scale, 17), True))
+    if big_scale is not None:
+        out.append((f"rmat-{big_scale}", lambda: rmat(big_scale, 22), False))
     return out
 
 
-def _networkx() -> Any:
-    try:
-        import networkx
+def _systems(with_nx: bool) -> dict[str, Any]:
+    sy = {"bidlab": peers.bidlab_pr, "scipy": peers.scipy_pr}
+    if with_nx and peers.available("networkx"):
+        sy["networkx"] = peers.networkx_pr
+    if peers.available("igraph"):
+        sy["igraph"] = peers.igraph_pr
+    if peers.available("fast_pagerank"):
+        sy["fast_pagerank"] = peers.fast_pagerank_pr
+    return sy
 
-        return networkx
-    except ImportError:
-        return None
+
+def reference(A: sp.csr_matrix, with_nx: bool) -> tuple[np.ndarray, str]:
+    n = A.shape[0]
+    if with_nx and peers.available("networkx"):
+        import networkx as nx
+
+        s = nx.pagerank(peers.networkx_graph(A), alpha=DAMPING, tol=1e-12 / n, max_iter=10000)
+        return np.array([s[i] for i in range(n)]), "networkx tol 1e-12/n"
+    return scipy_pagerank(A, 1e-12 / n, max_iter=10000)[0], "scipy iteration tol 1e-12/n"
 
 
-def measure(name: str, A: sp.csr_matrix, tol: float, repeats: int) -> dict[str, Any]:
-    from bidlab.models import PageRank
-
-    nx = _networkx()
-    G = None
-    row: dict[str, Any] = {"graph": name, "vertices": int(A.shape[0]), "edges": int(A.nnz)}
-    if nx is not None:
-        t0 = time.perf_counter()
-        G = nx.from_scipy_sparse_array(A, create_using=nx.DiGraph)
-        row["networkx_build_s"] = round(time.perf_counter() - t0, 4)
-    systems = {
-        "bidlab": lambda: _bidlab(PageRank, A, tol),
-        "scipy": lambda: scipy_pagerank(A, tol),
-    }
-    if G is not None:
-        systems["networkx"] = lambda: _nx(nx, G, A.shape[0], tol)
+def measure(name: str, A: sp.csr_matrix, with_nx: bool, l1: float,
+            repeats: int) -> dict[str, Any]:
+    systems = _systems(with_nx)
+    ref, ref_name = reference(A, with_nx)
+    row: dict[str, Any] = {"graph": name, "vertices": int(A.shape[0]), "edges": int(A.nnz),
+                           "reference": ref_name}
     times: dict[str, list[float]] = {s: [] for s in systems}
+    parts: dict[str, list[dict[str, float]]] = {s: [] for s in systems}
     last: dict[str, tuple[np.ndarray, int]] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for _ in range(repeats):
-            for s, run in systems.items():
+        for rep in range(repeats):
+            order = list(systems) if rep % 2 == 0 else list(reversed(systems))
+            for s in order:
                 t0 = time.perf_counter()
-                last[s] = run()
+                x, it, part = systems[s](A, l1)
                 times[s].append(time.perf_counter() - t0)
-    ref = last["scipy"][0]
+                parts[s].append(part)
+                last[s] = (x, it)
+                log(f"  {name} {s}: {times[s][-1]:.4f} s")
     for s in systems:
+        med = {k: round(float(np.median([p[k] for p in parts[s]])), 5) for k in parts[s][0]}
         row[s] = {"seconds": round(float(np.median(times[s])), 5), "iterations": last[s][1],
-                  "l1_to_scipy": float(np.abs(last[s][0] - ref).sum())}
-    row["bidlab_speedup_vs_scipy"] = round(row["scipy"]["seconds"] / row["bidlab"]["seconds"], 3)
-    if "networkx" in row:
-        row["bidlab_speedup_vs_networkx"] = round(
-            row["networkx"]["seconds"] / row["bidlab"]["seconds"], 3)
+                  "l1_to_reference": float(np.abs(last[s][0] - ref).sum()),
+                  "runs_s": [round(t, 5) for t in times[s]], **med}
+        if s != "bidlab":
+            row[f"bidlab_x_{s}"] = round(row[s]["seconds"] / row["bidlab"]["seconds"], 3)
     return row
 
 
-def _bidlab(cls: Any, A: sp.csr_matrix, tol: float) -> tuple[np.ndarray, int]:
-    est = cls(damping=DAMPING, tol=tol, max_iter=1000).fit(A)
-    return est.scores_, est.n_iter_
-
-
-def _nx(nx: Any, G: Any, n: int, tol: float) -> tuple[np.ndarray, int]:
-    scores = nx.pagerank(G, alpha=DAMPING, tol=tol, max_iter=1000)
-    return np.array([scores[i] for i in range(n)]), -1
-
-
-def run(quick: bool, repeats: int, scale: int, tol: float) -> dict[str, Any]:
-    from bidlab.models import PageRank
-
-    _bidlab(PageRank, rmat(6), tol)  # compile the kernels first: warm figures only
+def run(quick: bool, repeats: int, scale: int, big_scale: int | None,
+        l1: float) -> dict[str, Any]:
+    peers.bidlab_pr(rmat(6), l1)  # compile the kernels first: warm figures only
     rows = []
-    for name, A in graphs(quick, scale):
+    for name, make, with_nx in graphs(quick, scale, big_scale):
+        A = make()
         log(f"{name}: {A.shape[0]:,} vertices, {A.nnz:,} edges")
-        rows.append(measure(name, A, tol, repeats))
-    return {"benchmark": "pagerank", "tol": tol, "damping": DAMPING, "repeats": repeats,
-            "networkx": _networkx() is not None, "graphs": rows}
+        rows.append(measure(name, A, with_nx, l1, repeats if with_nx else 1))
+        del A
+    targets = []
+    for r in rows:
+        for peer, goal in (("networkx", 10.0), ("igraph", 2.0)):
+            if f"bidlab_x_{peer}" in r:
+                targets.append(target(f"{r['graph']}: bidlab speed / {peer}",
+                                      r[f"bidlab_x_{peer}"], goal))
+        targets.append(target(f"{r['graph']}: bidlab L1 to the reference",
+                              r["bidlab"]["l1_to_reference"], SAME, at_most=True))
+    return {"benchmark": "pagerank", "l1": l1, "damping": DAMPING, "repeats": repeats,
+            "graphs": rows, "targets": targets}
 
 
 def _report(res: dict[str, Any]) -> None:
-    print(f"== PageRank, tol {res['tol']:g}, damping {res['damping']}; medians of "
-          f"{res['repeats']} runs" + ("" if res["networkx"] else "; networkx not installed"))
+    print(f"== PageRank, damping {res['damping']}, stop at L1 change < {res['l1']:g}; "
+          f"medians of {res['repeats']} runs; L1 to the reference must be <= {SAME:g}")
     for r in res["graphs"]:
-        print(f"-- {r['graph']}: {r['vertices']:,} vertices, {r['edges']:,} edges")
-        for s in ("bidlab", "scipy", "networkx"):
+        print(f"-- {r['graph']}: {r['vertices']:,} vertices, {r['edges']:,} edges "
+              f"(reference: {r['reference']})")
+        for s in ("bidlab", "scipy", "networkx", "igraph", "fast_pagerank"):
             if s in r:
-                print(f"  {s:<9} {r[s]['seconds']:>9.4f} s  {r[s]['iterations']:>4} iterations"
-                      f"  L1 to scipy {r[s]['l1_to_scipy']:.2e}")
-        print(f"  bidlab x{r['bidlab_speedup_vs_scipy']:.2f} vs scipy"
-              + (f", x{r['bidlab_speedup_vs_networkx']:.2f} vs networkx"
-                 if "bidlab_speedup_vs_networkx" in r else ""))
+                extra = (f"  (build {r[s]['build_s']:.3f} s)" if "build_s" in r[s] else "")
+                ratio = f"  bidlab x{r[f'bidlab_x_{s}']:.2f}" if s != "bidlab" else ""
+                print(f"  {s:<13} {r[s]['seconds']:>9.4f} s  L1 {r[s]['l1_to_reference']:.1e}"
+                      f"{ratio}{extra}")
+    print_targets(res["targets"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,13 +181,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="only a small R-MAT graph (scale 12 unless --scale), one run")
     parser.add_argument("--repeats", type=int, default=3, help="runs per system")
     parser.add_argument("--scale", type=int, default=None,
-                        help="R-MAT graph of 2**scale vertices (default 18; 12 with --quick)")
-    parser.add_argument("--tol", type=float, default=1e-6, help="tolerance of every system")
+                        help="R-MAT graph of 2**scale vertices (default 17; 12 with --quick)")
+    parser.add_argument("--big-scale", type=int, default=20,
+                        help="the large R-MAT graph's scale (0: none; never with --quick)")
+    parser.add_argument("--l1", type=float, default=1e-7,
+                        help="stop when an iteration's L1 change is below this")
     args = parser.parse_args(argv)
-    scale = args.scale if args.scale is not None else (12 if args.quick else 18)
-    if not 1 <= scale <= 26:
-        parser.error(f"--scale must be in 1..26; got {scale}")
-    res = run(args.quick, 1 if args.quick else max(1, args.repeats), scale, args.tol)
+    scale = args.scale if args.scale is not None else (12 if args.quick else 17)
+    big = None if args.quick or not args.big_scale else args.big_scale
+    for s in (scale, big):
+        if s is not None and not 1 <= s <= 22:
+            parser.error(f"R-MAT scales must be in 1..22; got {s}")
+    res = run(args.quick, 1 if args.quick else max(1, args.repeats), scale, big, args.l1)
     res["machine"] = machine()
     return emit(res, args.json, _report)
 

@@ -10,6 +10,7 @@ BayesNetModel`, trained by the :class:`bidlab.learn.Learner`::
     bn.marginal("HYPOVOLEMIA"), bn.rhat_
     bn.fit(X)                              # tables from rows with -1 / NaN where missing
     bn.to_bif("learned.bif")
+    bn.set_temperature(3.0, "HR")          # per-parameter temperatures, as in LDAGibbs
     lrn = bn.learner()                     # a live inference learner; lrn.model.set_evidence
 """
 
@@ -58,6 +59,10 @@ class BayesNet(BidlabEstimator):
         alpha: Dirichlet prior, a pseudo-count added to every table entry's expected count.
         random_state: seed (None, an int or a numpy generator).
         n_jobs, verbose: CPU threads; progress output.
+
+    Per-parameter temperatures (learning, as in ``LDAGibbs``): :meth:`set_temperature`,
+    :meth:`temperature`, ``temperature_log_``, :meth:`reset_temperature`; they carry over
+    to the next ``fit`` or ``learner(X)``.
 
     Learned: ``network_`` (the network, with learned tables after ``fit``),
     ``marginals_`` (after ``infer``: one array per variable), ``rhat_`` (the largest
@@ -166,6 +171,12 @@ class BayesNet(BidlabEstimator):
         model = BayesNetModel(net, learn=learn, evidence=evidence, seed=self._seed(),
                               burn_in=self.burn_in, thin=self.thin, nsamps=self.nsamps,
                               nsamps0=self.nsamps0, anneal=self.anneal, alpha=self.alpha)
+        old = self.__dict__.get("model_")
+        if old is not None and old.temp.shape == model.temp.shape:  # temperatures carry over
+            old.apply_pending_if_idle()
+            model.temp[:] = old.temp
+            model.temp_active = old.temp_active
+            model.temperature_log = old.temperature_log
         src = BlockSource(data, batch_size=options.pop("batch_size", None) or data.shape[0],
                           names=("X",))
         options.setdefault("n_passes", passes)
@@ -194,13 +205,43 @@ class BayesNet(BidlabEstimator):
         self.marginals_ = model.marginals()
         self.rhat_ = model.chains.rhat()
 
+    # -- per-parameter temperatures -------------------------------------------------------
+    def _temp_model(self) -> BayesNetModel:
+        model = self.__dict__.get("model_")
+        if model is None:
+            raise RuntimeError("BayesNet has no learning run to set temperatures on: call "
+                               "fit(X) or learner(X) first (temperatures carry over to the "
+                               "next fit)")
+        return model
+
+    def set_temperature(self, value: float, variable: Any = None, row: int | None = None,
+                        state: Any = None) -> None:
+        """Set the temperature of table entries (all, one variable's table, one parent
+        configuration ``row``, one ``state`` column, or one entry): see
+        :meth:`TableTemperatures.set_temperature
+        <bidlab.models.bayesnet.temperature.TableTemperatures.set_temperature>`. Safe while
+        a learner trains (takes effect at the next sweep)."""
+        self._temp_model().set_temperature(value, variable, row, state)
+
+    def temperature(self) -> list[np.ndarray]:
+        """Each variable's temperatures, shaped like its table."""
+        return self._temp_model().temperature()
+
+    @property
+    def temperature_log_(self) -> list[dict[str, Any]]:
+        """The temperature changes with the pass and minibatch each took effect at."""
+        return self._temp_model().temperature_log
+
+    def reset_temperature(self) -> None:
+        """All temperatures back to 1 (logged like any other change)."""
+        self.set_temperature(1.0)
+
     # -- learning -------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> BayesNet:
         """Learn the tables from ``X`` (rows = observations, one column per variable of
         ``network``: state indices, -1 or NaN where missing), starting from the network's
         tables; ``y`` is ignored."""
         self.__dict__.pop("_network", None)
-        self.__dict__.pop("model_", None)
         lrn = self._learner(X, None, {})
         with self._threads():
             lrn.fit(progress=self._progress())

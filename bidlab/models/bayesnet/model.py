@@ -15,6 +15,8 @@ table of the network as a 1 x P vector (:meth:`Network.flat_tables`).
   At the pass's end the tables become the posterior mean of the weighted counts per
   replica under a Dirichlet(``alpha``) prior: ``(counts / m + alpha)``, each row
   normalised; :class:`~bidlab.learn.updaters.Batch` ("replace") installs them.
+  Per-parameter temperatures (:mod:`bidlab.models.bayesnet.temperature`, as in
+  ``LDAGibbs``) let a heated entry count fewer of the replicas.
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ from bidlab.learn.updaters import Batch, Updater
 from bidlab.mat import Mat
 from bidlab.models.bayesnet.network import Network
 from bidlab.models.bayesnet.sampler import GibbsChains
+from bidlab.models.bayesnet.temperature import TableTemperatures, replica_weights
 from bidlab.models.lda.gibbs_params import ANNEAL, ANNEAL_PASSES, NSAMPS, NSAMPS0, anneal_nsamps
 
 __all__ = ["BayesNetModel"]
 
 
-class BayesNetModel(Model):
+class BayesNetModel(TableTemperatures, Model):
     """Gibbs inference or SAME Gibbs-EM learning on a network (see the module doc).
 
     Args:
@@ -78,17 +81,19 @@ class BayesNetModel(Model):
         self._evidence = evidence
         self.chains: GibbsChains | None = None
         self.n_passes_planned = 1
+        self.init_temperatures()
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["chains"] = None  # the sampler's state is scratch: a restart draws it again
-        return state
+        return self._temperature_state(state)
 
     def default_updater(self, **options: Any) -> Updater:
         return Batch(**options)
 
     def bind(self, learner: Any) -> None:
         self.n_passes_planned = int(getattr(learner.opts, "n_passes", 1) or 1)
+        self.bind_temperatures(learner)
 
     def m_at(self, pass_: int) -> float:
         """The SAME replica count m at pass ``pass_`` (1 for inference)."""
@@ -125,6 +130,9 @@ class BayesNetModel(Model):
     def update(self, batch: Minibatch) -> float | None:
         ch = self.chains
         lo, hi = batch.start, batch.start + batch.n
+        self._where = {"pass": batch.pass_, "batch": batch.index}
+        if self._pending:
+            self.apply_pending(self._where)
         if not self._seen[lo:hi].all():
             ch.obs[lo:hi] = _clamps(batch.mats[0].data[: batch.n], self.network)
             self._seen[lo:hi] = True
@@ -146,8 +154,20 @@ class BayesNetModel(Model):
         w = np.clip(m - np.arange(m_active), 0.0, 1.0)
         c = self._counts
         c[...] = 0.0
-        bn_gibbs.counts(ch.X.size, ch.X, ch.n_obs, w, c.size, t.off, t.card, *t.parents, c)
-        c /= w.sum()
+        if self.temp_active:  # each replica's counts, weighed per entry by m / T
+            ww = replica_weights(m, self.temp, m_active)
+            one, cj = np.zeros(m_active), np.empty_like(c)
+            for j in range(m_active):
+                one[:] = 0.0
+                one[j] = 1.0
+                cj[...] = 0.0
+                bn_gibbs.counts(ch.X.size, ch.X, ch.n_obs, one, c.size, t.off, t.card,
+                                *t.parents, cj)
+                c += ww[j] * cj
+        else:
+            bn_gibbs.counts(ch.X.size, ch.X, ch.n_obs, w, c.size, t.off, t.card, *t.parents,
+                            c)
+            c /= w.sum()
         c += self.opts.alpha
         for v in range(self.network.n_vars):
             tab = c[self._off[v]:self._off[v + 1]].reshape(-1, int(t.card[v]))

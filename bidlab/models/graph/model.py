@@ -20,6 +20,13 @@ residual per iteration). Below ``tol * n`` (networkx's rule), or after ``max_ite
 iterations, the model is ``converged``: that pass computes no product -- each block writes
 its own entries of ``x`` back, so the totals are ``x`` unchanged -- and the learner stops.
 
+**In-edge engine** (``pull=True``; the CPU, the whole graph in one block): the data are the
+adjacency ``A`` itself, not ``P``; the first pass builds ``A``'s in-edge lists (its CSC)
+and the out-weights once, and each pass is one call of
+:func:`bidlab.kern.pagerank.pull_step` -- the mat-vec, the dangling term and the teleport
+in one pass over the edges, parallel over target vertices -- after one serial pass that
+forms ``y = x / out`` and sums the dangling and the total mass.
+
 After the first pass nothing is allocated: the product goes into the totals (or a 1 x n
 buffer) with ``out=``, the vector updates are ``xp`` ufuncs with ``out=``.
 """
@@ -31,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
+from bidlab.kern import pagerank
 from bidlab.learn.datasource import DataInfo
 from bidlab.learn.model import Model
 from bidlab.learn.options import Option
@@ -40,7 +48,7 @@ from bidlab.mat import Mat, dense_sparse
 
 __all__ = ["PageRankModel"]
 
-_SCRATCH = ("_views",)
+_SCRATCH = ("_views", "_in")
 
 
 class PageRankModel(Model):
@@ -53,6 +61,8 @@ class PageRankModel(Model):
         personalization: the teleport distribution, a host (n,) array summing to 1, or
             None (uniform).
         dangling: where a dangling vertex's score goes, likewise; None: ``personalization``.
+        pull: the data are the adjacency (not the transition), ranked by the in-edge engine
+            (the module doc): CPU, one block of all rows, one learner.
         damping, tol, max_iter: the options below.
 
     Attributes (besides ``modelmats``, the 1 x n scores):
@@ -74,7 +84,7 @@ class PageRankModel(Model):
     full_batch = True
 
     def __init__(self, n: int, *, first_row: int = 0, personalization: Any = None,
-                 dangling: Any = None, **options: Any) -> None:
+                 dangling: Any = None, pull: bool = False, **options: Any) -> None:
         super().__init__(**options)
         self.n = int(n)
         self.first_row = int(first_row)
@@ -89,6 +99,8 @@ class PageRankModel(Model):
         self.converged = False
         self._final = False
         self._views: dict[int, tuple[Mat, Any, Any]] | None = None
+        self.pull = bool(pull)
+        self._in: tuple[Any, ...] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -129,11 +141,21 @@ class PageRankModel(Model):
         self.converged = False
         self._final = False
         self._views = None
+        self._in = None
+        if self.pull and (xp is not np or self.first_row != 0 or info.n_samples != n):
+            raise ValueError("PageRank: the in-edge engine (pull=True) ranks the whole graph "
+                             "in one block on the CPU; give it all rows of a host graph, or "
+                             "use pull=False")
 
     @property
     def scores(self) -> Mat:
         """The 1 x n scores (the live model matrix)."""
         return self.modelmats[0]
+
+    def divergence_mats(self) -> list[tuple[Mat, float]]:
+        """None: the scores are a distribution (they sum to 1) and cannot grow; the NaN /
+        inf check still covers them."""
+        return []
 
     def extra_state(self) -> dict[str, Mat]:
         return {"previous": self._prev} if self.modelmats else {}
@@ -185,6 +207,9 @@ class PageRankModel(Model):
             return r
         P, rows = batch.mats[0], batch.mats[1].data
         d, t = self.opts.damping, self._tmp.data
+        if self.pull:
+            self._pull_step(P, rows, xraw, T.data, d)
+            return r
         if batch.index == 0:  # the totals start with this block's d x_R P_R
             dense_sparse(xb, P, out=T)
             xp.multiply(T.data, d, out=T.data)
@@ -201,6 +226,26 @@ class PageRankModel(Model):
         xp.multiply(self._p, ab[:, 1:2], out=t)
         xp.add(T.data, t, out=T.data)
         return r
+
+    def _in_edges(self, A: Any) -> tuple[Any, ...]:
+        """The adjacency's in-edge lists, 1 / out-weight per vertex (0 when dangling) and
+        the 1-D buffers of the in-edge engine: built at the first pass."""
+        if self._in is None:
+            A = A.csr if hasattr(A, "csr") else A
+            out = np.asarray(A.sum(axis=1), dtype=np.float64).reshape(-1)
+            inv = np.divide(1.0, out, out=np.zeros_like(out), where=out != 0)
+            C = A.tocsc()
+            w = C.data if (C.data != 1).any() else np.empty(0, C.data.dtype)
+            self._in = (C.indptr, C.indices, w, inv, np.empty(self.n),
+                        self._u.reshape(-1), self._p.reshape(-1), int(C.nnz))
+        return self._in
+
+    def _pull_step(self, A: Any, rows: Any, x: Any, out: Any, d: float) -> None:
+        """out = d (x / out-weights) A + [dangling mass] u + [total mass] p, one kernel."""
+        indptr, indices, w, inv, y, u, p, nnz = self._in_edges(A)
+        dangling, total = pagerank.source_weights(x.reshape(-1), inv, y)
+        pagerank.pull_step(nnz + self.n, indptr, indices, w, y, d, d * dangling,
+                           (1.0 - d) * total, u, p, out.reshape(-1))
 
     def evaluate(self, batch: Minibatch) -> Any:
         """Full-batch: nothing is held out; the score is the last change measured."""

@@ -28,6 +28,7 @@ import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import threadpool_limits
 
 import bidlab as bl
 from bidlab import backend
@@ -41,6 +42,13 @@ from bidlab.models.nmf.steps import Block, objective, w_step
 from bidlab.models.sk_params import factor_rows
 
 __all__ = ["NMF"]
+
+
+def _one_blas_thread() -> Any:
+    """A context running BLAS on one thread: NMF's dense products are small (k x k Gram
+    matrices, k x n_features statistics) and the sparse work runs in bidlab's kernels,
+    while BLAS threads that spin for work slow every such call down on a busy machine."""
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _valid_init(x: Any) -> bool:
@@ -310,12 +318,13 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         model = self._model(data, k, W, H, self.method)
         src = self._source(data, None, shuffle=self.method == "online")
         lrn = self._build_learner(model, src, n_passes=self.max_iter, val_every=0)
-        lrn.fit(progress="text" if self.verbose else None)
-        self.model_ = model
-        self.updater_ = lrn.updater
-        self.n_iter_ = int(model.n_passes_done)
-        Wf = model.factors()
-        self.reconstruction_err_ = self._error(data, Wf)
+        with _one_blas_thread():
+            lrn.fit(progress="text" if self.verbose else None)
+            self.model_ = model
+            self.updater_ = lrn.updater
+            self.n_iter_ = int(model.n_passes_done)
+            Wf = model.factors()
+            self.reconstruction_err_ = self._error(data, Wf)
         return Wf
 
     def partial_fit(self, X: Any, y: Any = None, mask: Any = None) -> NMF:
@@ -336,9 +345,10 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         if model.initialised:
             model.rebind(src.info)
         lrn = self._build_learner(model, src, self.updater_, n_passes=1, val_every=0)
-        lrn.fit(progress=None)
-        self.n_iter_ += 1
-        self.reconstruction_err_ = self._error(data, model.factors())
+        with _one_blas_thread():
+            lrn.fit(progress=None)
+            self.n_iter_ += 1
+            self.reconstruction_err_ = self._error(data, model.factors())
         return self
 
     def learner(self, X: Any, y: Any = None, mask: Any = None, **options: Any) -> Learner:
@@ -389,7 +399,7 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         b = self._block(data)
         l1, l2 = self.model_.w_penalties()
         start = previous = math.sqrt(2.0 * objective(b, W, H, Ht, loss)[0])
-        with bl.caching():
+        with bl.caching(), _one_blas_thread():
             for it in range(1, self.max_iter + 1):
                 w_step(b, W, H, Ht, loss, l1, l2)
                 if self.tol > 0 and it % 10 == 0:
