@@ -27,8 +27,9 @@ estimator, ``ProbEstimation.DOCUMENT``; its targets: every topic's top words). T
 definitions differ from gensim's: ``u_mass`` adds ``eps`` to the conditional probability,
 ``log(p(w_i, w_j) / p(w_j) + eps)`` (the two agree wherever a pair shares a document), and
 ``c_v``'s context vectors run over the top words of all topics, ``n_i = (npmi(w_i, u))_u``
-for every u among them, not over the topic's own top words. ``c_uci`` and ``c_npmi`` are
-the same in both.
+for every u among them, not over the topic's own top words; and ``D`` counts only the
+documents that hold a word (tomotopy's corpus keeps no empty document). ``c_uci`` and
+``c_npmi`` are otherwise the same in both.
 """
 
 from __future__ import annotations
@@ -128,6 +129,8 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
     union, local = np.unique(top, return_inverse=True)
     local = local.reshape(top.shape)
     co, D = cooccurrence(X, union)
+    if convention == "tomotopy":
+        D -= _empty_documents(X)
     if measure == "c_v" and convention == "tomotopy":
         per = _c_v_all_targets(co, D, local)
         return per if per_topic else float(per.mean())
@@ -156,6 +159,16 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
             norms = np.linalg.norm(npmi, axis=2) * np.linalg.norm(whole, axis=1)[:, None]
             per = (dot / np.maximum(norms, 1e-300)).mean(axis=1)
     return per if per_topic else float(per.mean())
+
+
+def _empty_documents(X: Any) -> int:
+    """Documents (rows of ``X``) without a nonzero count."""
+    if hasattr(X, "X") and hasattr(X, "vocab"):
+        X = X.X
+    Xh = sp.csr_matrix(backend.to_host(X))
+    return int(Xh.shape[0] - np.count_nonzero(Xh.getnnz(axis=1)
+                                              if not (Xh.data == 0).any()
+                                              else (Xh != 0).getnnz(axis=1)))
 
 
 def _c_v_all_targets(co: np.ndarray, D: int, local: np.ndarray) -> np.ndarray:
