@@ -171,6 +171,26 @@ def test_intertopic_map_places_close_topics_close_and_stays_stable():
     np.testing.assert_allclose(np.stack([flipped["x"], flipped["y"]], 1), -xy, atol=1e-8)
 
 
+def test_intertopic_map_moves_continuously_from_the_previous_placement():
+    rng = np.random.default_rng(1)
+    topics = np.eye(6) * 0.9 + 0.1 / 6  # equidistant: classical MDS's plane is arbitrary
+    first = export.intertopic_map(topics)
+    prev = np.stack([first["x"], first["y"]], axis=1)
+    D = first["distance"]
+
+    def stress(X):
+        d = np.linalg.norm(X[:, None] - X[None], axis=2)
+        return float(((D - d) ** 2).sum())
+
+    nudged = topics * rng.uniform(0.999, 1.001, topics.shape)
+    m = export.intertopic_map(nudged, previous=prev, steps=10)
+    now = np.stack([m["x"], m["y"]], axis=1)
+    assert np.abs(now - prev).max() < 0.05 * np.ptp(prev)  # a small move, no jump
+    assert stress(export.stress_steps(D, prev, 5)) <= stress(prev) + 1e-12
+    far = prev * 3.0  # a stretched placement is pulled back towards the distances
+    assert stress(export.stress_steps(D, far, 3)) < 0.5 * stress(far)
+
+
 def test_pyldavis_prepared_data_is_json_and_consistent(tmp_path):
     corpus = synthetic_lda_corpus(n_docs=100, n_words=40, k=3, seed=1)
     X = sp.csr_matrix(corpus.X)
