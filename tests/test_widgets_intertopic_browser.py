@@ -134,9 +134,20 @@ _PATIENT_GESTURES_JS = "() => { Bokeh.require('core/ui_gestures').UIGestures.pre
                        " = 10000; }"
 
 
+MIN_MAP_RATE = 5.0  # asserted floor of the map's updates in the page (the pump ticks at 10/s)
+
+
 def test_merge_then_split_from_the_map(live: dict[str, Any]) -> None:
     page, probe = live["page"], live["probe"]
     page.evaluate(_PATIENT_GESTURES_JS)
+    # the map streams while the learner trains (the counter bench dashboard --map uses)
+    lp.install_change_counter(page, MAP)
+    start = page.evaluate("() => Date.now()")
+    lp.wait_ms(4000)
+    rate = lp.change_rate(page, MAP, start, page.evaluate("() => Date.now()"))
+    print(f"\nintertopic map: {rate['updates']} updates in the page in {rate['seconds']:.1f} s"
+          f" = {rate['rate']:.2f}/s, longest gap {rate['max_gap_s']:.2f} s")
+    assert rate["rate"] >= MIN_MAP_RATE, rate
     # box-select two topics (the map's drag tool), then press "merge"
     tried: list[Any] = []
     for _attempt in range(3):  # the map may be re-placed under the mouse: select again
