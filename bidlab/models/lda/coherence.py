@@ -66,7 +66,7 @@ def top_words(topics: np.ndarray, top_n: int) -> np.ndarray:
     k, V = topics.shape
     n = max(1, min(int(top_n), V))
     neg = -topics
-    if 4 * n >= V:
+    if 4 * n >= V or not np.isfinite(neg).all():  # (NaN would drop out of the candidates)
         return np.argsort(neg, axis=1, kind="stable")[:, :n]
     kth = np.partition(neg, n - 1, axis=1)[:, n - 1 : n]  # each row's n-th best value
     rows, cols = np.nonzero(neg <= kth)  # >= n candidates per row, ties included
