@@ -361,3 +361,23 @@ def test_glm_roofline_json_quick() -> None:
     assert 0 < w["bytes"]["touched_rows"] <= w["d"] * -(-w["n_train"] // 500)
     assert _positive(w["pass_s"]) and _positive(w["stream_GBps"])
     assert w["fraction_of_roofline"] == pytest.approx(w["roofline_s"] / w["pass_s"], rel=0.02)
+def test_dashboard_map_cell_and_summary(tmp_path: Path) -> None:
+    """``bench dashboard --map``: the map's cell goes right after the bubbles' cell of the
+    notebook copy, and its page and kernel rates are the windows' totals over their time."""
+    import nbformat
+
+    from bidlab.bench import _live_page as lp
+    from bidlab.bench._dashboard_run import MAP_CELL
+    from bidlab.bench.dashboard import map_summary
+
+    nb = nbformat.read(lp.lab_notebook(tmp_path / "nb.ipynb", None, "NPASSES = 5",
+                                       extra_cells=(MAP_CELL,)), as_version=4)
+    sources = [c.source for c in nb.cells]
+    at = next(i for i, s in enumerate(sources) if "TopicBubbles(learner" in s)
+    assert sources[at + 1] == MAP_CELL and sources.count(MAP_CELL) == 1
+    plain = nbformat.read(lp.lab_notebook(tmp_path / "plain.ipynb", None), as_version=4)
+    assert len(plain.cells) == len(nb.cells) - 1
+    got = map_summary([{"map_frames_per_s": 9.0}, {"map_frames_per_s": 11.0}],
+                      [{"map": {"updates": 30, "seconds": 3.0}},
+                       {"map": {"updates": 50, "seconds": 5.0}}])
+    assert got == {"kernel_frames_per_s": 10.0, "page_updates_per_s": 10.0}

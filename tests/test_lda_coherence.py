@@ -88,6 +88,71 @@ def test_coherence_equals_gensim_with_whole_document_windows(measure):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
 
 
+def test_top_words_equal_a_stable_full_sort_ties_included():
+    rng = np.random.default_rng(5)
+    for topics in (rng.gamma(0.1, size=(30, 400)),  # few large values
+                   rng.integers(0, 3, size=(30, 400)).astype(float),  # ties everywhere
+                   np.zeros((3, 400)), rng.random((4, 12))):  # all tied; a short row
+        for n in (1, 10, 40):
+            want = np.argsort(-topics, axis=1, kind="stable")[:, :n]
+            np.testing.assert_array_equal(coh.top_words(topics, n), want)
+
+
+def test_cooccurrence_kernel_equals_the_sparse_product():
+    from bidlab.kern.cooccur import document_cooccurrence
+
+    corpus = synthetic_lda_corpus(n_docs=200, n_words=80, k=4, seed=2)
+    X = sp.csr_matrix(corpus.X)
+    X.data[::7] = 0.0  # explicit zeros do not count
+    words = np.array([0, 3, 4, 17, 50, 79])
+    B = (X[:, words] != 0).astype(np.float64)
+    want = (B.T @ B).toarray()
+    np.testing.assert_array_equal(
+        document_cooccurrence(X.indptr, X.indices, X.data, X.shape[1], words), want)
+    rev = X.copy()  # rows' nonzeros in decreasing column order
+    for r in range(rev.shape[0]):
+        lo, hi = rev.indptr[r], rev.indptr[r + 1]
+        rev.indices[lo:hi] = rev.indices[lo:hi][::-1].copy()
+        rev.data[lo:hi] = rev.data[lo:hi][::-1].copy()
+    np.testing.assert_array_equal(
+        document_cooccurrence(rev.indptr, rev.indices, rev.data, X.shape[1], words), want)
+    with pytest.raises(ValueError, match="increasing and distinct"):
+        document_cooccurrence(X.indptr, X.indices, X.data, X.shape[1], words[::-1])
+
+
+@pytest.mark.parametrize("measure", coh.MEASURES)
+def test_coherence_equals_tomotopy_under_its_convention(measure):
+    tp = pytest.importorskip("tomotopy")
+    from tomotopy.coherence import ConfirmMeasure as C
+    from tomotopy.coherence import IndirectMeasure as Ind
+    from tomotopy.coherence import ProbEstimation as PE
+    from tomotopy.coherence import Segmentation as S
+
+    spec = {"u_mass": (PE.DOCUMENT, S.ONE_PRE, C.LOGCOND),
+            "c_uci": (PE.DOCUMENT, S.ONE_ONE, C.PMI),
+            "c_npmi": (PE.DOCUMENT, S.ONE_ONE, C.NPMI),
+            "c_v": (PE.DOCUMENT, S.ONE_SET, C.NPMI, Ind.COSINE)}[measure]
+    corpus = synthetic_lda_corpus(n_docs=300, n_words=60, k=5, doc_len=(20, 40), seed=3)
+    X = sp.csr_matrix(corpus.X)
+    X = sp.vstack([X[:100], sp.csr_matrix((20, 60)), X[100:]], format="csr")  # empty docs
+    words = [[str(w) for w in row] for row in coh.top_words(corpus.topics, 8)]
+    reference = tp.utils.Corpus()
+    for text in _texts(X):
+        reference.add_doc(text)
+    scorer = tp.coherence.Coherence(reference, coherence=spec, top_n=8,
+                                    targets=sorted({w for row in words for w in row}))
+    want = np.array([scorer.get_score(words=row) for row in words])
+    got = coh.coherence(corpus.topics, X, measure, top_n=8, per_topic=True,
+                        convention="tomotopy")
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+    kept = X[X.getnnz(axis=1) > 0]  # gensim counts empty documents too; tomotopy does not
+    gensim_way = coh.coherence(corpus.topics, kept, measure, top_n=8, per_topic=True)
+    if measure in ("c_uci", "c_npmi"):  # otherwise the same definitions in both
+        np.testing.assert_allclose(gensim_way, got, rtol=1e-12)
+    with pytest.raises(ValueError, match="unknown convention"):
+        coh.coherence(corpus.topics, X, measure, convention="palmetto")
+
+
 def test_intertopic_map_places_close_topics_close_and_stays_stable():
     rng = np.random.default_rng(0)
     base = rng.dirichlet(np.ones(50), size=3)
@@ -102,6 +167,28 @@ def test_intertopic_map_places_close_topics_close_and_stays_stable():
     assert D.max() <= math.sqrt(math.log(2)) + 1e-9
     flipped = export.intertopic_map(topics, previous=-xy)  # aligned to a mirrored frame
     np.testing.assert_allclose(np.stack([flipped["x"], flipped["y"]], 1), -xy, atol=1e-8)
+
+
+def test_intertopic_map_moves_continuously_from_the_previous_placement():
+    rng = np.random.default_rng(1)
+    topics = np.eye(6) * 0.9 + 0.1 / 6  # equidistant: classical MDS's plane is arbitrary
+    first = export.intertopic_map(topics)
+    D = first["distance"]
+    mds = np.stack([first["x"], first["y"]], axis=1)
+    prev = export.stress_steps(D, mds, 300)  # where a live map settles
+
+    def stress(X):
+        d = np.linalg.norm(X[:, None] - X[None], axis=2)
+        return float(((D - d) ** 2).sum())
+
+    nudged = topics * rng.uniform(0.999, 1.001, topics.shape)
+    m = export.intertopic_map(nudged, previous=prev, steps=10)
+    now = np.stack([m["x"], m["y"]], axis=1)
+    assert np.abs(now - prev).max() < 0.05 * np.ptp(prev)  # a small move, no jump
+    assert stress(prev) < stress(mds)  # the steps lower the stress
+    assert stress(export.stress_steps(D, mds, 5)) < stress(mds)
+    far = prev * 3.0  # a stretched placement is pulled back towards the distances
+    assert stress(export.stress_steps(D, far, 3)) < 0.5 * stress(far)
 
 
 def test_pyldavis_prepared_data_is_json_and_consistent(tmp_path):

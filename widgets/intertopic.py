@@ -2,10 +2,12 @@
 topic edits a click away.
 
 The topics are placed by Jensen-Shannon distance and classical MDS
-(:func:`bidlab.models.lda.export.intertopic_map`) at most once a second
-(``LAYOUT_EVERY``; less often when a placement takes over 0.1 s: it then costs at most a
-tenth of the pump thread's time), rotated onto the previous placement so the map does not
-flip; every tick updates the circles' sizes. A circle's area is its topic's share of the counts and
+(:func:`bidlab.models.lda.export.intertopic_map`) when k changes, and otherwise moved from
+their previous places by a few stress-majorisation steps towards the new distances
+(``LAYOUT_STEPS``), so the map moves continuously rather than jumping; at most once a
+second (``LAYOUT_EVERY``; less often when a placement takes over 0.1 s: it then costs at
+most a tenth of the pump thread's time). Every tick updates the circles' sizes. A circle's
+area is its topic's share of the counts and
 its colour the topic's NPMI coherence on the learner's documents (recomputed every
 ``coherence_every`` seconds). Selecting a topic lists its most relevant words for the λ of
 the slider (pyLDAvis's relevance). Box-select (or shift-click) two or more topics and press
@@ -39,6 +41,8 @@ MAX_RADIUS = 0.25  # of the map's span, for the largest topic
 #: seconds between placements of the topics (the Jensen-Shannon distances over the
 #: vocabulary cost tens of ms); the circles' sizes follow every frame
 LAYOUT_EVERY = 1.0
+#: stress-majorisation steps from the previous placement per placement (k unchanged)
+LAYOUT_STEPS = 10
 
 
 class IntertopicMap(PumpedView):
@@ -167,7 +171,7 @@ class IntertopicMap(PumpedView):
         prev = self._coords if self._coords is not None and len(self._coords) == k else None
         now = time.monotonic()
         if prev is None or now - self._layout_time >= max(LAYOUT_EVERY, 10 * self._layout_s):
-            m = export.intertopic_map(P, weight, previous=prev)
+            m = export.intertopic_map(P, weight, previous=prev, steps=LAYOUT_STEPS)
             self._coords = np.stack([m["x"], m["y"]], axis=1)
             self._layout_time = now
             self._layout_s = time.monotonic() - now  # a placement's share stays <= 10 %

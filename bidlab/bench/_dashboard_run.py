@@ -181,6 +181,8 @@ learner.model.update = _bench_slow_update
 _bench_renders = {v: v.view.render for v in (dash, bubbles)}
 """
 _VIEWS_ON = "[setattr(v.view, 'render', r) for v, r in _bench_renders.items()] and 0"
+_WITH_MAP = ("'topic_map' in globals() and _bench_renders.__setitem__(topic_map, "
+             "topic_map.view.render)")
 _VIEWS_OFF = "[setattr(v.view, 'render', lambda s: None) for v in _bench_renders] and 0"
 _UNSLOW = "(_bench_renders.clear(), learner.model.__dict__.pop('update')) and 0"
 
@@ -206,6 +208,7 @@ def _page_only(probe: Any, page: Any, cpu: CpuShares, steps: int, rounds: int,
     import subprocess
 
     probe.eval(f"exec({_SLOW!r}, globals()) or 0")
+    probe.eval(f"({_WITH_MAP}) or 0")  # the map renders and stands still with the others
     code = ("import sys; from bidlab.bench._dashboard_run import bare_process; "
             "bare_process(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))")
     proc = subprocess.Popen([sys.executable, "-c", code, str(data or ""), str(docs),
@@ -298,13 +301,22 @@ class Session:
     isolated: dict[str, Any] | None  # the --isolate core split (None without it)
 
 
+#: ``--map``: the intertopic map on the dashboard learner, right after its bubbles
+MAP_CELL = """from bidlab.widgets import IntertopicMap
+
+topic_map = IntertopicMap(learner, vocab)
+topic_map"""
+
+
 def run_session(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
-                page_rounds: int = 0, warmup: float = 10.0, isolated: bool = False
-                ) -> Session:
+                page_rounds: int = 0, warmup: float = 10.0, isolated: bool = False,
+                with_map: bool = False) -> Session:
     """Run the notebook in JupyterLab in chromium and take every measurement: ``rounds``
     alternating windows of ``steps`` minibatches after ``warmup`` seconds, ``drags`` slider
-    drags, then ``page_rounds`` ``--page-only`` rounds. A ``LookupError`` says why a real
-    browser cannot run here."""
+    drags, then ``page_rounds`` ``--page-only`` rounds. ``with_map`` adds the intertopic
+    map (:data:`MAP_CELL`); its frames in the kernel and its data changes in the page are
+    then counted in every dashboard window too. A ``LookupError`` says why a real browser
+    cannot run here."""
     reason = bh.skip_reason()
     if reason:
         raise LookupError(reason)
@@ -312,7 +324,8 @@ def run_session(steps: int, rounds: int, drags: int, docs: int, data: Path | Non
         root = Path(tmp) / "root"
         root.mkdir()
         lp.lab_notebook(root / "02_lda_live.ipynb", data,
-                        f"NPASSES = 100_000\nMAX_DOCS = {docs}")
+                        f"NPASSES = 100_000\nMAX_DOCS = {docs}",
+                        extra_cells=(MAP_CELL,) if with_map else ())
         server = bh.start_lab(root, Path(tmp) / "lab")
         browser = None
         try:
@@ -326,12 +339,17 @@ def run_session(steps: int, rounds: int, drags: int, docs: int, data: Path | Non
                         "the notebook to run")
             bh.wait_for(lambda: page.evaluate(f"() => !!{lp.find_source_js(lp.SCORES)}"),
                         30, "the score chart in the page")
+            if with_map:
+                bh.wait_for(lambda: probe.eval("topic_map.frames > 0") and page.evaluate(
+                    f"() => !!{lp.find_source_js(lp.MAP)}"), 60, "the intertopic map drawn")
             time.sleep(warmup)  # the notebook's learner trains, the page renders it
             probe.eval("learner.pause() or 0")
             probe.eval(f"exec({_BARE!r}, globals()) or 0", timeout=60)
             heated = probe.eval("_bench_heated")
             probe.eval(f"exec({_WINDOW!r}, globals()) or 0")
             lp.install_update_counter(page, lp.SCORES)
+            if with_map:
+                lp.install_change_counter(page, lp.MAP)
             kernel_pid = probe.eval("__import__('os').getpid()")
             cpu = CpuShares(server.process.pid, kernel_pid, probe.eval(_THREADS.strip()))
             split = (isolate(list(probe.eval("(learner._thread.native_id, "
@@ -346,10 +364,16 @@ def run_session(steps: int, rounds: int, drags: int, docs: int, data: Path | Non
                     if name == "bare":
                         bare.append(_run_window(probe, "bare", steps, 300, cpu))
                         continue
+                    frames = probe.eval("topic_map.frames") if with_map else 0
                     with_dash.append(_run_window(probe, "learner", steps, 300, cpu))
                     # the page's updates while the learner trained (first to last minibatch
                     # of the window): the time around it, learner paused, has none to show
                     rates.append(lp.update_rate(page, *with_dash[-1]["epoch_ms"]))
+                    if with_map:
+                        w = with_dash[-1]
+                        w["map_frames_per_s"] = ((probe.eval("topic_map.frames") - frames)
+                                                 / max(w["seconds"], 1e-9))
+                        rates[-1]["map"] = lp.change_rate(page, lp.MAP, *w["epoch_ms"])
             probe.eval("learner.resume() or 0")
             moves = []
             for i in range(drags):

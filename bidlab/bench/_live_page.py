@@ -32,12 +32,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["SCORES", "BUBBLES", "lab_notebook", "find_source_js", "find_plot_js",
-           "install_update_counter", "update_rate", "events_rate", "browser_steps",
+__all__ = ["SCORES", "BUBBLES", "MAP", "lab_notebook", "find_source_js", "find_plot_js",
+           "install_change_counter", "change_rate", "install_update_counter", "update_rate",
+           "events_rate", "browser_steps",
            "drag_slider", "control_delays", "click_bubble", "biggest_bubble", "percentile"]
 
 SCORES = "bidlab-scores"  # Dashboard's score-curve ColumnDataSource (widgets/dashboard.py)
 BUBBLES = "bidlab-topic-bubbles"  # TopicBubbles' source (widgets/topics.py)
+MAP = "bidlab-intertopic"  # IntertopicMap's source (widgets/intertopic.py)
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "02_lda_live.ipynb"
 
 
@@ -46,9 +48,10 @@ class Probe(Protocol):
 
 
 def lab_notebook(dest: Path, data: Path | None, overrides: str = "",
-                 keep_cells: int | None = None) -> Path:
+                 keep_cells: int | None = None, extra_cells: tuple[str, ...] = ()) -> Path:
     """Write 02_lda_live to ``dest`` with ``DATA`` (absolute) and ``overrides`` appended to
-    its parameters cell; ``keep_cells`` keeps only that many leading cells."""
+    its parameters cell; ``keep_cells`` keeps only that many leading cells, and
+    ``extra_cells`` (code) go right after the ``TopicBubbles`` cell."""
     import nbformat
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
@@ -59,6 +62,9 @@ def lab_notebook(dest: Path, data: Path | None, overrides: str = "",
         cell.source += "\n" + overrides
     if keep_cells is not None:
         nb.cells = nb.cells[:keep_cells]
+    if extra_cells:
+        at = next(i for i, c in enumerate(nb.cells) if "TopicBubbles(learner" in c.source) + 1
+        nb.cells[at:at] = [nbformat.v4.new_code_cell(src) for src in extra_cells]
     dest.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(dest))
     return dest
@@ -106,6 +112,33 @@ def install_update_counter(page: Any, name: str = SCORES) -> None:
     }}""")
     if not ok:
         raise RuntimeError(f"no bokeh source named {name!r} in the page")
+
+
+def install_change_counter(page: Any, name: str) -> None:
+    """Count, in the page, every whole-data change BokehJS applies to source ``name`` (a
+    view that replaces ``.data`` rather than streaming, such as the intertopic map), into
+    ``window.__bidlabChanges[name]`` as ``[Date.now(), count, points]`` rows (the format
+    :func:`events_rate` reads). Raises when the source is not in the page."""
+    ok = page.evaluate(f"""() => {{
+      const s = {find_source_js(name)};
+      if (!s) return false;
+      window.__bidlabChanges = window.__bidlabChanges || {{}};
+      const rows = window.__bidlabChanges[{name!r}] = [];
+      s.properties.data.change.connect(() => {{
+        const any = Object.values(s.data)[0];
+        rows.push([Date.now(), rows.length, any ? any.length : 0]);
+      }});
+      return true;
+    }}""")
+    if not ok:
+        raise RuntimeError(f"no bokeh source named {name!r} in the page")
+
+
+def change_rate(page: Any, name: str, since_ms: float, until_ms: float) -> dict[str, Any]:
+    """Whole-data changes per second of source ``name`` between two browser epoch-ms times
+    (from :func:`install_change_counter`)."""
+    events = page.evaluate(f"() => (window.__bidlabChanges || {{}})[{name!r}] || []")
+    return events_rate(events, since_ms, until_ms)
 
 
 def update_rate(page: Any, since_ms: float | None = None,

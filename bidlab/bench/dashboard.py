@@ -36,8 +36,11 @@ learner that shares only the machine with them; the main ratio adds what sharing
 kernel's process (its GIL and its sending threads) costs. ``--isolate`` gives both
 learners' training threads the last core and pins chromium, the Jupyter server and the
 kernel's other threads to the rest: the dashboard's cost when the browser does not share
-the training core. Needs a source checkout (for the notebook), chromium
-at /usr/bin/chromium, playwright and jupyterlab; the browser harness is
+the training core. ``--map`` adds the intertopic map (``IntertopicMap``) to the dashboard
+learner's page, so its cost (the pump's placements and coherence, the page's redraws) is
+in the ratio, and reports its updates in the page per second (target 9.5, as the score
+chart's) and its frames per second in the kernel. Needs a source checkout (for the
+notebook), chromium at /usr/bin/chromium, playwright and jupyterlab; the browser harness is
 :mod:`bidlab.bench._browser`, and :mod:`bidlab.bench._dashboard_run` drives the page and
 takes the measurements that this module turns into ratios, intervals and the report.
 """
@@ -57,12 +60,13 @@ from bidlab.datasets.paths import find_shared_data_dir
 
 
 def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
-            page_rounds: int = 0, warmup: float = 10.0, isolated: bool = False
-            ) -> dict[str, Any]:
+            page_rounds: int = 0, warmup: float = 10.0, isolated: bool = False,
+            with_map: bool = False) -> dict[str, Any]:
     """Run the benchmark (:func:`bidlab.bench._dashboard_run.run_session`) and return its
     JSON document: the windows, the ratios and their spread, the cores used, the page's
     update rate, the control delays and the targets."""
-    session = run_session(steps, rounds, drags, docs, data, page_rounds, warmup, isolated)
+    session = run_session(steps, rounds, drags, docs, data, page_rounds, warmup, isolated,
+                          with_map)
     with_dash, bare = session.with_dashboard, session.without_dashboard
     rates, lat = session.update_windows, session.control
     dash_rate = sum(r["minibatches_per_s"] for r in with_dash) / rounds
@@ -93,6 +97,7 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
                     "p95_ms": lp.percentile(delays, 95) * 1e3,
                     "max_ms": max(delays) * 1e3 if delays else None},
         "page_only": page_only_summary(session.page_only, page_rounds),
+        "intertopic_map": map_summary(with_dash, rates) if with_map else None,
         "machine": machine(),
     }
     out["targets"] = [
@@ -100,7 +105,22 @@ def measure(steps: int, rounds: int, drags: int, docs: int, data: Path | None,
         target("chart updates in the page per second", out["update_rate_per_s"], 9.5),
         target("control delay p95 (ms)", out["control"]["p95_ms"], 150, at_most=True),
     ]
+    if with_map:
+        out["targets"].append(target("intertopic map updates in the page per second",
+                                     out["intertopic_map"]["page_updates_per_s"], 9.5))
     return out
+
+
+def map_summary(with_dash: list[dict[str, Any]], rates: list[dict[str, Any]]
+                ) -> dict[str, float]:
+    """``--map``: the map's frames per second in the kernel (mean over the dashboard
+    windows) and its data changes per second in the page (all windows' changes over
+    their seconds)."""
+    seconds = sum(r["map"]["seconds"] for r in rates)
+    return {"kernel_frames_per_s": sum(w["map_frames_per_s"] for w in with_dash)
+            / max(len(with_dash), 1),
+            "page_updates_per_s": (sum(r["map"]["updates"] for r in rates) / seconds
+                                   if seconds else 0.0)}
 
 
 def page_only_summary(runs: dict[str, list[dict[str, Any]]] | None, rounds: int
@@ -174,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
                          "last one) and pin the page, the server and the kernel's other "
                          "threads to the rest: the cost of the dashboard when the browser "
                          "does not share the training core")
+    ap.add_argument("--map", action="store_true",
+                    help="add the intertopic map (IntertopicMap) to the dashboard learner: "
+                         "its cost is then in the ratio, and its updates are counted")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     args = ap.parse_args(argv)
     for name, least in (("steps", 2), ("rounds", 1), ("drags", 0), ("page_only", 0),
@@ -189,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(str(exc))
     try:
         out = measure(args.steps, args.rounds, args.drags, args.docs, data, args.page_only,
-                      args.warmup, args.isolate)
+                      args.warmup, args.isolate, args.map)
     except LookupError as exc:
         print(f"python -m bidlab.bench dashboard: cannot run: {exc}", file=sys.stderr)
         return 2
@@ -219,6 +242,10 @@ def print_report(out: dict[str, Any]) -> None:
         print(f"  cores used {tag}: " + ", ".join(f"{k} {v:.2f}" for k, v in out[key].items())
               + f" (of {out['machine_cores']})")
     print(f"  chart updates in the page {out['update_rate_per_s']:.2f}/s")
+    if out.get("intertopic_map"):
+        m = out["intertopic_map"]
+        print(f"  intertopic map: {m['page_updates_per_s']:.2f} updates/s in the page, "
+              f"{m['kernel_frames_per_s']:.2f} frames/s in the kernel")
     print(f"  control delay ({c['matched']} drags of {c['option']}): p50 {c['p50_ms']:.0f} ms,"
           f" p95 {c['p95_ms']:.0f} ms")
     po = out["page_only"]

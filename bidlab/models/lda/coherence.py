@@ -3,9 +3,9 @@ co-occurrence, and topic diversity.
 
 Every measure reads the counts of documents holding a word and a pair of words, over the
 reference documents (any documents x vocabulary counts; the training documents by
-default). They come from one sparse product ``B.T @ B`` of the documents' 0/1 incidence
-restricted to the union of the topics' top words, so the cost is one pass over the
-nonzeros of those columns, whatever k is; the per-topic measures are then array
+default). They come from one pass of a kernel over the documents
+(:func:`bidlab.kern.cooccur.document_cooccurrence`: the pairs of the union of the topics'
+top words that each document holds), whatever k is; the per-topic measures are then array
 arithmetic on the top words' co-occurrence blocks (no Python loop over word pairs).
 
 With ``D`` documents, ``D(w)`` documents holding w, ``D(w, v)`` both, ``p(w) = D(w) / D``,
@@ -21,6 +21,15 @@ its direct confirmation measures)::
 one-set segmentation). Here the co-occurrence window is the whole document; gensim's
 ``c_uci``, ``c_npmi`` and ``c_v`` default to sliding windows of 10 and 110 tokens (on
 bags of words without positions a document is the only window there is).
+
+``convention="tomotopy"`` gives tomotopy's ``Coherence`` values instead (its document
+estimator, ``ProbEstimation.DOCUMENT``; its targets: every topic's top words). Two of its
+definitions differ from gensim's: ``u_mass`` adds ``eps`` to the conditional probability,
+``log(p(w_i, w_j) / p(w_j) + eps)`` (the two agree wherever a pair shares a document), and
+``c_v``'s context vectors run over the top words of all topics, ``n_i = (npmi(w_i, u))_u``
+for every u among them, not over the topic's own top words; and ``D`` counts only the
+documents that hold a word (tomotopy's corpus keeps no empty document). ``c_uci`` and
+``c_npmi`` are otherwise the same in both.
 """
 
 from __future__ import annotations
@@ -31,19 +40,40 @@ import numpy as np
 import scipy.sparse as sp
 
 from bidlab import backend
+from bidlab.kern.cooccur import document_cooccurrence
 
 __all__ = ["coherence", "cooccurrence", "top_words", "topic_diversity", "exclusivity",
-           "MEASURES"]
+           "MEASURES", "CONVENTIONS"]
 
 MEASURES = ("u_mass", "c_uci", "c_npmi", "c_v")
+CONVENTIONS = ("gensim", "tomotopy")
 EPS = 1e-12
 
 
 def top_words(topics: np.ndarray, top_n: int) -> np.ndarray:
-    """k x top_n indices of each topic's most probable words, best first (ties by index)."""
+    """k x top_n indices of each topic's most probable words, best first (ties by index).
+
+    Sorts only each row's candidates (the words at least as probable as its ``top_n``-th),
+    not the whole vocabulary: a full sort of every row was most of a coherence call's
+    time at k = 100 (BENCHMARKS.md, "topics").
+
+    Examples
+    --------
+    >>> top_words(np.array([[0.1, 0.5, 0.5, 0.2]]), 3).tolist()
+    [[1, 2, 3]]
+    """
     topics = np.asarray(topics)
-    n = max(1, min(int(top_n), topics.shape[1]))
-    return np.argsort(-topics, axis=1, kind="stable")[:, :n]
+    k, V = topics.shape
+    n = max(1, min(int(top_n), V))
+    neg = -topics
+    if 4 * n >= V or not np.isfinite(neg).all():  # (NaN would drop out of the candidates)
+        return np.argsort(neg, axis=1, kind="stable")[:, :n]
+    kth = np.partition(neg, n - 1, axis=1)[:, n - 1 : n]  # each row's n-th best value
+    rows, cols = np.nonzero(neg <= kth)  # >= n candidates per row, ties included
+    order = np.lexsort((cols, neg[rows, cols], rows))  # by row, value, then word index
+    rows, cols = rows[order], cols[order]
+    starts = np.searchsorted(rows, np.arange(k))
+    return cols[starts[:, None] + np.arange(n)]
 
 
 def cooccurrence(X: Any, words: np.ndarray) -> tuple[np.ndarray, int]:
@@ -52,18 +82,16 @@ def cooccurrence(X: Any, words: np.ndarray) -> tuple[np.ndarray, int]:
     if hasattr(X, "X") and hasattr(X, "vocab"):
         X = X.X
     Xh = sp.csr_matrix(backend.to_host(X))
-    sub = Xh[:, words]
-    sub.sum_duplicates()
-    B = sp.csr_matrix((np.ones(sub.nnz, np.float64), sub.indices, sub.indptr),
-                      shape=sub.shape)
-    B.data[sub.data == 0] = 0.0
-    co = (B.T @ B).toarray()
+    co = document_cooccurrence(Xh.indptr, Xh.indices, Xh.data, Xh.shape[1], words)
     return co, int(Xh.shape[0])
 
 
-def _check(topics: Any, X: Any, measure: str) -> np.ndarray:
+def _check(topics: Any, X: Any, measure: str, convention: str = "gensim") -> np.ndarray:
     if measure not in MEASURES:
         raise ValueError(f"coherence: unknown measure {measure!r}; choose one of {MEASURES}")
+    if convention not in CONVENTIONS:
+        raise ValueError(f"coherence: unknown convention {convention!r}; choose one of "
+                         f"{CONVENTIONS}")
     T = np.asarray(backend.to_host(topics), np.float64)
     if T.ndim != 2 or T.shape[0] < 1:
         raise ValueError(f"coherence: topics must be k x vocabulary; got shape {T.shape}")
@@ -76,7 +104,7 @@ def _check(topics: Any, X: Any, measure: str) -> np.ndarray:
 
 
 def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
-              per_topic: bool = False) -> float | np.ndarray:
+              per_topic: bool = False, convention: str = "gensim") -> float | np.ndarray:
     """Coherence of the topics (k x vocabulary weights) on reference documents ``X``.
 
     Parameters
@@ -86,6 +114,8 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
     measure: ``"u_mass"``, ``"c_uci"``, ``"c_npmi"`` or ``"c_v"`` (module doc).
     top_n: top words per topic.
     per_topic: return the k values instead of their mean.
+    convention: ``"gensim"`` (its ``CoherenceModel``) or ``"tomotopy"`` (its
+        ``Coherence``; module doc).
 
     Examples
     --------
@@ -94,17 +124,25 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
     >>> round(coherence(np.array([[0.5, 0.4, 0.1]]), X, "u_mass", top_n=2), 6)
     0.0
     """
-    T = _check(topics, X, measure)
+    T = _check(topics, X, measure, convention)
     top = top_words(T, top_n)
     union, local = np.unique(top, return_inverse=True)
     local = local.reshape(top.shape)
     co, D = cooccurrence(X, union)
+    if convention == "tomotopy":
+        D -= _empty_documents(X)
+    if measure == "c_v" and convention == "tomotopy":
+        per = _c_v_all_targets(co, D, local)
+        return per if per_topic else float(per.mean())
     n = top.shape[1]
     pair = co[local[:, :, None], local[:, None, :]] / max(D, 1)  # k x n x n
     single = np.maximum(np.diagonal(co)[local] / max(D, 1), EPS)  # k x n
     if measure == "u_mass":
         lower = np.tril(np.ones((n, n), bool), -1)
-        vals = np.log((pair + EPS) / single[:, None, :])
+        if convention == "tomotopy":
+            vals = np.log(pair / single[:, None, :] + EPS)
+        else:
+            vals = np.log((pair + EPS) / single[:, None, :])
         per = (vals * lower).sum(axis=(1, 2)) / max(lower.sum(), 1)
     else:
         joint = pair + EPS
@@ -121,6 +159,29 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
             norms = np.linalg.norm(npmi, axis=2) * np.linalg.norm(whole, axis=1)[:, None]
             per = (dot / np.maximum(norms, 1e-300)).mean(axis=1)
     return per if per_topic else float(per.mean())
+
+
+def _empty_documents(X: Any) -> int:
+    """Documents (rows of ``X``) without a nonzero count."""
+    if hasattr(X, "X") and hasattr(X, "vocab"):
+        X = X.X
+    Xh = sp.csr_matrix(backend.to_host(X))
+    return int(Xh.shape[0] - np.count_nonzero(Xh.getnnz(axis=1)
+                                              if not (Xh.data == 0).any()
+                                              else (Xh != 0).getnnz(axis=1)))
+
+
+def _c_v_all_targets(co: np.ndarray, D: int, local: np.ndarray) -> np.ndarray:
+    """tomotopy's ``c_v``: each top word's NPMI vector over all topics' top words (the
+    ``union`` whose co-occurrences ``co`` holds), cosine with its topic's sum of them."""
+    joint = co / max(D, 1) + EPS
+    single = np.maximum(np.diagonal(co) / max(D, 1), EPS)
+    npmi = np.log(joint / np.outer(single, single)) / -np.log(joint)  # U x U
+    vecs = npmi[local]  # k x n x U
+    whole = vecs.sum(axis=1)  # k x U
+    dot = (vecs * whole[:, None, :]).sum(axis=2)
+    norms = np.linalg.norm(vecs, axis=2) * np.linalg.norm(whole, axis=1)[:, None]
+    return (dot / np.maximum(norms, 1e-300)).mean(axis=1)
 
 
 def topic_diversity(topics: Any, top_n: int = 25) -> float:

@@ -27,8 +27,8 @@ from scipy.special import xlogy
 
 from bidlab import backend
 
-__all__ = ["js_distances", "intertopic_map", "prepared_data", "map_html", "topic_diff",
-           "relevance"]
+__all__ = ["js_distances", "intertopic_map", "stress_steps", "prepared_data", "map_html",
+           "topic_diff", "relevance"]
 
 
 def _rows(topics: Any) -> np.ndarray:
@@ -101,8 +101,16 @@ def _align(coords: np.ndarray, previous: np.ndarray) -> np.ndarray:
 
 
 def intertopic_map(topics: Any, weights: Any = None,
-                   previous: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                   previous: np.ndarray | None = None, steps: int = 0
+                   ) -> dict[str, np.ndarray]:
     """The topics in 2-D (see the module doc).
+
+    With ``previous`` (k x 2, the last placement of the same topics) and ``steps`` > 0 the
+    previous placement moves by that many stress-majorisation steps (SMACOF's Guttman
+    transform) towards the new distances instead of being placed afresh: a live map then
+    moves continuously, where a fresh classical MDS of nearly equidistant topics picks a
+    different plane of them each time (its top eigenvalues nearly tie), which no rotation
+    onto the previous frame undoes.
 
     Returns a dict: ``x``, ``y`` (k,), ``weight`` (k, each topic's share of the tokens:
     ``weights`` normalised, else equal), ``distance`` (k x k Jensen-Shannon).
@@ -114,15 +122,41 @@ def intertopic_map(topics: Any, weights: Any = None,
     (3,)
     """
     D = js_distances(topics)
-    coords = classical_mds(D) if D.shape[0] > 1 else np.zeros((1, 2))
-    if previous is not None and len(previous):
-        coords = _align(coords, np.asarray(previous, np.float64))
     k = D.shape[0]
+    prev = None if previous is None else np.asarray(previous, np.float64).reshape(-1, 2)
+    if prev is not None and steps > 0 and prev.shape[0] == k > 1:
+        coords = stress_steps(D, prev, int(steps))
+    else:
+        coords = classical_mds(D) if k > 1 else np.zeros((1, 2))
+        if prev is not None and len(prev):
+            coords = _align(coords, prev)
     w = np.ones(k) if weights is None else np.asarray(weights, np.float64).reshape(-1)
     if w.shape[0] != k:
         raise ValueError(f"weights has {w.shape[0]} entries for {k} topics")
     return {"x": coords[:, 0].copy(), "y": coords[:, 1].copy(),
             "weight": w / max(float(w.sum()), 1e-300), "distance": D}
+
+
+def stress_steps(D: np.ndarray, start: np.ndarray, steps: int) -> np.ndarray:
+    """``steps`` Guttman transforms (SMACOF, unit weights) of the 2-D placement ``start``
+    towards the distances ``D``; each lowers the raw stress sum (D_ij - |x_i - x_j|)^2.
+
+    Examples
+    --------
+    >>> D = np.array([[0.0, 1.0], [1.0, 0.0]])
+    >>> X = stress_steps(D, np.array([[0.0, 0.0], [3.0, 0.0]]), 1)
+    >>> round(float(np.linalg.norm(X[0] - X[1])), 6)
+    1.0
+    """
+    X = np.array(start, np.float64)
+    k = X.shape[0]
+    for _ in range(steps):
+        d = np.sqrt(((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2))
+        B = -np.divide(D, d, out=np.zeros_like(d), where=d > 1e-12)
+        np.fill_diagonal(B, 0.0)
+        np.fill_diagonal(B, -B.sum(axis=1))
+        X = B @ X / k
+    return X
 
 
 def relevance(topics: Any, term_share: np.ndarray, lam: float) -> np.ndarray:
