@@ -361,6 +361,8 @@ def test_glm_roofline_json_quick() -> None:
     assert 0 < w["bytes"]["touched_rows"] <= w["d"] * -(-w["n_train"] // 500)
     assert _positive(w["pass_s"]) and _positive(w["stream_GBps"])
     assert w["fraction_of_roofline"] == pytest.approx(w["roofline_s"] / w["pass_s"], rel=0.02)
+
+
 def test_dashboard_map_cell_and_summary(tmp_path: Path) -> None:
     """``bench dashboard --map``: the map's cell goes right after the bubbles' cell of the
     notebook copy, and its page and kernel rates are the windows' totals over their time."""
