@@ -243,8 +243,11 @@ def test_minibatch_steps_grow_no_traced_memory(traced_allocations):
         lrn.set(n_passes=3)
         with traced_allocations() as trace:
             lrn.fit(progress=None)
-        minibatch = 256 * 200 * 8  # one minibatch of X: 400 KB
-        assert trace.peak_bytes < minibatch // 8, trace
+        # one minibatch of X is 400 KB: a copy of it (or of the k x n statistics per
+        # step) would show; the 25-60 KB seen are Python objects of the loop and its
+        # records, left to the cyclic collector at varying moments
+        minibatch = 256 * 200 * 8
+        assert trace.peak_bytes < minibatch // 4, trace
 
 
 def test_two_ranks_give_the_components_of_one_learner(train_together):
