@@ -85,11 +85,7 @@ def live(lab: bh.LabServer, browser: bh.Browser, shots: Path) -> Iterator[dict[s
         raise
     finally:
         if probe is not None:
-            try:
-                probe.eval("learner.stop(wait=False) or 0")
-            except Exception:
-                pass
-            probe.close()
+            probe.stop_learner_and_close()
         page.close()
         lab.shutdown_kernels()
 

@@ -115,11 +115,7 @@ def live(tmp_path_factory: pytest.TempPathFactory, browser: bh.Browser,
         raise
     finally:
         if probe is not None:
-            try:
-                probe.eval("learner.stop(wait=False) or 0")
-            except Exception:
-                pass
-            probe.close()
+            probe.stop_learner_and_close()
         page.close()
         server.stop()
 

@@ -365,3 +365,12 @@ class KernelProbe:
 
     def close(self) -> None:
         self.client.stop_channels()
+
+    def stop_learner_and_close(self, name: str = "learner") -> None:
+        """Ask the kernel's ``name`` learner to stop (without waiting; a kernel already
+        gone is fine), then :meth:`close` -- a browser test's teardown."""
+        try:
+            self.eval(f"{name}.stop(wait=False) or 0")
+        except Exception:  # noqa: BLE001 - the kernel may be gone; closing still runs
+            pass
+        self.close()

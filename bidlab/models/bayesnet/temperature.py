@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from bidlab.learn import Option
-from bidlab.models.lda.temperature import TEMPERATURE, TEMPERATURE_LOG_KEPT
+from bidlab.models.lda.temperature import TEMPERATURE, TEMPERATURE_LOG_KEPT, QueuedWhileTraining
 
 __all__ = ["TableTemperatures", "replica_weights"]
 
@@ -41,7 +41,7 @@ def replica_weights(m: float, temp: np.ndarray, m_active: int) -> np.ndarray:
     return w
 
 
-class TableTemperatures:
+class TableTemperatures(QueuedWhileTraining):
     """Temperature changes of a Bayesian network's table entries (see the module doc).
 
     The host class provides ``network`` and ``learn``; :meth:`init_temperatures` makes the
@@ -133,14 +133,8 @@ class TableTemperatures:
         self._pending.append((v, row, s, value))
         self.apply_pending_if_idle()
 
-    def training_active(self) -> bool:
-        """True while a learner runs (or pauses) on this model."""
-        lr = self._learner_ref() if self._learner_ref is not None else None
-        return lr is not None and lr.state in ("running", "paused")
-
-    def apply_pending_if_idle(self) -> None:
-        if not self.training_active():
-            self.apply_pending(self._where)
+    def _position(self) -> dict[str, Any]:
+        return self._where
 
     def apply_pending(self, where: dict[str, Any]) -> None:
         """Write queued changes into ``temp`` (training thread, or when idle), logging each

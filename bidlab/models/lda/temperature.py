@@ -25,7 +25,32 @@ __all__ = ["TEMPERATURE", "TEMPERATURE_LOG_KEPT", "Temperatures"]
 TEMPERATURE_LOG_KEPT = 10_000  #: temperature changes the log keeps (the oldest go first)
 
 
-class Temperatures:
+class QueuedWhileTraining:
+    """Changes queued in ``_pending`` wait for the training thread while a learner runs
+    (or pauses) on the model (``_learner_ref``, a weak reference), and apply at once
+    otherwise, logged at :meth:`_position`. Subclasses give ``apply_pending(where)``.
+    """
+
+    _learner_ref: Any = None
+
+    def training_active(self) -> bool:
+        """True while a learner runs (or pauses) on this model."""
+        lr = self._learner_ref() if self._learner_ref is not None else None
+        return lr is not None and lr.state in ("running", "paused")
+
+    def apply_pending_if_idle(self) -> None:
+        """Apply the queued changes now unless a learner is training this model."""
+        if not self.training_active():
+            self.apply_pending(self._position())
+
+    def _position(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def apply_pending(self, where: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
+class Temperatures(QueuedWhileTraining):
     """Temperature changes of a Gibbs LDA model (mixed into ``LDAGibbsModel``, which
     provides ``temp``, ``_pending``, ``_temp_lock``, ``_learner_ref`` and the counters).
 
@@ -76,14 +101,8 @@ class Temperatures:
                               None if word is None else int(word), float(value)))
         self.apply_pending_if_idle()
 
-    def training_active(self) -> bool:
-        """True while a learner runs (or pauses) on this model."""
-        lr = self._learner_ref() if self._learner_ref is not None else None
-        return lr is not None and lr.state in ("running", "paused")
-
-    def apply_pending_if_idle(self) -> None:
-        if not self.training_active():
-            self.apply_pending({"pass": self.n_passes_done, "batch": self.n_batches})
+    def _position(self) -> dict[str, Any]:
+        return {"pass": self.n_passes_done, "batch": self.n_batches}
 
     def apply_pending(self, where: dict[str, Any]) -> None:
         """Write queued temperature changes into the matrix (training thread, or when
