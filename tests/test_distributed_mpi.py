@@ -81,17 +81,23 @@ def test_batch_vb_lda_on_two_ranks_equals_one_process(suite):
         np.testing.assert_allclose(got["lda"], one.components_, rtol=1e-5, atol=1e-8)
 
 
-def test_lloyd_kmeans_on_two_ranks_equals_one_process(suite):
+def _lloyd_kmeans_one_process() -> np.ndarray:
+    """The centres the ranks' Lloyd k-means job must reach, trained in this process."""
     from bidlab.datasets import blobs
     from bidlab.models import KMeans
 
-    _, ranks = suite
     X = blobs(4000, 8, 6, spread=1.5, seed=4).X
     start = X[np.random.default_rng(5).choice(4000, 6, replace=False)]
     one = KMeans(6, algorithm="lloyd", random_state=0, tol=0.0, init=start)
     one.learner(X, n_passes=6, batch_size=500, val_every=0).fit(progress=None)
+    return one.cluster_centers_
+
+
+def test_lloyd_kmeans_on_two_ranks_equals_one_process(suite):
+    _, ranks = suite
+    centres = _lloyd_kmeans_one_process()
     for got in ranks:
-        np.testing.assert_allclose(got["kmeans"], one.cluster_centers_, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(got["kmeans"], centres, rtol=1e-6, atol=1e-8)
 
 
 def _serial_glm(passes: int):
@@ -245,15 +251,9 @@ def test_four_ranks_collectives_equal_numpy(suite4):
 
 
 def test_lloyd_kmeans_on_four_ranks_equals_one_process(suite4):
-    from bidlab.datasets import blobs
-    from bidlab.models import KMeans
-
-    X = blobs(4000, 8, 6, spread=1.5, seed=4).X
-    start = X[np.random.default_rng(5).choice(4000, 6, replace=False)]
-    one = KMeans(6, algorithm="lloyd", random_state=0, tol=0.0, init=start)
-    one.learner(X, n_passes=6, batch_size=500, val_every=0).fit(progress=None)
+    centres = _lloyd_kmeans_one_process()
     for got in suite4:
-        np.testing.assert_allclose(got["kmeans"], one.cluster_centers_, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(got["kmeans"], centres, rtol=1e-6, atol=1e-8)
 
 
 def test_a_checkpoint_of_two_ranks_resumes_on_four(suite4):
