@@ -38,7 +38,7 @@ from bidlab.models.kmeans.inputs import KMeansInputs
 from bidlab.models.kmeans.lloyd import LloydKMeansModel
 from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
 from bidlab.models.kmeans.model import KMeansModel
-from bidlab.models.kmeans.seeding import init_centers
+from bidlab.models.kmeans.seeding import init_seeding
 from bidlab.models.sk_params import COMMON
 from bidlab.models.validation import RANDOM_STATE
 
@@ -256,11 +256,14 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
                init: Any = None) -> KMeansModel:
         seed = int(rng.integers(2**31 - 1))
         init = self.init if init is None else init
-        C0 = init_centers(X, self.n_clusters, init, np.random.default_rng(seed), w)
+        start = init_seeding(X, self.n_clusters, init, np.random.default_rng(seed), w)
         engine = ENGINES[algorithm]
         own = {s.name for s in engine.option_table()}
         options = {name: getattr(self, name) for name in _ENGINE_PARAMS if name in own}
-        return engine(C0, random_state=seed, **options)
+        model = engine(start.centers, random_state=seed, **options)
+        if isinstance(model, LloydKMeansModel):
+            model.start_from(start)
+        return model
 
     def _source(self, X: Any, w: Any, algorithm: str, batch_size: int | None,
                 seed: int) -> Any:
@@ -300,9 +303,7 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         for _ in range(1 if warm or not isinstance(self.init, str) else self.n_init):
             model = self._model(X, w, rng, self.algorithm, start)
             src = self._source(X, w, self.algorithm, None, model.random_state)
-            bpp = src.batches_per_pass
-            lrn = Learner(model, src, name="kmeans", n_passes=self.max_iter, val_every=0,
-                          record_size=max(1, min(100_000, bpp * self.max_iter)))
+            lrn = self._build_learner(model, src, n_passes=self.max_iter, val_every=0)
             lrn.fit(progress=self._progress())
             final = src if isinstance(src, BlockSource) else self._source(
                 X, w, "lloyd", None, 0)
@@ -351,8 +352,7 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         elif model.initialised:
             model.rebind(src.info)
         model.stop_early = False
-        lrn = Learner(model, src, name="kmeans", n_passes=1, val_every=0,
-                      record_size=max(1, src.batches_per_pass))
+        lrn = self._build_learner(model, src, n_passes=1, val_every=0)
         lrn.fit(progress=self._progress())
         labels, inertia = model.label_pass(self._source(X, w, "lloyd", None, 0))
         model.forget_rows()
@@ -385,8 +385,7 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         options.setdefault("n_passes", self.max_iter)
         options.setdefault("val_every", 0)
         upd = model.default_updater(lrate=options.pop("lrate", 1.0))
-        lrn = Learner(model, src, upd, name=options.pop("name", "kmeans"), **options)
-        lrn.init()
+        lrn = self._build_learner(model, src, upd, live=True, **options)
         self._forget_results()
         self.model_ = model
         return lrn
