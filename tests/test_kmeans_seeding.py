@@ -58,3 +58,16 @@ def test_lloyd_from_the_seeding_equals_lloyd_from_the_same_centres():
     assert seeded.inertia_ == pytest.approx(plain.inertia_, rel=1e-12)
     # the seeding's assignment spares the first pass its distances
     assert seeded.distance_evaluations_ < plain.distance_evaluations_
+
+
+def test_kmeans_parallel_init_finds_separated_blobs_dense_and_sparse():
+    import scipy.sparse as sp
+
+    data = blobs(4000, 4, 6, seed=12, center_scale=50.0, dtype=np.float64)
+    km = KMeans(6, init="k-means||", random_state=0).fit(data.X)
+    truth = KMeans(6, init=data.centers).fit(data.X)
+    assert km.inertia_ == pytest.approx(truth.inertia_, rel=1e-9)
+    sparse = KMeans(6, init="k-means||", random_state=0).fit(sp.csr_matrix(data.X))
+    assert sparse.inertia_ == pytest.approx(truth.inertia_, rel=1e-9)
+    with pytest.raises(ValueError, match="k-means\\|\\|"):
+        KMeans(6, init="kmeans||").fit(data.X)

@@ -60,7 +60,7 @@ def _engine_param(name: str) -> Option:
 
 def _valid_init(x: Any) -> bool:
     if isinstance(x, str):
-        return x in ("k-means++", "random")
+        return x in ("k-means++", "k-means||", "random")
     return len(np.shape(x)) == 2
 
 
@@ -80,17 +80,22 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
     n_clusters
         number of clusters.
     init
-        ``"k-means++"`` (default), ``"random"`` (n_clusters distinct rows) or an
-        n_clusters x d array.
+        ``"k-means++"`` (default: greedy k-means++, 2 + log k candidates a step; on
+        dense CPU rows its assignment of the rows starts the first Lloyd pass),
+        ``"k-means||"`` (5 oversampling rounds, then k-means++ on the weighted
+        candidates), ``"random"`` (n_clusters distinct rows) or an n_clusters x d array.
     n_init
         runs from different seeds; the lowest inertia wins.
     max_iter
         most Lloyd iterations (``"lloyd"``) or the passes over the data
         (``"minibatch"``).
     tol
-        Lloyd stops when the centres' total squared shift is at most ``tol`` times the
-        mean feature variance (scikit-learn's rule), or when no label changes.
-        Minibatch steps stop on ``max_no_improvement`` only.
+        Lloyd stops when the centres' total squared shift in an iteration is at most
+        ``tol`` times the mean of the features' (weighted) variances, or when no label
+        changes: scikit-learn's ``KMeans`` rule and meaning of ``tol``. The shift comes
+        from the centres themselves and the variance from the first pass's row norms
+        and sums, so checking costs no pass over the data. Minibatch steps stop on
+        ``max_no_improvement`` only.
     algorithm
         ``"lloyd"`` (full batch) or ``"minibatch"`` (Sculley's update).
     batch_size
@@ -154,7 +159,8 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
     PARAMS = (
         Option("n_clusters", int, 8, "number of clusters", low=1),
         Option("init", str, "k-means++", "initial centres", test=_valid_init,
-               text="one of 'k-means++', 'random' or an n_clusters x d array of centres"),
+               text="one of 'k-means++', 'k-means||', 'random' or an n_clusters x d array "
+               "of centres"),
         Option("n_init", int, 1, "runs from different seeds (the best is kept)", low=1),
         Option("max_iter", int, 100, "most Lloyd iterations, or minibatch passes", low=1),
         _engine_param("tol"),

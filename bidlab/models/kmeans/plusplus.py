@@ -1,4 +1,4 @@
-"""Greedy k-means++ on dense CPU rows, with the first assignment as a by-product.
+"""Greedy k-means++ on dense CPU rows, with the first assignment as a by-product; and k-means||.
 
 :func:`kmeanspp` runs the seeding of :func:`~bidlab.models.kmeans.seeding.greedy_seeds`
 (``2 + log k`` candidates a step, the one that lowers the potential most kept) on the
@@ -22,7 +22,7 @@ import numpy as np
 
 from bidlab.kern.kmeans_seed import accept, blocks, draw, seed_distances, trials
 
-__all__ = ["Seeding", "kmeanspp"]
+__all__ = ["Seeding", "kmeans_parallel", "kmeanspp"]
 
 
 @dataclasses.dataclass
@@ -101,3 +101,59 @@ def _by_weight(wo: np.ndarray, n: int, size: int, rng: np.random.Generator) -> n
     cum = np.cumsum(wo) if wo.shape[0] else np.arange(1, n + 1, dtype=np.float64)
     r = rng.random(size) * float(cum[-1])
     return np.minimum(np.searchsorted(cum, r, side="right"), n - 1)
+
+
+def kmeans_parallel(X: Any, k: int, rng: np.random.Generator, order: Any, w: Any = None,
+                    rounds: int = 5, oversample: float = 2.0) -> np.ndarray:
+    """k-means|| (Bahmani et al., 2012): ``rounds`` passes that each add every row with
+    probability ``min(1, oversample k w d^2 / potential)`` to a candidate set, then greedy
+    k-means++ (:func:`kmeanspp`) on the candidates, each weighted by the rows nearest to it.
+
+    ``X`` dense or CSR, numpy or CuPy; rows are drawn along ``order``. Returns the k x d
+    centres on the host.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bidlab.datasets import blobs
+    >>> X = blobs(3000, 2, 5, seed=0).X
+    >>> kmeans_parallel(X, 5, np.random.default_rng(0), np.arange(3000)).shape
+    (5, 2)
+    """
+    from bidlab import backend
+    from bidlab.models.kmeans.distances import dense_rows, nearest, xp_of
+
+    xp = xp_of(X)
+    n = X.shape[0]
+    weights = xp.ones(n, np.float64) if w is None else xp.asarray(w, np.float64).reshape(-1)
+    order = xp.asarray(order)
+    first = _by_weight(np.asarray(backend.to_host(weights[order])), n, 1, rng)
+    picked = [order[xp.asarray(first)]]
+    cand = xp.ascontiguousarray(dense_rows(X, picked[0]))
+    owner, closest = nearest(X, cand)
+    closest = closest.astype(np.float64)
+    count = 1
+    for _ in range(rounds):
+        mass = weights * closest
+        phi = float(mass.sum())
+        if phi <= 0:
+            break
+        p = xp.minimum(1.0, oversample * k * mass / phi)
+        u = xp.asarray(rng.random(n))
+        new = order[xp.nonzero(u < p[order])[0]]
+        if int(new.shape[0]) == 0:
+            continue
+        C = xp.ascontiguousarray(dense_rows(X, new)).astype(X.dtype)
+        lab, dist = nearest(X, C)
+        better = dist < closest
+        closest = xp.where(better, dist, closest)
+        owner = xp.where(better, lab + count, owner)
+        picked.append(new)
+        cand = xp.concatenate([cand, C])
+        count += int(new.shape[0])
+    cw = xp.bincount(owner, weights=weights, minlength=count)
+    cand_h = np.ascontiguousarray(backend.to_host(cand), dtype=X.dtype)
+    cw_h = np.asarray(backend.to_host(cw), np.float64)
+    if int(np.count_nonzero(cw_h)) < k:  # fewer distinct places than clusters
+        cw_h = np.maximum(cw_h, 1e-12)
+    return kmeanspp(cand_h, k, rng, np.arange(count), cw_h).centers

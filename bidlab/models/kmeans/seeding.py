@@ -16,7 +16,7 @@ import numpy as np
 from bidlab import backend
 from bidlab.kern.kmeans import row_norms_sq
 from bidlab.models.kmeans.distances import dense_rows, sq_distances, xp_of
-from bidlab.models.kmeans.plusplus import Seeding, kmeanspp
+from bidlab.models.kmeans.plusplus import Seeding, kmeans_parallel, kmeanspp
 
 __all__ = ["init_centers", "init_seeding", "greedy_seeds"]
 
@@ -33,7 +33,8 @@ def _canonical_order(X: Any) -> Any:
 
 def init_centers(X: Any, k: int, method: Any, rng: np.random.Generator, w: Any = None) -> Any:
     """k initial centres: ``"k-means++"`` (greedy, 2 + log k trials, weighted by ``w``),
-    ``"random"`` rows (drawn by weight), or an explicit k x d array."""
+    ``"k-means||"`` (5 oversampling rounds, then k-means++ on the candidates), ``"random"``
+    rows (drawn by weight), or an explicit k x d array."""
     return init_seeding(X, k, method, rng, w).centers
 
 
@@ -58,6 +59,9 @@ def init_seeding(X: Any, k: int, method: Any, rng: np.random.Generator,
     """
     if isinstance(method, str) and method == "k-means++" and _fast(X):
         return kmeanspp(X, k, rng, np.asarray(_canonical_order(X), np.int64), w)
+    if isinstance(method, str) and method == "k-means||":
+        C = kmeans_parallel(X, k, rng, _canonical_order(X), w)
+        return Seeding(xp_of(X).asarray(C))
     return Seeding(_centers(X, k, method, rng, w))
 
 
