@@ -71,3 +71,23 @@ def test_kmeans_parallel_init_finds_separated_blobs_dense_and_sparse():
     assert sparse.inertia_ == pytest.approx(truth.inertia_, rel=1e-9)
     with pytest.raises(ValueError, match="k-means\\|\\|"):
         KMeans(6, init="kmeans||").fit(data.X)
+
+
+def test_the_seeding_does_not_depend_on_the_thread_count():
+    from bidlab.kern.adaptive import policy
+
+    X = blobs(9000, 3, 9, seed=2, center_scale=2.0).X  # float32, several row blocks
+    runs = []
+    for mode in ("serial", "parallel"):
+        with policy(mode):
+            runs.append(init_seeding(X, 9, "k-means++", np.random.default_rng(4)))
+    a, b = runs
+    for name in ("centers", "labels", "upper", "lower"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+
+def test_one_cluster_and_fewer_rows_than_a_block():
+    X = blobs(50, 2, 1, seed=0).X
+    s = init_seeding(X, 1, "k-means++", np.random.default_rng(0))
+    assert s.centers.shape == (1, 2) and (s.labels == 0).all()
+    assert np.isinf(s.lower).all()
