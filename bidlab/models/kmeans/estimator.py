@@ -38,7 +38,7 @@ from bidlab.models.kmeans.inputs import KMeansInputs
 from bidlab.models.kmeans.lloyd import LloydKMeansModel
 from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
 from bidlab.models.kmeans.model import KMeansModel
-from bidlab.models.kmeans.seeding import init_centers
+from bidlab.models.kmeans.seeding import init_seeding
 from bidlab.models.sk_params import COMMON
 from bidlab.models.validation import RANDOM_STATE
 
@@ -60,7 +60,7 @@ def _engine_param(name: str) -> Option:
 
 def _valid_init(x: Any) -> bool:
     if isinstance(x, str):
-        return x in ("k-means++", "random")
+        return x in ("k-means++", "k-means||", "random")
     return len(np.shape(x)) == 2
 
 
@@ -80,17 +80,22 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
     n_clusters
         number of clusters.
     init
-        ``"k-means++"`` (default), ``"random"`` (n_clusters distinct rows) or an
-        n_clusters x d array.
+        ``"k-means++"`` (default: greedy k-means++, 2 + log k candidates a step; on
+        dense CPU rows its assignment of the rows starts the first Lloyd pass),
+        ``"k-means||"`` (5 oversampling rounds, then k-means++ on the weighted
+        candidates), ``"random"`` (n_clusters distinct rows) or an n_clusters x d array.
     n_init
         runs from different seeds; the lowest inertia wins.
     max_iter
         most Lloyd iterations (``"lloyd"``) or the passes over the data
         (``"minibatch"``).
     tol
-        Lloyd stops when the centres' total squared shift is at most ``tol`` times the
-        mean feature variance (scikit-learn's rule), or when no label changes.
-        Minibatch steps stop on ``max_no_improvement`` only.
+        Lloyd stops when the centres' total squared shift in an iteration is at most
+        ``tol`` times the mean of the features' (weighted) variances, or when no label
+        changes: scikit-learn's ``KMeans`` rule and meaning of ``tol``. The shift comes
+        from the centres themselves and the variance from the first pass's row norms
+        and sums, so checking costs no pass over the data. Minibatch steps stop on
+        ``max_no_improvement`` only.
     algorithm
         ``"lloyd"`` (full batch) or ``"minibatch"`` (Sculley's update).
     batch_size
@@ -154,7 +159,8 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
     PARAMS = (
         Option("n_clusters", int, 8, "number of clusters", low=1),
         Option("init", str, "k-means++", "initial centres", test=_valid_init,
-               text="one of 'k-means++', 'random' or an n_clusters x d array of centres"),
+               text="one of 'k-means++', 'k-means||', 'random' or an n_clusters x d array "
+               "of centres"),
         Option("n_init", int, 1, "runs from different seeds (the best is kept)", low=1),
         Option("max_iter", int, 100, "most Lloyd iterations, or minibatch passes", low=1),
         _engine_param("tol"),
@@ -256,11 +262,14 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
                init: Any = None) -> KMeansModel:
         seed = int(rng.integers(2**31 - 1))
         init = self.init if init is None else init
-        C0 = init_centers(X, self.n_clusters, init, np.random.default_rng(seed), w)
+        start = init_seeding(X, self.n_clusters, init, np.random.default_rng(seed), w)
         engine = ENGINES[algorithm]
         own = {s.name for s in engine.option_table()}
         options = {name: getattr(self, name) for name in _ENGINE_PARAMS if name in own}
-        return engine(C0, random_state=seed, **options)
+        model = engine(start.centers, random_state=seed, **options)
+        if isinstance(model, LloydKMeansModel):
+            model.start_from(start)
+        return model
 
     def _source(self, X: Any, w: Any, algorithm: str, batch_size: int | None,
                 seed: int) -> Any:
@@ -300,9 +309,7 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         for _ in range(1 if warm or not isinstance(self.init, str) else self.n_init):
             model = self._model(X, w, rng, self.algorithm, start)
             src = self._source(X, w, self.algorithm, None, model.random_state)
-            bpp = src.batches_per_pass
-            lrn = Learner(model, src, name="kmeans", n_passes=self.max_iter, val_every=0,
-                          record_size=max(1, min(100_000, bpp * self.max_iter)))
+            lrn = self._build_learner(model, src, n_passes=self.max_iter, val_every=0)
             lrn.fit(progress=self._progress())
             final = src if isinstance(src, BlockSource) else self._source(
                 X, w, "lloyd", None, 0)
@@ -351,8 +358,7 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         elif model.initialised:
             model.rebind(src.info)
         model.stop_early = False
-        lrn = Learner(model, src, name="kmeans", n_passes=1, val_every=0,
-                      record_size=max(1, src.batches_per_pass))
+        lrn = self._build_learner(model, src, n_passes=1, val_every=0)
         lrn.fit(progress=self._progress())
         labels, inertia = model.label_pass(self._source(X, w, "lloyd", None, 0))
         model.forget_rows()
@@ -385,8 +391,7 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         options.setdefault("n_passes", self.max_iter)
         options.setdefault("val_every", 0)
         upd = model.default_updater(lrate=options.pop("lrate", 1.0))
-        lrn = Learner(model, src, upd, name=options.pop("name", "kmeans"), **options)
-        lrn.init()
+        lrn = self._build_learner(model, src, upd, live=True, **options)
         self._forget_results()
         self.model_ = model
         return lrn

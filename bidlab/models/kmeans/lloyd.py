@@ -48,6 +48,7 @@ from bidlab.models.kmeans.bounds import RowBounds, pass_bounds
 from bidlab.models.kmeans.distances import cross
 from bidlab.models.kmeans.farthest import keep_farthest, reseed_empty
 from bidlab.models.kmeans.model import KMeansModel
+from bidlab.models.kmeans.plusplus import Seeding
 
 __all__ = ["LloydKMeansModel"]
 
@@ -84,11 +85,13 @@ class LloydKMeansModel(KMeansModel):
     )
     full_batch = True  # its pass sums are its own, handed over at the last block
     algorithm = "lloyd"
-    _SCRATCH = ("_buf", "_work", "_rows", "_res", "_pending", "_pass_state", "_drift")
+    _SCRATCH = ("_buf", "_work", "_rows", "_res", "_pending", "_pass_state", "_drift",
+                "_seeded")
     _generation = 0  # centre updates so far; tags a pass's checkpointed sums
     _pass_bounds: dict[str, Any] | None = None
     _tol_abs: float | None = None
     _drift: Mat | None = None
+    _seeded: Seeding | None = None
     n_updates = 0
 
     def __init__(self, centers: Any, *, random_state: int = 0, **options: Any) -> None:
@@ -98,6 +101,7 @@ class LloydKMeansModel(KMeansModel):
 
     def _clear_scratch(self) -> None:
         super()._clear_scratch()
+        self._seeded: Seeding | None = None  # the seeding's first assignment, until init
         self._rows: RowBounds | None = None  # labels and bounds of every row, by row id
         self._res: dict[str, Any] | None = None  # the pass's farthest rows
         self._pending: Mat | None = None  # the pass's sums so far, checkpointed
@@ -110,6 +114,26 @@ class LloydKMeansModel(KMeansModel):
     def init(self, info: DataInfo) -> None:
         super().init(info)
         self._rows = RowBounds(info.n_samples, info.dtype, info.xp)
+        seeded, self._seeded = self._seeded, None
+        if (seeded is not None and seeded.labels is not None and self.opts.bounds
+                and seeded.labels.shape[0] == info.n_samples and info.xp is np):
+            self._take_seeding(seeded)
+
+    def start_from(self, seeding: Seeding) -> None:
+        """Start the first pass from the rows' assignment to the initial centres that the
+        seeding measured (its labels, exact distances and second-nearest lower bounds, as
+        Hamerly's bounds), so the first pass computes only the distances they leave open.
+        Used by the next :meth:`init` on data of as many rows."""
+        self._seeded = seeding
+
+    def _take_seeding(self, seeded: Seeding) -> None:
+        rows = self._rows
+        for name, values in (("labels", seeded.labels), ("u", seeded.upper),
+                             ("lo", seeded.lower)):
+            rows.column(name)[...] = values
+        rows.bounds_pass = 0  # the bounds hold for the first pass; the labels are not means'
+        C = self.modelmats[0].data
+        self._pass_bounds = pass_bounds(C, np.zeros(C.shape[0], C.dtype), np)
 
     def rebind(self, info: DataInfo) -> None:
         super().rebind(info)

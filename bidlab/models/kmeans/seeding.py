@@ -16,8 +16,9 @@ import numpy as np
 from bidlab import backend
 from bidlab.kern.kmeans import row_norms_sq
 from bidlab.models.kmeans.distances import dense_rows, sq_distances, xp_of
+from bidlab.models.kmeans.plusplus import Seeding, kmeans_parallel, kmeanspp
 
-__all__ = ["init_centers", "greedy_seeds"]
+__all__ = ["init_centers", "init_seeding", "greedy_seeds"]
 
 
 def _canonical_order(X: Any) -> Any:
@@ -32,7 +33,39 @@ def _canonical_order(X: Any) -> Any:
 
 def init_centers(X: Any, k: int, method: Any, rng: np.random.Generator, w: Any = None) -> Any:
     """k initial centres: ``"k-means++"`` (greedy, 2 + log k trials, weighted by ``w``),
-    ``"random"`` rows (drawn by weight), or an explicit k x d array."""
+    ``"k-means||"`` (5 oversampling rounds, then k-means++ on the candidates), ``"random"``
+    rows (drawn by weight), or an explicit k x d array."""
+    return init_seeding(X, k, method, rng, w).centers
+
+
+def _fast(X: Any) -> bool:
+    """Whether the kernels of :mod:`bidlab.models.kmeans.plusplus` take ``X``."""
+    return (isinstance(X, np.ndarray) and X.ndim == 2 and X.flags.c_contiguous
+            and X.dtype in (np.float32, np.float64))
+
+
+def init_seeding(X: Any, k: int, method: Any, rng: np.random.Generator,
+                 w: Any = None) -> Seeding:
+    """:func:`init_centers`'s centres, with the rows' first assignment where the seeding
+    measured it (k-means++ on dense CPU rows: :func:`~bidlab.models.kmeans.plusplus.kmeanspp`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bidlab.datasets import blobs
+    >>> s = init_seeding(blobs(500, 2, 3, seed=0).X, 3, "k-means++", np.random.default_rng(0))
+    >>> s.centers.shape, s.labels.shape
+    ((3, 2), (500,))
+    """
+    if isinstance(method, str) and method == "k-means++" and _fast(X):
+        return kmeanspp(X, k, rng, np.asarray(_canonical_order(X), np.int64), w)
+    if isinstance(method, str) and method == "k-means||":
+        C = kmeans_parallel(X, k, rng, _canonical_order(X), w)
+        return Seeding(xp_of(X).asarray(C))
+    return Seeding(_centers(X, k, method, rng, w))
+
+
+def _centers(X: Any, k: int, method: Any, rng: np.random.Generator, w: Any = None) -> Any:
     xp = xp_of(X)
     dtype = X.dtype
     n = X.shape[0]
