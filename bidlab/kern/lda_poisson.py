@@ -94,3 +94,26 @@ def _ptrs(lam, s):
             return int(kk)
     return int(math.floor(lam + 0.5))
 
+
+
+#: below ``(1 - lam) * SURE`` a uniform is below exp(-lam) (as :func:`_exp_neg` rounds it,
+#: relative error < 1e-8): the draw is 0 without computing the exponential
+SURE = 1.0 - 1e-7
+
+
+@numba.njit(fastmath={"contract"}, inline="always")
+def _invert(lam, u):
+    """Poisson(lam) for 0 <= lam < LAM_INV by inversion from the uniform ``u``:
+    ``#{x : u > F(x)}``, the CDF built term by term (the steps of the vectorised version)."""
+    f = _exp_neg(lam)
+    if not u > f:
+        return 0
+    t = f
+    z = 1
+    for x in range(1, MAX_TERMS):
+        t = t * (lam * _INV[x])
+        f = f + t
+        if not u > f:
+            break
+        z += 1
+    return z

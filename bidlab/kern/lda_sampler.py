@@ -40,7 +40,7 @@ import numba
 import numpy as np
 
 from bidlab import backend
-from bidlab.kern.lda_poisson import _INV, LAM_INV, MAX_TERMS, _invert4, _invert8, _invert12, _ptrs
+from bidlab.kern.lda_poisson import LAM_INV, SURE, _invert, _ptrs
 from bidlab.kern.lda_rows import _NO_HEAT, heated_words, rows_step, unique_columns
 from bidlab.kern.lda_sampler_cuda import same_sample_gpu
 from bidlab.kern.random import GOLD, STRIDE, mix64, stream_key, stream_key_nb, unit
@@ -72,9 +72,7 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
     inv_m = 1.0 / nsamps
     q = np.empty(k)  # per-thread scratch: products, then rates
     uu = np.empty(k)  # first uniform of each topic's stream
-    cdf = np.empty(k)  # inversion: P(Z <= x)
-    pr = np.empty(k)  # inversion: P(Z = x)
-    zz = np.empty(k)  # inversion: #{x : u > F(x)} so far
+    act = np.empty(k, np.int64)  # the topics whose draw is not 0 for sure
     for d in range(lo, hi):
         for j in range(k):
             theta_hat[d, j] = 0
@@ -95,37 +93,24 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
             if heated:
                 for j in range(k):
                     q[j] = q[j] / float(temp[w, j])
-            lmax = 0.0
+            # z = 0 wherever u <= (1 - lam) * SURE <= exp(-lam), the inversion's first step:
+            # most topics of a nonzero (branch-free); only the others are drawn, one by one
+            n = 0
             for j in range(k):
-                lmax = max(lmax, q[j])
-            # fewer terms when every rate is small; the rest follow term by term below
-            if lmax < 0.25:
-                terms = _invert4(q, uu, zz, cdf, pr)
-            elif lmax < 2.0:
-                terms = _invert8(q, uu, zz, cdf, pr)
-            else:
-                terms = _invert12(q, uu, zz, cdf, pr)
-            for j in range(k):  # the few draws the vectorised terms did not settle
+                act[n] = j
+                n += 1 if uu[j] > (1.0 - q[j]) * SURE else 0
+            for i in range(n):
+                j = act[i]
                 lam = q[j]
                 if lam >= LAM_INV:
-                    zz[j] = _ptrs(lam, base + np.uint64(j) * STRIDE)
-                elif zz[j] == terms and lam > 0.0:  # u beyond the first terms: go on
-                    z, f, t, u = terms, cdf[j], pr[j], uu[j]
-                    for x in range(terms, MAX_TERMS):
-                        t = t * (lam * _INV[x])
-                        f = f + t
-                        if not u > f:
-                            break
-                        z += 1
-                    zz[j] = z
-            if heated:
-                for j in range(k):
-                    zz[j] = zz[j] * float(temp[w, j])
-            for j in range(k):
-                theta_hat[d, j] += zz[j] * inv_m
-            if with_phi:
-                for j in range(k):
-                    out[w, j] += zz[j] * inv_m
+                    z = float(_ptrs(lam, base + np.uint64(j) * STRIDE))
+                else:
+                    z = float(_invert(lam, uu[j]))
+                if heated:
+                    z = z * float(temp[w, j])
+                theta_hat[d, j] += z * inv_m
+                if with_phi:
+                    out[w, j] += z * inv_m
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
