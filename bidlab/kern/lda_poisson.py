@@ -2,9 +2,11 @@
 step by step with the CUDA kernel (``kernels/lda_sampler.cu``).
 
 * ``lam < LAM_INV``: inversion from the stream's first uniform u, ``z = #{x : u > F(x)}``,
-  the CDF built term by term (``p_x = p_{x-1} * lam / x``) -- the first 4, 8 or 12 terms
-  (by the largest rate of the nonzero) for every topic at once (branch-free, vectorised),
-  then on until ``u <= F`` for the few left; the same z whatever the split;
+  the CDF built term by term (``p_x = p_{x-1} * lam / x``) until ``u <= F``. Most of a
+  nonzero's topics have tiny rates: where ``u <= (1 - lam) * SURE``, below ``F(0) =
+  exp(-lam)``, z is 0 without the exponential, and the CPU kernel draws only the others
+  (:func:`_invert`); the CUDA kernel builds the first terms for every topic at once. The
+  same z either way;
 * ``lam >= LAM_INV``: PTRS (Hormann 1993), from the stream's following uniforms.
 
 Numpy oracle: ``scipy.stats.poisson(lam)`` (the sampler's tests compare means and variances).
@@ -37,35 +39,6 @@ def _exp_neg(lam):
     r = r * r
     r = r * r
     return r * r
-
-
-def _make_invert(terms: int):
-    """The first ``terms`` inversion steps for every topic at once (vectorised: the terms
-    loop has a constant trip count, so it unrolls and the topic loop vectorises)."""
-
-    @numba.njit(fastmath={"contract"}, inline="always")
-    def invert(q, uu, zz, cdf, pr):
-        for j in range(q.shape[0]):
-            lam = min(max(q[j], 0.0), LAM_INV)
-            u = uu[j]
-            f = _exp_neg(lam)
-            t = f
-            z = 1.0 if u > f else 0.0
-            for x in range(1, terms):
-                t = t * (lam * _INV[x])
-                f = f + t
-                z += 1.0 if u > f else 0.0
-            zz[j] = z
-            cdf[j] = f
-            pr[j] = t
-        return terms
-
-    return invert
-
-
-_invert4 = _make_invert(4)
-_invert8 = _make_invert(8)
-_invert12 = _make_invert(12)
 
 
 @numba.njit(cache=True, nogil=True)

@@ -27,6 +27,12 @@ the kernel then reads ``phi[w, j] = (scale * N[w, j] + beta) * invden[j]`` on th
 a trainer never writes a normalised copy; with ``rows`` (CPU) only the minibatch's rows of
 phi_hat are touched. Both keep a minibatch's cost proportional to its nonzeros.
 
+Where the time goes (CPU): a nonzero's k rates and first uniforms are formed for every
+topic at once (vectorised); most rates are tiny, and where the uniform lies below
+``1 - lam`` the draw is 0 with no exponential, so only the few other topics (about 8 of
+64 on KOS, 20 Newsgroups and 2,000-token documents once trained) are drawn and
+accumulated, one by one (:mod:`bidlab.kern.lda_poisson`).
+
 Random numbers come from a counter-based SplitMix64 stream per (nonzero, topic) keyed by
 (seed, step), identical in both kernels, so the draws do not depend on threads, launch
 shape or device: CPU and GPU differ only in float summation order.
@@ -83,7 +89,7 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
                 continue
             scale = nsamps * float(counts[p]) / mu
             base = (key ^ mix64(np.uint64(p) * _CP)) + GOLD
-            # branch-free, vectorised over topics: rates, first uniforms, first terms
+            # branch-free, vectorised over topics: rates and first uniforms
             for j in range(k):
                 q[j] = q[j] * scale
                 uu[j] = unit(base + np.uint64(j) * STRIDE)
