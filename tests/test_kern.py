@@ -300,11 +300,11 @@ def test_every_compiled_kernel_releases_the_gil():
     compiled into their callers)."""
     from numba.core.registry import CPUDispatcher
 
-    from bidlab.kern import columns, cpu, kmeans, lda_sampler, steps, touched
+    from bidlab.kern import columns, cpu, kmeans, lda_poisson, lda_rows, lda_sampler, steps, touched
     from bidlab.kern.adaptive import AdaptiveKernel
 
     checked = []
-    for module in (cpu, lda_sampler, columns, steps, touched, kmeans):
+    for module in (cpu, lda_sampler, lda_poisson, lda_rows, columns, steps, touched, kmeans):
         for name, obj in vars(module).items():
             if isinstance(obj, AdaptiveKernel):
                 obj = obj.parallel

@@ -23,5 +23,6 @@ BENCHMARKS: dict[str, str] = {
     "sfa": "SFA (ALS by CG) vs implicit on MovieLens-small and a generated 20 M matrix",
     "distributed": "learners on MPI ranks: sparse vs dense bytes per sync, 2 ranks vs 1",
     "bayesnet": "Bayesian-network Gibbs vs exact, pyAgrum and pgmpy; SAME Gibbs-EM",
+    "gibbs": "SAME Gibbs vs tomotopy to its 200-sweep held-out LL (KOS, 20news, long docs)",
 }
 """Benchmark name -> one-line summary; the name is the module ``bidlab.bench.<name>``."""

@@ -27,6 +27,12 @@ the kernel then reads ``phi[w, j] = (scale * N[w, j] + beta) * invden[j]`` on th
 a trainer never writes a normalised copy; with ``rows`` (CPU) only the minibatch's rows of
 phi_hat are touched. Both keep a minibatch's cost proportional to its nonzeros.
 
+Where the time goes (CPU): a nonzero's k rates and first uniforms are formed for every
+topic at once (vectorised); most rates are tiny, and where the uniform lies below
+``1 - lam`` the draw is 0 with no exponential, so only the few other topics (about 8 of
+64 on KOS, 20 Newsgroups and 2,000-token documents once trained) are drawn and
+accumulated, one by one (:mod:`bidlab.kern.lda_poisson`).
+
 Random numbers come from a counter-based SplitMix64 stream per (nonzero, topic) keyed by
 (seed, step), identical in both kernels, so the draws do not depend on threads, launch
 shape or device: CPU and GPU differ only in float summation order.
@@ -34,101 +40,24 @@ shape or device: CPU and GPU differ only in float summation order.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numba
 import numpy as np
 
 from bidlab import backend
-from bidlab.kern.random import GOLD, STRIDE, mix64, stream_key, stream_key_nb, uniform, unit
+from bidlab.kern.lda_poisson import LAM_INV, SURE, _invert, _ptrs
+from bidlab.kern.lda_rows import _NO_HEAT, heated_words, rows_step, unique_columns
+from bidlab.kern.lda_sampler_cuda import same_sample_gpu
+from bidlab.kern.random import GOLD, STRIDE, mix64, stream_key, stream_key_nb, unit
+
+__all__ = ["PARALLEL_MIN_PAIRS", "heated_words", "rows_step", "same_sample", "same_sample_sweeps",
+           "unique_columns", "workspace"]
 
 _M64 = (1 << 64) - 1
 _CP = np.uint64(0xD1B54A32D192ED03)  # spreads nonzero p's streams apart
 
 # ----------------------------------------------------------------------------- numba (CPU)
-
-# Poisson draws, shared step by step with the CUDA kernel (kernels/lda_sampler.cu):
-#   lam < LAM_INV: inversion from the stream's first uniform u, z = #{x : u > F(x)}, the
-#     CDF built term by term (p_x = p_{x-1} * lam / x) -- the first 4, 8 or 12 terms (by
-#     the largest rate of the nonzero) for every topic at once (branch-free, vectorised),
-#     then on until u <= F for the few left; the same z whatever the split;
-#   lam >= LAM_INV: PTRS (Hormann 1993), from the stream's following uniforms.
-LAM_INV = 10.0
-MAX_TERMS = 96
-_INV = np.array([0.0] + [1.0 / x for x in range(1, MAX_TERMS + 1)])  # correctly rounded 1/x
-# exp(-y) for 0 <= y < 0.625 (lam / 16): Taylor to degree 11, Horner, highest first
-_EXP_C = np.array([(-1.0) ** i / math.factorial(i) for i in range(11, -1, -1)])
-
-
-@numba.njit(inline="always")
-def _exp_neg(lam):
-    """exp(-lam) for 0 <= lam < 10 (relative error < 1e-8): exp(-lam/16) ** 16."""
-    y = lam * 0.0625
-    r = _EXP_C[0]
-    for i in range(1, 12):
-        r = r * y + _EXP_C[i]
-    r = r * r
-    r = r * r
-    r = r * r
-    return r * r
-
-
-def _make_invert(terms: int):
-    """The first ``terms`` inversion steps for every topic at once (vectorised: the terms
-    loop has a constant trip count, so it unrolls and the topic loop vectorises)."""
-
-    @numba.njit(fastmath={"contract"}, inline="always")
-    def invert(q, uu, zz, cdf, pr):
-        for j in range(q.shape[0]):
-            lam = min(max(q[j], 0.0), LAM_INV)
-            u = uu[j]
-            f = _exp_neg(lam)
-            t = f
-            z = 1.0 if u > f else 0.0
-            for x in range(1, terms):
-                t = t * (lam * _INV[x])
-                f = f + t
-                z += 1.0 if u > f else 0.0
-            zz[j] = z
-            cdf[j] = f
-            pr[j] = t
-        return terms
-
-    return invert
-
-
-_invert4 = _make_invert(4)
-_invert8 = _make_invert(8)
-_invert12 = _make_invert(12)
-
-
-@numba.njit(cache=True, nogil=True)
-def _ptrs(lam, s):
-    """Poisson(lam) for lam >= 10 by PTRS (transformed rejection), stream state ``s``."""
-    slam = math.sqrt(lam)
-    loglam = math.log(lam)
-    b = 0.931 + 2.53 * slam
-    a = -0.059 + 0.02483 * b
-    invalpha = 1.1239 + 1.1328 / (b - 3.4)
-    vr = 0.9277 - 3.6224 / (b - 2.0)
-    for _ in range(1000):
-        uu, s = uniform(s)
-        uu -= 0.5
-        v, s = uniform(s)
-        us = 0.5 - abs(uu)
-        kk = math.floor((2.0 * a / us + b) * uu + lam + 0.43)
-        if us >= 0.07 and v <= vr:
-            return int(kk)
-        if kk < 0.0 or (us < 0.013 and v > us):
-            continue
-        if (
-            math.log(v) + math.log(invalpha) - math.log(a / (us * us) + b)
-            <= -lam + kk * loglam - math.lgamma(kk + 1.0)
-        ):
-            return int(kk)
-    return int(math.floor(lam + 0.5))
-
 
 @numba.njit(fastmath={"reassoc", "contract"}, inline="always")
 def _products(th, cnt, a, beta, invden, q):
@@ -142,43 +71,6 @@ def _products(th, cnt, a, beta, invden, q):
     return mu
 
 
-@numba.njit(cache=True, nogil=True)
-def _fill_heated(temp, out):
-    vocab, k = temp.shape
-    for w in range(vocab):
-        out[w] = 0
-        for j in range(k):
-            if temp[w, j] != 1.0:
-                out[w] = 1
-                break
-
-
-def heated_words(temp: Any, out: Any = None) -> np.ndarray:
-    """The sampler's mask of heated words: ``out[w] = 1`` where row ``w`` of the V x k
-    temperatures ``temp`` holds a value other than 1, else 0 (uint8, host, length V).
-
-    Why: the CPU sampler reads a word's temperatures only where this says so. A notebook
-    heats a handful of parameters, and reading ``temp[w, :]`` for every token doubled the
-    sweep's random-access working set (beside the counts' row) and slowed a learner
-    (BENCHMARKS.md, "design measurements"); a V-byte mask stays in L1. It is one pass
-    over ``temp``: make it when the temperatures change (``LDAGibbs`` does), not every
-    sweep.
-    """
-    temp = np.asarray(temp)
-    if temp.ndim != 2:
-        raise ValueError(f"heated_words: temp must be vocab x k; got shape {temp.shape}")
-    if out is None:
-        out = np.empty(temp.shape[0], dtype=np.uint8)
-    if out.shape != (temp.shape[0],) or out.dtype != np.uint8:
-        raise ValueError(f"heated_words: out must be uint8 of shape ({temp.shape[0]},); got "
-                         f"{out.dtype} {out.shape}")
-    _fill_heated(temp, out)
-    return out
-
-
-_NO_HEAT: dict[int, np.ndarray] = {}  # vocab -> all-zero mask (read only, shared)
-
-
 @numba.njit(cache=True, fastmath={"contract"}, nogil=True)
 def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
                  theta_hat, out, with_phi, nsamps, key):
@@ -186,9 +78,7 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
     inv_m = 1.0 / nsamps
     q = np.empty(k)  # per-thread scratch: products, then rates
     uu = np.empty(k)  # first uniform of each topic's stream
-    cdf = np.empty(k)  # inversion: P(Z <= x)
-    pr = np.empty(k)  # inversion: P(Z = x)
-    zz = np.empty(k)  # inversion: #{x : u > F(x)} so far
+    act = np.empty(k, np.int64)  # the topics whose draw is not 0 for sure
     for d in range(lo, hi):
         for j in range(k):
             theta_hat[d, j] = 0
@@ -199,7 +89,7 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
                 continue
             scale = nsamps * float(counts[p]) / mu
             base = (key ^ mix64(np.uint64(p) * _CP)) + GOLD
-            # branch-free, vectorised over topics: rates, first uniforms, first terms
+            # branch-free, vectorised over topics: rates and first uniforms
             for j in range(k):
                 q[j] = q[j] * scale
                 uu[j] = unit(base + np.uint64(j) * STRIDE)
@@ -209,37 +99,24 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
             if heated:
                 for j in range(k):
                     q[j] = q[j] / float(temp[w, j])
-            lmax = 0.0
+            # z = 0 wherever u <= (1 - lam) * SURE <= exp(-lam), the inversion's first step:
+            # most topics of a nonzero (branch-free); only the others are drawn, one by one
+            n = 0
             for j in range(k):
-                lmax = max(lmax, q[j])
-            # fewer terms when every rate is small; the rest follow term by term below
-            if lmax < 0.25:
-                terms = _invert4(q, uu, zz, cdf, pr)
-            elif lmax < 2.0:
-                terms = _invert8(q, uu, zz, cdf, pr)
-            else:
-                terms = _invert12(q, uu, zz, cdf, pr)
-            for j in range(k):  # the few draws the vectorised terms did not settle
+                act[n] = j
+                n += 1 if uu[j] > (1.0 - q[j]) * SURE else 0
+            for i in range(n):
+                j = act[i]
                 lam = q[j]
                 if lam >= LAM_INV:
-                    zz[j] = _ptrs(lam, base + np.uint64(j) * STRIDE)
-                elif zz[j] == terms and lam > 0.0:  # u beyond the first terms: go on
-                    z, f, t, u = terms, cdf[j], pr[j], uu[j]
-                    for x in range(terms, MAX_TERMS):
-                        t = t * (lam * _INV[x])
-                        f = f + t
-                        if not u > f:
-                            break
-                        z += 1
-                    zz[j] = z
-            if heated:
-                for j in range(k):
-                    zz[j] = zz[j] * float(temp[w, j])
-            for j in range(k):
-                theta_hat[d, j] += zz[j] * inv_m
-            if with_phi:
-                for j in range(k):
-                    out[w, j] += zz[j] * inv_m
+                    z = float(_ptrs(lam, base + np.uint64(j) * STRIDE))
+                else:
+                    z = float(_invert(lam, uu[j]))
+                if heated:
+                    z = z * float(temp[w, j])
+                theta_hat[d, j] += z * inv_m
+                if with_phi:
+                    out[w, j] += z * inv_m
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
@@ -301,40 +178,6 @@ def _sweeps_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, h
                 theta[d, j] = theta_hat[d, j] + alpha
 
 
-@numba.njit(cache=True, nogil=True)
-def _unique_cols(indices, stamp, tick, out):
-    """The distinct values of ``indices`` into ``out`` (first-seen order); returns how many.
-
-    ``stamp`` (one int64 per column) marks a column seen when it equals ``tick``; pass a
-    new tick per call and nothing needs clearing.
-    """
-    n = 0
-    for p in range(indices.shape[0]):
-        w = indices[p]
-        if stamp[w] != tick:
-            stamp[w] = tick
-            out[n] = w
-            n += 1
-    return n
-
-
-@numba.njit(cache=True, nogil=True)
-def _rows_step(counts, colsum, phi_hat, rows, s):
-    for i in range(rows.shape[0]):
-        w = rows[i]
-        for j in range(counts.shape[1]):
-            v = phi_hat[w, j]
-            counts[w, j] += s * v
-            colsum[j] += s * v
-            phi_hat[w, j] = 0
-
-
-def rows_step(counts: Any, colsum: Any, phi_hat: Any, rows: Any, s: float) -> None:
-    """``counts[rows] += s * phi_hat[rows]``, ``colsum += s * phi_hat[rows].sum(0)``, then
-    ``phi_hat[rows] = 0``: the sparse half of a moving-average step (host arrays)."""
-    _rows_step(counts, colsum, phi_hat, rows, float(s))
-
-
 # Below this many (nonzero, topic) pairs one thread is faster than waking the others (and
 # far faster when other processes keep the cores busy).
 PARALLEL_MIN_PAIRS = 1 << 17
@@ -350,65 +193,6 @@ def workspace(vocab: int, k: int, dtype: Any, xp: Any = np) -> Any:
         return None
     nthreads = max(numba.get_num_threads(), 1)
     return backend.empty((nthreads - 1, vocab, k), dtype, np)
-
-
-# ----------------------------------------------------------------------------- CUDA
-
-
-_NAMES = tuple(f"bidlab_same_sample<{t}, {i}>" for t in ("float", "double")
-               for i in ("int", "long long"))
-
-
-def _cuda_kernel(device_id: int, dtype: str, itype: str) -> Any:
-    """The compiled kernel for one device, value type and index type (compiled once, by
-    the one loader of :mod:`bidlab.kern.cuda`)."""
-    from bidlab.kern.cuda import _module
-
-    return _module(device_id, "lda_sampler.cu", _NAMES).get_function(
-        f"bidlab_same_sample<{dtype}, {itype}>")
-
-
-def _same_sample_gpu(X, theta, cnt, a, beta, invden, temp, nsamps, key, theta_hat, phi_hat,
-                     with_phi):
-    cp = backend.cupy()
-    ctype = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}[theta.dtype]
-    itype = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}[X.indptr.dtype]
-    if X.indices.dtype != X.indptr.dtype:
-        raise TypeError(
-            f"CSR indptr ({X.indptr.dtype}) and indices ({X.indices.dtype}) must share a dtype"
-        )
-    kernel = _cuda_kernel(cp.cuda.Device().id, ctype, itype)
-    ndocs, k = theta.shape
-    if with_phi:
-        phi_hat.fill(0)
-    threads = 256
-    blocks = (ndocs * 32 + threads - 1) // threads
-    use_temp = temp is not None
-    if blocks == 0:
-        return
-    kernel(
-        (blocks,),
-        (threads,),
-        (
-            X.indptr,
-            X.indices,
-            X.data,
-            theta,
-            cnt,
-            np.float64(a),
-            np.float64(beta),
-            invden,
-            temp if use_temp else cnt,
-            np.int32(use_temp),
-            theta_hat,
-            phi_hat,
-            np.int32(with_phi),
-            np.int32(ndocs),
-            np.int32(k),
-            np.float64(nsamps),
-            np.uint64(key),
-        ),
-    )
 
 
 # ----------------------------------------------------------------------------- the API
@@ -441,16 +225,6 @@ def _check(X, theta, phiT, temp, theta_hat, phi_hat, invden) -> None:
                 f"same_sample: {name} is {arr.dtype}, X is {X.dtype} and theta is "
                 f"{theta.dtype}; use one float dtype for all"
             )
-
-
-def unique_columns(X: Any, stamp: Any, tick: int, out: Any) -> Any:
-    """The distinct column indices of CSR ``X`` (host), as a view of ``out``.
-
-    ``stamp`` is an int64 array with one entry per column and ``tick`` a number not used
-    with it before (e.g. a minibatch counter): nothing is cleared or allocated.
-    """
-    n = _unique_cols(X.indices, stamp, np.int64(tick), out)
-    return out[:n]
 
 
 def same_sample(
@@ -504,7 +278,7 @@ def same_sample(
         scale, beta = 1.0, 0.0
     if gpu:
         backend.namespace(X, theta, phiT, theta_hat, phi_hat, temp, invden)
-        _same_sample_gpu(X, theta, phiT, float(scale), float(beta), invden, temp,
+        same_sample_gpu(X, theta, phiT, float(scale), float(beta), invden, temp,
                          float(nsamps), key, theta_hat, phi_hat, bool(with_phi))
         return
     work, scale, beta, invden, rows, hot = _cpu_args(X, theta, phiT, temp, work, scale, beta,
