@@ -91,3 +91,25 @@ def test_one_cluster_and_fewer_rows_than_a_block():
     s = init_seeding(X, 1, "k-means++", np.random.default_rng(0))
     assert s.centers.shape == (1, 2) and (s.labels == 0).all()
     assert np.isinf(s.lower).all()
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_stand_ins_pick_the_same_seeds_and_bounds(weighted):
+    """The numpy forms run before the seeding kernels are compiled give the same seeds,
+    first assignment and bounds (to float rounding) as the kernels."""
+    from bidlab.kern import standin
+    from bidlab.models.kmeans.plusplus import kmeanspp
+
+    X = blobs(6000, 5, 12, seed=3).X
+    w = np.random.default_rng(1).random(6000) if weighted else None
+    order = np.random.default_rng(2).permutation(6000)
+    with standin.enabled(False):
+        compiled = kmeanspp(X, 12, np.random.default_rng(0), order, w)
+    runs = standin.runs()
+    with standin.forced():
+        arrays = kmeanspp(X, 12, np.random.default_rng(0), order, w)
+    assert standin.runs() > runs
+    np.testing.assert_array_equal(arrays.centers, compiled.centers)
+    np.testing.assert_array_equal(arrays.labels, compiled.labels)
+    np.testing.assert_allclose(arrays.upper, compiled.upper, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(arrays.lower, compiled.lower, rtol=1e-5, atol=1e-4)

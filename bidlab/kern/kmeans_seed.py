@@ -32,7 +32,9 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from bidlab.kern import kmeans_seed_arrays as arrays
 from bidlab.kern.adaptive import adaptive_kernel
+from bidlab.kern.standin import stand_in
 
 __all__ = ["BLOCK", "accept", "blocks", "draw", "seed_distances", "trials"]
 
@@ -139,6 +141,12 @@ def _seed_distances(Ct, S, out):  # pragma: no cover - compiled
                 diff = np.float64(Ct[c, q]) - S[a, q]
                 acc += diff * diff
             out[c, a] = acc
+
+
+stand_in(_trials)(arrays.trials)
+stand_in(_accept)(arrays.accept)
+stand_in(_draw)(arrays.draw)
+stand_in(_seed_distances)(arrays.seed_distances)
 
 
 def trials(X: np.ndarray, order: np.ndarray, w: np.ndarray, closest: np.ndarray,
