@@ -188,7 +188,8 @@ def test_merge_then_split_from_the_map(live: dict[str, Any]) -> None:
     else:
         raise AssertionError(f"the click never selected one topic in the kernel: "
                              f"{probe.eval('topic_map.selected')}")
-    assert page.get_by_text(f"topic {t} (λ").count(), "the selected topic's words not shown"
+    bh.wait_for(lambda: page.get_by_text(f"topic {t} (λ").count() > 0, 10,
+                "the selected topic's words on the page")
     press(page, "split")
     entry = bh.wait_for(lambda: probe.eval(
         "learner.topic_edit_log[-1] if len(learner.topic_edit_log) > 1 else None"), 20,

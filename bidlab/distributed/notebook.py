@@ -28,10 +28,11 @@ Examples
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 import time
 from typing import Any
+
+from bidlab.distributed.proxy import merge_metrics
 
 __all__ = ["start_engines", "stop_engines", "RankedLearner"]
 
@@ -230,29 +231,6 @@ class RankedLearner:
         if self._proxy is not None:
             self._proxy.close()
         self._all("close")
-
-
-def merge_metrics(each: list[dict[str, Any]]) -> dict[str, Any]:
-    """One metrics dict from each rank's: counts and rates summed, scores averaged, the
-    rest from rank 0.
-
-    Examples
-    --------
-    >>> merge_metrics([{"samples": 2, "score": 1.0}, {"samples": 3, "score": 3.0}])
-    {'samples': 5, 'score': 2.0, 'ranks': 2}
-    """
-    out = dict(each[0])
-    for key, value in each[0].items():
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            continue
-        values = [m.get(key, math.nan) for m in each]
-        if key in ("samples", "samples_per_s", "rows_per_s", "bytes_per_s", "flops_per_s",
-                   "gflops"):
-            out[key] = type(value)(sum(values))
-        elif "score" in key:
-            out[key] = float(sum(values) / len(values))
-    out["ranks"] = len(each)
-    return out
 
 
 # ================================================================ on each engine

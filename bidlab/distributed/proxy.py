@@ -6,7 +6,7 @@ panel read from a :class:`bidlab.learn.Learner` -- ``name``, ``state``, ``progre
 ``record.last()`` / ``record.as_dict()``, ``observe(callback)``, ``start`` / ``pause`` /
 ``resume`` / ``stop`` / ``join`` -- and answers from the ranks:
 
-* metrics are the ranks' merged (:func:`bidlab.distributed.notebook.merge_metrics`: counts
+* metrics are the ranks' merged (:func:`merge_metrics`: counts
   and rates summed over ranks, scores averaged); ``state`` is the group's (``failed`` when
   any rank failed, ``running`` while any runs, ``paused`` when all are paused);
 * ``set(...)`` is checked on rank 0 against its option table (a bad value raises
@@ -40,7 +40,7 @@ from typing import Any
 
 from bidlab.learn.observers import Snapshot
 
-__all__ = ["ProxyLearner", "POLL_RATE", "group_state"]
+__all__ = ["ProxyLearner", "POLL_RATE", "group_state", "merge_metrics"]
 
 #: Polls of the ranks a second, at most, while someone observes the proxy.
 POLL_RATE = 4.0
@@ -145,8 +145,6 @@ class ProxyLearner:
     # -------------------------------------------------------------- reading the ranks
     def poll(self) -> dict[str, Any]:
         """Read every rank's state, metrics and newest record row now (one round trip)."""
-        from bidlab.distributed.notebook import merge_metrics
-
         if self._closed:
             with self._lock:
                 return dict(self._metrics)
@@ -313,3 +311,26 @@ class ProxyLearner:
 
     def __repr__(self) -> str:
         return f"ProxyLearner({self.name!r}, ranks={self.ranked.size}, state={self._state!r})"
+
+
+def merge_metrics(each: list[dict[str, Any]]) -> dict[str, Any]:
+    """One metrics dict from each rank's: counts and rates summed, scores averaged, the
+    rest from rank 0.
+
+    Examples
+    --------
+    >>> merge_metrics([{"samples": 2, "score": 1.0}, {"samples": 3, "score": 3.0}])
+    {'samples': 5, 'score': 2.0, 'ranks': 2}
+    """
+    out = dict(each[0])
+    for key, value in each[0].items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue
+        values = [m.get(key, math.nan) for m in each]
+        if key in ("samples", "samples_per_s", "rows_per_s", "bytes_per_s", "flops_per_s",
+                   "gflops"):
+            out[key] = type(value)(sum(values))
+        elif "score" in key:
+            out[key] = float(sum(values) / len(values))
+    out["ranks"] = len(each)
+    return out
