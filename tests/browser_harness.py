@@ -13,6 +13,7 @@ from bidlab.bench._browser import (  # noqa: F401  (re-exported)
     LabServer,
     free_port,
     kernel_status,
+    live_notebook,
     open_notebook,
     run_all_cells,
     skip_reason,

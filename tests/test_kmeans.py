@@ -362,12 +362,19 @@ def test_learner_takes_cli_options_and_lloyd_keeps_every_row():
         lrn.set(val_every=2)
 
 
-def test_lloyd_checkpoint_resumes_to_the_same_centres(tmp_path):
+def _uninterrupted_lloyd(n_passes):
+    """Blobs, a start, and a Lloyd learner trained ``n_passes`` without a stop: what a
+    resumed run must reproduce."""
     X, _, _ = blobs(3000, 6, 8, spread=3.0, seed=11)
     X = X.astype(np.float64)
     init = _init(X, 8)
-    whole = KMeans(8, init=init, tol=0).learner(X, n_passes=7, batch_size=500)
+    whole = KMeans(8, init=init, tol=0).learner(X, n_passes=n_passes, batch_size=500)
     whole.fit(progress=None)
+    return X, init, whole
+
+
+def test_lloyd_checkpoint_resumes_to_the_same_centres(tmp_path):
+    X, init, whole = _uninterrupted_lloyd(7)
     assert not whole.model.converged  # all 7 passes ran
     path = str(tmp_path / "km.ckpt")
     first = KMeans(8, init=init, tol=0)
@@ -389,11 +396,7 @@ def test_lloyd_checkpoint_resumes_to_the_same_centres(tmp_path):
 
 
 def test_lloyd_resumes_mid_pass_to_the_same_centres(tmp_path):
-    X, _, _ = blobs(3000, 6, 8, spread=3.0, seed=11)
-    X = X.astype(np.float64)
-    init = _init(X, 8)
-    whole = KMeans(8, init=init, tol=0).learner(X, n_passes=4, batch_size=500)
-    whole.fit(progress=None)
+    X, init, whole = _uninterrupted_lloyd(4)
     path = str(tmp_path / "km.ckpt")
     first = KMeans(8, init=init, tol=0)
     lrn = first.learner(X, n_passes=4, batch_size=500, checkpoint=path)

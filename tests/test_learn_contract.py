@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scripted_stats import ScriptedStatsSteps
 
 import bidlab as bl
 from bidlab.learn import CG, Batch, Grad, IncMult, L2Regularizer, Learner, Model, PerMatrix
@@ -55,9 +56,12 @@ def test_no_hook_is_probed_with_getattr():
     assert not found
 
 
-class TwoFactors(Model):
+class TwoFactors(ScriptedStatsSteps, Model):
     """W (4 x 3) moved multiplicatively, H (2 x 3) by CG on ``x_r A = b_r``: matrices of
     different row counts, each with its own statistics."""
+
+    SHAPE = (4, 3)
+    SEED = 0
 
     mat_names = ("W", "H")
 
@@ -74,20 +78,6 @@ class TwoFactors(Model):
         self.updatemats = [{"num": bl.zeros((4, 3), np.float64),
                             "den": bl.zeros((4, 3), np.float64)},
                            {"rhs": bl.Mat(self.B.copy()), "gram": bl.Mat(self.A.copy())}]
-
-    @staticmethod
-    def stats(step):
-        rng = np.random.default_rng(step)
-        return rng.random((4, 3)) + 0.5, rng.random((4, 3)) + 0.5
-
-    def update(self, batch):
-        num, den = self.stats(self.calls)
-        self.updatemats[0]["num"].data[...] = num
-        self.updatemats[0]["den"].data[...] = den
-        self.calls += 1
-
-    def evaluate(self, batch):
-        return 0.0
 
 
 def _system():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scripted_stats import ScriptedStatsSteps
 from sklearn.decomposition import NMF
 
 import bidlab as bl
@@ -100,28 +101,17 @@ def test_batchmult_on_a_full_batch_model_reads_the_pass_totals():
     assert lr.updater.state() == {}
 
 
-class ScriptedStats(Model):
+class ScriptedStats(ScriptedStatsSteps, Model):
     """Numerator and denominator statistics from a fixed random sequence."""
+
+    SHAPE = (2, 3)
+    SEED = 50
 
     def init(self, info):
         self.modelmats = [bl.Mat(np.full((2, 3), 1.0))]
         self.updatemats = [{"num": bl.zeros((2, 3), np.float64),
                             "den": bl.zeros((2, 3), np.float64)}]
         self.calls = 0
-
-    @staticmethod
-    def stats(step):
-        rng = np.random.default_rng(50 + step)
-        return rng.random((2, 3)) + 0.5, rng.random((2, 3)) + 0.5
-
-    def update(self, batch):
-        num, den = self.stats(self.calls)
-        self.updatemats[0]["num"].data[...] = num
-        self.updatemats[0]["den"].data[...] = den
-        self.calls += 1
-
-    def evaluate(self, batch):
-        return 0.0
 
 
 def test_incmult_blends_running_statistics_with_a_decaying_weight():

@@ -67,26 +67,17 @@ def live(lab: bh.LabServer, browser: bh.Browser, shots: Path) -> Iterator[dict[s
     errors: list[str] = []
     page.on("console", lambda m: m.type == "error" and errors.append(m.text))
     page.on("pageerror", lambda e: errors.append(f"pageerror {e}"))
-    probe = None
     try:
-        bh.open_notebook(page, lab, "02_lda_live.ipynb")
-        bh.run_all_cells(page)
-        probe = bh.KernelProbe.for_page(lab, page)
-        bh.wait_for(lambda: probe.eval("'bubbles' in globals() and learner.state"
-                                       " == 'running' and dash.points > 0"
-                                       " and bubbles.patches > 0"), 60,
-                    "the notebook to run and its learner to train")
-        bh.wait_for(lambda: page.evaluate(f"() => !!{lp.find_source_js(lp.SCORES)}"
-                                          f" && !!{lp.find_source_js(lp.BUBBLES)}"), 30,
-                    "both bokeh charts in the page")
-        yield {"page": page, "probe": probe, "errors": errors}
-    except BaseException:
-        page.screenshot(path=str(shots / "FAILED-setup.png"))
-        raise
+        with bh.live_notebook(
+                lab, page, "02_lda_live.ipynb", "'bubbles' in globals() and learner.state"
+                " == 'running' and dash.points > 0 and bubbles.patches > 0", 60,
+                "the notebook to run and its learner to train",
+                shots / "FAILED-setup.png") as probe:
+            bh.wait_for(lambda: page.evaluate(f"() => !!{lp.find_source_js(lp.SCORES)}"
+                                              f" && !!{lp.find_source_js(lp.BUBBLES)}"), 30,
+                        "both bokeh charts in the page")
+            yield {"page": page, "probe": probe, "errors": errors}
     finally:
-        if probe is not None:
-            probe.stop_learner_and_close()
-        page.close()
         lab.shutdown_kernels()
 
 

@@ -101,22 +101,14 @@ def live(tmp_path_factory: pytest.TempPathFactory, browser: bh.Browser,
     bh.write_notebook(root / "map.ipynb", CELLS)
     server = bh.start_lab(root, tmp_path_factory.mktemp("lab-dirs"))
     page = browser.new_page()
-    probe = None
     try:
-        bh.open_notebook(page, server, "map.ipynb")
-        bh.run_all_cells(page)
-        probe = bh.KernelProbe.for_page(server, page)
-        bh.wait_for(lambda: probe.eval("'topic_map' in globals() and learner.state == "
-                                       "'running' and topic_map.frames > 2"), 60,
-                    "the notebook's learner to train and its map to draw")
-        yield {"page": page, "probe": probe, "shots": artifacts_dir}
-    except BaseException:
-        page.screenshot(path=str(artifacts_dir / "FAILED-intertopic-setup.png"))
-        raise
+        with bh.live_notebook(
+                server, page, "map.ipynb", "'topic_map' in globals() and learner.state == "
+                "'running' and topic_map.frames > 2", 60,
+                "the notebook's learner to train and its map to draw",
+                artifacts_dir / "FAILED-intertopic-setup.png") as probe:
+            yield {"page": page, "probe": probe, "shots": artifacts_dir}
     finally:
-        if probe is not None:
-            probe.stop_learner_and_close()
-        page.close()
         server.stop()
 
 

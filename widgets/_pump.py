@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bidlab.learn import Snapshot
+from bidlab.learn.observers import call_keeping_errors
 
 from ._bokeh import DOC_LOCK
 from ._iopub import batched_iopub
@@ -167,12 +168,8 @@ class Pump:
         with DOC_LOCK, batched_iopub():
             for view in list(self.views().values()):
                 snap = view._take()
-                try:
-                    view.render(snap)
+                if call_keeping_errors(view.errors, view.render, snap):
                     view.renders += 1
-                except Exception as exc:  # a broken view must not stop the others
-                    view.errors.append(exc)
-                    del view.errors[:-10]
         self.ticks += 1
 
     def _loop(self) -> None:

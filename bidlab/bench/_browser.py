@@ -21,6 +21,7 @@ imports anywhere.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -31,7 +32,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -334,6 +335,22 @@ class KernelProbe:
                 raise TimeoutError(f"kernel {kernel_id} did not answer kernel_info in 30 s")
 
     @classmethod
+    def run_notebook(cls, server: LabServer, page: Any, relpath: str, ready: str,
+                     timeout: float, what: str) -> KernelProbe:
+        """Open ``relpath`` in ``page``, run all its cells and return a probe of its
+        kernel once the expression ``ready`` is true there (``what`` names the wait in
+        the timeout's message); the probe is closed if the wait fails."""
+        open_notebook(page, server, relpath)
+        run_all_cells(page)
+        probe = cls.for_page(server, page)
+        try:
+            wait_for(lambda: probe.eval(ready), timeout, what)
+        except BaseException:
+            probe.close()
+            raise
+        return probe
+
+    @classmethod
     def for_page(cls, server: LabServer, page: Any) -> KernelProbe:
         kernel_id = page.evaluate("""() => window.jupyterapp.shell.currentWidget
             .sessionContext.session.kernel.id""")
@@ -374,3 +391,22 @@ class KernelProbe:
         except Exception:  # noqa: BLE001 - the kernel may be gone; closing still runs
             pass
         self.close()
+
+
+@contextlib.contextmanager
+def live_notebook(server: LabServer, page: Any, relpath: str, ready: str, timeout: float,
+                  what: str, failure_shot: Path) -> Iterator[KernelProbe]:
+    """:meth:`KernelProbe.run_notebook` in a ``with`` block: a screenshot to
+    ``failure_shot`` if the block (or the start) fails; on leaving, the notebook's learner
+    stopped, the probe closed and the page closed."""
+    probe = None
+    try:
+        probe = KernelProbe.run_notebook(server, page, relpath, ready, timeout, what)
+        yield probe
+    except BaseException:
+        page.screenshot(path=str(failure_shot))
+        raise
+    finally:
+        if probe is not None:
+            probe.stop_learner_and_close()
+        page.close()

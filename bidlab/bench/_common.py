@@ -121,6 +121,20 @@ def print_targets(targets: Iterable[dict[str, Any]], indent: str = "  ") -> None
         print(indent + format_target(t))
 
 
+def print_corpora(corpora: Iterable[dict[str, Any]], header: Callable[[dict[str, Any]], str],
+                  rows: str, row: Callable[[dict[str, Any]], str]) -> None:
+    """Print per-corpus results: a corpus skipped, or its ``header`` line, one ``row``
+    line per entry of its ``rows`` list, then its targets."""
+    for c in corpora:
+        if "skipped" in c:
+            print(f"{c['corpus']}: skipped ({c['skipped']})")
+            continue
+        print(f"\n{c['corpus']}: {header(c)}")
+        for r in c[rows]:
+            print(row(r))
+        print_targets(c["targets"])
+
+
 def _plain(x: Any) -> Any:
     """JSON for numpy scalars and arrays and anything else (as text)."""
     if hasattr(x, "item") and getattr(x, "ndim", 1) == 0:

@@ -331,12 +331,10 @@ def run_session(steps: int, rounds: int, drags: int, docs: int, data: Path | Non
         try:
             browser = bh.start_browser(Path(tmp) / "chromium")
             page = browser.new_page()
-            bh.open_notebook(page, server, "02_lda_live.ipynb")
-            bh.run_all_cells(page)
-            probe = bh.KernelProbe.for_page(server, page)
-            bh.wait_for(lambda: probe.eval("'bubbles' in globals() and learner.state == "
-                                           "'running' and dash.points > 0"), 90,
-                        "the notebook to run")
+            probe = bh.KernelProbe.run_notebook(
+                server, page, "02_lda_live.ipynb",
+                "'bubbles' in globals() and learner.state == 'running' and dash.points > 0",
+                90, "the notebook to run")
             bh.wait_for(lambda: page.evaluate(f"() => !!{lp.find_source_js(lp.SCORES)}"),
                         30, "the score chart in the page")
             if with_map:

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from bidlab.bench._common import emit, log, machine, print_targets, target
+from bidlab.bench._common import emit, log, machine, print_corpora, target
 from bidlab.bench.lda import ALPHA, BETA, K, _time_to_reach, run_bidlab, run_tomotopy, split_docs
 from bidlab.kern import lda_sampler
 from bidlab.models import LDAGibbs
@@ -149,16 +149,13 @@ def main(argv: list[str] | None = None) -> int:
 def _print(result: dict[str, Any]) -> None:
     print(f"SAME Gibbs (defaults) vs tomotopy ({result['tomotopy_sweeps']} sweeps, 2 threads),"
           f" K={result['k']}: time to reach tomotopy's held-out LL / tomotopy's time")
-    for c in result["corpora"]:
-        if "skipped" in c:
-            print(f"{c['corpus']}: skipped ({c['skipped']})")
-            continue
-        print(f"\n{c['corpus']}: {c['train_docs']} docs, V={c['vocabulary']}, "
-              f"{c['tokens_per_doc']} tokens/doc")
-        for r in c["runs"]:
-            reach = r["time_to_reach_s"]
-            print(f"  repeat {r['repeat']} ({r['first']} first): tomotopy {r['tomotopy_s']:.2f} s"
-                  f" LL {r['tomotopy_loglik']:.4f} | bidlab reaches it in "
-                  f"{'never' if reach is None else f'{reach:.2f} s'} (ends {r['bidlab_s']:.2f} s"
-                  f" LL {r['bidlab_loglik']:.4f}) | ratio {r['ratio']}")
-        print_targets(c["targets"])
+    print_corpora(result["corpora"], lambda c: f"{c['train_docs']} docs, "
+                  f"V={c['vocabulary']}, {c['tokens_per_doc']} tokens/doc", "runs", _run_line)
+
+
+def _run_line(r: dict[str, Any]) -> str:
+    reach = r["time_to_reach_s"]
+    return (f"  repeat {r['repeat']} ({r['first']} first): tomotopy {r['tomotopy_s']:.2f} s"
+            f" LL {r['tomotopy_loglik']:.4f} | bidlab reaches it in "
+            f"{'never' if reach is None else f'{reach:.2f} s'} (ends {r['bidlab_s']:.2f} s"
+            f" LL {r['bidlab_loglik']:.4f}) | ratio {r['ratio']}")

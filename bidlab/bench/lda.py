@@ -48,7 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bidlab import backend
-from bidlab.bench._common import emit, log, machine, print_targets, target
+from bidlab.bench._common import emit, log, machine, print_corpora, target
 from bidlab.models import LDA, LDAGibbs
 from bidlab.models.lda.common import heldout_loglik
 
@@ -429,20 +429,16 @@ def main(argv: list[str] | None = None) -> int:
     return emit(result, args.json, _print)
 
 
+def _system_line(r: dict) -> str:
+    if "skipped" in r:
+        return f"  {r['system']:<24} skipped: {r['skipped']}"
+    return (f"  {r['system']:<24} {r['wall_s']:8.2f} s {r['tokens_per_s'] or 0:>12,} tok/s"
+            f"  held-out LL {r['heldout_loglik']:.4f}")
+
+
 def _print(result: dict) -> None:
-    for c in result["corpora"]:
-        if "skipped" in c:
-            print(f"{c['corpus']}: skipped ({c['skipped']})")
-            continue
-        print(f"\n{c['corpus']}: {c['train_docs']} train / {c['test_docs']} test docs, "
-              f"V={c['vocabulary']}, {c['train_tokens']} train tokens, "
-              f"uniform LL {c['uniform_loglik']}")
-        for r in c["rows"]:
-            if "skipped" in r:
-                print(f"  {r['system']:<24} skipped: {r['skipped']}")
-                continue
-            print(f"  {r['system']:<24} {r['wall_s']:8.2f} s {r['tokens_per_s'] or 0:>12,} tok/s"
-                  f"  held-out LL {r['heldout_loglik']:.4f}")
-        print_targets(c["targets"])
+    print_corpora(result["corpora"], lambda c: f"{c['train_docs']} train / {c['test_docs']}"
+                  f" test docs, V={c['vocabulary']}, {c['train_tokens']} train tokens, "
+                  f"uniform LL {c['uniform_loglik']}", "rows", _system_line)
     if "gpu" in result:
         print(f"\nGPU: {json.dumps(result['gpu'], default=str)}")

@@ -38,7 +38,7 @@ import threading
 import time
 from typing import Any
 
-from bidlab.learn.observers import Snapshot
+from bidlab.learn.observers import Snapshot, call_keeping_errors
 
 __all__ = ["ProxyLearner", "POLL_RATE", "group_state", "merge_metrics"]
 
@@ -300,12 +300,8 @@ class ProxyLearner:
                 if now < sub.due and state == last_state:
                     continue
                 sub.due = now + sub.period
-                try:
-                    sub.callback(snap)
+                if call_keeping_errors(sub.errors, sub.callback, snap):
                     sub.delivered += 1
-                except Exception as exc:  # a broken callback must not stop the others
-                    sub.errors.append(exc)
-                    del sub.errors[:-10]
             last_state = state
             time.sleep(1.0 / POLL_RATE)
 

@@ -36,7 +36,33 @@ import numpy as np
 
 from bidlab import backend
 
-__all__ = ["Snapshot", "Subscription", "ObserverHub"]
+__all__ = ["Snapshot", "Subscription", "ObserverHub", "call_keeping_errors"]
+
+#: a caller's last exceptions kept by :func:`call_keeping_errors`
+ERRORS_KEPT = 10
+
+
+def call_keeping_errors(errors: list[BaseException], fn: Callable[..., Any],
+                        *args: Any) -> bool:
+    """``fn(*args)``; an exception goes into ``errors`` (the last :data:`ERRORS_KEPT`
+    kept) instead of up, so one broken callback or view does not stop the others that
+    share its loop. True when ``fn`` returned.
+
+    Examples
+    --------
+    >>> errors = []
+    >>> call_keeping_errors(errors, int, "7"), call_keeping_errors(errors, int, "x")
+    (True, False)
+    >>> type(errors[0]).__name__
+    'ValueError'
+    """
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001 - kept for the caller to show
+        errors.append(exc)
+        del errors[:-ERRORS_KEPT]
+        return False
+    return True
 
 
 @dataclass
