@@ -3,7 +3,8 @@ targets or a sweep of configurations in one pass), :func:`glm_sweep`, :func:`bes
 
 Modules: ``estimator`` (the scikit-learn face), ``model`` (the engine), ``links`` (the links'
 gradient steps), ``targets`` (target columns and classes), ``params`` (parameter checks),
-``sweep`` (a sweep's result and winner).
+``inputs`` (the checks of what fit / predict are given), ``weights`` (``coef_``,
+``intercept_``, one target as a GLM), ``sweep`` (a sweep's result and winner).
 """
 
 from bidlab.models.glm.estimator import GLM, glm_sweep

@@ -35,38 +35,30 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
-import scipy.sparse as sp
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
-
-from bidlab import backend
-from bidlab.learn import UPDATERS, Grad, L1Regularizer, L2Regularizer, Learner
+from bidlab.learn import Grad, L1Regularizer, L2Regularizer, Learner
 from bidlab.learn.model import register_model
 from bidlab.learn.options import Option
 from bidlab.models.base import BidlabEstimator, param_row
 from bidlab.models.glm.engine import UPDATER_CHOICES, GLMEngine
-from bidlab.models.glm.links import CLASSIFIER_LINKS, LINKS, Layout
-from bidlab.models.glm.model import GLMModel
+from bidlab.models.glm.inputs import GLMInputs
+from bidlab.models.glm.links import CLASSIFIER_LINKS, LINKS
 from bidlab.models.glm.params import (
     class_weight_ok,
-    class_weights,
     dtype_ok,
-    first_bad,
     link_ok,
     per_target,
     rate_ok,
     targmap_ok,
-    unwrap,
 )
 from bidlab.models.glm.predict import GLMPredictions
 from bidlab.models.glm.sweep import SweepResult, best_config, sweep_params
-from bidlab.models.glm.targets import Targets, as_targets_2d
+from bidlab.models.glm.weights import GLMWeights
 from bidlab.models.sk_params import COMMON
 from bidlab.models.validation import RANDOM_STATE
 
 __all__ = ["GLM", "SweepResult", "best_config", "glm_sweep"]
 
-class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
+class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
     """A generalized linear model over one or many targets, trained by minibatch SGD.
 
     Parameters
@@ -208,18 +200,6 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
     ) -> None:
         self._keep_params(locals())
 
-    # -- scikit-learn plumbing ------------------------------------------------------------
-    def _links(self) -> list[str]:
-        return [self.link] if isinstance(self.link, str) else list(self.link)
-
-    def _is_classifier(self) -> bool:
-        links = self._links()
-        return bool(links) and all(lk in CLASSIFIER_LINKS for lk in links)
-
-    def _is_regressor(self) -> bool:
-        links = self._links()
-        return bool(links) and all(lk == "linear" for lk in links)
-
     def __sklearn_tags__(self) -> Any:
         from sklearn.utils import ClassifierTags, RegressorTags
 
@@ -236,67 +216,6 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         tags.target_tags.required = True
         tags.target_tags.multi_output = True  # Y with several columns: one target each
         return tags
-
-    def _xp(self) -> Any:
-        return np if self.device == "cpu" else backend.cupy()
-
-    def _model_dtype(self, X: Any) -> np.dtype:
-        if self.dtype is None or (isinstance(self.dtype, str) and self.dtype == "auto"):
-            return np.dtype(np.float64 if X.dtype == np.float64 else np.float32)
-        return np.dtype(self.dtype)
-
-    def _features(self, X: Any, reset: bool) -> Any:
-        """X validated (``n_features_in_``, ``feature_names_in_``) as a canonical CSR
-        matrix of the model dtype on the model's device."""
-        X = unwrap(X)
-        self._check_structure(X)
-        X = validate_data(self, X, accept_sparse="csr", dtype="numeric",
-                          ensure_all_finite=False, reset=reset)
-        dtype = self._model_dtype(X) if reset else self.dtype_
-        if reset:
-            self.dtype_ = dtype
-        if sp.issparse(X):
-            X = sp.csr_matrix(X, dtype=dtype)
-            if not X.has_canonical_format:
-                X = X.copy()
-                X.sum_duplicates()
-        else:
-            X = sp.csr_matrix(np.asarray(X, dtype=dtype))
-        bad = ~np.isfinite(X.data)
-        if bad.any():
-            r, c = first_bad(X, bad)
-            raise ValueError(f"GLM: X contains NaN or infinity (first at row {r}, column "
-                             f"{c}): remove or impute those values first")
-        xp = self._xp()
-        return X if xp is np else backend.to_device(X)
-
-    def _targets_2d(self, y: Any, n: int) -> tuple[np.ndarray, bool]:
-        if y is None:
-            raise ValueError("GLM requires y to be passed, but the target y is None: give "
-                             "one label or value per sample (or one column per target)")
-        return as_targets_2d(y, n, "GLM")
-
-    def _weights(self, sample_weight: Any, X: Any) -> np.ndarray | None:
-        if sample_weight is None:
-            return None
-        return _check_sample_weight(sample_weight, X, dtype=self.dtype_,
-                                    ensure_non_negative=True)
-
-    def _class_weighted(self, w: np.ndarray | None, Y2: np.ndarray,
-                        partial: bool = False) -> np.ndarray | None:
-        """``w`` times each row's class weight (``class_weight``), or ``w`` when None."""
-        if self.class_weight is None:
-            return w
-        t = self.targets_
-        if t.classes[0] is None or "linear" in t.links:
-            raise ValueError("class_weight is for classifier links (logistic, softmax, svm); "
-                             "a linear GLM has no classes: pass sample_weight instead")
-        if t.q != 1:
-            raise ValueError(f"class_weight needs one column of labels y; this GLM has {t.q} "
-                             "target columns: pass sample_weight instead")
-        cw = class_weights(self.class_weight, Y2[:, 0], np.asarray(t.classes[0]), partial)
-        cw = cw.astype(self.dtype_)
-        return cw if w is None else w * cw
 
     # -- training -------------------------------------------------------------------------
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> GLM:
@@ -396,55 +315,6 @@ class GLM(GLMEngine, GLMPredictions, BidlabEstimator):
         if curve:
             facts.append(("final training loss", curve[-1]))
         return facts
-
-    # -- learned weights ------------------------------------------------------------------
-    @property
-    def coef_(self) -> np.ndarray:
-        """Weights as (weight columns x features): one row per linear / logistic / svm
-        target, C rows per softmax target (scikit-learn's layout)."""
-        check_is_fitted(self, "model_")
-        return np.ascontiguousarray(self.model_.modelmats[0].numpy())
-
-    @property
-    def intercept_(self) -> np.ndarray:
-        """Biases, one per weight column."""
-        check_is_fitted(self, "model_")
-        return self.model_.modelmats[1].numpy()[:, 0].copy()
-
-    def select(self, k: int) -> GLM:
-        """A fitted single-target GLM holding model target ``k``'s configuration and weights."""
-        check_is_fitted(self, "model_")
-        t = self.targets_
-        if not 0 <= k < t.K:
-            raise IndexError(f"target {k} out of range: this GLM has {t.K} model targets")
-
-        def pick(v: Any) -> float:
-            arr = np.asarray(v, dtype=np.float64)
-            return float(arr) if arr.ndim == 0 else float(arr.reshape(-1)[k])
-
-        lk, c = t.links[k], int(t.data_col[k])
-        one = GLM(**{**self.get_params(deep=False), "link": lk, "targmap": None,
-                         "lrate": pick(getattr(self, "lrate_", self.lrate)),
-                         "l1": pick(self.l1), "l2": pick(self.l2)})
-        fam = {"linear": "value", "logistic": "bin01", "svm": "pm1", "softmax": "class"}[lk]
-        one.targets_ = Targets((lk,), np.zeros(1, np.int64), np.zeros(1, np.int64),
-                               [(0, fam)], [t.classes[c]], 1, True)
-        one.layout_ = Layout((lk,), (self.layout_.widths[k],))
-        cols = self.layout_.columns(k)
-        W, b = self.model_.modelmats
-        one.model_ = GLMModel.from_weights(one.layout_, [0], W.data[cols], b.data[cols])
-        one.updater_ = UPDATERS[self.updater](lrate=one.lrate)
-        one.mixins_ = [L1Regularizer(mats=[0], l1=one.l1), L2Regularizer(mats=[0], l2=one.l2)]
-        one.dtype_ = self.dtype_
-        one.n_features_in_ = self.n_features_in_
-        if hasattr(self, "feature_names_in_"):
-            one.feature_names_in_ = self.feature_names_in_
-        one.n_targets_ = 1
-        one.multilabel_ = False
-        one.n_steps_ = getattr(self, "n_steps_", 0)
-        if t.classes[c] is not None:
-            one.classes_ = t.classes[c]
-        return one
 
 
 register_model("glm", GLM)

@@ -1,0 +1,97 @@
+"""The checks :class:`~bidlab.models.glm.GLM` makes of what it is given: the links it was
+built with (classifier or regressor), the features (a canonical, finite CSR matrix of the
+model dtype on the model's device), the targets, the sample weights and the class weights.
+A mixin of the estimator: it reads the estimator's ``link``, ``dtype``, ``device`` and
+``class_weight`` and, once fitted, ``dtype_`` and ``targets_``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import _check_sample_weight, validate_data
+
+from bidlab import backend
+from bidlab.models.glm.links import CLASSIFIER_LINKS
+from bidlab.models.glm.params import class_weights, first_bad, unwrap
+from bidlab.models.glm.targets import as_targets_2d
+
+__all__ = ["GLMInputs"]
+
+
+class GLMInputs:
+    """Input checks of the GLM estimator (see the module doc)."""
+
+    def _links(self) -> list[str]:
+        return [self.link] if isinstance(self.link, str) else list(self.link)
+
+    def _is_classifier(self) -> bool:
+        links = self._links()
+        return bool(links) and all(lk in CLASSIFIER_LINKS for lk in links)
+
+    def _is_regressor(self) -> bool:
+        links = self._links()
+        return bool(links) and all(lk == "linear" for lk in links)
+
+    def _xp(self) -> Any:
+        return np if self.device == "cpu" else backend.cupy()
+
+    def _model_dtype(self, X: Any) -> np.dtype:
+        if self.dtype is None or (isinstance(self.dtype, str) and self.dtype == "auto"):
+            return np.dtype(np.float64 if X.dtype == np.float64 else np.float32)
+        return np.dtype(self.dtype)
+
+    def _features(self, X: Any, reset: bool) -> Any:
+        """X validated (``n_features_in_``, ``feature_names_in_``) as a canonical CSR
+        matrix of the model dtype on the model's device."""
+        X = unwrap(X)
+        self._check_structure(X)
+        X = validate_data(self, X, accept_sparse="csr", dtype="numeric",
+                          ensure_all_finite=False, reset=reset)
+        dtype = self._model_dtype(X) if reset else self.dtype_
+        if reset:
+            self.dtype_ = dtype
+        if sp.issparse(X):
+            X = sp.csr_matrix(X, dtype=dtype)
+            if not X.has_canonical_format:
+                X = X.copy()
+                X.sum_duplicates()
+        else:
+            X = sp.csr_matrix(np.asarray(X, dtype=dtype))
+        bad = ~np.isfinite(X.data)
+        if bad.any():
+            r, c = first_bad(X, bad)
+            raise ValueError(f"GLM: X contains NaN or infinity (first at row {r}, column "
+                             f"{c}): remove or impute those values first")
+        xp = self._xp()
+        return X if xp is np else backend.to_device(X)
+
+    def _targets_2d(self, y: Any, n: int) -> tuple[np.ndarray, bool]:
+        if y is None:
+            raise ValueError("GLM requires y to be passed, but the target y is None: give "
+                             "one label or value per sample (or one column per target)")
+        return as_targets_2d(y, n, "GLM")
+
+    def _weights(self, sample_weight: Any, X: Any) -> np.ndarray | None:
+        if sample_weight is None:
+            return None
+        return _check_sample_weight(sample_weight, X, dtype=self.dtype_,
+                                    ensure_non_negative=True)
+
+    def _class_weighted(self, w: np.ndarray | None, Y2: np.ndarray,
+                        partial: bool = False) -> np.ndarray | None:
+        """``w`` times each row's class weight (``class_weight``), or ``w`` when None."""
+        if self.class_weight is None:
+            return w
+        t = self.targets_
+        if t.classes[0] is None or "linear" in t.links:
+            raise ValueError("class_weight is for classifier links (logistic, softmax, svm); "
+                             "a linear GLM has no classes: pass sample_weight instead")
+        if t.q != 1:
+            raise ValueError(f"class_weight needs one column of labels y; this GLM has {t.q} "
+                             "target columns: pass sample_weight instead")
+        cw = class_weights(self.class_weight, Y2[:, 0], np.asarray(t.classes[0]), partial)
+        cw = cw.astype(self.dtype_)
+        return cw if w is None else w * cw
