@@ -5,7 +5,7 @@ incremental updater, :class:`bidlab.learn.IncNorm` (Hoffman's step
 ``rho_t = (tau0 + t)^-kappa``, a short minibatch taking its share of a step).
 
 :class:`~bidlab.models.lda.LDAModel` (variational Bayes) and
-:class:`~bidlab.models.lda.gibbs.LDAGibbsModel` (SAME Gibbs) subclass :class:`LDACore`,
+:class:`~bidlab.models.lda.gibbs_model.LDAGibbsModel` (SAME Gibbs) subclass :class:`LDACore`,
 which owns what both need around one minibatch step:
 
 * **fixed-shape minibatches**: each minibatch is copied into one ``batch_rows``-row

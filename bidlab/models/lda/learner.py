@@ -1,7 +1,7 @@
 """The live learner of the LDA estimators: ``LDA(...).learner(X)`` / ``LDAGibbs(...).learner(X)``.
 
 :class:`LDALearner` is a :class:`bidlab.learn.Learner` on the estimator's own model
-(:class:`~bidlab.models.lda.LDAModel` or :class:`~bidlab.models.lda.gibbs.LDAGibbsModel`)
+(:class:`~bidlab.models.lda.LDAModel` or :class:`~bidlab.models.lda.gibbs_model.LDAGibbsModel`)
 that also reaches the Gibbs model's per-parameter temperatures (``set_temperature`` /
 ``temperature`` / ``temperature_log``): a change made while training runs takes effect at
 the next minibatch and is logged with that minibatch's pass, index and number.

@@ -1,6 +1,6 @@
 """The per-parameter temperatures of SAME Gibbs LDA: queued changes and their log.
 
-:class:`Temperatures` is the part of :class:`~bidlab.models.lda.gibbs.LDAGibbsModel` that
+:class:`Temperatures` is the part of :class:`~bidlab.models.lda.gibbs_model.LDAGibbsModel` that
 sets the k x vocabulary temperature matrix (``temp``, stored vocabulary x k): a change is
 queued, written by the training thread at the start of its next minibatch (or at once
 when no learner runs) and logged in :attr:`Temperatures.temperature_log` with the pass and
