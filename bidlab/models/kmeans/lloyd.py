@@ -28,6 +28,9 @@ GEMM of the rows left, nearest two centres and cluster sums in one cache-blocked
 row the bounds clear costs no GEMM work, so the bounds are kept whatever they skip. Small
 BLAS products between passes run single-threaded
 (:func:`~bidlab.kern.kmeans_lloyd.one_blas_thread`).
+
+The block's assignment is :mod:`~bidlab.models.kmeans.lloyd_assign`'s, the pass's cluster
+sums and their checkpoint copy :mod:`~bidlab.models.kmeans.lloyd_sums`'.
 """
 
 from __future__ import annotations
@@ -37,16 +40,15 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.kern.kmeans import assign, hamerly, row_norms_sq
-from bidlab.kern.kmeans_lloyd import lloyd_block
 from bidlab.learn.datasource import DataInfo, DataSource
 from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import Batch, Updater
 from bidlab.mat import Mat
 from bidlab.models.kmeans.bounds import RowBounds, pass_bounds
-from bidlab.models.kmeans.distances import cross
 from bidlab.models.kmeans.farthest import keep_farthest, reseed_empty
+from bidlab.models.kmeans.lloyd_assign import LloydAssignment
+from bidlab.models.kmeans.lloyd_sums import LloydPassSums
 from bidlab.models.kmeans.model import KMeansModel
 from bidlab.models.kmeans.plusplus import Seeding
 
@@ -55,7 +57,7 @@ __all__ = ["LloydKMeansModel"]
 _RESERVOIR = 32  # farthest rows kept per Lloyd pass to re-seed empty clusters
 
 
-class LloydKMeansModel(KMeansModel):
+class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     """Lloyd's k-means on the Learner, started from the given k x d centres (see the module
     doc); train it with a source that yields every row once a pass.
 
@@ -275,133 +277,6 @@ class LloydKMeansModel(KMeansModel):
                                   min(_RESERVOIR, k), self.xp)
         rows.done(batch)
         return self._score(far, w)
-
-    def _begin_sums(self, ps: dict[str, Any], batch: Minibatch) -> None:
-        """Get the pass's cluster sums (per-thread partials, reduced once) ready for the
-        block: zeroed at the pass's first block. A pass resumed mid-way continues from the
-        sums a checkpoint kept (:meth:`extra_state`); without them its sums miss blocks and
-        :meth:`_lloyd_end` does not use them."""
-        i = batch.index
-        if i == 0:
-            self._work.reset()
-            ps["sums_ok"] = True
-        elif ps["sums_next"] != i:
-            ps["sums_ok"] = self._resume_sums(batch.pass_, i)
-
-    def _end_sums(self, buf: dict[str, Any], ps: dict[str, Any], batch: Minibatch) -> None:
-        """After the block's rows were added: the last block writes the pass's totals into
-        ``updatemats`` (the model is full-batch: the Batch updater reads them at the pass end
-        and never the other blocks' update matrices)."""
-        ps["sums_next"] = batch.index + 1
-        if batch.last:
-            S, N = buf["S"], buf["N"]
-            S.fill(0)
-            N.fill(0)
-            self._work.total(S, N)
-            self.updatemats[0].data[...] = S
-            self.updatemats[1].data[:, 0] = N
-
-    def _pass_sums_state(self) -> Mat:
-        """The current pass's sums so far as one float64 matrix for a checkpoint: sums |
-        weights (k rows), then a row (pass, next block, valid, token)."""
-        xp = self.xp
-        shape = self._pending_shape()
-        k, d = self.modelmats[0].shape
-        P = self._pending
-        if P is None or P.shape != shape:
-            P = self._pending = Mat(backend.zeros(shape, np.float64, xp))
-        A = P.data
-        A.fill(0)
-        ps, buf = self._pass_state, self._buf
-        if (ps is not None and ps["sums_ok"] and ps["sums_next"] is not None
-                and self._work is not None and buf is not None):
-            S, N = buf["S"], buf["N"]
-            S.fill(0)
-            N.fill(0)
-            self._work.total(S, N)
-            A[:k, :d] = S
-            A[:k, d] = N
-            A[k, :4] = xp.asarray([ps["pass"], ps["sums_next"], 1.0, float(self._generation)])
-        return P
-
-    def _pending_shape(self) -> tuple[int, int]:
-        k, d = self.modelmats[0].shape
-        return k + 1, max(d + 1, 4)
-
-    def _resume_sums(self, pass_: int, index: int) -> bool:
-        """Restart the accumulation from a checkpoint's sums of the blocks before ``index``
-        of pass ``pass_``; False when it holds none for that point."""
-        P = self._pending
-        k, d = self.modelmats[0].shape
-        if P is None or P.shape != self._pending_shape():
-            return False
-        A = P.data
-        tag = [float(v) for v in backend.to_host(A[k, :4])]
-        if tag != [float(pass_), float(index), 1.0, float(self._generation)]:
-            return False
-        self._work.seed(A[:k, :d], A[:k, d])
-        return True
-
-    def _assign_rows(self, X: Any, lab: Any, u: Any, lo: Any, xx: Any, buf: dict[str, Any],
-                     ps: dict[str, Any], m: int, count: bool, w: Any = None,
-                     add: bool = False) -> bool:
-        """Nearest centres of a block of rows: by Hamerly's test where the bounds hold,
-        else for every row. With ``add``, dense CPU rows are also added to the pass's
-        cluster sums in the same kernel; returns whether they were."""
-        xp = self.xp
-        k = self.modelmats[0].shape[0]
-        CT, cc = buf["CT"], buf["cc"]
-        if self._fused(X):
-            pruned = bool(ps["pruned"])
-            changed, cnt = lloyd_block(X, self.modelmats[0].data, cc, xx, lab, u, lo,
-                                       self._work, w,
-                                       xx_ready=self._rows.xx_ok,
-                                       bounds=self._pass_bounds if pruned else None, sums=add)
-            if count:
-                ps["changed"] += changed if pruned or ps["labels_ok"] else m
-            self.distance_evaluations += cnt * k
-            self._flops = 2.0 * cnt * X.shape[1] * k
-            return add
-        if ps["pruned"]:
-            b = self._pass_bounds
-            need = buf["need"]
-            cnt = hamerly(lab, u, lo, b["drift"], b["s"], b["top"], b["m1"], b["m2"], need)
-            if cnt:
-                idx = need[:cnt]
-                if backend.is_sparse(X):
-                    Xg = X[idx]
-                else:
-                    if buf["G"] is None or buf["G"].shape[0] < buf["cap"]:
-                        buf["G"] = backend.empty((buf["cap"], X.shape[1]), X.dtype, xp)
-                    Xg = buf["G"][:cnt]
-                    backend.take_into(X, idx, out=Xg, axis=0)
-                D = buf["D"][:cnt]
-                cross(Xg, CT, D)
-                newlab, d1, d2 = buf["lab"][:cnt], buf["d1"][:cnt], buf["d2"][:cnt]
-                xxg = buf["xx"][:cnt]
-                backend.take_into(xx, idx, out=xxg)
-                assign(D, cc, xxg, newlab, d1, d2)
-                if count:
-                    ps["changed"] += int(xp.count_nonzero(newlab != lab[idx]))
-                lab[idx] = newlab
-                u[idx] = xp.sqrt(d1)
-                lo[idx] = xp.sqrt(d2)
-            self.distance_evaluations += cnt * k
-            self._flops = 2.0 * cnt * X.shape[1] * k
-            return False
-        if not self._rows.xx_ok:
-            row_norms_sq(X, out=xx)
-        cross(X, CT, buf["D"][:m])
-        newlab, d1, d2 = buf["lab"][:m], buf["d1"][:m], buf["d2"][:m]
-        assign(buf["D"][:m], cc, xx, newlab, d1, d2)
-        if count:
-            ps["changed"] += int(xp.count_nonzero(newlab != lab)) if ps["labels_ok"] else m
-        lab[...] = newlab
-        xp.sqrt(d1, out=u)
-        xp.sqrt(d2, out=lo)
-        self.distance_evaluations += m * k
-        self._flops = 2.0 * (X.nnz if backend.is_sparse(X) else m * X.shape[1]) * k
-        return False
 
     def _lloyd_end(self, pass_: int) -> None:
         ps = self._pass_state
