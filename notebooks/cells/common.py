@@ -1,0 +1,65 @@
+"""Cells several demo notebooks share: the data folder parameter, the loader that falls
+back to synthetic data, and the wait for a live learner to finish its passes."""
+
+from __future__ import annotations
+
+DATA_PARAM = '''# parameters
+# The folder holding the shared data sets (uci-kos/, libsvm-a9a/, ...). None: found by
+# bidlab.datasets.shared_data_dir ($BIDLAB_SHARED_DATA, else shared/data beside the checkout).
+DATA = None'''
+
+LOAD_DATA = '''from pathlib import Path
+
+from bidlab.datasets import shared_data_dir
+
+
+def data_dir(name):
+    """The data set's folder, or None (then the synthetic fallback is used)."""
+    try:
+        base = Path(DATA) if DATA is not None else shared_data_dir()
+    except FileNotFoundError:
+        base = None
+    if base is not None and (base / name).is_dir():
+        return base / name
+    print(f"note: {name}/ not found in {base or 'the shared data folders'}: using synthetic "
+          "data instead (set DATA, or $BIDLAB_SHARED_DATA, to the folder that holds the "
+          "shared data sets)")
+    return None'''
+
+WAIT_NOTE = ("## The trained model\n\n"
+             "The next cell waits until the learner has run its `NPASSES` passes (the views "
+             "above keep updating), so a headless run or *Run All* ends with the trained "
+             "model. It does not wait when the passes would take longer than `MAX_WAIT_S` "
+             "seconds: the learner then keeps training and the cells below show the model so "
+             "far. While the cell waits the kernel is busy, so clicks on the views take effect "
+             "when it returns; to steer the learner by hand, raise `NPASSES` or run the cells "
+             "above one at a time.")
+
+WAIT = '''import math
+import time
+
+
+def wait_for_passes(learner, max_seconds):
+    """True once the learner is done; False, leaving it training, when its passes would
+    take more than max_seconds (judged once a pass is done) or max_seconds have passed."""
+    start = time.monotonic()
+    while not learner.join(timeout=0.25):  # a training failure re-raises here
+        m = learner.metrics
+        too_long = m["pass"] >= 1 and m["elapsed"] / max(m["progress"], 1e-9) > max_seconds
+        if too_long or time.monotonic() - start > max_seconds:
+            return False
+    return True
+
+
+finished = wait_for_passes(learner, MAX_WAIT_S)
+m = learner.metrics
+print(f"state: {m['state']}, passes: {m['pass']}/{m['n_passes']}, minibatches: {m['step']}, "
+      f"progress: {learner.progress:.0%}")
+print(f"last {m['score_name']}: " + ", ".join(
+    f"{part} {m[part + '_score']:.4f}" for part in ("train", "val")
+    if math.isfinite(m[part + "_score"])))
+if not finished:
+    print(f"not waiting: the passes take longer than MAX_WAIT_S = {MAX_WAIT_S} s; the learner "
+          "keeps training, and the cells below show the model so far")'''
+
+WAIT_PARAM = "\nMAX_WAIT_S = 120  # the last cells wait at most this long for the trained model"
