@@ -66,3 +66,12 @@ def test_a_learner_checkpoint_written_by_0_1_restores(name):
     if name == "lda":  # its counters, then packed in a float matrix, come back as integers
         assert lrn.model.counters() == {"n_batches": 12, "n_docs_seen": 120,
                                         "n_passes_done": 2}
+
+
+@pytest.mark.parametrize("old", ["bidlab.models.lda.gibbs.LDAGibbsModel",
+                                 "bidlab.models.lda_gibbs.LDAGibbsModel"])
+def test_an_engine_moved_to_its_own_module_loads_under_its_earlier_name(old):
+    from bidlab.learn.persistable import lookup
+    from bidlab.models.lda.gibbs_model import LDAGibbsModel
+
+    assert lookup(old) is LDAGibbsModel
