@@ -63,3 +63,19 @@ if not finished:
           "keeps training, and the cells below show the model so far")'''
 
 WAIT_PARAM = "\nMAX_WAIT_S = 120  # the last cells wait at most this long for the trained model"
+
+
+def corpus_cell(loader: str, folder: str, load: str, n_docs: str, k: str, rest: str,
+                extra_import: str = "") -> str:
+    """The cell that loads a corpus, or planted synthetic topics when it is absent.
+
+    ``loader`` is the ``bidlab.datasets`` function the cell imports, ``folder`` the data
+    set's folder name, ``load`` the call that reads it, ``n_docs`` and ``k`` the sizes of
+    the synthetic stand-in (expressions in the notebook's parameters) and ``rest`` the lines
+    that follow.
+    """
+    imports = f"from bidlab.datasets import {loader}, synthetic_lda_corpus\n{extra_import}"
+    return (f'{imports}\nfolder = data_dir("{folder}")\nif folder:\n    corpus = {load}\n'
+            f"else:\n    corpus = synthetic_lda_corpus(n_docs={n_docs}, n_words=2000, "
+            f"k={k}, seed=0)\n"
+            f"{rest}")

@@ -3,7 +3,7 @@ word x topic bubble chart whose clicks set parameters' temperatures."""
 
 from __future__ import annotations
 
-from .common import DATA_PARAM, LOAD_DATA, WAIT, WAIT_NOTE, WAIT_PARAM
+from .common import DATA_PARAM, LOAD_DATA, WAIT, WAIT_NOTE, WAIT_PARAM, corpus_cell
 
 CELLS: list[tuple[str, str]] = [
     ("markdown", "# Live LDA: a word x topic bubble chart you can steer\n\n"
@@ -15,17 +15,12 @@ CELLS: list[tuple[str, str]] = [
      "\nN_TEST = 500     # held-out documents for the final score"
      "\nK = 10\nNPASSES = 40      # about 10 s of training on a laptop core" + WAIT_PARAM),
     ("code", LOAD_DATA),
-    ("code", '''from bidlab.datasets import load_kos, synthetic_lda_corpus
-
-folder = data_dir("uci-kos")
-if folder:
-    corpus = load_kos(folder.parent)
-else:
-    corpus = synthetic_lda_corpus(n_docs=MAX_DOCS + N_TEST, n_words=2000, k=K, seed=0)
-X, vocab = corpus.X[:MAX_DOCS], corpus.vocab
+    ("code", corpus_cell(
+        "load_kos", "uci-kos", "load_kos(folder.parent)", "MAX_DOCS + N_TEST", "K",
+        '''X, vocab = corpus.X[:MAX_DOCS], corpus.vocab
 X_test = corpus.X[MAX_DOCS:MAX_DOCS + N_TEST]
 print(f"{corpus.name} ({X.shape[0]} documents x {X.shape[1]} words; "
-      f"{X_test.shape[0]} held out)")'''),
+      f"{X_test.shape[0]} held out)")''')),
     ("code", '''from bidlab.widgets import Dashboard, TopicBubbles
 
 from bidlab.models import LDAGibbs

@@ -3,7 +3,7 @@ trained on a corpus."""
 
 from __future__ import annotations
 
-from .common import DATA_PARAM, LOAD_DATA
+from .common import DATA_PARAM, LOAD_DATA, corpus_cell
 
 CELLS: list[tuple[str, str]] = [
     ("markdown", "# bidlab quickstart: the cached matrix core in ten lines\n\n"
@@ -31,19 +31,13 @@ print(bl.cache_stats())                        # hits, misses, allocations, byte
      "`LDA(...).fit` trains a topic model on the KOS blog corpus (planted synthetic "
      "topics when the data is absent) and returns when its passes are done."),
     ("code", LOAD_DATA),
-    ("code", '''from bidlab.datasets import load_kos, synthetic_lda_corpus
-from bidlab.models import LDA
-
-folder = data_dir("uci-kos")
-if folder:
-    corpus = load_kos(folder.parent)
-else:
-    corpus = synthetic_lda_corpus(n_docs=LDA_DOCS + 500, n_words=2000, k=LDA_TOPICS, seed=0)
-train, test = corpus.X[:LDA_DOCS], corpus.X[LDA_DOCS:]
+    ("code", corpus_cell(
+        "load_kos", "uci-kos", "load_kos(folder.parent)", "LDA_DOCS + 500", "LDA_TOPICS",
+        '''train, test = corpus.X[:LDA_DOCS], corpus.X[LDA_DOCS:]
 lda = LDA(n_components=LDA_TOPICS, n_passes=LDA_PASSES, random_state=0).fit(train)
 print(f"{corpus.name}: {train.shape[0]} documents x {train.shape[1]} words, "
       f"{lda.n_passes_done_} passes done")
 print(f"held-out perplexity ({test.shape[0]} documents): {lda.perplexity(test):.0f}")
 for t, words in enumerate(lda.top_words(8, corpus.vocab)):
-    print(f"topic {t}: {' '.join(words)}")'''),
+    print(f"topic {t}: {' '.join(words)}")''', extra_import="from bidlab.models import LDA\n")),
 ]

@@ -3,7 +3,7 @@ SAME Gibbs LDA trains, on the intertopic map and from code."""
 
 from __future__ import annotations
 
-from .common import DATA_PARAM, LOAD_DATA, WAIT, WAIT_NOTE, WAIT_PARAM
+from .common import DATA_PARAM, LOAD_DATA, WAIT, WAIT_NOTE, WAIT_PARAM, corpus_cell
 
 CELLS: list[tuple[str, str]] = [
     ("markdown", "# Steer the topics while LDA trains: merge, split, seed\n\n"
@@ -16,16 +16,13 @@ CELLS: list[tuple[str, str]] = [
      "'comp.graphics', 'rec.sport.hockey']"
      "\nK = 8\nNPASSES = 15      # about 10 s of training on a laptop core" + WAIT_PARAM),
     ("code", LOAD_DATA),
-    ("code", '''from bidlab.datasets import load_20newsgroups, synthetic_lda_corpus
-
-folder = data_dir("20newsgroups-bydate")
-if folder:
-    corpus = load_20newsgroups(folder.parent, "train", categories=CATEGORIES,
-                               remove=("headers", "footers", "quotes"), min_df=5)
-else:
-    corpus = synthetic_lda_corpus(n_docs=2000, n_words=2000, k=K, seed=0)
-vocab = list(corpus.vocab)
-print(f"{corpus.name}: {corpus.X.shape[0]} documents x {corpus.X.shape[1]} words")'''),
+    ("code", corpus_cell(
+        "load_20newsgroups", "20newsgroups-bydate",
+        '''load_20newsgroups(folder.parent, "train", categories=CATEGORIES,
+                               remove=("headers", "footers", "quotes"), min_df=5)''',
+        "2000", "K",
+        '''vocab = list(corpus.vocab)
+print(f"{corpus.name}: {corpus.X.shape[0]} documents x {corpus.X.shape[1]} words")''')),
     ("code", '''from bidlab.widgets import Dashboard, IntertopicMap
 
 from bidlab.models import LDAGibbs
