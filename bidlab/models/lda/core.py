@@ -43,6 +43,7 @@ from bidlab.learn.rowstate import RowState
 from bidlab.learn.staging import Minibatch
 from bidlab.mat.sparse import csr_view
 from bidlab.models.lda import common
+from bidlab.models.lda.doc_start import doc_start
 from bidlab.models.lda.seeding import seed_topics
 
 __all__ = ["LDACore", "seed_topics", "OLD_OPTION_NAMES"]
@@ -148,7 +149,9 @@ class LDACore(Model):
             self.__dict__.setdefault(name, None)
         if "opts" in self.__dict__:
             _renamed_options(self)
-        if self.vocab_size is not None and "_doc_init" in self.__dict__:
+        # files written before the starts were drawn per document kept a B x k block
+        initialised = self.__dict__.pop("_doc_init", None) is not None
+        if self.vocab_size is not None and (initialised or "alpha_m" in self.__dict__):
             self.link()
             self.xp = self.modelmats[0].xp
             self.device = "cpu" if self.xp is np else "gpu"
@@ -198,12 +201,9 @@ class LDACore(Model):
             self._plan_passes = int(o.n_passes) if "n_passes" in o else 1
         self.seed = (int(o.random_state) if o.random_state is not None
                      else int(np.random.SeedSequence().entropy % (2**31)))
+        # each document's E-step starts from its own random point, drawn from the
+        # document (bidlab.models.lda.doc_start), so nothing drawn here depends on B
         rng = np.random.default_rng(self.seed)
-        # each minibatch row starts from its own random point (scikit-learn's
-        # Gamma(100, 0.01) draw) so that documents break the topics' symmetry
-        noise = rng.gamma(100.0, 0.01, size=(B, k)).astype(self.dtype)
-        self._doc_init = bl.Mat(backend.empty(noise.shape, self.dtype, self.xp))
-        self._doc_init.data[...] = noise if self.xp is np else self.xp.asarray(noise)
         if o.init == "kmeans" and self._head is not None and self._head.shape[1] == V:
             seedT = seed_topics(self._head, k, rng, self.kmeans_tokens)
         else:  # Hoffman's / scikit-learn's Gamma(100, 0.01), as probabilities
@@ -295,6 +295,7 @@ class LDACore(Model):
         if s is None:
             B, k, dt, dev = self.batch_rows, int(self.opts.n_components), self.dtype, self.device
             s = self._scratch = {"batch": None, "ptr": None,
+                                 "start": bl.zeros((B, k), dt, dev),
                                  "ev_gamma": bl.zeros((B, k), dt, dev),
                                  "ev_et": bl.zeros((B, k), dt, dev)}
             self.make_scratch(s)
@@ -333,17 +334,24 @@ class LDACore(Model):
         batch.copy_from(view)
         return batch
 
-    def init_doc_topics(self, target: bl.Mat, n: int) -> None:
-        """Start a minibatch's document-topic weights: last pass's values (warm start) or
-        the fixed random start. A minibatch is warm-started when every one of its
-        documents was trained on before (by row id: shuffled passes too)."""
+    def init_doc_topics(self, target: bl.Mat, n: int, sb: bl.SMat) -> None:
+        """Start the document-topic weights of the padded minibatch ``sb`` (its first
+        ``n`` rows the documents): last pass's values (warm start) or each document's own
+        random start (:func:`~bidlab.models.lda.doc_start.doc_start`: a function of the
+        document, not of its row in the minibatch). A minibatch is warm-started when every
+        one of its documents was trained on before (by row id: shuffled passes too)."""
         store, batch = self._store, self._cur
+        start = self.scratch()["start"]
+        doc_start(sb.csr, self.seed, int(start.shape[1]), self.dtype, out=start.data)
+        self.start_weights(start, target)
         self._warm = store is not None and batch is not None and store.all_seen(batch)
         if self._warm:
             store.get(batch, target)
-            target.data[n:] = self._doc_init.data[n:]
-        else:
-            target <<= self._doc_init
+
+    def start_weights(self, start: bl.Mat, target: bl.Mat) -> None:
+        """Write the document-topic weights that the random ``start`` points mean into
+        ``target`` (the subclass's parametrisation; here the points themselves)."""
+        target <<= start
 
     def save_doc_topics(self, source: bl.Mat, n: int) -> None:
         if self._store is not None and self._cur is not None:

@@ -229,7 +229,7 @@ class LDAGibbsModel(TopicEdits, Temperatures, LDACore):
         """
         s = self.scratch()
         theta = s["theta"]
-        self.init_doc_topics(theta, ndocs)
+        self.init_doc_topics(theta, ndocs, sb)
         temp = self.temp.data if self._temp_active else None
         csr = sb.csr
         rows = None

@@ -7,7 +7,7 @@ weight per word for the topic-word matrices, a fraction for the documents' weigh
 new seed counts (an added topic). :func:`reshape_model` applies a plan to the model's
 topic-word counts (variational LDA: lambda minus the prior; SAME Gibbs: the counts a * NT),
 its per-parameter temperatures, each document's kept topic weights (the warm starts, a
-:class:`bidlab.learn.RowState`), the minibatch start, the learner's updater state, and the
+:class:`bidlab.learn.RowState`), the learner's updater state, and the
 ``n_components`` option; derived matrices are rebuilt and the per-minibatch scratch is
 made anew on the next minibatch.
 """
@@ -149,8 +149,6 @@ def reshape_model(model: Any, plan: TopicPlan, learner: Any = None,
         model._temp_active = bool((model.temp.data != 1.0).any())
         model.link()
         model.refresh()
-    init = plan.apply_docs(_host(model._doc_init))
-    model._doc_init = _device(model, np.maximum(init, 1e-6).astype(model.dtype), model.dtype)
     store = model._store
     if store is not None:
         new = RowState(store.n_rows, plan.k, model.dtype, model.xp)

@@ -93,7 +93,10 @@ class LDAModel(TopicEdits, LDACore):
         self.link()
         self._stale = True
         self.sync()
-        self._doc_init <<= bl.expdigamma(self._doc_init)  # exp E[log theta] of the start
+
+    def start_weights(self, start: bl.Mat, target: bl.Mat) -> None:
+        """exp E[log theta] of the random start (its gamma)."""
+        bl.expdigamma(start, out=target)
 
     def link(self) -> None:
         self.modelmats = [self.lamT.T]
@@ -119,7 +122,7 @@ class LDAModel(TopicEdits, LDACore):
         sufficient statistics eb o ((X / mu).T @ et), vocabulary x k."""
         s = self.scratch()
         gamma, et, ebT = s["gamma"], s["et"], self.ebT
-        self.init_doc_topics(et, ndocs)
+        self.init_doc_topics(et, ndocs, sb)
         common.estep(sb, ebT, et, gamma, self.alpha_m, self.n_e_iters())
         self.save_doc_topics(et, ndocs)
         tiny = common.mu_floor(self.dtype)
