@@ -5,9 +5,14 @@ Workloads (shared data folder): GLM (logistic, one target: ``alt.atheism`` again
 rest, ADAGrad, L2 1e-4, 400 rows a minibatch) on 20 Newsgroups (11,314 training
 documents, rows shuffled once, CSR) and online-VB LDA (k = 20, 256 documents a minibatch)
 on KOS (3,430 documents x 6,906 words). Each job first trains a throwaway model on two
-minibatches, so numba's compilation stays out of the timed run. Each job runs
-``--passes`` passes on N ranks, every rank a contiguous share of the rows, combined every
-minibatch (``sync_every=1``).
+minibatches, so numba's compilation stays out of the timed run (the ranks compile in
+their own process: no background compiler competes with the clock). Each job runs the same
+number of passes on N ranks, every rank a contiguous share of the rows, combined every
+minibatch (``sync_every=1``), each rank with ``--threads`` kernel threads (default 1, so
+N ranks against 1 measures scaling over ranks). The passes are ``--passes``, or by default
+as many as make the 1-rank job train for ``--seconds`` (default 20: the 1-rank job times
+one probe pass after its warm-up), so that training, not start-up, sets the ratio. A
+1-rank job with one thread per core (``threads``) is the in-process peer of N ranks.
 
 Figures:
 
@@ -29,7 +34,7 @@ Figures:
   ``2 (N-1) a + 2 (N-1)/N f' M / b`` with f' the union of N ranks' touched fraction
   ``1 - (1 - f)^N``; butterfly ``a + M / b``.
 
-``--quick`` runs a fraction of a pass (a smoke run).
+``--quick`` runs one pass over a tenth of the rows (a smoke run).
 """
 
 from __future__ import annotations
@@ -83,8 +88,16 @@ def _job(spec: dict[str, Any]) -> dict[str, Any]:
     warm = make()  # compile the kernels before the clock starts (not part of the figures)
     warm.learner(*[m[:2 * bs] for m in mats], batch_size=bs, n_passes=1,
                  val_every=0).fit(progress=None)
+    passes = int(spec.get("passes") or 0)
+    if passes < 1:  # as many passes as fill spec["seconds"], from one timed probe pass
+        probe = make().learner(*mats, batch_size=bs, n_passes=1, val_every=0)
+        probe.init()
+        t0 = time.perf_counter()
+        probe.fit(progress=None)
+        probe_s = comm.mpi.allreduce(time.perf_counter() - t0, op=_max())
+        passes = pass_count(float(spec["seconds"]), probe_s)
     est = make()
-    lrn = est.learner(*mats, comm=comm, batch_size=bs, n_passes=spec["passes"],
+    lrn = est.learner(*mats, comm=comm, batch_size=bs, n_passes=passes,
                       val_every=0, **extra)
     from bidlab.distributed.train import guarded
 
@@ -95,7 +108,8 @@ def _job(spec: dict[str, Any]) -> dict[str, Any]:
     seconds = time.perf_counter() - t0
     slowest = comm.mpi.allreduce(seconds, op=_max())
     out = {"ranks": comm.size, "mode": comm.mode, "rows": rows, "seconds": slowest,
-           "rows_per_s": rows * spec["passes"] / slowest, "syncs": comm.syncs,
+           "passes": passes, "threads": int(spec.get("threads", 1)),
+           "rows_per_s": rows * passes / slowest, "syncs": comm.syncs,
            "bytes_sent": comm.bytes_sent,
            "model_bytes": int(sum(m.data.nbytes for m in lrn.model.modelmats)),
            "bytes_per_sync": comm.bytes_sent / max(1, comm.syncs),
@@ -137,12 +151,33 @@ def _pingpong(comm: Any) -> dict[str, Any]:
 
 
 # ===================================================================== the orchestrator
+def pass_count(seconds: float, probe_seconds: float) -> int:
+    """Passes that train for about ``seconds`` when one pass took ``probe_seconds``
+    (at least 1).
+
+    Examples
+    --------
+    >>> pass_count(20.0, 0.15), pass_count(20.0, 30.0)
+    (134, 1)
+    """
+    return max(1, math.ceil(float(seconds) / max(float(probe_seconds), 1e-6)))
+
+
+def rank_env(threads: int) -> dict[str, str]:
+    """The ranks' environment: ``threads`` kernel threads each (numba and OpenMP), and
+    kernels compiled in the rank itself during the warm-up."""
+    t = str(max(1, int(threads)))
+    return dict(os.environ, NUMBA_NUM_THREADS=t, OMP_NUM_THREADS=t,
+                BIDLAB_BACKGROUND_COMPILE="0")
+
+
 def _launch(n: int, spec: dict[str, Any]) -> dict[str, Any]:
     from bidlab.distributed.launch import mpiexec_path
 
     cmd = [mpiexec_path(), "-n", str(n), sys.executable, "-m", "bidlab.bench.distributed",
            "--job", json.dumps(spec)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800,
+                          env=rank_env(spec.get("threads", 1)))
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])} ... failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -183,34 +218,48 @@ def _write_data(folder: str) -> None:
     sp.save_npz(os.path.join(folder, "lda_X.npz"), load_kos(dtype=np.float32).X.tocsr())
 
 
-def run(ranks: int, passes: int, fraction: float) -> dict[str, Any]:
+def run(ranks: int, passes: int | None, fraction: float, seconds: float = 20.0,
+        threads: int = 1) -> dict[str, Any]:
+    """Every job's figures (see the module doc); ``passes`` None: sized by ``seconds``."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
         _write_data(folder)
-        return _run(ranks, passes, fraction, folder)
+        return _run(ranks, passes, fraction, folder, seconds, threads)
 
 
-def _run(ranks: int, passes: int, fraction: float, folder: str) -> dict[str, Any]:
-    res: dict[str, Any] = {"load_before": _load(), "jobs": {}}
+def _run(ranks: int, passes: int | None, fraction: float, folder: str, seconds: float,
+         threads: int) -> dict[str, Any]:
+    res: dict[str, Any] = {"load_before": _load(), "jobs": {}, "threads": threads}
     pp = _launch(2, {"what": "pingpong"})
     res["pingpong"] = pp
     log(f"ping-pong: latency {pp['latency_s'] * 1e6:.1f} us, bandwidth "
         f"{pp['bandwidth_Bps'] / 1e9:.2f} GB/s")
     batch = {"glm": 400, "lda": 256}
+    cores = os.cpu_count() or 1
     for what in ("glm", "lda"):
-        for n, mode in ((1, "average"), (ranks, "average"), (ranks, "sparse")) + (
-                ((ranks, "butterfly"),) if what == "glm" else ()):
-            spec = {"what": what, "mode": mode, "passes": passes, "fraction": fraction,
-                    "batch": batch[what], "folder": folder}
+        todo = [(1, "average", threads), (ranks, "average", threads),
+                (ranks, "sparse", threads)]
+        if what == "glm":
+            todo.append((ranks, "butterfly", threads))
+        if cores > threads:  # the in-process peer: one rank, a thread per core
+            todo.append((1, "average", cores))
+        n_passes = passes
+        for n, mode, th in todo:
+            spec = {"what": what, "mode": mode, "passes": n_passes, "seconds": seconds,
+                    "fraction": fraction, "batch": batch[what], "folder": folder,
+                    "threads": th}
             r = _launch(n, spec)
-            res["jobs"][f"{what}/{n}/{mode}"] = r
-            log(f"{what} {n} rank(s) {mode}: {r['rows_per_s']:.0f} rows/s, "
-                f"{r['bytes_per_sync']:.0f} B/sync" + (
+            n_passes = r["passes"]  # the first job's, sized by seconds: every job's
+            key = f"{what}/{n}/{mode}" + (f"/{th} threads" if th != threads else "")
+            res["jobs"][key] = r
+            log(f"{key}: {r['passes']} passes, {r['seconds']:.1f} s, "
+                f"{r['rows_per_s']:.0f} rows/s, {r['bytes_per_sync']:.0f} B/sync" + (
                     f", accuracy {r['accuracy']:.4f}" if "accuracy" in r else ""))
     res["load_after"] = _load()
     jobs = res["jobs"]
     targets = []
+    ratios: dict[str, float] = {}  # throughput ratios, same run
     for what in ("glm", "lda"):
         dense, sparse = jobs[f"{what}/{ranks}/average"], jobs[f"{what}/{ranks}/sparse"]
         ratio = sparse["steady_bytes_per_sync"] / max(1.0, dense["steady_bytes_per_sync"])
@@ -218,7 +267,13 @@ def _run(ranks: int, passes: int, fraction: float, folder: str) -> dict[str, Any
                               at_most=True))
         speed = dense["rows_per_s"] / jobs[f"{what}/1/average"]["rows_per_s"]
         targets.append(target(f"{what}: {ranks} ranks / 1 rank throughput", speed, 1.7))
+        ratios[f"{what}: {ranks} ranks / 1 rank"] = speed
+        peer = jobs.get(f"{what}/1/average/{cores} threads")
+        if peer is not None:
+            ratios[f"{what}: {ranks} ranks / 1 rank of {cores} threads"] = (
+                dense["rows_per_s"] / peer["rows_per_s"])
     res["targets"] = targets
+    res["ratios"] = ratios
     glm = jobs[f"glm/{ranks}/sparse"]
     res["cost_model"] = cost_model(pp["latency_s"], pp["bandwidth_Bps"], glm["model_bytes"],
                                    glm["touched_fraction"])
@@ -231,13 +286,16 @@ def _report(res: dict[str, Any]) -> None:
           f"{res['load_after']:.1f} after")
     print(f"ping-pong: latency {res['pingpong']['latency_s'] * 1e6:.1f} us, bandwidth "
           f"{res['pingpong']['bandwidth_Bps'] / 1e9:.2f} GB/s")
-    print(f"{'job':<22} {'rows/s':>10} {'s':>8} {'syncs':>6} {'B/sync':>10} "
+    print(f"{'job':<26} {'passes':>6} {'rows/s':>10} {'s':>8} {'syncs':>6} {'B/sync':>10} "
           f"{'steady':>10} {'touched':>8} {'acc':>7}")
     for key, r in res["jobs"].items():
         acc = f"{r['accuracy']:.4f}" if "accuracy" in r else ""
-        print(f"{key:<22} {r['rows_per_s']:>10.0f} {r['seconds']:>8.2f} {r['syncs']:>6} "
+        print(f"{key:<26} {r.get('passes', ''):>6} {r['rows_per_s']:>10.0f} "
+              f"{r['seconds']:>8.2f} {r['syncs']:>6} "
               f"{r['bytes_per_sync']:>10.0f} {r['steady_bytes_per_sync']:>10.0f} "
               f"{r['touched_fraction']:>8.3f} {acc:>7}")
+    for name, value in res.get("ratios", {}).items():
+        print(f"throughput {name}: {value:.2f}x")
     print("cost model per sync (a model from the ping-pong figures, not a measurement):")
     for row in res["cost_model"]:
         print(f"  N={row['ranks']:>4}: dense {row['dense_s'] * 1e3:8.3f} ms, sparse "
@@ -251,7 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.add_argument("--quick", action="store_true", help="a tenth of the rows, one pass")
     p.add_argument("--ranks", type=int, default=2)
-    p.add_argument("--passes", type=int, default=1)
+    p.add_argument("--passes", type=int, default=None,
+                   help="passes of every job (default: sized by --seconds)")
+    p.add_argument("--seconds", type=float, default=20.0,
+                   help="training seconds of the 1-rank job when --passes is not given")
+    p.add_argument("--threads", type=int, default=1, help="kernel threads per rank")
     p.add_argument("--job", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.job:
@@ -261,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         if MPI.COMM_WORLD.Get_rank() == 0:
             print(json.dumps(out), flush=True)
         return 0
-    res = run(args.ranks, 1 if args.quick else args.passes, 0.1 if args.quick else 1.0)
+    res = run(args.ranks, 1 if args.quick else args.passes, 0.1 if args.quick else 1.0,
+              seconds=args.seconds, threads=args.threads)
     return emit(res, args.json, _report)
 
 
