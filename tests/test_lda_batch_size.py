@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from bidlab import backend
 from bidlab.datasets import synthetic_lda_corpus
 from bidlab.kern import standin
 from bidlab.kern.row_random import row_uniforms
@@ -72,3 +73,20 @@ def test_the_kernel_and_its_array_form_draw_the_same_bits(corpus, dtype):
     assert compiled.min() >= 0.5 and compiled.max() < 2.0
     with pytest.raises(ValueError, match="one output row per row"):
         row_uniforms(X, 0, 0.0, 1.0, compiled[:-1])
+
+
+def test_the_draws_are_the_same_bits_on_every_device(corpus, xp):
+    X = sp.csr_matrix(corpus, dtype=np.float32)
+    want = row_uniforms(X, 99, 0.5, 2.0, np.empty((X.shape[0], 5), np.float32))
+    if xp is np:
+        Xd = X
+    else:
+        import cupyx.scipy.sparse as csp
+
+        Xd = csp.csr_matrix(X)
+    got = row_uniforms(Xd, 99, 0.5, 2.0, xp.empty((X.shape[0], 5), np.float32))
+    np.testing.assert_array_equal(backend.to_host(got), want)
+    if xp is not np:  # batch VB on the GPU: the same topics for any batch size
+        fits = [LDA(5, method="batch", batch_size=bs, n_passes=3, random_state=0,
+                    device="gpu").fit(Xd).components_ for bs in (50, X.shape[0])]
+        np.testing.assert_allclose(fits[1], fits[0], rtol=0, atol=TOL[np.float32])
