@@ -206,7 +206,9 @@ class MPIComm(Communicator):
 
     def _wait(self, req: Any, what: str) -> None:
         """Wait for a nonblocking operation, sleeping between tests (ranks that share
-        cores leave them to each other) and at most ``timeout`` seconds."""
+        cores leave them to each other) and at most ``timeout`` seconds. The naps stay
+        short (at most 0.1 ms): a collective makes progress only inside a test, so a long
+        nap between its rounds is paid once per round."""
         if req.Test():
             return
         start = time.monotonic()
@@ -219,7 +221,7 @@ class MPIComm(Communicator):
                     "minibatches per pass (the job ends; raise MPIComm(timeout=...) for "
                     "longer waits)")
             time.sleep(nap)
-            nap = min(nap * 2, 1e-3)
+            nap = min(nap * 2, 1e-4)
 
     # ------------------------------------------------------------------ sync points
     def combine(self, modelmats: Sequence[Any], how: Sequence[str]) -> None:
