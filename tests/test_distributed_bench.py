@@ -33,3 +33,11 @@ def test_report_prints_every_job_and_the_targets(capsys):
     assert "glm/1/average" in out and "glm/2/sparse" in out and "0.9700" in out
     assert "0.200" in out and "N= 256" in out
     assert "sparse / dense bytes per sync" in out
+
+
+def test_passes_fill_the_seconds_and_ranks_get_their_threads():
+    assert bench.pass_count(20.0, 0.15) == 134  # 134 x 0.15 s >= 20 s > 133 x 0.15 s
+    assert bench.pass_count(20.0, 30.0) == 1 and bench.pass_count(0.0, 0.1) == 1
+    env = bench.rank_env(1)
+    assert env["NUMBA_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "1"
+    assert env["BIDLAB_BACKGROUND_COMPILE"] == "0"
