@@ -34,7 +34,7 @@ Figures:
   ``2 (N-1) a + 2 (N-1)/N f' M / b`` with f' the union of N ranks' touched fraction
   ``1 - (1 - f)^N``; butterfly ``a + M / b``.
 
-``--quick`` runs one pass over a tenth of the rows (a smoke run).
+``--quick`` runs one pass over a tenth of the rows, without the thread peers (a smoke run).
 """
 
 from __future__ import annotations
@@ -165,7 +165,13 @@ def pass_count(seconds: float, probe_seconds: float) -> int:
 
 def rank_env(threads: int) -> dict[str, str]:
     """The ranks' environment: ``threads`` kernel threads each (numba and OpenMP), and
-    kernels compiled in the rank itself during the warm-up."""
+    kernels compiled in the rank itself during the warm-up.
+
+    Examples
+    --------
+    >>> rank_env(1)["NUMBA_NUM_THREADS"]
+    '1'
+    """
     t = str(max(1, int(threads)))
     return dict(os.environ, NUMBA_NUM_THREADS=t, OMP_NUM_THREADS=t,
                 BIDLAB_BACKGROUND_COMPILE="0")
@@ -219,17 +225,18 @@ def _write_data(folder: str) -> None:
 
 
 def run(ranks: int, passes: int | None, fraction: float, seconds: float = 20.0,
-        threads: int = 1) -> dict[str, Any]:
-    """Every job's figures (see the module doc); ``passes`` None: sized by ``seconds``."""
+        threads: int = 1, peers: bool = True) -> dict[str, Any]:
+    """Every job's figures (see the module doc); ``passes`` None: sized by ``seconds``;
+    ``peers``: also the 1-rank jobs with a thread per core."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
         _write_data(folder)
-        return _run(ranks, passes, fraction, folder, seconds, threads)
+        return _run(ranks, passes, fraction, folder, seconds, threads, peers)
 
 
 def _run(ranks: int, passes: int | None, fraction: float, folder: str, seconds: float,
-         threads: int) -> dict[str, Any]:
+         threads: int, peers: bool = True) -> dict[str, Any]:
     res: dict[str, Any] = {"load_before": _load(), "jobs": {}, "threads": threads}
     pp = _launch(2, {"what": "pingpong"})
     res["pingpong"] = pp
@@ -242,7 +249,7 @@ def _run(ranks: int, passes: int | None, fraction: float, folder: str, seconds: 
                 (ranks, "sparse", threads)]
         if what == "glm":
             todo.append((ranks, "butterfly", threads))
-        if cores > threads:  # the in-process peer: one rank, a thread per core
+        if peers and cores > threads:  # the in-process peer: one rank, a thread per core
             todo.append((1, "average", cores))
         n_passes = passes
         for n, mode, th in todo:
@@ -324,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(out), flush=True)
         return 0
     res = run(args.ranks, 1 if args.quick else args.passes, 0.1 if args.quick else 1.0,
-              seconds=args.seconds, threads=args.threads)
+              seconds=args.seconds, threads=args.threads, peers=not args.quick)
     return emit(res, args.json, _report)
 
 

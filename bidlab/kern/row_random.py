@@ -45,7 +45,13 @@ _TWO_M53 = 2.0 ** -53
 def value_bits(data: Any) -> Any:
     """The bit patterns of the nonzero values as an unsigned view of the same width (no
     copy): what the hash reads, so float32 and float64 values of a row hash differently
-    only through their bits."""
+    only through their bits.
+
+    Examples
+    --------
+    >>> value_bits(np.array([1.0], np.float32)).tolist()
+    [1065353216]
+    """
     width = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[data.dtype.itemsize]
     return data.view(width)
 
@@ -104,7 +110,16 @@ def _row_uniforms_arrays(indptr: Any, indices: Any, bits: Any, key: Any, lo: flo
 def row_uniforms(X: Any, key: int, lo: float, hi: float, out: Any) -> Any:
     """Fill ``out`` (rows x k, float32 or float64, C-ordered; rows = ``X.shape[0]``)
     with uniforms in ``[lo, hi)``, row ``r``'s a function of row ``r`` of the CSR ``X``
-    (scipy or CuPy, on ``out``'s device) and the 64-bit ``key`` only. Returns ``out``."""
+    (scipy or CuPy, on ``out``'s device) and the 64-bit ``key`` only. Returns ``out``.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 3.0]]))
+    >>> u = row_uniforms(X, key=1, lo=0.0, hi=1.0, out=np.empty((2, 3)))
+    >>> bool(((u >= 0.0) & (u < 1.0)).all())
+    True
+    """
     if out.shape[0] != X.shape[0]:
         raise ValueError(f"out has {out.shape[0]} rows but X has {X.shape[0]}: give one "
                          f"output row per row of X")

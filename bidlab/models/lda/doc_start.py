@@ -45,7 +45,16 @@ def doc_start(X: Any, seed: int, k: int, dtype: Any = np.float32, out: Any = Non
     """Each row's ``k`` start weights (uniform with mean 1 and standard deviation
     :data:`START_SD`), a function of the row's nonzeros and ``seed`` only (see the module
     doc). ``X`` is CSR (scipy or CuPy); returns rows x ``k`` of ``dtype`` on ``X``'s
-    device, written into ``out`` (C-ordered) when given."""
+    device, written into ``out`` (C-ordered) when given.
+
+    Examples
+    --------
+    >>> import scipy.sparse as sp
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0]]))
+    >>> w = doc_start(X, seed=0, k=3)
+    >>> w.shape, bool((abs(w - 1.0) < 0.2).all())
+    ((1, 3), True)
+    """
     if out is None:
         out = backend.empty((X.shape[0], k), dtype, backend.namespace(X.data))
     half = START_SD * np.sqrt(3.0)  # a uniform of this half-width has sd START_SD
