@@ -22,7 +22,11 @@ import numpy as np
 
 from bidlab.kern.kmeans_seed import accept, blocks, draw, seed_distances, trials
 
-__all__ = ["Seeding", "kmeans_parallel", "kmeanspp"]
+__all__ = ["COPY_LIMIT", "Seeding", "kmeans_parallel", "kmeanspp"]
+
+#: largest data (bytes) that :func:`kmeanspp` copies in its sampling order; larger data is
+#: gathered row by row every step instead (slower: BENCHMARKS.md, "kmeans")
+COPY_LIMIT = 1 << 30
 
 
 @dataclasses.dataclass
@@ -71,7 +75,11 @@ def kmeanspp(X: np.ndarray, k: int, rng: np.random.Generator, order: np.ndarray,
 
     first = _by_weight(wo, n, 1, rng)
     Ct = X[order[first]]
-    trials(X, order, wo, closest, label, Ct, np.zeros((1, 1)), D, gains)
+    # the first step reads the rows along the order and keeps them so (when the copy fits
+    # the budget): the later steps read them front to back instead of gathering them
+    Xo = np.empty_like(X) if X.nbytes <= COPY_LIMIT else None
+    trials(X, order, wo, closest, label, Ct, np.zeros((1, 1)), D, gains, copy_to=Xo)
+    rows, along = (X, order) if Xo is None else (Xo, order[:0])
     accept(0, 0, D, np.zeros((1, 1)), wo, closest, second, label, mass)
     S[0] = Ct[0]
     sc2 = np.empty((t, k))
@@ -83,7 +91,7 @@ def kmeanspp(X: np.ndarray, k: int, rng: np.random.Generator, order: np.ndarray,
             cand[:] = _by_weight(wo, n, t, rng)
         Ct = np.ascontiguousarray(X[order[cand]])
         seed_distances(Ct, S[:s], sc2[:, :s])
-        trials(X, order, wo, closest, label, Ct, sc2[:, :s], D, gains)
+        trials(rows, along, wo, closest, label, Ct, sc2[:, :s], D, gains)
         best = int(np.argmax(gains.sum(axis=0)))
         accept(best, s, D, sc2[:, :s], wo, closest, second, label, mass)
         S[s] = Ct[best]
