@@ -22,7 +22,7 @@ from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.kmeans import _NO_WEIGHTS, CenterWork, _add_to_sums, _bounds_fail
 from bidlab.kern.standin import stand_in
 
-__all__ = ["lloyd_block", "one_blas_thread"]
+__all__ = ["farthest", "lloyd_block", "one_blas_thread"]
 
 @numba.njit(fastmath={"reassoc", "contract", "arcp", "nsz"}, cache=True, nogil=True,
             inline="always")
@@ -122,6 +122,55 @@ def _lloyd_cpu(X, C, cc, xx, xx_ready, labels, u, lo, w, part, pc, nparts, D, G,
 
 
 stand_in(_lloyd_cpu)(arrays.lloyd)  # run while it compiles (bidlab.kern.standin)
+
+
+@numba.njit(cache=True, nogil=True)
+def _farthest(dist, w, floor, out):  # pragma: no cover - compiled
+    # The R = out.shape[0] largest dist[i] > floor (w[i] > 0 where weighted), ties to the
+    # lower i: a kept set, its smallest entry replaced when a larger value comes.
+    R = out.shape[0]
+    weighted = w.shape[0] > 0
+    cnt = 0
+    low = 0  # slot of the smallest kept value (the later row among equals)
+    for i in range(dist.shape[0]):
+        v = dist[i]
+        if not v > floor or (weighted and not w[i] > 0):
+            continue
+        if cnt < R:
+            out[cnt] = i
+            cnt += 1
+            if cnt < R:
+                continue
+        elif v > dist[out[low]]:
+            out[low] = i
+        else:
+            continue
+        low = 0
+        for r in range(1, R):
+            a, b = dist[out[r]], dist[out[low]]
+            if a < b or (a == b and out[r] > out[low]):
+                low = r
+    return cnt
+
+
+stand_in(_farthest)(arrays.farthest)
+
+
+def farthest(dist: np.ndarray, w: Any, floor: float, R: int) -> np.ndarray:
+    """Positions of the ``R`` largest values of ``dist`` (m,) above ``floor`` (fewer when
+    fewer are), ties to the lower position; rows of weight ``w <= 0`` left out (``w``
+    None: all count). One pass, no temporaries of the rows' size.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sorted(farthest(np.array([3.0, 1.0, 5.0, 3.0, 0.5]), None, 0.7, 2).tolist())
+    [0, 2]
+    """
+    out = np.empty(max(int(R), 0), np.int64)
+    ww = _NO_WEIGHTS if w is None else np.asarray(w, np.float64).reshape(-1)
+    cnt = _farthest(dist, ww, float(floor), out)
+    return out[: int(cnt)]
 
 
 @functools.cache
