@@ -29,7 +29,8 @@ __all__ = ["farthest", "lloyd_block", "one_blas_thread"]
 def _two_smallest_cols(DT, cc, m, b1, b2, j1):  # pragma: no cover - compiled
     # Per column r of the k x m block DT (X_chunk @ C.T, transposed): the index j1[r] and
     # value b1[r] of the smallest cc[j] - 2 DT[j, r] and the second smallest b2[r]. The
-    # inner loop runs along a row of DT with selects, no branches, so it vectorises.
+    # inner loop runs along a row of DT with min / max and one select, no branches, so it
+    # vectorises (b1 <= b2 throughout: min(b2, max(b1, v)) is the new second smallest).
     inf = np.float32(np.inf)
     for r in range(m):
         b1[r] = inf
@@ -41,11 +42,9 @@ def _two_smallest_cols(DT, cc, m, b1, b2, j1):  # pragma: no cover - compiled
         for r in range(m):
             v = c - (row[r] + row[r])
             a1 = b1[r]
-            a2 = b2[r]
-            first = v < a1
-            b2[r] = a1 if first else (v if v < a2 else a2)
-            j1[r] = j if first else j1[r]
-            b1[r] = v if first else a1
+            b2[r] = min(b2[r], max(a1, v))
+            j1[r] = j if v < a1 else j1[r]
+            b1[r] = min(a1, v)
 
 
 @adaptive_kernel(fastmath={"reassoc", "contract", "arcp", "nsz"}, cache=True, nogil=True)
