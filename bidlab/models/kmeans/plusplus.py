@@ -5,7 +5,9 @@
 kernels of :mod:`bidlab.kern.kmeans_seed`: one pass over the rows a step, parallel over
 fixed blocks, rows of clusters already seeded skipped by the triangle inequality, and the
 draw of the next candidates read from per-block sums instead of a running sum over every
-row. The same draws from ``rng`` give the same seeds as ``greedy_seeds``.
+row. The first step copies the rows in the sampling order as it reads them, so the later
+steps read memory front to back. The same draws from ``rng`` give the same seeds as
+``greedy_seeds``.
 
 What the seeding learns on the way is handed on (:class:`Seeding`): each row's nearest
 seed and its distance, and a lower bound on the distance to the second-nearest. Lloyd's
@@ -24,8 +26,8 @@ from bidlab.kern.kmeans_seed import accept, blocks, draw, seed_distances, trials
 
 __all__ = ["COPY_LIMIT", "Seeding", "kmeans_parallel", "kmeanspp"]
 
-#: largest data (bytes) that :func:`kmeanspp` copies in its sampling order; larger data is
-#: gathered row by row every step instead (slower: BENCHMARKS.md, "kmeans")
+#: largest data (bytes) that :func:`kmeanspp` copies in its sampling order (the copy costs
+#: as much memory again); larger data is gathered along the order at every step instead
 COPY_LIMIT = 1 << 30
 
 
