@@ -131,24 +131,24 @@ def _farthest(dist, w, floor, out):  # pragma: no cover - compiled
     weighted = w.shape[0] > 0
     cnt = 0
     low = 0  # slot of the smallest kept value (the later row among equals)
+    thr = floor  # what a row must exceed: the floor, then the smallest kept value
     for i in range(dist.shape[0]):
         v = dist[i]
-        if not v > floor or (weighted and not w[i] > 0):
+        if not v > thr or (weighted and not w[i] > 0):
             continue
         if cnt < R:
             out[cnt] = i
             cnt += 1
             if cnt < R:
                 continue
-        elif v > dist[out[low]]:
-            out[low] = i
         else:
-            continue
+            out[low] = i
         low = 0
         for r in range(1, R):
             a, b = dist[out[r]], dist[out[low]]
             if a < b or (a == b and out[r] > out[low]):
                 low = r
+        thr = dist[out[low]]
     return cnt
 
 
