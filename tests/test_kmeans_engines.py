@@ -113,8 +113,13 @@ def test_row_state_views_a_run_of_ids_in_place():
     v[:, 0] = 7
     assert (store.values.data[:4, 0] == 7).all() and store.all_seen(batch)
     shuffled = MemorySource(X, batch_size=4, shuffle=True, seed=0).next()
+    assert shuffled.run == -1  # unknown: RowState checks the ids
     if not np.array_equal(shuffled.ids[:4], np.arange(shuffled.ids[0], shuffled.ids[0] + 4)):
         assert store.view(shuffled) is None
+    second = BlockSource(X, batch_size=4)._batches[1]
+    assert second.run == 4  # BlockSource knows its ids are one run
+    store.view(second)[:, 0] = 5
+    assert (store.values.data[4:8, 0] == 5).all()
 
 
 @pytest.mark.parametrize("name, engine", [("kmeans_lloyd", LloydKMeansModel),

@@ -182,6 +182,18 @@ def lloyd(X: Any, C: Any, cc: Any, xx: Any, xx_ready: bool, labels: Any, u: Any,
 # (bidlab.kern.steps: per-row hyperparameters follow the inner axis when ``by_inner``)
 
 
+def farthest(dist: Any, w: Any, floor: float, out: Any) -> int:
+    """:func:`bidlab.kern.kmeans_lloyd.farthest`'s kernel (the R = ``out.shape[0]`` largest
+    values above ``floor``, ties to the lower position)."""
+    keep = dist > floor
+    if w.shape[0] > 0:
+        keep &= w > 0
+    cand = np.flatnonzero(keep)
+    top = cand[np.argsort(-dist[cand], kind="stable")[: out.shape[0]]]
+    out[: top.shape[0]] = top
+    return int(top.shape[0])
+
+
 def _per_row(h: Any, by_inner: bool) -> Any:
     return h[None, :] if by_inner else h[:, None]
 

@@ -22,14 +22,15 @@ from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.kmeans import _NO_WEIGHTS, CenterWork, _add_to_sums, _bounds_fail
 from bidlab.kern.standin import stand_in
 
-__all__ = ["lloyd_block", "one_blas_thread"]
+__all__ = ["farthest", "lloyd_block", "one_blas_thread"]
 
 @numba.njit(fastmath={"reassoc", "contract", "arcp", "nsz"}, cache=True, nogil=True,
             inline="always")
 def _two_smallest_cols(DT, cc, m, b1, b2, j1):  # pragma: no cover - compiled
     # Per column r of the k x m block DT (X_chunk @ C.T, transposed): the index j1[r] and
     # value b1[r] of the smallest cc[j] - 2 DT[j, r] and the second smallest b2[r]. The
-    # inner loop runs along a row of DT with selects, no branches, so it vectorises.
+    # inner loop runs along a row of DT with min / max and one select, no branches, so it
+    # vectorises (b1 <= b2 throughout: min(b2, max(b1, v)) is the new second smallest).
     inf = np.float32(np.inf)
     for r in range(m):
         b1[r] = inf
@@ -41,11 +42,9 @@ def _two_smallest_cols(DT, cc, m, b1, b2, j1):  # pragma: no cover - compiled
         for r in range(m):
             v = c - (row[r] + row[r])
             a1 = b1[r]
-            a2 = b2[r]
-            first = v < a1
-            b2[r] = a1 if first else (v if v < a2 else a2)
-            j1[r] = j if first else j1[r]
-            b1[r] = v if first else a1
+            b2[r] = min(b2[r], max(a1, v))
+            j1[r] = j if v < a1 else j1[r]
+            b1[r] = min(a1, v)
 
 
 @adaptive_kernel(fastmath={"reassoc", "contract", "arcp", "nsz"}, cache=True, nogil=True)
@@ -122,6 +121,55 @@ def _lloyd_cpu(X, C, cc, xx, xx_ready, labels, u, lo, w, part, pc, nparts, D, G,
 
 
 stand_in(_lloyd_cpu)(arrays.lloyd)  # run while it compiles (bidlab.kern.standin)
+
+
+@numba.njit(cache=True, nogil=True)
+def _farthest(dist, w, floor, out):  # pragma: no cover - compiled
+    # The R = out.shape[0] largest dist[i] > floor (w[i] > 0 where weighted), ties to the
+    # lower i: a kept set, its smallest entry replaced when a larger value comes.
+    R = out.shape[0]
+    weighted = w.shape[0] > 0
+    cnt = 0
+    low = 0  # slot of the smallest kept value (the later row among equals)
+    thr = floor  # what a row must exceed: the floor, then the smallest kept value
+    for i in range(dist.shape[0]):
+        v = dist[i]
+        if not v > thr or (weighted and not w[i] > 0):
+            continue
+        if cnt < R:
+            out[cnt] = i
+            cnt += 1
+            if cnt < R:
+                continue
+        else:
+            out[low] = i
+        low = 0
+        for r in range(1, R):
+            a, b = dist[out[r]], dist[out[low]]
+            if a < b or (a == b and out[r] > out[low]):
+                low = r
+        thr = dist[out[low]]
+    return cnt
+
+
+stand_in(_farthest)(arrays.farthest)
+
+
+def farthest(dist: np.ndarray, w: Any, floor: float, R: int) -> np.ndarray:
+    """Positions of the ``R`` largest values of ``dist`` (m,) above ``floor`` (fewer when
+    fewer are), ties to the lower position; rows of weight ``w <= 0`` left out (``w``
+    None: all count). One pass, no temporaries of the rows' size.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sorted(farthest(np.array([3.0, 1.0, 5.0, 3.0, 0.5]), None, 0.7, 2).tolist())
+    [0, 2]
+    """
+    out = np.empty(max(int(R), 0), np.int64)
+    ww = _NO_WEIGHTS if w is None else np.asarray(w, np.float64).reshape(-1)
+    cnt = _farthest(dist, ww, float(floor), out)
+    return out[: int(cnt)]
 
 
 @functools.cache

@@ -45,10 +45,12 @@ _FM = {"reassoc", "contract", "arcp", "nsz"}
 
 
 @adaptive_kernel(fastmath=_FM, cache=True, nogil=True)
-def _trials(X, order, w, closest, label, Ct, sc2, D, gains, block):  # pragma: no cover
-    n = order.shape[0]
+def _trials(X, order, w, closest, label, Ct, sc2, D, gains, block, Xo):  # pragma: no cover
+    n = closest.shape[0]
     t, d = Ct.shape
     weighted = w.shape[0] > 0
+    ordered = order.shape[0] > 0
+    copy = Xo.shape[0] > 0
     nb = (n + block - 1) // block
     for b in numba.prange(nb):
         g = gains[b]
@@ -58,7 +60,9 @@ def _trials(X, order, w, closest, label, Ct, sc2, D, gains, block):  # pragma: n
             c0 = closest[p]
             lim = 4.0 * c0
             a = label[p]
-            x = X[order[p]]
+            x = X[order[p]] if ordered else X[p]
+            if copy:
+                Xo[p, :] = x
             wp = w[p] if weighted else 1.0
             for c in range(t):
                 if sc2[c, a] >= lim:
@@ -151,14 +155,18 @@ stand_in(_seed_distances)(arrays.seed_distances)
 
 def trials(X: np.ndarray, order: np.ndarray, w: np.ndarray, closest: np.ndarray,
            label: np.ndarray, Ct: np.ndarray, sc2: np.ndarray, D: np.ndarray,
-           gains: np.ndarray) -> None:
+           gains: np.ndarray, copy_to: np.ndarray | None = None) -> None:
     """Squared distances of every row to the t candidates ``Ct`` (t x d) into ``D``
     (t x n, ``inf`` where the triangle inequality rules the candidate out) and each
     block's gain per candidate into ``gains`` (blocks x t). ``sc2`` (t x seeds): squared
     distances of the candidates to the seeds; ``w`` empty for unit weights. Arrays of
-    positions (``w``, ``closest``, ``label``, ``D``) follow ``order``."""
-    _trials(float(order.shape[0]) * Ct.shape[0] * Ct.shape[1],
-            X, order, w, closest, label, Ct, sc2, D, gains, BLOCK)
+    positions (``w``, ``closest``, ``label``, ``D``) follow ``order``; an empty ``order``
+    means the rows of ``X`` are in that order already. ``copy_to`` (n x d, optional)
+    receives the rows in that order (``X[order]``), read on the way: later steps pass it
+    as ``X`` with an empty ``order`` and read it front to back."""
+    Xo = X[:0] if copy_to is None else copy_to
+    _trials(float(closest.shape[0]) * Ct.shape[0] * Ct.shape[1],
+            X, order, w, closest, label, Ct, sc2, D, gains, BLOCK, Xo)
 
 
 def accept(j: int, seed: int, D: np.ndarray, sc2: np.ndarray, w: np.ndarray,

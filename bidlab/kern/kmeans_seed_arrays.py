@@ -1,6 +1,7 @@
-"""Array-level forms of :mod:`bidlab.kern.kmeans_seed`'s kernels (numpy), run while numba
-compiles them in the background (:mod:`bidlab.kern.standin`); same arguments, same
-outputs, the same seeds from the same draws."""
+"""Array-level forms of :mod:`bidlab.kern.kmeans_seed`'s and
+:mod:`bidlab.kern.kmeans_order`'s kernels (numpy), run while numba compiles them in the
+background (:mod:`bidlab.kern.standin`); same arguments, same outputs, the same seeds from
+the same draws."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["accept", "draw", "seed_distances", "trials"]
+__all__ = ["accept", "draw", "project", "seed_distances", "stable_argsort", "trials"]
 
 
 def _block_sums(v: np.ndarray, block: int) -> np.ndarray:
@@ -16,9 +17,11 @@ def _block_sums(v: np.ndarray, block: int) -> np.ndarray:
 
 
 def trials(X: Any, order: Any, w: Any, closest: Any, label: Any, Ct: Any, sc2: Any, D: Any,
-           gains: Any, block: int) -> None:
+           gains: Any, block: int, copy_to: Any) -> None:
     """:func:`bidlab.kern.kmeans_seed.trials` (the kernel's arguments)."""
-    Xo = X[order]
+    Xo = X[order] if order.shape[0] else X
+    if copy_to.shape[0]:
+        copy_to[...] = Xo
     wp = w if w.shape[0] > 0 else np.ones(Xo.shape[0])
     for c in range(Ct.shape[0]):
         diff = Xo - Ct[c]
@@ -72,3 +75,13 @@ def seed_distances(Ct: Any, S: Any, out: Any) -> None:
     """:func:`bidlab.kern.kmeans_seed.seed_distances` (the kernel's arguments)."""
     diff = Ct[:, None, :].astype(np.float64) - S[None, :, :]
     out[...] = np.einsum("cad,cad->ca", diff, diff)
+
+
+def project(X: Any, r: Any, out: Any) -> None:
+    """:func:`bidlab.kern.kmeans_order.project` (the kernel's arguments)."""
+    out[:] = X.astype(np.float64) @ r
+
+
+def stable_argsort(p: Any, out: Any) -> None:
+    """:func:`bidlab.kern.kmeans_order.stable_argsort` (the kernel's arguments)."""
+    out[:] = np.argsort(p, kind="stable")

@@ -60,7 +60,7 @@ class BlockSource(DataSource):
             views = tuple(_view(r, a, z) for r in raws)
             nbytes = sum(_nbytes(v) for v in views)
             self._batches.append(Minibatch(views, z - a, 0, i, z >= n, a, nbytes,
-                                           np.arange(a, z, dtype=np.int64)))
+                                           np.arange(a, z, dtype=np.int64), run=a))
 
     def next(self) -> Minibatch | None:
         if self.n_passes is not None and self._pass >= self.n_passes:

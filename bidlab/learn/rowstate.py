@@ -134,7 +134,7 @@ class RowState:
         n = int(batch.n)
         if ids is None or n == 0:
             return None
-        a = run_start(ids[:n])
+        a = batch.run if batch.run >= 0 else run_start(ids[:n])
         if a < 0 or a + n > self.n_rows:
             return None
         self.seen.data[a : a + n] = 1

@@ -97,6 +97,9 @@ class Minibatch:
         ids: the global ids of its ``n`` rows (a host int64 array; the row's index in the
             whole data set, the same every pass however the source shuffles; -1 where a
             row has none): what :class:`~bidlab.learn.rowstate.RowState` keys rows by.
+        run: ``ids[0]`` when the source knows its ids are one ascending run
+            (``ids[0], ids[0] + 1, ...``: :class:`~bidlab.learn.blocks.BlockSource`),
+            -1 when unknown; spares RowState the check.
     """
 
     mats: tuple[Any, ...]
@@ -107,6 +110,7 @@ class Minibatch:
     start: int = 0
     nbytes: int = field(default=0)
     ids: Any = None
+    run: int = -1
 
     def __getitem__(self, i: int) -> Any:
         return self.mats[i]

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
+from bidlab.kern.kmeans_lloyd import farthest
 from bidlab.models.kmeans.bounds import RowBounds
 from bidlab.models.kmeans.distances import dense_rows
 
@@ -33,9 +34,12 @@ def keep_farthest(res: dict[str, Any] | None, X: Any, lab: Any, dist: Any, w: An
             res = keep_farthest(res, X, lab, dist, None, block.ids, 32, np)
     """
     floor = -math.inf if res is None or res["d"].shape[0] < R else float(res["d"].min())
-    cand = xp.flatnonzero(dist > floor)
-    if w is not None:
-        cand = cand[w[cand] > 0]
+    if xp is np:  # one pass of a kernel, no temporaries of the block's size
+        cand = farthest(dist, w, floor, R)
+    else:
+        cand = xp.flatnonzero(dist > floor)
+        if w is not None:
+            cand = cand[w[cand] > 0]
     n_c = int(cand.shape[0])
     if n_c == 0:
         return res

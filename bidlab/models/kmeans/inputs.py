@@ -6,6 +6,7 @@ fitted, ``model_`` and ``n_features_in_``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -40,8 +41,10 @@ class KMeansInputs:
                               ensure_all_finite=False, reset=reset)
         xp = backend.namespace(X.data if backend.is_sparse(X) else X)
         vals = X.data if backend.is_sparse(X) else X
-        finite = xp.isfinite(vals)
-        if not bool(finite.all()):
+        # two reductions, no temporaries of the data's size: NaN and inf reach the extremes
+        low, high = (float(xp.min(vals)), float(xp.max(vals))) if vals.size else (0.0, 0.0)
+        if not (math.isfinite(low) and math.isfinite(high)):
+            finite = xp.isfinite(vals)
             if backend.is_sparse(X):
                 p = int(np.flatnonzero(~np.asarray(backend.to_host(finite)))[0])
                 indptr = np.asarray(backend.to_host(X.indptr))
@@ -54,7 +57,7 @@ class KMeansInputs:
         if vals.size:
             # squared distances sum d squares: past this they overflow the dtype
             big = float(np.sqrt(np.finfo(vals.dtype).max / (4.0 * max(X.shape[1], 1))))
-            amax = float(xp.abs(vals).max())
+            amax = max(-low, high)
             if amax > big:
                 raise ValueError(
                     f"KMeans: X has values up to {amax:.3g}, whose squared distances overflow "

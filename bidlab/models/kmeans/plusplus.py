@@ -5,7 +5,9 @@
 kernels of :mod:`bidlab.kern.kmeans_seed`: one pass over the rows a step, parallel over
 fixed blocks, rows of clusters already seeded skipped by the triangle inequality, and the
 draw of the next candidates read from per-block sums instead of a running sum over every
-row. The same draws from ``rng`` give the same seeds as ``greedy_seeds``.
+row. The first step copies the rows in the sampling order as it reads them, so the later
+steps read memory front to back. The same draws from ``rng`` give the same seeds as
+``greedy_seeds``.
 
 What the seeding learns on the way is handed on (:class:`Seeding`): each row's nearest
 seed and its distance, and a lower bound on the distance to the second-nearest. Lloyd's
@@ -22,7 +24,11 @@ import numpy as np
 
 from bidlab.kern.kmeans_seed import accept, blocks, draw, seed_distances, trials
 
-__all__ = ["Seeding", "kmeans_parallel", "kmeanspp"]
+__all__ = ["COPY_LIMIT", "Seeding", "kmeans_parallel", "kmeanspp"]
+
+#: largest data (bytes) that :func:`kmeanspp` copies in its sampling order (the copy costs
+#: as much memory again); larger data is gathered along the order at every step instead
+COPY_LIMIT = 1 << 30
 
 
 @dataclasses.dataclass
@@ -71,7 +77,11 @@ def kmeanspp(X: np.ndarray, k: int, rng: np.random.Generator, order: np.ndarray,
 
     first = _by_weight(wo, n, 1, rng)
     Ct = X[order[first]]
-    trials(X, order, wo, closest, label, Ct, np.zeros((1, 1)), D, gains)
+    # the first step reads the rows along the order and keeps them so (when the copy fits
+    # the budget): the later steps read them front to back instead of gathering them
+    Xo = np.empty_like(X) if X.nbytes <= COPY_LIMIT else None
+    trials(X, order, wo, closest, label, Ct, np.zeros((1, 1)), D, gains, copy_to=Xo)
+    rows, along = (X, order) if Xo is None else (Xo, order[:0])
     accept(0, 0, D, np.zeros((1, 1)), wo, closest, second, label, mass)
     S[0] = Ct[0]
     sc2 = np.empty((t, k))
@@ -83,7 +93,7 @@ def kmeanspp(X: np.ndarray, k: int, rng: np.random.Generator, order: np.ndarray,
             cand[:] = _by_weight(wo, n, t, rng)
         Ct = np.ascontiguousarray(X[order[cand]])
         seed_distances(Ct, S[:s], sc2[:, :s])
-        trials(X, order, wo, closest, label, Ct, sc2[:, :s], D, gains)
+        trials(rows, along, wo, closest, label, Ct, sc2[:, :s], D, gains)
         best = int(np.argmax(gains.sum(axis=0)))
         accept(best, s, D, sc2[:, :s], wo, closest, second, label, mass)
         S[s] = Ct[best]

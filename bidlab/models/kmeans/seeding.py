@@ -15,6 +15,7 @@ import numpy as np
 
 from bidlab import backend
 from bidlab.kern.kmeans import row_norms_sq
+from bidlab.kern.kmeans_order import project, stable_argsort
 from bidlab.models.kmeans.distances import dense_rows, sq_distances, xp_of
 from bidlab.models.kmeans.plusplus import Seeding, kmeans_parallel, kmeanspp
 
@@ -27,6 +28,8 @@ def _canonical_order(X: Any) -> Any:
     a row given weight 2 is picked like two copies of it."""
     xp = xp_of(X)
     r = np.random.default_rng(0x6B6D).standard_normal(X.shape[1])
+    if _fast(X):  # numba: no float64 copy of the rows, a radix sort
+        return stable_argsort(project(X, r))
     p = X @ xp.asarray(r.astype(np.float64))
     return xp.argsort(xp.asarray(p).reshape(-1), kind="stable")
 
