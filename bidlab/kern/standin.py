@@ -39,6 +39,12 @@ from typing import Any
 
 from bidlab.kern.compile_worker import Worker
 
+try:  # numba's C-level type fingerprint (what its own dispatcher caches typings by)
+    from numba._dispatcher import compute_fingerprint as _fingerprint
+except ImportError:  # pragma: no cover - another numba: type every call in full
+    def _fingerprint(value: Any) -> bytes:
+        raise TypeError("no fingerprints")
+
 __all__ = ["stand_in", "set_enabled", "is_enabled", "enabled", "forced", "status", "wait",
            "runs", "ENV"]
 
@@ -106,6 +112,19 @@ class _Hook:
         self.compile_here = disp._compile_for_args
         self.state: dict[tuple[Any, ...], str] = {}  # "pending", "done", "failed"
         self.seconds: dict[tuple[Any, ...], float] = {}  # the worker's compile times
+        self.sigs: dict[tuple[bytes, ...], tuple[Any, ...]] = {}  # fingerprints -> types
+
+    def signature(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The numba types of ``args``, remembered by their fingerprints: typing every
+        argument again on each stand-in call costs more than a small kernel's run."""
+        try:
+            key = tuple(_fingerprint(a) for a in args)
+        except Exception:  # a type numba's fingerprint does not cover
+            return tuple(self.disp.typeof_pyval(a) for a in args)
+        sig = self.sigs.get(key)
+        if sig is None:
+            sig = self.sigs[key] = tuple(self.disp.typeof_pyval(a) for a in args)
+        return sig
 
     def _run_fallback(self, *args: Any) -> Any:
         global _runs
@@ -118,7 +137,7 @@ class _Hook:
         if kws or not _enabled:
             return self.compile_here(*args, **kws)
         try:
-            sig = tuple(self.disp.typeof_pyval(a) for a in args)
+            sig = self.signature(args)
             with _lock:
                 state = self.state.get(sig)
                 if state in (None, "done") and _in_disk_cache(self.disp, sig):
