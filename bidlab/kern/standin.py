@@ -45,8 +45,8 @@ except ImportError:  # pragma: no cover - another numba: type every call in full
     def _fingerprint(value: Any) -> bytes:
         raise TypeError("no fingerprints")
 
-__all__ = ["stand_in", "set_enabled", "is_enabled", "enabled", "forced", "status", "wait",
-           "runs", "ENV"]
+__all__ = ["stand_in", "set_enabled", "is_enabled", "enabled", "forced", "ready", "status",
+           "wait", "runs", "ENV"]
 
 #: the environment variable that switches the mechanism off ("0", "false", "off", "no")
 ENV = "BIDLAB_BACKGROUND_COMPILE"
@@ -150,6 +150,24 @@ class _Hook:
             return self._run_fallback
         return self.compile_here(*args)  # the worker failed or could not write the cache
 
+    def ready(self, args: tuple[Any, ...]) -> bool:
+        """Whether a call with ``args`` would run machine code (compiled or in the disk
+        cache: loaded now); if not, its specialization goes to the worker."""
+        try:
+            sig = self.signature(args)
+            if sig in self.disp.overloads:
+                return True
+            with _lock:
+                state = self.state.get(sig)
+                if state in (None, "done") and _in_disk_cache(self.disp, sig):
+                    self.disp.compile(sig)
+                    return True
+                if state is None and _submit(self, sig):
+                    self.state[sig] = state = "pending"
+        except Exception:  # numba's internals moved, or no worker: the call compiles
+            return True
+        return state != "pending"
+
     def done(self, sig: tuple[Any, ...], ok: bool, seconds: float | None) -> None:
         with _lock:
             self.state[sig] = "done" if ok else "failed"
@@ -205,6 +223,30 @@ def stand_in(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         return fallback
 
     return register
+
+
+def ready(kernel: Any, *args: Any) -> bool:
+    """Whether calling ``kernel`` (a dispatcher with a stand-in) with ``args`` now runs its
+    machine code. False while its specialization is being compiled in the background (it
+    is sent there by this call if it was not yet): a caller with another way to do the
+    work (a serial kernel that is compiled already) can take it meanwhile. Always True
+    when stand-ins are switched off (the call compiles in this process) or forced.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bidlab.kern import cpu_elementwise
+    >>> out = np.empty(3)
+    >>> args = (np.array([0, 2, 2]), np.array([1.0, 2.0, 3.0]), 3, out)
+    >>> with enabled(False):
+    ...     ready(cpu_elementwise._csr_col_sums, *args)
+    True
+    """
+    disp = getattr(kernel, "parallel", kernel)
+    hook = disp.__dict__.get("_compile_for_args")
+    if not isinstance(hook, _Hook) or not _enabled or _forced:
+        return True
+    return hook.ready(args)
 
 
 @contextlib.contextmanager
