@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import gammaln
 
 from bidlab.kern.lda_poisson import _EXP_C, _INV, LAM_INV, MAX_TERMS, SURE
@@ -62,22 +63,28 @@ def _exp_neg(lam: np.ndarray) -> np.ndarray:
 def _invert(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Poisson(lam) for lam < LAM_INV by inversion from the uniforms ``u``: the kernel's
     CDF terms ``t_x = t_{x-1} * (lam / x)`` and sums ``F_x = F_{x-1} + t_x`` in the same
-    order, for the draws still below their uniform; z counts the x with ``u > F_x``."""
+    order. F only grows, so the kernel's count of the leading x with ``u > F_x`` is the
+    count of all of them: whole-array steps, narrowed to the draws still below their
+    uniform once few are."""
     f = _exp_neg(lam)
-    live = np.flatnonzero(u > f)
-    z = np.zeros(lam.shape[0], np.int64)
-    z[live] = 1
-    lam, u, f = lam[live], u[live], f[live]
+    z = (u > f).astype(np.int64)
+    at = None  # where the working arrays' draws are in z (None: all of them)
     t = f.copy()
     for x in range(1, MAX_TERMS):
-        if live.shape[0] == 0:
-            break
         t *= lam * _INV[x]
         f += t
         more = u > f
-        if not more.all():
-            live, lam, u, t, f = live[more], lam[more], u[more], t[more], f[more]
-        z[live] += 1
+        n = np.count_nonzero(more)
+        if n == 0:
+            break
+        if at is None:
+            z += more
+        else:
+            z[at] += more
+        if 4 * n < more.shape[0]:
+            keep = np.flatnonzero(more)
+            at = keep if at is None else at[keep]
+            lam, u, t, f = lam[keep], u[keep], t[keep], f[keep]
     return z
 
 
@@ -117,13 +124,11 @@ def _ptrs(lam: np.ndarray, s: np.ndarray) -> np.ndarray:
     return z
 
 
-def _scatter_add(flat: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None:
-    """``flat[keys] += values``, repeated keys summed (float64, then rounded once)."""
-    if flat.shape[0] <= 4 * keys.shape[0] + 65536:
-        flat += np.bincount(keys, values, minlength=flat.shape[0])
-        return
-    unique, where = np.unique(keys, return_inverse=True)
-    flat[unique] += np.bincount(where, values)
+def _sum_rows(values: np.ndarray, group: np.ndarray, n: int) -> np.ndarray:
+    """Row sums of ``values`` (m x k) by ``group`` (m ids < n): an n x k float64 array."""
+    m = values.shape[0]
+    member = sp.csr_matrix((np.ones(m), group, np.arange(m + 1)), shape=(m, n))
+    return np.asarray(member.T @ values)
 
 
 def sample_rows(lo: int, hi: int, indptr: Any, indices: Any, counts: Any, theta: Any,
@@ -139,9 +144,8 @@ def sample_rows(lo: int, hi: int, indptr: Any, indices: Any, counts: Any, theta:
     docs = np.repeat(np.arange(lo, hi), np.diff(np.asarray(indptr[lo: hi + 1], np.int64)))
     inv_m = 1.0 / nsamps
     inv64 = np.asarray(invden, np.float64)
-    acc = np.zeros((hi - lo) * k)
+    acc = np.zeros((hi - lo, k))
     topics = np.arange(k, dtype=np.uint64) * STRIDE
-    flat_out = out.reshape(-1) if with_phi else None
     for c0 in range(p0, p1, _BLOCK):
         c1 = min(c0 + _BLOCK, p1)
         d, w = docs[c0 - p0: c1 - p0], np.asarray(indices[c0:c1], np.int64)
@@ -164,22 +168,23 @@ def sample_rows(lo: int, hi: int, indptr: Any, indices: Any, counts: Any, theta:
         with np.errstate(invalid="ignore"):
             act = uu > (1.0 - q) * SURE
         act &= ok[:, None]
-        ii, jj = np.nonzero(act)
-        lam, u = q[ii, jj], uu[ii, jj]
-        z = np.empty(ii.shape[0], np.int64)
+        at = np.flatnonzero(act)
+        lam, u = q.reshape(-1)[at], uu.reshape(-1)[at]
+        z = np.empty(at.shape[0], np.int64)
         small = lam < LAM_INV
         z[small] = _invert(lam[small], u[small])
         big = ~small
         if big.any():
-            z[big] = _ptrs(lam[big], states[ii[big], jj[big]])
-        zz = z * inv_m
+            z[big] = _ptrs(lam[big], states.reshape(-1)[at[big]])
+        draws = np.zeros(q.shape)  # z / m per (nonzero, topic)
+        draws.reshape(-1)[at] = z * inv_m
         if any_heat:
-            hz = heated[ii]
-            zz[hz] *= temp[w[ii[hz]], jj[hz]]
-        acc += np.bincount((d[ii] - lo) * k + jj, weights=zz, minlength=acc.shape[0])
+            draws[heated] *= temp[w[heated]]
+        acc += _sum_rows(draws, d - lo, hi - lo)
         if with_phi:
-            _scatter_add(flat_out, w[ii] * k + jj, zz)
-    theta_hat[lo:hi] += acc.reshape(hi - lo, k)
+            words, where = np.unique(w, return_inverse=True)
+            out[words] += _sum_rows(draws, where, words.shape[0])
+    theta_hat[lo:hi] += acc
 
 
 def sample_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,  # noqa: ANN001
