@@ -197,9 +197,10 @@ def _sweeps_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, h
 
 
 # Array-level forms run while a kernel compiles in the background (bidlab.kern.standin).
+# The one-thread E-step compiles before the rest: its stand-in does most of the work.
 stand_in(_sample_cpu)(arrays.sample_cpu)
 stand_in(_sample_serial)(arrays.sample_serial)
-stand_in(_sweeps_serial)(arrays.sweeps_serial)
+stand_in(_sweeps_serial, priority=-1)(arrays.sweeps_serial)
 
 # Below this many (nonzero, topic) pairs one thread is faster than waking the others (and
 # far faster when other processes keep the cores busy).

@@ -104,8 +104,10 @@ class _Hook:
     """Takes the place of a dispatcher's ``_compile_for_args`` (what numba calls when no
     compiled specialization fits the arguments); returns what the call runs."""
 
-    def __init__(self, disp: Any, name: str, fallback: Callable[..., Any]) -> None:
+    def __init__(self, disp: Any, name: str, fallback: Callable[..., Any],
+                 priority: int = 0) -> None:
         self.disp = disp
+        self.priority = priority
         self.module = disp.py_func.__module__
         self.name = name
         self.fallback = fallback
@@ -188,15 +190,17 @@ def _submit(hook: _Hook, sig: tuple[Any, ...]) -> bool:
         _worker, _worker_pid = Worker(_on_result), os.getpid()
     job_id = len(_jobs)
     _jobs[job_id] = (hook, sig)
-    return _worker.submit(job_id, hook.module, hook.name, sig)
+    return _worker.submit(job_id, hook.module, hook.name, sig, hook.priority)
 
 
-def stand_in(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def stand_in(kernel: Any, priority: int = 0) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: the array-level stand-in of a cached numba ``kernel``.
 
     The decorated function takes the kernel's arguments (an adaptive kernel's, without
     the work size) and writes the same outputs. It is returned unchanged, so a test can
-    call it directly.
+    call it directly. Of the specializations waiting for the background compiler, those
+    of kernels with a lower ``priority`` compile first (-1: a kernel whose stand-in
+    carries most of its model's work, slower than the others' by more).
 
     Examples
     --------
@@ -217,7 +221,7 @@ def stand_in(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def register(fallback: Callable[..., Any]) -> Callable[..., Any]:
         if getattr(disp, "_cache", None) is None or disp._cache.cache_path is None:
             return fallback  # not disk-cached: nothing a worker could hand over
-        hook = _Hook(disp, name, fallback)
+        hook = _Hook(disp, name, fallback, priority)
         disp._compile_for_args = hook
         _hooks.append(hook)
         return fallback
