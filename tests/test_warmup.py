@@ -2,10 +2,11 @@
 the cache-folder policy of :mod:`bidlab._numba_cache`.
 
 The main test runs real processes against an empty ``NUMBA_CACHE_DIR``: one runs the
-warm-up (k-means, float32: the cheapest family to compile), a fresh one then fits k-means
-on data of other sizes and records every numba compilation through numba's event API. It
-must see none for the warmed dtype, and must see some for float64, which was not warmed
-(so the check can fail).
+warm-up (k-means, float32: the cheapest family to compile), which compiles the kernels
+that have no numpy stand-in; a fresh one then fits k-means on data of other sizes with the
+stand-ins running (as before the background compiles land) and records every numba
+compilation through numba's event API. It must see none for the warmed dtype, and must see
+some for float64, which was not warmed (so the check can fail).
 """
 
 from __future__ import annotations
@@ -43,19 +44,21 @@ class Listener(event.Listener):
 
 event.register("numba:compile", Listener())
 
+from bidlab.kern import standin
 from bidlab.models import KMeans
 
 rng = np.random.default_rng(5)
 dense = rng.standard_normal((3000, 40)).astype(np.float32)
 csr = sp.random(3000, 200, density=0.05, format="csr", dtype=np.float32, random_state=rng)
 out = {}
-for dtype in ("float32", "float64"):
-    start = len(compiled)
-    for X in (dense.astype(dtype), csr.astype(dtype)):
-        KMeans(6, max_iter=5, random_state=0).fit(X).predict(X)
-        KMeans(6, max_iter=5, bounds=False, random_state=0).fit(X)
-        KMeans(6, algorithm="minibatch", batch_size=512, max_iter=2, random_state=0).fit(X)
-    out[dtype] = compiled[start:]
+with standin.forced():  # as on a fresh installation before the background compiles land
+    for dtype in ("float32", "float64"):
+        start = len(compiled)
+        for X in (dense.astype(dtype), csr.astype(dtype)):
+            KMeans(6, max_iter=5, random_state=0).fit(X).predict(X)
+            KMeans(6, max_iter=5, bounds=False, random_state=0).fit(X)
+            KMeans(6, algorithm="minibatch", batch_size=512, max_iter=2, random_state=0).fit(X)
+        out[dtype] = compiled[start:]
 print(json.dumps(out))
 """
 
@@ -175,7 +178,8 @@ def test_policy_respects_an_explicit_cache_dir(policy, tmp_path: Path) -> None:
 
 def test_warmup_in_worker_processes_fills_the_cache(tmp_path: Path) -> None:
     """``--processes 2`` runs the jobs in two spawned workers; their kernels land in the
-    cache (each job reported once) and a first fit afterwards compiles nothing in float32,
+    cache (each job reported once) and a first fit afterwards, stand-ins running where
+    kernels have them, compiles nothing in float32,
     while the float64 it did not warm up compiles (so the check can see compilations)."""
     cache = tmp_path / "numba-cache"
     warm = subprocess.run(

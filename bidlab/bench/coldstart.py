@@ -188,8 +188,11 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run(workloads: list[str], repeat: int, echo: Any = None,
-        with_warmup: bool = True, standins: bool = True) -> dict[str, Any]:
-    """Measure ``workloads``; ``echo`` gets progress lines. ``with_warmup=False`` leaves out
+        with_warmup: bool = True, standins: bool = True,
+        warmup_all: bool = False) -> dict[str, Any]:
+    """Measure ``workloads``; ``echo`` gets progress lines. ``warmup_all`` runs
+    ``bidlab warmup --all`` (every kernel) instead of ``bidlab warmup`` (the kernels with
+    no stand-in). ``with_warmup=False`` leaves out
     ``bidlab warmup`` and the after-warmup runs (their figures are then None);
     ``standins=False`` compiles every kernel in the fitting process
     (``BIDLAB_BACKGROUND_COMPILE=0``: no array-level stand-ins, no background compiler)."""
@@ -198,10 +201,11 @@ def run(workloads: list[str], repeat: int, echo: Any = None,
     warmup_s = rewarm_s = None
     try:
         warmed = root / "warmed"
+        command = ["-m", "bidlab.cli", "warmup"] + (["--all"] if warmup_all else [])
         if with_warmup:
-            _, warmup_s = _spawn(["-m", "bidlab.cli", "warmup"], warmed)
+            _, warmup_s = _spawn(command, warmed)
             say(f"bidlab warmup: {warmup_s:.1f} s (process) into an empty cache")
-            _, rewarm_s = _spawn(["-m", "bidlab.cli", "warmup"], warmed)
+            _, rewarm_s = _spawn(command, warmed)
             say(f"bidlab warmup again (all cached): {rewarm_s:.1f} s")
         rows = {}
         for name in workloads:
@@ -241,6 +245,7 @@ def run(workloads: list[str], repeat: int, echo: Any = None,
     return {
         "benchmark": "coldstart",
         "standins": standins,
+        "warmup_all": warmup_all,
         "warmup_s": warmup_s,
         "warmup_cached_s": rewarm_s,
         "workloads": rows,
@@ -299,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="warm and after-warmup runs per workload (medians reported)")
     parser.add_argument("--no-warmup", action="store_true",
                         help="leave out bidlab warmup and the after-warmup runs (cold vs warm)")
+    parser.add_argument("--warmup-all", action="store_true",
+                        help="bidlab warmup --all (every kernel) before the after-warmup runs")
     parser.add_argument("--compile-here", action="store_true",
                         help="no stand-ins or background compiler: every kernel compiles in "
                         "the fitting process (BIDLAB_BACKGROUND_COMPILE=0)")
@@ -311,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--repeat must be >= 1; got {args.repeat}")
     res = run(names, args.repeat, echo=None if args.json else
               (lambda line: print(line, file=sys.stderr, flush=True)),
-              with_warmup=not args.no_warmup, standins=not args.compile_here)
+              with_warmup=not args.no_warmup, standins=not args.compile_here,
+              warmup_all=args.warmup_all)
     if args.json:
         print(json.dumps(res, indent=1))
     else:

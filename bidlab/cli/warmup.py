@@ -5,9 +5,12 @@ dtypes, array layouts), and cached on disk (:mod:`bidlab._numba_cache`). A fresh
 installation's first fit does not wait for that (:mod:`bidlab.kern.standin` runs the
 kernels' numpy forms while a background process compiles them), but it runs at the numpy
 forms' speed until the compiled kernels arrive, and the few kernels without such a form
-(the Gibbs sampler, ALS, Bayesian networks) still compile in the fitting process. After
-``bidlab warmup`` every later process loads the machine code at once: for a container
-image, a shared installation, or timings.
+(the Gibbs sampler, ALS, Bayesian networks) still compile in the fitting process. So by
+default ``bidlab warmup`` compiles only what still stalls a first fit: the kernels that
+have no such form (the fits run with every stand-in forced, :func:`bidlab.kern.standin.forced`,
+so the others are not compiled). ``--all`` compiles every kernel, so that later processes
+run machine code from their first call: for a container image, a shared installation, or
+timings.
 
 The specializations a kernel needs are the ones the models call it with, so the warm-up
 runs small fits of each model (LDA online and batch, LDAGibbs, GLM with each link, k-means
@@ -286,16 +289,18 @@ def jobs(models: tuple[str, ...] = MODELS, dtypes: tuple[str, ...] = DTYPES) -> 
     return [Job(f"{m} {dt}", lambda m=m, dt=dt: _JOBS[m](dt)) for m in models for dt in dtypes]
 
 
-def _run_job(model: str, dtype: str) -> tuple[str, float, int, int]:
+def _run_job(model: str, dtype: str, everything: bool = False) -> tuple[str, float, int, int]:
     """Run one job in this process: (name, seconds, compiled, loaded).
 
     The kernels compile here, not in the background with stand-ins running meanwhile
-    (:mod:`bidlab.kern.standin`): filling the cache is the job."""
+    (:mod:`bidlab.kern.standin`): filling the cache is the job. Unless ``everything``,
+    the kernels that have stand-ins run them and are not compiled."""
     from bidlab.kern import standin
 
     before = _counts()
     t0 = time.perf_counter()
-    with warnings.catch_warnings(), standin.enabled(False):
+    mode = standin.enabled(False) if everything else standin.forced()
+    with warnings.catch_warnings(), mode:
         warnings.simplefilter("ignore")  # tiny data: convergence and size warnings
         _JOBS[model](dtype)
     after = _counts()
@@ -309,8 +314,12 @@ def default_processes() -> int:
 
 
 def warmup(models: tuple[str, ...] = MODELS, dtypes: tuple[str, ...] | None = None,
-           echo: Callable[[str], None] | None = None, processes: int = 1) -> Report:
+           echo: Callable[[str], None] | None = None, processes: int = 1,
+           everything: bool = False) -> Report:
     """Run :func:`jobs`; ``echo`` gets one line per job. Returns what was compiled.
+
+    ``everything`` False (default): only the kernels without an array-level stand-in are
+    compiled (the others do not stall a first fit); True: every kernel the jobs reach.
 
     ``dtypes`` None: each model's :data:`MODEL_DTYPES` (the arithmetic its default
     settings use), else every model in each of ``dtypes``.
@@ -335,14 +344,15 @@ def warmup(models: tuple[str, ...] = MODELS, dtypes: tuple[str, ...] | None = No
 
     if processes <= 1 or len(todo) <= 1:
         for model, dtype in todo:
-            done(_run_job(model, dtype))
+            done(_run_job(model, dtype, everything))
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         ctx = multiprocessing.get_context("spawn")  # no forked numba / OpenMP state
         with ProcessPoolExecutor(min(processes, len(todo)), mp_context=ctx) as pool:
-            for fut in as_completed([pool.submit(_run_job, m, dt) for m, dt in todo]):
+            for fut in as_completed([pool.submit(_run_job, m, dt, everything)
+                                      for m, dt in todo]):
                 done(fut.result())
     report.seconds = time.perf_counter() - t_all
     import bidlab.models  # noqa: F401  (every kernel module, to name the cache folders)
@@ -370,6 +380,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtypes", type=lambda s: _names(s, DTYPES, "dtype"), default=None,
                         help=f"comma-separated subset of {','.join(DTYPES)} (default: the "
                         "models' own: float32 for lda and gibbs, both for the others)")
+    parser.add_argument("--all", action="store_true", dest="everything",
+                        help="compile every kernel, also those whose numpy stand-in runs "
+                        "while they compile in the background (default: only the others)")
     parser.add_argument("--processes", type=int, default=None,
                         help="worker processes compiling at once (default: one per core, "
                         "at most 4)")
@@ -378,14 +391,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Compile, print per job what was compiled and how long it took; 0 on success."""
     dtypes = ", ".join(args.dtypes) if args.dtypes else "their default dtypes"
-    print(f"bidlab warmup: compiling the CPU kernels for {', '.join(args.models)} in "
-          f"{dtypes}", flush=True)
+    which = ("every CPU kernel" if args.everything else
+             "the CPU kernels without a numpy stand-in (--all: every one)")
+    print(f"bidlab warmup: compiling {which} for {', '.join(args.models)} in {dtypes}",
+          flush=True)
     processes = args.processes if args.processes is not None else default_processes()
     if processes < 1:
         print(f"bidlab warmup: --processes must be >= 1; got {processes}", file=sys.stderr)
         return 2
     report = warmup(args.models, args.dtypes, echo=lambda line: print(line, flush=True),
-                    processes=processes)
+                    processes=processes, everything=args.everything)
     print(f"done in {report.seconds:.1f} s: {report.compiled} kernel specializations "
           f"compiled, {report.loaded} already cached")
     for folder in report.cache_dirs:

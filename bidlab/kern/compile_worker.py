@@ -9,7 +9,9 @@ training process loads it in milliseconds (:mod:`bidlab.kern.standin` decides wh
 Protocol: :class:`Worker` starts ``python -m bidlab.kern.compile_worker`` with the same
 environment (so the same ``NUMBA_CACHE_DIR``), sends one JSON line per job -- the kernel's
 module and name and its argument types (numba types, pickled) -- and a reader thread
-collects one JSON line per finished job (``ok``, seconds, or the error). When the
+collects one JSON line per finished job (``ok``, seconds, or the error). Of the jobs
+waiting, the one with the lowest priority number compiles first (a kernel whose stand-in
+carries most of a fit's work can ask for that), then the earliest. When the
 training process ends, the worker's input closes; it finishes the jobs it was given (so
 the next process finds them cached) and exits.
 """
@@ -56,11 +58,32 @@ def main() -> int:
             os.nice(19)
         except OSError:  # pragma: no cover - a platform that refuses it
             pass
+    queued: list[dict[str, Any]] = []
+    more = threading.Condition()
+    ended = False
+
+    def read() -> None:  # jobs arrive while one compiles: the next is chosen among all
+        nonlocal ended
+        for line in sys.stdin:
+            if line.strip():
+                with more:
+                    queued.append(json.loads(line))
+                    more.notify()
+        with more:
+            ended = True
+            more.notify()
+
+    threading.Thread(target=read, name="bidlab-compile-jobs", daemon=True).start()
     reporting = True
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        result = compile_job(json.loads(line))
+    while True:
+        with more:
+            while not queued and not ended:
+                more.wait()
+            if not queued:
+                break
+            job = min(queued, key=lambda j: (j.get("priority", 0), j.get("id", 0)))
+            queued.remove(job)
+        result = compile_job(job)
         if reporting:
             try:
                 print(json.dumps(result), flush=True)
@@ -92,9 +115,11 @@ class Worker:
         """The worker process's id."""
         return self._proc.pid
 
-    def submit(self, job_id: int, module: str, name: str, sig: tuple[Any, ...]) -> bool:
-        """Send a job; False when the worker cannot take it (it has exited)."""
-        line = json.dumps({"id": job_id, "module": module, "name": name,
+    def submit(self, job_id: int, module: str, name: str, sig: tuple[Any, ...],
+               priority: int = 0) -> bool:
+        """Send a job (of those waiting, the lowest ``priority`` compiles first, then the
+        earliest); False when the worker cannot take it (it has exited)."""
+        line = json.dumps({"id": job_id, "module": module, "name": name, "priority": priority,
                            "sig": base64.b64encode(pickle.dumps(sig)).decode("ascii")})
         with self._lock:
             if self._proc.stdin is None or self._proc.stdin.closed:

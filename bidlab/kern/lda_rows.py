@@ -10,6 +10,9 @@ from typing import Any
 import numba
 import numpy as np
 
+from bidlab.kern import lda_sampler_arrays as arrays
+from bidlab.kern.standin import stand_in
+
 
 @numba.njit(cache=True, nogil=True)
 def _fill_heated(temp, out):
@@ -74,6 +77,12 @@ def _rows_step(counts, colsum, phi_hat, rows, s):
             counts[w, j] += s * v
             colsum[j] += s * v
             phi_hat[w, j] = 0
+
+
+# Array-level forms run while a kernel compiles in the background (bidlab.kern.standin).
+stand_in(_fill_heated)(arrays.fill_heated)
+stand_in(_unique_cols)(arrays.unique_cols)
+stand_in(_rows_step)(arrays.rows_step)
 
 
 def rows_step(counts: Any, colsum: Any, phi_hat: Any, rows: Any, s: float) -> None:

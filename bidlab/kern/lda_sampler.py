@@ -46,10 +46,13 @@ import numba
 import numpy as np
 
 from bidlab import backend
+from bidlab.kern import lda_sampler_arrays as arrays
+from bidlab.kern import standin
 from bidlab.kern.lda_poisson import LAM_INV, SURE, _invert, _ptrs
 from bidlab.kern.lda_rows import _NO_HEAT, heated_words, rows_step, unique_columns
 from bidlab.kern.lda_sampler_cuda import same_sample_gpu
 from bidlab.kern.random import GOLD, STRIDE, mix64, stream_key, stream_key_nb, unit
+from bidlab.kern.standin import stand_in
 
 __all__ = ["PARALLEL_MIN_PAIRS", "heated_words", "rows_step", "same_sample", "same_sample_sweeps",
            "unique_columns", "workspace"]
@@ -119,6 +122,21 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
                     out[w, j] += z * inv_m
 
 
+@numba.njit(inline="always")
+def _first_at_least(a, n, v):
+    """``np.searchsorted(a[:n], v)``: the first i < n with ``a[i] >= v``, else n (a binary
+    search written out: numba's searchsorted doubles the kernel's compile time)."""
+    lo = n - n  # n's integer type
+    hi = n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @numba.njit(parallel=True, cache=True, nogil=True)
 def _sample_cpu(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
                 theta_hat, phi_hat, with_phi, bufs, rows, nsamps, key):
@@ -133,8 +151,8 @@ def _sample_cpu(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
             for c in range(nch - 1):
                 bufs[c, w, :] = 0
     for c in numba.prange(nch):
-        lo = np.searchsorted(indptr[:ndocs], (nnz * c) // nch)
-        hi = np.searchsorted(indptr[:ndocs], (nnz * (c + 1)) // nch) if c < nch - 1 else ndocs
+        lo = _first_at_least(indptr, ndocs, (nnz * c) // nch)
+        hi = _first_at_least(indptr, ndocs, (nnz * (c + 1)) // nch) if c < nch - 1 else ndocs
         if c == 0:
             lo = np.int64(0)  # not a literal 0: one specialization of _sample_rows
             _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, temp,
@@ -177,6 +195,12 @@ def _sweeps_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, h
             for j in range(theta.shape[1]):
                 theta[d, j] = theta_hat[d, j] + alpha
 
+
+# Array-level forms run while a kernel compiles in the background (bidlab.kern.standin).
+# The one-thread E-step compiles before the rest: its stand-in does most of the work.
+stand_in(_sample_cpu)(arrays.sample_cpu)
+stand_in(_sample_serial)(arrays.sample_serial)
+stand_in(_sweeps_serial, priority=-1)(arrays.sweeps_serial)
 
 # Below this many (nonzero, topic) pairs one thread is faster than waking the others (and
 # far faster when other processes keep the cores busy).
@@ -371,7 +395,10 @@ def same_sample_sweeps(
         _check(X, theta, phiT, temp, theta_hat, phi_hat, invden)
         work, scale, beta, invden, rows, hot = _cpu_args(X, theta, phiT, temp, work, scale,
                                                          beta, invden, rows, hot)
-        serial = _serial(X, theta, work)
+        args = (X.indptr, X.indices, X.data, theta, phiT, float(scale), float(beta), invden,
+                phiT if temp is None else temp, hot, theta_hat, phi_hat)
+        serial = _serial(X, theta, work) or not _parallel_ready(args, rows, nsamps, seed, step,
+                                                                sweeps, alpha, work)
     if not serial:
         xp = backend.namespace(theta)
         a = theta.dtype.type(alpha)
@@ -381,10 +408,25 @@ def same_sample_sweeps(
                         with_phi=i == sweeps - 1)
             xp.add(theta_hat, a, out=theta)
         return
-    _sweeps_serial(X.indptr, X.indices, X.data, theta, phiT, float(scale), float(beta), invden,
-                   phiT if temp is None else temp, hot, theta_hat, phi_hat, rows,
-                   float(nsamps), np.uint64(int(seed) & _M64), np.uint64(int(step) & _M64),
-                   int(sweeps), theta.dtype.type(alpha))
+    _sweeps_serial(*args, *_sweeps_tail(rows, nsamps, seed, step, sweeps, alpha, theta))
+
+
+def _sweeps_tail(rows: Any, nsamps: float, seed: int, step: int, sweeps: int, alpha: float,
+                 theta: Any) -> tuple[Any, ...]:
+    """``_sweeps_serial``'s arguments after phi_hat."""
+    return (rows, float(nsamps), np.uint64(int(seed) & _M64), np.uint64(int(step) & _M64),
+            int(sweeps), theta.dtype.type(alpha))
+
+
+def _parallel_ready(args: tuple[Any, ...], rows: Any, nsamps: float, seed: int, step: int,
+                    sweeps: int, alpha: float, work: Any) -> bool:
+    """Whether the threaded sweep runs compiled code now. On a fresh installation it is
+    compiled in the background (:mod:`bidlab.kern.standin`); until then an E-step runs
+    on one thread, in ``_sweeps_serial``, which compiles in about half the time (its
+    numpy stand-in runs until it does): asked first, it is compiled first."""
+    standin.ready(_sweeps_serial, *args,
+                  *_sweeps_tail(rows, nsamps, seed, step, sweeps, alpha, args[3]))
+    return standin.ready(_sample_cpu, *args, True, work, rows, float(nsamps), np.uint64(0))
 
 
 _ALL_ROWS: dict[int, np.ndarray] = {}

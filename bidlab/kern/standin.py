@@ -39,8 +39,14 @@ from typing import Any
 
 from bidlab.kern.compile_worker import Worker
 
-__all__ = ["stand_in", "set_enabled", "is_enabled", "enabled", "forced", "status", "wait",
-           "runs", "ENV"]
+try:  # numba's C-level type fingerprint (what its own dispatcher caches typings by)
+    from numba._dispatcher import compute_fingerprint as _fingerprint
+except ImportError:  # pragma: no cover - another numba: type every call in full
+    def _fingerprint(value: Any) -> bytes:
+        raise TypeError("no fingerprints")
+
+__all__ = ["stand_in", "set_enabled", "is_enabled", "enabled", "forced", "ready", "status",
+           "wait", "runs", "ENV"]
 
 #: the environment variable that switches the mechanism off ("0", "false", "off", "no")
 ENV = "BIDLAB_BACKGROUND_COMPILE"
@@ -98,14 +104,29 @@ class _Hook:
     """Takes the place of a dispatcher's ``_compile_for_args`` (what numba calls when no
     compiled specialization fits the arguments); returns what the call runs."""
 
-    def __init__(self, disp: Any, name: str, fallback: Callable[..., Any]) -> None:
+    def __init__(self, disp: Any, name: str, fallback: Callable[..., Any],
+                 priority: int = 0) -> None:
         self.disp = disp
+        self.priority = priority
         self.module = disp.py_func.__module__
         self.name = name
         self.fallback = fallback
         self.compile_here = disp._compile_for_args
         self.state: dict[tuple[Any, ...], str] = {}  # "pending", "done", "failed"
         self.seconds: dict[tuple[Any, ...], float] = {}  # the worker's compile times
+        self.sigs: dict[tuple[bytes, ...], tuple[Any, ...]] = {}  # fingerprints -> types
+
+    def signature(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The numba types of ``args``, remembered by their fingerprints: typing every
+        argument again on each stand-in call costs more than a small kernel's run."""
+        try:
+            key = tuple(_fingerprint(a) for a in args)
+        except Exception:  # a type numba's fingerprint does not cover
+            return tuple(self.disp.typeof_pyval(a) for a in args)
+        sig = self.sigs.get(key)
+        if sig is None:
+            sig = self.sigs[key] = tuple(self.disp.typeof_pyval(a) for a in args)
+        return sig
 
     def _run_fallback(self, *args: Any) -> Any:
         global _runs
@@ -118,7 +139,7 @@ class _Hook:
         if kws or not _enabled:
             return self.compile_here(*args, **kws)
         try:
-            sig = tuple(self.disp.typeof_pyval(a) for a in args)
+            sig = self.signature(args)
             with _lock:
                 state = self.state.get(sig)
                 if state in (None, "done") and _in_disk_cache(self.disp, sig):
@@ -130,6 +151,24 @@ class _Hook:
         if state == "pending":
             return self._run_fallback
         return self.compile_here(*args)  # the worker failed or could not write the cache
+
+    def ready(self, args: tuple[Any, ...]) -> bool:
+        """Whether a call with ``args`` would run machine code (compiled or in the disk
+        cache: loaded now); if not, its specialization goes to the worker."""
+        try:
+            sig = self.signature(args)
+            if sig in self.disp.overloads:
+                return True
+            with _lock:
+                state = self.state.get(sig)
+                if state in (None, "done") and _in_disk_cache(self.disp, sig):
+                    self.disp.compile(sig)
+                    return True
+                if state is None and _submit(self, sig):
+                    self.state[sig] = state = "pending"
+        except Exception:  # numba's internals moved, or no worker: the call compiles
+            return True
+        return state != "pending"
 
     def done(self, sig: tuple[Any, ...], ok: bool, seconds: float | None) -> None:
         with _lock:
@@ -151,15 +190,17 @@ def _submit(hook: _Hook, sig: tuple[Any, ...]) -> bool:
         _worker, _worker_pid = Worker(_on_result), os.getpid()
     job_id = len(_jobs)
     _jobs[job_id] = (hook, sig)
-    return _worker.submit(job_id, hook.module, hook.name, sig)
+    return _worker.submit(job_id, hook.module, hook.name, sig, hook.priority)
 
 
-def stand_in(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def stand_in(kernel: Any, priority: int = 0) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: the array-level stand-in of a cached numba ``kernel``.
 
     The decorated function takes the kernel's arguments (an adaptive kernel's, without
     the work size) and writes the same outputs. It is returned unchanged, so a test can
-    call it directly.
+    call it directly. Of the specializations waiting for the background compiler, those
+    of kernels with a lower ``priority`` compile first (-1: a kernel whose stand-in
+    carries most of its model's work, slower than the others' by more).
 
     Examples
     --------
@@ -180,12 +221,36 @@ def stand_in(kernel: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def register(fallback: Callable[..., Any]) -> Callable[..., Any]:
         if getattr(disp, "_cache", None) is None or disp._cache.cache_path is None:
             return fallback  # not disk-cached: nothing a worker could hand over
-        hook = _Hook(disp, name, fallback)
+        hook = _Hook(disp, name, fallback, priority)
         disp._compile_for_args = hook
         _hooks.append(hook)
         return fallback
 
     return register
+
+
+def ready(kernel: Any, *args: Any) -> bool:
+    """Whether calling ``kernel`` (a dispatcher with a stand-in) with ``args`` now runs its
+    machine code. False while its specialization is being compiled in the background (it
+    is sent there by this call if it was not yet): a caller with another way to do the
+    work (a serial kernel that is compiled already) can take it meanwhile. Always True
+    when stand-ins are switched off (the call compiles in this process) or forced.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bidlab.kern import cpu_elementwise
+    >>> out = np.empty(3)
+    >>> args = (np.array([0, 2, 2]), np.array([1.0, 2.0, 3.0]), 3, out)
+    >>> with enabled(False):
+    ...     ready(cpu_elementwise._csr_col_sums, *args)
+    True
+    """
+    disp = getattr(kernel, "parallel", kernel)
+    hook = disp.__dict__.get("_compile_for_args")
+    if not isinstance(hook, _Hook) or not _enabled or _forced:
+        return True
+    return hook.ready(args)
 
 
 @contextlib.contextmanager

@@ -50,35 +50,71 @@ def _catch_up(M: Any, S: Any, rows: np.ndarray, lr: Any, l1: Any, l2: Any, eps: 
               done: np.ndarray, t: int, rates: Any, base: int, adagrad: bool) -> None:
     """Rows ``rows``' deferred regulariser terms of their steps ``done`` .. t-1 (per-weight
     arithmetic in the model's dtype, a row's scalars and the power in float64, as the
-    kernel)."""
-    if rows.shape[0] == 0:
+    kernel). ``rows`` increasing; all of M's rows are worked on in place, without copies."""
+    n = rows.shape[0]
+    if n == 0:
         return
+    whole = n == M.shape[0]  # every row (rows is increasing): views, not gathers
     dt = M.dtype
     k64 = (t - done).astype(np.float64)[:, None]
     k, c2 = k64.astype(dt), (0.5 * (1.0 - 1.0 / k64)).astype(dt)
     col = int(adagrad)
     q = (rates[t - base, col] - rates[done - base, col])[:, None].astype(dt)
-    W = M[rows]
+    W = M if whole else M[rows]
+    with_l1 = bool(np.any(l1))
     if adagrad:
-        u = l2 * W
-        u += np.copysign(l1, W) * (W != 0)
-        grow = k * u * u
-        s = S[rows]
+        u = np.multiply(l2, W)
+        if with_l1:
+            u += np.sign(W) * l1
+        grow = np.multiply(u, u, out=u)
+        grow *= k
+        s = S if whole else S[rows]
         mid = np.sqrt(0.5 * (done + t - 1) + 1.0)[:, None].astype(dt)
-        eta = lr * q / (np.sqrt(s + dt.type(0.5) * grow) + eps * mid)
-        S[rows] = s + grow
+        eta = np.multiply(grow, dt.type(0.5))
+        eta += s
+        np.sqrt(eta, out=eta)
+        eta += eps * mid
+        np.divide(lr * q, eta, out=eta)
+        if whole:
+            S += grow
+        else:
+            S[rows] = s + grow
     else:
         eta = np.broadcast_to(lr * q, W.shape)
-    x = l2 * eta
-    w = W * (1 - x + c2 * x * x)
-    big = np.nonzero(x > _SMALL)  # the power only where the polynomial is not close enough
-    if big[0].shape[0]:
-        kb = np.broadcast_to(k64, x.shape)[big]
-        w[big] = W[big] * np.maximum(1.0 - x[big].astype(np.float64) / kb, 0.0) ** kb
-    shrunk = np.abs(w)
-    shrunk -= l1 * eta
-    np.maximum(shrunk, 0, out=shrunk)
-    M[rows] = np.copysign(shrunk, w)
+    x = np.multiply(l2, eta)
+    factor = c2 * x  # 1 - x + c2 x^2 = 1 + x (c2 x - 1)
+    factor -= 1
+    factor *= x
+    factor += 1
+    w = np.multiply(W, factor, out=factor)
+    if x.max() > _SMALL:  # the power where the polynomial is not close enough
+        _power(w, W, x, k64)
+    if with_l1:
+        shrunk = np.abs(w)
+        shrunk -= l1 * eta
+        np.maximum(shrunk, 0, out=shrunk)
+        w = np.copysign(shrunk, w, out=shrunk)
+    if whole:
+        M[...] = w
+    else:
+        M[rows] = w
+
+
+def _power(w: np.ndarray, W: np.ndarray, x: np.ndarray, k64: np.ndarray) -> None:
+    """``w = W * max(1 - x / k, 0) ** k`` (in float64) where ``x > _SMALL``: over the
+    whole array when most elements need it (large rates), else gathered."""
+    big = x > _SMALL
+    if np.count_nonzero(big) * 4 > big.size:
+        p = np.divide(x, k64, dtype=np.float64)
+        np.subtract(1.0, p, out=p)
+        np.maximum(p, 0.0, out=p)
+        np.power(p, k64, out=p)
+        p *= W
+        np.copyto(w, p, casting="same_kind", where=big)
+        return
+    at = np.nonzero(big)
+    kb = np.broadcast_to(k64, x.shape)[at]
+    w[at] = W[at] * np.maximum(1.0 - x[at].astype(np.float64) / kb, 0.0) ** kb
 
 
 def _data_rows(pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any,
