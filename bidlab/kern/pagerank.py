@@ -10,7 +10,9 @@ call computes, for every target ``j``::
 (``a`` = d times the dangling mass, ``b`` = (1 - d) times the total mass; ``u`` the
 dangling and ``p`` the teleport distribution): the mat-vec, the dangling term and the
 teleport in one pass, parallel over targets. Each target's sum is accumulated in float64
-and written by one thread, so the result does not depend on the thread count.
+and written by one thread, so the result does not depend on the thread count. The serial
+pass that forms ``y`` also measures the last iteration's L1 change, so an iteration reads
+the scores once outside the mat-vec.
 """
 
 from __future__ import annotations
@@ -24,18 +26,22 @@ __all__ = ["pull_step", "source_weights"]
 
 
 @numba.njit(cache=True, nogil=True)
-def source_weights(x, inv, y):  # pragma: no cover - compiled
-    """``y = x * inv`` (``inv``: 1 / out-weight, 0 for a dangling vertex); returns the
-    mass of ``x`` on dangling vertices and its total, summed in float64 in index order."""
+def source_weights(x, inv, y, prev):  # pragma: no cover - compiled
+    """``y = x * inv`` (``inv``: 1 / out-weight, 0 for a dangling vertex) and ``prev = x``;
+    returns the mass of ``x`` on dangling vertices, its total and the L1 change
+    ``sum |x - prev|`` from the ``prev`` given, each summed in float64 in index order."""
     dangling = 0.0
     total = 0.0
+    change = 0.0
     for i in range(x.shape[0]):
         xi = x[i]
         total += xi
+        change += abs(xi - prev[i])
+        prev[i] = xi
         if inv[i] == 0.0:
             dangling += xi
         y[i] = xi * inv[i]
-    return dangling, total
+    return dangling, total, change
 
 
 @adaptive_kernel(cache=True, nogil=True)

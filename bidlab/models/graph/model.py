@@ -25,7 +25,8 @@ adjacency ``A`` itself, not ``P``; the first pass builds ``A``'s in-edge lists (
 and the out-weights once, and each pass is one call of
 :func:`bidlab.kern.pagerank.pull_step` -- the mat-vec, the dangling term and the teleport
 in one pass over the edges, parallel over target vertices -- after one serial pass that
-forms ``y = x / out`` and sums the dangling and the total mass.
+forms ``y = x / out``, sums the dangling and the total mass and measures the last
+iteration's L1 change.
 
 After the first pass nothing is allocated: the product goes into the totals (or a 1 x n
 buffer) with ``out=``, the vector updates are ``xp`` ufuncs with ``out=``.
@@ -174,17 +175,21 @@ class PageRankModel(Model):
                               self.modelmats[0].data[:, sl])
         return v
 
-    def _start_iteration(self, pass_: int) -> float | None:
+    def _start_iteration(self, pass_: int, change: float | None = None) -> float | None:
         """At a pass's first block: measure the last iteration's change, decide whether to
-        stop, keep the current scores as the previous ones."""
+        stop, keep the current scores as the previous ones. ``change``: the change already
+        measured (and the scores already kept) by the in-edge engine's first kernel."""
         xp = self.xp
         x, prev, tmp = self.modelmats[0].data, self._prev.data, self._tmp.data
         r = None
         if pass_ > 0:
-            xp.subtract(x, prev, out=tmp)
-            xp.abs(tmp, out=tmp)
-            tmp.sum(axis=1, out=self._r)  # into a kept buffer: no device allocation
-            r = float(self._r[0])
+            if change is None:
+                xp.subtract(x, prev, out=tmp)
+                xp.abs(tmp, out=tmp)
+                tmp.sum(axis=1, out=self._r)  # into a kept buffer: no device allocation
+                r = float(self._r[0])
+            else:
+                r = float(change)
             t = min(pass_, self.residuals.shape[0])
             self.residuals[t - 1] = r
             self.n_iter = t
@@ -192,10 +197,13 @@ class PageRankModel(Model):
             if self.reached_tol or pass_ >= self.opts.max_iter:
                 self.converged = True
         self._final = self.converged
-        xp.copyto(prev, x)
+        if change is None:
+            xp.copyto(prev, x)
         return r
 
     def update(self, batch: Minibatch) -> float | None:
+        if self.pull:
+            return self._pull_update(batch)
         xp = self.xp
         r = self._start_iteration(batch.pass_) if batch.index == 0 else None
         xb, tb, xraw = self._view(batch)
@@ -207,9 +215,6 @@ class PageRankModel(Model):
             return r
         P, rows = batch.mats[0], batch.mats[1].data
         d, t = self.opts.damping, self._tmp.data
-        if self.pull:
-            self._pull_step(P, rows, xraw, T.data, d)
-            return r
         if batch.index == 0:  # the totals start with this block's d x_R P_R
             dense_sparse(xb, P, out=T)
             xp.multiply(T.data, d, out=T.data)
@@ -240,12 +245,22 @@ class PageRankModel(Model):
                         self._u.reshape(-1), self._p.reshape(-1), int(C.nnz))
         return self._in
 
-    def _pull_step(self, A: Any, rows: Any, x: Any, out: Any, d: float) -> None:
-        """out = d (x / out-weights) A + [dangling mass] u + [total mass] p, one kernel."""
-        indptr, indices, w, inv, y, u, p, nnz = self._in_edges(A)
-        dangling, total = pagerank.source_weights(x.reshape(-1), inv, y)
+    def _pull_update(self, batch: Minibatch) -> float | None:
+        """One iteration of the in-edge engine (the whole graph, one block): the last
+        change measured and ``y = x / out-weights`` formed in one serial pass, then
+        ``out = d y A + [dangling mass] u + [total mass] p`` in one kernel."""
+        indptr, indices, w, inv, y, u, p, nnz = self._in_edges(batch.mats[0])
+        x, out = self.modelmats[0].data, self.updatemats[0].data
+        dangling, total, change = pagerank.source_weights(x.reshape(-1), inv, y,
+                                                          self._prev.data.reshape(-1))
+        r = self._start_iteration(batch.pass_, change)
+        if self._final:  # converged: the scores handed back unchanged
+            np.copyto(out, x)
+            return r
+        d = self.opts.damping
         pagerank.pull_step(nnz + self.n, indptr, indices, w, y, d, d * dangling,
                            (1.0 - d) * total, u, p, out.reshape(-1))
+        return r
 
     def evaluate(self, batch: Minibatch) -> Any:
         """Full-batch: nothing is held out; the score is the last change measured."""
