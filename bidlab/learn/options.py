@@ -259,7 +259,8 @@ class Options:
     def __getstate__(self) -> dict[str, Any]:
         """Values, tables and history; not the lock nor cross-option validators (closures
         of the learner that added them; a new learner adds its own)."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_validators")}
+        state = {k: v for k, v in self.__dict__.items()
+                 if k.startswith("_") and k not in ("_lock", "_validators")}
         state["_running"] = False
         state["_pending"] = {}
         return state
@@ -269,6 +270,17 @@ class Options:
             object.__setattr__(self, k, v)
         object.__setattr__(self, "_lock", threading.Lock())
         object.__setattr__(self, "_validators", [])
+        self._mirror(self._values)
+
+    def _mirror(self, names: Iterable[str]) -> None:
+        """Copy these values into the instance's attributes, where ``opts.name`` finds them
+        without a call (``__getattr__`` is the fallback: it costs a microsecond or two, and
+        a training loop reads a dozen options a step). A name that a method or property of
+        this class holds is left to ``__getattr__``, never shadowed."""
+        attrs, values, cls = self.__dict__, self._values, type(self)
+        for name in names:
+            if not name.startswith("_") and not hasattr(cls, name):
+                attrs[name] = values[name]
 
     # -- declaring ------------------------------------------------------------------------
     def declare(self, spec: Option, value: Any = None, has_value: bool = False) -> None:
@@ -283,6 +295,7 @@ class Options:
         self._values[spec.name] = spec.check(value) if has_value else (
             spec.check(spec.default) if spec.default is not None or not spec.none_ok else None)
         self._base[spec.name] = self._values[spec.name]
+        self._mirror((spec.name,))
 
     def add_validator(self, fn: Callable[[dict[str, Any]], None]) -> None:
         """Register a cross-option check, called with the would-be values after a set."""
@@ -358,6 +371,7 @@ class Options:
             for fn in self._validators:
                 fn(trial)
             self._values.update(checked)
+            self._mirror(checked)
             object.__setattr__(self, "_version", self._version + 1)
             self._pending.update(checked)
             self._history.append(Change(self._version, dict(checked)))

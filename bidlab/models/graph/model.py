@@ -21,10 +21,11 @@ iterations, the model is ``converged``: that pass computes no product -- each bl
 its own entries of ``x`` back, so the totals are ``x`` unchanged -- and the learner stops.
 
 **In-edge engine** (``pull=True``; the CPU, the whole graph in one block): the data are the
-adjacency ``A`` itself, not ``P``; the first pass builds ``A``'s in-edge lists (its CSC)
-and the out-weights once, and each pass is one call of
-:func:`bidlab.kern.pagerank.pull_step` -- the mat-vec, the dangling term and the teleport
-in one pass over the edges, parallel over target vertices -- after one serial pass that
+adjacency ``A`` alone, not ``P`` and its row table; the first pass builds ``A``'s in-edge
+lists (its CSC) and the out-weights once (:func:`bidlab.kern.pagerank.in_edges`), and
+each pass is one call of :func:`bidlab.kern.pagerank.pull_step` -- the mat-vec, the
+dangling term and the teleport in one pass over the edges, parallel over target
+vertices -- after one serial pass that
 forms ``y = x / out``, sums the dangling and the total mass and measures the last
 iteration's L1 change.
 
@@ -237,12 +238,10 @@ class PageRankModel(Model):
         the 1-D buffers of the in-edge engine: built at the first pass."""
         if self._in is None:
             A = A.csr if hasattr(A, "csr") else A
-            out = np.asarray(A.sum(axis=1), dtype=np.float64).reshape(-1)
+            indptr, indices, w, out = pagerank.in_edges(A.indptr, A.indices, A.data, self.n)
             inv = np.divide(1.0, out, out=np.zeros_like(out), where=out != 0)
-            C = A.tocsc()
-            w = C.data if (C.data != 1).any() else np.empty(0, C.data.dtype)
-            self._in = (C.indptr, C.indices, w, inv, np.empty(self.n),
-                        self._u.reshape(-1), self._p.reshape(-1), int(C.nnz))
+            self._in = (indptr, indices, w, inv, np.empty(self.n),
+                        self._u.reshape(-1), self._p.reshape(-1), int(indices.shape[0]))
         return self._in
 
     def _pull_update(self, batch: Minibatch) -> float | None:
