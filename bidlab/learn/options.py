@@ -482,12 +482,17 @@ class Configurable:
 
     @classmethod
     def option_table(cls) -> list[Option]:
-        """This class's options with their owner filled in, base classes' first."""
-        seen: dict[str, Option] = {}
-        for klass in reversed(cls.__mro__):
-            for spec in klass.__dict__.get("OPTIONS", ()):
-                seen[spec.name] = Option(**{**spec.__dict__, "owner": cls.__name__})
-        return list(seen.values())
+        """This class's options with their owner filled in, base classes' first (made once
+        per class: every learner asks each of its components' classes)."""
+        table = cls.__dict__.get("_option_table")
+        if table is None:
+            seen: dict[str, Option] = {}
+            for klass in reversed(cls.__mro__):
+                for spec in klass.__dict__.get("OPTIONS", ()):
+                    seen[spec.name] = Option(**{**spec.__dict__, "owner": cls.__name__})
+            table = tuple(seen.values())  # Options are frozen: the rows can be shared
+            type.__setattr__(cls, "_option_table", table)
+        return list(table)
 
     def attach(self, opts: Options) -> None:
         """Read options from the learner's merged set from now on."""
