@@ -301,6 +301,28 @@ def test_power_iterations_allocate_nothing_after_the_first(traced_allocations):
     assert trace.peak_bytes < n * 8 // 4, trace  # well below one score vector
 
 
+def test_iterations_grouped_in_passes_give_the_same_scores_and_residuals():
+    from bidlab.learn import Learner
+    from bidlab.learn.blocks import BlockSource
+    from bidlab.models.graph.model import PageRankModel
+
+    A = random_graph(300, 0.02, 8, n_dangling=20)
+    n, runs = A.shape[0], {}
+    for seconds in (0.0, 60.0):  # one iteration a pass; all of them in the first pass
+        model = PageRankModel(n, pull=True, pass_seconds=seconds, tol=1e-10, max_iter=500)
+        lrn = Learner(model, BlockSource(A, batch_size=n, names=("A",)), n_passes=501)
+        lrn.fit(progress=None)
+        runs[seconds] = (lrn.step, model.n_iter, model.residuals[: model.n_iter].copy(),
+                         model.modelmats[0].numpy().ravel().copy())
+    (steps1, it1, res1, x1), (steps2, it2, res2, x2) = runs[0.0], runs[60.0]
+    assert it1 == it2 > 10 and steps1 == it1 + 1 and steps2 == 1
+    np.testing.assert_array_equal(res2, res1)
+    np.testing.assert_array_equal(x2, x1)
+    fitted = PageRank(tol=1e-10, max_iter=500).fit(A)  # fit groups its iterations
+    np.testing.assert_array_equal(fitted.scores_, x1)
+    np.testing.assert_array_equal(fitted.residuals_, res1)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_in_edge_lists_are_the_csc_and_the_row_sums_compiled_or_not(dtype):
     from bidlab.kern import standin

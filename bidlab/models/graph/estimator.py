@@ -37,6 +37,11 @@ from bidlab.models.validation import device_row, dtype_row
 
 __all__ = ["PageRank"]
 
+#: ``fit``'s learner (nobody watches it) runs iterations of the in-edge engine in passes
+#: of at least this many seconds: the learner's own cost per pass (bookkeeping, checks,
+#: the record) then stays a few percent of a small graph's time (BENCHMARKS.md, pagerank)
+FIT_PASS_SECONDS = 0.002
+
 
 def _valid_weights(x: Any) -> bool:
     return isinstance(x, dict) or len(np.shape(x)) == 1
@@ -172,6 +177,7 @@ class PageRank(FittedByModel, BidlabEstimator):
         pull = (first_row is None and options.get("comm") is None and batch >= n
                 and not backend.is_cupy_array(A.data))
         model = PageRankModel(n, first_row=first, personalization=p, dangling=u, pull=pull,
+                              pass_seconds=0.0 if live else FIT_PASS_SECONDS,
                               damping=self.damping, tol=self.tol, max_iter=self.max_iter)
         if pull:  # the in-edge engine: A itself, its in-edges and out-weights built at the
             src = BlockSource(A, batch_size=batch, names=("A",))  # first pass

@@ -27,7 +27,8 @@ each pass is one call of :func:`bidlab.kern.pagerank.pull_step` -- the mat-vec, 
 dangling term and the teleport in one pass over the edges, parallel over target
 vertices -- after one serial pass that
 forms ``y = x / out``, sums the dangling and the total mass and measures the last
-iteration's L1 change.
+iteration's L1 change. With ``pass_seconds`` > 0 a pass may run several iterations
+(:meth:`PageRankModel._pull_update`).
 
 After the first pass nothing is allocated: the product goes into the totals (or a 1 x n
 buffer) with ``out=``, the vector updates are ``xp`` ufuncs with ``out=``.
@@ -35,6 +36,7 @@ buffer) with ``out=``, the vector updates are ``xp`` ufuncs with ``out=``.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -65,6 +67,11 @@ class PageRankModel(Model):
         dangling: where a dangling vertex's score goes, likewise; None: ``personalization``.
         pull: the data are the adjacency (not the transition), ranked by the in-edge engine
             (the module doc): CPU, one block of all rows, one learner.
+        pass_seconds: the in-edge engine runs further iterations within a pass until the
+            pass has taken this long (0, the default: one iteration a pass, one residual
+            per iteration in the learner's history); ``PageRank.fit``, whose learner
+            nobody watches, sets it so that a small graph's iterations do not each pay
+            for a learner step. The scores and ``residuals`` are the same either way.
         damping, tol, max_iter: the options below.
 
     Attributes (besides ``modelmats``, the 1 x n scores):
@@ -85,8 +92,13 @@ class PageRankModel(Model):
     mat_names = ("scores",)
     full_batch = True
 
+    pass_seconds = 0.0  # (class defaults: what a model saved without them reads)
+    _extra = 0
+    _pass_iters = 1
+
     def __init__(self, n: int, *, first_row: int = 0, personalization: Any = None,
-                 dangling: Any = None, pull: bool = False, **options: Any) -> None:
+                 dangling: Any = None, pull: bool = False, pass_seconds: float = 0.0,
+                 **options: Any) -> None:
         super().__init__(**options)
         self.n = int(n)
         self.first_row = int(first_row)
@@ -102,6 +114,7 @@ class PageRankModel(Model):
         self._final = False
         self._views: dict[int, tuple[Mat, Any, Any]] | None = None
         self.pull = bool(pull)
+        self.pass_seconds = float(pass_seconds)
         self._in: tuple[Any, ...] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -144,6 +157,8 @@ class PageRankModel(Model):
         self._final = False
         self._views = None
         self._in = None
+        self._extra = 0  # iterations run within passes beyond each pass's first
+        self._pass_iters = 1
         if self.pull and (xp is not np or self.first_row != 0 or info.n_samples != n):
             raise ValueError("PageRank: the in-edge engine (pull=True) ranks the whole graph "
                              "in one block on the CPU; give it all rows of a host graph, or "
@@ -245,25 +260,42 @@ class PageRankModel(Model):
         return self._in
 
     def _pull_update(self, batch: Minibatch) -> float | None:
-        """One iteration of the in-edge engine (the whole graph, one block): the last
+        """Iterations of the in-edge engine (the whole graph, one block). Each: the last
         change measured and ``y = x / out-weights`` formed in one serial pass, then
-        ``out = d y A + [dangling mass] u + [total mass] p`` in one kernel."""
+        ``out = d y A + [dangling mass] u + [total mass] p`` in one kernel.
+
+        One iteration a pass, unless ``pass_seconds`` > 0: then further iterations follow
+        within the pass (alternating between the totals and a scratch vector; the model
+        matrix is left to the updater) until it has run that long or converged, so a
+        small graph's iterations do not each pay for a learner step."""
         indptr, indices, w, inv, y, u, p, nnz = self._in_edges(batch.mats[0])
-        x, out = self.modelmats[0].data, self.updatemats[0].data
-        dangling, total, change = pagerank.source_weights(x.reshape(-1), inv, y,
-                                                          self._prev.data.reshape(-1))
-        r = self._start_iteration(batch.pass_, change)
-        if self._final:  # converged: the scores handed back unchanged
-            np.copyto(out, x)
-            return r
+        out = self.updatemats[0].data.reshape(-1)
+        prev = self._prev.data.reshape(-1)
+        src = self.modelmats[0].data.reshape(-1)
         d = self.opts.damping
-        pagerank.pull_step(nnz + self.n, indptr, indices, w, y, d, d * dangling,
-                           (1.0 - d) * total, u, p, out.reshape(-1))
-        return r
+        t0 = time.perf_counter()
+        self._pass_iters = 0
+        while True:
+            dangling, total, change = pagerank.source_weights(src, inv, y, prev)
+            r = self._start_iteration(batch.pass_ + self._extra, change)
+            if self._final:  # converged: the scores handed back unchanged
+                if src is not out:
+                    np.copyto(out, src)
+                return r
+            dst = out if src is not out else self._tmp.data.reshape(-1)
+            pagerank.pull_step(nnz + self.n, indptr, indices, w, y, d, d * dangling,
+                               (1.0 - d) * total, u, p, dst)
+            self._pass_iters += 1
+            if time.perf_counter() - t0 >= self.pass_seconds:
+                if dst is not out:
+                    np.copyto(out, dst)
+                return r
+            src = dst
+            self._extra += 1
 
     def evaluate(self, batch: Minibatch) -> Any:
         """Full-batch: nothing is held out; the score is the last change measured."""
         return float(self.residuals[self.n_iter - 1]) if self.n_iter else None
 
     def flops(self, batch: Minibatch) -> float:
-        return 2.0 * batch.mats[0].nnz + 8.0 * self.n
+        return (2.0 * batch.mats[0].nnz + 8.0 * self.n) * max(1, self._pass_iters)
