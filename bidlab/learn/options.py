@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from bidlab.learn.option_attrs import mirror
 from bidlab.learn.persistable import persistable
 
 __all__ = ["Option", "Options", "OptionError", "Configurable", "validate_params"]
@@ -270,17 +271,7 @@ class Options:
             object.__setattr__(self, k, v)
         object.__setattr__(self, "_lock", threading.Lock())
         object.__setattr__(self, "_validators", [])
-        self._mirror(self._values)
-
-    def _mirror(self, names: Iterable[str]) -> None:
-        """Copy these values into the instance's attributes, where ``opts.name`` finds them
-        without a call (``__getattr__`` is the fallback: it costs a microsecond or two, and
-        a training loop reads a dozen options a step). A name that a method or property of
-        this class holds is left to ``__getattr__``, never shadowed."""
-        attrs, values, cls = self.__dict__, self._values, type(self)
-        for name in names:
-            if not name.startswith("_") and not hasattr(cls, name):
-                attrs[name] = values[name]
+        mirror(self, self._values)
 
     # -- declaring ------------------------------------------------------------------------
     def declare(self, spec: Option, value: Any = None, has_value: bool = False) -> None:
@@ -295,7 +286,7 @@ class Options:
         self._values[spec.name] = spec.check(value) if has_value else (
             spec.check(spec.default) if spec.default is not None or not spec.none_ok else None)
         self._base[spec.name] = self._values[spec.name]
-        self._mirror((spec.name,))
+        mirror(self, (spec.name,))  # read as an attribute from now on
 
     def add_validator(self, fn: Callable[[dict[str, Any]], None]) -> None:
         """Register a cross-option check, called with the would-be values after a set."""
@@ -371,7 +362,7 @@ class Options:
             for fn in self._validators:
                 fn(trial)
             self._values.update(checked)
-            self._mirror(checked)
+            mirror(self, checked)
             object.__setattr__(self, "_version", self._version + 1)
             self._pending.update(checked)
             self._history.append(Change(self._version, dict(checked)))
@@ -482,17 +473,12 @@ class Configurable:
 
     @classmethod
     def option_table(cls) -> list[Option]:
-        """This class's options with their owner filled in, base classes' first (made once
-        per class: every learner asks each of its components' classes)."""
-        table = cls.__dict__.get("_option_table")
-        if table is None:
-            seen: dict[str, Option] = {}
-            for klass in reversed(cls.__mro__):
-                for spec in klass.__dict__.get("OPTIONS", ()):
-                    seen[spec.name] = Option(**{**spec.__dict__, "owner": cls.__name__})
-            table = tuple(seen.values())  # Options are frozen: the rows can be shared
-            type.__setattr__(cls, "_option_table", table)
-        return list(table)
+        """This class's options with their owner filled in, base classes' first."""
+        seen: dict[str, Option] = {}
+        for klass in reversed(cls.__mro__):
+            for spec in klass.__dict__.get("OPTIONS", ()):
+                seen[spec.name] = Option(**{**spec.__dict__, "owner": cls.__name__})
+        return list(seen.values())
 
     def attach(self, opts: Options) -> None:
         """Read options from the learner's merged set from now on."""
