@@ -61,6 +61,25 @@ def test_set_is_all_or_nothing_and_versions_count():
     assert lr.opts.value_at("lrate", v0) == 0.1 and lr.opts.value_at("lrate", v) == 0.5
 
 
+def test_values_read_as_attributes_follow_every_set_and_survive_pickling():
+    import pickle
+
+    opts = Options([Option("rate", float, 0.1, "a rate", low=0.0),
+                    Option("get", int, 3, "named like a method")])
+    assert opts.rate == 0.1 and opts.get("rate") == 0.1
+    opts.rate = 0.2
+    opts.set(rate=0.3, get=4)
+    assert opts.rate == 0.3 and opts.get("rate") == 0.3 and opts.as_dict()["get"] == 4
+    assert callable(opts.get)  # an option's value never hides a method
+    with pytest.raises(OptionError):
+        opts.set(rate=0.5, get=-1.5)  # all or nothing: the attribute keeps its value too
+    assert opts.rate == 0.3
+    back = pickle.loads(pickle.dumps(opts))
+    assert "rate" not in opts.__getstate__()  # values travel once, in their table
+    back.rate = 0.7
+    assert back.rate == 0.7 and back.as_dict()["get"] == 4 and opts.rate == 0.3
+
+
 def test_unknown_option_suggests_close_names():
     lr = _learner()
     with pytest.raises(OptionError, match="unknown option 'lrat'. Did you mean 'lrate'"):

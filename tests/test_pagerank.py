@@ -301,6 +301,56 @@ def test_power_iterations_allocate_nothing_after_the_first(traced_allocations):
     assert trace.peak_bytes < n * 8 // 4, trace  # well below one score vector
 
 
+def test_iterations_grouped_in_passes_give_the_same_scores_and_residuals():
+    from bidlab.learn import Learner
+    from bidlab.learn.blocks import BlockSource
+    from bidlab.models.graph.model import PageRankModel
+
+    A = random_graph(300, 0.02, 8, n_dangling=20)
+    n, runs = A.shape[0], {}
+    for seconds in (0.0, 60.0):  # one iteration a pass; all of them in the first pass
+        model = PageRankModel(n, pull=True, pass_seconds=seconds, tol=1e-10, max_iter=500)
+        lrn = Learner(model, BlockSource(A, batch_size=n, names=("A",)), n_passes=501)
+        lrn.fit(progress=None)
+        runs[seconds] = (lrn.step, model.n_iter, model.residuals[: model.n_iter].copy(),
+                         model.modelmats[0].numpy().ravel().copy())
+    (steps1, it1, res1, x1), (steps2, it2, res2, x2) = runs[0.0], runs[60.0]
+    assert it1 == it2 > 10 and steps1 == it1 + 1 and steps2 == 1
+    np.testing.assert_array_equal(res2, res1)
+    np.testing.assert_array_equal(x2, x1)
+    fitted = PageRank(tol=1e-10, max_iter=500).fit(A)  # fit groups its iterations
+    np.testing.assert_array_equal(fitted.scores_, x1)
+    np.testing.assert_array_equal(fitted.residuals_, res1)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_in_edge_lists_are_the_csc_and_the_row_sums_compiled_or_not(dtype):
+    from bidlab.kern import standin
+    from bidlab.kern.pagerank import in_edges
+
+    for weighted, A in ((True, random_graph(400, 0.02, 5, n_dangling=30)),
+                        (False, (random_graph(300, 0.03, 6, n_dangling=10) > 0).astype(float))):
+        A = sp.csr_matrix(A, dtype=dtype)
+        C = A.tocsc()
+        runs = standin.runs()
+        for forced in (False, True):
+            if forced:
+                with standin.forced():
+                    got = in_edges(A.indptr, A.indices, A.data, A.shape[0])
+                assert standin.runs() > runs, "the stand-in did not run"
+            else:
+                got = in_edges(A.indptr, A.indices, A.data, A.shape[0])
+            in_ptr, in_src, in_w, out_w = got
+            np.testing.assert_array_equal(in_ptr, C.indptr)
+            np.testing.assert_array_equal(in_src, C.indices)
+            if weighted:
+                np.testing.assert_array_equal(in_w, C.data)
+            else:
+                assert in_w.size == 0  # every weight 1: the kernel reads no weights
+            np.testing.assert_allclose(out_w, np.asarray(A.sum(axis=1)).ravel(), rtol=1e-6)
+            assert out_w.dtype == np.float64
+
+
 # ------------------------------------------------------------------------ files
 def test_save_load_and_pickle(tmp_path):
     A = random_graph(50, 0.06, 14, n_dangling=5)

@@ -81,6 +81,8 @@ def raw(X: Any) -> Any:
 
 def _view(m: Any, a: int, z: int) -> Any:
     if backend.is_sparse(m):
+        if a == 0 and z == m.shape[0] and int(m.indptr[z]) == m.indices.shape[0]:
+            return SMat(m)  # the whole matrix, no spare room: wrapped as it is
         p0, p1 = int(m.indptr[a]), int(m.indptr[z])
         csp = backend.sparse_module(backend.namespace(m.data))
         part = csp.csr_matrix((m.data[p0:p1], m.indices[p0:p1], m.indptr[a : z + 1] - p0),
@@ -90,7 +92,6 @@ def _view(m: Any, a: int, z: int) -> Any:
 
 
 def _nbytes(v: Any) -> int:
-    if isinstance(v, SMat):
-        c = v.csr
-        return int(c.data.nbytes + c.indices.nbytes + c.indptr.nbytes)
+    if isinstance(v, SMat):  # its arrays, without making a scipy matrix of them
+        return int(v.data.nbytes + v.indices.nbytes + v.indptr.nbytes)
     return int(v.data.nbytes)

@@ -19,9 +19,11 @@ one that starts from data (centres, topic counts) starts at it; a growth of a mi
 times past an RMS entry of 1e8 is not training.
 
 Cost: one sum of squares over the model matrices (no allocation for contiguous ones) at
-``EARLY_STEPS``, at every pass end, and then every ``every`` training steps, ``every``
-chosen from the measured cost of a check and of a step so that checks take about
-``BUDGET`` (1 %) of the training time (at least every ``MAX_EVERY`` = 4096 steps).
+``EARLY_STEPS``, at every pass end of several minibatches, and then every ``every``
+training steps (a pass of one minibatch, as a full-batch model's often is, counts as a
+step), ``every`` chosen from the measured cost of a check and of a step so that checks
+take about ``BUDGET`` (1 %) of the training time (at least every ``MAX_EVERY`` = 4096
+steps).
 """
 
 from __future__ import annotations

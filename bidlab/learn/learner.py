@@ -48,7 +48,7 @@ from bidlab.learn.mixins import Mixin
 from bidlab.learn.model import Model, hold_out_none
 from bidlab.learn.observers import ObserverHub, Subscription
 from bidlab.learn.options import Configurable, Option, Options
-from bidlab.learn.progress import PassLines, make_progress
+from bidlab.learn.progress import PassLines, format_summary, make_progress
 from bidlab.learn.record import PassStats, RunRecord
 from bidlab.learn.updaters.base import Updater
 from bidlab.learn.updaters.per_matrix import as_updater
@@ -167,7 +167,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         #: one dict per pass, the last SUMMARIES_KEPT passes
         self.summaries: collections.deque[dict[str, Any]] = collections.deque(
             maxlen=SUMMARIES_KEPT)
-        self._lines: collections.deque[str] = collections.deque()
+        self._lines: collections.deque[dict[str, Any]] = collections.deque()  # unshown
         self._stats = PassStats()
         self._last_train = math.nan
         self._last_val = math.nan
@@ -298,7 +298,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         def show_last() -> None:
             last = lines.finish()
             if last is not None:
-                disp.write(last)
+                disp.write(format_summary(last))
 
         try:
             if background:

@@ -215,7 +215,8 @@ class TrainingLoop:
                 upd.end_pass(batch.pass_)
                 model.end_pass(batch.pass_)
                 self._check_finite(f"pass {batch.pass_ + 1}")
-                watch.check(self, f"end of pass {batch.pass_ + 1}")
+                if bpp != 1 or watch.trained >= watch.next_check:  # one-step passes: steps'
+                    watch.check(self, f"end of pass {batch.pass_ + 1}")
                 self._end_pass(batch.pass_)
                 if opts.checkpoint:
                     self._save_now(opts.checkpoint)

@@ -83,7 +83,7 @@ class LearnerMetrics:
             "score_name": self.model.score_name,
         }
         self.summaries.append(summary)
-        self._lines.append(format_summary(summary))
+        self._lines.append(summary)  # formatted when shown: most passes' lines never are
         while len(self._lines) > 1000:
             self._lines.popleft()
 
@@ -143,5 +143,5 @@ class LearnerMetrics:
         while self._lines:
             line = lines.offer(self._lines.popleft())
             if line is not None:
-                disp.write(line)
+                disp.write(format_summary(line))
 

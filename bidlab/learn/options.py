@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from bidlab.learn.option_attrs import mirror
 from bidlab.learn.persistable import persistable
 
 __all__ = ["Option", "Options", "OptionError", "Configurable", "validate_params"]
@@ -259,7 +260,8 @@ class Options:
     def __getstate__(self) -> dict[str, Any]:
         """Values, tables and history; not the lock nor cross-option validators (closures
         of the learner that added them; a new learner adds its own)."""
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_lock", "_validators")}
+        state = {k: v for k, v in self.__dict__.items()
+                 if k.startswith("_") and k not in ("_lock", "_validators")}
         state["_running"] = False
         state["_pending"] = {}
         return state
@@ -269,6 +271,7 @@ class Options:
             object.__setattr__(self, k, v)
         object.__setattr__(self, "_lock", threading.Lock())
         object.__setattr__(self, "_validators", [])
+        mirror(self, self._values)
 
     # -- declaring ------------------------------------------------------------------------
     def declare(self, spec: Option, value: Any = None, has_value: bool = False) -> None:
@@ -283,6 +286,7 @@ class Options:
         self._values[spec.name] = spec.check(value) if has_value else (
             spec.check(spec.default) if spec.default is not None or not spec.none_ok else None)
         self._base[spec.name] = self._values[spec.name]
+        mirror(self, (spec.name,))  # read as an attribute from now on
 
     def add_validator(self, fn: Callable[[dict[str, Any]], None]) -> None:
         """Register a cross-option check, called with the would-be values after a set."""
@@ -358,6 +362,7 @@ class Options:
             for fn in self._validators:
                 fn(trial)
             self._values.update(checked)
+            mirror(self, checked)
             object.__setattr__(self, "_version", self._version + 1)
             self._pending.update(checked)
             self._history.append(Change(self._version, dict(checked)))

@@ -81,10 +81,11 @@ class PassLines:
         self.every = PASS_LINE_EVERY_S if every is None else every
         self.clock = clock
         self._shown_at = -math.inf
-        self._held: str | None = None
+        self._held: Any = None
 
-    def offer(self, line: str) -> str | None:
-        """The line to show now, or None (it is held in case it turns out the last)."""
+    def offer(self, line: Any) -> Any:
+        """The line to show now, or None (it is held in case it turns out the last); a
+        line may be anything its caller formats once shown (a pass summary dict)."""
         now = self.clock()
         if now - self._shown_at >= self.every:
             self._shown_at = now
@@ -93,7 +94,7 @@ class PassLines:
         self._held = line
         return None
 
-    def finish(self) -> str | None:
+    def finish(self) -> Any:
         """The last line offered, when it was held back (None when it was shown)."""
         held, self._held = self._held, None
         return held

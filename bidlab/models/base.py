@@ -58,6 +58,16 @@ __all__ = ["BidlabEstimator", "FittedByModel", "load", "param_row"]
 RECORDS = 100_000
 #: the methods that train the estimator's model, run one at a time (see FitGuard)
 GUARDED = ("fit", "partial_fit", "fit_passes", "learner")
+_PARAM_NAMES: dict[type, tuple[str, ...]] = {}  # scikit-learn's parameter names, per class
+
+
+@functools.cache
+def _init_parameters(init: Callable[..., Any]) -> tuple[tuple[str, Any], ...]:
+    """``(name, default)`` of each parameter of the constructor ``init`` (its signature
+    read once)."""
+    sig = inspect.signature(init)
+    return tuple((n, p.default) for n, p in sig.parameters.items()
+                 if n != "self" and p.kind is not p.VAR_KEYWORD)
 _GUARD_MADE = threading.Lock()  # makes each estimator's guard exactly once
 
 
@@ -210,9 +220,16 @@ class BidlabEstimator(BaseEstimator):
     @classmethod
     def _defaults(cls) -> dict[str, Any]:
         """The constructor's parameters and their defaults."""
-        sig = inspect.signature(cls.__init__)
-        return {n: p.default for n, p in sig.parameters.items()
-                if n != "self" and p.kind is not p.VAR_KEYWORD}
+        return dict(_init_parameters(cls.__init__))
+
+    @classmethod
+    def _get_param_names(cls) -> list[str]:
+        """scikit-learn's list of the constructor's parameters, read from its signature
+        once per class (every construction, ``get_params`` and fit asks for it)."""
+        names = _PARAM_NAMES.get(cls)
+        if names is None:
+            names = _PARAM_NAMES[cls] = tuple(super()._get_param_names())
+        return list(names)
 
     # -- scikit-learn's shared parameters ---------------------------------------------------
     def _threads(self) -> Any:

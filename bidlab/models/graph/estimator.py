@@ -32,10 +32,15 @@ from bidlab.learn.blocks import BlockSource
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator, FittedByModel
 from bidlab.models.graph.model import PageRankModel
-from bidlab.models.graph.transition import as_adjacency, dangling_rows, transition, vertex_weights
+from bidlab.models.graph.transition import as_adjacency, transition, vertex_weights
 from bidlab.models.validation import device_row, dtype_row
 
 __all__ = ["PageRank"]
+
+#: ``fit``'s learner (nobody watches it) runs iterations of the in-edge engine in passes
+#: of at least this many seconds: the learner's own cost per pass (bookkeeping, checks,
+#: the record) then stays a few percent of a small graph's time (BENCHMARKS.md, pagerank)
+FIT_PASS_SECONDS = 0.002
 
 
 def _valid_weights(x: Any) -> bool:
@@ -171,13 +176,14 @@ class PageRank(FittedByModel, BidlabEstimator):
         batch = options.pop("batch_size", None) or A.shape[0]
         pull = (first_row is None and options.get("comm") is None and batch >= n
                 and not backend.is_cupy_array(A.data))
-        if pull:  # the in-edge engine: A itself, its in-edges built at the first pass
-            P, rows = A, dangling_rows(A)
+        model = PageRankModel(n, first_row=first, personalization=p, dangling=u, pull=pull,
+                              pass_seconds=0.0 if live else FIT_PASS_SECONDS,
+                              damping=self.damping, tol=self.tol, max_iter=self.max_iter)
+        if pull:  # the in-edge engine: A itself, its in-edges and out-weights built at the
+            src = BlockSource(A, batch_size=batch, names=("A",))  # first pass
         else:
             P, rows = transition(A)
-        model = PageRankModel(n, first_row=first, personalization=p, dangling=u, pull=pull,
-                              damping=self.damping, tol=self.tol, max_iter=self.max_iter)
-        src = BlockSource(P, rows, batch_size=batch, names=("A" if pull else "P", "rows"))
+            src = BlockSource(P, rows, batch_size=batch, names=("P", "rows"))
         options.setdefault("n_passes", self.max_iter + 1)
         lrn = self._build_learner(model, src, live=live, **options)
         self.model_ = model

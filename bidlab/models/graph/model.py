@@ -21,11 +21,14 @@ iterations, the model is ``converged``: that pass computes no product -- each bl
 its own entries of ``x`` back, so the totals are ``x`` unchanged -- and the learner stops.
 
 **In-edge engine** (``pull=True``; the CPU, the whole graph in one block): the data are the
-adjacency ``A`` itself, not ``P``; the first pass builds ``A``'s in-edge lists (its CSC)
-and the out-weights once, and each pass is one call of
-:func:`bidlab.kern.pagerank.pull_step` -- the mat-vec, the dangling term and the teleport
-in one pass over the edges, parallel over target vertices -- after one serial pass that
-forms ``y = x / out`` and sums the dangling and the total mass.
+adjacency ``A`` alone, not ``P`` and its row table; the first pass builds ``A``'s in-edge
+lists (its CSC) and the out-weights once (:func:`bidlab.kern.pagerank.in_edges`), and
+each pass is one call of :func:`bidlab.kern.pagerank.pull_step` -- the mat-vec, the
+dangling term and the teleport in one pass over the edges, parallel over target
+vertices -- after one serial pass that
+forms ``y = x / out``, sums the dangling and the total mass and measures the last
+iteration's L1 change. With ``pass_seconds`` > 0 a pass may run several iterations
+(:meth:`PageRankModel._pull_update`).
 
 After the first pass nothing is allocated: the product goes into the totals (or a 1 x n
 buffer) with ``out=``, the vector updates are ``xp`` ufuncs with ``out=``.
@@ -33,6 +36,7 @@ buffer) with ``out=``, the vector updates are ``xp`` ufuncs with ``out=``.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
@@ -63,6 +67,11 @@ class PageRankModel(Model):
         dangling: where a dangling vertex's score goes, likewise; None: ``personalization``.
         pull: the data are the adjacency (not the transition), ranked by the in-edge engine
             (the module doc): CPU, one block of all rows, one learner.
+        pass_seconds: the in-edge engine runs further iterations within a pass until the
+            pass has taken this long (0, the default: one iteration a pass, one residual
+            per iteration in the learner's history); ``PageRank.fit``, whose learner
+            nobody watches, sets it so that a small graph's iterations do not each pay
+            for a learner step. The scores and ``residuals`` are the same either way.
         damping, tol, max_iter: the options below.
 
     Attributes (besides ``modelmats``, the 1 x n scores):
@@ -83,8 +92,13 @@ class PageRankModel(Model):
     mat_names = ("scores",)
     full_batch = True
 
+    pass_seconds = 0.0  # (class defaults: what a model saved without them reads)
+    _extra = 0
+    _pass_iters = 1
+
     def __init__(self, n: int, *, first_row: int = 0, personalization: Any = None,
-                 dangling: Any = None, pull: bool = False, **options: Any) -> None:
+                 dangling: Any = None, pull: bool = False, pass_seconds: float = 0.0,
+                 **options: Any) -> None:
         super().__init__(**options)
         self.n = int(n)
         self.first_row = int(first_row)
@@ -100,6 +114,7 @@ class PageRankModel(Model):
         self._final = False
         self._views: dict[int, tuple[Mat, Any, Any]] | None = None
         self.pull = bool(pull)
+        self.pass_seconds = float(pass_seconds)
         self._in: tuple[Any, ...] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
@@ -142,6 +157,8 @@ class PageRankModel(Model):
         self._final = False
         self._views = None
         self._in = None
+        self._extra = 0  # iterations run within passes beyond each pass's first
+        self._pass_iters = 1
         if self.pull and (xp is not np or self.first_row != 0 or info.n_samples != n):
             raise ValueError("PageRank: the in-edge engine (pull=True) ranks the whole graph "
                              "in one block on the CPU; give it all rows of a host graph, or "
@@ -174,17 +191,21 @@ class PageRankModel(Model):
                               self.modelmats[0].data[:, sl])
         return v
 
-    def _start_iteration(self, pass_: int) -> float | None:
+    def _start_iteration(self, pass_: int, change: float | None = None) -> float | None:
         """At a pass's first block: measure the last iteration's change, decide whether to
-        stop, keep the current scores as the previous ones."""
+        stop, keep the current scores as the previous ones. ``change``: the change already
+        measured (and the scores already kept) by the in-edge engine's first kernel."""
         xp = self.xp
         x, prev, tmp = self.modelmats[0].data, self._prev.data, self._tmp.data
         r = None
         if pass_ > 0:
-            xp.subtract(x, prev, out=tmp)
-            xp.abs(tmp, out=tmp)
-            tmp.sum(axis=1, out=self._r)  # into a kept buffer: no device allocation
-            r = float(self._r[0])
+            if change is None:
+                xp.subtract(x, prev, out=tmp)
+                xp.abs(tmp, out=tmp)
+                tmp.sum(axis=1, out=self._r)  # into a kept buffer: no device allocation
+                r = float(self._r[0])
+            else:
+                r = float(change)
             t = min(pass_, self.residuals.shape[0])
             self.residuals[t - 1] = r
             self.n_iter = t
@@ -192,10 +213,13 @@ class PageRankModel(Model):
             if self.reached_tol or pass_ >= self.opts.max_iter:
                 self.converged = True
         self._final = self.converged
-        xp.copyto(prev, x)
+        if change is None:
+            xp.copyto(prev, x)
         return r
 
     def update(self, batch: Minibatch) -> float | None:
+        if self.pull:
+            return self._pull_update(batch)
         xp = self.xp
         r = self._start_iteration(batch.pass_) if batch.index == 0 else None
         xb, tb, xraw = self._view(batch)
@@ -207,9 +231,6 @@ class PageRankModel(Model):
             return r
         P, rows = batch.mats[0], batch.mats[1].data
         d, t = self.opts.damping, self._tmp.data
-        if self.pull:
-            self._pull_step(P, rows, xraw, T.data, d)
-            return r
         if batch.index == 0:  # the totals start with this block's d x_R P_R
             dense_sparse(xb, P, out=T)
             xp.multiply(T.data, d, out=T.data)
@@ -232,24 +253,49 @@ class PageRankModel(Model):
         the 1-D buffers of the in-edge engine: built at the first pass."""
         if self._in is None:
             A = A.csr if hasattr(A, "csr") else A
-            out = np.asarray(A.sum(axis=1), dtype=np.float64).reshape(-1)
+            indptr, indices, w, out = pagerank.in_edges(A.indptr, A.indices, A.data, self.n)
             inv = np.divide(1.0, out, out=np.zeros_like(out), where=out != 0)
-            C = A.tocsc()
-            w = C.data if (C.data != 1).any() else np.empty(0, C.data.dtype)
-            self._in = (C.indptr, C.indices, w, inv, np.empty(self.n),
-                        self._u.reshape(-1), self._p.reshape(-1), int(C.nnz))
+            self._in = (indptr, indices, w, inv, np.empty(self.n),
+                        self._u.reshape(-1), self._p.reshape(-1), int(indices.shape[0]))
         return self._in
 
-    def _pull_step(self, A: Any, rows: Any, x: Any, out: Any, d: float) -> None:
-        """out = d (x / out-weights) A + [dangling mass] u + [total mass] p, one kernel."""
-        indptr, indices, w, inv, y, u, p, nnz = self._in_edges(A)
-        dangling, total = pagerank.source_weights(x.reshape(-1), inv, y)
-        pagerank.pull_step(nnz + self.n, indptr, indices, w, y, d, d * dangling,
-                           (1.0 - d) * total, u, p, out.reshape(-1))
+    def _pull_update(self, batch: Minibatch) -> float | None:
+        """Iterations of the in-edge engine (the whole graph, one block). Each: the last
+        change measured and ``y = x / out-weights`` formed in one serial pass, then
+        ``out = d y A + [dangling mass] u + [total mass] p`` in one kernel.
+
+        One iteration a pass, unless ``pass_seconds`` > 0: then further iterations follow
+        within the pass (alternating between the totals and a scratch vector; the model
+        matrix is left to the updater) until it has run that long or converged, so a
+        small graph's iterations do not each pay for a learner step."""
+        indptr, indices, w, inv, y, u, p, nnz = self._in_edges(batch.mats[0])
+        out = self.updatemats[0].data.reshape(-1)
+        prev = self._prev.data.reshape(-1)
+        src = self.modelmats[0].data.reshape(-1)
+        d = self.opts.damping
+        t0 = time.perf_counter()
+        self._pass_iters = 0
+        while True:
+            dangling, total, change = pagerank.source_weights(src, inv, y, prev)
+            r = self._start_iteration(batch.pass_ + self._extra, change)
+            if self._final:  # converged: the scores handed back unchanged
+                if src is not out:
+                    np.copyto(out, src)
+                return r
+            dst = out if src is not out else self._tmp.data.reshape(-1)
+            pagerank.pull_step(nnz + self.n, indptr, indices, w, y, d, d * dangling,
+                               (1.0 - d) * total, u, p, dst)
+            self._pass_iters += 1
+            if time.perf_counter() - t0 >= self.pass_seconds:
+                if dst is not out:
+                    np.copyto(out, dst)
+                return r
+            src = dst
+            self._extra += 1
 
     def evaluate(self, batch: Minibatch) -> Any:
         """Full-batch: nothing is held out; the score is the last change measured."""
         return float(self.residuals[self.n_iter - 1]) if self.n_iter else None
 
     def flops(self, batch: Minibatch) -> float:
-        return 2.0 * batch.mats[0].nnz + 8.0 * self.n
+        return (2.0 * batch.mats[0].nnz + 8.0 * self.n) * max(1, self._pass_iters)

@@ -17,7 +17,7 @@ from bidlab import backend
 from bidlab.mat import validate_csr
 from bidlab.models.validation import unwrap
 
-__all__ = ["as_adjacency", "dangling_rows", "transition", "vertex_weights"]
+__all__ = ["as_adjacency", "transition", "vertex_weights"]
 
 
 def as_adjacency(G: Any, dtype: Any, *, square: bool = True, directed: bool = True,
@@ -115,16 +115,6 @@ def transition(A: Any) -> tuple[Any, Any]:
     rows = xp.ones((m, 2), dtype=A.dtype)
     rows[:, 0] = dangling.astype(A.dtype)
     return P, rows
-
-
-def dangling_rows(A: Any) -> Any:
-    """The m x 2 row table ``[dangling, 1]`` of the CSR adjacency ``A`` (1.0 where row
-    ``i`` has no out-weight), without building the transition."""
-    xp = backend.namespace(A.data)
-    out = xp.asarray(A.sum(axis=1)).reshape(-1)
-    rows = xp.ones((A.shape[0], 2), dtype=A.dtype)
-    rows[:, 0] = (out == 0).astype(A.dtype)
-    return rows
 
 
 def vertex_weights(v: Any, n: int, what: str) -> np.ndarray | None:
