@@ -16,7 +16,8 @@ CELLS: list[tuple[str, str]] = [
      "at the same step. Needs `pip install 'bidlab[mpi]'`."),
     ("code", DATA_PARAM + "\nNRANKS = 2         # MPI engines started from this notebook"
      "\nK = 10             # LDA topics\nLDA_PASSES = 3     # the LDA is stopped after these"
-     "\nNPASSES = 4        # GLM passes\nNEW_LRATE = 0.05   # the GLM's rate, set mid-run"
+     "\nNPASSES = 20       # GLM passes (a few seconds: time to pause it)"
+     "\nNEW_LRATE = 0.05   # the GLM's rate, set mid-run"
      + WAIT_PARAM),
     ("code", LOAD_DATA),
     ("code", '''from bidlab.distributed import RankedLearner, start_engines
