@@ -5,8 +5,10 @@ step by step with the CUDA kernel (``kernels/lda_sampler.cu``).
   the CDF built term by term (``p_x = p_{x-1} * lam / x``) until ``u <= F``. Most of a
   nonzero's topics have tiny rates: where ``u <= (1 - lam) * SURE``, below ``F(0) =
   exp(-lam)``, z is 0 without the exponential, and the CPU kernel draws only the others
-  (:func:`_invert`); the CUDA kernel builds the first terms for every topic at once. The
-  same z either way;
+  (:func:`_invert`). When many of a nonzero's topics need drawing (early sweeps, many
+  samples per token), the CPU kernel builds the first terms for every topic at once
+  (:func:`_invert_first`, branch-free and vectorised) and goes on term by term only for
+  the few left (:func:`_invert_on`), as the CUDA kernel does. The same z either way;
 * ``lam >= LAM_INV``: PTRS (Hormann 1993), from the stream's following uniforms.
 
 Numpy oracle: ``scipy.stats.poisson(lam)`` (the sampler's tests compare means and variances).
@@ -84,6 +86,45 @@ def _invert(lam, u):
     t = f
     z = 1
     for x in range(1, MAX_TERMS):
+        t = t * (lam * _INV[x])
+        f = f + t
+        if not u > f:
+            break
+        z += 1
+    return z
+
+
+#: how many terms :func:`_invert_first` builds for every topic at once
+FIRST_TERMS = 8
+
+
+@numba.njit(fastmath={"contract"}, inline="always")
+def _invert_first(q, uu, zz, cdf, pr):
+    """The first :data:`FIRST_TERMS` inversion steps for every topic at once: ``zz[j]`` the
+    count so far, ``cdf[j]`` / ``pr[j]`` the CDF and the last term (for :func:`_invert_on`).
+    Branch-free with a constant trip count, so the topic loop vectorises; the same steps
+    as :func:`_invert`, so the same z."""
+    for j in range(q.shape[0]):
+        lam = min(max(q[j], 0.0), LAM_INV)
+        u = uu[j]
+        f = _exp_neg(lam)
+        t = f
+        z = 1.0 if u > f else 0.0
+        for x in range(1, FIRST_TERMS):
+            t = t * (lam * _INV[x])
+            f = f + t
+            z += 1.0 if u > f else 0.0
+        zz[j] = z
+        cdf[j] = f
+        pr[j] = t
+
+
+@numba.njit(fastmath={"contract"}, inline="always")
+def _invert_on(lam, u, f, t):
+    """:func:`_invert` continued after :data:`FIRST_TERMS` steps (``u`` beyond them), from
+    the CDF ``f`` and the last term ``t`` those steps left."""
+    z = FIRST_TERMS
+    for x in range(FIRST_TERMS, MAX_TERMS):
         t = t * (lam * _INV[x])
         f = f + t
         if not u > f:

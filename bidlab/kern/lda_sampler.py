@@ -48,7 +48,15 @@ import numpy as np
 from bidlab import backend
 from bidlab.kern import lda_sampler_arrays as arrays
 from bidlab.kern import standin
-from bidlab.kern.lda_poisson import LAM_INV, SURE, _invert, _ptrs
+from bidlab.kern.lda_poisson import (
+    FIRST_TERMS,
+    LAM_INV,
+    SURE,
+    _invert,
+    _invert_first,
+    _invert_on,
+    _ptrs,
+)
 from bidlab.kern.lda_rows import _NO_HEAT, heated_words, rows_step, unique_columns
 from bidlab.kern.lda_sampler_cuda import same_sample_gpu
 from bidlab.kern.random import GOLD, STRIDE, mix64, stream_key, stream_key_nb, unit
@@ -74,6 +82,23 @@ def _products(th, cnt, a, beta, invden, q):
     return mu
 
 
+#: a nonzero whose topics to draw (those not 0 for sure) are more than 1 / DENSE_DRAWS of
+#: k draws every topic by the vectorised first terms; fewer, only those, one by one
+DENSE_DRAWS = 4
+
+
+@numba.njit(fastmath={"contract"}, inline="always")
+def _draw_all(q, uu, zz, cdf, pr, base):
+    """Every topic's draw into ``zz``: the first terms at once, then the few left."""
+    _invert_first(q, uu, zz, cdf, pr)
+    for j in range(q.shape[0]):
+        lam = q[j]
+        if lam >= LAM_INV:
+            zz[j] = _ptrs(lam, base + np.uint64(j) * STRIDE)
+        elif zz[j] == FIRST_TERMS and lam > 0.0:  # u beyond the first terms: go on
+            zz[j] = _invert_on(lam, uu[j], cdf[j], pr[j])
+
+
 @numba.njit(cache=True, fastmath={"contract"}, nogil=True)
 def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
                  theta_hat, out, with_phi, nsamps, key):
@@ -82,6 +107,9 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
     q = np.empty(k)  # per-thread scratch: products, then rates
     uu = np.empty(k)  # first uniform of each topic's stream
     act = np.empty(k, np.int64)  # the topics whose draw is not 0 for sure
+    zz = np.empty(k)  # many topics to draw: the draws, all topics at once
+    cdf = np.empty(k)  # ... P(Z <= x) after the first terms
+    pr = np.empty(k)  # ... P(Z = x) of the last of them
     for d in range(lo, hi):
         for j in range(k):
             theta_hat[d, j] = 0
@@ -108,6 +136,17 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
             for j in range(k):
                 act[n] = j
                 n += 1 if uu[j] > (1.0 - q[j]) * SURE else 0
+            if n * DENSE_DRAWS > k:  # many to draw: every topic's first terms at once
+                _draw_all(q, uu, zz, cdf, pr, base)
+                if heated:
+                    for j in range(k):
+                        zz[j] = zz[j] * float(temp[w, j])
+                for j in range(k):
+                    theta_hat[d, j] += zz[j] * inv_m
+                if with_phi:
+                    for j in range(k):
+                        out[w, j] += zz[j] * inv_m
+                continue
             for i in range(n):
                 j = act[i]
                 lam = q[j]
