@@ -252,12 +252,12 @@ def test_bidlab_train_sfa_reads_a_ratings_csv(tmp_path):
                           str(data), "--n_components", "3", "--max_iter", "2"],
                          capture_output=True, text=True, timeout=300)
     assert nmf.returncode == 0, nmf.stderr
-    from bidlab.cli.train import _ratings_mask
+    from bidlab.cli.train_data import ratings_mask
     from bidlab.datasets.sniff import load as load_data
     from bidlab.models import NMF
 
     loaded = load_data(data)
-    assert _ratings_mask(loaded, NMF()) and not _ratings_mask(loaded, SFA())
+    assert ratings_mask(loaded, NMF()) and not ratings_mask(loaded, SFA())
 
 
 def test_sfa_on_the_gpu_matches_the_cpu():

@@ -29,9 +29,9 @@ each. ``--seed`` is a deprecated spelling of ``--random_state``, ``--passes`` of
 path or a regular file in a folder where a file can be created, else the command exits 2
 with one line naming the path and the reason.
 
-This module runs the command (load the data, build the learner, train, report);
+This module runs the command (build the learner, train, report);
 :mod:`bidlab.cli.train_options` declares its arguments, reads the options and writes
-the help.
+the help; :mod:`bidlab.cli.train_data` reads the data and holds rows out.
 """
 
 from __future__ import annotations
@@ -41,12 +41,19 @@ import contextlib
 import math
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from bidlab.cli.train_data import (
+    describe_data,
+    hold_out,
+    is_ratings,
+    load_data,
+    ratings_mask,
+    read_shards,
+)
 from bidlab.cli.train_options import (
     _is_estimator,
     _learner_table,
@@ -63,45 +70,11 @@ from bidlab.cli.train_options import (
 __all__ = ["ACCEPTS_EXTRA", "add_arguments", "run"]
 
 ACCEPTS_EXTRA = True
-_MAX_HELD_OUT = 10_000  # rows held out for the final score at most (keeps it quick)
 _TOPIC_WORDS = 10  # words printed per topic for a model with top_words
 
 
 class _BadInput(Exception):
     """A command-line or data problem: printed as one line, exit code 2."""
-
-
-# ========================================================================== the data
-def _load(path: str) -> Any:
-    """What ``--data`` holds: LoadedData in memory, or the Sniffed shard folder."""
-    from bidlab.datasets.sniff import load, sniff
-
-    s = sniff(path)
-    return s if s.format == "shards" else load(s)
-
-
-def _read_shards(folder: Path) -> Any:
-    """A shard folder read whole (for estimators, which train on data in memory)."""
-    from bidlab.datasets.sniff import LoadedData
-    from bidlab.learn.shards import _load_shard, read_manifest
-
-    manifest = read_manifest(folder)
-    parts = [_load_shard(folder, entry, manifest["matrices"]) for entry in manifest["shards"]]
-    mats = []
-    for j in range(len(manifest["matrices"])):
-        pieces = [p[j] for p in parts]
-        mats.append(sp.vstack(pieces, format="csr") if sp.issparse(pieces[0])
-                    else np.concatenate(pieces))
-    mats += [None] * (3 - len(mats))
-    y = mats[1]
-    if y is not None and y.ndim == 2 and y.shape[1] == 1:
-        y = y[:, 0]
-    return LoadedData(mats[0], y, mats[2])
-
-
-def _describe(data: Any) -> str:
-    return str(data) if not hasattr(data, "describe") else (
-        f"{data.sniffed.path if data.sniffed else ''}: {data.describe()}")
 
 
 # ============================================================================= running
@@ -181,8 +154,8 @@ class _Job:
         if not self.args.data:
             raise _BadInput("--data is required: a file or folder of data (bidlab train "
                             f"{self.name} --help lists the formats)")
-        data = _load(self.args.data)
-        print(f"data {_describe(data)}", file=sys.stderr)
+        data = load_data(self.args.data)
+        print(f"data {describe_data(data)}", file=sys.stderr)
         return data
 
     def learner_options(self, est: Any, lopts: dict[str, Any]) -> dict[str, Any]:
@@ -320,7 +293,7 @@ class _EstimatorJob(_Job):
         self.check_outputs()
         data = self.need_data()
         if getattr(data, "format", None) == "shards":
-            data = _read_shards(data.path)
+            data = read_shards(data.path)
         est = cls(**params)
         supervised = _needs_targets(est)
         if supervised and data.y is None:
@@ -330,15 +303,15 @@ class _EstimatorJob(_Job):
         if self.args.checkpoint:
             lopts["checkpoint"] = self.args.checkpoint
         holdout = self.args.holdout
-        rows_are_samples = est.ROWS_ARE_SAMPLES and not _is_ratings(data)
+        rows_are_samples = est.ROWS_ARE_SAMPLES and not is_ratings(data)
         if holdout is None:  # a graph's vertices, a ratings file's users: none held out
             holdout = 0.1 if rows_are_samples else 0.0
         elif holdout > 0 and not rows_are_samples:
             raise _BadInput(f"--holdout {holdout:g}: {self.name}'s rows are not samples "
                             "(a graph's vertices, or users who each need their factors), so "
                             "none can be held out: leave --holdout out")
-        X, y, X_out, y_out = _hold_out(data.X, data.y, holdout)
-        if _ratings_mask(data, est):  # a ratings file's stored entries are the observed ones
+        X, y, X_out, y_out = hold_out(data.X, data.y, holdout)
+        if ratings_mask(data, est):  # a ratings file's stored entries are the observed ones
             lopts["mask"] = sp.csr_matrix((np.ones(X.nnz, bool), X.indices, X.indptr),
                                           shape=X.shape)
         lopts = self.learner_options(est, lopts)
@@ -381,44 +354,12 @@ class _EstimatorJob(_Job):
         return 0
 
 
-def _is_ratings(data: Any) -> bool:
-    """Whether ``data`` was read from a ratings file (user, item, rating)."""
-    sniffed = getattr(data, "sniffed", None)
-    return sniffed is not None and sniffed.format == "ratings"
-
-
-def _ratings_mask(data: Any, est: Any) -> bool:
-    """Whether ``data`` is a ratings file and ``est.learner`` takes a ``mask`` (NMF)."""
-    import inspect
-
-    return _is_ratings(data) and "mask" in inspect.signature(est.learner).parameters
-
-
 def _needs_targets(est: Any) -> bool:
     """scikit-learn's tag: does ``fit`` require y?"""
     try:
         return bool(est.__sklearn_tags__().target_tags.required)
     except AttributeError:
         return False
-
-
-def _hold_out(X: Any, y: Any, frac: float) -> tuple[Any, Any, Any, Any]:
-    """(X, y) to train on and the held-out (X, y) scored at the end: ``frac`` of the rows
-    (at most 10,000), chosen at random with a fixed seed, so a resumed run holds out the
-    same rows. (X, y, None, None) when nothing is held out."""
-    n = int(X.shape[0])
-    n_out = min(int(round(frac * n)), _MAX_HELD_OUT)
-    if n_out < 1 or n_out >= n:
-        return X, y, None, None
-    out = np.zeros(n, dtype=bool)
-    out[np.random.default_rng(0).choice(n, size=n_out, replace=False)] = True
-    keep = np.flatnonzero(~out)
-    held = np.flatnonzero(out)
-    return X[keep], _rows(y, keep), X[held], _rows(y, held)
-
-
-def _rows(a: Any, rows: np.ndarray) -> Any:
-    return None if a is None else a[rows]
 
 
 def _score_note(est: Any, X: Any, y: Any) -> str:

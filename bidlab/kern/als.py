@@ -27,6 +27,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
+import numba
 import numpy as np
 from numba import prange
 
@@ -35,6 +36,27 @@ from bidlab.kern.adaptive import adaptive_kernel
 
 __all__ = ["Scratch", "blas_threads", "cg_start", "cg_step", "solve_rows",
            "solve_rows_reference"]
+
+
+@numba.njit(inline="always")
+def _zdot(o, x, fk, bias, zero):  # pragma: no cover - compiled
+    """``z . x`` for ``z = [o, 1]``: the first ``fk`` numbers of ``o`` and ``x``, and with
+    ``bias`` the bias, ``x[fk]`` (times the 1 that ``o``'s bias column reads as)."""
+    dot = zero
+    for t in range(fk):
+        dot += o[t] * x[t]
+    if bias:
+        dot += x[fk]
+    return dot
+
+
+@numba.njit(inline="always")
+def _zaxpy(y, a, o, fk, bias):  # pragma: no cover - compiled
+    """``y += a z`` for ``z = [o, 1]`` (as :func:`_zdot`)."""
+    for t in range(fk):
+        y[t] += a * o[t]
+    if bias:
+        y[fk] += a
 
 
 @adaptive_kernel(cache=True, nogil=True, fastmath=True)
@@ -51,21 +73,14 @@ def _start(indptr, indices, data, O, X, AP, R, P, rs, err, bias, implicit, alpha
         for q in range(indptr[u], indptr[u + 1]):
             o = O[indices[q]]
             v = data[q]
-            dot = zero
-            for t in range(fk):
-                dot += o[t] * x[t]
-            if bias:
-                dot += x[f - 1]
+            dot = _zdot(o, x, fk, bias, zero)
             if implicit:
                 c = (one + alpha * v) - alpha * v * dot
                 e += (one - dot) * (one - dot)
             else:
                 c = v - mu - o[f - 1] - dot
                 e += c * c
-            for t in range(fk):
-                r[t] += c * o[t]
-            if bias:
-                r[f - 1] += c
+            _zaxpy(r, c, o, fk, bias)
         s = zero
         for t in range(f):
             P[u, t] = R[u, t]
@@ -90,16 +105,7 @@ def _step(indptr, indices, data, O, X, AP, R, P, rs, bias, implicit, alpha, l2, 
         for q in range(indptr[u], indptr[u + 1]):
             o = O[indices[q]]
             w = alpha * data[q] if implicit else one
-            dot = zero
-            for t in range(fk):
-                dot += o[t] * p[t]
-            if bias:
-                dot += p[f - 1]
-            dot *= w
-            for t in range(fk):
-                ap[t] += dot * o[t]
-            if bias:
-                ap[f - 1] += dot
+            _zaxpy(ap, _zdot(o, p, fk, bias, zero) * w, o, fk, bias)
         pap = zero
         for t in range(f):
             pap += P[u, t] * AP[u, t]

@@ -90,23 +90,24 @@ def sddmm_rows(indptr: Any, indices: Any, R: Any, C: Any, out: Any) -> None:
 
 def gather_rows(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None:
     """out[i] = sum_p data[p] * G[indices[p]] (one warp per output row, no atomics)."""
-    m, k = out.shape
-    if m == 0 or k == 0:
-        return
-    t, i = _types(out, indices)
-    fn = _function("sparse_products.cu", _SPARSE_NAMES, f"bidlab_gather<{t}, {i}>")
-    fn(_warp_grid(m), (THREADS,),
-       (indptr, indices, data, np.int64(m), np.int32(k), G, *_strides(G), out, *_strides(out)))
+    _csr_rows_times("bidlab_gather", out.shape, indptr, indices, data, G, out)
 
 
 def scatter_rows(indptr: Any, indices: Any, data: Any, G: Any, out: Any) -> None:
     """out[indices[p]] += data[p] * G[i] (atomicAdd; out zeroed here first)."""
     out.fill(0)
-    m, k = G.shape
+    _csr_rows_times("bidlab_scatter", G.shape, indptr, indices, data, G, out)
+
+
+def _csr_rows_times(kernel: str, rows_cols: tuple[int, int], indptr: Any, indices: Any,
+                    data: Any, G: Any, out: Any) -> None:
+    """Launch ``kernel`` (gather or scatter: one warp per CSR row of m rows, k columns of
+    G and out) on the CSR (indptr, indices, data), dense G and out."""
+    m, k = rows_cols
     if m == 0 or k == 0:
         return
     t, i = _types(out, indices)
-    fn = _function("sparse_products.cu", _SPARSE_NAMES, f"bidlab_scatter<{t}, {i}>")
+    fn = _function("sparse_products.cu", _SPARSE_NAMES, f"{kernel}<{t}, {i}>")
     fn(_warp_grid(m), (THREADS,),
        (indptr, indices, data, np.int64(m), np.int32(k), G, *_strides(G), out, *_strides(out)))
 

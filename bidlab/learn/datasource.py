@@ -19,24 +19,28 @@ Sources here:
 * :class:`bidlab.learn.shards.ShardSource` -- ``.npz`` shards on disk with background
   prefetch (see :mod:`bidlab.learn.shards`).
 
-Bad input: matrices that disagree in row count (both counts named), empty data sets and
-non-2-D arrays raise ``ValueError``. **A batch size larger than the data is clamped** to
-the number of samples with a ``UserWarning`` (so a small demo still trains).
+Bad input (checked in :mod:`bidlab.learn.source_inputs`): matrices that disagree in row
+count (both counts named), empty data sets and non-2-D arrays raise ``ValueError``. **A
+batch size larger than the data is clamped** to the number of samples with a
+``UserWarning`` (so a small demo still trains).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from bidlab import backend
+from bidlab.learn.source_inputs import (
+    _as_matrix,
+    _clamp_batch,
+    check_aligned,
+    default_names,
+)
 from bidlab.learn.staging import MatSpec, Minibatch, Piece, Plan, Stager
-from bidlab.mat import Mat, SMat, validate_csr
 
 __all__ = ["DataInfo", "DataSource", "MemorySource", "BlendedSource", "Minibatch",
            "as_source"]
@@ -84,13 +88,6 @@ class DataInfo:
         if self.n_samples is None:
             return None
         return math.ceil(self.n_samples / self.batch_size)
-
-
-DEFAULT_NAMES = ("X", "y", "w")
-
-
-def default_names(k: int) -> tuple[str, ...]:
-    return tuple(DEFAULT_NAMES[i] if i < len(DEFAULT_NAMES) else f"m{i}" for i in range(k))
 
 
 class DataSource:
@@ -215,65 +212,6 @@ class DataSource:
     def container_sizes(self) -> list[int]:
         """Minibatch sizes that have a container set (for tests and diagnostics)."""
         return [] if self._stager is None else self._stager.sizes
-
-
-# --------------------------------------------------------------------------- helpers
-def _clamp_batch(batch_size: int, n: int) -> int:
-    if n == 0:
-        raise ValueError("the data set is empty (0 samples): nothing to train on")
-    if batch_size > n:
-        warnings.warn(
-            f"batch_size {batch_size} is larger than the {n} samples of the data: using "
-            f"batch_size={n} (one minibatch per pass)", UserWarning, stacklevel=3)
-        return n
-    return batch_size
-
-
-def _as_matrix(x: Any, i: int, name: str) -> tuple[Any, MatSpec, bool]:
-    """(raw 2-D array or CSR, spec, lives on host) for one aligned input."""
-    checked = isinstance(x, SMat)  # an SMat's structure was checked when it was made
-    if isinstance(x, SMat):
-        x = x.csr
-    elif isinstance(x, Mat):
-        x = x.data
-    if backend.is_sparse(x):
-        if x.format != "csr":
-            x = x.tocsr()
-        if not checked:
-            validate_csr(x, f"data matrix {name!r}")
-        if not x.has_sorted_indices:
-            x = x.sorted_indices() if backend.is_cupy_array(x) else _sorted(x)
-        spec = MatSpec(int(x.shape[1]), np.dtype(x.dtype), True, np.dtype(x.indices.dtype))
-        return x, spec, not backend.is_cupy_array(x)
-    if not hasattr(x, "shape"):
-        x = np.asarray(x)
-    if x.ndim == 1:
-        x = x.reshape(-1, 1)  # a 1-D target is one column
-    if x.ndim != 2:
-        raise ValueError(f"data matrix {name!r} (argument {i}) must be 2-D (samples x "
-                         f"columns); got shape {tuple(x.shape)}")
-    if x.dtype.kind not in "biuf":
-        raise TypeError(f"data matrix {name!r} holds {x.dtype}; convert it to numbers, e.g. "
-                        "x.astype(np.float32)")
-    return x, MatSpec(int(x.shape[1]), np.dtype(x.dtype), False), not backend.is_cupy_array(x)
-
-
-def _sorted(x: sp.csr_matrix) -> sp.csr_matrix:
-    x = x.copy()
-    x.sort_indices()
-    return x
-
-
-def check_aligned(names: tuple[str, ...], mats: list[Any]) -> int:
-    """The common row count, or a ValueError naming both disagreeing counts."""
-    n0 = int(mats[0].shape[0])
-    for name, m in zip(names[1:], mats[1:], strict=False):
-        if int(m.shape[0]) != n0:
-            raise ValueError(
-                f"data matrices disagree in row count: {names[0]!r} has {n0} rows (samples) "
-                f"but {name!r} has {int(m.shape[0])}; samples are rows, so every matrix "
-                "needs one row per sample")
-    return n0
 
 
 # --------------------------------------------------------------------------- memory

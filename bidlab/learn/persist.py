@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from bidlab import backend
 from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from bidlab.learn.persist_check import check_state
-from bidlab.learn.persistable import PERSISTABLE, lookup, persistable, upgrade
+from bidlab.learn.persistable import PERSISTABLE, alias, lookup, persistable, upgrade
 from bidlab.mat import Mat, SMat
 
 __all__ = ["persistable", "save_object", "load_object", "PERSISTABLE"]
@@ -312,8 +312,10 @@ def load_object(path: str | os.PathLike) -> Any:
 def _register_spine() -> None:
     from bidlab.learn.datasource import DataInfo
     from bidlab.learn.hyper import Hyper
-    from bidlab.learn.options import Change, Option, Options
+    from bidlab.learn.option_row import Option
+    from bidlab.learn.options import Change, Options
     from bidlab.learn.staging import MatSpec
 
     for cls in (Options, Option, Change, Hyper, DataInfo, MatSpec):
         persistable(cls)
+    alias("bidlab.learn.options.Option", Option)  # files saved before option_row.py split off

@@ -50,14 +50,8 @@ from bidlab._bounded_io import (
     require_regular,
 )
 from bidlab.learn.checkpoint import atomic_write_bytes
-from bidlab.learn.datasource import (
-    DataInfo,
-    DataSource,
-    _as_matrix,
-    _clamp_batch,
-    check_aligned,
-    default_names,
-)
+from bidlab.learn.datasource import DataInfo, DataSource
+from bidlab.learn.source_inputs import _as_matrix, _clamp_batch, check_aligned, default_names
 from bidlab.learn.staging import MatSpec, Piece, Plan
 from bidlab.mat import validate_csr
 

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from sklearn.utils import check_random_state
 
-__all__ = ["SEED_TEXT", "seed_ok", "seed_from", "RANDOM_STATE", "random_state_row",
+__all__ = ["SEED_TEXT", "seed_ok", "seed_from", "drawn_seed", "RANDOM_STATE", "random_state_row",
            "float_dtype_ok", "dtype_row", "device_row", "float_dtype", "start_matrix", "unwrap"]
 
 #: how a parameter table names what ``random_state`` takes
@@ -41,6 +42,22 @@ def seed_from(random_state: Any) -> int | None:
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(2**31 - 1))
     return int(random_state)
+
+
+def drawn_seed(random_state: Any) -> int:
+    """An int seed in [0, 2**31 - 1) drawn from ``random_state`` the way scikit-learn's
+    estimators draw one: an int (through ``check_random_state``) gives the same seed every
+    time, None a fresh one, and a ``Generator`` or ``RandomState`` advances by one draw.
+
+    Examples
+    --------
+    >>> from bidlab.models.validation import drawn_seed
+    >>> drawn_seed(0) == drawn_seed(0)
+    True
+    """
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**31 - 1))
+    return int(check_random_state(random_state).randint(0, 2**31 - 1))
 
 
 def random_state_row(default: Any, what: str = "seed") -> Any:

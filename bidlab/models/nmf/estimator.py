@@ -40,6 +40,7 @@ from bidlab.models.nmf.model import LOSSES, NMFModel
 from bidlab.models.nmf.seeding import nndsvda
 from bidlab.models.nmf.steps import Block, objective, w_step
 from bidlab.models.sk_params import factor_rows
+from bidlab.models.validation import drawn_seed
 
 __all__ = ["NMF"]
 
@@ -274,18 +275,12 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         W = np.abs(avg * rng.standard_normal(size=(n, k)).astype(dtype, copy=False))
         return W, H
 
-    def _seed(self) -> int:
-        rs = self.random_state
-        if isinstance(rs, np.random.Generator):
-            return int(rs.integers(2**31 - 1))
-        return int(check_random_state(rs).randint(0, 2**31 - 1))
-
     def _model(self, data: Prepared, k: int, W: Any, H: Any, method: str) -> NMFModel:
         W0, H0 = self._start(data, k, W, H)
         w_iters = self.w_iters or (1 if method == "batch" else 5)
         return NMFModel(H0, W0=W0, w_start=math.sqrt(data.mean / k), dtype=data.mats[0].dtype,
                         k=k, loss=self.loss, method=method, tol=self.tol,
-                        random_state=self._seed(), w_iters=w_iters,
+                        random_state=drawn_seed(self.random_state), w_iters=w_iters,
                         w_iters_new=max(10, w_iters), alpha_W=float(self.alpha_W),
                         alpha_H=float(self.alpha_W if self.alpha_H == "same"
                                       else self.alpha_H),
@@ -294,9 +289,10 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
     def _source(self, data: Prepared, batch_size: int | None, shuffle: bool) -> MemorySource:
         names = ("X",) if len(data.mats) == 1 else ("X", "mask")
         mats = [self._on_device(m) for m in data.mats]
+        seed = drawn_seed(self.random_state) if shuffle else 0
         return MemorySource(*mats, batch_size=min(batch_size or self.batch_size,
                                                   data.shape[0]),
-                            shuffle=shuffle, seed=self._seed() if shuffle else 0, names=names)
+                            shuffle=shuffle, seed=seed, names=names)
 
     # -- training ---------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None, W: Any = None, H: Any = None,

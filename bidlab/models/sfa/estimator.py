@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from bidlab import backend
@@ -35,6 +34,7 @@ from bidlab.models.sfa.inputs import check_ids, ratings_csr
 from bidlab.models.sfa.model import FEEDBACK, SFAModel
 from bidlab.models.sfa.serve import ServeMixin
 from bidlab.models.sk_params import factor_rows
+from bidlab.models.validation import drawn_seed
 
 __all__ = ["SFA"]
 
@@ -144,18 +144,12 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
                              "1 + alpha r); use feedback='explicit' for signed ratings")
         return S
 
-    def _seed(self) -> int:
-        rs = self.random_state
-        if isinstance(rs, np.random.Generator):
-            return int(rs.integers(2**31 - 1))
-        return int(check_random_state(rs).randint(0, 2**31 - 1))
-
     def _model(self, S: sp.csr_matrix) -> SFAModel:
         mu = float(S.data.mean()) if self.feedback == "explicit" and S.nnz else 0.0
         return SFAModel(mu=mu, dtype=S.dtype, k=int(self.n_components),
                         feedback=self.feedback, l2=float(self.l2), alpha=float(self.alpha),
-                        n_cg=int(self.n_cg),
-                        init_scale=float(self.init_scale), random_state=self._seed())
+                        n_cg=int(self.n_cg), init_scale=float(self.init_scale),
+                        random_state=drawn_seed(self.random_state))
 
     def _source(self, S: sp.csr_matrix, batch_size: int | None) -> MemorySource:
         X = S if self.device == "cpu" else backend.to_device(S)
