@@ -214,6 +214,7 @@ class GLMEngine:
             self.model_.stopping = None
             self.model_.converged = False
         if held is not None:
+            held.finish(self.model_)
             self.validation_loss_curve_ = list(held.curve)
         self.n_steps_ += lrn.step
         self.n_iter_ = getattr(self, "n_iter_", 0) + len(lrn.summaries)

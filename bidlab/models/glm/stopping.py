@@ -171,8 +171,9 @@ class HeldOut:
     # -- the rule --------------------------------------------------------------------------
     def end_pass(self, model: Any, updater: Any, pass_: int) -> bool:
         """After the run's pass ``pass_`` (from 0): score the candidate and keep the best;
-        True (with the best candidate put in the model and the iterate sum emptied) when
-        ``fit`` stops here."""
+        True when ``fit`` stops here (the iterate sum is then emptied: :meth:`finish`
+        puts the best candidate in the model once the learner's own end-of-pass checks,
+        divergence among them, have seen the last iterate)."""
         p = self.first + pass_ + 1
         W, b = self._candidate(model, updater.iterates, p)
         value = self.loss(W, b)
@@ -184,11 +185,15 @@ class HeldOut:
         if improved and p < self.last_pass:
             return False
         if self.best_pass:  # else no finite loss yet: the run's own end stands
-            for dst, src in zip(model.modelmats, self._kept, strict=True):
-                dst.data[...] = src
             it = updater.iterates
             if it.sums is not None:
                 for acc in it.sums:
                     acc.fill(0)
             it.n = 0
         return True
+
+    def finish(self, model: Any) -> None:
+        """Put the best candidate in the model (after a run that completed)."""
+        if self.best_pass and self._kept is not None:
+            for dst, src in zip(model.modelmats, self._kept, strict=True):
+                dst.data[...] = src
