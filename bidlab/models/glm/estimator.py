@@ -176,7 +176,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
                choices=UPDATER_CHOICES),
         Option("batch_size", int, 500, "rows per minibatch", low=1),
         param_row(Learner, "n_passes", doc="passes over the data in fit (at most: tol)"),
-        Option("tol", float, 1e-3, "fit stops when a pass lowers the held-out loss per "
+        Option("tol", float, 1e-4, "fit stops when a pass lowers the held-out loss per "
                "target by less than tol (None: every pass)", low=0.0, none_ok=True),
         Option("validation_fraction", float, 0.1, "the rows fit holds out to check tol on",
                low=0.0, high=1.0, low_open=True, high_open=True),
@@ -204,7 +204,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         updater: str = "adagrad",
         batch_size: int = 500,
         n_passes: int = 10,
-        tol: float | None = 1e-3,
+        tol: float | None = 1e-4,
         validation_fraction: float = 0.1,
         average: float = 0.5,
         shuffle: bool = True,
