@@ -83,6 +83,18 @@ class HeldOut:
         tol: the improvement of the held-out loss per target a pass must make.
         average: ``fit``'s averaged fraction (0: the candidate is the last iterate).
         last_pass: the passes ``fit`` makes at most (counting any made before this run).
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from bidlab.models.glm import GLM
+    >>> X = sp.random(600, 20, density=0.3, format="csr", random_state=1, dtype=np.float32)
+    >>> y = (X.sum(axis=1).A1 > 3).astype(int)
+    >>> m = GLM(lrate=1.0, n_passes=3, random_state=0).fit(X, y)
+    >>> held = HeldOut(m, X[:100], y[:100, None], None, tol=1e-4, average=0.5, last_pass=3)
+    >>> W, b = (a.data for a in m.model_.modelmats)
+    >>> bool(0 < held.loss(W, b) < np.log(2))  # mean log loss per row, below a coin's
+    True
     """
 
     def __init__(self, est: Any, X: Any, Y2: np.ndarray, w: np.ndarray | None, *,
