@@ -25,7 +25,7 @@ Examples
 >>> from bidlab.models.glm import GLM
 >>> X = sp.random(4000, 60, density=0.2, format="csr", random_state=0, dtype=np.float32)
 >>> y = (X @ np.arange(60.0) > 90).astype(int)
->>> clf = GLM(random_state=0, n_passes=50).fit(X, y)
+>>> clf = GLM(random_state=0, n_passes=50, tol=1e-3).fit(X, y)
 >>> clf.n_iter_ < 50, len(clf.validation_loss_curve_) == clf.n_iter_ - 1  # not the race
 (True, True)
 """
