@@ -162,7 +162,7 @@ def test_glm_defaults_json_quick(shared_data) -> None:
     proc = _bench("glm", "--quick", "--json", "--workloads", "defaults", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (w,) = json.loads(proc.stdout)["workloads"]
-    assert w["glm_defaults"] == {"lrate": "auto", "n_passes": 10, "average": 0.5,
+    assert w["glm_defaults"] == {"lrate": "auto", "n_passes": 10, "tol": 1e-4, "average": 0.5,
                                  "batch_size": 500, "l2": 1e-4}
     cases = w["cases"]
     assert [(c["data"], c["link"]) for c in cases] == [

@@ -383,7 +383,8 @@ def test_learner_trains_the_estimator_in_place_and_takes_live_changes():
     lrn.fit(progress=None)
     assert lrn.state == "done"
     assert lrn.model is est.model_ and lrn.updater is est.updater_
-    fitted = GLM("softmax", lrate=0.3, l2=1e-5, n_passes=3, batch_size=500, random_state=0)
+    fitted = GLM("softmax", lrate=0.3, l2=1e-5, n_passes=3, batch_size=500, random_state=0,
+                 tol=None)  # every pass on every row, as the learner trains
     fitted.fit(Xtr, ytr)  # the same engine, data order and steps: the same weights
     np.testing.assert_array_equal(est.coef_, fitted.coef_)
     assert est.score(Xte, yte) == fitted.score(Xte, yte) > 0.65

@@ -36,8 +36,9 @@ def test_default_fit_averages_its_iterates_and_lands_near_the_least_squares_opti
     gap_avg, gap_last = [], []
     for seed in range(3):
         # a large fixed rate, whose last iterate is noisy (what averaging is for)
-        avg = GLM("linear", lrate=0.3, random_state=seed).fit(Xtr, ytr)
-        last = GLM("linear", lrate=0.3, random_state=seed, average=0.0).fit(Xtr, ytr)
+        # every pass (tol=None): the averaging of a whole run, not where a stop lands
+        avg = GLM("linear", lrate=0.3, random_state=seed, tol=None).fit(Xtr, ytr)
+        last = GLM("linear", lrate=0.3, random_state=seed, average=0.0, tol=None).fit(Xtr, ytr)
         assert avg.average_every_ == 1  # a narrow model: every iterate is averaged
         gap_avg.append(r2_opt - r2_score(yte, avg.predict(Xte)))
         gap_last.append(r2_opt - r2_score(yte, last.predict(Xte)))
@@ -47,7 +48,7 @@ def test_default_fit_averages_its_iterates_and_lands_near_the_least_squares_opti
 
 def test_averaging_spans_the_last_fraction_of_fit_and_partial_fit_does_not_average():
     Xtr, ytr, _, _ = _noisy_regression()
-    m = GLM("linear", n_passes=4, batch_size=1000, average=0.25, random_state=0)
+    m = GLM("linear", n_passes=4, batch_size=1000, average=0.25, random_state=0, tol=None)
     m.fit(Xtr, ytr)
     assert m.n_steps_ == 36 and m.updater_.opts.average_from == 27  # the last 9 updates
     assert m.updater_.counters()["average_n"] == 0  # landed in the model, sum emptied

@@ -135,5 +135,6 @@ def bench_defaults(quick: bool, peers: set[str]) -> dict[str, Any]:
             })
     return {"workload": "defaults", "n_train": None, "results": [], "cases": cases,
             "glm_defaults": {p: GLM().get_params()[p]
-                             for p in ("lrate", "n_passes", "average", "batch_size", "l2")},
+                             for p in ("lrate", "n_passes", "tol", "average", "batch_size",
+                                       "l2")},
             "seeds": len(seeds)}

@@ -84,7 +84,8 @@ def _defaults_vs_sgd(Xtr: sp.csr_matrix, Ytr: np.ndarray, Xte: sp.csr_matrix,
     rates = np.atleast_1d(np.asarray(model.lrate_, dtype=float))
     rows.insert(0, result_row(f"bidlab GLM(l2={l2:g}) defaults, whole fit", wall,
                               n_tr * model.n_passes, mine,
-                              lrate_chosen=sorted({float(r) for r in rates})))
+                              lrate_chosen=sorted({float(r) for r in rates}),
+                              passes=int(model.n_iter_)))
     out = {"workload": name, "n_train": n_tr, "n_test": n_te, "d": Xtr.shape[1],
            "targets": q, "nnz_train": int(Xtr.nnz), "results": rows}
     if ref:

@@ -14,10 +14,11 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from bidlab.learn import UPDATERS, L1Regularizer, L2Regularizer, Learner, MemorySource
-from bidlab.models.glm.auto_rate import RATE_GRID, is_auto, pick_rates
+from bidlab.models.glm.auto_rate import RATE_GRID, _take, is_auto, pick_rates
 from bidlab.models.glm.links import Layout
 from bidlab.models.glm.model import GLMModel
 from bidlab.models.glm.race import adopt, run_race, winning_rates
+from bidlab.models.glm.stopping import HeldOut, split_rows
 from bidlab.models.glm.targets import encode, resolve
 from bidlab.models.validation import seed_from
 
@@ -79,6 +80,7 @@ class GLMEngine:
         self.n_steps_ = 0
         self.n_iter_ = 0
         self.loss_curve_: list[float] = []
+        self.validation_loss_curve_: list[float] = []
         self.multilabel_ = False
         if t.K == 1:
             if t.classes[t.data_col[0]] is not None:
@@ -90,6 +92,12 @@ class GLMEngine:
             shared = _shared_binary_labels(t.links, per_target)
             self.multilabel_ = shared is not None
             self.classes_ = shared if shared is not None else per_target
+
+    def _known_classes(self) -> list[Any] | None:
+        """Each data column's classes as resolved (for the pilot's and the race's engines,
+        which need not infer them again); None when a column has none (a linear one)."""
+        cls = self.targets_.classes
+        return None if any(c is None for c in cls) else list(cls)
 
     def _choose_rates(self, X: Any, Y2: np.ndarray, w: np.ndarray | None,
                       comm: Any = None) -> None:
@@ -113,7 +121,7 @@ class GLMEngine:
         """Train this (pilot) GLM one pass on validated (X, Y2, w) of ``owner``'s fit."""
         self.dtype_ = owner.dtype_
         self.n_features_in_ = X.shape[1]
-        self._init_engine(X, Y2, y_1d=False)
+        self._init_engine(X, Y2, y_1d=False, classes=owner._known_classes())
         self.lrate_ = self._per_target_values("lrate", self.targets_.K)
         self._run(X, Y2, w, shuffle=False, n_passes=1, average=False)
 
@@ -158,15 +166,36 @@ class GLMEngine:
         self.average_every_ = every
         return {"average_from": steps - n_avg if n_avg > 0 else -1, "average_every": every}
 
+    def _hold_out(self, X: Any, Y2: np.ndarray, w: np.ndarray | None
+                  ) -> tuple[Any, np.ndarray, np.ndarray | None, HeldOut | None]:
+        """``fit``'s training rows and its held-out rows' stopping rule (see
+        :mod:`bidlab.models.glm.stopping`); all rows and None when ``tol`` is None,
+        ``n_passes`` under 3 or too few rows would be held out."""
+        if self.tol is None or self.n_passes < 3:
+            return X, Y2, w, None
+        rows = split_rows(X.shape[0], self.validation_fraction, self._seed())
+        if rows is None:
+            return X, Y2, w, None
+        tr, ho = rows
+        held = HeldOut(self, _take(X, ho), Y2[ho], None if w is None else w[ho],
+                       tol=self.tol, average=self.average, last_pass=self.n_passes)
+        return _take(X, tr), Y2[tr], None if w is None else w[tr], held
+
     def _run(self, X: Any, Y2: np.ndarray, w: np.ndarray | None, *, shuffle: bool,
              n_passes: int, average: bool, train_loss: bool | None = None,
-             race: tuple[Any, np.ndarray] | None = None) -> None:
+             race: tuple[Any, np.ndarray] | None = None, held: HeldOut | None = None) -> None:
         """Train in this thread: ``n_passes`` over the rows, every minibatch trains; with
         ``average``, the final model is the mean of the last iterates (see ``average``).
         ``race``: (the first-pass race, its winners) that this run continues: the model
-        starts from the winners and averages as a run of ``n_passes + 1`` passes would."""
+        starts from the winners and averages as a run of ``n_passes + 1`` passes would.
+        ``held``: the held-out stopping rule, which ends the run and picks its averaged
+        model (every iterate of the run is summed; the rule takes the last ones' mean)."""
         avg = (self._averaging(X, self.batch_size, n_passes + (race is not None))
                if average else {"average_from": -1})
+        if held is not None:
+            held.start(int(race is not None))
+            start = int(race[0].updater_.t) if race is not None else 0
+            avg["average_from"] = start if float(self.average) > 0 else -1
         on_cpu = self.device == "cpu"  # a GPU loss would wait for the device every step
         lrn = self._make_learner(X, Y2, w, shuffle=shuffle, batch_size=self.batch_size,
                                  n_passes=n_passes, val_every=0, max_steps=None,
@@ -176,20 +205,32 @@ class GLMEngine:
         if race is not None:
             lrn.init()
             adopt(self, *race)
-        with self._threads():
-            lrn.fit(progress=self._progress())
+        self.model_.converged = False
+        self.model_.stopping = None if held is None else (held, lrn.updater)
+        try:
+            with self._threads():
+                lrn.fit(progress=self._progress())
+        finally:
+            self.model_.stopping = None
+            self.model_.converged = False
+        if held is not None:
+            held.finish(self.model_)
+            self.validation_loss_curve_ = list(held.curve)
         self.n_steps_ += lrn.step
         self.n_iter_ = getattr(self, "n_iter_", 0) + len(lrn.summaries)
         if on_cpu:
             self.loss_curve_ = [*getattr(self, "loss_curve_", []),
                                 *(-float(s["train_score"]) for s in lrn.summaries)]
 
-    def _fit_passes(self, X: Any, Y2: np.ndarray, w: np.ndarray | None) -> None:
+    def _fit_passes(self, X: Any, Y2: np.ndarray, w: np.ndarray | None,
+                    held: HeldOut | None = None) -> None:
         """``fit``'s passes. Under ``lrate="auto"`` with more than one pass, the first pass
         races each target's candidate rates side by side and the winner trains the rest
-        (:mod:`bidlab.models.glm.race`); otherwise every pass trains with ``lrate_``."""
+        (:mod:`bidlab.models.glm.race`); otherwise every pass trains with ``lrate_``.
+        ``held``: the held-out rows' stopping rule (None: all ``n_passes``)."""
         if not (is_auto(self.lrate) and self.n_passes > 1):
-            self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes, average=True)
+            self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes, average=True,
+                      held=held)
             return
         race, chosen, loss = run_race(self, X, Y2, w)
         self.lrate_ = winning_rates(race, chosen)
@@ -199,4 +240,4 @@ class GLMEngine:
         if self.device == "cpu":
             self.loss_curve_ = [*getattr(self, "loss_curve_", []), loss]
         self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes - 1, average=True,
-                  race=(race, chosen))
+                  race=(race, chosen), held=held)

@@ -87,7 +87,16 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
     batch_size
         rows per minibatch (at most the number of samples).
     n_passes
-        passes over the data in ``fit``.
+        passes over the data in ``fit``, at most (see ``tol``).
+    tol
+        ``fit`` stops at the first pass that lowers the held-out loss (the mean over
+        the targets of each one's mean loss per row) by less than ``tol`` below the
+        best so far, and keeps the model with the least held-out loss
+        (:mod:`~bidlab.models.glm.stopping`); None: every ``n_passes`` pass trains, on
+        every row. Checked when ``n_passes`` >= 3 and at least 50 rows are held out.
+    validation_fraction
+        the share of the rows ``fit`` holds out of training to check ``tol`` on (a
+        seeded sample; ``random_state``).
     average
         the last fraction of ``fit``'s updates whose iterates are averaged into
         the final model (Polyak-Ruppert averaging; 0: keep the last iterate). One
@@ -127,7 +136,10 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
     ``n_features_in_``, ``feature_names_in_`` (DataFrame input), ``n_targets_``, ``lrate_``
     (the learning rates trained with: one, or one per model target),
     ``n_steps_``, ``average_every_``, ``n_iter_`` (passes over the data, adding up over
-    warm-started fits and partial fits), ``loss_curve_`` (the mean training loss of each of
+    warm-started fits and partial fits), ``validation_loss_curve_`` (``fit``'s held-out
+    loss after each pass but a first-pass rate race, summed over targets; empty when
+    ``tol`` was not checked),
+    ``loss_curve_`` (the mean training loss of each of
     those passes, summed over targets; CPU only: on a GPU no training loss is computed,
     as that would wait for the device every minibatch); the engine ``model_``,
     ``updater_`` and ``mixins_``.
@@ -163,7 +175,11 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         Option("updater", str, "adagrad", "how the weights move",
                choices=UPDATER_CHOICES),
         Option("batch_size", int, 500, "rows per minibatch", low=1),
-        param_row(Learner, "n_passes", doc="passes over the data in fit"),
+        param_row(Learner, "n_passes", doc="passes over the data in fit (at most: tol)"),
+        Option("tol", float, 1e-4, "fit stops when a pass lowers the held-out loss per "
+               "target by less than tol (None: every pass)", low=0.0, none_ok=True),
+        Option("validation_fraction", float, 0.1, "the rows fit holds out to check tol on",
+               low=0.0, high=1.0, low_open=True, high_open=True),
         Option("average", float, 0.5, "the last fraction of fit's updates averaged into "
                "the final model (0: the last iterate)", low=0.0, high=1.0),
         Option("shuffle", bool, True, "train on the rows in a random order"),
@@ -188,6 +204,8 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         updater: str = "adagrad",
         batch_size: int = 500,
         n_passes: int = 10,
+        tol: float | None = 1e-4,
+        validation_fraction: float = 0.1,
         average: float = 0.5,
         shuffle: bool = True,
         random_state: Any = None,
@@ -219,8 +237,9 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
 
     # -- training -------------------------------------------------------------------------
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> GLM:
-        """Train for ``n_passes`` passes over ``X`` (n x d) and ``y``: from scratch, or with
-        ``warm_start`` on a fitted GLM, from its weights.
+        """Train for ``n_passes`` passes over ``X`` (n x d) and ``y``, fewer when the
+        held-out loss stops improving (``tol``): from scratch, or with ``warm_start`` on a
+        fitted GLM, from its weights (then every pass trains, on every row).
 
         ``y``: length-n labels / values, or n x q with one column per data target.
         ``sample_weight``: one weight >= 0 per row; a minibatch's gradient is the weighted
@@ -237,9 +256,11 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
             self._init_engine(X, Y2, y_1d)
         w = self._class_weighted(w, Y2)
         if not warm:
+            X, Y2, w, held = self._hold_out(X, Y2, w)
             self._choose_rates(X, Y2, w)
-            self._fit_passes(X, Y2, w)
+            self._fit_passes(X, Y2, w, held)
         else:
+            self.validation_loss_curve_ = []
             self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes, average=True)
         return self
 

@@ -39,7 +39,7 @@ from bidlab.models.glm.links import Layout, LinkStep, predict_transform
 __all__ = ["GLMModel"]
 
 _SCRATCH = ("_links", "_targets", "_sparse", "_sparse_map", "sparse_updates", "_loss",
-            "_tm", "_Wt", "_bt", "loss_tally", "lazy_rows")
+            "_tm", "_Wt", "_bt", "loss_tally", "lazy_rows", "stopping", "converged")
 
 
 class GLMModel(Model):
@@ -95,6 +95,15 @@ class GLMModel(Model):
         #: weight]: set to tally each target's loss on the minibatches it had not yet
         #: trained on (progressive validation; the first-pass rate race sets it)
         self.loss_tally: list[Any] | None = None
+        #: (fit's held-out stopping rule, the updater whose iterates it averages): set for
+        #: the run it checks (bidlab.models.glm.stopping), which ends when it says so
+        self.stopping: tuple[Any, Any] | None = None
+        self.converged = False
+
+    def end_pass(self, pass_: int) -> None:
+        if self.stopping is not None:
+            held, updater = self.stopping
+            self.converged = held.end_pass(self, updater, pass_)
 
     def default_updater(self, **options: Any) -> Updater:
         """ADAGrad (``options``: its options, e.g. lrate), GLM's default."""

@@ -58,7 +58,7 @@ def run_race(est: Any, X: Any, Y2: np.ndarray,
     race = type(est)(**params)
     race.dtype_ = est.dtype_
     race.n_features_in_ = X.shape[1]
-    race._init_engine(X, Y2, y_1d=False)
+    race._init_engine(X, Y2, y_1d=False, classes=est._known_classes())
     race.lrate_ = race._per_target_values("lrate", K * G)
     batches = -(-X.shape[0] // min(int(est.batch_size), X.shape[0]))
     tally = [batches // 2, est._xp().zeros(K * G, dtype=np.float64), 0.0]
