@@ -142,12 +142,13 @@ def test_touched_steps_with_deferred_terms(adagrad, l2, dtype, monkeypatch):
                 step.grad(X, A, M, lr, l1, l2, 0.9, t)
             assert step.deferring
         step.catch_up(len(Xs))
-        return M, S
+        return M, S, step.done.copy()
 
     compiled, arrays = _both(run)
     tol = 1e-6 if dtype == np.float64 else 2e-4
     np.testing.assert_allclose(arrays[0], compiled[0], rtol=tol, atol=tol * 1e-3)
     np.testing.assert_allclose(arrays[1], compiled[1], rtol=tol, atol=tol * 1e-3)
+    np.testing.assert_array_equal(arrays[2], compiled[2])  # every row caught up to the end
 
 
 def _fresh_process(code: str, cache: Path, on: bool) -> dict:

@@ -243,4 +243,4 @@ def catch_up_all(M: Any, S: Any, lr: Any, l1: Any, l2: Any, eps: Any, done: Any,
         b = min(a + step, d)
         _catch_up_some(M[a:b], S[a:b] if adagrad else None, done[a:b], t, rates, base, lr,
                        l1, l2, eps, adagrad)
-    np.minimum(done, t, out=done)
+    np.maximum(done, t, out=done)  # the rows behind are now at t
