@@ -189,6 +189,33 @@ def test_fresh_process_runs_the_stand_in_then_the_cached_kernel(tmp_path):
     assert any(p.suffix == ".nbc" for p in (tmp_path / "on").rglob("*"))
 
 
+_ORDER = """
+import json
+import numpy as np
+from bidlab.kern import columns, standin
+landed = []
+for hook in standin._hooks:
+    def done(sig, ok, seconds, hook=hook, first=hook.done):
+        landed.append(hook.name)
+        first(sig, ok, seconds)
+    hook.done = done
+pos, touched = np.full(10, -1, np.int32), np.zeros(10, np.int32)
+columns._forget(pos, touched, 0)  # priority 0, sent first
+indptr, ind = np.array([0, 2], np.int32), np.array([1, 3], np.int32)
+columns._by_column(indptr, ind, pos, touched, np.zeros(11, np.int32), np.zeros(2, np.int32),
+                   np.zeros(2, np.int32))  # priority -1, sent a moment later
+print(json.dumps({"finished": standin.wait(240), "landed": landed}))
+"""
+
+
+def test_the_worker_chooses_its_first_job_by_priority(tmp_path):
+    """The worker imports the kernels' modules before it chooses a job, so of the jobs a fit
+    sends at once the one with the lowest priority compiles first, not the first sent."""
+    got = _fresh_process(_ORDER, tmp_path / "order", on=True)
+    assert got["finished"]
+    assert got["landed"] == ["_by_column", "_forget"]
+
+
 def test_switched_off_compiles_in_the_process(monkeypatch):
     """Off (the environment variable, or set_enabled): a new specialization compiles here,
     no stand-in runs and nothing goes to the worker."""
