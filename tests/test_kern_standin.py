@@ -210,7 +210,8 @@ print(json.dumps({"finished": standin.wait(240), "landed": landed}))
 
 def test_the_worker_chooses_its_first_job_by_priority(tmp_path):
     """The worker imports the kernels' modules before it chooses a job, so of the jobs a fit
-    sends at once the one with the lowest priority compiles first, not the first sent."""
+    sends at once the one with the lowest priority compiles first, not the first sent: the
+    GLM column listing (priority -1) before ``_forget``."""
     got = _fresh_process(_ORDER, tmp_path / "order", on=True)
     assert got["finished"]
     assert got["landed"] == ["_by_column", "_forget"]
