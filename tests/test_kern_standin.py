@@ -112,10 +112,14 @@ def test_lloyd_block_and_distances(pruned):
 @pytest.mark.parametrize(("adagrad", "l2", "dtype"), [
     (True, 0.05, np.float64), (False, 0.05, np.float64), (True, 3.0, np.float64),
     (False, 3.0, np.float64), (True, 0.05, np.float32)])
-def test_touched_steps_with_deferred_terms(adagrad, l2, dtype):
+def test_touched_steps_with_deferred_terms(adagrad, l2, dtype, monkeypatch):
     """Ten sparse GLM steps with L1 / L2 deferred (a few rows touched each), then the
     catch-up: the same model as the compiled kernels'. A large L2 takes the rows whose
-    decay the polynomial cannot give to the power."""
+    decay the polynomial cannot give to the power. The stand-ins work in blocks of 10 rows
+    here (many blocks, some with rows behind and some not, some rows all zero)."""
+    from bidlab.kern import touched_arrays
+
+    monkeypatch.setattr(touched_arrays, "_CHUNK", 30)
     rng = np.random.default_rng(3)
     d, T, n = 400, 3, 20
     Xs = [_sparse(n, d, np.float64, seed=s, density=0.004) for s in range(10)]
@@ -129,6 +133,7 @@ def test_touched_steps_with_deferred_terms(adagrad, l2, dtype):
     def run():
         step = TouchedStep(d, T, dtype)
         M = np.linspace(-1, 1, d * T, dtype=dtype).reshape(d, T)
+        M[::7] = 0  # rows not trained yet
         S = np.full((d, T), 0.5, dtype)
         for t, (X, A) in enumerate(zip(Xs, As, strict=True)):
             if adagrad:
@@ -137,12 +142,13 @@ def test_touched_steps_with_deferred_terms(adagrad, l2, dtype):
                 step.grad(X, A, M, lr, l1, l2, 0.9, t)
             assert step.deferring
         step.catch_up(len(Xs))
-        return M, S
+        return M, S, step.done.copy()
 
     compiled, arrays = _both(run)
     tol = 1e-6 if dtype == np.float64 else 2e-4
     np.testing.assert_allclose(arrays[0], compiled[0], rtol=tol, atol=tol * 1e-3)
     np.testing.assert_allclose(arrays[1], compiled[1], rtol=tol, atol=tol * 1e-3)
+    np.testing.assert_array_equal(arrays[2], compiled[2])  # every row caught up to the end
 
 
 def _fresh_process(code: str, cache: Path, on: bool) -> dict:
@@ -181,6 +187,34 @@ def test_fresh_process_runs_the_stand_in_then_the_cached_kernel(tmp_path):
     assert got["same"] and got["oracle"]
     assert (got["hits"], got["misses"]) == (1, 0)  # loaded from what the worker wrote
     assert any(p.suffix == ".nbc" for p in (tmp_path / "on").rglob("*"))
+
+
+_ORDER = """
+import json
+import numpy as np
+from bidlab.kern import columns, standin
+landed = []
+for hook in standin._hooks:
+    def done(sig, ok, seconds, hook=hook, first=hook.done):
+        landed.append(hook.name)
+        first(sig, ok, seconds)
+    hook.done = done
+pos, touched = np.full(10, -1, np.int32), np.zeros(10, np.int32)
+columns._forget(pos, touched, 0)  # priority 0, sent first
+indptr, ind = np.array([0, 2], np.int32), np.array([1, 3], np.int32)
+columns._by_column(indptr, ind, pos, touched, np.zeros(11, np.int32), np.zeros(2, np.int32),
+                   np.zeros(2, np.int32))  # priority -1, sent a moment later
+print(json.dumps({"finished": standin.wait(240), "landed": landed}))
+"""
+
+
+def test_the_worker_chooses_its_first_job_by_priority(tmp_path):
+    """The worker imports the kernels' modules before it chooses a job, so of the jobs a fit
+    sends at once the one with the lowest priority compiles first, not the first sent: the
+    GLM column listing (priority -1) before ``_forget``."""
+    got = _fresh_process(_ORDER, tmp_path / "order", on=True)
+    assert got["finished"]
+    assert got["landed"] == ["_by_column", "_forget"]
 
 
 def test_switched_off_compiles_in_the_process(monkeypatch):

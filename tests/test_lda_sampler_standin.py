@@ -1,12 +1,16 @@
 """The SAME Gibbs sampler's array-level stand-ins draw what its numba kernels draw (the same
-random streams, inversion and PTRS), and its bookkeeping kernels' stand-ins agree too."""
+random streams, inversion and PTRS), and its bookkeeping kernels' stand-ins agree too.
+
+The kernels are called with the argument types tests/test_lda_sampler.py compiles already
+(float32 sweeps with a caller's heated-word mask, float64 bookkeeping), so this file adds
+no specialization of its own to an empty numba cache."""
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
-from bidlab.kern import lda_sampler, standin
+from bidlab.kern import lda_sampler, lda_sampler_arrays, standin
 
 
 def _problem(dtype, D=50, V=40, k=5, seed=1):
@@ -40,15 +44,19 @@ def _sweeps(X, theta, N, invden, temp, m, parallel_min):
     return th, ph, th2, ph2, t2
 
 
-def test_sampler_stand_ins_draw_the_kernels_counts():
+def test_sampler_stand_ins_draw_the_kernels_counts(monkeypatch):
     """Rates from tiny (inversion) to large (PTRS), heated words, serial and parallel
     kernels, in LDAGibbs's float32: the stand-ins' outputs equal the kernels' to float
-    rounding (the draws are the same integers)."""
+    rounding (the draws are the same integers). Unheated: temperatures all 1, whose
+    mask of heated words is all 0, so no temperature is read (the kernels' path for
+    ``temp=None``, with the mask's type the heated cases compile)."""
+    monkeypatch.setattr(lda_sampler_arrays, "_BLOCK", 128)  # the stand-in's blocks: 5 or 6
     X, theta, N, invden, temp = _problem(np.float32)
     tol = 1e-6
     for m, heat, parallel_min in [(0.5, False, 1 << 40), (2000.0, True, 1 << 40),
                                   (40.0, True, 0)]:
-        t = temp if heat else None
+        t = temp if heat else np.ones_like(temp)
+        assert lda_sampler.heated_words(t).any() == heat
         compiled = _sweeps(X, theta, N, invden, t, m, parallel_min)
         runs = standin.runs()
         with standin.forced():
@@ -65,8 +73,8 @@ def test_bookkeeping_stand_ins():
     temp = np.ones((30, 4), np.float32)
     temp[[2, 17], [1, 3]] = 1.5
     X = sp.random(20, 30, density=0.2, format="csr", random_state=3, dtype=np.float32)
-    counts = rng.random((30, 4)).astype(np.float32)
-    phi = rng.random((30, 4)).astype(np.float32)
+    counts = rng.random((30, 4))
+    phi = rng.random((30, 4))
 
     def run():
         hot = lda_sampler.heated_words(temp)

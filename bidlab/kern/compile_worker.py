@@ -11,7 +11,9 @@ environment (so the same ``NUMBA_CACHE_DIR``), sends one JSON line per job -- th
 module and name and its argument types (numba types, pickled) -- and a reader thread
 collects one JSON line per finished job (``ok``, seconds, or the error). Of the jobs
 waiting, the one with the lowest priority number compiles first (a kernel whose stand-in
-carries most of a fit's work can ask for that), then the earliest. When the
+carries most of a fit's work can ask for that), then the earliest; the worker imports
+numba and the kernels' modules before it chooses its first job, so the jobs of a fit's
+first minibatch are all there to choose from. When the
 training process ends, the worker's input closes; it finishes the jobs it was given (so
 the next process finds them cached) and exits.
 """
@@ -19,6 +21,7 @@ the next process finds them cached) and exits.
 from __future__ import annotations
 
 import base64
+import contextlib
 import importlib
 import json
 import os
@@ -74,6 +77,11 @@ def main() -> int:
             more.notify()
 
     threading.Thread(target=read, name="bidlab-compile-jobs", daemon=True).start()
+    # numba and the kernels' common imports first (a second or more): meanwhile the jobs
+    # of a fit's first minibatch arrive, so the first to compile is chosen by priority
+    # among them, not just the first sent
+    with contextlib.suppress(Exception):
+        importlib.import_module("bidlab.kern.cpu")
     reporting = True
     while True:
         with more:

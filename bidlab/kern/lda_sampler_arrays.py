@@ -30,7 +30,9 @@ _CP = np.uint64(0xD1B54A32D192ED03)  # as lda_sampler: spreads nonzero p's strea
 _C1 = np.uint64(0xBF58476D1CE4E5B9)
 _C2 = np.uint64(0x94D049BB133111EB)
 _TWO_M53 = 1.1102230246251565e-16
-_BLOCK = 1 << 14  # nonzeros drawn at once (bounds the n x k temporaries)
+_BLOCK = 1 << 12  # nonzeros drawn at once: the n x k temporaries stay near the cache (a
+# KOS minibatch's sweep ran 1.1-3x faster than in blocks of 16,384; the streams are keyed
+# by the nonzero, so the block size never changes a draw)
 
 
 def _mix64(x: np.ndarray) -> np.ndarray:

@@ -19,6 +19,9 @@ import scipy.sparse as sp
 __all__ = ["by_column", "forget", "adagrad_touched", "grad_touched", "catch_up_all"]
 
 _SMALL = 0.05  # as bidlab.kern.touched: below this l2 * eta_sum the polynomial is used
+#: elements in a block of rows worked on at once: the block's temporaries stay in the cache
+#: (whole-matrix temporaries are slower by several times: memory traffic and page faults)
+_CHUNK = 1 << 14
 
 
 def by_column(indptr: Any, indices: Any, pos: Any, touched: Any, colptr: Any, perm: Any,
@@ -27,17 +30,22 @@ def by_column(indptr: Any, indices: Any, pos: Any, touched: Any, colptr: Any, pe
     n, d = indptr.shape[0] - 1, pos.shape[0]
     nnz = int(indptr[n])
     row_of[:nnz] = np.repeat(np.arange(n), np.diff(indptr))
-    # scipy's CSR -> CSC keeps the row order within a column: the nonzero numbers in
-    # column order are the transposed matrix's values
-    numbers = sp.csr_matrix((np.arange(nnz, dtype=np.int64), indices[:nnz], indptr),
-                            shape=(n, d), copy=False).tocsc()
-    cols = np.flatnonzero(np.diff(numbers.indptr))
+    ind = indices[:nnz]
+    # one sort of the keys column * nnz + nonzero number: column order, row order within a
+    # column (the nonzero numbers of a CSR matrix increase with the row)
+    keys = ind.astype(np.int64)
+    keys *= max(nnz, 1)
+    keys += np.arange(nnz)
+    keys.sort()
+    np.remainder(keys, max(nnz, 1), out=keys)
+    perm[:nnz] = keys
+    counts = np.bincount(ind, minlength=d)
+    cols = np.flatnonzero(counts)
     nu = cols.shape[0]
     touched[:nu] = cols
     pos[cols] = np.arange(nu)
     colptr[0] = 0
-    colptr[1: nu + 1] = numbers.indptr[cols + 1]
-    perm[:nnz] = numbers.data
+    colptr[1: nu + 1] = np.cumsum(counts[cols])
     return int(nu)
 
 
@@ -46,39 +54,28 @@ def forget(pos: Any, touched: Any, nu: int) -> None:
     pos[touched[:nu]] = -1
 
 
-def _catch_up(M: Any, S: Any, rows: np.ndarray, lr: Any, l1: Any, l2: Any, eps: Any,
-              done: np.ndarray, t: int, rates: Any, base: int, adagrad: bool) -> None:
-    """Rows ``rows``' deferred regulariser terms of their steps ``done`` .. t-1 (per-weight
-    arithmetic in the model's dtype, a row's scalars and the power in float64, as the
-    kernel). ``rows`` increasing; all of M's rows are worked on in place, without copies."""
-    n = rows.shape[0]
-    if n == 0:
-        return
-    whole = n == M.shape[0]  # every row (rows is increasing): views, not gathers
-    dt = M.dtype
-    k64 = (t - done).astype(np.float64)[:, None]
+def _catch_up_block(W: np.ndarray, S: Any, k64: np.ndarray, q: np.ndarray, mid: Any,
+                    lr: Any, l1: Any, l2: Any, eps: Any, adagrad: bool) -> None:
+    """Deferred regulariser terms of the rows ``W`` (and ADAGrad's sums of squares ``S``),
+    in place: ``k64`` their gaps (n x 1, float64), ``q`` their step-size sums (n x 1) and
+    ``mid`` the square root at the gaps' middles (n x 1). Per-weight arithmetic in the
+    model's dtype, the power in float64, as the kernel; a zero weight stays zero, so only
+    nonzero weights ever take the power."""
+    dt = W.dtype
     k, c2 = k64.astype(dt), (0.5 * (1.0 - 1.0 / k64)).astype(dt)
-    col = int(adagrad)
-    q = (rates[t - base, col] - rates[done - base, col])[:, None].astype(dt)
-    W = M if whole else M[rows]
     with_l1 = bool(np.any(l1))
     if adagrad:
-        u = np.multiply(l2, W)
+        grow = np.multiply(W, l2)
         if with_l1:
-            u += np.sign(W) * l1
-        grow = np.multiply(u, u, out=u)
+            grow += np.sign(W) * l1
+        np.multiply(grow, grow, out=grow)
         grow *= k
-        s = S if whole else S[rows]
-        mid = np.sqrt(0.5 * (done + t - 1) + 1.0)[:, None].astype(dt)
         eta = np.multiply(grow, dt.type(0.5))
-        eta += s
+        eta += S
         np.sqrt(eta, out=eta)
         eta += eps * mid
         np.divide(lr * q, eta, out=eta)
-        if whole:
-            S += grow
-        else:
-            S[rows] = s + grow
+        S += grow
     else:
         eta = np.broadcast_to(lr * q, W.shape)
     x = np.multiply(l2, eta)
@@ -86,35 +83,56 @@ def _catch_up(M: Any, S: Any, rows: np.ndarray, lr: Any, l1: Any, l2: Any, eps: 
     factor -= 1
     factor *= x
     factor += 1
-    w = np.multiply(W, factor, out=factor)
     if x.max() > _SMALL:  # the power where the polynomial is not close enough
-        _power(w, W, x, k64)
+        big = x > _SMALL
+        big &= W != 0
+        at = np.nonzero(big)
+        if at[0].shape[0]:
+            kb = k64[at[0], 0]
+            factor[at] = np.maximum(1.0 - x[at].astype(np.float64) / kb, 0.0) ** kb
+    W *= factor
     if with_l1:
-        shrunk = np.abs(w)
+        shrunk = np.abs(W)
         shrunk -= l1 * eta
         np.maximum(shrunk, 0, out=shrunk)
-        w = np.copysign(shrunk, w, out=shrunk)
-    if whole:
-        M[...] = w
-    else:
-        M[rows] = w
+        np.copysign(shrunk, W, out=W)
 
 
-def _power(w: np.ndarray, W: np.ndarray, x: np.ndarray, k64: np.ndarray) -> None:
-    """``w = W * max(1 - x / k, 0) ** k`` (in float64) where ``x > _SMALL``: over the
-    whole array when most elements need it (large rates), else gathered."""
-    big = x > _SMALL
-    if np.count_nonzero(big) * 4 > big.size:
-        p = np.divide(x, k64, dtype=np.float64)
-        np.subtract(1.0, p, out=p)
-        np.maximum(p, 0.0, out=p)
-        np.power(p, k64, out=p)
-        p *= W
-        np.copyto(w, p, casting="same_kind", where=big)
-        return
-    at = np.nonzero(big)
-    kb = np.broadcast_to(k64, x.shape)[at]
-    w[at] = W[at] * np.maximum(1.0 - x[at].astype(np.float64) / kb, 0.0) ** kb
+def _row_chunks(n: int, T: int) -> range:
+    """Starts of the blocks of rows worked on at once (:data:`_CHUNK` elements each)."""
+    return range(0, n, max(1, _CHUNK // max(T, 1)))
+
+
+def _catch_up_rows(W: np.ndarray, S: Any, done: np.ndarray, t: int, rates: Any, base: int,
+                   lr: Any, l1: Any, l2: Any, eps: Any, adagrad: bool) -> None:
+    """The deferred terms of every row of ``W`` (and ``S``), each behind by
+    ``t - done`` steps (all > 0), in place."""
+    dt = W.dtype
+    k64 = (t - done).astype(np.float64)[:, None]
+    col = int(adagrad)
+    q = (rates[t - base, col] - rates[done - base, col])[:, None].astype(dt)
+    mid = np.sqrt(0.5 * (done + t - 1) + 1.0)[:, None].astype(dt) if adagrad else None
+    _catch_up_block(W, S, k64, q, mid, lr, l1, l2, eps, adagrad)
+
+
+def _catch_up_some(W: np.ndarray, S: Any, done: np.ndarray, t: int, rates: Any, base: int,
+                   lr: Any, l1: Any, l2: Any, eps: Any, adagrad: bool) -> None:
+    """The rows of ``W`` (a block small enough for the cache) that are behind (``done <
+    t``) catch up, in place: views when all of them are, else a gather of those. A zero
+    weight keeps its value and sum of squares (its regulariser terms are zero), so rows
+    all zero (features not seen yet) are left out."""
+    late = done < t
+    late &= W.any(axis=1)
+    behind = np.flatnonzero(late)
+    nb = behind.shape[0]
+    if nb == W.shape[0]:
+        _catch_up_rows(W, S, done, t, rates, base, lr, l1, l2, eps, adagrad)
+    elif nb:
+        Wb, Sb = W[behind], S[behind] if adagrad else None
+        _catch_up_rows(Wb, Sb, done[behind], t, rates, base, lr, l1, l2, eps, adagrad)
+        W[behind] = Wb
+        if adagrad:
+            S[behind] = Sb
 
 
 def _data_rows(pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any,
@@ -128,24 +146,72 @@ def _data_rows(pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any,
     return rows, np.asarray(Xt @ A)
 
 
-def _step_rows(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any, A: Any,
-               lr: Any, l1: Any, l2: Any, dense_reg: bool, defer: bool, done: Any, t: int,
-               rates: Any, base: int, S: Any, eps: Any,
-               adagrad: bool) -> tuple[np.ndarray, np.ndarray]:
-    """The rows a step updates and their regularised updates ``u``."""
+def _step_dense(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any, A: Any,
+                lr: Any, l1: Any, l2: Any, S: Any, eps: Any, inv_t: Any, scale: Any,
+                adagrad: bool) -> None:
+    """A step whose regulariser terms are swept over every row (most rows touched)."""
     rows, U = _data_rows(pos, colptr, perm, row_of, data, A)
-    if defer:
-        behind = rows[done[rows] < t]
-        _catch_up(M, S, behind, lr, l1, l2, eps, done[behind], t, rates, base, adagrad)
-        done[rows] = t + 1
+    full = np.zeros(M.shape, U.dtype)
+    full[rows] = U
+    u = full
+    u -= l1 * np.sign(M)
+    u -= l2 * M
+    if adagrad:
+        S += u * u
+        M += u / (np.sqrt(S * float(inv_t)) + eps) * lr * float(scale)
+    else:
+        M += u * lr * float(scale)
+
+
+def _step(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any, A: Any,
+          lr: Any, l1: Any, l2: Any, dense_reg: bool, defer: bool, done: Any, t: int,
+          rates: Any, base: int, S: Any, eps: Any, inv_t: Any, scale: Any,
+          adagrad: bool) -> None:
+    """One step on the rows a minibatch touches (all rows when ``dense_reg``): the touched
+    rows (and their sums of squares) gathered once, their deferred terms, data terms and
+    step applied block by block, written back once."""
     if dense_reg:
-        full = np.zeros(M.shape, U.dtype)
-        full[rows] = U
-        rows, U = np.arange(M.shape[0]), full
+        _step_dense(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, S, eps, inv_t, scale,
+                    adagrad)
+        return
+    rows, U = _data_rows(pos, colptr, perm, row_of, data, A)
+    n, T = U.shape
+    if n == 0:
+        return
     W = M[rows]
-    U -= l1 * np.sign(W)
-    U -= l2 * W
-    return rows, U
+    Sb = S[rows] if adagrad else None
+    gap = done[rows] if defer else None
+    with_l1, with_l2 = bool(np.any(l1)), bool(np.any(l2))
+    rate = lr * M.dtype.type(scale)
+    inv_t = M.dtype.type(inv_t)
+    tmp = np.empty((min(n, max(1, _CHUNK // max(T, 1))), T), U.dtype)
+    for a in _row_chunks(n, T):
+        b = min(a + tmp.shape[0], n)
+        w, u, x = W[a:b], U[a:b], tmp[: b - a]
+        s = Sb[a:b] if adagrad else None
+        if defer:
+            _catch_up_some(w, s, gap[a:b], t, rates, base, lr, l1, l2, eps, adagrad)
+        if with_l1:
+            np.sign(w, out=x)
+            x *= l1
+            u -= x
+        if with_l2:
+            np.multiply(w, l2, out=x)
+            u -= x
+        if adagrad:
+            np.multiply(u, u, out=x)
+            s += x
+            np.multiply(s, inv_t, out=x)
+            np.sqrt(x, out=x)
+            x += eps
+            u /= x
+        u *= rate
+        w += u
+    if defer:
+        done[rows] = t + 1
+    if adagrad:
+        S[rows] = Sb
+    M[rows] = W
 
 
 def adagrad_touched(M: Any, S: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any,
@@ -153,11 +219,8 @@ def adagrad_touched(M: Any, S: Any, pos: Any, colptr: Any, perm: Any, row_of: An
                     dense_reg: bool, defer: bool, done: Any, t: int, rates: Any, base: int,
                     work: Any, scalars: Any, powers: Any) -> None:
     """ADAGrad's step on the rows a minibatch touches (all rows when ``dense_reg``)."""
-    rows, u = _step_rows(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, dense_reg, defer,
-                         done, t, rates, base, S, eps, True)
-    s = S[rows] + u * u
-    S[rows] = s
-    M[rows] = M[rows] + u / (np.sqrt(s * float(inv_t)) + eps) * lr * float(scale)
+    _step(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, dense_reg, defer, done, t, rates,
+          base, S, eps, inv_t, scale, True)
 
 
 def grad_touched(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any, A: Any,
@@ -165,15 +228,19 @@ def grad_touched(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: An
                  t: int, rates: Any, base: int, work: Any, scalars: Any,
                  powers: Any) -> None:
     """Plain gradient ascent on the rows a minibatch touches (all when ``dense_reg``)."""
-    rows, u = _step_rows(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, dense_reg, defer,
-                         done, t, rates, base, M, lr, False)
-    M[rows] = M[rows] + u * lr * float(scale)
+    _step(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, dense_reg, defer, done, t, rates,
+          base, M, lr, 1.0, scale, False)
 
 
 def catch_up_all(M: Any, S: Any, lr: Any, l1: Any, l2: Any, eps: Any, done: Any, t: int,
                  rates: Any, base: int, adagrad: bool, work: Any, scalars: Any,
                  powers: Any) -> None:
-    """Every row's deferred regulariser terms of the steps before ``t``."""
-    rows = np.flatnonzero(done < t)
-    _catch_up(M, S, rows, lr, l1, l2, eps, done[rows], t, rates, base, adagrad)
-    done[rows] = t
+    """Every row's deferred regulariser terms of the steps before ``t``: block by block
+    of rows, in place."""
+    d, T = M.shape
+    step = max(1, _CHUNK // max(T, 1))
+    for a in _row_chunks(d, T):
+        b = min(a + step, d)
+        _catch_up_some(M[a:b], S[a:b] if adagrad else None, done[a:b], t, rates, base, lr,
+                       l1, l2, eps, adagrad)
+    np.maximum(done, t, out=done)  # the rows behind are now at t
