@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 
 from bidlab.kern.nmf_kl import kl_h_push, kl_w_numerator
-from bidlab.kern.scatter_sums import ScatterSums
+from bidlab.kern.scatter_sums import ScatterSums, transpose_into
 from bidlab.models import NMF
 
 EPS = float(np.finfo(np.float32).eps)
@@ -37,10 +37,27 @@ def test_scatter_sums_total_is_the_sum_of_the_products(copies):
     assert not sums.work.any()  # folded
     sums.add(*blocks[0])  # goes on after a fold
     np.testing.assert_allclose(sums.total(), want + blocks[0][0].T @ blocks[0][1], rtol=1e-12)
+    T = np.empty((5, 70))
+    sums.total(transposed=T)
+    np.testing.assert_array_equal(T, sums.total().T)
     sums.zero()
     assert not sums.total().any()
     with pytest.raises(ValueError, match="do not fit"):
         sums.add(blocks[0][0], blocks[0][1][:, :3])
+
+
+@pytest.mark.parametrize("k", [5, 40])  # one nonzero at a time below 32 columns, four above
+def test_scatter_sums_at_either_width_and_the_blocked_transpose(k):
+    X, _ = _blocks(seed=9, m=600, d=300)[0]
+    G = np.random.default_rng(10).random((X.shape[0], k))
+    sums = ScatterSums(300, k, np.float64, copies=1)
+    sums.add(X, G)
+    np.testing.assert_allclose(sums.total(), X.T @ G, rtol=1e-12)
+    T = np.empty((k, 300))
+    transpose_into(sums.total(), T)
+    np.testing.assert_array_equal(T, sums.total().T)
+    with pytest.raises(ValueError, match="does not transpose"):
+        transpose_into(T, T)
 
 
 def _kl_oracle(X, W, Ht):
@@ -69,6 +86,8 @@ def test_fused_kl_step_matches_numpy(dtype):
         np.testing.assert_allclose(got, (xlogq, xsum), rtol=rtol)
         want = want + Q.T @ W
     np.testing.assert_allclose(sums.total(), want, rtol=rtol)
+    sums.zero()  # what the fused loop pushed is cleared
+    assert not sums.total().any()
 
 
 @pytest.mark.parametrize("loss", ["frobenius", "kl"])

@@ -117,4 +117,5 @@ def kl_h_push(X: Any, W: Any, Ht: Any, eps: float, sums: ScatterSums,
     n = sums.work.shape[0] + 1
     eps, tiny = W.dtype.type(eps), np.finfo(W.dtype).tiny
     _h_push(X.indptr, X.indices, X.data, W, Ht, eps, tiny, sums.out, sums.work, parts)
+    sums.mark()
     return float(parts[:n, 0].sum()), float(parts[:n, 1].sum())

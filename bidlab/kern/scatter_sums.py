@@ -37,30 +37,74 @@ from numba import prange
 from bidlab import backend
 from bidlab.kern.cpu import _FM, WORKSPACE_LIMIT, _part, push_rows
 
-__all__ = ["ScatterSums"]
+__all__ = ["ScatterSums", "transpose_into"]
+
+
+@numba.njit(inline="always")
+def _push_each(indptr, indices, data, G, dst, lo, hi):  # pragma: no cover - compiled
+    """Rows [lo, hi) pushed into dst one nonzero at a time (for small k: the four-at-a-time
+    :func:`~bidlab.kern.cpu.push_rows` keeps four output rows in flight, which pays at
+    k = 64 and costs at k = 20; the crossover: BENCHMARKS.md, "design measurements")."""
+    k = G.shape[1]
+    for i in range(lo, hi):
+        g = G[i]
+        for p in range(indptr[i], indptr[i + 1]):
+            o = dst[indices[p]]
+            v = data[p]
+            for c in range(k):
+                o[c] += v * g[c]
 
 
 @numba.njit(parallel=True, fastmath=_FM, cache=True, nogil=True)
-def _push_parts(indptr, indices, data, G, out, work):  # pragma: no cover - compiled
+def _push_parts(indptr, indices, data, G, out, work, each):  # pragma: no cover - compiled
     """Part t of the rows pushes into work[t - 1] (part 0 into out); nothing is zeroed."""
     nparts = work.shape[0] + 1
     for t in prange(nparts):
         lo, hi = _part(indptr, t, nparts)
         if t == 0:
-            push_rows(indptr, indices, data, G, out, lo, hi)
+            if each:
+                _push_each(indptr, indices, data, G, out, lo, hi)
+            else:
+                push_rows(indptr, indices, data, G, out, lo, hi)
+        elif each:
+            _push_each(indptr, indices, data, G, work[t - 1], lo, hi)
         else:
             push_rows(indptr, indices, data, G, work[t - 1], lo, hi)
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
-def _fold(out, work):  # pragma: no cover - compiled
-    """out += the sum of the copies; the copies are zeroed."""
+def _fold(out, work, dst):  # pragma: no cover - compiled
+    """out += the sum of the copies (zeroed); dst (k x n, or 0 x 0) = out transposed, in
+    blocks of rows that stay in cache."""
     n, k = out.shape
-    for j in prange(n):
-        for w in range(work.shape[0]):
+    nb = (n + 255) // 256
+    for b in prange(nb):
+        lo, hi = b * 256, min(n, b * 256 + 256)
+        for j in range(lo, hi):
+            for w in range(work.shape[0]):
+                for c in range(k):
+                    out[j, c] += work[w, j, c]
+                    work[w, j, c] = 0
+        if dst.shape[0]:
             for c in range(k):
-                out[j, c] += work[w, j, c]
-                work[w, j, c] = 0
+                for j in range(lo, hi):
+                    dst[c, j] = out[j, c]
+
+
+def transpose_into(src: np.ndarray, dst: np.ndarray) -> None:
+    """``dst[...] = src.T`` for a C-ordered n x k ``src`` and k x n ``dst``, in blocks of
+    rows (a strided numpy copy of a tall, narrow matrix is several times slower)."""
+    if dst.shape != src.shape[::-1]:
+        raise ValueError(f"transpose_into: {src.shape} does not transpose to {dst.shape}")
+    none = _NO_WORK.get(src.dtype)
+    if none is None:
+        none = _NO_WORK[src.dtype] = np.zeros((0, 0, 0), src.dtype)
+    _fold(src, none, dst)
+
+
+_NO_WORK: dict[np.dtype, np.ndarray] = {}
+#: below this many columns a nonzero is pushed at a time (see :func:`_push_each`)
+EACH_BELOW_K = 32
 
 
 class ScatterSums:
@@ -92,6 +136,8 @@ class ScatterSums:
             copies = max(min(numba.get_num_threads() - 1, WORKSPACE_LIMIT // size), 0)
         self.out = backend.zeros((n, k), np.dtype(dtype), np)
         self.work = backend.zeros((copies, n, k), np.dtype(dtype), np)
+        self._none = np.zeros((0, 0), np.dtype(dtype))
+        self._clean = True
 
     def add(self, S: Any, G: Any) -> None:
         """Add ``S.T @ G`` (``S`` an m x n scipy CSR matrix, ``G`` m x k) to the total."""
@@ -99,15 +145,28 @@ class ScatterSums:
         if S.shape[1] != n or G.shape != (S.shape[0], k):
             raise ValueError(f"ScatterSums: S {S.shape} and G {G.shape} do not fit a "
                              f"{n} x {k} total (S m x {n}, G m x {k})")
-        _push_parts(S.indptr, S.indices, S.data, G, self.out, self.work)
+        _push_parts(S.indptr, S.indices, S.data, G, self.out, self.work, k < EACH_BELOW_K)
+        self._clean = False
 
-    def total(self) -> np.ndarray:
-        """The total so far (the private copies are folded into it and zeroed)."""
-        if self.work.shape[0]:
-            _fold(self.out, self.work)
+    def mark(self) -> None:
+        """Note that a kernel of its own pushed into ``out`` and ``work`` (as
+        :func:`bidlab.kern.nmf_kl.kl_h_push` does), so :meth:`zero` must clear them."""
+        self._clean = False
+
+    def total(self, transposed: np.ndarray | None = None) -> np.ndarray:
+        """The total so far (the private copies are folded into it and zeroed); with
+        ``transposed`` (k x n), also written there transposed, in the same pass."""
+        dst = self._none if transposed is None else transposed
+        if transposed is not None and transposed.shape != self.out.shape[::-1]:
+            raise ValueError(f"ScatterSums: the transposed total is {self.out.shape[::-1]}, "
+                             f"not {transposed.shape}")
+        if self.work.shape[0] or transposed is not None:
+            _fold(self.out, self.work, dst)
         return self.out
 
     def zero(self) -> None:
-        """Start a new total."""
-        self.out.fill(0)
-        self.work.fill(0)
+        """Start a new total (nothing to do when nothing was pushed since the last)."""
+        if not self._clean:
+            self.out.fill(0)
+            self.work.fill(0)
+            self._clean = True

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
+from bidlab.kern.scatter_sums import transpose_into
 from bidlab.learn import Model, Option
 from bidlab.learn.datasource import DataInfo
 from bidlab.learn.rowstate import RowState, RowStatePickling
@@ -199,7 +200,10 @@ class NMFModel(RowStatePickling, Model):
         if found is not None:
             return found
         H, Ht = self.modelmats[0], self._Ht
-        Ht.data[...] = H.data.T
+        if H.xp is np:
+            transpose_into(H.data, Ht.data)
+        else:
+            Ht.data[...] = H.data.T
         key = ("hprod", "frobenius" if self.opts.loss == "frobenius" else "kl")
         out = self._buf.get(key)
         if out is None:

@@ -138,7 +138,7 @@ class PassSums:
         ``l1_ratio``), and start a new pass."""
         rows = float(self.misc.data[0, 0])
         if self.pushed:
-            num.data[...] = self.num_t.total().T
+            self.num_t.total(transposed=num.data)
             if self.loss == "frobenius":
                 H.xp.matmul(self.den.data, H.data, out=den.data)
             else:

@@ -177,14 +177,17 @@ def h_stats(b: Block, W: Mat, H: Mat, Ht: Mat, loss: str, num: Mat,
 def objective(b: Block, W: Mat, H: Mat, Ht: Mat, loss: str) -> tuple[float, float]:
     """The loss of ``W @ H`` on the block's observed entries and how many they are."""
     X, M = b.X, b.M
-    P = _wh(b, W, H, Ht)
+    if loss == "frobenius" and b.kind == "sparse":
+        P = None  # not formed: the unstored zeros count
+    else:
+        P = _wh(b, W, H, Ht)
     if b.kind == "masked":
         P = P * M
     if loss == "frobenius":
         if b.kind == "sparse":  # the unstored zeros count: ||X||^2 - 2 <X, WH> + ||WH||^2
             G = W.T @ W
             xx = float((X * X).sum().data[0, 0])
-            cross = float((X.T @ W * Ht).sum().data[0, 0])
+            cross = float(((X @ Ht) * W).sum().data[0, 0])
             quad = float((G * (H @ Ht)).sum().data[0, 0])
             return 0.5 * max(xx - 2.0 * cross + quad, 0.0), float(X.shape[0] * X.shape[1])
         D = P - X
