@@ -137,7 +137,7 @@ class ScatterSums:
         self.out = backend.zeros((n, k), np.dtype(dtype), np)
         self.work = backend.zeros((copies, n, k), np.dtype(dtype), np)
         self._none = np.zeros((0, 0), np.dtype(dtype))
-        self._clean = True
+        self._clean = self._work_clean = True
 
     def add(self, S: Any, G: Any) -> None:
         """Add ``S.T @ G`` (``S`` an m x n scipy CSR matrix, ``G`` m x k) to the total."""
@@ -146,12 +146,12 @@ class ScatterSums:
             raise ValueError(f"ScatterSums: S {S.shape} and G {G.shape} do not fit a "
                              f"{n} x {k} total (S m x {n}, G m x {k})")
         _push_parts(S.indptr, S.indices, S.data, G, self.out, self.work, k < EACH_BELOW_K)
-        self._clean = False
+        self._clean = self._work_clean = False
 
     def mark(self) -> None:
         """Note that a kernel of its own pushed into ``out`` and ``work`` (as
         :func:`bidlab.kern.nmf_kl.kl_h_push` does), so :meth:`zero` must clear them."""
-        self._clean = False
+        self._clean = self._work_clean = False
 
     def total(self, transposed: np.ndarray | None = None) -> np.ndarray:
         """The total so far (the private copies are folded into it and zeroed); with
@@ -162,11 +162,13 @@ class ScatterSums:
                              f"not {transposed.shape}")
         if self.work.shape[0] or transposed is not None:
             _fold(self.out, self.work, dst)
+            self._work_clean = True
         return self.out
 
     def zero(self) -> None:
         """Start a new total (nothing to do when nothing was pushed since the last)."""
         if not self._clean:
             self.out.fill(0)
-            self.work.fill(0)
-            self._clean = True
+            if not self._work_clean:  # a fold zeroed the copies already
+                self.work.fill(0)
+            self._clean = self._work_clean = True
