@@ -35,13 +35,14 @@ import numba
 import numpy as np
 from numba import prange
 
+from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.cpu import _FM, _nparts, _part
 from bidlab.kern.scatter_sums import ScatterSums
 
 __all__ = ["kl_w_numerator", "kl_h_push"]
 
 
-@numba.njit(parallel=True, fastmath=_FM, cache=True, nogil=True)
+@adaptive_kernel(fastmath=_FM, cache=True, nogil=True)
 def _w_numerator(indptr, indices, data, W, Ht, eps, out, nparts):  # pragma: no cover
     k = W.shape[1]
     for t in prange(nparts):
@@ -80,7 +81,7 @@ def _push_kl(indptr, indices, data, W, Ht, eps, tiny, dst, lo, hi):  # pragma: n
     return xlogq, xsum
 
 
-@numba.njit(parallel=True, fastmath=_FM, cache=True, nogil=True)
+@adaptive_kernel(fastmath=_FM, cache=True, nogil=True)
 def _h_push(indptr, indices, data, W, Ht, eps, tiny, out, work, parts):  # pragma: no cover
     nparts = work.shape[0] + 1
     for t in prange(nparts):
@@ -105,7 +106,8 @@ def kl_w_numerator(X: Any, W: Any, Ht: Any, eps: float, out: Any) -> None:
     ``(X.multiply(1 / np.maximum(sddmm, eps))) @ Ht``."""
     _check(X, W, Ht)
     eps = W.dtype.type(eps)  # float32 data stays in float32 arithmetic
-    _w_numerator(X.indptr, X.indices, X.data, W, Ht, eps, out, _nparts(X.indptr))
+    _w_numerator(float(X.indptr[-1]) * W.shape[1], X.indptr, X.indices, X.data, W, Ht, eps,
+                 out, _nparts(X.indptr))
 
 
 def kl_h_push(X: Any, W: Any, Ht: Any, eps: float, sums: ScatterSums,
@@ -116,6 +118,7 @@ def kl_h_push(X: Any, W: Any, Ht: Any, eps: float, sums: ScatterSums,
     _check(X, W, Ht)
     n = sums.work.shape[0] + 1
     eps, tiny = W.dtype.type(eps), np.finfo(W.dtype).tiny
-    _h_push(X.indptr, X.indices, X.data, W, Ht, eps, tiny, sums.out, sums.work, parts)
+    _h_push(float(X.indptr[-1]) * W.shape[1], X.indptr, X.indices, X.data, W, Ht, eps, tiny,
+            sums.out, sums.work, parts)
     sums.mark()
     return float(parts[:n, 0].sum()), float(parts[:n, 1].sum())

@@ -12,7 +12,10 @@ sums the copies once, at the pass end.
 
 The rows of a block are split between the copies by nonzero count (as
 :func:`bidlab.kern.cpu.scatter_rows` splits them); a row's contribution is summed in row
-order, so a run with the same thread count is reproducible bit for bit.
+order, so a run with the same number of copies is reproducible bit for bit. The split is
+fixed by the copies, not by the threads that run it, so the kernels are
+:func:`~bidlab.kern.adaptive.adaptive_kernel` s: on all cores or on one, whichever is
+cheaper now, with the same result.
 
 Examples
 --------
@@ -35,6 +38,7 @@ import numpy as np
 from numba import prange
 
 from bidlab import backend
+from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.cpu import _FM, WORKSPACE_LIMIT, _part, push_rows
 
 __all__ = ["ScatterSums", "transpose_into"]
@@ -55,7 +59,7 @@ def _push_each(indptr, indices, data, G, dst, lo, hi):  # pragma: no cover - com
                 o[c] += v * g[c]
 
 
-@numba.njit(parallel=True, fastmath=_FM, cache=True, nogil=True)
+@adaptive_kernel(fastmath=_FM, cache=True, nogil=True)
 def _push_parts(indptr, indices, data, G, out, work, each):  # pragma: no cover - compiled
     """Part t of the rows pushes into work[t - 1] (part 0 into out); nothing is zeroed."""
     nparts = work.shape[0] + 1
@@ -72,7 +76,7 @@ def _push_parts(indptr, indices, data, G, out, work, each):  # pragma: no cover 
             push_rows(indptr, indices, data, G, work[t - 1], lo, hi)
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@adaptive_kernel(cache=True, nogil=True)
 def _fold(out, work, dst):  # pragma: no cover - compiled
     """out += the sum of the copies (zeroed); dst (k x n, or 0 x 0) = out transposed, in
     blocks of rows that stay in cache."""
@@ -99,7 +103,7 @@ def transpose_into(src: np.ndarray, dst: np.ndarray) -> None:
     none = _NO_WORK.get(src.dtype)
     if none is None:
         none = _NO_WORK[src.dtype] = np.zeros((0, 0, 0), src.dtype)
-    _fold(src, none, dst)
+    _fold(float(src.size), src, none, dst)
 
 
 _NO_WORK: dict[np.dtype, np.ndarray] = {}
@@ -145,7 +149,8 @@ class ScatterSums:
         if S.shape[1] != n or G.shape != (S.shape[0], k):
             raise ValueError(f"ScatterSums: S {S.shape} and G {G.shape} do not fit a "
                              f"{n} x {k} total (S m x {n}, G m x {k})")
-        _push_parts(S.indptr, S.indices, S.data, G, self.out, self.work, k < EACH_BELOW_K)
+        _push_parts(float(S.indptr[-1]) * k, S.indptr, S.indices, S.data, G, self.out,
+                    self.work, k < EACH_BELOW_K)
         self._clean = self._work_clean = False
 
     def mark(self) -> None:
@@ -161,7 +166,7 @@ class ScatterSums:
             raise ValueError(f"ScatterSums: the transposed total is {self.out.shape[::-1]}, "
                              f"not {transposed.shape}")
         if self.work.shape[0] or transposed is not None:
-            _fold(self.out, self.work, dst)
+            _fold(float(self.out.size) * (self.work.shape[0] + 1), self.out, self.work, dst)
             self._work_clean = True
         return self.out
 
