@@ -395,9 +395,13 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         b = self._block(data)
         l1, l2 = self.model_.w_penalties()
         start = previous = math.sqrt(2.0 * objective(b, W, H, Ht, loss)[0])
+        frobenius = loss == "frobenius"  # H's products, formed once
+        fixed = {"XHt": b.X @ Ht if frobenius else None,
+                 "HHt": H @ Ht if frobenius else None,
+                 "Htsum": None if frobenius else Ht.sum(axis=0)}
         with bl.caching(), _one_blas_thread():
             for it in range(1, self.max_iter + 1):
-                w_step(b, W, H, Ht, loss, l1, l2)
+                w_step(b, W, H, Ht, loss, l1, l2, **fixed)
                 if self.tol > 0 and it % 10 == 0:
                     err = math.sqrt(2.0 * objective(b, W, H, Ht, loss)[0])
                     if start > 0 and (previous - err) / start < self.tol:

@@ -8,11 +8,17 @@ minibatch:
 1. reads its rows of ``W`` (rows never seen start at ``w_start``, the constant scikit-learn
    starts ``transform`` from) and takes ``w_iters`` multiplicative steps of them with ``H``
    fixed (``w_iters_new`` for rows seen for the first time), then stores them back;
-2. writes the statistics of ``H``'s multiplicative step (``updatemats[0] = {"num": N,
-   "den": D}``) for the updater: :class:`~bidlab.learn.updaters.BatchMult` sums them over
-   the pass and steps once at its end (``method="batch"``: with ``w_iters`` 1 this is
-   scikit-learn's ``solver="mu"`` iteration exactly), :class:`~bidlab.learn.updaters.IncMult`
-   steps at every minibatch from decaying running sums (``method="online"``).
+2. adds the statistics of ``H``'s multiplicative step: ``method="batch"`` is full-batch
+   (:attr:`full_batch`): the model sums them over the pass
+   (:class:`~bidlab.models.nmf.pass_sums.PassSums`) and writes the totals
+   (``updatemats[0] = {"num": N, "den": D}``) at the pass's last minibatch, and
+   :class:`~bidlab.learn.updaters.BatchMult` steps once at the pass end (with ``w_iters``
+   1 this is scikit-learn's ``solver="mu"`` iteration exactly); ``method="online"`` writes
+   each minibatch's statistics and :class:`~bidlab.learn.updaters.IncMult` steps at every
+   minibatch from decaying running sums.
+
+``H``'s products that the steps share (``H^T``, ``H H^T``, ``H``'s row sums) are formed
+once per value of ``H``: once a pass for the batch method, once a minibatch online.
 
 Only observed entries count (:mod:`bidlab.models.nmf.steps`): the data source's second
 matrix, when there is one, is the mask (dense 0 / 1, or a CSR of ones whose pattern marks
@@ -28,12 +34,14 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
+from bidlab.kern.scatter_sums import transpose_into
 from bidlab.learn import Model, Option
 from bidlab.learn.datasource import DataInfo
 from bidlab.learn.rowstate import RowState, RowStatePickling
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import BatchMult, IncMult, Updater
 from bidlab.mat import Mat
+from bidlab.models.nmf.pass_sums import PassSums
 from bidlab.models.nmf.steps import Block, h_stats, objective, penalised, w_step
 from bidlab.models.validation import float_dtype, start_matrix
 
@@ -92,7 +100,7 @@ class NMFModel(RowStatePickling, Model):
     )
     score_name = "-loss/entry"
     mat_names = ("H",)
-    SCRATCH = {"_buf": dict}  # rebuilt after unpickling
+    SCRATCH = {"_buf": dict, "_sums": lambda: None}  # rebuilt after unpickling
 
     def __init__(self, H0: Any = None, *, W0: Any = None, w_start: float | None = None,
                  dtype: Any = None, **options: Any) -> None:
@@ -106,7 +114,13 @@ class NMFModel(RowStatePickling, Model):
         self.n_passes_done = 0
         self.errors: list[float] = []  # sqrt(2 loss) of each pass, scikit-learn's scale
         self._buf: dict[Any, Any] = {}
+        self._sums: PassSums | None = None
         self._pass = [0.0, 0.0]
+
+    @property
+    def full_batch(self) -> bool:  # type: ignore[override]
+        """True for ``method="batch"``: the model sums a pass's statistics itself."""
+        return self.opts.method == "batch"
 
     # -- Model interface ------------------------------------------------------------------
     def default_updater(self, **options: Any) -> Updater:
@@ -155,11 +169,59 @@ class NMFModel(RowStatePickling, Model):
             self.W.seen.data[...] = 1
             self.W0 = None
         self._buf = {}
+        self._sums = None
         self.converged = False
         self.errors = []
 
     def extra_state(self) -> dict[str, Mat]:
-        return self.W.state("W") if self.W is not None else {}
+        """The row factors and, for the batch method, the pass's sums so far."""
+        state = self.W.state("W") if self.W is not None else {}
+        sums = self._pass_sums()
+        return state if sums is None else state | sums.state()
+
+    def refresh(self) -> None:
+        self._h_changed()
+
+    def restored(self, earlier: dict[str, Any]) -> None:
+        self._h_changed()
+
+    def _pass_sums(self) -> PassSums | None:
+        """The batch method's pass sums (made on first use), or None (online)."""
+        if self.opts.method != "batch" or not self.modelmats:
+            return None
+        if self._sums is None:
+            self._sums = PassSums(self.kind, self.opts.loss, self.modelmats[0])
+        return self._sums
+
+    def _h_products(self) -> tuple[Mat, Mat | None, Mat | None]:
+        """``H^T`` (C-ordered), ``H H^T`` (Frobenius) and ``H``'s row sums as a 1 x k row
+        (KL), formed once per value of ``H`` (see :meth:`_h_changed`)."""
+        found = self._buf.get("h")
+        if found is not None:
+            return found
+        H, Ht = self.modelmats[0], self._Ht
+        if H.xp is np:
+            transpose_into(H.data, Ht.data)
+        else:
+            Ht.data[...] = H.data.T
+        key = ("hprod", "frobenius" if self.opts.loss == "frobenius" else "kl")
+        out = self._buf.get(key)
+        if out is None:
+            xp, k = H.xp, H.shape[0]
+            shape = (k, k) if self.opts.loss == "frobenius" else (1, k)
+            out = self._buf[key] = Mat(backend.zeros(shape, self.dtype, xp))
+        if self.opts.loss == "frobenius":
+            H.xp.matmul(H.data, Ht.data, out=out.data)
+            found = (Ht, out, None)
+        else:
+            H.xp.sum(Ht.data, axis=0, keepdims=True, out=out.data)
+            found = (Ht, None, out)
+        self._buf["h"] = found
+        return found
+
+    def _h_changed(self) -> None:
+        """``H`` moved (or may have): its products are formed again on next use."""
+        self._buf.pop("h", None)
 
     def _rows(self, n: int, which: str) -> Mat:
         key = (which, n)
@@ -185,28 +247,45 @@ class NMFModel(RowStatePickling, Model):
         W.data[unseen] = self.w_start
         return False
 
-    def _refresh_ht(self) -> None:
-        self._Ht.data[...] = self.modelmats[0].data.T
-
     def start_pass(self, pass_: int) -> None:
         self._pass = [0.0, 0.0]
+        self._h_changed()
+        sums = self._pass_sums()
+        if sums is not None:
+            sums.zero()
+
+    def _w_steps(self, b: Block, W: Mat, iters: int) -> Mat | None:
+        """``iters`` multiplicative steps of ``W`` with ``H`` fixed; ``X H^T`` (Frobenius)."""
+        H, loss = self.modelmats[0], self.opts.loss
+        Ht, HHt, Htsum = self._h_products()
+        XHt = b.X @ Ht if loss == "frobenius" else None
+        num = None if loss == "frobenius" else self._rows(W.shape[0], "kl_num")
+        l1, l2 = self.w_penalties()
+        for _ in range(iters):
+            w_step(b, W, H, Ht, loss, l1, l2, XHt=XHt, HHt=HHt, Htsum=Htsum, num_out=num)
+        return XHt
 
     def update(self, batch: Minibatch) -> float:
         b = self._block(batch)
         W = self._rows(batch.n, "train")
         seen = self._start_rows(batch, W, b)
-        H, Ht, loss = self.modelmats[0], self._Ht, self.opts.loss
-        self._refresh_ht()
-        l1, l2 = self.w_penalties()
-        for _ in range(self.opts.w_iters if seen else self.opts.w_iters_new):
-            w_step(b, W, H, Ht, loss, l1, l2)
+        XHt = self._w_steps(b, W, self.opts.w_iters if seen else self.opts.w_iters_new)
         self.W.put(batch, W)
-        u = self.updatemats[0]
-        total, count = h_stats(b, W, H, Ht, loss, u["num"], u["den"])
-        o = self.opts
-        if o.alpha_H:  # the pass's sums carry scikit-learn's n_samples x alpha_H penalties
+        H, u, o = self.modelmats[0], self.updatemats[0], self.opts
+        sums = self._pass_sums()
+        if sums is not None:
+            Ht, HHt, Htsum = self._h_products()
+            total, count = sums.add(b, W, H, Ht, XHt, HHt, Htsum)
+            if batch.last:  # the pass's totals, for BatchMult's step at the pass end
+                self._pass = [float(sums.misc.data[0, 1]), float(sums.misc.data[0, 2])]
+                sums.finish(u["num"], u["den"], H, o.alpha_H * o.l1_ratio,
+                            o.alpha_H * (1 - o.l1_ratio))
+            return -total / max(count, 1.0)
+        total, count = h_stats(b, W, H, self._Ht, o.loss, u["num"], u["den"])
+        if o.alpha_H:  # scikit-learn's n_samples x alpha_H penalties
             rows = float(batch.n) * o.alpha_H
             u["den"] <<= penalised(u["den"], H, rows * o.l1_ratio, rows * (1 - o.l1_ratio))
+        self._h_changed()  # IncMult steps H after this minibatch
         self._pass[0] += total
         self._pass[1] += count
         return -total / max(count, 1.0)
@@ -215,12 +294,9 @@ class NMFModel(RowStatePickling, Model):
         b = self._block(batch)
         W = self._rows(batch.n, "eval")
         self._start_rows(batch, W, b)
-        self._refresh_ht()
-        H, Ht, loss = self.modelmats[0], self._Ht, self.opts.loss
-        l1, l2 = self.w_penalties()
-        for _ in range(self.opts.w_iters_new):
-            w_step(b, W, H, Ht, loss, l1, l2)
-        total, count = objective(b, W, H, Ht, loss)
+        self._w_steps(b, W, self.opts.w_iters_new)
+        H, Ht = self.modelmats[0], self._h_products()[0]
+        total, count = objective(b, W, H, Ht, self.opts.loss)
         return -total / max(count, 1.0)
 
     def w_penalties(self) -> tuple[float, float]:
@@ -231,6 +307,7 @@ class NMFModel(RowStatePickling, Model):
         return scale * o.l1_ratio, scale * (1.0 - o.l1_ratio)
 
     def end_pass(self, pass_: int) -> None:
+        self._h_changed()
         H = self.modelmats[0].data
         if self.opts.loss == "kl":  # scikit-learn's guard against denormal components
             H[H < np.finfo(np.float64).eps] = 0.0

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 import bidlab as bl
+from bidlab.kern.nmf_kl import kl_w_numerator
 from bidlab.mat import Mat
 
 __all__ = ["Block", "EPS", "w_step", "h_stats", "objective", "penalised"]
@@ -72,23 +73,35 @@ def _wh(b: Block, W: Mat, H: Mat, Ht: Mat) -> Any:
 
 
 def w_step(b: Block, W: Mat, H: Mat, Ht: Mat, loss: str, l1: float = 0.0,
-           l2: float = 0.0) -> None:
+           l2: float = 0.0, *, XHt: Mat | None = None, HHt: Mat | None = None,
+           Htsum: Mat | None = None, num_out: Mat | None = None) -> None:
     """One multiplicative step of the row factors ``W`` (in place), ``H`` fixed; ``l1`` and
-    ``l2``: the penalties ``l1 |W| + l2 ||W||^2 / 2`` (scikit-learn's scaled terms)."""
+    ``l2``: the penalties ``l1 |W| + l2 ||W||^2 / 2`` (scikit-learn's scaled terms).
+    ``XHt`` (``X @ Ht``), ``HHt`` (``H @ Ht``) and ``Htsum`` (``Ht.sum(axis=0)``): the
+    products of ``H`` already formed, or None (formed here). ``num_out``: an m x k Mat for
+    the KL numerator, which a CSR block on the CPU then forms in one fused loop
+    (:func:`bidlab.kern.nmf_kl.kl_w_numerator`)."""
     X = b.X
     if loss == "frobenius":
-        num = X @ Ht
+        num = X @ Ht if XHt is None else XHt
         if b.kind in ("dense", "sparse"):
-            den = W @ (H @ Ht)
+            den = W @ (H @ Ht if HHt is None else HHt)
         elif b.kind == "masked":
             den = (_wh(b, W, H, Ht) * b.M) @ Ht
         else:
             den = _wh(b, W, H, Ht) @ Ht
+    elif num_out is not None and b.sparse and W.xp is np:
+        kl_w_numerator(X.csr, W.data, Ht.data, EPS, num_out.data)
+        num = num_out
     else:
         P = _wh(b, W, H, Ht)
         _floor(P)
         num = (X / P) @ Ht
-        den = Ht.sum(axis=0) if b.kind in ("dense", "sparse") else b.M @ Ht
+    if loss != "frobenius":
+        if b.kind in ("dense", "sparse"):
+            den = Ht.sum(axis=0) if Htsum is None else Htsum
+        else:
+            den = b.M @ Ht
     den = penalised(den, W, l1, l2)
     _set(W, W * (num / bl.maximum(den, EPS)))
 
@@ -164,14 +177,17 @@ def h_stats(b: Block, W: Mat, H: Mat, Ht: Mat, loss: str, num: Mat,
 def objective(b: Block, W: Mat, H: Mat, Ht: Mat, loss: str) -> tuple[float, float]:
     """The loss of ``W @ H`` on the block's observed entries and how many they are."""
     X, M = b.X, b.M
-    P = _wh(b, W, H, Ht)
+    if loss == "frobenius" and b.kind == "sparse":
+        P = None  # not formed: the unstored zeros count
+    else:
+        P = _wh(b, W, H, Ht)
     if b.kind == "masked":
         P = P * M
     if loss == "frobenius":
         if b.kind == "sparse":  # the unstored zeros count: ||X||^2 - 2 <X, WH> + ||WH||^2
             G = W.T @ W
             xx = float((X * X).sum().data[0, 0])
-            cross = float((X.T @ W * Ht).sum().data[0, 0])
+            cross = float(((X @ Ht) * W).sum().data[0, 0])
             quad = float((G * (H @ Ht)).sum().data[0, 0])
             return 0.5 * max(xx - 2.0 * cross + quad, 0.0), float(X.shape[0] * X.shape[1])
         D = P - X
