@@ -22,8 +22,8 @@ changed (a whole new data source only when k changes):
 - colours and coherence values when the coherence was recomputed and a colour changed.
 The axis ranges are fixed (a :class:`._map_frame.Viewport`, replaced only when the
 centres leave it or shrink well inside it), so a frame does not re-lay out the plot, and
-the circles and labels sit on BokehJS's overlay layer: a frame repaints only them, not
-the axes, grid and title.
+the circles sit on BokehJS's overlay layer: a frame of new radii repaints only them, not
+the labels, axes, grid and title.
 """
 
 from __future__ import annotations
@@ -114,8 +114,10 @@ class IntertopicMap(PumpedView):
                      tools="tap,box_select,reset", toolbar_location="above")
         r = fig.circle("x", "y", radius="radius", source=self.source, fill_color="color",
                        fill_alpha=0.55, line_color="#1f4e79", level="overlay")
+        # the labels stay on the plot's main layer, under the circles: redrawn only with
+        # the centres, not with every frame's radii (text paints cost the page most)
         fig.text("x", "y", text="label", source=self.labels, text_align="center",
-                 text_baseline="middle", text_font_size="11px", level="overlay")
+                 text_baseline="middle", text_font_size="11px", text_font_style="bold")
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("topic", "@label"),
                                                          ("share", "@weight{0.000}"),
                                                          ("npmi", "@coherence{0.000}")]))
