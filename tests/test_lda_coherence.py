@@ -144,11 +144,14 @@ def test_coherence_equals_tomotopy_under_its_convention(measure):
     want = np.array([scorer.get_score(words=row) for row in words])
     got = coh.coherence(corpus.topics, X, measure, top_n=8, per_topic=True,
                         convention="tomotopy")
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9)
+    # tomotopy holds c_v's context vectors in float32; the other measures are float64 there
+    np.testing.assert_allclose(got, want, rtol=1e-6 if measure == "c_v" else 1e-11,
+                               atol=1e-9 if measure == "c_v" else 1e-13)
     kept = X[X.getnnz(axis=1) > 0]  # gensim counts empty documents too; tomotopy does not
     gensim_way = coh.coherence(corpus.topics, kept, measure, top_n=8, per_topic=True)
-    if measure in ("c_uci", "c_npmi"):  # otherwise the same definitions in both
-        np.testing.assert_allclose(gensim_way, got, rtol=1e-12)
+    if measure in ("c_uci", "c_npmi"):  # the same but for eps in PMI's denominator
+        np.testing.assert_allclose(gensim_way, got, rtol=1e-7)
+        assert not np.array_equal(gensim_way, got)
     with pytest.raises(ValueError, match="unknown convention"):
         coh.coherence(corpus.topics, X, measure, convention="palmetto")
 

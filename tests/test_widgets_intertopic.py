@@ -82,3 +82,50 @@ def test_map_streams_while_the_learner_trains(learner):
     finally:
         lr.stop()
         view.close()
+
+
+def _events(view):
+    """The bokeh document changes the map makes from now on (what the page is sent)."""
+    seen = []
+    view.chart.bokeh_document.on_change(lambda event: seen.append(event))
+    return seen
+
+
+def _patched(events, source):
+    """The columns patched into ``source``, per patch event."""
+    return [set(e.patches) for e in events
+            if getattr(e, "model", None) is source and hasattr(e, "patches")]
+
+
+def test_map_sends_only_what_changed(learner):
+    lr, corpus = learner
+    view = IntertopicMap(lr, corpus.vocab, coherence_every=1e9)
+    try:
+        stat = lr.model.modelmats[0].numpy().astype(np.float64)
+        view.render_topics(stat)  # the first frame: everything
+        seen = _events(view)
+        view._layout_time = np.inf  # no placement due until said otherwise
+        view.render_topics(stat)  # the same topics: nothing to send
+        assert seen == [] and view.frames == 2
+        grown = stat.copy()
+        grown[0] *= 1.5  # topic 0 gains tokens: only the circles' sizes change
+        view.render_topics(grown)
+        assert _patched(seen, view.source) == [{"radius", "weight"}], seen
+        assert _patched(seen, view.labels) == []
+        r = np.asarray(view.source.data["radius"])
+        assert r[0] == r.max() and np.allclose(r[1:] / r[0], np.sqrt(
+            grown[1:].sum(axis=1) / grown[0].sum()), rtol=1e-6)
+        seen.clear()
+        moved = grown.copy()
+        moved[1] = 0.5 * (grown[1] + grown[2])  # topic 1 moves towards topic 2
+        view._layout_time = -np.inf  # a placement is due
+        view.render_topics(moved)
+        cols = set().union(*_patched(seen, view.source)) if _patched(seen, view.source) else set()
+        replaced = [e for e in seen if getattr(e, "attr", None) == "data"
+                    and not hasattr(e, "patches")]  # a new viewport: all sent again
+        assert replaced or {"x", "y"} <= cols, seen  # the centres went out...
+        assert replaced or _patched(seen, view.labels) == [{"x", "y"}], seen  # ...labels too
+        xy = np.stack([view.source.data["x"], view.source.data["y"]], axis=1)
+        assert np.allclose(xy, view._coords, atol=1e-6)  # the page has the new centres
+    finally:
+        view.close()

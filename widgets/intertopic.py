@@ -6,14 +6,24 @@ The topics are placed by Jensen-Shannon distance and classical MDS
 their previous places by a few stress-majorisation steps towards the new distances
 (``LAYOUT_STEPS``), so the map moves continuously rather than jumping; at most once a
 second (``LAYOUT_EVERY``; less often when a placement takes over 0.1 s: it then costs at
-most a tenth of the pump thread's time). Every tick updates the circles' sizes. A circle's
-area is its topic's share of the counts and
-its colour the topic's NPMI coherence on the learner's documents (recomputed every
-``coherence_every`` seconds). Selecting a topic lists its most relevant words for the λ of
-the slider (pyLDAvis's relevance). Box-select (or shift-click) two or more topics and press
-*merge*, or select one and press *split* or *delete*: the edit goes to the learner, which
-applies it at its next minibatch, and the map shows the new set of topics from the next
-snapshot on.
+most a tenth of the pump thread's time). A circle's area is its topic's share of the
+counts and its colour the topic's NPMI coherence on the learner's documents (recomputed
+every ``coherence_every`` seconds). Selecting a topic lists its most relevant words for
+the λ of the slider (pyLDAvis's relevance). Box-select (or shift-click) two or more topics
+and press *merge*, or select one and press *split* or *delete*: the edit goes to the
+learner, which applies it at its next minibatch, and the map shows the new set of topics
+from the next snapshot on.
+
+The page is sent only what it shows differently, as ``patch``-es of the columns that
+changed (a whole new data source only when k changes):
+- the circles' radii and shares every frame whose shares changed;
+- the centres (and the topic labels with them) when a placement moved one by
+  :data:`MOVE_PX` or more;
+- colours and coherence values when the coherence was recomputed and a colour changed.
+The axis ranges are fixed (a :class:`._map_frame.Viewport`, replaced only when the
+centres leave it or shrink well inside it), so a frame does not re-lay out the plot, and
+the circles sit on BokehJS's overlay layer: a frame of new radii repaints only them, not
+the labels, axes, grid and title.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from typing import Any
 
 import ipywidgets as W
 import numpy as np
-from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from bokeh.palettes import Viridis256
 from bokeh.plotting import figure
 
@@ -32,17 +42,23 @@ from bidlab.learn import Snapshot
 from bidlab.models.lda import coherence as coh
 from bidlab.models.lda import export
 
+from . import _map_frame as mf
 from ._bokeh import LiveBokeh
 from ._pump import MAX_RATE, PumpedView, View, pump_for
 
 __all__ = ["IntertopicMap"]
 
-MAX_RADIUS = 0.25  # of the map's span, for the largest topic
+FRAME_PX = 380  # the plot area's side in pixels (square: the map's distances are isotropic)
 #: seconds between placements of the topics (the Jensen-Shannon distances over the
 #: vocabulary cost tens of ms); the circles' sizes follow every frame
 LAYOUT_EVERY = 1.0
 #: stress-majorisation steps from the previous placement per placement (k unchanged)
 LAYOUT_STEPS = 10
+#: a placement that moves no centre by this many pixels or more is not sent
+MOVE_PX = 1.0
+#: seconds between rewrites of the selected topic's word list while only the topics
+#: change (a new selection or λ rewrites it at once)
+WORDS_EVERY = 1.0
 
 
 class IntertopicMap(PumpedView):
@@ -85,14 +101,23 @@ class IntertopicMap(PumpedView):
         self._coherence_time = -np.inf
         self._layout_time = -np.inf
         self._layout_s = 0.0  # what the last placement took
+        self._words_time = -np.inf  # when the word list was last computed
+        self._viewport: mf.Viewport | None = None
+        self._sent: dict[str, Any] = {}  # the columns as the page has them
         self.source = ColumnDataSource(name="bidlab-intertopic", data=self._empty())
+        # the labels' own source: patched only when the centres move
+        self.labels = ColumnDataSource(name="bidlab-intertopic-labels",
+                                       data={"x": [], "y": [], "label": []})
         fig = figure(title="intertopic map (area ∝ tokens, colour: NPMI coherence)",
-                     width=460, height=460, tools="tap,box_select,reset",
-                     toolbar_location="above", match_aspect=True)
+                     frame_width=FRAME_PX, frame_height=FRAME_PX,
+                     x_range=Range1d(-1.0, 1.0), y_range=Range1d(-1.0, 1.0),
+                     tools="tap,box_select,reset", toolbar_location="above")
         r = fig.circle("x", "y", radius="radius", source=self.source, fill_color="color",
-                       fill_alpha=0.55, line_color="#1f4e79")
-        fig.text("x", "y", text="label", source=self.source, text_align="center",
-                 text_baseline="middle", text_font_size="11px")
+                       fill_alpha=0.55, line_color="#1f4e79", level="overlay")
+        # the labels stay on the plot's main layer, under the circles: redrawn only with
+        # the centres, not with every frame's radii (text paints cost the page most)
+        fig.text("x", "y", text="label", source=self.labels, text_align="center",
+                 text_baseline="middle", text_font_size="11px", text_font_style="bold")
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("topic", "@label"),
                                                          ("share", "@weight{0.000}"),
                                                          ("npmi", "@coherence{0.000}")]))
@@ -102,7 +127,7 @@ class IntertopicMap(PumpedView):
         self.chart = LiveBokeh(fig)
         self.lam = W.FloatSlider(value=0.6, min=0.0, max=1.0, step=0.05, description="λ",
                                  continuous_update=False)
-        self.lam.observe(lambda _c: self._show_words(), names="value")
+        self.lam.observe(lambda _c: self._show_words(force=True), names="value")
         self.words = W.HTML(value="<i>select a topic</i>")
         self.status = W.HTML(value="")
         self.buttons = {name: W.Button(description=name) for name in ("merge", "split",
@@ -128,7 +153,7 @@ class IntertopicMap(PumpedView):
     def select(self, topics: Sequence[int]) -> None:
         """Select topics by id (what a click or a box selection does)."""
         self.selected = sorted({int(t) for t in topics})
-        self._show_words()
+        self._show_words(force=True)
 
     def edit(self, kind: str) -> Any:
         """Send ``"merge"``, ``"split"`` or ``"delete"`` of the selected topics to the
@@ -163,10 +188,10 @@ class IntertopicMap(PumpedView):
 
     def render_topics(self, stat: np.ndarray) -> None:
         """One frame from the k x vocabulary topic statistics (counts or lambda)."""
-        stat = np.maximum(stat, 0.0)
-        k = stat.shape[0]
-        weight = stat.sum(axis=1)
-        P = stat + 1e-12
+        P = np.maximum(stat, 0.0)  # a copy: normalised in place below
+        k = P.shape[0]
+        weight = P.sum(axis=1)
+        P += 1e-12
         P /= P.sum(axis=1, keepdims=True)
         prev = self._coords if self._coords is not None and len(self._coords) == k else None
         now = time.monotonic()
@@ -175,28 +200,68 @@ class IntertopicMap(PumpedView):
             self._coords = np.stack([m["x"], m["y"]], axis=1)
             self._layout_time = now
             self._layout_s = time.monotonic() - now  # a placement's share stays <= 10 %
-        else:  # the placement stands; the sizes follow the weights
-            m = {"x": prev[:, 0], "y": prev[:, 1],
-                 "weight": weight / max(float(weight.sum()), 1e-300)}
         self._topics = P
-        if (self._coherence is None or len(self._coherence) != k
-                or now - self._coherence_time >= self.coherence_every):
+        recolour = (self._coherence is None or len(self._coherence) != k
+                    or now - self._coherence_time >= self.coherence_every)
+        if recolour:
             self._coherence = self._topic_coherence(P)
             self._coherence_time = now
-        span = max(float(np.ptp(m["x"])), float(np.ptp(m["y"])), 1e-3)
-        radius = MAX_RADIUS * span * np.sqrt(m["weight"] / max(float(m["weight"].max()),
-                                                               1e-300))
-        c = self._coherence
-        lo, hi = float(np.nanmin(c)), float(np.nanmax(c))
-        idx = np.clip(((c - lo) / max(hi - lo, 1e-12) * 255).astype(int), 0, 255)
-        self.source.data = {"x": m["x"], "y": m["y"], "radius": radius,
-                            "color": [Viridis256[i] for i in idx],
-                            "label": [str(t) for t in range(k)], "weight": m["weight"],
-                            "coherence": c}
+        self._draw(weight / max(float(weight.sum()), 1e-300), recolour)
         self.frames += 1
         if self.selected and max(self.selected) >= k:
             self.selected = [t for t in self.selected if t < k]
         self._show_words()
+
+    def _draw(self, share: np.ndarray, recolour: bool) -> None:
+        """Send the page what changed: everything when k changed (or the viewport moved),
+        else patches of the columns that changed visibly (see the module doc)."""
+        assert self._coords is not None and self._coherence is not None
+        k = len(share)
+        x, y = self._coords[:, 0].copy(), self._coords[:, 1].copy()
+        sent = self._sent
+        whole = len(sent.get("x", ())) != k
+        vp = mf.fit_viewport(x, y, None if whole else self._viewport)
+        if vp is not None:  # new axis ranges (rare): everything is redrawn anyway
+            self._viewport, whole = vp, True
+            for rng, (lo, hi) in ((self.figure.x_range, vp.x_range),
+                                  (self.figure.y_range, vp.y_range)):
+                rng.update(start=lo, end=hi, reset_start=lo, reset_end=hi)  # reset: here
+        assert self._viewport is not None
+        radius = mf.radii(share, self._viewport.width)
+        colour = self._colours() if recolour or whole else sent["color"]
+        c = self._coherence
+        if whole:
+            label = [str(t) for t in range(k)]
+            self.source.data = {"x": x, "y": y, "radius": radius, "color": colour,
+                                "label": label, "weight": share, "coherence": c.copy()}
+            self.labels.data = {"x": x.copy(), "y": y.copy(), "label": label}
+            # copies: the source's own columns change in place when patched
+            self._sent = {"x": x.copy(), "y": y.copy(), "color": colour, "share": share.copy()}
+            return
+        full = slice(0, k)
+        patch: dict[str, list[tuple[slice, Any]]] = {}
+        ppu = FRAME_PX / self._viewport.width  # pixels per data unit
+        if max(mf.moved_px(x, sent["x"], ppu), mf.moved_px(y, sent["y"], ppu)) >= MOVE_PX:
+            xy = {"x": [(full, x.astype(np.float32))], "y": [(full, y.astype(np.float32))]}
+            patch.update(xy)
+            self.labels.patch(xy)
+            sent["x"], sent["y"] = x, y
+        if colour != sent["color"]:
+            patch["color"], patch["coherence"] = [(full, colour)], [(full, c.astype(np.float32))]
+            sent["color"] = colour
+        if not np.array_equal(share, sent["share"]):
+            patch["radius"] = [(full, radius.astype(np.float32))]
+            patch["weight"] = [(full, share.astype(np.float32))]
+            sent["share"] = share
+        if patch:
+            self.source.patch(patch)
+
+    def _colours(self) -> list[str]:
+        """Each topic's colour: its coherence on Viridis, from the lowest to the highest."""
+        c = np.asarray(self._coherence, np.float64)
+        lo, hi = float(np.nanmin(c)), float(np.nanmax(c))
+        idx = np.clip(np.nan_to_num((c - lo) / max(hi - lo, 1e-12) * 255), 0, 255).astype(int)
+        return [Viridis256[i] for i in idx]
 
     def _topic_coherence(self, P: np.ndarray) -> np.ndarray:
         docs = self.learner._steer_docs() if hasattr(self.learner, "_steer_docs") else None
@@ -205,10 +270,16 @@ class IntertopicMap(PumpedView):
         docs = docs[: min(int(docs.shape[0]), 5000)]
         return np.asarray(coh.coherence(P, docs, "c_npmi", top_n=10, per_topic=True))
 
-    def _show_words(self) -> None:
+    def _show_words(self, force: bool = False) -> None:
+        """List the selected topic's most relevant words: at once when ``force`` (a new
+        selection or λ), else at most every :data:`WORDS_EVERY` seconds."""
         P = self._topics
         if P is None or len(self.selected) != 1 or self.selected[0] >= P.shape[0]:
             return
+        now = time.monotonic()
+        if not force and now - self._words_time < WORDS_EVERY:
+            return
+        self._words_time = now
         t = self.selected[0]
         share = P.sum(axis=0) / P.shape[0]
         rel = export.relevance(P[t : t + 1], share, float(self.lam.value))[0]

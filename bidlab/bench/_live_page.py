@@ -115,19 +115,23 @@ def install_update_counter(page: Any, name: str = SCORES) -> None:
 
 
 def install_change_counter(page: Any, name: str) -> None:
-    """Count, in the page, every whole-data change BokehJS applies to source ``name`` (a
-    view that replaces ``.data`` rather than streaming, such as the intertopic map), into
-    ``window.__bidlabChanges[name]`` as ``[Date.now(), count, points]`` rows (the format
-    :func:`events_rate` reads). Raises when the source is not in the page."""
+    """Count, in the page, every data change BokehJS applies to source ``name`` (a whole
+    new ``.data``, a ``patch`` or a ``stream``: a view such as the intertopic map sends
+    whichever fits the change), into ``window.__bidlabChanges[name]`` as ``[Date.now(),
+    count, points]`` rows (the format :func:`events_rate` reads). Raises when the source
+    is not in the page."""
     ok = page.evaluate(f"""() => {{
       const s = {find_source_js(name)};
       if (!s) return false;
       window.__bidlabChanges = window.__bidlabChanges || {{}};
       const rows = window.__bidlabChanges[{name!r}] = [];
-      s.properties.data.change.connect(() => {{
+      const count = () => {{
         const any = Object.values(s.data)[0];
         rows.push([Date.now(), rows.length, any ? any.length : 0]);
-      }});
+      }};
+      s.properties.data.change.connect(count);
+      s.patching.connect(count);
+      s.streaming.connect(count);
       return true;
     }}""")
     if not ok:
@@ -135,7 +139,7 @@ def install_change_counter(page: Any, name: str) -> None:
 
 
 def change_rate(page: Any, name: str, since_ms: float, until_ms: float) -> dict[str, Any]:
-    """Whole-data changes per second of source ``name`` between two browser epoch-ms times
+    """Data changes per second of source ``name`` between two browser epoch-ms times
     (from :func:`install_change_counter`)."""
     events = page.evaluate(f"() => (window.__bidlabChanges || {{}})[{name!r}] || []")
     return events_rate(events, since_ms, until_ms)

@@ -23,13 +23,16 @@ one-set segmentation). Here the co-occurrence window is the whole document; gens
 bags of words without positions a document is the only window there is).
 
 ``convention="tomotopy"`` gives tomotopy's ``Coherence`` values instead (its document
-estimator, ``ProbEstimation.DOCUMENT``; its targets: every topic's top words). Two of its
-definitions differ from gensim's: ``u_mass`` adds ``eps`` to the conditional probability,
-``log(p(w_i, w_j) / p(w_j) + eps)`` (the two agree wherever a pair shares a document), and
-``c_v``'s context vectors run over the top words of all topics, ``n_i = (npmi(w_i, u))_u``
-for every u among them, not over the topic's own top words; and ``D`` counts only the
-documents that hold a word (tomotopy's corpus keeps no empty document). ``c_uci`` and
-``c_npmi`` are otherwise the same in both.
+estimator, ``ProbEstimation.DOCUMENT``; its targets: every topic's top words). Its
+definitions differ from gensim's: ``eps`` is added to every denominator as well,
+``u_mass`` is ``log(p(w_i, w_j) / (p(w_j) + eps) + eps)`` and PMI
+``log((p(w_i, w_j) + eps) / (p(w_i) p(w_j) + eps))`` (which differs from gensim's by
+about ``eps / (p(w_i) p(w_j))``: a relative 1e-6 for words in a few documents of ten
+thousand); ``c_v``'s context vectors run over the top words of all topics,
+``n_i = (npmi(w_i, u))_u`` for every u among them, not over the topic's own top words,
+with a word's NPMI with itself 1; and ``D`` counts only the documents that hold a word
+(tomotopy's corpus keeps no empty document). tomotopy holds ``c_v``'s context vectors in
+float32, so its ``c_v`` differs from this float64 one by up to ~1e-7 (relative).
 """
 
 from __future__ import annotations
@@ -130,19 +133,14 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
     local = local.reshape(top.shape)
     co, D = cooccurrence(X, union)
     if convention == "tomotopy":
-        D -= _empty_documents(X)
-    if measure == "c_v" and convention == "tomotopy":
-        per = _c_v_all_targets(co, D, local)
+        per = _tomotopy(measure, co, D - _empty_documents(X), local)
         return per if per_topic else float(per.mean())
     n = top.shape[1]
     pair = co[local[:, :, None], local[:, None, :]] / max(D, 1)  # k x n x n
     single = np.maximum(np.diagonal(co)[local] / max(D, 1), EPS)  # k x n
     if measure == "u_mass":
         lower = np.tril(np.ones((n, n), bool), -1)
-        if convention == "tomotopy":
-            vals = np.log(pair / single[:, None, :] + EPS)
-        else:
-            vals = np.log((pair + EPS) / single[:, None, :])
+        vals = np.log((pair + EPS) / single[:, None, :])
         per = (vals * lower).sum(axis=(1, 2)) / max(lower.sum(), 1)
     else:
         joint = pair + EPS
@@ -171,12 +169,27 @@ def _empty_documents(X: Any) -> int:
                                               else (Xh != 0).getnnz(axis=1)))
 
 
-def _c_v_all_targets(co: np.ndarray, D: int, local: np.ndarray) -> np.ndarray:
-    """tomotopy's ``c_v``: each top word's NPMI vector over all topics' top words (the
-    ``union`` whose co-occurrences ``co`` holds), cosine with its topic's sum of them."""
-    joint = co / max(D, 1) + EPS
-    single = np.maximum(np.diagonal(co) / max(D, 1), EPS)
-    npmi = np.log(joint / np.outer(single, single)) / -np.log(joint)  # U x U
+def _tomotopy(measure: str, co: np.ndarray, D: int, local: np.ndarray) -> np.ndarray:
+    """Per-topic coherence as tomotopy's ``Coherence`` computes it (module doc): ``eps``
+    added to every denominator, ``p(w_i, w_j) / (p(w_j) + eps)`` and ``(p(w_i, w_j) +
+    eps) / (p(w_i) p(w_j) + eps)``; ``c_v``'s context vectors over all topics' top words
+    (the ``union`` whose co-occurrences ``co`` holds), a word's NPMI with itself 1."""
+    p = co / max(D, 1)  # U x U over the union of the top words
+    single = np.diagonal(p)
+    if measure == "u_mass":
+        vals = np.log(p / (single[None, :] + EPS) + EPS)  # [i, j]: log(p_ij / p_j + eps)
+        n = local.shape[1]
+        lower = np.tril(np.ones((n, n), bool), -1)
+        block = vals[local[:, :, None], local[:, None, :]]
+        return (block * lower).sum(axis=(1, 2)) / max(lower.sum(), 1)
+    pmi = np.log((p + EPS) / (np.outer(single, single) + EPS))
+    npmi = pmi / -np.log(p + EPS)
+    if measure in ("c_uci", "c_npmi"):
+        n = local.shape[1]
+        block = (pmi if measure == "c_uci" else npmi)[local[:, :, None], local[:, None, :]]
+        off = ~np.eye(n, dtype=bool)
+        return (block * off).sum(axis=(1, 2)) / max(off.sum(), 1)
+    np.fill_diagonal(npmi, 1.0)
     vecs = npmi[local]  # k x n x U
     whole = vecs.sum(axis=1)  # k x U
     dot = (vecs * whole[:, None, :]).sum(axis=2)
