@@ -8,7 +8,7 @@ step by step with the CUDA kernel (``kernels/lda_sampler.cu``).
   (:func:`_invert`). When many of a nonzero's topics need drawing (early sweeps, many
   samples per token), the CPU kernel builds the first terms for every topic at once
   (:func:`_invert_first`, branch-free and vectorised) and goes on term by term only for
-  the few left (:func:`_invert_on`), as the CUDA kernel does. The same z either way;
+  the few left (:func:`_invert_from`), as the CUDA kernel does. The same z either way;
 * ``lam >= LAM_INV``: PTRS (Hormann 1993), from the stream's following uniforms.
 
 Numpy oracle: ``scipy.stats.poisson(lam)`` (the sampler's tests compare means and variances).
@@ -83,15 +83,7 @@ def _invert(lam, u):
     f = _exp_neg(lam)
     if not u > f:
         return 0
-    t = f
-    z = 1
-    for x in range(1, MAX_TERMS):
-        t = t * (lam * _INV[x])
-        f = f + t
-        if not u > f:
-            break
-        z += 1
-    return z
+    return _invert_from(lam, u, f, f, 1)
 
 
 #: how many terms :func:`_invert_first` builds for every topic at once
@@ -101,7 +93,7 @@ FIRST_TERMS = 8
 @numba.njit(fastmath={"contract"}, inline="always")
 def _invert_first(q, uu, zz, cdf, pr):
     """The first :data:`FIRST_TERMS` inversion steps for every topic at once: ``zz[j]`` the
-    count so far, ``cdf[j]`` / ``pr[j]`` the CDF and the last term (for :func:`_invert_on`).
+    count so far, ``cdf[j]`` / ``pr[j]`` the CDF and the last term (for :func:`_invert_from`).
     Branch-free with a constant trip count, so the topic loop vectorises; the same steps
     as :func:`_invert`, so the same z."""
     for j in range(q.shape[0]):
@@ -120,11 +112,11 @@ def _invert_first(q, uu, zz, cdf, pr):
 
 
 @numba.njit(fastmath={"contract"}, inline="always")
-def _invert_on(lam, u, f, t):
-    """:func:`_invert` continued after :data:`FIRST_TERMS` steps (``u`` beyond them), from
-    the CDF ``f`` and the last term ``t`` those steps left."""
-    z = FIRST_TERMS
-    for x in range(FIRST_TERMS, MAX_TERMS):
+def _invert_from(lam, u, f, t, start):
+    """The inversion's count from step ``start`` on (``u`` beyond the first ``start``
+    steps), from the CDF ``f`` and the last term ``t`` those steps left."""
+    z = start
+    for x in range(start, MAX_TERMS):
         t = t * (lam * _INV[x])
         f = f + t
         if not u > f:

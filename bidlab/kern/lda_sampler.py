@@ -54,7 +54,7 @@ from bidlab.kern.lda_poisson import (
     SURE,
     _invert,
     _invert_first,
-    _invert_on,
+    _invert_from,
     _ptrs,
 )
 from bidlab.kern.lda_rows import _NO_HEAT, heated_words, rows_step, unique_columns
@@ -96,7 +96,7 @@ def _draw_all(q, uu, zz, cdf, pr, base):
         if lam >= LAM_INV:
             zz[j] = _ptrs(lam, base + np.uint64(j) * STRIDE)
         elif zz[j] == FIRST_TERMS and lam > 0.0:  # u beyond the first terms: go on
-            zz[j] = _invert_on(lam, uu[j], cdf[j], pr[j])
+            zz[j] = _invert_from(lam, uu[j], cdf[j], pr[j], FIRST_TERMS)
 
 
 @numba.njit(cache=True, fastmath={"contract"}, nogil=True)
