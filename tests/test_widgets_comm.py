@@ -184,7 +184,8 @@ def test_resync_from_another_thread_never_repeats_a_streamed_row(kernel):
         "th = threading.Thread(target=hammer, name='resync-hammer'); th.start()\n"
         "wait(lambda: dash.points >= p0 + 20, 30)\n"
         "stop.set(); th.join()\n"
-        "t0 = dash.pump.ticks; wait(lambda: dash.pump.ticks >= t0 + 2)\n"
+        "learner.pause(wait=True)\n"  # no new rows: every row the kernel holds goes out
+        "t0 = dash.pump.ticks; wait(lambda: dash.pump.ticks >= t0 + 3)\n"
         "io._really_send = stock_send\n"
         "sid = dash.source.id\n"
         "def column(v):\n"
@@ -212,8 +213,10 @@ def test_resync_from_another_thread_never_repeats_a_streamed_row(kernel):
         "            page += column(fields(ev['data'])['step']); streams += 1\n"
         "        elif ev.get('kind') == 'ColumnDataChanged':\n"
         "            page = column(fields(ev['data'])['step']); replaces += 1\n"
+        "kern = [float(s) for s in dash.source.data['step']]\n"
+        "learner.resume()\n"
         "print(json.dumps({'page': page, 'streams': streams, 'replaces': replaces,\n"
-        "                  'kernel': [float(s) for s in dash.source.data['step']]}))")
+        "                  'kernel': kern}))")
     counts = {k: v for k, v in got.items() if k != "page"}
     assert got["streams"] >= 15 and got["replaces"] >= 15, counts
     page = got["page"]
