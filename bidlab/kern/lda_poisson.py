@@ -21,7 +21,7 @@ import math
 import numba
 import numpy as np
 
-from bidlab.kern.random import uniform
+from bidlab.kern.random import STRIDE, uniform
 
 LAM_INV = 10.0
 MAX_TERMS = 96
@@ -123,3 +123,20 @@ def _invert_from(lam, u, f, t, start):
             break
         z += 1
     return z
+
+
+#: a nonzero whose topics to draw (those not 0 for sure) are more than 1 / DENSE_DRAWS of
+#: k draws every topic by the vectorised first terms; fewer, only those, one by one
+DENSE_DRAWS = 4
+
+
+@numba.njit(fastmath={"contract"}, inline="always")
+def _draw_all(q, uu, zz, cdf, pr, base):
+    """Every topic's draw into ``zz``: the first terms at once, then the few left."""
+    _invert_first(q, uu, zz, cdf, pr)
+    for j in range(q.shape[0]):
+        lam = q[j]
+        if lam >= LAM_INV:
+            zz[j] = _ptrs(lam, base + np.uint64(j) * STRIDE)
+        elif zz[j] == FIRST_TERMS and lam > 0.0:  # u beyond the first terms: go on
+            zz[j] = _invert_from(lam, uu[j], cdf[j], pr[j], FIRST_TERMS)

@@ -48,16 +48,14 @@ import numpy as np
 from bidlab import backend
 from bidlab.kern import lda_sampler_arrays as arrays
 from bidlab.kern import standin
-from bidlab.kern.lda_poisson import (
-    FIRST_TERMS,
-    LAM_INV,
-    SURE,
-    _invert,
-    _invert_first,
-    _invert_from,
-    _ptrs,
+from bidlab.kern.lda_poisson import DENSE_DRAWS, LAM_INV, SURE, _draw_all, _invert, _ptrs
+from bidlab.kern.lda_rows import (
+    _NO_HEAT,
+    _first_at_least,
+    heated_words,
+    rows_step,
+    unique_columns,
 )
-from bidlab.kern.lda_rows import _NO_HEAT, heated_words, rows_step, unique_columns
 from bidlab.kern.lda_sampler_cuda import same_sample_gpu
 from bidlab.kern.random import GOLD, STRIDE, mix64, stream_key, stream_key_nb, unit
 from bidlab.kern.standin import stand_in
@@ -80,23 +78,6 @@ def _products(th, cnt, a, beta, invden, q):
         q[j] = v
         mu += v
     return mu
-
-
-#: a nonzero whose topics to draw (those not 0 for sure) are more than 1 / DENSE_DRAWS of
-#: k draws every topic by the vectorised first terms; fewer, only those, one by one
-DENSE_DRAWS = 4
-
-
-@numba.njit(fastmath={"contract"}, inline="always")
-def _draw_all(q, uu, zz, cdf, pr, base):
-    """Every topic's draw into ``zz``: the first terms at once, then the few left."""
-    _invert_first(q, uu, zz, cdf, pr)
-    for j in range(q.shape[0]):
-        lam = q[j]
-        if lam >= LAM_INV:
-            zz[j] = _ptrs(lam, base + np.uint64(j) * STRIDE)
-        elif zz[j] == FIRST_TERMS and lam > 0.0:  # u beyond the first terms: go on
-            zz[j] = _invert_from(lam, uu[j], cdf[j], pr[j], FIRST_TERMS)
 
 
 @numba.njit(cache=True, fastmath={"contract"}, nogil=True)
@@ -159,21 +140,6 @@ def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, t
                 theta_hat[d, j] += z * inv_m
                 if with_phi:
                     out[w, j] += z * inv_m
-
-
-@numba.njit(inline="always")
-def _first_at_least(a, n, v):
-    """``np.searchsorted(a[:n], v)``: the first i < n with ``a[i] >= v``, else n (a binary
-    search written out: numba's searchsorted doubles the kernel's compile time)."""
-    lo = n - n  # n's integer type
-    hi = n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] < v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
 
 
 @numba.njit(parallel=True, cache=True, nogil=True)
