@@ -15,10 +15,9 @@ sparse products are shared), against the ``n_passes`` passes of ``fit``.
 
 Examples
 --------
->>> import numpy as np, scipy.sparse as sp
+>>> from bidlab.datasets import synthetic_glm
 >>> from bidlab.models.glm import GLM
->>> X = sp.random(2000, 50, density=0.2, format="csr", random_state=0, dtype=np.float32)
->>> y = (X @ np.arange(50.0) > 60).astype(int)
+>>> X, y, _ = synthetic_glm(2000, 50, 10, seed=0)
 >>> clf = GLM(random_state=0, n_passes=2).fit(X, y)      # lrate="auto" is the default
 >>> float(clf.lrate_) in RATE_GRID
 True

@@ -14,10 +14,9 @@ first pass's ``loss_curve_`` entry is the winners' loss over that second half.
 
 Examples
 --------
->>> import numpy as np, scipy.sparse as sp
+>>> from bidlab.datasets import synthetic_glm
 >>> from bidlab.models.glm import GLM
->>> X = sp.random(3000, 60, density=0.2, format="csr", random_state=0, dtype=np.float32)
->>> y = (X @ np.arange(60.0) > 90).astype(int)
+>>> X, y, _ = synthetic_glm(3000, 60, 12, seed=1)
 >>> clf = GLM(random_state=0, n_passes=3).fit(X, y)     # the race runs in the first pass
 >>> clf.n_iter_
 3

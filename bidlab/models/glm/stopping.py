@@ -21,10 +21,9 @@ over the held-out rows (a tenth of a pass's data at the default fraction).
 
 Examples
 --------
->>> import numpy as np, scipy.sparse as sp
+>>> from bidlab.datasets import synthetic_glm
 >>> from bidlab.models.glm import GLM
->>> X = sp.random(4000, 60, density=0.2, format="csr", random_state=0, dtype=np.float32)
->>> y = (X @ np.arange(60.0) > 90).astype(int)
+>>> X, y, _ = synthetic_glm(4000, 60, 12, seed=2)
 >>> clf = GLM(random_state=0, n_passes=50, tol=1e-3).fit(X, y)
 >>> clf.n_iter_ < 50, len(clf.validation_loss_curve_) == clf.n_iter_ - 1  # not the race
 (True, True)
