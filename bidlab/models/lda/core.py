@@ -339,12 +339,14 @@ class LDACore(Model):
         ``n`` rows the documents): last pass's values (warm start) or each document's own
         random start (:func:`~bidlab.models.lda.doc_start.doc_start`: a function of the
         document, not of its row in the minibatch). A minibatch is warm-started when every
-        one of its documents was trained on before (by row id: shuffled passes too)."""
+        one of its documents was trained on before (by row id: shuffled passes too); then
+        only a padded minibatch draws starts (for its padding rows)."""
         store, batch = self._store, self._cur
-        start = self.scratch()["start"]
-        doc_start(sb.csr, self.seed, int(start.shape[1]), self.dtype, out=start.data)
-        self.start_weights(start, target)
         self._warm = store is not None and batch is not None and store.all_seen(batch)
+        if not self._warm or n < self.batch_rows:  # cold, or padding rows to start too
+            start = self.scratch()["start"]
+            doc_start(sb.csr, self.seed, int(start.shape[1]), self.dtype, out=start.data)
+            self.start_weights(start, target)
         if self._warm:
             store.get(batch, target)
 
