@@ -7,7 +7,7 @@ it without a float64 copy of the rows or a comparison sort:
 * :func:`project`: each row's dot product with the direction, accumulated in float64 in
   feature order (the same bits on any thread count and any BLAS);
 * :func:`stable_argsort`: a stable least-significant-digit radix sort of the float64
-  projections (11-bit digits of their order-preserving integer form; a digit every
+  projections (8-bit digits of their order-preserving integer form; a digit every
   value shares is skipped), equal to ``np.argsort(p, kind="stable")``.
 
 Oracles: ``X.astype(np.float64) @ r`` and ``np.argsort(p, kind="stable")`` (the
@@ -25,8 +25,10 @@ from bidlab.kern.standin import stand_in
 
 __all__ = ["project", "stable_argsort"]
 
-_DIGIT = 11  # bits per radix pass: 2,048 buckets (16 KiB of counts, in L1)
-_PASSES = 6  # 6 x 11 >= 64
+#: bits per radix pass: 256 buckets, few enough that a pass's scattered writes stay in the
+#: cache and the TLB
+_DIGIT = 8
+_PASSES = 8  # 8 x 8 = 64
 
 
 @adaptive_kernel(cache=True, nogil=True)
