@@ -180,6 +180,18 @@ class Scratch:
         return Scratch(self.R[:n], self.P[:n], self.AP[:n], self.rs[:n], self.err[:n])
 
 
+_NO_GRAM: dict[Any, np.ndarray] = {}
+
+
+def _no_gram(dtype: Any) -> np.ndarray:
+    """A 1 x 1 stand-in for the Gram matrix of explicit ratings (never read; contiguous,
+    so both feedbacks share one compiled kernel)."""
+    got = _NO_GRAM.get(np.dtype(dtype))
+    if got is None:
+        got = _NO_GRAM[np.dtype(dtype)] = np.zeros((1, 1), dtype)
+    return got
+
+
 def _csr(S: Any) -> tuple[Any, Any, Any]:
     return S.indptr, S.indices, S.data
 
@@ -217,7 +229,7 @@ def solve_rows(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int, gram: Any = N
                              mu=mu, bias=bias)
         return
     implicit = gram is not None
-    G = gram if implicit else X[:1, :1]
+    G = gram if implicit else _no_gram(X.dtype)
     ip, ix, dv = _csr(S)
     dt = X.dtype.type
     # one-thread BLAS: the kernel's threads call it on their blocks; chunks of one block:
@@ -225,8 +237,7 @@ def solve_rows(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int, gram: Any = N
     chunk = numba.set_parallel_chunksize(1)
     try:
         with blas_threads(0):
-            _solve(S.nnz * X.shape[1] * (steps + 1) + X.size * (steps + 1), ip, ix, dv, O,
-                   X, G,
+            _solve((S.nnz + X.size) * X.shape[1] * (steps + 1), ip, ix, dv, O, X, G,
                    sc.R, sc.P, sc.AP, sc.rs, sc.err, int(steps), BLOCK, int(bias),
                    implicit, dt(alpha), dt(mu), dt(l2), dt(np.finfo(X.dtype).tiny), dt(0),
                    dt(1))
