@@ -245,9 +245,10 @@ def solve_rows(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int, gram: Any = N
         numba.set_parallel_chunksize(chunk)
 
 
-#: below this many multiply-adds a ``P @ G`` product runs on one BLAS thread: a threaded
-#: BLAS takes ~100x longer on small products when the cores are busy (610 x 64 x 64:
-#: 34 ms on two threads of a loaded 2-core machine, 0.2 ms on one)
+#: below this many multiply-adds a product runs on one BLAS thread (:func:`blas_threads`;
+#: :func:`solve_rows` always runs its block products on one): a threaded BLAS takes ~100x
+#: longer on small products when the cores are busy (610 x 64 x 64: 34 ms on two threads
+#: of a loaded 2-core machine, 0.2 ms on one)
 SMALL_GEMM = 1 << 26
 _BLAS: list[Any] = []
 
