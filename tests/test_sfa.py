@@ -72,6 +72,38 @@ def test_cg_kernels_match_the_reference_and_reach_the_solve(bias):
     np.testing.assert_allclose(X1, _closed_form(S, O, 0.5, 2.0, 3.0, bias), atol=1e-8)
 
 
+def test_cg_kernel_gives_the_same_bits_on_one_thread_and_on_all():
+    """Blocks of rows go to whichever thread is idle; each row's result must not depend
+    on which thread took it (users sorted by activity, the heaviest first)."""
+    from bidlab.kern import adaptive
+
+    rng = np.random.default_rng(3)
+    n, d, f = 5 * als.BLOCK + 7, 50, 8
+    counts = np.maximum(1, (d / np.arange(1, n + 1) ** 0.9).astype(int))
+    rows = np.repeat(np.arange(n), counts)
+    cols = np.concatenate([rng.choice(d, c, replace=False) for c in counts])
+    S = sp.csr_matrix((rng.integers(1, 5, rows.size).astype(np.float32), (rows, cols)),
+                      shape=(n, d))
+    O = rng.standard_normal((d, f)).astype(np.float32)
+    gram = O.T @ O + np.float32(0.1) * np.eye(f, dtype=np.float32)
+    X0 = (rng.standard_normal((n, f)) * 0.1).astype(np.float32)
+    out = []
+    for policy in ("serial", "parallel", "parallel"):
+        X = X0.copy()
+        sc = als.Scratch.new(n, f, np.float32)
+        with adaptive.policy(policy):
+            als.solve_rows(S, O, X, sc, steps=3, gram=gram, alpha=1.0)
+        out.append((X, sc.err.copy()))
+    for X, err in out[1:]:
+        np.testing.assert_array_equal(X, out[0][0])
+        np.testing.assert_array_equal(err, out[0][1])
+    ref = X0.copy()
+    als.solve_rows_reference(S, O, ref, als.Scratch.new(n, f, np.float32), steps=3,
+                             gram=gram, alpha=1.0)
+    np.testing.assert_allclose(out[0][0], ref, rtol=1e-3, atol=1e-4)
+    assert not np.allclose(out[0][0], X0)
+
+
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 def test_cg_als_equals_closed_form_als_sweep_by_sweep(feedback):
     """With n_cg = f steps CG solves each f x f system exactly, so the learner's sweeps are

@@ -11,14 +11,17 @@ each row ``u`` of the sparse ratings ``S`` (rows x others, CSR) the normal equat
   stored, 0 elsewhere): ``(G + sum_j alpha s_uj o_j o_j') x_u = sum_j (1 + alpha s_uj) o_j``
   with ``G = O' O + l2 I`` (every entry, stored or not, counts with confidence 1);
 
-and :func:`cg_start` / :func:`cg_step` run the conjugate-gradient iteration on them from
-``X`` as it is (a warm start). The dense ``G`` product is one GEMM over all rows (the caller
-writes ``P @ G`` into ``AP`` first); the sparse part, the dot products and the vector
-updates of a row are fused in one numba loop per row. No step allocates.
+and :func:`solve_rows` runs ``steps`` conjugate-gradient iterations on them from ``X`` as it
+is (a warm start). On the CPU one numba kernel does it all: the rows are cut into blocks of
+:data:`BLOCK` consecutive rows that idle threads take one at a time (the rows' costs follow
+their stored entries, so equal shares of rows would leave one thread with most of the work
+when the rows are sorted by activity), and a block takes every step before the next: the
+dense ``G`` product of its rows is one single-threaded GEMM a step (``P @ G``), and the
+sparse part, the dot products and the vector updates of a row are fused in one loop, while
+the block's rows and the other side's rows they read are in the cache. No step allocates.
 
-:func:`solve_rows` runs ``steps`` of them; :func:`solve_rows_reference` is the same
-iteration written as whole-array ``xp`` operations (numpy or CuPy): the GPU path and the
-CPU kernels' oracle.
+:func:`solve_rows_reference` is the same iteration written as whole-array ``xp`` operations
+(numpy or CuPy): the GPU path and the CPU kernels' oracle.
 """
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ from numba import prange
 from bidlab import backend
 from bidlab.kern.adaptive import adaptive_kernel
 
-__all__ = ["Scratch", "blas_threads", "cg_start", "cg_step", "solve_rows",
-           "solve_rows_reference"]
+__all__ = ["Scratch", "blas_threads", "solve_rows", "solve_rows_reference"]
+
+#: rows per block: a block's rows take their conjugate-gradient steps together (one
+#: ``P @ G`` product each), and idle threads take the next block
+BLOCK = 32
 
 
 @numba.njit(inline="always")
@@ -59,69 +65,96 @@ def _zaxpy(y, a, o, fk, bias):  # pragma: no cover - compiled
         y[fk] += a
 
 
+@numba.njit(inline="always")
+def _start_row(u, indptr, indices, data, O, X, AP, R, P, rs, err, fk, bias, implicit, alpha,
+               mu, l2, zero, one):  # pragma: no cover - compiled
+    """Row ``u``'s residual ``r = b - A x`` (``AP[u]`` holds ``x G`` when implicit),
+    ``p = r``, ``rs[u] = |r|^2`` and its squared error over its stored entries."""
+    f = X.shape[1]
+    e = zero
+    for t in range(f):
+        R[u, t] = -AP[u, t] if implicit else -l2 * X[u, t]
+    x = X[u]
+    r = R[u]
+    for q in range(indptr[u], indptr[u + 1]):
+        o = O[indices[q]]
+        v = data[q]
+        dot = _zdot(o, x, fk, bias, zero)
+        if implicit:
+            c = (one + alpha * v) - alpha * v * dot
+            e += (one - dot) * (one - dot)
+        else:
+            c = v - mu - o[f - 1] - dot
+            e += c * c
+        _zaxpy(r, c, o, fk, bias)
+    s = zero
+    for t in range(f):
+        P[u, t] = R[u, t]
+        s += R[u, t] * R[u, t]
+    rs[u] = s
+    err[u] = e
+
+
+@numba.njit(inline="always")
+def _step_row(u, indptr, indices, data, O, X, AP, R, P, rs, fk, bias, implicit, alpha, l2,
+              tiny, zero, one):  # pragma: no cover - compiled
+    """One conjugate-gradient step of row ``u`` (``AP[u]`` holds ``p G`` when implicit)."""
+    f = X.shape[1]
+    if rs[u] <= tiny:
+        return
+    if not implicit:
+        for t in range(f):
+            AP[u, t] = l2 * P[u, t]
+    p = P[u]
+    ap = AP[u]
+    for q in range(indptr[u], indptr[u + 1]):
+        o = O[indices[q]]
+        w = alpha * data[q] if implicit else one
+        _zaxpy(ap, _zdot(o, p, fk, bias, zero) * w, o, fk, bias)
+    pap = zero
+    for t in range(f):
+        pap += P[u, t] * AP[u, t]
+    if pap <= tiny:
+        rs[u] = 0.0
+        return
+    a = rs[u] / pap
+    s = zero
+    for t in range(f):
+        X[u, t] += a * P[u, t]
+        R[u, t] -= a * AP[u, t]
+        s += R[u, t] * R[u, t]
+    beta = s / rs[u]
+    for t in range(f):
+        P[u, t] = R[u, t] + beta * P[u, t]
+    rs[u] = s
+
+
 @adaptive_kernel(cache=True, nogil=True, fastmath=True)
-def _start(indptr, indices, data, O, X, AP, R, P, rs, err, bias, implicit, alpha, mu, l2,
-           zero, one):  # pragma: no cover - compiled
+def _solve(indptr, indices, data, O, X, G, R, P, AP, rs, err, steps, block, bias, implicit,
+           alpha, mu, l2, tiny, zero, one):  # pragma: no cover - compiled
     n, f = X.shape
     fk = f - bias
-    for u in prange(n):
-        e = zero
-        for t in range(f):
-            R[u, t] = -AP[u, t] if implicit else -l2 * X[u, t]
-        x = X[u]
-        r = R[u]
-        for q in range(indptr[u], indptr[u + 1]):
-            o = O[indices[q]]
-            v = data[q]
-            dot = _zdot(o, x, fk, bias, zero)
+    nb = (n + block - 1) // block
+    for b in prange(nb):
+        lo = b * block
+        hi = min(n, lo + block)
+        if implicit:
+            np.dot(X[lo:hi], G, AP[lo:hi])
+        for u in range(lo, hi):
+            _start_row(u, indptr, indices, data, O, X, AP, R, P, rs, err, fk, bias,
+                       implicit, alpha, mu, l2, zero, one)
+        for _ in range(steps):
+            live = 0
+            for u in range(lo, hi):
+                if rs[u] > tiny:
+                    live += 1
+            if live == 0:
+                break
             if implicit:
-                c = (one + alpha * v) - alpha * v * dot
-                e += (one - dot) * (one - dot)
-            else:
-                c = v - mu - o[f - 1] - dot
-                e += c * c
-            _zaxpy(r, c, o, fk, bias)
-        s = zero
-        for t in range(f):
-            P[u, t] = R[u, t]
-            s += R[u, t] * R[u, t]
-        rs[u] = s
-        err[u] = e
-
-
-@adaptive_kernel(cache=True, nogil=True, fastmath=True)
-def _step(indptr, indices, data, O, X, AP, R, P, rs, bias, implicit, alpha, l2, tiny,
-          zero, one):  # pragma: no cover - compiled
-    n, f = X.shape
-    fk = f - bias
-    for u in prange(n):
-        if rs[u] <= tiny:
-            continue
-        if not implicit:
-            for t in range(f):
-                AP[u, t] = l2 * P[u, t]
-        p = P[u]
-        ap = AP[u]
-        for q in range(indptr[u], indptr[u + 1]):
-            o = O[indices[q]]
-            w = alpha * data[q] if implicit else one
-            _zaxpy(ap, _zdot(o, p, fk, bias, zero) * w, o, fk, bias)
-        pap = zero
-        for t in range(f):
-            pap += P[u, t] * AP[u, t]
-        if pap <= tiny:
-            rs[u] = 0.0
-            continue
-        a = rs[u] / pap
-        s = zero
-        for t in range(f):
-            X[u, t] += a * P[u, t]
-            R[u, t] -= a * AP[u, t]
-            s += R[u, t] * R[u, t]
-        beta = s / rs[u]
-        for t in range(f):
-            P[u, t] = R[u, t] + beta * P[u, t]
-        rs[u] = s
+                np.dot(P[lo:hi], G, AP[lo:hi])
+            for u in range(lo, hi):
+                _step_row(u, indptr, indices, data, O, X, AP, R, P, rs, fk, bias,
+                          implicit, alpha, l2, tiny, zero, one)
 
 
 @dataclass
@@ -147,42 +180,20 @@ class Scratch:
         return Scratch(self.R[:n], self.P[:n], self.AP[:n], self.rs[:n], self.err[:n])
 
 
+_NO_GRAM: dict[Any, np.ndarray] = {}
+
+
+def _no_gram(dtype: Any) -> np.ndarray:
+    """A 1 x 1 stand-in for the Gram matrix of explicit ratings (never read; contiguous,
+    so both feedbacks share one compiled kernel)."""
+    got = _NO_GRAM.get(np.dtype(dtype))
+    if got is None:
+        got = _NO_GRAM[np.dtype(dtype)] = np.zeros((1, 1), dtype)
+    return got
+
+
 def _csr(S: Any) -> tuple[Any, Any, Any]:
     return S.indptr, S.indices, S.data
-
-
-def cg_start(S: Any, O: Any, X: Any, sc: Scratch, *, gram: Any, l2: float, alpha: float,
-             mu: float, bias: bool) -> None:
-    """Residuals ``R = B - A X``, directions ``P = R`` and ``rs = |R|^2`` per row (CPU).
-
-    Examples
-    --------
-    >>> cg_start(S, O, X, sc, gram=G, l2=0.0, alpha=1.0, mu=0.0, bias=False)  # doctest: +SKIP
-    """
-    implicit = gram is not None
-    if implicit:
-        np.matmul(X, gram, out=sc.AP)
-    ip, ix, dv = _csr(S)
-    dt = X.dtype.type
-    _start(S.nnz * X.shape[1] + X.size, ip, ix, dv, O, X, sc.AP, sc.R, sc.P, sc.rs, sc.err,
-           int(bias), implicit, dt(alpha), dt(mu), dt(l2), dt(0), dt(1))
-
-
-def cg_step(S: Any, O: Any, X: Any, sc: Scratch, *, gram: Any, l2: float, alpha: float,
-            bias: bool) -> None:
-    """One conjugate-gradient step on every row's system (CPU).
-
-    Examples
-    --------
-    >>> cg_step(S, O, X, sc, gram=G, l2=0.0, alpha=1.0, bias=False)  # doctest: +SKIP
-    """
-    implicit = gram is not None
-    if implicit:
-        np.matmul(sc.P, gram, out=sc.AP)
-    ip, ix, dv = _csr(S)
-    dt = X.dtype.type
-    _step(S.nnz * X.shape[1] + X.size, ip, ix, dv, O, X, sc.AP, sc.R, sc.P, sc.rs,
-          int(bias), implicit, dt(alpha), dt(l2), dt(np.finfo(X.dtype).tiny), dt(0), dt(1))
 
 
 def solve_rows(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int, gram: Any = None,
@@ -217,15 +228,27 @@ def solve_rows(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int, gram: Any = N
         solve_rows_reference(S, O, X, sc, steps=steps, gram=gram, l2=l2, alpha=alpha,
                              mu=mu, bias=bias)
         return
-    with blas_threads(X.size * X.shape[1]):
-        cg_start(S, O, X, sc, gram=gram, l2=l2, alpha=alpha, mu=mu, bias=bias)
-        for _ in range(steps):
-            cg_step(S, O, X, sc, gram=gram, l2=l2, alpha=alpha, bias=bias)
+    implicit = gram is not None
+    G = gram if implicit else _no_gram(X.dtype)
+    ip, ix, dv = _csr(S)
+    dt = X.dtype.type
+    # one-thread BLAS: the kernel's threads call it on their blocks; chunks of one block:
+    # each idle thread takes the next block
+    chunk = numba.set_parallel_chunksize(1)
+    try:
+        with blas_threads(0):
+            _solve((S.nnz + X.size) * X.shape[1] * (steps + 1), ip, ix, dv, O, X, G,
+                   sc.R, sc.P, sc.AP, sc.rs, sc.err, int(steps), BLOCK, int(bias),
+                   implicit, dt(alpha), dt(mu), dt(l2), dt(np.finfo(X.dtype).tiny), dt(0),
+                   dt(1))
+    finally:
+        numba.set_parallel_chunksize(chunk)
 
 
-#: below this many multiply-adds a ``P @ G`` product runs on one BLAS thread: a threaded
-#: BLAS takes ~100x longer on small products when the cores are busy (610 x 64 x 64:
-#: 34 ms on two threads of a loaded 2-core machine, 0.2 ms on one)
+#: below this many multiply-adds a product runs on one BLAS thread (:func:`blas_threads`;
+#: :func:`solve_rows` always runs its block products on one): a threaded BLAS takes ~100x
+#: longer on small products when the cores are busy (610 x 64 x 64: 34 ms on two threads
+#: of a loaded 2-core machine, 0.2 ms on one)
 SMALL_GEMM = 1 << 26
 _BLAS: list[Any] = []
 
@@ -236,6 +259,7 @@ def blas_threads(work: int) -> Any:
     if work >= SMALL_GEMM:
         return contextlib.nullcontext()
     if not _BLAS:
+        import scipy.linalg.cython_blas  # noqa: F401 - numba's np.dot calls SciPy's BLAS
         from threadpoolctl import ThreadpoolController
 
         _BLAS.append(ThreadpoolController().select(user_api="blas"))

@@ -176,7 +176,8 @@ class SFAModel(RowStatePickling, Model):
                                        backend.namespace(F))
         if self._gram_key != key:
             xp = backend.namespace(F)
-            with als.blas_threads(F.size * F.shape[1]):
+            with als.blas_threads(0):  # a threaded BLAS's idle threads spin: the next
+                # kernel's threads would wait for the cores
                 xp.copyto(self._gram, F.T @ F)  # BLAS, where an out= transposed is not
             d = self._gram.reshape(-1)[:: self.width + 1]
             d += self.dtype.type(self.opts.l2)
