@@ -61,5 +61,5 @@ def _pgmpy_line(r: dict[str, Any]) -> None:
           f"max |error| {r['peer_error']:.4f}")
     print(f"    bidlab: {b['error']:.4f} in {b['seconds']:.3f} s "
           f"({b['node_draws_per_s']:.3g} node draws/s, {b['chains']} chains, 50 + {b['kept']} "
-          f"sweeps): x{r['time_ratio']:.0f} time with set-up, "
+          f"sweeps, best of 3): x{r['time_ratio']:.0f} time with set-up, "
           f"x{r['time_ratio_sampling']:.0f} without; x{r['draws_per_s_ratio']:.0f} draws/s")
