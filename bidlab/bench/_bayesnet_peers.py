@@ -1,6 +1,7 @@
-"""The peers of the Bayesian-network benchmark: pgmpy (exact variable elimination, and its
-Gibbs sampler) and pyAgrum (its Gibbs sampler). Each loader returns None with the reason
-when the package is absent, so the benchmark runs (and says what it skipped) without it.
+"""The peers of the Bayesian-network benchmark: pgmpy (exact variable elimination; its Gibbs
+sampler is run by ``_bayesnet_pgmpy``) and pyAgrum (its Gibbs sampler). Each loader returns
+None with the reason when the package is absent, so the benchmark runs (and says what it
+skipped) without it.
 """
 
 from __future__ import annotations
@@ -16,20 +17,34 @@ import numpy as np
 from bidlab.models.bayesnet.bif import format_bif
 from bidlab.models.bayesnet.network import Network
 
-__all__ = ["pgmpy_model", "pyagrum_model", "exact_pgmpy", "gibbs_pyagrum", "gibbs_pgmpy"]
+__all__ = ["pgmpy_model", "pyagrum_model", "exact_pgmpy", "gibbs_pyagrum"]
 
 
 def pgmpy_model(net: Network) -> tuple[Any, str]:
-    """(pgmpy's model of ``net``, "") or (None, why not)."""
+    """(pgmpy's model of ``net``, "") or (None, why not): its ``DiscreteBayesianNetwork``
+    with one ``TabularCPD`` per variable, built from the tables directly (pgmpy's BIF reader
+    takes seconds a network to build its grammar)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            from pgmpy.readwrite import BIFReader
+            from pgmpy.factors.discrete import TabularCPD
+            from pgmpy.models import DiscreteBayesianNetwork
     except ImportError as exc:
         return None, f"pgmpy not installed ({exc}); pip install 'bidlab[bench-bayesnet]'"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return BIFReader(string=format_bif(net)).get_model(), ""
+    names = net.names
+    model = DiscreteBayesianNetwork()
+    model.add_nodes_from(names)
+    model.add_edges_from((names[p], names[v]) for v in range(net.n_vars)
+                         for p in net.parents[v])
+    cpds = []
+    for v, ps in enumerate(net.parents):  # both order parent rows with the first slowest
+        cpds.append(TabularCPD(
+            names[v], len(net.states[v]), net.cpts[v].T,
+            evidence=[names[p] for p in ps] or None,
+            evidence_card=[len(net.states[p]) for p in ps] or None,
+            state_names={names[u]: list(net.states[u]) for u in [v, *ps]}))
+    model.add_cpds(*cpds)
+    return model, ""
 
 
 def pyagrum_model(net: Network) -> tuple[Any, str]:
@@ -56,7 +71,9 @@ def _dense(net: Network, v: int, values: Any, names: list[str]) -> np.ndarray:
 
 def exact_pgmpy(model: Any, net: Network, evidence: dict[str, str]) -> list[np.ndarray]:
     """Every variable's exact marginal given ``evidence`` (pgmpy VariableElimination)."""
-    from pgmpy.inference import VariableElimination
+    with warnings.catch_warnings():  # its deprecation notices
+        warnings.simplefilter("ignore")
+        from pgmpy.inference import VariableElimination
 
     ve = VariableElimination(model)
     out = []
@@ -97,49 +114,3 @@ def gibbs_pyagrum(bn: Any, net: Network, evidence: dict[str, str], iterations: i
         labels = [p.variable(0).label(i) for i in range(p.variable(0).domainSize())]
         out.append(_dense(net, v, p.tolist(), labels))
     return out, dt, draws
-
-
-def gibbs_pgmpy(model: Any, net: Network, size: int, seed: int = 0,
-                timeout: float = 180.0) -> tuple[list[np.ndarray], float, float]:
-    """pgmpy's Gibbs marginals (no evidence: its sampler takes none) from ``size`` samples:
-    (marginals, seconds including building its kernel, variable draws). Runs in a child
-    process; raises ``TimeoutError`` after ``timeout`` seconds (pgmpy builds its
-    transition kernel by enumerating the states of every Markov blanket first)."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    with ctx.Pool(1) as pool:
-        job = pool.apply_async(_gibbs_pgmpy, (model, net, size, seed))
-        try:
-            return job.get(timeout)
-        except mp.TimeoutError:
-            pool.terminate()
-            raise TimeoutError(f"pgmpy GibbsSampling did not finish {size} samples in "
-                               f"{timeout:.0f} s") from None
-
-
-def _gibbs_pgmpy(model: Any, net: Network, size: int,
-                 seed: int) -> tuple[list[np.ndarray], float, float]:
-    from pgmpy.sampling import GibbsSampling
-
-    try:  # no progress bar on stderr
-        from pgmpy.global_vars import config
-
-        config.set_show_progress(False)
-    except (ImportError, AttributeError):
-        pass
-    t = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        g = GibbsSampling(model)
-        df = g.sample(size=int(size), seed=seed, include_latents=True)
-    dt = time.perf_counter() - t
-    out = []
-    for v, name in enumerate(net.names):
-        names = model.get_cpds(name).state_names[name]  # its sample holds indices into these
-        counts = np.zeros(len(net.states[v]))
-        for val, c in df[name].value_counts().items():
-            label = val if isinstance(val, str) else names[int(val)]
-            counts[net.states[v].index(str(label))] = c
-        out.append(counts / counts.sum())
-    return out, dt, float(size) * net.n_vars
