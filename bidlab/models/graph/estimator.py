@@ -1,4 +1,5 @@
-"""``PageRank``: PageRank by power iteration, a sparse mat-vec per pass on the Learner.
+"""``PageRank``: PageRank by power iteration, a sparse mat-vec per pass on the Learner (by
+Gauss-Seidel sweeps on small graphs).
 
 A scikit-learn-style face on one engine, :class:`~bidlab.models.graph.model.PageRankModel`:
 ``fit(G)`` builds the transition once and runs a :class:`bidlab.learn.Learner` to
@@ -67,7 +68,7 @@ def _valid_weights(x: Any) -> bool:
 
 
 class PageRank(FittedByModel, BidlabEstimator):
-    """PageRank of a graph's vertices, networkx's power iteration.
+    """PageRank of a graph's vertices: networkx's power iteration, or Gauss-Seidel sweeps.
 
     Parameters
     ----------

@@ -1,4 +1,5 @@
-"""The PageRank engine: power iteration as a full-batch :class:`~bidlab.learn.Model`.
+"""The PageRank engine: power iteration (or Gauss-Seidel sweeps) as a full-batch
+:class:`~bidlab.learn.Model`.
 
 The data are the rows of the transition ``P`` (one row per source vertex, row-stochastic;
 :mod:`bidlab.models.graph.transition`) and, aligned with them, the row table ``[dangling,
@@ -66,7 +67,7 @@ _SCRATCH = ("_views", "_in", "_own")
 
 
 class PageRankModel(Model):
-    """PageRank by power iteration on the Learner (see the module doc).
+    """PageRank by power iteration or Gauss-Seidel sweeps on the Learner (the module doc).
 
     Args:
         n: vertices of the whole graph (the transition's columns).
