@@ -64,7 +64,7 @@ def random_graph(n, density, seed, n_dangling=0, loops=True):
 def test_scores_equal_the_power_iteration_oracle_with_dangling_vertices(seed):
     A = random_graph(80, 0.04, seed, n_dangling=10)
     assert (np.diff(A.indptr) == 0).sum() >= 10
-    pr = PageRank(tol=1e-10).fit(A)
+    pr = PageRank(tol=1e-10, method="power").fit(A)
     x, it = oracle(A)
     assert np.abs(pr.scores_ - x).sum() <= 1e-6
     assert pr.n_iter_ == it and pr.converged_
@@ -92,7 +92,7 @@ def test_personalization_and_dangling_weights_as_arrays_and_dicts():
 
 def test_blocks_of_rows_give_the_scores_of_one_block():
     A = random_graph(90, 0.05, 5, n_dangling=8)
-    whole = PageRank(tol=1e-10).fit(A)
+    whole = PageRank(tol=1e-10, method="power").fit(A)
     est = PageRank(tol=1e-10)
     lrn = est.learner(A, batch_size=20)  # 5 blocks per pass, the last one short
     lrn.fit(progress=None)
@@ -103,7 +103,7 @@ def test_blocks_of_rows_give_the_scores_of_one_block():
 @pytest.mark.parametrize("name", list(SNAP))
 def test_snap_graphs_match_the_oracle(shared_data, name):
     g = load_snap_edges(shared_data / SNAP[name])
-    pr = PageRank(tol=1e-10).fit(g.A)
+    pr = PageRank(tol=1e-10, method="power").fit(g.A)
     x, it = oracle(g.A)
     assert np.abs(pr.scores_ - x).sum() <= 1e-6, name
     assert pr.n_iter_ == it
@@ -267,7 +267,7 @@ def test_a_checkpointed_run_resumes_to_the_same_scores(tmp_path):
 def test_two_ranks_each_on_half_the_rows_give_the_scores_of_one_learner(train_together):
     A = random_graph(400, 0.01, 11, n_dangling=30)
     p = np.random.default_rng(12).random(400)
-    one = PageRank(tol=1e-10, personalization=p).fit(A)
+    one = PageRank(tol=1e-10, personalization=p, method="power").fit(A)
     group = ThreadGroup(2, timeout=60)
     halves = [PageRank(tol=1e-10, personalization=p) for _ in range(2)]
     learners = [halves[0].learner(A[:200], first_row=0, comm=group.comm(0)),
@@ -280,10 +280,11 @@ def test_two_ranks_each_on_half_the_rows_give_the_scores_of_one_learner(train_to
         PageRank().learner(A[:200], first_row=300)
 
 
-def test_power_iterations_allocate_nothing_after_the_first(traced_allocations):
+@pytest.mark.parametrize("method", ["power", "gauss-seidel"])
+def test_iterations_allocate_nothing_after_the_first(traced_allocations, method):
     n = 20_000
     A = random_graph(n, 5 / n, 13, n_dangling=500)
-    est = PageRank(tol=0.0, max_iter=1000)
+    est = PageRank(tol=0.0, max_iter=1000, method=method)
     lrn = est.learner(A, n_passes=2)
     lrn.fit(progress=None)
     lrn.set(n_passes=12)
@@ -295,7 +296,8 @@ def test_power_iterations_allocate_nothing_after_the_first(traced_allocations):
     assert trace.peak_bytes < n * 8 // 4, trace  # well below one score vector
 
 
-def test_iterations_grouped_in_passes_give_the_same_scores_and_residuals():
+@pytest.mark.parametrize("method", ["power", "gauss-seidel"])
+def test_iterations_grouped_in_passes_give_the_same_scores_and_residuals(method):
     from bidlab.learn import Learner
     from bidlab.learn.blocks import BlockSource
     from bidlab.models.graph.model import PageRankModel
@@ -303,7 +305,8 @@ def test_iterations_grouped_in_passes_give_the_same_scores_and_residuals():
     A = random_graph(300, 0.02, 8, n_dangling=20)
     n, runs = A.shape[0], {}
     for seconds in (0.0, 60.0):  # one iteration a pass; all of them in the first pass
-        model = PageRankModel(n, pull=True, pass_seconds=seconds, tol=1e-10, max_iter=500)
+        model = PageRankModel(n, pull=True, gauss_seidel=method == "gauss-seidel",
+                              pass_seconds=seconds, tol=1e-10, max_iter=500)
         lrn = Learner(model, BlockSource(A, batch_size=n, names=("A",)), n_passes=501)
         lrn.fit(progress=None)
         runs[seconds] = (lrn.step, model.n_iter, model.residuals[: model.n_iter].copy(),
@@ -312,7 +315,7 @@ def test_iterations_grouped_in_passes_give_the_same_scores_and_residuals():
     assert it1 == it2 > 10 and steps1 == it1 + 1 and steps2 == 1
     np.testing.assert_array_equal(res2, res1)
     np.testing.assert_array_equal(x2, x1)
-    fitted = PageRank(tol=1e-10, max_iter=500).fit(A)  # fit groups its iterations
+    fitted = PageRank(tol=1e-10, max_iter=500, method=method).fit(A)  # grouped
     np.testing.assert_array_equal(fitted.scores_, x1)
     np.testing.assert_array_equal(fitted.residuals_, res1)
 

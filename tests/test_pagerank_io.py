@@ -151,5 +151,5 @@ def test_pagerank_benchmark_runs_tiny_and_agrees_with_the_reference(capsys):
     for s in ("bidlab", "scipy", "networkx", "igraph", "fast_pagerank"):
         if s in row:  # peers not installed are left out
             assert row[s]["seconds"] > 0 and row[s]["l1_to_reference"] <= 1e-6, (s, row[s])
-    assert row["bidlab"]["iterations"] == row["scipy"]["iterations"]
+    assert row["bidlab"]["iterations"] < row["scipy"]["iterations"]  # Gauss-Seidel sweeps
     assert any(t["name"].endswith("L1 to the reference") and t["met"] for t in doc["targets"])

@@ -1,4 +1,5 @@
-"""``PageRank``: PageRank by power iteration, a sparse mat-vec per pass on the Learner.
+"""``PageRank``: PageRank by power iteration, a sparse mat-vec per pass on the Learner (by
+Gauss-Seidel sweeps on small graphs).
 
 A scikit-learn-style face on one engine, :class:`~bidlab.models.graph.model.PageRankModel`:
 ``fit(G)`` builds the transition once and runs a :class:`bidlab.learn.Learner` to
@@ -14,7 +15,9 @@ one residual per iteration in its history) on the same kind of model::
 Input: the adjacency matrix, rows = source vertices (``A[i, j]``: weight of ``i -> j``), as
 a scipy / CuPy CSR matrix (taken as is), another sparse format or a dense array
 (converted), a bidlab ``SMat`` or a :class:`bidlab.datasets.graphs.EdgeList`. Results match
-``networkx.pagerank`` (same update, same stopping rule).
+``networkx.pagerank``: with ``method="power"`` the same update and stopping rule; by
+Gauss-Seidel sweeps (the default on small graphs) the same scores within the same error
+bound, in fewer iterations.
 """
 
 from __future__ import annotations
@@ -35,12 +38,29 @@ from bidlab.models.graph.model import PageRankModel
 from bidlab.models.graph.transition import as_adjacency, transition, vertex_weights
 from bidlab.models.validation import device_row, dtype_row
 
-__all__ = ["PageRank"]
+__all__ = ["GAUSS_SEIDEL_EDGES", "PageRank", "sweeps"]
 
 #: ``fit``'s learner (nobody watches it) runs iterations of the in-edge engine in passes
 #: of at least this many seconds: the learner's own cost per pass (bookkeeping, checks,
 #: the record) then stays a few percent of a small graph's time (BENCHMARKS.md, pagerank)
 FIT_PASS_SECONDS = 0.002
+#: ``method="auto"`` sweeps by Gauss-Seidel (serial, fewer iterations) a graph of at most
+#: this many edges and runs the parallel power iteration on larger ones (BENCHMARKS.md,
+#: pagerank)
+GAUSS_SEIDEL_EDGES = 1_000_000
+METHODS = ("auto", "power", "gauss-seidel")
+
+
+def sweeps(method: str, n_edges: int) -> bool:
+    """Whether ``method`` ranks a graph of ``n_edges`` edges by Gauss-Seidel sweeps (on
+    the in-edge engine) rather than power iterations: the one place that chooses.
+
+    Examples
+    --------
+    >>> sweeps("auto", 30_000), sweeps("auto", 20_000_000), sweeps("power", 10)
+    (True, False, False)
+    """
+    return method == "gauss-seidel" or (method == "auto" and n_edges <= GAUSS_SEIDEL_EDGES)
 
 
 def _valid_weights(x: Any) -> bool:
@@ -48,7 +68,7 @@ def _valid_weights(x: Any) -> bool:
 
 
 class PageRank(FittedByModel, BidlabEstimator):
-    """PageRank of a graph's vertices, networkx's power iteration.
+    """PageRank of a graph's vertices: networkx's power iteration, or Gauss-Seidel sweeps.
 
     Parameters
     ----------
@@ -61,6 +81,14 @@ class PageRank(FittedByModel, BidlabEstimator):
     max_iter
         most iterations; if the change is still above the tolerance then, the
         scores are kept and a ``ConvergenceWarning`` says so (networkx raises).
+    method
+        ``"power"``: networkx's power iteration, iteration for iteration;
+        ``"gauss-seidel"``: in-place Gauss-Seidel sweeps (serial; fewer iterations to
+        the same tolerance), stopped where the result is within the power iteration's
+        error bound (module :mod:`bidlab.models.graph.model`); the whole graph on the CPU
+        only; ``"auto"`` (default): Gauss-Seidel on graphs of at most
+        :data:`GAUSS_SEIDEL_EDGES` edges ranked whole on the CPU, the power iteration
+        otherwise.
     personalization
         teleport weights, one per vertex (a length-n array) or a dict
         {vertex index: weight} (missing vertices weigh 0); normalised to sum 1. None:
@@ -106,6 +134,8 @@ class PageRank(FittedByModel, BidlabEstimator):
                low_open=True, high_open=True),
         Option("tol", float, 1e-6, "converged when the L1 change is below tol x n", low=0.0),
         Option("max_iter", int, 100, "most iterations", low=1),
+        Option("method", str, "auto", "power iterations or Gauss-Seidel sweeps",
+               choices=METHODS),
         Option("personalization", str, None, "teleport weights", test=_valid_weights,
                none_ok=True, text="None, a length-n array or a dict {vertex index: weight}"),
         Option("dangling", str, None, "where dangling vertices' score goes",
@@ -116,9 +146,12 @@ class PageRank(FittedByModel, BidlabEstimator):
         device_row(None),
     )
 
+    method = "auto"  # (what an estimator saved before the parameter reads)
+
     def __init__(self, damping: float = 0.85, tol: float = 1e-6, max_iter: int = 100,
                  personalization: Any = None, dangling: Any = None, *,
-                 directed: bool = True, dtype: Any = None, device: str | None = None) -> None:
+                 method: str = "auto", directed: bool = True, dtype: Any = None,
+                 device: str | None = None) -> None:
         self._keep_params(locals())
 
     # -- fitted state ---------------------------------------------------------------------
@@ -176,7 +209,12 @@ class PageRank(FittedByModel, BidlabEstimator):
         batch = options.pop("batch_size", None) or A.shape[0]
         pull = (first_row is None and options.get("comm") is None and batch >= n
                 and not backend.is_cupy_array(A.data))
+        if self.method == "gauss-seidel" and not pull:
+            raise ValueError("PageRank: method='gauss-seidel' ranks the whole graph in one "
+                             "block on the CPU; for a GPU graph, blocks of rows or ranks "
+                             "use method='power' (or 'auto')")
         model = PageRankModel(n, first_row=first, personalization=p, dangling=u, pull=pull,
+                              gauss_seidel=pull and sweeps(self.method, int(A.nnz)),
                               pass_seconds=0.0 if live else FIT_PASS_SECONDS,
                               damping=self.damping, tol=self.tol, max_iter=self.max_iter)
         if pull:  # the in-edge engine: A itself, its in-edges and out-weights built at the

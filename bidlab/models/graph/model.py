@@ -1,4 +1,5 @@
-"""The PageRank engine: power iteration as a full-batch :class:`~bidlab.learn.Model`.
+"""The PageRank engine: power iteration (or Gauss-Seidel sweeps) as a full-batch
+:class:`~bidlab.learn.Model`.
 
 The data are the rows of the transition ``P`` (one row per source vertex, row-stochastic;
 :mod:`bidlab.models.graph.transition`) and, aligned with them, the row table ``[dangling,
@@ -30,6 +31,16 @@ forms ``y = x / out``, sums the dangling and the total mass and measures the las
 iteration's L1 change. With ``pass_seconds`` > 0 a pass may run several iterations
 (:meth:`PageRankModel._pull_update`).
 
+**Gauss-Seidel sweeps** (``pull=True, gauss_seidel=True``): the in-edge engine's iterations
+are in-place sweeps (:func:`bidlab.kern.pagerank_gs.gauss_seidel_sweep`, serial; each
+vertex solved from the newest values), which reach a tolerance in fewer iterations than
+the power method; an iteration's residual is the sweep's L1 change ``delta``. The sweeps
+do not hold the total ``s = sum(x)`` at 1; the run stops when ``delta / (d * s) < tol *
+n`` and hands back ``x / s``: that keeps the power method's guarantee (its result within
+``d / (1 - d) * tol * n`` of the exact scores in L1; the bound is in the kernel's module
+doc). While the sweep kernel is being compiled in the background
+(:mod:`bidlab.kern.standin`) a run takes the power iterations instead.
+
 After the first pass nothing is allocated: the product goes into the totals (or a 1 x n
 buffer) with ``out=``, the vector updates are ``xp`` ufuncs with ``out=``.
 """
@@ -42,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.kern import pagerank
+from bidlab.kern import pagerank, pagerank_gs, standin
 from bidlab.learn.datasource import DataInfo
 from bidlab.learn.model import Model
 from bidlab.learn.options import Option
@@ -52,11 +63,11 @@ from bidlab.mat import Mat, dense_sparse
 
 __all__ = ["PageRankModel"]
 
-_SCRATCH = ("_views", "_in")
+_SCRATCH = ("_views", "_in", "_own")
 
 
 class PageRankModel(Model):
-    """PageRank by power iteration on the Learner (see the module doc).
+    """PageRank by power iteration or Gauss-Seidel sweeps on the Learner (the module doc).
 
     Args:
         n: vertices of the whole graph (the transition's columns).
@@ -67,6 +78,8 @@ class PageRankModel(Model):
         dangling: where a dangling vertex's score goes, likewise; None: ``personalization``.
         pull: the data are the adjacency (not the transition), ranked by the in-edge engine
             (the module doc): CPU, one block of all rows, one learner.
+        gauss_seidel: the in-edge engine runs Gauss-Seidel sweeps, not power iterations
+            (the module doc; only with ``pull``).
         pass_seconds: the in-edge engine runs further iterations within a pass until the
             pass has taken this long (0, the default: one iteration a pass, one residual
             per iteration in the learner's history); ``PageRank.fit``, whose learner
@@ -93,12 +106,15 @@ class PageRankModel(Model):
     full_batch = True
 
     pass_seconds = 0.0  # (class defaults: what a model saved without them reads)
+    gauss_seidel = False
+    sweeping = False
+    _own = None
     _extra = 0
     _pass_iters = 1
 
     def __init__(self, n: int, *, first_row: int = 0, personalization: Any = None,
-                 dangling: Any = None, pull: bool = False, pass_seconds: float = 0.0,
-                 **options: Any) -> None:
+                 dangling: Any = None, pull: bool = False, gauss_seidel: bool = False,
+                 pass_seconds: float = 0.0, **options: Any) -> None:
         super().__init__(**options)
         self.n = int(n)
         self.first_row = int(first_row)
@@ -114,6 +130,11 @@ class PageRankModel(Model):
         self._final = False
         self._views: dict[int, tuple[Mat, Any, Any]] | None = None
         self.pull = bool(pull)
+        if gauss_seidel and not self.pull:
+            raise ValueError("PageRank: Gauss-Seidel sweeps run on the in-edge engine only "
+                             "(pull=True: the whole graph in one block on the CPU)")
+        self.gauss_seidel = bool(gauss_seidel)
+        self.sweeping = False  # whether this run sweeps (set at its first pass)
         self.pass_seconds = float(pass_seconds)
         self._in: tuple[Any, ...] | None = None
 
@@ -157,6 +178,8 @@ class PageRankModel(Model):
         self._final = False
         self._views = None
         self._in = None
+        self._own = None
+        self.sweeping = False
         self._extra = 0  # iterations run within passes beyond each pass's first
         self._pass_iters = 1
         if self.pull and (xp is not np or self.first_row != 0 or info.n_samples != n):
@@ -191,10 +214,12 @@ class PageRankModel(Model):
                               self.modelmats[0].data[:, sl])
         return v
 
-    def _start_iteration(self, pass_: int, change: float | None = None) -> float | None:
+    def _start_iteration(self, pass_: int, change: float | None = None,
+                         bound: float | None = None) -> float | None:
         """At a pass's first block: measure the last iteration's change, decide whether to
         stop, keep the current scores as the previous ones. ``change``: the change already
-        measured (and the scores already kept) by the in-edge engine's first kernel."""
+        measured (and the scores already kept) by the in-edge engine's first kernel;
+        ``bound``: what is held against ``tol * n`` in its place (Gauss-Seidel's rule)."""
         xp = self.xp
         x, prev, tmp = self.modelmats[0].data, self._prev.data, self._tmp.data
         r = None
@@ -209,7 +234,7 @@ class PageRankModel(Model):
             t = min(pass_, self.residuals.shape[0])
             self.residuals[t - 1] = r
             self.n_iter = t
-            self.reached_tol = r < self.opts.tol * self.n
+            self.reached_tol = (r if bound is None else bound) < self.opts.tol * self.n
             if self.reached_tol or pass_ >= self.opts.max_iter:
                 self.converged = True
         self._final = self.converged
@@ -257,7 +282,48 @@ class PageRankModel(Model):
             inv = np.divide(1.0, out, out=np.zeros_like(out), where=out != 0)
             self._in = (indptr, indices, w, inv, np.empty(self.n),
                         self._u.reshape(-1), self._p.reshape(-1), int(indices.shape[0]))
+            self.sweeping = False
+            if self.gauss_seidel:
+                d = self.opts.damping
+                self._own = own = pagerank_gs.own_weights(A, inv, self.dangling,
+                                                          self.personalization, d)
+                x = self.updatemats[0].data.reshape(-1)
+                # swept once its kernel runs compiled (power iterations while it compiles)
+                self.sweeping = standin.ready(pagerank_gs.gauss_seidel_sweep, indptr, indices,
+                                              w, inv, own, x, self._in[4], d, 0.0, 1.0,
+                                              self._in[5], self._in[6])
         return self._in
+
+    def _sweep_update(self, batch: Minibatch) -> float | None:
+        """Gauss-Seidel sweeps of the in-edge engine (the module doc): the pass's scores
+        copied to the totals and swept there in place, as many sweeps as ``pass_seconds``
+        allows (one at least); ``y``, the masses and the last sweep's change measured
+        from the scores at the pass start (one serial pass, as the power engine does)."""
+        indptr, indices, w, inv, y, u, p, _ = self._in_edges(batch.mats[0])
+        own = self._own
+        x = self.updatemats[0].data.reshape(-1)
+        prev = self._prev.data.reshape(-1)
+        cur = self.modelmats[0].data.reshape(-1)
+        d = self.opts.damping
+        t0 = time.perf_counter()
+        self._pass_iters = 0
+        dangling, total, change = pagerank.source_weights(cur, inv, y, prev)
+        while True:
+            r = self._start_iteration(batch.pass_ + self._extra, change, change / (d * total))
+            if self._final:  # converged: the scores handed back, scaled to sum 1
+                np.multiply(cur, 1.0 / total, out=x)
+                return r
+            if cur is x:
+                np.copyto(prev, x)
+            else:
+                np.copyto(x, cur)
+                cur = x
+            dangling, total, change = pagerank_gs.gauss_seidel_sweep(
+                indptr, indices, w, inv, own, x, y, d, dangling, total, u, p)
+            self._pass_iters += 1
+            if time.perf_counter() - t0 >= self.pass_seconds:
+                return r
+            self._extra += 1
 
     def _pull_update(self, batch: Minibatch) -> float | None:
         """Iterations of the in-edge engine (the whole graph, one block). Each: the last
@@ -269,6 +335,8 @@ class PageRankModel(Model):
         matrix is left to the updater) until it has run that long or converged, so a
         small graph's iterations do not each pay for a learner step."""
         indptr, indices, w, inv, y, u, p, nnz = self._in_edges(batch.mats[0])
+        if self.sweeping:
+            return self._sweep_update(batch)
         out = self.updatemats[0].data.reshape(-1)
         prev = self._prev.data.reshape(-1)
         src = self.modelmats[0].data.reshape(-1)
