@@ -11,7 +11,9 @@ and nowhere else:
 * **pass end** (before the updater applies a pass): the updater's pass statistics
   (``Updater.pass_statistics``, e.g. a full-batch updater's summed updates) are summed;
 * **stopping**: a model's ``converged`` and a stop request end every rank's run together
-  (``any_of``), so no rank waits in a collective that the others left.
+  (``any_of``, in :meth:`Communicator.meet` at each minibatch boundary; carried with the
+  step's combine by :meth:`Communicator.combine_and_meet` where the communicator can), so
+  no rank waits in a collective that the others left.
 
 :class:`SingleProcess` (the default) does nothing. :class:`ThreadGroup` joins learners in
 threads of one process: the tests' proof of the seam. MPI and NCCL communicators implement
