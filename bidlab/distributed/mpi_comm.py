@@ -75,8 +75,9 @@ class MPIComm(Communicator):
             of the way to the average instead of taking it (0: plain averaging).
         timeout: seconds a rank waits at a sync point for the others before it raises
             ``TimeoutError`` (which ends the job).
-        spin: seconds a waiting rank polls without sleeping (yielding its core between
-            polls) before it naps between polls; see :meth:`_wait`.
+        spin: seconds a rank polls an exchange without sleeping (yielding its core between
+            polls) before it naps between polls, once every rank has arrived at the
+            meeting; a rank waiting for the others to arrive naps (see :meth:`_wait`).
 
     Examples
     --------
@@ -90,7 +91,7 @@ class MPIComm(Communicator):
     """
 
     def __init__(self, comm: Any = None, mode: str = "average", elastic: float = 0.0,
-                 timeout: float = 120.0, spin: float = 0.01) -> None:
+                 timeout: float = 120.0, spin: float = 0.002) -> None:
         from bidlab.distributed.combine import MODES
 
         self.mpi = world() if comm is None else comm
@@ -210,16 +211,19 @@ class MPIComm(Communicator):
         self.bytes_sent += buf.nbytes
         return out
 
-    def _wait(self, req: Any, what: str) -> None:
+    def _wait(self, req: Any, what: str, spin: float | None = None) -> None:
         """Wait for a nonblocking operation, at most ``timeout`` seconds. A collective makes
         progress only inside a test, and one exchange takes several rounds between the
-        ranks, so for the first ``spin`` seconds the rank tests without sleeping, yielding
-        its core between tests (a rank that shares a core hands it over); after that it
-        naps between tests (up to 1 ms: a long wait, e.g. for a paused rank)."""
+        ranks, so for the first ``spin`` seconds (default ``self.spin``) the rank tests
+        without sleeping, yielding its core between tests; then it naps between tests
+        (0.05 ms, doubling up to 0.1 ms; up to 1 ms after 50 ms: a paused rank). A rank
+        that waits for the others to arrive naps (``spin=0``: a spinning rank would spend
+        the CPU time its own next step needs on a loaded machine); once every rank is known
+        to be there, the exchange's rounds spin."""
         if req.Test():
             return
         start = time.monotonic()
-        spin_end = start + self.spin
+        spin_end = start + (self.spin if spin is None else spin)
         nap = 5e-5
         while not req.Test():
             now = time.monotonic()
@@ -233,7 +237,7 @@ class MPIComm(Communicator):
                     "minibatches per pass (the job ends; raise MPIComm(timeout=...) for "
                     "longer waits)")
             time.sleep(nap)
-            nap = min(nap * 2, 1e-3)
+            nap = min(nap * 2, 1e-4 if now - start < 0.05 else 1e-3)
 
     # ------------------------------------------------------------------ sync points
     def combine(self, modelmats: Sequence[Any], how: Sequence[str]) -> None:
@@ -266,11 +270,12 @@ class MPIComm(Communicator):
 
     def combine_and_meet(self, learner: Any, modelmats: Sequence[Any], how: Sequence[str],
                          stop: bool) -> tuple[bool, bool] | None:
-        """:meth:`meet`'s allreduce started first, then the step sync point's exchange, so
-        both complete in the same wait: one meeting a step."""
-        pending = self._post_meeting(learner, stop)
+        """:meth:`meet`'s allreduce first, waited for by napping (it is where the ranks
+        arrive), then the step sync point's exchange, whose rounds spin (every rank is
+        there): one meeting a step."""
+        stop, converged, delivered = self._end_meeting(learner,
+                                                       self._post_meeting(learner, stop))
         self.combine(modelmats, how)
-        stop, converged, delivered = self._end_meeting(learner, pending)
         return None if delivered else (stop, converged)
 
     def _take_commands(self) -> bytes:
@@ -289,7 +294,7 @@ class MPIComm(Communicator):
     def _end_meeting(self, learner: Any, pending: tuple[Any, np.ndarray, bytes],
                      ) -> tuple[bool, bool, bool]:
         req, flags, blob = pending
-        self._wait(req, "the minibatch boundary's meeting")
+        self._wait(req, "the minibatch boundary's meeting", spin=0.0)
         n = int(flags[2])
         self._deliver(learner, n, blob)
         return bool(flags[0]), bool(flags[1]), n > 0
