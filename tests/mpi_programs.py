@@ -110,6 +110,47 @@ def glm(comm: MPIComm, passes: int, checkpoint: str = "", data: Any = None,
     return est.coef_, comm.bytes_sent, comm.syncs
 
 
+def steering(comm: MPIComm) -> dict:
+    """Commands from rank 0 and a stop on rank 1 alone, made from inside training: rank 0
+    queues ``set`` at its 5th step and ``pause`` at its 12th; rank 1 asks itself to stop
+    at its 20th (after the resume). Every rank must act on each at the same step."""
+    from bidlab.models import GLM
+
+    X, y = glm_data()
+    Xr, yr = shard(comm, X[:3200], y[:3200])
+    est = GLM("logistic", batch_size=100, n_passes=50, random_state=0, updater="grad",
+              lrate=0.3)
+    lrn = est.learner(Xr, yr, val_every=0, comm=comm)
+    model = lrn.model
+    plain = type(model).update
+    asked: dict[str, int] = {}
+
+    def update(batch):  # the learner's thread, mid-step
+        if comm.rank == 0 and lrn.step == 5:
+            asked["set"] = lrn.step
+            comm.request("set", lrate=0.1)
+        if comm.rank == 0 and lrn.step == 12:
+            asked["pause"] = lrn.step
+            comm.request("pause")
+        if comm.rank == 1 and lrn.step == 20:
+            asked["stop"] = lrn.step
+            lrn.stop(wait=False)
+        return plain(model, batch)
+
+    model.update = update
+    lrn.start()
+    deadline = time.monotonic() + 60
+    while lrn.state != "paused" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    paused_at = lrn.step
+    lrn.resume()
+    lrn.join(60)
+    rec = lrn.record.as_dict()
+    changed = int(rec["step"][np.flatnonzero(rec["opts_version"] > rec["opts_version"][0])[0]])
+    return dict(steer_changed=changed, steer_paused=paused_at, steer_stopped=lrn.step,
+                steer_state=lrn.state, steer_lrate=float(np.ravel(lrn.opts.get("lrate"))[0]))
+
+
 def suite(out: str) -> None:
     """Everything the 2-rank checks need, in one job (each job pays the imports)."""
     comm = MPIComm()
@@ -126,6 +167,7 @@ def suite(out: str) -> None:
     found["lazy_touched"] = lazy._combiner.touched_fraction
     found["glm_ck"], _, _ = glm(MPIComm(), 2, checkpoint=f"{out}.ck.npz")
     found["syncs"] = syncs
+    found.update(steering(MPIComm()))
     np.savez(f"{out}.rank{comm.rank}.npz", **found)
 
 

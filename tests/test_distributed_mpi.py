@@ -160,6 +160,22 @@ def test_sparse_rows_keep_l2_lazy_so_untouched_rows_do_not_travel(suite):
         assert 0.2 < float(got["lazy_touched"]) < 0.6, float(got["lazy_touched"])
 
 
+def test_commands_and_a_one_rank_stop_take_effect_at_one_step_on_every_rank(suite):
+    """Rank 0 queues ``set`` at step 5 and ``pause`` at step 12 from inside training; rank
+    1 alone asks to stop at step 20. The ranks meet once a step (the boundary's flags ride
+    with the model's combine), so each takes effect one or two steps later, the same on
+    both ranks."""
+    _, ranks = suite
+    for key in ("steer_changed", "steer_paused", "steer_stopped"):
+        assert int(ranks[0][key]) == int(ranks[1][key]), (key, ranks[0][key], ranks[1][key])
+    got = ranks[0]
+    assert 5 < int(got["steer_changed"]) <= 7, int(got["steer_changed"])
+    assert 12 < int(got["steer_paused"]) <= 14, int(got["steer_paused"])
+    assert 20 < int(got["steer_stopped"]) <= 22, int(got["steer_stopped"])
+    assert all(str(r["steer_state"]) == "stopped" for r in ranks)
+    assert all(float(r["steer_lrate"]) == 0.1 for r in ranks)
+
+
 def test_a_checkpoint_of_two_ranks_resumes_on_one(suite):
     from bidlab.models import GLM
 

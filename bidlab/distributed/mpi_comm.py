@@ -18,6 +18,7 @@ Every rank must make the same calls in the same order. Bytes a rank sends are co
 
 from __future__ import annotations
 
+import os
 import pickle
 import threading
 import time
@@ -74,6 +75,9 @@ class MPIComm(Communicator):
             of the way to the average instead of taking it (0: plain averaging).
         timeout: seconds a rank waits at a sync point for the others before it raises
             ``TimeoutError`` (which ends the job).
+        spin: seconds a rank polls an exchange without sleeping (yielding its core between
+            polls) before it naps between polls, once every rank has arrived at the
+            meeting; a rank waiting for the others to arrive naps (see :meth:`_wait`).
 
     Examples
     --------
@@ -87,7 +91,7 @@ class MPIComm(Communicator):
     """
 
     def __init__(self, comm: Any = None, mode: str = "average", elastic: float = 0.0,
-                 timeout: float = 120.0) -> None:
+                 timeout: float = 120.0, spin: float = 0.002) -> None:
         from bidlab.distributed.combine import MODES
 
         self.mpi = world() if comm is None else comm
@@ -98,6 +102,9 @@ class MPIComm(Communicator):
             raise ValueError(f"elastic must be in [0, 1) (0: plain averaging); got {elastic!r}")
         self.mode, self.elastic = mode, float(elastic)
         self.timeout = float(timeout)
+        if not 0.0 <= float(spin) <= self.timeout:
+            raise ValueError(f"spin must be in [0, timeout] seconds; got {spin!r}")
+        self.spin = float(spin)
         self._combiner = MODES[mode](self)
         self.changed_rows_only = mode == "sparse"
         self.bytes_sent = 0  #: bytes this rank sent in collectives so far
@@ -204,24 +211,33 @@ class MPIComm(Communicator):
         self.bytes_sent += buf.nbytes
         return out
 
-    def _wait(self, req: Any, what: str) -> None:
-        """Wait for a nonblocking operation, sleeping between tests (ranks that share
-        cores leave them to each other) and at most ``timeout`` seconds. The naps stay
-        short (at most 0.1 ms): a collective makes progress only inside a test, so a long
-        nap between its rounds is paid once per round."""
+    def _wait(self, req: Any, what: str, spin: float | None = None) -> None:
+        """Wait for a nonblocking operation, at most ``timeout`` seconds. A collective makes
+        progress only inside a test, and one exchange takes several rounds between the
+        ranks, so for the first ``spin`` seconds (default ``self.spin``) the rank tests
+        without sleeping, yielding its core between tests; then it naps between tests
+        (0.05 ms, doubling up to 0.1 ms; up to 1 ms after 50 ms: a paused rank). A rank
+        that waits for the others to arrive naps (``spin=0``: a spinning rank would spend
+        the CPU time its own next step needs on a loaded machine); once every rank is known
+        to be there, the exchange's rounds spin."""
         if req.Test():
             return
         start = time.monotonic()
-        nap = 2e-5
+        spin_end = start + (self.spin if spin is None else spin)
+        nap = 5e-5
         while not req.Test():
-            if time.monotonic() - start > self.timeout:
+            now = time.monotonic()
+            if now < spin_end:
+                os.sched_yield()
+                continue
+            if now - start > self.timeout:
                 raise TimeoutError(
                     f"rank {self.rank} of {self.size} waited {self.timeout:g} s in {what} "
                     "for the other ranks: one is stuck, or runs a different number of "
                     "minibatches per pass (the job ends; raise MPIComm(timeout=...) for "
                     "longer waits)")
             time.sleep(nap)
-            nap = min(nap * 2, 1e-4)
+            nap = min(nap * 2, 1e-4 if now - start < 0.05 else 1e-3)
 
     # ------------------------------------------------------------------ sync points
     def combine(self, modelmats: Sequence[Any], how: Sequence[str]) -> None:
@@ -240,18 +256,55 @@ class MPIComm(Communicator):
             self._commands.append((verb, dict(values)))
 
     def steer(self, learner: Any) -> None:
+        blob = self._take_commands()
+        n = np.array([len(blob)], np.int64)
+        self._wait(self.mpi.Ibcast(n, root=0), "steer")
+        self._deliver(learner, int(n[0]), blob)
+
+    def meet(self, learner: Any, stop: bool) -> tuple[bool, bool]:
+        """The minibatch boundary's meeting in one allreduce of three numbers: a stop on any
+        rank, convergence on any rank, and the size of rank 0's commands (then broadcast
+        and delivered, when there are any)."""
+        stop, converged, _ = self._end_meeting(learner, self._post_meeting(learner, stop))
+        return stop, converged
+
+    def combine_and_meet(self, learner: Any, modelmats: Sequence[Any], how: Sequence[str],
+                         stop: bool) -> tuple[bool, bool] | None:
+        """:meth:`meet`'s allreduce first, waited for by napping (it is where the ranks
+        arrive), then the step sync point's exchange, whose rounds spin (every rank is
+        there): one meeting a step."""
+        stop, converged, delivered = self._end_meeting(learner,
+                                                       self._post_meeting(learner, stop))
+        self.combine(modelmats, how)
+        return None if delivered else (stop, converged)
+
+    def _take_commands(self) -> bytes:
+        """Rank 0's queued commands, pickled (b"": none; other ranks' are dropped)."""
         with self._lock:
             mine, self._commands = self._commands, []
-        blob = pickle.dumps(mine) if self.rank == 0 and mine else b""
-        if self.rank == 0:
-            n = np.array([len(blob)], np.int64)
-        else:
-            n = np.zeros(1, np.int64)
-        self._wait(self.mpi.Ibcast(n, root=0), "steer")
-        if n[0] == 0:
+        return pickle.dumps(mine) if self.rank == 0 and mine else b""
+
+    def _post_meeting(self, learner: Any, stop: bool) -> tuple[Any, np.ndarray, bytes]:
+        from mpi4py import MPI
+
+        blob = self._take_commands()
+        flags = np.array([bool(stop), bool(learner.model.converged), len(blob)], np.int64)
+        return self.mpi.Iallreduce(MPI.IN_PLACE, flags, op=MPI.MAX), flags, blob
+
+    def _end_meeting(self, learner: Any, pending: tuple[Any, np.ndarray, bytes],
+                     ) -> tuple[bool, bool, bool]:
+        req, flags, blob = pending
+        self._wait(req, "the minibatch boundary's meeting", spin=0.0)
+        n = int(flags[2])
+        self._deliver(learner, n, blob)
+        return bool(flags[0]), bool(flags[1]), n > 0
+
+    def _deliver(self, learner: Any, n: int, blob: bytes) -> None:
+        """Broadcast rank 0's ``n`` bytes of commands and act on them on every rank."""
+        if n == 0:
             return
         data = np.frombuffer(blob, np.uint8).copy() if self.rank == 0 else np.empty(
-            int(n[0]), np.uint8)
+            n, np.uint8)
         self._wait(self.mpi.Ibcast(data, root=0), "steer")
         for verb, values in pickle.loads(data.tobytes()):  # noqa: S301 - rank 0's own
             if verb == "set":

@@ -11,7 +11,9 @@ and nowhere else:
 * **pass end** (before the updater applies a pass): the updater's pass statistics
   (``Updater.pass_statistics``, e.g. a full-batch updater's summed updates) are summed;
 * **stopping**: a model's ``converged`` and a stop request end every rank's run together
-  (``any_of``), so no rank waits in a collective that the others left.
+  (``any_of``, in :meth:`Communicator.meet` at each minibatch boundary; carried with the
+  step's combine by :meth:`Communicator.combine_and_meet` where the communicator can), so
+  no rank waits in a collective that the others left.
 
 :class:`SingleProcess` (the default) does nothing. :class:`ThreadGroup` joins learners in
 threads of one process: the tests' proof of the seam. MPI and NCCL communicators implement
@@ -79,6 +81,27 @@ class Communicator:
         """Called at every minibatch boundary of a learner of several ranks, on every rank,
         before the collective stop check: a communicator that carries commands to all ranks
         (pause, option changes) delivers them here. Nothing by default."""
+
+    def meet(self, learner: Any, stop: bool) -> tuple[bool, bool]:
+        """The minibatch boundary's meeting, on every rank of a learner of several ranks:
+        the group's commands delivered (:meth:`steer`), then (a stop requested on any rank,
+        ``learner.model.converged`` on any rank). A communicator that carries all of it in
+        one exchange overrides this."""
+        self.steer(learner)
+        if self.any_of(stop):
+            return True, False
+        return False, self.any_of(learner.model.converged)
+
+    def combine_and_meet(self, learner: Any, modelmats: Sequence[Any], how: Sequence[str],
+                         stop: bool) -> tuple[bool, bool] | None:
+        """The step sync point (:meth:`combine`) together with the next minibatch
+        boundary's meeting, when nothing between the two can change what the ranks agree
+        on (the learner calls this only when no pass ends in between). Returns what
+        :meth:`meet` would, or None: meet at the boundary as usual (the default; also
+        after commands were delivered, so a pause is followed by a fresh meeting).
+        :class:`bidlab.distributed.MPIComm` overlaps the two in one wait."""
+        self.combine(modelmats, how)
+        return None
 
     def checkpoint_file(self, path: str, write: bool) -> str | None:
         """The file this rank writes (``write``) or reads for checkpoint ``path``; None: this

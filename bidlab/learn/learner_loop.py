@@ -154,16 +154,17 @@ class TrainingLoop:
         comm = self.comm
         together = comm.size > 1
         since_sync = 0
+        carried: tuple[bool, bool] | None = None  # this boundary's meeting, held at the sync
         while True:
             stop = self._boundary()
-            if together:
-                comm.steer(self)
-                stop = comm.any_of(stop)
+            converged = model.converged
+            if together:  # one meeting: commands, a stop or convergence on any rank
+                stop, converged = carried or comm.meet(self, stop)
+                carried = None
             if stop:
                 return "stopped"
             p, _ = src.position
             max_steps = opts.max_steps
-            converged = comm.any_of(model.converged) if together else model.converged
             if p >= opts.n_passes or converged:
                 self._finished = True
                 return "done"
@@ -189,7 +190,11 @@ class TrainingLoop:
                 stats.flops += model.flops(batch)
                 since_sync += 1
                 if together and since_sync >= opts.sync_every:
-                    combine_models(comm, model.modelmats, self._combine)
+                    if batch.last:  # the pass end may change what the ranks agree on
+                        combine_models(comm, model.modelmats, self._combine)
+                    else:  # the next boundary's meeting rides along with the sync
+                        carried = comm.combine_and_meet(self, model.modelmats, self._combine,
+                                                        self._stop_req)
                     model.refresh()
                     since_sync = 0
                 watch.trained += 1
