@@ -121,6 +121,21 @@ def source_weights(x, inv, y, prev):  # pragma: no cover - compiled
     return dangling, total, change
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def in_sum(indptr, indices, weights, y, j, weighted):  # pragma: no cover - compiled
+    """``(W^T y)[j]``: vertex ``j``'s in-edge list summed in order (weights when
+    ``weighted``, else 1 an edge); inlined into the iteration kernels."""
+    s = 0.0
+    lo, hi = indptr[j], indptr[j + 1]
+    if weighted:
+        for q in range(lo, hi):
+            s += weights[q] * y[indices[q]]
+    else:
+        for q in range(lo, hi):
+            s += y[indices[q]]
+    return s
+
+
 @adaptive_kernel(cache=True, nogil=True)
 def pull_step(indptr, indices, weights, y, d, a, b, u, p, out):  # pragma: no cover - compiled
     """``out[j] = d * (W^T y)[j] + a * u[j] + b * p[j]`` over in-edge lists (module doc);
@@ -128,13 +143,5 @@ def pull_step(indptr, indices, weights, y, d, a, b, u, p, out):  # pragma: no co
     n = out.shape[0]
     weighted = weights.shape[0] > 0
     for j in prange(n):
-        s = 0.0
-        lo, hi = indptr[j], indptr[j + 1]
-        if weighted:
-            for q in range(lo, hi):
-                s += weights[q] * y[indices[q]]
-        else:
-            for q in range(lo, hi):
-                s += y[indices[q]]
-        out[j] = d * s + a * u[j] + b * p[j]
+        out[j] = d * in_sum(indptr, indices, weights, y, j, weighted) + a * u[j] + b * p[j]
     return out

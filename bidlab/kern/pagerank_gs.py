@@ -36,6 +36,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from bidlab.kern.pagerank import in_sum
 from bidlab.kern.standin import stand_in
 
 __all__ = ["gauss_seidel_sweep", "own_weights"]
@@ -57,14 +58,7 @@ def gauss_seidel_sweep(indptr, indices, weights, inv, own, x, y, d, dangling, to
     new_total = 0.0
     change = 0.0
     for j in range(n):
-        s = 0.0
-        lo, hi = indptr[j], indptr[j + 1]
-        if weighted:
-            for q in range(lo, hi):
-                s += weights[q] * y[indices[q]]
-        else:
-            for q in range(lo, hi):
-                s += y[indices[q]]
+        s = in_sum(indptr, indices, weights, y, j, weighted)
         old = x[j]
         c = own[j]
         v = (d * (s + running * u[j]) + teleport * mass * p[j] - c * old) / (1.0 - c)

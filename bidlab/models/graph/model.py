@@ -294,6 +294,13 @@ class PageRankModel(Model):
                                               self._in[5], self._in[6])
         return self._in
 
+    def _pass_vectors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The in-edge engine's flat vectors for a pass (the iteration count reset): the
+        update matrix (written), the previous scores, the model's scores (read)."""
+        self._pass_iters = 0
+        return (self.updatemats[0].data.reshape(-1), self._prev.data.reshape(-1),
+                self.modelmats[0].data.reshape(-1))
+
     def _sweep_update(self, batch: Minibatch) -> float | None:
         """Gauss-Seidel sweeps of the in-edge engine (the module doc): the pass's scores
         copied to the totals and swept there in place, as many sweeps as ``pass_seconds``
@@ -301,12 +308,9 @@ class PageRankModel(Model):
         from the scores at the pass start (one serial pass, as the power engine does)."""
         indptr, indices, w, inv, y, u, p, _ = self._in_edges(batch.mats[0])
         own = self._own
-        x = self.updatemats[0].data.reshape(-1)
-        prev = self._prev.data.reshape(-1)
-        cur = self.modelmats[0].data.reshape(-1)
+        x, prev, cur = self._pass_vectors()
         d = self.opts.damping
         t0 = time.perf_counter()
-        self._pass_iters = 0
         dangling, total, change = pagerank.source_weights(cur, inv, y, prev)
         while True:
             r = self._start_iteration(batch.pass_ + self._extra, change, change / (d * total))
@@ -337,12 +341,9 @@ class PageRankModel(Model):
         indptr, indices, w, inv, y, u, p, nnz = self._in_edges(batch.mats[0])
         if self.sweeping:
             return self._sweep_update(batch)
-        out = self.updatemats[0].data.reshape(-1)
-        prev = self._prev.data.reshape(-1)
-        src = self.modelmats[0].data.reshape(-1)
+        out, prev, src = self._pass_vectors()
         d = self.opts.damping
         t0 = time.perf_counter()
-        self._pass_iters = 0
         while True:
             dangling, total, change = pagerank.source_weights(src, inv, y, prev)
             r = self._start_iteration(batch.pass_ + self._extra, change)
