@@ -214,12 +214,51 @@ def test_bubble_click_heats_that_parameter(live: dict[str, Any], shots: Path) ->
 
 
 def page_diagnosis(live: dict[str, Any]) -> str:
-    """What a failed chart check shows: points per BokehJS document, recent console errors."""
+    """What a failed chart check shows: points per BokehJS document, recent console errors,
+    whether the kernel still holds the dashboard's widget and what its learner does."""
     counts = live["page"].evaluate(f"""() => Bokeh.documents.map(d => {{
       const s = d.get_model_by_name({lp.SCORES!r});
       return s ? s.data.step.length : null;
     }})""")
-    return f"score points per page document: {counts}; console: {live['errors'][-5:]}"
+    try:
+        kernel = live["probe"].eval(KERNEL_HOLDS_DASHBOARD + ", learner.state, learner.step")
+    except Exception as exc:  # the kernel may be gone: that is the finding
+        kernel = f"not answering ({exc!r})"
+    return (f"score points per page document: {counts}; kernel (dashboard widget held, "
+            f"learner state, step): {kernel}; console: {live['errors'][-5:]}")
+
+
+#: True while the kernel holds the dashboard's top widget (the page's views refer to it).
+KERNEL_HOLDS_DASHBOARD = ("dash.widget.model_id in "
+                          "__import__('ipywidgets').Widget.widgets")
+MODEL_NOT_FOUND = "widget model not found"
+
+
+def reload_page(live: dict[str, Any], before: float) -> int:
+    """Reload the page until its chart shows steps after ``before``; return the reloads.
+
+    One more reload is allowed only for JupyterLab's widget manager finishing its restore
+    without models the kernel still holds (its console says "widget model not found"; seen
+    once on a loaded CI machine, where its 4 s request for the kernel's widget states can
+    time out). Any other failure, or the same one twice, fails the test.
+    """
+    page, probe = live["page"], live["probe"]
+    for reloads in (1, 2):
+        seen = len(live["errors"])
+        page.reload()
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started")
+        try:
+            bh.wait_for(lambda: (lp.browser_steps(page) or [0.0])[-1] > before, 30,
+                        "the reloaded chart to show points newer than those seen before")
+            return reloads
+        except TimeoutError as exc:
+            lost = any(MODEL_NOT_FOUND in e for e in live["errors"][seen:])
+            if reloads == 1 and lost and probe.eval(KERNEL_HOLDS_DASHBOARD):
+                print(f"\nreload 1: the page restored without the kernel's widgets ({exc}); "
+                      "reloading once more")
+                continue
+            raise AssertionError(f"{exc}; {page_diagnosis(live)}") from exc
+    raise AssertionError("unreachable")
 
 
 def test_reload_shows_current_state(live: dict[str, Any], shots: Path) -> None:
@@ -231,13 +270,7 @@ def test_reload_shows_current_state(live: dict[str, Any], shots: Path) -> None:
     bh.wait_for(lambda: not page.evaluate(
         "() => window.jupyterapp.shell.currentWidget.context.model.dirty"), 10,
         "the notebook to be saved")
-    page.reload()
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started")
-    try:
-        bh.wait_for(lambda: (lp.browser_steps(page) or [0.0])[-1] > before, 30,
-                    "the reloaded chart to show points newer than those seen before")
-    except TimeoutError as exc:
-        raise AssertionError(f"{exc}; {page_diagnosis(live)}") from exc
+    reloads = reload_page(live, before)
     probe.eval("learner.pause() or 0")
     bh.wait_for(lambda: probe.eval("learner.state") == "paused", 10, "the learner to pause")
     time.sleep(0.5)  # the pump's last row reaches the page
@@ -254,7 +287,7 @@ def test_reload_shows_current_state(live: dict[str, Any], shots: Path) -> None:
         f"page {len(steps)} points ({len(steps) - len(set(steps))} repeated, steps "
         f"{steps[0]:.0f}..{steps[-1]:.0f}), kernel {kernel[1]} (steps ..{kernel[2]:.0f}); "
         f"{page_diagnosis(live)}")
-    print(f"\nafter reload: page {len(steps)} points, kernel {kernel[0]} streamed / "
+    print(f"\nafter {reloads} reload(s): page {len(steps)} points, kernel {kernel[0]} streamed / "
           f"{kernel[1]} held, last step {steps[-1]:.0f} (kernel {kernel[2]:.0f})")
     rollover = probe.eval("__import__('bidlab.widgets._charts', fromlist=['_']).ROLLOVER")
     assert kernel[1] == min(kernel[0], rollover), \

@@ -41,12 +41,20 @@ import time
 
 def wait_for_passes(learner, max_seconds):
     """True once the learner is done; False, leaving it training, when its passes would
-    take more than max_seconds (judged once a pass is done) or max_seconds have passed."""
+    end more than max_seconds after the wait began, or max_seconds have passed. The pace
+    is judged over a pass after the first (the first also compiles the kernels)."""
     start = time.monotonic()
+    mark = None  # (seconds waited, progress) once the first pass is done
     while not learner.join(timeout=0.25):  # a training failure re-raises here
         m = learner.metrics
-        too_long = m["pass"] >= 1 and m["elapsed"] / max(m["progress"], 1e-9) > max_seconds
-        if too_long or time.monotonic() - start > max_seconds:
+        waited = time.monotonic() - start
+        if mark is None and m["pass"] >= 1:
+            mark = (waited, m["progress"])
+        elif mark is not None and m["progress"] - mark[1] >= 1 / m["n_passes"]:
+            pace = (waited - mark[0]) / (m["progress"] - mark[1])  # seconds per whole fit
+            if waited + pace * (1 - m["progress"]) > max_seconds:
+                return False
+        if waited > max_seconds:
             return False
     return True
 
