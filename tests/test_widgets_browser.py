@@ -221,11 +221,17 @@ def page_diagnosis(live: dict[str, Any]) -> str:
       return s ? s.data.step.length : null;
     }})""")
     try:
-        kernel = live["probe"].eval(KERNEL_HOLDS_DASHBOARD + ", learner.state, learner.step")
+        kernel = live["probe"].eval(f"({KERNEL_HOLDS_DASHBOARD}, learner.state, learner.step)")
     except Exception as exc:  # the kernel may be gone: that is the finding
         kernel = f"not answering ({exc!r})"
+    try:
+        page_kernel = live["page"].evaluate("""() => window.jupyterapp.shell.currentWidget
+            .sessionContext.session.kernel.id""")
+    except Exception as exc:  # noqa: BLE001 - the page may have no session: say so
+        page_kernel = f"none ({exc!r})"
     return (f"score points per page document: {counts}; kernel (dashboard widget held, "
-            f"learner state, step): {kernel}; console: {live['errors'][-5:]}")
+            f"learner state, step): {kernel}; the page's kernel {page_kernel}, the "
+            f"notebook's {live['probe'].kernel_id}; console: {live['errors'][-5:]}")
 
 
 #: True while the kernel holds the dashboard's top widget (the page's views refer to it).
@@ -253,7 +259,11 @@ def reload_page(live: dict[str, Any], before: float) -> int:
             return reloads
         except TimeoutError as exc:
             lost = any(MODEL_NOT_FOUND in e for e in live["errors"][seen:])
-            if reloads == 1 and lost and probe.eval(KERNEL_HOLDS_DASHBOARD):
+            try:
+                held = bool(probe.eval(KERNEL_HOLDS_DASHBOARD))
+            except Exception:  # noqa: BLE001 - a kernel gone or restarted: no retry
+                held = False
+            if reloads == 1 and lost and held:
                 print(f"\nreload 1: the page restored without the kernel's widgets ({exc}); "
                       "reloading once more")
                 continue

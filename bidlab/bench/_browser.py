@@ -313,6 +313,7 @@ class KernelProbe:
     def __init__(self, server: LabServer, kernel_id: str) -> None:
         from jupyter_client import BlockingKernelClient
 
+        self.kernel_id = kernel_id
         path = Path(server.env["JUPYTER_RUNTIME_DIR"]) / f"kernel-{kernel_id}.json"
         wait_for(path.is_file, 10, f"connection file {path}")
         self.client = BlockingKernelClient(connection_file=str(path))
