@@ -107,6 +107,10 @@ def test_map_sends_only_what_changed(learner):
         view._layout_time = np.inf  # no placement due until said otherwise
         view.render_topics(stat)  # the same topics: nothing to send
         assert seen == [] and view.frames == 2
+        nudged = stat.copy()
+        nudged[1] *= 1.0001  # a size change far below a pixel: nothing to send either
+        view.render_topics(nudged)
+        assert seen == [] and view.frames == 3
         grown = stat.copy()
         grown[0] *= 1.5  # topic 0 gains tokens: only the circles' sizes change
         view.render_topics(grown)

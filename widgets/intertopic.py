@@ -16,7 +16,8 @@ from the next snapshot on.
 
 The page is sent only what it shows differently, as ``patch``-es of the columns that
 changed (a whole new data source only when k changes):
-- the circles' radii and shares every frame whose shares changed;
+- the circles' radii and shares when a radius changed by :data:`MOVE_PX` or more (a
+  smaller change does not show; it is sent once the changes add up to a pixel);
 - the centres (and the topic labels with them) when a placement moved one by
   :data:`MOVE_PX` or more;
 - colours and coherence values when the coherence was recomputed and a colour changed.
@@ -236,7 +237,8 @@ class IntertopicMap(PumpedView):
                                 "label": label, "weight": share, "coherence": c.copy()}
             self.labels.data = {"x": x.copy(), "y": y.copy(), "label": label}
             # copies: the source's own columns change in place when patched
-            self._sent = {"x": x.copy(), "y": y.copy(), "color": colour, "share": share.copy()}
+            self._sent = {"x": x.copy(), "y": y.copy(), "color": colour,
+                          "radius": radius.copy()}
             return
         full = slice(0, k)
         patch: dict[str, list[tuple[slice, Any]]] = {}
@@ -249,10 +251,10 @@ class IntertopicMap(PumpedView):
         if colour != sent["color"]:
             patch["color"], patch["coherence"] = [(full, colour)], [(full, c.astype(np.float32))]
             sent["color"] = colour
-        if not np.array_equal(share, sent["share"]):
+        if mf.moved_px(radius, sent["radius"], ppu) >= MOVE_PX:  # sizes: visible changes only
             patch["radius"] = [(full, radius.astype(np.float32))]
             patch["weight"] = [(full, share.astype(np.float32))]
-            sent["share"] = share
+            sent["radius"] = radius
         if patch:
             self.source.patch(patch)
 
