@@ -272,19 +272,11 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         # u bounds each row's distance from above (exact where it was computed this pass)
         far = buf["dist"][:m]
         self.xp.multiply(u, u, out=far)
-        block = (X, lab, far, w, batch.ids[:m])
-        if batch.index == 0 and batch.last:  # one-block pass: ranked only if a cluster empties
-            ps["last_block"] = block
-        else:
-            self._keep_farthest(block)
+        k = self.modelmats[0].shape[0]
+        self._res = keep_farthest(self._res, X, lab, far, w, batch.ids[:m],
+                                  min(_RESERVOIR, k), self.xp)
         rows.done(batch)
         return self._score(far, w)
-
-    def _keep_farthest(self, block: tuple[Any, ...]) -> None:
-        """Add a block's rows (data, labels, squared distances, weights, ids) to the
-        pass's farthest rows, which re-seed empty clusters."""
-        k = self.modelmats[0].shape[0]
-        self._res = keep_farthest(self._res, *block, min(_RESERVOIR, k), self.xp)
 
     def _lloyd_end(self, pass_: int) -> None:
         ps = self._pass_state
@@ -309,9 +301,6 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
                 mean = S.sum(axis=0, dtype=np.float64) / max(W, 1e-300)
                 var = (ps["sxx"] / max(W, 1e-300) - float((mean * mean).sum())) / S.shape[1]
                 self._tol_abs = max(var, 0.0) * self.opts.tol
-        block = ps.pop("last_block", None)
-        if block is not None and bool((N <= 0).any()):
-            self._keep_farthest(block)
         ps["changed"] += reseed_empty(self._res, S, N, rows)
         if ps["complete"] and ps["labels_ok"] and ps["changed"] == 0:
             # nothing moved: the centres are those of the pass's start, its labels final
