@@ -88,6 +88,31 @@ def test_probes_that_would_cost_much_are_rare(clock: FakeClock) -> None:
     assert lost / (clock.now) < 1.5 / adaptive.PROBE_BUDGET
 
 
+def test_long_calls_are_not_run_serially_just_to_measure_them(clock: FakeClock) -> None:
+    # a full-batch fit of a few passes, each a 0.4 s parallel call: measuring the serial
+    # version (up to `threads` x as long, twice) waits until the site has run
+    # WARMUP_BUDGET x that long, then happens as for short calls
+    costs = {"serial": 0.7, "parallel": 0.4}
+    log: list[str] = []
+    serial, parallel = fake_kernels(clock, costs, log)
+    threads = numba.get_num_threads()
+    risk = 2 * (threads - 1) * costs["parallel"]
+    first_serial = round(adaptive.WARMUP_BUDGET * risk / costs["parallel"])
+    for _ in range(first_serial + 4):
+        adaptive.run("pass", 1000, serial, parallel)
+    assert log[:first_serial] == ["parallel"] * first_serial
+    assert log[first_serial:first_serial + 2] == ["serial", "serial"]
+    assert log[first_serial + 2:] == ["parallel", "parallel"]
+    assert adaptive.decisions()["pass[work~4^5]"]["prefers"] == "parallel"
+    # calls whose serial runs could lose at most WARMUP_FREE seconds are measured at once
+    log.clear()
+    short = fake_kernels(clock, {"serial": 0.01, "parallel": 0.02}, log)
+    for _ in range(6):
+        adaptive.run("short", 1000, *short)
+    if 2 * (threads - 1) * 0.02 <= adaptive.WARMUP_FREE:
+        assert log == ["parallel", "parallel", "serial", "serial", "serial", "serial"]
+
+
 def test_follows_the_machine_when_it_changes(clock: FakeClock) -> None:
     costs = {"serial": 1e-3, "parallel": 8e-3}
     log: list[str] = []

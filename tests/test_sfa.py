@@ -104,6 +104,57 @@ def test_cg_kernel_gives_the_same_bits_on_one_thread_and_on_all():
     assert not np.allclose(out[0][0], X0)
 
 
+def test_cg_steps_in_the_gram_eigenbasis_are_the_same_steps():
+    """CG commutes with an orthogonal change of basis: the steps with O and X rotated
+    into the eigenvectors of O'O + l2 I (a diagonal Gram matrix), rotated back, are the
+    steps of the plain kernel; the kernel and the reference agree on the rotated form."""
+    S = _counts(5)
+    rng = np.random.default_rng(6)
+    f = 6
+    O = rng.standard_normal((S.shape[1], f))
+    gram = O.T @ O + 0.5 * np.eye(f)
+    lam, Q = als.rotation(gram)
+    assert lam.shape == (1, f)
+    np.testing.assert_allclose(Q @ Q.T, np.eye(f), atol=1e-12)
+    np.testing.assert_allclose((Q * lam) @ Q.T, gram, atol=1e-10)
+    X0 = rng.standard_normal((S.shape[0], f)) * 0.1
+    plain, rot, ref = X0.copy(), X0 @ Q, X0 @ Q
+    scs = [als.Scratch.new(S.shape[0], f, np.float64) for _ in range(3)]
+    als.solve_rows(S, O, plain, scs[0], steps=3, gram=gram, alpha=2.0)
+    als.solve_rows(S, O @ Q, rot, scs[1], steps=3, gram=lam, alpha=2.0, diagonal=True)
+    als.solve_rows_reference(S, O @ Q, ref, scs[2], steps=3, gram=lam, alpha=2.0,
+                             diagonal=True)
+    np.testing.assert_allclose(rot @ Q.T, plain, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(ref, rot, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(scs[1].err, scs[0].err, rtol=1e-9)
+    assert not np.allclose(plain, X0)
+
+
+def test_rotated_sweeps_train_the_same_model(monkeypatch):
+    """From ROTATE_MIN_F factors on, implicit sweeps run rotated (CPU): the factors match
+    the unrotated sweeps', and a minibatch sweep still allocates nothing after warm-up."""
+    import bidlab.models.sfa.model as sfa_model
+
+    R = sp.csr_matrix(sp.vstack([_counts()] * 5))
+    fits = {}
+    for rmf in (4, 10_000):
+        monkeypatch.setattr(sfa_model, "ROTATE_MIN_F", rmf)
+        est = SFA(8, feedback="implicit", l2=0.5, max_iter=4, random_state=0,
+                  batch_size=100).fit(R)
+        assert est.model_.rotates == (rmf == 4)
+        fits[rmf] = est
+    a, b = fits[4], fits[10_000]
+    np.testing.assert_allclose(a.user_factors_, b.user_factors_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(a.item_factors_, b.item_factors_, rtol=1e-8, atol=1e-10)
+    monkeypatch.setattr(sfa_model, "ROTATE_MIN_F", 4)
+    lrn = SFA(8, feedback="implicit", random_state=0, batch_size=100).learner(R, n_passes=2)
+    lrn.fit(progress=None)
+    lrn.set(n_passes=4)
+    before = backend.allocations.snapshot()
+    lrn.fit(progress=None)
+    assert backend.allocations.snapshot() == before, "a rotated sweep allocated"
+
+
 @pytest.mark.parametrize("feedback", ["explicit", "implicit"])
 def test_cg_als_equals_closed_form_als_sweep_by_sweep(feedback):
     """With n_cg = f steps CG solves each f x f system exactly, so the learner's sweeps are

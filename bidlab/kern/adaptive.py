@@ -11,6 +11,11 @@ the cost per unit of work of the parallel and of the serial version, runs the ch
 and now and then runs the other once to see whether the machine has changed: after at least
 :data:`PROBE_EVERY` calls, and once the time spent at that site since the last probe is
 :data:`PROBE_BUDGET` times what a probe is expected to lose (probing costs at most ~2 %).
+A site's first calls run the parallel version, then the serial one twice to seed its
+estimate: at once when the call is short, but for a long call (a whole pass of a
+full-batch model, seconds each) only after :data:`WARMUP_BUDGET` times what those two runs
+could lose, so that a fit of a few long passes is not run at one core's speed to be
+measured.
 The bookkeeping costs about a microsecond a call.
 
 Policy: ``"adaptive"`` (default), ``"parallel"`` (always all threads: what the kernel
@@ -44,8 +49,9 @@ import numba
 
 from bidlab.kern import standin, threads
 
-__all__ = ["POLICIES", "PROBE_EVERY", "PROBE_BUDGET", "AdaptiveKernel", "adaptive_kernel",
-           "one_thread", "run", "set_policy", "get_policy", "policy", "decisions", "reset"]
+__all__ = ["POLICIES", "PROBE_EVERY", "PROBE_BUDGET", "WARMUP_FREE", "WARMUP_BUDGET",
+           "AdaptiveKernel", "adaptive_kernel", "one_thread", "run", "set_policy", "get_policy",
+           "policy", "decisions", "reset"]
 
 T = TypeVar("T")
 
@@ -55,6 +61,12 @@ PROBE_EVERY = 32
 #: a probe waits until the site has run this many times the probe's expected extra cost
 PROBE_BUDGET = 50.0
 _SMOOTHING = 0.5  # weight of a new timing in the moving average
+#: the serial version's first two runs (what they may lose against the parallel one, at
+#: most ``threads - 1`` times its time each) start at once when that is below this many
+#: seconds ...
+WARMUP_FREE = 0.1
+#: ... and otherwise once the site has run this many times that long
+WARMUP_BUDGET = 4.0
 
 
 def _initial_policy() -> str:
@@ -110,13 +122,21 @@ def reset() -> None:
     _sites.clear()
 
 
-def _choose(site: _Site, units: float) -> int:
+def _choose(site: _Site, units: float, threads: int) -> int:
     # The first timing of each version is thrown away (it may include numba compiling it);
     # the second seeds its average.
     if site.seen[1] < 2:
         return 1
     if site.seen[0] < 2:
-        return 0
+        # a serial run may take up to `threads` times the parallel one: short calls try it
+        # at once; long ones once the site has spent WARMUP_BUDGET times that at parallel
+        # speed (so a few long calls -- a fit's few passes -- are not run at one thread's
+        # speed only to be measured)
+        risk = 2.0 * (threads - 1) * site.cost[1] * units
+        if site.seen[0] or risk <= WARMUP_FREE or \
+                site.time_since_probe >= WARMUP_BUDGET * risk:
+            return 0
+        return 1
     best = 0 if site.cost[0] <= site.cost[1] else 1
     site.since_probe += 1
     extra = (site.cost[1 - best] - site.cost[best]) * units
@@ -133,7 +153,8 @@ def run(name: str, work: float, serial: Callable[[], T], parallel: Callable[[], 
     ``work`` is the call's size in the kernel's own unit (nonzeros x k, elements, ...):
     calls within a factor of four share timings.
     """
-    if _policy == "serial" or _counts()[0]() < 2:
+    threads = _counts()[0]()
+    if _policy == "serial" or threads < 2:
         return serial()
     if _policy == "parallel":
         return parallel()
@@ -142,7 +163,7 @@ def run(name: str, work: float, serial: Callable[[], T], parallel: Callable[[], 
     site = _sites.get(key)
     if site is None:
         site = _sites.setdefault(key, _Site())
-    mode = _choose(site, units)
+    mode = _choose(site, units, threads)
     standins = standin.runs()
     t0 = time.perf_counter()
     out = (parallel if mode else serial)()

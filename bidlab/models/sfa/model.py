@@ -15,6 +15,10 @@ last minibatch the items take ``n_cg`` steps with every user fixed, from their c
 values, and the :class:`~bidlab.learn.updaters.Batch` updater puts them in place. A sweep
 costs ``O(nnz f n_cg + (users + items) f^2 n_cg)``, with no ``f^3`` solve. The item-major
 copy of the ratings the item step reads is gathered from the minibatches of the first pass.
+With implicit feedback and at least :data:`ROTATE_MIN_F` factors (CPU), each side's steps
+run in the eigenvector basis of the other side's Gram matrix (:func:`bidlab.kern.als.
+rotation`): ``O((users + items) f^2)`` a sweep for the turns into that basis and back, and
+``f`` instead of ``f^2`` per row and step.
 """
 
 from __future__ import annotations
@@ -34,9 +38,12 @@ from bidlab.learn.updaters import Batch, Updater
 from bidlab.mat import Mat
 from bidlab.models.validation import float_dtype, start_matrix
 
-__all__ = ["SFAModel", "FEEDBACK"]
+__all__ = ["SFAModel", "FEEDBACK", "ROTATE_MIN_F"]
 
 FEEDBACK = ("explicit", "implicit")
+#: from this many factors on, implicit feedback's CG steps run in the eigenvector basis of
+#: the Gram matrix on the CPU (a step's Gram product f per row instead of f^2)
+ROTATE_MIN_F = 128
 
 
 def _csr_on(xp: Any, S: sp.csr_matrix) -> Any:
@@ -83,7 +90,8 @@ class SFAModel(RowStatePickling, Model):
     mat_names = ("items",)
     full_batch = True
     SCRATCH = {"_buf": dict, "_by_item": lambda: None, "_gather": list,  # rebuilt after
-               "_gram": lambda: None, "_gram_key": lambda: None}        # unpickling
+               "_gram": lambda: None, "_gram_key": lambda: None,        # unpickling
+               "_rot": lambda: None, "_rot_key": lambda: None}
 
     def __init__(self, V0: Any = None, *, mu: float | None = None, dtype: Any = None,
                  **options: Any) -> None:
@@ -99,6 +107,8 @@ class SFAModel(RowStatePickling, Model):
         self._gather: list[Any] = []
         self._gram: Any = None
         self._gram_key: Any = None
+        self._rot: Any = None
+        self._rot_key: Any = None
         self._pass = [0.0, 0.0]
 
     # -- shape ------------------------------------------------------------------------------
@@ -184,10 +194,46 @@ class SFAModel(RowStatePickling, Model):
             self._gram_key = key
         return self._gram
 
-    def _solve(self, S: Any, other: Any, X: Any, sc: als.Scratch, gram: Any) -> None:
+    @property
+    def rotates(self) -> bool:
+        """Whether the CG steps run in the eigenvector basis of the Gram matrix
+        (:func:`bidlab.kern.als.rotation`): implicit feedback, on the CPU, f >=
+        :data:`ROTATE_MIN_F`."""
+        return (not self.bias and self.width >= ROTATE_MIN_F
+                and self.modelmats[0].xp is np)
+
+    def rotated(self, F: Any, key: Any) -> tuple[Any, Any, Any]:
+        """``(lam, Q, F Q)`` for the Gram matrix of ``F`` (:meth:`gram`), kept until
+        ``key`` changes; ``F Q`` is written into a buffer kept per shape."""
+        G = self.gram(F, key)
+        if self._rot_key != key:
+            lam, Q = als.rotation(G)
+            buf = self._buf.get(("rotated", F.shape))
+            if buf is None:
+                buf = self._buf[("rotated", F.shape)] = np.zeros(F.shape, self.dtype)
+            with als.blas_threads(F.size * F.shape[1]):
+                np.matmul(F, Q, out=buf)
+            self._rot, self._rot_key = (lam, Q, buf), key
+        return self._rot
+
+    def _solve(self, S: Any, other: Any, X: Any, sc: als.Scratch, key: Any) -> None:
+        """``n_cg`` CG steps on the rows of ``X`` against ``other``'s factors, whose
+        Gram matrix (and rotation) are kept under ``key``."""
         o = self.opts
-        als.solve_rows(S, other, X, sc, steps=int(o.n_cg), gram=gram, l2=float(o.l2),
-                       alpha=float(o.alpha), mu=float(self.mu or 0.0), bias=self.bias)
+        kw = dict(steps=int(o.n_cg), l2=float(o.l2), alpha=float(o.alpha),
+                  mu=float(self.mu or 0.0), bias=self.bias)
+        if not self.rotates:
+            als.solve_rows(S, other, X, sc, gram=self.gram(other, key), **kw)
+            return
+        lam, Q, rotated = self.rotated(other, key)
+        Y = self._buf.get(("rows", X.shape))
+        if Y is None:
+            Y = self._buf[("rows", X.shape)] = np.zeros(X.shape, self.dtype)
+        with als.blas_threads(X.size * X.shape[1]):
+            np.matmul(X, Q, out=Y)
+        als.solve_rows(S, rotated, Y, sc, gram=lam, diagonal=True, **kw)
+        with als.blas_threads(X.size * X.shape[1]):
+            np.matmul(Y, Q.T, out=X)
 
     def update(self, batch: Minibatch) -> float:
         S = batch.mats[0].csr
@@ -200,7 +246,7 @@ class SFAModel(RowStatePickling, Model):
         self.W.get(batch, X)
         V = self.modelmats[0].data
         o = self.opts
-        self._solve(S, V, X, sc, self.gram(V, ("items", self.n_passes_done, o.l2)))
+        self._solve(S, V, X, sc, ("items", self.n_passes_done, o.l2))
         self.W.put(batch, X)
         err = float(sc.err.sum())
         self._pass[0] += err
@@ -244,7 +290,7 @@ class SFAModel(RowStatePickling, Model):
         S = self.by_item()
         if S is None:  # not every row seen yet: the items stay as they are this pass
             return
-        self._solve(S, U, T, sc, self.gram(U, ("users", self.n_passes_done, self.opts.l2)))
+        self._solve(S, U, T, sc, ("users", self.n_passes_done, self.opts.l2))
 
     def evaluate(self, batch: Minibatch) -> float:
         S = batch.mats[0].csr
