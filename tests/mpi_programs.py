@@ -40,6 +40,19 @@ def collectives(comm: MPIComm) -> dict:
                 any_none=comm.any_of(False))
 
 
+def nested_sparse(comm: MPIComm) -> dict:
+    """The sparse allreduce in two layers (2 x 2 ranks) against the dense one."""
+    rng = np.random.default_rng(300 + comm.rank)
+    rows = np.sort(rng.choice(1000, 40 + 7 * comm.rank, replace=False))
+    vals = rng.standard_normal((rows.size, 3))
+    got_rows, got_vals = comm.sparse_allreduce(rows, vals, 1000)
+    dense = np.zeros((1000, 3))
+    dense[rows] = vals
+    comm.allreduce([dense], "sum")
+    return dict(nest_rows=got_rows, nest_vals=got_vals, nest_dense=dense,
+                nest_layers=len(comm.layers()), nest_index_bytes=got_rows.dtype.itemsize)
+
+
 def topics(n_docs: int) -> sp.csr_matrix:
     rng = np.random.default_rng(0)
     topics = rng.dirichlet(np.full(200, 0.05), 4)
@@ -204,6 +217,7 @@ def suite4(out: str, checkpoint: str, a9a: str = "") -> None:
     collectives, Lloyd k-means, a 2-rank checkpoint resumed, butterfly mixing on a9a."""
     comm = MPIComm()
     found = collectives(comm)
+    found.update(nested_sparse(MPIComm(nest=(2, 2))))
     found["kmeans"] = kmeans(comm)
     (found["glm_resumed"], found["resumed_at"], found["resumed_step"],
      found["resumed_batches"]) = resume_glm(MPIComm(), checkpoint)

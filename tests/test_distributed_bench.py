@@ -16,6 +16,13 @@ def test_cost_model_grows_with_ranks_and_butterfly_stays_flat():
     assert len({round(r["butterfly_s"], 12) for r in rows}) == 1
     # the union of the ranks' touched rows approaches every row
     assert rows[0]["union_touched"] < rows[-1]["union_touched"] <= 1.0
+    # two layers: d1 x d2 = N; fewer messages than one layer of N, so at this latency and
+    # touched fraction the nested exchange is the cheaper one from 32 ranks on
+    for r in rows:
+        assert math.prod(r["nest"]) == r["ranks"]
+    assert all(r["nested_s"] < r["sparse_s"] for r in rows if r["ranks"] >= 32)
+    one = bench.cost_model(1e-5, 1e9, 1 << 20, 0.05, ranks=(2,))[0]
+    assert one["nest"] == (2, 1) and math.isclose(one["nested_s"], one["sparse_s"])
 
 
 def test_report_prints_every_job_and_the_targets(capsys):

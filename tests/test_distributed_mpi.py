@@ -266,6 +266,37 @@ def test_four_ranks_collectives_equal_numpy(suite4):
         np.testing.assert_allclose(got["vals"], got["dense"][touched], rtol=1e-12)
 
 
+def test_nested_sparse_allreduce_equals_the_dense_one(suite4):
+    for got in suite4:
+        assert int(got["nest_layers"]) == 2
+        assert int(got["nest_index_bytes"]) == 4  # 1,000 rows: 4-byte indices
+        touched = np.flatnonzero(np.abs(got["nest_dense"]).sum(1))
+        np.testing.assert_array_equal(got["nest_rows"], touched)
+        np.testing.assert_allclose(got["nest_vals"], got["nest_dense"][touched], rtol=1e-12)
+    for got in suite4[1:]:
+        np.testing.assert_array_equal(got["nest_rows"], suite4[0]["nest_rows"])
+        np.testing.assert_array_equal(got["nest_vals"], suite4[0]["nest_vals"])
+
+
+def test_nest_degrees_must_multiply_to_the_ranks():
+    from bidlab.distributed.mpi_comm import _check_nest
+
+    assert _check_nest(None, 4) == (4,)
+    assert _check_nest((2, 2), 4) == (2, 2)
+    assert _check_nest([1, 4], 4) == (4,)
+    assert _check_nest((1,), 1) == (1,)
+    for bad in [(3,), (2, 3), (0, 4), (-2, -2), ()]:
+        with pytest.raises(ValueError, match="multiply to the number of ranks, 4"):
+            _check_nest(bad, 4)
+    with pytest.raises(ValueError, match="whole numbers"):
+        _check_nest("ab", 4)
+    from bidlab.distributed.train import _nest
+
+    assert _nest(None) is None and _nest("4,8") == [4, 8]
+    with pytest.raises(ValueError, match="--nest 2,x: give the layer degrees as whole"):
+        _nest("2,x")
+
+
 def test_lloyd_kmeans_on_four_ranks_equals_one_process(suite4):
     centres = _lloyd_kmeans_one_process()
     for got in suite4:

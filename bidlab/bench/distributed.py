@@ -32,7 +32,10 @@ Figures:
   ranks for the measured model size M and sparse fraction f: dense allreduce
   ``2 log2(N) a + 2 (N-1)/N M / b``; sparse rows (one all-to-all + allgather, direct)
   ``2 (N-1) a + 2 (N-1)/N f' M / b`` with f' the union of N ranks' touched fraction
-  ``1 - (1 - f)^N``; butterfly ``a + M / b``.
+  ``1 - (1 - f)^N``; nested sparse rows in two layers of degrees ``d1 x d2 = N`` (as square
+  as powers of 2 go), each layer ``2 (d-1) a + 2 (d-1)/d f_l M_l / b`` over its share
+  (``M``, then ``M / d1``) and its union (``1 - (1 - f)^d1``, then ``f'``); butterfly
+  ``a + M / b``.
 
 ``--quick`` runs one pass over a tenth of the rows, without the thread peers (a smoke run).
 """
@@ -200,13 +203,26 @@ def cost_model(latency: float, bandwidth: float, model_bytes: int, touched: floa
     for n in ranks:
         f_union = 1 - (1 - touched) ** n
         m = model_bytes
+        d1 = 2 ** math.ceil(math.log2(n) / 2)  # two layers, as square as powers of 2 go
+        d2 = n // d1
+        f_group = 1 - (1 - touched) ** d1
         rows.append({
             "ranks": n,
             "dense_s": 2 * math.log2(n) * latency + 2 * (n - 1) / n * m / bandwidth,
-            "sparse_s": 2 * (n - 1) * latency + 2 * (n - 1) / n * f_union * m / bandwidth,
+            "sparse_s": _layer_s(n, f_union, m, latency, bandwidth),
+            "nested_s": _layer_s(d1, f_group, m, latency, bandwidth)
+            + _layer_s(d2, f_union, m / d1, latency, bandwidth),
+            "nest": (d1, d2),
             "butterfly_s": latency + m / bandwidth,
             "union_touched": f_union})
     return rows
+
+
+def _layer_s(d: int, f: float, m: float, latency: float, bandwidth: float) -> float:
+    """One layer of the sparse allreduce among ``d`` ranks over a share of ``m`` bytes
+    of which ``f`` is touched by the union of the ranks it covers (all-to-all and
+    allgather, direct)."""
+    return 2 * (d - 1) * latency + 2 * (d - 1) / d * f * m / bandwidth
 
 
 def _write_data(folder: str) -> None:
@@ -307,6 +323,7 @@ def _report(res: dict[str, Any]) -> None:
     for row in res["cost_model"]:
         print(f"  N={row['ranks']:>4}: dense {row['dense_s'] * 1e3:8.3f} ms, sparse "
               f"{row['sparse_s'] * 1e3:8.3f} ms (union touched {row['union_touched']:.2f}), "
+              f"nested {row['nest'][0]}x{row['nest'][1]} {row['nested_s'] * 1e3:8.3f} ms, "
               f"butterfly {row['butterfly_s'] * 1e3:8.3f} ms")
     print_targets(res["targets"])
 

@@ -75,6 +75,11 @@ class MPIComm(Communicator):
             of the way to the average instead of taking it (0: plain averaging).
         timeout: seconds a rank waits at a sync point for the others before it raises
             ``TimeoutError`` (which ends the job).
+        nest: the sparse allreduce's layers (Kylix's nesting): degrees whose product is
+            the number of ranks, e.g. ``(4, 8)`` for 32 ranks: rows are summed within
+            groups of 4, then across the groups (8 ranks with the same place in theirs),
+            so a rank exchanges with 4 + 8 others instead of 31. None: one layer of
+            every rank.
         spin: seconds a rank polls an exchange without sleeping (yielding its core between
             polls) before it naps between polls, once every rank has arrived at the
             meeting; a rank waiting for the others to arrive naps (see :meth:`_wait`).
@@ -91,7 +96,8 @@ class MPIComm(Communicator):
     """
 
     def __init__(self, comm: Any = None, mode: str = "average", elastic: float = 0.0,
-                 timeout: float = 120.0, spin: float = 0.002) -> None:
+                 timeout: float = 120.0, spin: float = 0.002,
+                 nest: Sequence[int] | None = None) -> None:
         from bidlab.distributed.combine import MODES
 
         self.mpi = world() if comm is None else comm
@@ -105,6 +111,8 @@ class MPIComm(Communicator):
         if not 0.0 <= float(spin) <= self.timeout:
             raise ValueError(f"spin must be in [0, timeout] seconds; got {spin!r}")
         self.spin = float(spin)
+        self.nest = _check_nest(nest, self.size)
+        self._layers: list[tuple[Any, int, int]] | None = None  # (comm, degree, stride)
         self._combiner = MODES[mode](self)
         self.changed_rows_only = mode == "sparse"
         self.bytes_sent = 0  #: bytes this rank sent in collectives so far
@@ -150,10 +158,13 @@ class MPIComm(Communicator):
 
         ``index`` (n,) holds distinct row numbers and ``values`` (n, k) their rows; returns
         (the union of every rank's rows, sorted; their summed values), the same on every
-        rank. Rows are split by ``row % size``: each rank sends every other rank the rows
-        it owns (all-to-all), sums what it gets, and gathers the summed blocks back
-        (allgather), so a rank sends about twice its own rows, not the whole matrix.
-        ``n_rows`` (the same on every rank), when below 2**31, sends 4-byte indices.
+        rank. Each layer of :attr:`nest` (one layer of all ranks by default) splits the
+        rows among its ranks by one digit of the row number (``row % size`` for one
+        layer): each rank sends the others of its layer the rows they own (all-to-all) and
+        sums what it gets; after the last layer a rank holds the total of its share, and
+        the layers in reverse gather the summed blocks back (allgather). A rank sends
+        about twice its own rows per layer, not the whole matrix. ``n_rows`` (the same on
+        every rank), when below 2**31, sends 4-byte indices.
 
         Examples
         --------
@@ -167,39 +178,68 @@ class MPIComm(Communicator):
         if values.shape[0] != index.size:
             raise ValueError(f"sparse_allreduce: {index.size} row indices for "
                              f"{values.shape[0]} rows of values")
-        k, n = values.shape[1], self.size
-        owner = index % n
+        layers = self.layers()
+        for c, degree, stride in layers:  # 1. reduce-scatter, layer by layer
+            index, values = self._scatter_sum(c, degree, stride, index, values)
+        for c, degree, _ in reversed(layers):  # 2. gather the summed blocks back
+            index, values = self._gather(c, degree, index, values)
+        order = np.argsort(index, kind="stable")
+        return index[order], values[order]
+
+    def layers(self) -> list[tuple[Any, int, int]]:
+        """The sparse allreduce's layers: (communicator, degree, stride of its digit)."""
+        if self._layers is None:
+            if len(self.nest) == 1:
+                self._layers = [(self.mpi, self.size, 1)]
+            else:
+                self._layers, stride = [], 1
+                for degree in self.nest:
+                    place = (self.rank // stride) % degree
+                    sub = self.mpi.Split(color=self.rank - place * stride, key=place)
+                    self._layers.append((sub, degree, stride))
+                    stride *= degree
+        return self._layers
+
+    def _scatter_sum(self, c: Any, n: int, stride: int, index: np.ndarray,
+                     values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Send each row to the rank of ``c`` that owns its digit ``(row // stride) % n``
+        and sum the rows this rank gets: (its rows, sorted and distinct; their sums)."""
+        k, itype = values.shape[1], index.dtype
+        owner = (index // stride) % n
         order = np.argsort(owner, kind="stable")
         idx_s, val_s = index[order], values[order]
         counts = np.bincount(owner, minlength=n).astype(np.int64)
-        # 1. all-to-all: rank j gets every rank's rows with row % n == j
         got_counts = np.empty(n, np.int64)
-        self._wait(self.mpi.Ialltoall(counts, got_counts), "sparse_allreduce")
+        self._wait(c.Ialltoall(counts, got_counts), "sparse_allreduce")
         got_idx = np.empty(int(got_counts.sum()), itype)
         got_val = np.empty((int(got_counts.sum()), k), values.dtype)
-        self._wait(self.mpi.Ialltoallv([idx_s, (counts, _displ(counts))],
-                                       [got_idx, (got_counts, _displ(got_counts))]), "sparse")
-        self._wait(self.mpi.Ialltoallv([val_s, (counts * k, _displ(counts) * k)],
-                                       [got_val, (got_counts * k, _displ(got_counts) * k)]),
+        self._wait(c.Ialltoallv([idx_s, (counts, _displ(counts))],
+                                [got_idx, (got_counts, _displ(got_counts))]), "sparse")
+        self._wait(c.Ialltoallv([val_s, (counts * k, _displ(counts) * k)],
+                                [got_val, (got_counts * k, _displ(got_counts) * k)]),
                    "sparse_allreduce")
-        mine = int(counts[self.rank])
-        isz = np.dtype(itype).itemsize
-        self.bytes_sent += (index.size - mine) * (isz + k * values.itemsize) + 8 * n
-        # 2. sum the rows this rank owns
+        mine = int(counts[c.Get_rank()])
+        self.bytes_sent += (index.size - mine) * (itype.itemsize + k * values.itemsize) \
+            + 8 * n
         rows, inverse = np.unique(got_idx, return_inverse=True)
         summed = np.zeros((rows.size, k), values.dtype)
         np.add.at(summed, inverse, got_val)
-        # 3. allgather the summed blocks
+        return rows, summed
+
+    def _gather(self, c: Any, n: int, rows: np.ndarray,
+                values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every rank of ``c``'s (rows, values) blocks, on every rank of ``c``."""
+        k, itype = values.shape[1], rows.dtype
         sizes = np.empty(n, np.int64)
-        self._wait(self.mpi.Iallgather(np.array([rows.size], np.int64), sizes), "sparse")
+        self._wait(c.Iallgather(np.array([rows.size], np.int64), sizes), "sparse")
         all_rows = np.empty(int(sizes.sum()), itype)
         all_vals = np.empty((int(sizes.sum()), k), values.dtype)
-        self._wait(self.mpi.Iallgatherv(rows, [all_rows, (sizes, _displ(sizes))]), "sparse")
-        self._wait(self.mpi.Iallgatherv(summed, [all_vals, (sizes * k, _displ(sizes) * k)]),
+        self._wait(c.Iallgatherv(rows, [all_rows, (sizes, _displ(sizes))]), "sparse")
+        self._wait(c.Iallgatherv(values, [all_vals, (sizes * k, _displ(sizes) * k)]),
                    "sparse_allreduce")
-        self.bytes_sent += rows.size * (isz + k * values.itemsize) * (n - 1) + 8 * (n - 1)
-        order = np.argsort(all_rows, kind="stable")
-        return all_rows[order], all_vals[order]
+        self.bytes_sent += rows.size * (itype.itemsize + k * values.itemsize) * (n - 1) \
+            + 8 * (n - 1)
+        return all_rows, all_vals
 
     def exchange(self, array: Any, partner: int) -> np.ndarray:
         """Send ``array`` to ``partner`` and return the partner's (same shape)."""
@@ -321,6 +361,22 @@ class MPIComm(Communicator):
     def abort(self, code: int = 1) -> None:
         """End the whole job now (every rank), with exit status ``code``."""
         self.mpi.Abort(code)
+
+
+def _check_nest(nest: Sequence[int] | None, size: int) -> tuple[int, ...]:
+    """The sparse allreduce's layer degrees, checked against the number of ranks."""
+    if nest is None:
+        return (size,)
+    try:
+        degrees = tuple(int(d) for d in nest)
+    except (TypeError, ValueError):
+        raise ValueError(f"nest must be a sequence of whole numbers (layer degrees); "
+                         f"got {nest!r}") from None
+    if not degrees or min(degrees) < 1 or int(np.prod(degrees)) != size:
+        raise ValueError(f"nest={list(degrees)}: the layer degrees must be positive and "
+                         f"multiply to the number of ranks, {size} (e.g. nest=[{size}] for "
+                         "one layer)")
+    return tuple(d for d in degrees if d > 1) or (1,)
 
 
 def _contiguous(a: Any) -> np.ndarray:

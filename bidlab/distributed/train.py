@@ -9,7 +9,9 @@ Its own options:
   how the models are combined (:mod:`bidlab.distributed.combine`); ``--sync_every K`` (a
   learner option) how often;
 * ``--sync-timeout S`` (default 120): the longest a rank waits for the others at a sync
-  point before the job ends.
+  point before the job ends;
+* ``--nest D1,D2,...``: the sparse mode's layers (degrees multiplying to N; see
+  :class:`~bidlab.distributed.MPIComm`), e.g. ``--nest 4,8`` on 32 ranks.
 
 ``bidlab train MODEL --ranks N ...`` runs this under ``mpiexec -n N`` (the ``mpiexec`` next
 to the Python running it, else the first on ``PATH``).
@@ -60,6 +62,17 @@ def guarded(comm: Any, fn: Callable[[], Any]) -> Any:
         raise
 
 
+def _nest(text: str | None) -> list[int] | None:
+    """``--nest``'s comma-separated layer degrees."""
+    if text is None:
+        return None
+    try:
+        return [int(d) for d in text.split(",")]
+    except ValueError:
+        raise ValueError(f"--nest {text}: give the layer degrees as whole numbers separated "
+                         "by commas, e.g. --nest 2,2") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     from bidlab.cli.train_options import add_arguments
 
@@ -69,6 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--comm-mode", default="average", choices=["average", "butterfly", "sparse"])
     p.add_argument("--elastic", type=float, default=0.0)
     p.add_argument("--sync-timeout", type=float, default=120.0)
+    p.add_argument("--nest", default=None, help="the sparse allreduce's layer degrees, "
+                   "comma-separated, multiplying to the number of ranks (e.g. 4,8)")
     return p
 
 
@@ -80,7 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
     args.extra = extra
     args.ranks = None
-    comm = MPIComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout)
+    try:
+        comm = MPIComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout,
+                       nest=_nest(args.nest))
+    except ValueError as exc:  # the same on every rank: each says so and ends
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     quiet = comm.rank != 0
     if quiet:
         args.progress = "none"
