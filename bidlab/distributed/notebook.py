@@ -114,7 +114,7 @@ class RankedLearner:
             aligned matrices sent to every engine and cut there (``(X,)`` or ``(X, y)``).
         params: the estimator's parameters; ``options``: the learner's (``n_passes``,
             ``sync_every``, ``batch_size``: the rows per minibatch on the largest rank).
-        mode, elastic: how models are combined (:class:`MPIComm`).
+        mode, elastic, nest: how models are combined (:class:`MPIComm`).
 
     Examples
     --------
@@ -124,14 +124,15 @@ class RankedLearner:
 
     def __init__(self, client: Any, model: str, data: Any, params: dict | None = None,
                  options: dict | None = None, mode: str = "average",
-                 elastic: float = 0.0) -> None:
+                 elastic: float = 0.0, nest: Any = None) -> None:
         self.client, self.view = client, client[:]
         self.name = f"{model}-{next(_NAMES)}"
         self._lock = threading.RLock()  # one caller of the client at a time (it is not
         # thread-safe; the proxy polls from its own thread)
         self._proxy: Any = None
         ranks = self.view.apply_sync(_build, self.name, model, data, dict(params or {}),
-                                     dict(options or {}), mode, elastic)
+                                     dict(options or {}), mode, elastic,
+                                     None if nest is None else list(nest))
         self.engine_of_rank = {r: e for e, r in zip(self.view.targets, ranks, strict=True)}
         self.size = len(ranks)
 
@@ -235,13 +236,13 @@ class RankedLearner:
 
 # ================================================================ on each engine
 def _build(name: str, model: str, data: Any, params: dict, options: dict, mode: str,
-           elastic: float) -> int:
+           elastic: float, nest: Any = None) -> int:
     import bidlab.models  # noqa: F401  (registers the models)
     from bidlab.distributed.mpi_comm import MPIComm
     from bidlab.distributed.sharding import rank_batch_size, read_rank_data, shard
     from bidlab.learn.model import MODELS
 
-    comm = MPIComm(mode=mode, elastic=elastic)
+    comm = MPIComm(mode=mode, elastic=elastic, nest=nest)
     est = MODELS[model](**params)
     if isinstance(data, str):
         loaded, n = read_rank_data(comm, data)

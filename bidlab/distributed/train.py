@@ -98,8 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         comm = MPIComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout,
                        nest=_nest(args.nest))
-    except ValueError as exc:  # the same on every rank: each says so and ends
-        print(f"error: {exc}", file=sys.stderr)
+    except ValueError as exc:  # the same on every rank: rank 0 says so, all end
+        from bidlab.distributed.mpi_comm import world
+
+        if world().Get_rank() == 0:
+            print(f"error: {exc}", file=sys.stderr)
         return 2
     quiet = comm.rank != 0
     if quiet:
