@@ -37,15 +37,54 @@ def test_batch_passes_are_sklearn_multiplicative_updates(loss, sparse):
         X = sp.csr_matrix(X * (np.random.default_rng(4).random(X.shape) > 0.3))
     ref = SkNMF(3, init="custom", solver="mu", beta_loss=SK_LOSS[loss], max_iter=40, tol=0.0)
     Wr = ref.fit_transform(X, W=W0.copy(), H=H0.copy())
-    est = NMF(3, init="custom", loss=loss, max_iter=40, tol=0.0, batch_size=7)
+    est = NMF(3, init="custom", loss=loss, solver="mu", max_iter=40, tol=0.0, batch_size=7)
     W = est.fit_transform(X, W=W0, H=H0)
     np.testing.assert_allclose(est.components_, ref.components_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(W, Wr, rtol=1e-9, atol=1e-12)
     assert est.reconstruction_err_ == pytest.approx(ref.reconstruction_err_, rel=1e-9)
     assert est.n_iter_ == ref.n_iter_ == 40
     if not sparse:  # low rank: from the same start, the error fell a lot
-        start = NMF(3, init="custom", loss=loss, max_iter=1, tol=0.0).fit(X, W=W0, H=H0)
+        start = NMF(3, init="custom", loss=loss, solver="mu", max_iter=1,
+                    tol=0.0).fit(X, W=W0, H=H0)
         assert est.reconstruction_err_ < 0.6 * start.reconstruction_err_  # measured 0.57
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("penalties", [False, True])
+def test_cd_passes_are_sklearns_coordinate_descent(sparse, penalties):
+    """solver="cd" (the default for the Frobenius loss): W's columns per minibatch, then
+    H's rows from the pass's W^T X and W^T W (BatchCD) are scikit-learn's solver="cd"
+    iterates, penalties included; it errs clearly where it does not apply."""
+    X, W0, H0 = _problem(seed=23)
+    if sparse:
+        X = sp.csr_matrix(X * (np.random.default_rng(24).random(X.shape) > 0.3))
+    kw = {"alpha_W": 0.01, "alpha_H": 0.02, "l1_ratio": 0.3} if penalties else {}
+    ref = SkNMF(3, init="custom", solver="cd", max_iter=25, tol=0.0, **kw)
+    Wr = ref.fit_transform(X, W=W0.copy(), H=H0.copy())
+    est = NMF(3, init="custom", max_iter=25, tol=0.0, batch_size=7, **kw)
+    W = est.fit_transform(X, W=W0, H=H0)
+    assert est.model_.opts.solver == "cd" and type(est.updater_).__name__ == "BatchCD"
+    np.testing.assert_allclose(est.components_, ref.components_, rtol=1e-8, atol=1e-11)
+    np.testing.assert_allclose(W, Wr, rtol=1e-8, atol=1e-11)
+    assert est.reconstruction_err_ == pytest.approx(ref.reconstruction_err_, rel=1e-9)
+    mu = NMF(3, init="custom", solver="mu", max_iter=25, tol=0.0).fit(X, W=W0, H=H0)
+    assert est.reconstruction_err_ < mu.reconstruction_err_  # further in as many passes
+    # transform: coordinate descent from the same start (scikit-learn's stopping rule
+    # differs: the rows agree to ~1e-5, not to the last bit)
+    np.testing.assert_allclose(est.transform(X[:5]), ref.transform(X[:5]), rtol=2e-3,
+                               atol=1e-6)
+    for bad, why in [({"loss": "kl", "solver": "cd"}, "loss='kl'"),
+                     ({"method": "online", "solver": "cd"}, "method='online'")]:
+        with pytest.raises(ValueError, match=f"solver='cd' needs the Frobenius loss.*{why}"):
+            NMF(3, max_iter=2, **bad).fit(X)
+    with pytest.raises(ValueError, match="partial_fit"):
+        NMF(3, solver="cd").partial_fit(X)
+    hidden = np.asarray(X.todense() if sparse else X, dtype=float)
+    hidden[0, 0] = np.nan
+    with pytest.raises(ValueError, match="missing entries: use solver='mu'"):
+        NMF(3, solver="cd", max_iter=2).fit(hidden)
+    assert NMF(3, max_iter=2).fit(hidden).model_.opts.solver == "mu"  # auto
+    assert NMF(3, loss="kl", max_iter=2).fit(X).model_.opts.solver == "mu"
 
 
 @pytest.mark.parametrize("loss", ["frobenius", "kl"])
@@ -55,10 +94,10 @@ def test_random_init_and_tol_stop_and_transform_match_sklearn(loss):
         warnings.simplefilter("ignore")  # scikit-learn's ConvergenceWarning
         ref = SkNMF(3, init="random", solver="mu", beta_loss=SK_LOSS[loss], max_iter=300,
                     random_state=0, tol=1e-3).fit(X)
-    est = NMF(3, loss=loss, max_iter=300, random_state=0, tol=1e-3).fit(X)
+    est = NMF(3, loss=loss, solver="mu", max_iter=300, random_state=0, tol=1e-3).fit(X)
     assert est.n_iter_ % 10 == 0 and est.n_iter_ < 300  # stopped by tol, checked every 10
     n = min(est.n_iter_, ref.n_iter_)
-    same = NMF(3, loss=loss, max_iter=n, random_state=0, tol=0.0).fit(X)
+    same = NMF(3, loss=loss, solver="mu", max_iter=n, random_state=0, tol=0.0).fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ref_n = SkNMF(3, init="random", solver="mu", beta_loss=SK_LOSS[loss], max_iter=n,
@@ -284,7 +323,8 @@ def test_penalties_are_sklearns(loss):
     ref = SkNMF(3, init="custom", solver="mu", beta_loss=SK_LOSS[loss], max_iter=30, tol=0.0,
                 **kw)
     Wr = ref.fit_transform(X, W=W0.copy(), H=H0.copy())
-    est = NMF(3, init="custom", loss=loss, max_iter=30, tol=0.0, batch_size=7, **kw)
+    est = NMF(3, init="custom", loss=loss, solver="mu", max_iter=30, tol=0.0, batch_size=7,
+              **kw)
     W = est.fit_transform(X, W=W0, H=H0)
     np.testing.assert_allclose(est.components_, ref.components_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(W, Wr, rtol=1e-9, atol=1e-12)
@@ -293,7 +333,8 @@ def test_penalties_are_sklearns(loss):
         # so its L1 penalty grows by one term per iteration there
         np.testing.assert_allclose(est.transform(X[:4]), ref.transform(X[:4]), rtol=1e-7,
                                    atol=1e-10)
-    plain = NMF(3, init="custom", loss=loss, max_iter=30, tol=0.0).fit(X, W=W0, H=H0)
+    plain = NMF(3, init="custom", loss=loss, solver="mu", max_iter=30,
+                tol=0.0).fit(X, W=W0, H=H0)
     assert est.components_.sum() < plain.components_.sum()  # the penalties shrink
 
 
@@ -306,7 +347,7 @@ def test_nndsvda_start_is_sklearns(sparse):
         warnings.simplefilter("ignore")
         ref = SkNMF(4, init="nndsvda", solver="mu", max_iter=20, tol=0.0,
                     random_state=0).fit(X)
-    est = NMF(4, init="nndsvda", max_iter=20, tol=0.0, random_state=0).fit(X)
+    est = NMF(4, init="nndsvda", solver="mu", max_iter=20, tol=0.0, random_state=0).fit(X)
     np.testing.assert_allclose(est.components_, ref.components_, rtol=1e-8, atol=1e-11)
     assert est.reconstruction_err_ == pytest.approx(ref.reconstruction_err_, rel=1e-9)
     dense = X.toarray() if sparse else X.copy()

@@ -17,6 +17,8 @@ IncNorm      moving average ``m <- (1 - r) m + r u`` with ``r = min(1, (t0 / t) 
 Grad         ``m <- m + lrate * (t0 / (t0 + t)) ** texp * u`` (+ momentum, iterate averaging).
 ADAGrad      steps scaled by the running mean of squared updates (+ momentum, averaging).
 BatchMult    ``m <- m * sum(num) / sum(den)`` once per pass (multiplicative, NMF).
+BatchCD      one coordinate-descent sweep of a nonnegative factor's rows per pass from
+             ``num`` = W^T X and ``gram`` = W^T W (hierarchical ALS, NMF's ``solver="cd"``).
 IncMult      ``m <- m * N / D`` each minibatch, ``N``, ``D`` decaying running statistics.
 RunningMean  rows of the model kept as running weighted means with their counts, step
              ``1 / count`` (Sculley's minibatch k-means).
@@ -28,6 +30,7 @@ One module per job: :mod:`~bidlab.learn.updaters.base` (the base class),
 :mod:`~bidlab.learn.updaters.sparse` (unformed sparse updates),
 :mod:`~bidlab.learn.updaters.gradient`, :mod:`~bidlab.learn.updaters.incremental`,
 :mod:`~bidlab.learn.updaters.batch`, :mod:`~bidlab.learn.updaters.multiplicative`,
+:mod:`~bidlab.learn.updaters.coordinate`,
 :mod:`~bidlab.learn.updaters.cg`, :mod:`~bidlab.learn.updaters.running_mean`,
 :mod:`~bidlab.learn.updaters.per_matrix`. Files saved
 when the updaters were one module name them ``bidlab.learn.updaters.<Class>``; those names
@@ -40,6 +43,7 @@ from bidlab.learn.persistable import alias
 from bidlab.learn.updaters.base import Updater
 from bidlab.learn.updaters.batch import Batch
 from bidlab.learn.updaters.cg import CG
+from bidlab.learn.updaters.coordinate import BatchCD
 from bidlab.learn.updaters.gradient import ADAGrad, Grad, _Stepper
 from bidlab.learn.updaters.incremental import IncNorm
 from bidlab.learn.updaters.multiplicative import BatchMult, IncMult
@@ -47,13 +51,13 @@ from bidlab.learn.updaters.per_matrix import PerMatrix, as_updater
 from bidlab.learn.updaters.running_mean import RunningMean
 from bidlab.learn.updaters.sparse import SparseUpdate, form_sparse_updates, sparse_updates
 
-__all__ = ["Updater", "Batch", "IncNorm", "Grad", "ADAGrad", "IncMult", "BatchMult", "CG",
-           "RunningMean", "PerMatrix", "as_updater", "UPDATERS", "SparseUpdate", "sparse_updates",
-           "form_sparse_updates"]
+__all__ = ["Updater", "Batch", "IncNorm", "Grad", "ADAGrad", "IncMult", "BatchMult", "BatchCD",
+           "CG", "RunningMean", "PerMatrix", "as_updater", "UPDATERS", "SparseUpdate",
+           "sparse_updates", "form_sparse_updates"]
 
 UPDATERS: dict[str, type[Updater]] = {
     "grad": Grad, "adagrad": ADAGrad, "incnorm": IncNorm, "batch": Batch,
-    "incmult": IncMult, "batchmult": BatchMult, "cg": CG,
+    "incmult": IncMult, "batchmult": BatchMult, "batchcd": BatchCD, "cg": CG,
     "runningmean": RunningMean,
 }
 """The updaters chosen by name (``bidlab train --updater``, ``GLM(updater=...)``)."""

@@ -1,12 +1,15 @@
-"""``NMF``: nonnegative matrix factorisation by multiplicative updates, with missing values.
+"""``NMF``: nonnegative matrix factorisation by coordinate descent or multiplicative updates,
+with missing values.
 
 A scikit-learn face on one engine, :class:`~bidlab.models.nmf.model.NMFModel`, trained by
 the :class:`bidlab.learn.Learner`: ``X ~ W @ H`` (samples as rows: ``W`` is n_samples x
 k, ``H = components_`` is k x n_features), both nonnegative, minimising the Frobenius or
 the generalised Kullback-Leibler loss over the **observed** entries only: NaN entries of a
 dense ``X``, and the entries a ``mask=`` (True = observed) marks missing, count neither in
-the loss nor in the updates. ``method="batch"`` takes one step of ``H`` per pass
-(scikit-learn's ``solver="mu"``, the same iterates from the same start);
+the loss nor in the updates. ``method="batch"`` takes one step of ``H`` per pass:
+scikit-learn's ``solver="cd"`` (the default for the Frobenius loss with every entry
+observed) or ``solver="mu"`` (any loss, missing entries), the same iterates as scikit-learn's
+from the same start;
 ``method="online"`` steps at every minibatch (``partial_fit`` always does)::
 
     from bidlab.models import NMF
@@ -38,7 +41,7 @@ from bidlab.models.base import BidlabEstimator, FittedByModel
 from bidlab.models.nmf.inputs import Prepared, prepare, unwrap
 from bidlab.models.nmf.model import LOSSES, NMFModel
 from bidlab.models.nmf.seeding import nndsvda
-from bidlab.models.nmf.steps import Block, objective, w_step
+from bidlab.models.nmf.steps import Block, objective, w_cd_step, w_step
 from bidlab.models.sk_params import factor_rows
 from bidlab.models.validation import drawn_seed
 
@@ -81,6 +84,14 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         ``sqrt(mean(X) / k)``).
     loss
         ``"frobenius"`` (squared error) or ``"kl"`` (generalised Kullback-Leibler).
+    solver
+        ``"cd"``: coordinate descent (scikit-learn's default solver: each factor's
+        columns, then the components' rows, minimised exactly one at a time;
+        :class:`~bidlab.learn.updaters.BatchCD`) for the Frobenius loss with
+        ``method="batch"`` and every entry observed; ``"mu"``: multiplicative updates
+        (any loss, missing entries, ``"online"``); ``"auto"`` (default): ``"cd"`` where
+        it applies, else ``"mu"``. On KOS at k = 20 scikit-learn's own ``cd`` reaches its
+        ``mu``'s 100-iteration error in 13 iterations.
     method
         ``"batch"`` (one step of ``H`` per pass over the data, from the pass's
         summed statistics: scikit-learn's ``solver="mu"``) or ``"online"`` (a step per
@@ -149,6 +160,9 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
                "components"),
         Option("loss", str, "frobenius", "the loss over the observed entries",
                choices=LOSSES),
+        Option("solver", str, "auto", "how the factors step: coordinate descent or "
+               "multiplicative updates ('auto': 'cd' where it applies)",
+               choices=("auto", "cd", "mu")),
         Option("method", str, "batch", "one step of the components per pass, or per "
                "minibatch", choices=("batch", "online")),
         Option("batch_size", int, 4096, "rows per minibatch", low=1),
@@ -169,6 +183,7 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         *,
         init: Any = "random",
         loss: str = "frobenius",
+        solver: str = "auto",
         method: str = "batch",
         batch_size: int = 4096,
         w_iters: int | None = None,
@@ -275,11 +290,27 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         W = np.abs(avg * rng.standard_normal(size=(n, k)).astype(dtype, copy=False))
         return W, H
 
+    def _solver(self, data: Prepared, method: str) -> str:
+        """``solver`` resolved for this data and method ('auto': 'cd' where it applies)."""
+        missing = data.kind in ("masked", "stored")
+        fits = self.loss == "frobenius" and method == "batch" and not missing
+        if self.solver == "auto":
+            return "cd" if fits else "mu"
+        if self.solver == "cd" and not fits:
+            why = ("method='online' (and partial_fit) steps per minibatch"
+                   if method == "online"
+                   else "the data have missing entries" if missing
+                   else f"loss={self.loss!r}")
+            raise ValueError(f"NMF: solver='cd' needs the Frobenius loss, method='batch' and "
+                             f"every entry observed, but {why}: use solver='mu' (or 'auto')")
+        return self.solver
+
     def _model(self, data: Prepared, k: int, W: Any, H: Any, method: str) -> NMFModel:
         W0, H0 = self._start(data, k, W, H)
         w_iters = self.w_iters or (1 if method == "batch" else 5)
         return NMFModel(H0, W0=W0, w_start=math.sqrt(data.mean / k), dtype=data.mats[0].dtype,
                         k=k, loss=self.loss, method=method, tol=self.tol,
+                        solver=self._solver(data, method),
                         random_state=drawn_seed(self.random_state), w_iters=w_iters,
                         w_iters_new=max(10, w_iters), alpha_W=float(self.alpha_W),
                         alpha_H=float(self.alpha_W if self.alpha_H == "same"
@@ -387,7 +418,7 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
 
     def _factors(self, data: Prepared) -> bl.Mat:
         """``W`` for fixed components: scikit-learn's ``transform`` (constant start,
-        ``max_iter`` multiplicative steps, its stopping rule every 10)."""
+        ``max_iter`` steps of the model's solver, its stopping rule every 10)."""
         k, loss = self.n_components_, self.model_.opts.loss
         n = data.shape[0]
         W0 = np.full((n, k), math.sqrt(data.mean / k), dtype=self.model_.dtype)
@@ -399,9 +430,14 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         fixed = {"XHt": b.X @ Ht if frobenius else None,
                  "HHt": H @ Ht if frobenius else None,
                  "Htsum": None if frobenius else Ht.sum(axis=0)}
+        cd = self.model_.opts.solver == "cd" and data.kind not in ("masked", "stored")
+        col = bl.Mat(H.xp.zeros((n, 1), W.dtype))
         with bl.caching(), _one_blas_thread():
             for it in range(1, self.max_iter + 1):
-                w_step(b, W, H, Ht, loss, l1, l2, **fixed)
+                if cd:
+                    w_cd_step(W, fixed["XHt"], fixed["HHt"], l1, l2, col)
+                else:
+                    w_step(b, W, H, Ht, loss, l1, l2, **fixed)
                 if self.tol > 0 and it % 10 == 0:
                     err = math.sqrt(2.0 * objective(b, W, H, Ht, loss)[0])
                     if start > 0 and (previous - err) / start < self.tol:

@@ -13,7 +13,11 @@ minibatch:
    (:class:`~bidlab.models.nmf.pass_sums.PassSums`) and writes the totals
    (``updatemats[0] = {"num": N, "den": D}``) at the pass's last minibatch, and
    :class:`~bidlab.learn.updaters.BatchMult` steps once at the pass end (with ``w_iters``
-   1 this is scikit-learn's ``solver="mu"`` iteration exactly); ``method="online"`` writes
+   1 this is scikit-learn's ``solver="mu"`` iteration exactly); with ``solver="cd"``
+   (Frobenius, every entry observed) ``W``'s columns take coordinate-descent sweeps
+   instead and the totals are ``{"num": W^T X, "gram": W^T W}``, from which
+   :class:`~bidlab.learn.updaters.BatchCD` sweeps ``H``'s rows (scikit-learn's
+   ``solver="cd"`` iteration); ``method="online"`` writes
    each minibatch's statistics and :class:`~bidlab.learn.updaters.IncMult` steps at every
    minibatch from decaying running sums.
 
@@ -39,15 +43,16 @@ from bidlab.learn import Model, Option
 from bidlab.learn.datasource import DataInfo
 from bidlab.learn.rowstate import RowState, RowStatePickling
 from bidlab.learn.staging import Minibatch
-from bidlab.learn.updaters import BatchMult, IncMult, Updater
+from bidlab.learn.updaters import BatchCD, BatchMult, IncMult, Updater
 from bidlab.mat import Mat
 from bidlab.models.nmf.pass_sums import PassSums
-from bidlab.models.nmf.steps import Block, h_stats, objective, penalised, w_step
+from bidlab.models.nmf.steps import Block, h_stats, objective, penalised, w_cd_step, w_step
 from bidlab.models.validation import float_dtype, start_matrix
 
-__all__ = ["NMFModel", "LOSSES", "data_kind"]
+__all__ = ["NMFModel", "LOSSES", "SOLVERS", "data_kind"]
 
 LOSSES = ("frobenius", "kl")
+SOLVERS = ("mu", "cd")
 
 
 def data_kind(info: DataInfo) -> str:
@@ -83,10 +88,13 @@ class NMFModel(RowStatePickling, Model):
         Option("method", str, "batch", "'batch' (one step of H per pass, BatchMult) or "
                "'online' (a step per minibatch, IncMult)", choices=("batch", "online"),
                live=False),
-        Option("w_iters", int, 1, "multiplicative steps of a minibatch's row factors, rows "
-               "seen before", low=1),
-        Option("w_iters_new", int, 10, "multiplicative steps of a minibatch's row factors, "
-               "rows seen for the first time", low=1),
+        Option("solver", str, "mu", "'mu' (multiplicative updates) or 'cd' (coordinate "
+               "descent: Frobenius, batch, every entry observed; BatchCD)",
+               choices=SOLVERS, live=False),
+        Option("w_iters", int, 1, "steps (sweeps for 'cd') of a minibatch's row factors, "
+               "rows seen before", low=1),
+        Option("w_iters_new", int, 10, "steps (sweeps for 'cd') of a minibatch's row "
+               "factors, rows seen for the first time", low=1),
         Option("tol", float, 0.0, "stop when the error fell by less than tol x the first "
                "pass's error over the last 10 passes (0: never)", low=0.0),
         Option("random_state", int, 0, "seed of the random initial components", low=0,
@@ -124,10 +132,18 @@ class NMFModel(RowStatePickling, Model):
 
     # -- Model interface ------------------------------------------------------------------
     def default_updater(self, **options: Any) -> Updater:
-        """BatchMult (``method="batch"``) or IncMult (``"online"``), with ``options``."""
+        """BatchMult (``method="batch"``), BatchCD (``solver="cd"``) or IncMult
+        (``"online"``), with ``options``."""
+        if self.opts.solver == "cd":
+            return BatchCD(**options)
         if self.opts.method == "batch":
             return BatchMult(**options)
         return IncMult(**options)
+
+    @property
+    def cd(self) -> bool:
+        """Whether the factors take coordinate-descent sweeps (``solver="cd"``)."""
+        return self.opts.solver == "cd"
 
     def init(self, info: DataInfo) -> None:
         k, d = int(self.opts.k), info.n_features
@@ -143,9 +159,17 @@ class NMFModel(RowStatePickling, Model):
 
         H = start_matrix(self.H0, (k, d), dtype, draw,
                          f"NMF: the initial components (k={k} of {d} features)")
+        missing = self.kind in ("masked", "stored")
+        if self.cd and (self.opts.loss != "frobenius" or self.opts.method != "batch"
+                        or missing):
+            raise ValueError("NMF: solver='cd' takes the Frobenius loss, method='batch' and "
+                             "data with every entry observed; use solver='mu' for "
+                             f"loss={self.opts.loss!r}, method={self.opts.method!r}"
+                             f"{' or missing entries' if missing else ''}")
         self.modelmats = [Mat(xp.asarray(H))]
+        second = ("gram", (k, k)) if self.cd else ("den", (k, d))
         self.updatemats = [{"num": Mat(backend.zeros((k, d), dtype, xp)),
-                            "den": Mat(backend.zeros((k, d), dtype, xp))}]
+                            second[0]: Mat(backend.zeros(second[1], dtype, xp))}]
         self._Ht = Mat(backend.zeros((d, k), dtype, xp))
         self.rebind(info)
 
@@ -261,6 +285,14 @@ class NMFModel(RowStatePickling, Model):
         XHt = b.X @ Ht if loss == "frobenius" else None
         num = None if loss == "frobenius" else self._rows(W.shape[0], "kl_num")
         l1, l2 = self.w_penalties()
+        if self.cd:
+            col = self._buf.get(("cd_col", W.shape[0]))
+            if col is None:
+                col = self._buf[("cd_col", W.shape[0])] = Mat(backend.zeros(
+                    (W.shape[0], 1), self.dtype, W.xp))
+            for _ in range(iters):
+                w_cd_step(W, XHt, HHt, l1, l2, col)
+            return XHt
         for _ in range(iters):
             w_step(b, W, H, Ht, loss, l1, l2, XHt=XHt, HHt=HHt, Htsum=Htsum, num_out=num)
         return XHt
@@ -276,10 +308,13 @@ class NMFModel(RowStatePickling, Model):
         if sums is not None:
             Ht, HHt, Htsum = self._h_products()
             total, count = sums.add(b, W, H, Ht, XHt, HHt, Htsum)
-            if batch.last:  # the pass's totals, for BatchMult's step at the pass end
+            if batch.last:  # the pass's totals, for the updater's step at the pass end
                 self._pass = [float(sums.misc.data[0, 1]), float(sums.misc.data[0, 2])]
-                sums.finish(u["num"], u["den"], H, o.alpha_H * o.l1_ratio,
-                            o.alpha_H * (1 - o.l1_ratio))
+                l1, l2 = o.alpha_H * o.l1_ratio, o.alpha_H * (1 - o.l1_ratio)
+                if self.cd:
+                    sums.finish_cd(u["num"], u["gram"], l1, l2)
+                else:
+                    sums.finish(u["num"], u["den"], H, l1, l2)
             return -total / max(count, 1.0)
         total, count = h_stats(b, W, H, self._Ht, o.loss, u["num"], u["den"])
         if o.alpha_H:  # scikit-learn's n_samples x alpha_H penalties

@@ -82,11 +82,17 @@ class PassSums:
             self.den = Mat(backend.zeros((k, d), dtype, xp))
             self._num = Mat(backend.zeros((k, d), dtype, xp))
             self._den = Mat(backend.zeros((k, d), dtype, xp))
+        # W^T W, coordinate descent's statistic (the pushed Frobenius den is that already)
+        self.gram = self.den if self.pushed else \
+            Mat(backend.zeros((k, k), dtype, xp)) if loss == "frobenius" else None
 
     def state(self) -> dict[str, Mat]:
         """The sums so far, by name (a checkpoint writes them; loading writes them back)."""
         num = Mat(self.num_t.total()) if self.pushed else self.num
-        return {"pass.num": num, "pass.den": self.den, "pass.misc": self.misc}
+        out = {"pass.num": num, "pass.den": self.den, "pass.misc": self.misc}
+        if self.gram is not None and not self.pushed:
+            out["pass.gram"] = self.gram
+        return out
 
     def zero(self) -> None:
         """Start a new pass."""
@@ -95,6 +101,8 @@ class PassSums:
         else:
             self.num.data.fill(0)
         self.den.data.fill(0)
+        if self.gram is not None:
+            self.gram.data.fill(0)
         self.misc.data.fill(0)
 
     def add(self, b: Block, W: Mat, H: Mat, Ht: Mat, XHt: Mat | None, HHt: Mat | None,
@@ -106,6 +114,8 @@ class PassSums:
             total, count = h_stats(b, W, H, Ht, self.loss, self._num, self._den)
             self.num.data += self._num.data
             self.den.data += self._den.data
+            if self.gram is not None:
+                self.gram.data += (W.T @ W).data
         elif self.loss == "frobenius":
             total, count = self._frobenius(b.X, W, XHt, HHt)
         else:
@@ -131,6 +141,24 @@ class PassSums:
         self.den.data += ws.data
         mass = float((ws * Htsum).sum().data[0, 0])  # the sum of W H
         return max(xlogq - xsum + mass, 0.0), float(X.shape[0] * X.shape[1])
+
+    def finish_cd(self, num: Mat, gram: Mat, l1: float, l2: float) -> None:
+        """Write the pass's ``W^T X`` into ``num`` (k x n_features) and ``W^T W`` into
+        ``gram`` (k x k), with the penalties per row ``l1`` (off ``num``) and ``l2`` (on
+        ``gram``'s diagonal), for :class:`~bidlab.learn.updaters.BatchCD`; start a new
+        pass."""
+        rows = float(self.misc.data[0, 0])
+        if self.pushed:
+            self.num_t.total(transposed=num.data)
+        else:
+            num.data[...] = self.num.data
+        gram.data[...] = self.gram.data
+        if l2:
+            d = gram.data.reshape(-1)[:: gram.shape[0] + 1]
+            d += gram.dtype.type(rows * l2)
+        if l1:
+            num.data -= num.dtype.type(rows * l1)
+        self.zero()
 
     def finish(self, num: Mat, den: Mat, H: Mat, l1: float, l2: float) -> None:
         """Write the pass's totals into ``num`` and ``den`` (k x n_features) with the

@@ -33,10 +33,11 @@ from typing import Any
 import numpy as np
 
 import bidlab as bl
+from bidlab import backend
 from bidlab.kern.nmf_kl import kl_w_numerator
 from bidlab.mat import Mat
 
-__all__ = ["Block", "EPS", "w_step", "h_stats", "objective", "penalised"]
+__all__ = ["Block", "EPS", "w_step", "w_cd_step", "h_stats", "objective", "penalised"]
 
 #: scikit-learn's floor of ``W H`` in the KL ratio and of a zero denominator
 EPS = float(np.finfo(np.float32).eps)
@@ -104,6 +105,31 @@ def w_step(b: Block, W: Mat, H: Mat, Ht: Mat, loss: str, l1: float = 0.0,
             den = b.M @ Ht
     den = penalised(den, W, l1, l2)
     _set(W, W * (num / bl.maximum(den, EPS)))
+
+
+def w_cd_step(W: Mat, XHt: Mat, HHt: Mat, l1: float = 0.0, l2: float = 0.0,
+              col: Mat | None = None) -> None:
+    """One coordinate-descent sweep of ``W``'s columns (every entry observed, Frobenius):
+    ``W[:, t] <- max(0, W[:, t] - (W (H H^T)[:, t] - (X H^T)[:, t] + l1) / ((H H^T)[t, t]
+    + l2))``, column after column (scikit-learn's ``solver="cd"``; its penalties: ``l2`` on
+    the Hessian's diagonal, ``l1`` off the gradient). ``col``: an m x 1 scratch column."""
+    xp, w, G, B = W.xp, W.data, HHt.data, XHt.data
+    g = col.data if col is not None else xp.empty((w.shape[0], 1), w.dtype)
+    diag = backend.to_host(xp.diagonal(G))
+    for t in range(w.shape[1]):
+        h = float(diag[t]) + l2
+        if not h > 0.0:
+            continue
+        xp.matmul(w, G[:, t:t + 1], out=g)
+        if l2:
+            g += l2 * w[:, t:t + 1]
+        g -= B[:, t:t + 1]
+        if l1:
+            g += l1
+        g *= 1.0 / h
+        c = w[:, t:t + 1]
+        xp.subtract(c, g, out=c)
+        xp.maximum(c, 0.0, out=c)
 
 
 def penalised(den: Mat, M: Mat, l1: float, l2: float) -> Mat:
