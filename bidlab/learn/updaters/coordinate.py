@@ -19,18 +19,18 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from bidlab import backend
 from bidlab.learn.updaters.base import Updater
-from bidlab.mat import Mat
+from bidlab.learn.updaters.multiplicative import BatchMult
 
 __all__ = ["BatchCD"]
 
 
-class BatchCD(Updater):
+class BatchCD(BatchMult):
     """One coordinate-descent sweep of the model matrix's rows per pass, from the pass's
     summed ``num`` and ``gram`` statistics (see the module doc); ``t`` counts minibatches.
+    The pass's bookkeeping (summing, the ranks' totals, the count) is
+    :class:`~bidlab.learn.updaters.BatchMult`'s, with the sweep for its step.
 
     Examples
     --------
@@ -46,71 +46,31 @@ class BatchCD(Updater):
     >>> m.updatemats = [{"num": Mat(W.T @ X), "gram": Mat(W.T @ W)}]
     >>> u = BatchCD()
     >>> u.init(m)
-    >>> u.update(0)
     >>> for _ in range(30):
-    ...     u.end_pass(0); u.count = 1
+    ...     u.update(0); u.end_pass(0)
     >>> np.round(m.modelmats[0].data, 6).tolist()      # the nonnegative solution
     [[1.0, 0.0], [2.0, 1.0]]
     """
 
     STATS = ("num", "gram")
+    OPTIONS = ()  # no denominator to floor
 
     def check_stats(self, i: int) -> None:
-        super().check_stats(i)
+        Updater.check_stats(self, i)
         shape = self.model.modelmats[i].shape
         self.stat_mat(i, "num", (shape,))
         self.stat_mat(i, "gram", ((shape[0], shape[0]),))
 
     def init(self, model: Any) -> None:
         super().init(model)
-        mm, full = model.modelmats, model.full_batch
-        self.num = self._per_mat(lambda i: None if full else backend.zeros_as(mm[i].data))
-        self.gram = self._per_mat(
-            lambda i: None if full else backend.zeros((mm[i].shape[0],) * 2, mm[i].dtype,
-                                                      mm[i].xp))
+        mm = model.modelmats
+        if not model.full_batch:  # the summed gram is m x m
+            self.den = self._per_mat(
+                lambda i: backend.zeros((mm[i].shape[0],) * 2, mm[i].dtype, mm[i].xp))
         self._row = self._per_mat(
             lambda i: backend.zeros((1, mm[i].shape[1]), mm[i].dtype, mm[i].xp))
-        self.count = 0
-        self._count = np.zeros(1)  # the count as an array, summed with the sums
 
-    def update(self, step: int) -> None:
-        if not self.model.full_batch:
-            xp = self.xp
-            for i in self.mats:
-                u = self.model.updatemats[i]
-                xp.add(self.num[i], u["num"].data, out=self.num[i])
-                xp.add(self.gram[i], u["gram"].data, out=self.gram[i])
-        self.count += 1
-        self.t += 1
-
-    def pass_statistics(self) -> list[Any]:
-        """The pass's summed statistics and the count: learners sharing the rows sum them,
-        so every rank takes the same sweep."""
-        self._count[0] = self.count
-        if self.model.full_batch:
-            um = self.model.updatemats
-            sums = [a for i in self.mats for a in (um[i]["num"].data, um[i]["gram"].data)]
-        else:
-            sums = [a for i in self.mats for a in (self.num[i], self.gram[i])]
-        return [*sums, self._count]
-
-    def statistics_combined(self) -> None:
-        self.count = int(round(float(self._count[0])))
-
-    def end_pass(self, pass_: int) -> None:
-        if self.count == 0:
-            return
-        for i in self.mats:
-            if self.model.full_batch:
-                u = self.model.updatemats[i]
-                self.sweep(i, u["num"].data, u["gram"].data)
-            else:
-                self.sweep(i, self.num[i], self.gram[i])
-                self.num[i].fill(0)
-                self.gram[i].fill(0)
-        self.count = 0
-
-    def sweep(self, i: int, num: Any, gram: Any) -> None:
+    def _step(self, i: int, num: Any, gram: Any) -> None:
         """One pass of exact coordinate minimisation over the rows of model matrix ``i``."""
         xp, H, g = self.xp, self.model.modelmats[i].data, self._row[i]
         diag = backend.to_host(xp.diagonal(gram))
@@ -124,14 +84,3 @@ class BatchCD(Updater):
             row = H[t:t + 1]
             xp.subtract(row, g, out=row)
             xp.maximum(row, 0.0, out=row)
-
-    def state(self) -> dict[str, Mat]:
-        out = {f"num{i}": Mat(a) for i, a in enumerate(self.num) if a is not None}
-        return out | {f"gram{i}": Mat(a) for i, a in enumerate(self.gram) if a is not None}
-
-    def counters(self) -> dict[str, int]:
-        return {**super().counters(), "count": int(self.count)}
-
-    def set_counters(self, values: dict[str, int]) -> None:
-        super().set_counters(values)
-        self.count = int(values.get("count", 0))

@@ -106,21 +106,21 @@ class BatchMult(_Mult):
 
     def update(self, step: int) -> None:
         if not self.model.full_batch:
-            xp = self.xp
+            xp, (first, second) = self.xp, self.STATS
             for i in self.mats:
                 u = self.model.updatemats[i]
-                xp.add(self.num[i], u["num"].data, out=self.num[i])
-                xp.add(self.den[i], u["den"].data, out=self.den[i])
+                xp.add(self.num[i], u[first].data, out=self.num[i])
+                xp.add(self.den[i], u[second].data, out=self.den[i])
         self.count += 1
         self.t += 1
 
     def pass_statistics(self) -> list[Any]:
-        """The pass's summed numerators and denominators (a full-batch model's totals) and
-        the count: learners sharing the rows sum them, so every rank takes one step."""
+        """The pass's summed statistics (a full-batch model's totals) and the count:
+        learners sharing the rows sum them, so every rank takes one step."""
         self._count[0] = self.count
         if self.model.full_batch:
-            um = self.model.updatemats
-            sums = [a for i in self.mats for a in (um[i]["num"].data, um[i]["den"].data)]
+            um, (first, second) = self.model.updatemats, self.STATS
+            sums = [a for i in self.mats for a in (um[i][first].data, um[i][second].data)]
         else:
             sums = [a for i in self.mats for a in (self.num[i], self.den[i])]
         return [*sums, self._count]
@@ -135,11 +135,11 @@ class BatchMult(_Mult):
     def end_pass(self, pass_: int) -> None:
         if self.count == 0:
             return
-        full = self.model.full_batch
+        full, (first, second) = self.model.full_batch, self.STATS
         for i in self.mats:
             if full:
                 u = self.model.updatemats[i]
-                self._step(i, u["num"].data, u["den"].data)
+                self._step(i, u[first].data, u[second].data)
             else:
                 self._step(i, self.num[i], self.den[i])
                 self.num[i].fill(0)
