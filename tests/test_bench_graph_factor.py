@@ -30,9 +30,14 @@ def test_nmf_bench_quick_reaches_the_peers_objectives(capsys):
         assert r["peer_s"] > 0 and r["target_error"] > 0
         if r["bidlab_s"] is not None:  # reached: its error is at most the peer's
             assert r["bidlab_error"] <= r["target_error"] * (1 + 1e-6)
-    mu = [r for r in doc["rows"] if r["peer"] == "sklearn mu"]
-    # bidlab's batch method repeats mu's iterates: the same passes reach the same error
-    assert all(r["bidlab_passes"] == r["peer_iterations"] for r in mu)
+    for r in doc["rows"]:
+        if r["peer"] != "sklearn mu":
+            continue
+        if r["loss"] == "kl":  # bidlab repeats mu's iterates: the same passes, same error
+            assert r["bidlab_passes"] == r["peer_iterations"]
+        else:  # coordinate descent (the Frobenius default) gets there in fewer passes
+            assert r["bidlab_passes"] is not None
+            assert r["bidlab_passes"] <= r["peer_iterations"]
     assert len(doc["targets"]) == len(doc["rows"])
 
 
