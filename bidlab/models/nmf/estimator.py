@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
@@ -40,7 +39,7 @@ from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator, FittedByModel
 from bidlab.models.nmf.inputs import Prepared, prepare, unwrap
 from bidlab.models.nmf.model import LOSSES, NMFModel
-from bidlab.models.nmf.seeding import nndsvda
+from bidlab.models.nmf.seeding import start
 from bidlab.models.nmf.steps import Block, objective, w_cd_step, w_step
 from bidlab.models.sk_params import factor_rows
 from bidlab.models.validation import drawn_seed
@@ -252,43 +251,8 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         return a if self.device == "cpu" else backend.to_device(a)
 
     def _start(self, data: Prepared, k: int, W: Any, H: Any) -> tuple[Any, Any]:
-        """The initial (W, H): scikit-learn's random draws or NNDSVDa start, the given
-        ones, or (None, H)."""
-        n, d = data.shape
-        dtype = data.mats[0].dtype
-        if isinstance(self.init, str) and self.init == "custom":
-            if W is None or H is None:
-                raise ValueError("NMF: init='custom' needs the initial factors: fit(X, W=..., "
-                                 "H=...)")
-            W, H = np.asarray(W, dtype), np.asarray(H, dtype)
-            for what, a, shape in (("W", W, (n, k)), ("H", H, (k, d))):
-                if a.shape != shape:
-                    raise ValueError(f"NMF: the initial {what} has shape {a.shape}; it needs "
-                                     f"{shape}")
-                if not np.isfinite(a).all() or (a < 0).any():
-                    raise ValueError(f"NMF: the initial {what} must be finite and >= 0")
-            return W, H
-        if not isinstance(self.init, str):
-            H = np.asarray(self.init, dtype)
-            if H.shape != (k, d):
-                raise ValueError(f"NMF: init has shape {H.shape} but {k} components of {d} "
-                                 f"features need shape ({k}, {d})")
-            if not np.isfinite(H).all() or (H < 0).any():
-                raise ValueError("NMF: the initial components must be finite and >= 0")
-            return None, H
-        if self.init == "nndsvda":
-            X = data.mats[0]
-            if data.kind == "masked":  # the missing entries at the observed mean
-                X = np.where(data.mats[1] > 0, X, dtype.type(data.mean))
-            W, H = nndsvda(X, k, data.mean, self.random_state)
-            return W.astype(dtype), H.astype(dtype)
-        avg = math.sqrt(data.mean / k)
-        rng = self.random_state
-        if not isinstance(rng, np.random.Generator):
-            rng = check_random_state(rng)
-        H = np.abs(avg * rng.standard_normal(size=(k, d)).astype(dtype, copy=False))
-        W = np.abs(avg * rng.standard_normal(size=(n, k)).astype(dtype, copy=False))
-        return W, H
+        """The initial (W, H) of ``init`` (:func:`~bidlab.models.nmf.seeding.start`)."""
+        return start(self.init, data, k, W, H, self.random_state)
 
     def _solver(self, data: Prepared, method: str) -> str:
         """``solver`` resolved for this data and method ('auto': 'cd' where it applies)."""
@@ -431,11 +395,11 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
                  "HHt": H @ Ht if frobenius else None,
                  "Htsum": None if frobenius else Ht.sum(axis=0)}
         cd = self.model_.opts.solver == "cd" and data.kind not in ("masked", "stored")
-        col = bl.Mat(H.xp.zeros((n, 1), W.dtype))
+        cols = bl.Mat(H.xp.zeros((n, 2), W.dtype)) if cd else None
         with bl.caching(), _one_blas_thread():
             for it in range(1, self.max_iter + 1):
                 if cd:
-                    w_cd_step(W, fixed["XHt"], fixed["HHt"], l1, l2, col)
+                    w_cd_step(W, fixed["XHt"], fixed["HHt"], l1, l2, cols)
                 else:
                     w_step(b, W, H, Ht, loss, l1, l2, **fixed)
                 if self.tol > 0 and it % 10 == 0:

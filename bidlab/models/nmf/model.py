@@ -286,12 +286,12 @@ class NMFModel(RowStatePickling, Model):
         num = None if loss == "frobenius" else self._rows(W.shape[0], "kl_num")
         l1, l2 = self.w_penalties()
         if self.cd:
-            col = self._buf.get(("cd_col", W.shape[0]))
-            if col is None:
-                col = self._buf[("cd_col", W.shape[0])] = Mat(backend.zeros(
-                    (W.shape[0], 1), self.dtype, W.xp))
+            cols = self._buf.get(("cd_cols", W.shape[0]))
+            if cols is None:
+                cols = self._buf[("cd_cols", W.shape[0])] = Mat(backend.zeros(
+                    (W.shape[0], 2), self.dtype, W.xp))
             for _ in range(iters):
-                w_cd_step(W, XHt, HHt, l1, l2, col)
+                w_cd_step(W, XHt, HHt, l1, l2, cols)
             return XHt
         for _ in range(iters):
             w_step(b, W, H, Ht, loss, l1, l2, XHt=XHt, HHt=HHt, Htsum=Htsum, num_out=num)

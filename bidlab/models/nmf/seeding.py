@@ -1,4 +1,6 @@
-"""NMF's NNDSVDa start (Boutsidis and Gallopoulos, 2008), as scikit-learn computes it.
+"""NMF's starts: :func:`start` picks one for ``init`` (scikit-learn's random draws, NNDSVDa
+or the given factors); :func:`nndsvda` is the NNDSVDa start (Boutsidis and Gallopoulos,
+2008), as scikit-learn computes it.
 
 From a truncated SVD ``X ~ U S V`` (scikit-learn's ``randomized_svd``), each pair of
 singular vectors is split into its positive and negative parts and the larger product
@@ -9,12 +11,14 @@ move every entry.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+from sklearn.utils import check_random_state
 from sklearn.utils.extmath import randomized_svd
 
-__all__ = ["nndsvda"]
+__all__ = ["nndsvda", "start"]
 
 
 def _norm(x: np.ndarray) -> float:
@@ -44,4 +48,45 @@ def nndsvda(X: Any, k: int, mean: float, random_state: Any) -> tuple[np.ndarray,
     H[H < 1e-6] = 0
     W[W == 0] = mean
     H[H == 0] = mean
+    return W, H
+
+
+def start(init: Any, data: Any, k: int, W: Any, H: Any,
+          random_state: Any) -> tuple[Any, Any]:
+    """The initial (W, H): scikit-learn's random draws or NNDSVDa start, the given
+    ones, or (None, H)."""
+    n, d = data.shape
+    dtype = data.mats[0].dtype
+    if isinstance(init, str) and init == "custom":
+        if W is None or H is None:
+            raise ValueError("NMF: init='custom' needs the initial factors: fit(X, W=..., "
+                             "H=...)")
+        W, H = np.asarray(W, dtype), np.asarray(H, dtype)
+        for what, a, shape in (("W", W, (n, k)), ("H", H, (k, d))):
+            if a.shape != shape:
+                raise ValueError(f"NMF: the initial {what} has shape {a.shape}; it needs "
+                                 f"{shape}")
+            if not np.isfinite(a).all() or (a < 0).any():
+                raise ValueError(f"NMF: the initial {what} must be finite and >= 0")
+        return W, H
+    if not isinstance(init, str):
+        H = np.asarray(init, dtype)
+        if H.shape != (k, d):
+            raise ValueError(f"NMF: init has shape {H.shape} but {k} components of {d} "
+                             f"features need shape ({k}, {d})")
+        if not np.isfinite(H).all() or (H < 0).any():
+            raise ValueError("NMF: the initial components must be finite and >= 0")
+        return None, H
+    if init == "nndsvda":
+        X = data.mats[0]
+        if data.kind == "masked":  # the missing entries at the observed mean
+            X = np.where(data.mats[1] > 0, X, dtype.type(data.mean))
+        W, H = nndsvda(X, k, data.mean, random_state)
+        return W.astype(dtype), H.astype(dtype)
+    avg = math.sqrt(data.mean / k)
+    rng = random_state
+    if not isinstance(rng, np.random.Generator):
+        rng = check_random_state(rng)
+    H = np.abs(avg * rng.standard_normal(size=(k, d)).astype(dtype, copy=False))
+    W = np.abs(avg * rng.standard_normal(size=(n, k)).astype(dtype, copy=False))
     return W, H

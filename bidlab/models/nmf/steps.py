@@ -108,26 +108,29 @@ def w_step(b: Block, W: Mat, H: Mat, Ht: Mat, loss: str, l1: float = 0.0,
 
 
 def w_cd_step(W: Mat, XHt: Mat, HHt: Mat, l1: float = 0.0, l2: float = 0.0,
-              col: Mat | None = None) -> None:
+              cols: Mat | None = None) -> None:
     """One coordinate-descent sweep of ``W``'s columns (every entry observed, Frobenius):
-    ``W[:, t] <- max(0, W[:, t] - (W (H H^T)[:, t] - (X H^T)[:, t] + l1) / ((H H^T)[t, t]
-    + l2))``, column after column (scikit-learn's ``solver="cd"``; its penalties: ``l2`` on
-    the Hessian's diagonal, ``l1`` off the gradient). ``col``: an m x 1 scratch column."""
+    ``W[:, t] <- max(0, W[:, t] - (W (H H^T)[:, t] - (X H^T)[:, t] + l1 + l2 W[:, t]) /
+    ((H H^T)[t, t] + l2))``, column after column (scikit-learn's ``solver="cd"``; its
+    penalties: ``l2`` on the Hessian's diagonal, ``l1`` off the gradient). ``cols``: an
+    m x 2 scratch (no allocation then)."""
     xp, w, G, B = W.xp, W.data, HHt.data, XHt.data
-    g = col.data if col is not None else xp.empty((w.shape[0], 1), w.dtype)
+    c2 = cols.data if cols is not None else xp.empty((w.shape[0], 2), w.dtype)
+    g, tmp = c2[:, 0:1], c2[:, 1:2]
     diag = backend.to_host(xp.diagonal(G))
     for t in range(w.shape[1]):
         h = float(diag[t]) + l2
         if not h > 0.0:
             continue
+        c = w[:, t:t + 1]
         xp.matmul(w, G[:, t:t + 1], out=g)
         if l2:
-            g += l2 * w[:, t:t + 1]
+            xp.multiply(c, l2, out=tmp)
+            g += tmp
         g -= B[:, t:t + 1]
         if l1:
             g += l1
         g *= 1.0 / h
-        c = w[:, t:t + 1]
         xp.subtract(c, g, out=c)
         xp.maximum(c, 0.0, out=c)
 

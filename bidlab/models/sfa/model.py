@@ -210,7 +210,7 @@ class SFAModel(RowStatePickling, Model):
             lam, Q = als.rotation(G)
             buf = self._buf.get(("rotated", F.shape))
             if buf is None:
-                buf = self._buf[("rotated", F.shape)] = np.zeros(F.shape, self.dtype)
+                buf = self._buf[("rotated", F.shape)] = backend.zeros(F.shape, self.dtype, np)
             with als.blas_threads(F.size * F.shape[1]):
                 np.matmul(F, Q, out=buf)
             self._rot, self._rot_key = (lam, Q, buf), key
@@ -228,7 +228,7 @@ class SFAModel(RowStatePickling, Model):
         lam, Q, rotated = self.rotated(other, key)
         Y = self._buf.get(("rows", X.shape))
         if Y is None:
-            Y = self._buf[("rows", X.shape)] = np.zeros(X.shape, self.dtype)
+            Y = self._buf[("rows", X.shape)] = backend.zeros(X.shape, self.dtype, np)
         with als.blas_threads(X.size * X.shape[1]):
             np.matmul(X, Q, out=Y)
         als.solve_rows(S, rotated, Y, sc, gram=lam, diagonal=True, **kw)
