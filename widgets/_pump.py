@@ -179,7 +179,10 @@ class Pump:
             self.tick()
             due += interval
             now = time.monotonic()
-            if due < now:  # a late tick: skip ahead, never burst to catch up
+            # A tick up to one interval late keeps its place on the grid, so the ticks
+            # still average ``rate`` a second (a busy machine delays a tick by tens of ms);
+            # later than that, the grid moves on: lost ticks are never made up in a burst.
+            if due < now - interval:
                 due = now
             # at least half an interval between ticks, even right after a late one
             if self._stop.wait(max(due - now, interval / 2)):
