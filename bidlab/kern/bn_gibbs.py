@@ -18,7 +18,10 @@ from its full conditional (numpy oracle for one row ``x`` and variable ``v``)::
 (with deterministic children recomputed for each ``s``: the draw is then joint).
     x[v] ~ p / p.sum()
 
-Rows of one block are independent given the other blocks, so rows run in parallel.
+Rows share only the (read-only) tables, so rows run in parallel, each drawn block after
+block in one pass: one parallel region and one scratch buffer per piece of rows per sweep
+(the units of a block share no table, which a device kernel drawing a block's units at
+once relies on).
 Each kernel is an :func:`~bidlab.kern.adaptive.adaptive_kernel`: call it with the work
 size first (rows x variables); it runs on all cores or one, whichever is faster now.
 Random numbers: row ``r`` of block ``c`` in a sweep keyed ``key`` reads the counter-based
@@ -39,7 +42,7 @@ from numba import prange
 from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.random import STRIDE, uniform
 
-__all__ = ["sweep", "forward_fill", "log_joint", "counts"]
+__all__ = ["sweep", "conditionals", "forward_fill", "log_joint", "counts"]
 
 _CHUNKS = 256  # rows are cut into at most this many parallel pieces (not per thread)
 
@@ -74,10 +77,36 @@ def _recompute(x, ev, obs, i, u, det_ptr, det_idx, cpt, off, card, par_ptr, par_
         x[d] = best
 
 
+@numba.njit(inline="always")
+def _joint(p, x, ev, obs, i, u, va, vb, ka, kb, cpt, off, card, par_ptr, par_idx,
+           par_stride, fac_ptr, fac_idx, det_ptr, det_idx):  # pragma: no cover - compiled
+    """Unit ``u``'s unnormalised joint conditional into ``p`` (returns its total), its
+    deterministic descendants recomputed from their parents for every candidate."""
+    tot = 0.0
+    for sa in range(ka):
+        x[va] = sa
+        for sb in range(kb):
+            if kb > 1:
+                x[vb] = sb
+            _recompute(x, ev, obs, i, u, det_ptr, det_idx, cpt, off, card, par_ptr,
+                       par_idx, par_stride)
+            pv = 1.0
+            for e in range(fac_ptr[u], fac_ptr[u + 1]):
+                f = fac_idx[e]
+                pv *= cpt[off[f] + _config(x, f, par_ptr, par_idx, par_stride) * card[f]
+                          + x[f]]
+                if pv == 0.0:
+                    break
+            p[sa * kb + sb] = pv
+            tot += pv
+    return tot
+
+
 @adaptive_kernel(cache=True, nogil=True)
 def sweep(X, obs, ev, n_obs, m_active, lo, hi, cpt, off, card, par_ptr, par_idx,
-          par_stride, unit_a, unit_b, fac_ptr, fac_idx, det_ptr, det_idx, blk_ptr,
-          blk_units, key, rb, rb_off, record, bad):  # pragma: no cover - compiled
+          par_stride, unit_a, unit_b, fac_ptr, fac_idx, fac_step_a, fac_step_b, det_ptr,
+          det_idx, blk_ptr, blk_units, cond, cond_ptr, mb_ptr, mb_idx, mb_stride, key, rb,
+          rb_off, record, bad):  # pragma: no cover - compiled
     """One Gibbs sweep over observations ``lo..hi`` of the first ``m_active`` replicas.
 
     A unit ``u`` draws variable ``unit_a[u]`` jointly with ``unit_b[u]`` (a strongly
@@ -86,7 +115,13 @@ def sweep(X, obs, ev, n_obs, m_active, lo, hi, cpt, off, card, par_ptr, par_idx,
     writes), with the deterministic descendants ``det_idx[det_ptr[u]:det_ptr[u + 1]]``
     recomputed from their parents for each candidate (drawn jointly too, so neither
     deterministic nor near-deterministic links lock the chain). Units of one block share
-    no table, so a block's units are drawn at once.
+    no table, so a block's units are drawn at once. A unit without deterministic
+    descendants reads each table's entry for the unit's first states and steps through
+    the rest by ``fac_step_a[e]`` / ``fac_step_b[e]`` (the flat index's change per state
+    of ``unit_a`` / ``unit_b``), so a candidate costs one multiply per table rather than
+    a walk over the table's parents. A unit with a tabled conditional
+    (``cond_ptr[u] >= 0``, see :func:`conditionals`) reads its row of ``cond`` instead: the
+    same products, formed once.
 
     ``record``: write the first variable's marginal under the unit's normalised joint
     conditional (its Rao-Blackwellised marginal) to ``rb[r, rb_off[v] + s]``. ``bad[r]``
@@ -100,16 +135,16 @@ def sweep(X, obs, ev, n_obs, m_active, lo, hi, cpt, off, card, par_ptr, par_idx,
     for v in range(card.shape[0]):
         kmax = max(kmax, card[v])
     pieces = min(_CHUNKS, max(total, 1))
-    for c in range(n_blk):
-        for piece in prange(pieces):
-            p = np.empty(kmax * kmax)
-            a_ = piece * total // pieces
-            b_ = (piece + 1) * total // pieces
-            for t in range(a_, b_):
-                j = t // n
-                i = lo + t - j * n
-                r = j * n_obs + i
-                x = X[r]
+    for piece in prange(pieces):
+        p = np.empty(kmax * kmax)
+        a_ = piece * total // pieces
+        b_ = (piece + 1) * total // pieces
+        for t in range(a_, b_):
+            j = t // n
+            i = lo + t - j * n
+            r = j * n_obs + i
+            x = X[r]
+            for c in range(n_blk):
                 s = key + np.uint64(r * n_blk + c) * STRIDE
                 for q in range(blk_ptr[c], blk_ptr[c + 1]):
                     u = blk_units[q]
@@ -124,22 +159,36 @@ def sweep(X, obs, ev, n_obs, m_active, lo, hi, cpt, off, card, par_ptr, par_idx,
                         kb = card[vb]
                     ka = card[va]
                     tot = 0.0
-                    for sa in range(ka):
-                        x[va] = sa
-                        for sb in range(kb):
-                            if kb > 1:
-                                x[vb] = sb
-                            _recompute(x, ev, obs, i, u, det_ptr, det_idx, cpt, off, card,
-                                       par_ptr, par_idx, par_stride)
-                            pv = 1.0
-                            for e in range(fac_ptr[u], fac_ptr[u + 1]):
-                                f = fac_idx[e]
-                                pv *= cpt[off[f] + _config(x, f, par_ptr, par_idx, par_stride)
-                                          * card[f] + x[f]]
-                                if pv == 0.0:
-                                    break
-                            p[sa * kb + sb] = pv
-                            tot += pv
+                    if cond_ptr[u] >= 0 and (vb < 0 or kb > 1):
+                        kk = ka * kb
+                        row = 0
+                        for q in range(mb_ptr[u], mb_ptr[u + 1]):
+                            row += x[mb_idx[q]] * mb_stride[q]
+                        base = cond_ptr[u] + row * kk
+                        for st in range(kk):
+                            p[st] = cond[base + st]
+                            tot += p[st]
+                    elif det_ptr[u] == det_ptr[u + 1]:
+                        kk = ka * kb
+                        for st in range(kk):
+                            p[st] = 1.0
+                        xa = x[va]
+                        xb = x[vb] if kb > 1 else 0
+                        for e in range(fac_ptr[u], fac_ptr[u + 1]):
+                            f = fac_idx[e]
+                            da = fac_step_a[e]
+                            db = fac_step_b[e] if kb > 1 else 0
+                            b0 = (off[f] + _config(x, f, par_ptr, par_idx, par_stride)
+                                  * card[f] + x[f] - xa * da - xb * db)
+                            for sa in range(ka):
+                                for sb in range(kb):
+                                    p[sa * kb + sb] *= cpt[b0 + sa * da + sb * db]
+                        for st in range(kk):
+                            tot += p[st]
+                    else:
+                        tot = _joint(p, x, ev, obs, i, u, va, vb, ka, kb, cpt, off, card,
+                                     par_ptr, par_idx, par_stride, fac_ptr, fac_idx,
+                                     det_ptr, det_idx)
                     if not tot > 0.0:
                         bad[r] = 1
                         continue
@@ -168,6 +217,45 @@ def sweep(X, obs, ev, n_obs, m_active, lo, hi, cpt, off, card, par_ptr, par_idx,
                                 acc += p[sa * kb + sb]
                             rb[r, rb_off[va] + sa] = acc * inv
     return bad
+
+
+@numba.njit(cache=True)
+def conditionals(cond, cond_ptr, mb_ptr, mb_idx, mb_stride, cpt, off, card, par_ptr,
+                 par_idx, par_stride, unit_a, unit_b, fac_ptr, fac_idx, fac_step_a,
+                 fac_step_b):  # pragma: no cover - compiled
+    """Fill ``cond`` with every tabled unit's full conditional: for each state of the
+    variables ``mb_idx[mb_ptr[u]:mb_ptr[u + 1]]`` (row ``sum x[v] * mb_stride``), the
+    product over the unit's tables for each joint state, multiplied in :func:`sweep`'s
+    order (so a tabled draw equals the untabled one bit for bit)."""
+    x = np.zeros(card.shape[0], np.int64)
+    for u in range(cond_ptr.shape[0]):
+        if cond_ptr[u] < 0:
+            continue
+        va = unit_a[u]
+        vb = unit_b[u]
+        ka = card[va]
+        kb = card[vb] if vb >= 0 else 1
+        kk = ka * kb
+        rows = 1
+        for q in range(mb_ptr[u], mb_ptr[u + 1]):
+            rows *= card[mb_idx[q]]
+        for row in range(rows):
+            for q in range(mb_ptr[u], mb_ptr[u + 1]):
+                x[mb_idx[q]] = (row // mb_stride[q]) % card[mb_idx[q]]
+            x[va] = 0
+            if vb >= 0:
+                x[vb] = 0
+            base = cond_ptr[u] + row * kk
+            for st in range(kk):
+                cond[base + st] = 1.0
+            for e in range(fac_ptr[u], fac_ptr[u + 1]):
+                f = fac_idx[e]
+                da = fac_step_a[e]
+                db = fac_step_b[e] if vb >= 0 else 0
+                b0 = off[f] + _config(x, f, par_ptr, par_idx, par_stride) * card[f] + x[f]
+                for sa in range(ka):
+                    for sb in range(kb):
+                        cond[base + sa * kb + sb] *= cpt[b0 + sa * da + sb * db]
 
 
 @adaptive_kernel(cache=True, nogil=True)

@@ -142,6 +142,7 @@ class GibbsChains:
         """Sample from new tables of the same structure (learning's M-step)."""
         self.net = net
         self.t.cpt = net.flat_tables()[0]
+        self.t.refresh()
 
     def _log_joint(self, rows: np.ndarray) -> np.ndarray:
         t = self.t
@@ -241,7 +242,9 @@ class GibbsChains:
         m = int(m_active)
         bn_gibbs.sweep(m * (hi - lo) * t.card.size, self.X, self.obs, self.ev, self.n_obs, m,
                        int(lo), hi, t.cpt, t.off, t.card, *t.parents, t.unit_a, t.unit_b,
-                       t.fac_ptr, t.fac_idx, t.det_ptr, t.det_idx, t.blk_ptr, t.blk_units, key,
+                       t.fac_ptr, t.fac_idx, t.fac_step_a, t.fac_step_b, t.det_ptr, t.det_idx,
+                       t.blk_ptr, t.blk_units, t.cond, t.cond_ptr, t.mb_ptr, t.mb_idx,
+                       t.mb_stride, key,
                        self.cur, t.state_off, record, self._bad)
         if self._bad.any():  # tables changed under a row (learning): draw it afresh
             self._repair(np.flatnonzero(self._bad).astype(np.int64))

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from bidlab.models.bayesnet.colouring import colour_blocks_of
 from bidlab.models.bayesnet.network import Network
 
-__all__ = ["Tables", "COUPLED", "MAX_JOINT_STATES"]
+__all__ = ["Tables", "COUPLED", "MAX_JOINT_STATES", "MAX_CONDITIONAL_ENTRIES"]
 
 #: a child whose table rows' largest entries average at least this is drawn with its parent
 COUPLED = 0.9
 #: the most joint states of a unit of two variables
 MAX_JOINT_STATES = 36
+#: a unit's full conditional is tabled (one row per state of the variables its tables also
+#: read) when the table has at most this many entries
+MAX_CONDITIONAL_ENTRIES = 1 << 14
 
 
 @dataclass
@@ -40,6 +43,8 @@ class Tables:
     unit_b: np.ndarray
     fac_ptr: np.ndarray
     fac_idx: np.ndarray
+    fac_step_a: np.ndarray  # per factor of a unit: how far its flat index moves per state
+    fac_step_b: np.ndarray  # of the unit's first / second variable (0: not in the table)
     det_ptr: np.ndarray
     det_idx: np.ndarray
     is_det: np.ndarray
@@ -47,6 +52,14 @@ class Tables:
     blk_units: np.ndarray
     order: np.ndarray
     state_off: np.ndarray  # where each variable's states start in a marginals row
+    # tabled full conditionals (see :meth:`refresh`): unit u's rows start at cond_ptr[u]
+    # (-1: not tabled), indexed by the states of mb_idx[mb_ptr[u]:mb_ptr[u + 1]] with
+    # strides mb_stride, each row the unit's joint states' unnormalised probabilities
+    cond_ptr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    mb_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    mb_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    mb_stride: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    cond: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @classmethod
     def of(cls, net: Network) -> Tables:
@@ -94,6 +107,8 @@ class Tables:
             facs.append(sorted(f))
             writes.append(w)
         fac_ptr, fac_idx = _csr(facs)
+        step_a = _steps(net, par_ptr, par_stride, units, facs, 0)
+        step_b = _steps(net, par_ptr, par_stride, units, facs, 1)
         det_ptr, det_idx = _csr(dets)
         blocks = colour_blocks_of(_conflicts(net.parents, writes, facs))
         blk_ptr = np.zeros(len(blocks) + 1, np.int64)
@@ -101,12 +116,30 @@ class Tables:
         state_off = np.zeros(n + 1, np.int64)
         np.cumsum(card, out=state_off[1:])
         i64 = np.int64
-        return cls(cpt, off, card.astype(i64), par_ptr, np.asarray(par_idx, i64),
-                   np.asarray(par_stride, i64),
-                   np.array([a for a, _ in units], i64), np.array([b for _, b in units], i64),
-                   fac_ptr, fac_idx, det_ptr, det_idx, is_det.astype(np.uint8), blk_ptr,
-                   np.concatenate(blocks).astype(i64) if blocks else np.zeros(0, i64),
-                   np.asarray(net.order, i64), state_off)
+        cond_ptr, mb_ptr, mb_idx, mb_stride, size = _blankets(net, units, dets, facs)
+        t = cls(cpt, off, card.astype(i64), par_ptr, np.asarray(par_idx, i64),
+                np.asarray(par_stride, i64),
+                np.array([a for a, _ in units], i64), np.array([b for _, b in units], i64),
+                fac_ptr, fac_idx, step_a, step_b, det_ptr, det_idx,
+                is_det.astype(np.uint8), blk_ptr,
+                np.concatenate(blocks).astype(i64) if blocks else np.zeros(0, i64),
+                np.asarray(net.order, i64), state_off, cond_ptr, mb_ptr, mb_idx, mb_stride,
+                np.zeros(size))
+        t.refresh()
+        return t
+
+    def refresh(self) -> None:
+        """Recompute the tabled full conditionals from ``cpt`` (after the tables change).
+
+        Each entry is the product the sampler would form for that row's state, in the
+        same order, so a tabled draw is the same draw to the last bit."""
+        from bidlab.kern import bn_gibbs
+
+        if self.cond.size:
+            bn_gibbs.conditionals(self.cond, self.cond_ptr, self.mb_ptr, self.mb_idx,
+                                  self.mb_stride, self.cpt, self.off, self.card,
+                                  *self.parents, self.unit_a, self.unit_b, self.fac_ptr,
+                                  self.fac_idx, self.fac_step_a, self.fac_step_b)
 
     @property
     def n_blocks(self) -> int:
@@ -126,6 +159,56 @@ def _csr(lists: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
     np.cumsum([len(x) for x in lists], out=ptr[1:])
     flat = [u for x in lists for u in x]
     return ptr, np.asarray(flat, np.int64)
+
+
+def _steps(net: Network, par_ptr: np.ndarray, par_stride: list[int],
+           units: list[tuple[int, int]], facs: list[list[int]], which: int) -> np.ndarray:
+    """For every (unit, table) pair of ``facs``: the change of the table's flat index when
+    the unit's variable ``which`` (0: its first, 1: its partner) goes up by one state."""
+    out: list[int] = []
+    for unit, fs in zip(units, facs, strict=True):
+        v = unit[which]
+        for f in fs:
+            if f == v:
+                out.append(1)
+            elif v >= 0 and v in net.parents[f]:
+                q = int(par_ptr[f]) + net.parents[f].index(v)
+                out.append(int(par_stride[q]) * int(net.cards[f]))
+            else:
+                out.append(0)
+    return np.asarray(out, np.int64)
+
+
+def _blankets(net: Network, units: list[tuple[int, int]], dets: list[list[int]],
+              facs: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                              np.ndarray, int]:
+    """Which units get a tabled full conditional, the variables indexing it (every variable
+    the unit's tables read except its own), their strides, and the entries in all."""
+    cards = net.cards
+    cond_ptr = np.full(len(units), -1, np.int64)
+    mb_ptr = np.zeros(len(units) + 1, np.int64)
+    idx: list[int] = []
+    strides: list[int] = []
+    size = 0
+    for u, ((a, b), d, fs) in enumerate(zip(units, dets, facs, strict=True)):
+        blanket = sorted(({x for f in fs for x in (f, *net.parents[f])}) - {a, b})
+        joint = int(cards[a]) * (int(cards[b]) if b >= 0 else 1)
+        rows = 1
+        for x in blanket:
+            rows *= int(cards[x])
+        if not d and rows * joint <= MAX_CONDITIONAL_ENTRIES:
+            cond_ptr[u] = size
+            size += rows * joint
+            st = [0] * len(blanket)
+            step = 1
+            for q in range(len(blanket) - 1, -1, -1):
+                st[q] = step
+                step *= int(cards[blanket[q]])
+            idx += blanket
+            strides += st
+        mb_ptr[u + 1] = len(idx)
+    return (cond_ptr, mb_ptr, np.asarray(idx, np.int64), np.asarray(strides, np.int64),
+            size)
 
 
 def _partner(net: Network, v: int, kids: list[list[int]], is_det: np.ndarray) -> int:
