@@ -252,6 +252,21 @@ def test_tabled_conditionals_draw_the_same_bits(name, monkeypatch):
     assert np.array_equal(results[0][1], results[1][1])
 
 
+def test_tables_are_built_once_per_network_and_never_shared():
+    """``Tables.of`` keeps a network's layout, hands each sampler arrays of its own for
+    what sampling changes, and rebuilds when the network's tables hold other values."""
+    net = parse_bif(TINY)
+    a, b = Tables.of(net), Tables.of(net)
+    assert a.unit_a is b.unit_a  # the layout is built once
+    assert a.cpt is not b.cpt and a.cond is not b.cond
+    a.cpt[:] = 0.0  # a learner's new tables in one sampler
+    assert b.cpt.sum() > 0 and Tables.of(net).cpt.sum() > 0
+    net.cpts[1][0] = [0.6, 0.2, 0.2]  # a table changed in place: built afresh
+    c = Tables.of(net)
+    assert c.unit_a is not a.unit_a
+    assert np.array_equal(c.cpt, net.flat_tables()[0])
+
+
 @needs_data
 def test_draws_do_not_depend_on_thread_count():
     results = []

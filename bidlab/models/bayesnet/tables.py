@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import threading
+import weakref
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -18,6 +20,9 @@ MAX_JOINT_STATES = 36
 #: a unit's full conditional is tabled (one row per state of the variables its tables also
 #: read) when the table has at most this many entries
 MAX_CONDITIONAL_ENTRIES = 1 << 14
+
+_CACHE: weakref.WeakKeyDictionary[Network, tuple[int, Tables]] = weakref.WeakKeyDictionary()
+_CACHE_LOCK = threading.Lock()
 
 
 @dataclass
@@ -63,6 +68,21 @@ class Tables:
 
     @classmethod
     def of(cls, net: Network) -> Tables:
+        """The tables of ``net``, with arrays of their own for what sampling changes
+        (``cpt``, ``cond``). Built once per network while its tables hold the same values
+        (an inference call builds a sampler each time; the layout costs milliseconds)."""
+        cpt = net.flat_tables()[0]
+        with _CACHE_LOCK:
+            limit, kept = _CACHE.get(net, (None, None))
+        if (kept is None or limit != MAX_CONDITIONAL_ENTRIES
+                or not np.array_equal(kept.cpt, cpt)):
+            kept = cls._build(net)
+            with _CACHE_LOCK:
+                _CACHE[net] = (MAX_CONDITIONAL_ENTRIES, kept)
+        return replace(kept, cpt=kept.cpt.copy(), cond=kept.cond.copy())
+
+    @classmethod
+    def _build(cls, net: Network) -> Tables:
         cpt, off = net.flat_tables()
         card = net.cards
         n = net.n_vars
