@@ -90,13 +90,8 @@ class Tables:
         par_idx: list[int] = []
         par_stride: list[int] = []
         for v, ps in enumerate(net.parents):
-            st = 1
-            strides = [0] * len(ps)
-            for q in range(len(ps) - 1, -1, -1):
-                strides[q] = st
-                st *= int(card[ps[q]])
             par_idx += ps
-            par_stride += strides
+            par_stride += _row_major_strides(card, ps)
             par_ptr[v + 1] = len(par_idx)
         kids = net.children()
         is_det = np.array([bool(ps) and bool(np.all(t.max(axis=1) == 1.0))
@@ -199,6 +194,17 @@ def _steps(net: Network, par_ptr: np.ndarray, par_stride: list[int],
     return np.asarray(out, np.int64)
 
 
+def _row_major_strides(card: np.ndarray, vs: list[int]) -> list[int]:
+    """Each variable's stride in the row-major index of the states of ``vs`` (last
+    fastest)."""
+    out = [0] * len(vs)
+    step = 1
+    for q in range(len(vs) - 1, -1, -1):
+        out[q] = step
+        step *= int(card[vs[q]])
+    return out
+
+
 def _blankets(net: Network, units: list[tuple[int, int]], dets: list[list[int]],
               facs: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                               np.ndarray, int]:
@@ -219,13 +225,8 @@ def _blankets(net: Network, units: list[tuple[int, int]], dets: list[list[int]],
         if not d and rows * joint <= MAX_CONDITIONAL_ENTRIES:
             cond_ptr[u] = size
             size += rows * joint
-            st = [0] * len(blanket)
-            step = 1
-            for q in range(len(blanket) - 1, -1, -1):
-                st[q] = step
-                step *= int(cards[blanket[q]])
             idx += blanket
-            strides += st
+            strides += _row_major_strides(cards, blanket)
         mb_ptr[u + 1] = len(idx)
     return (cond_ptr, mb_ptr, np.asarray(idx, np.int64), np.asarray(strides, np.int64),
             size)
