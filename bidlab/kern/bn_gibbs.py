@@ -19,9 +19,7 @@ from its full conditional (numpy oracle for one row ``x`` and variable ``v``)::
     x[v] ~ p / p.sum()
 
 Rows share only the (read-only) tables, so rows run in parallel, each drawn block after
-block in one pass: one parallel region and one scratch buffer per piece of rows per sweep
-(the units of a block share no table, which a device kernel drawing a block's units at
-once relies on).
+block in one pass: one parallel region and one scratch buffer per piece of rows per sweep.
 Each kernel is an :func:`~bidlab.kern.adaptive.adaptive_kernel`: call it with the work
 size first (rows x variables); it runs on all cores or one, whichever is faster now.
 Random numbers: row ``r`` of block ``c`` in a sweep keyed ``key`` reads the counter-based
