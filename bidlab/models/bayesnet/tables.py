@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -60,11 +60,11 @@ class Tables:
     # tabled full conditionals (see :meth:`refresh`): unit u's rows start at cond_ptr[u]
     # (-1: not tabled), indexed by the states of mb_idx[mb_ptr[u]:mb_ptr[u + 1]] with
     # strides mb_stride, each row the unit's joint states' unnormalised probabilities
-    cond_ptr: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    mb_ptr: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
-    mb_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    mb_stride: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    cond: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    cond_ptr: np.ndarray
+    mb_ptr: np.ndarray
+    mb_idx: np.ndarray
+    mb_stride: np.ndarray
+    cond: np.ndarray
 
     @classmethod
     def of(cls, net: Network) -> Tables:
