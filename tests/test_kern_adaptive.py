@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import numba
 import numpy as np
@@ -354,3 +355,61 @@ def test_threadpoolctl_limits_reach_the_numba_kernels():
     with threadpool_limits(limits=1, user_api="numba"):
         assert numba.get_num_threads() == 1
     assert numba.get_num_threads() == before
+
+
+def test_run_together_runs_every_call_and_raises_once_all_have_finished() -> None:
+    """The first call runs in the calling thread, the others in the pool; an exception in
+    any of them is raised only after every call has returned (none still writes)."""
+    import threading
+
+    from bidlab.kern.threads import run_together
+
+    done: list[tuple[int, str]] = []
+
+    def work(i: int, fail: bool) -> None:
+        time.sleep(0.05 * i)
+        done.append((i, threading.current_thread().name))
+        if fail:
+            raise ValueError(f"call {i} failed")
+
+    run_together(work, [(0, False), (1, False), (2, False)])
+    assert sorted(i for i, _ in done) == [0, 1, 2]
+    assert dict(done)[0] == threading.current_thread().name
+    assert all(name.startswith("bidlab-kernel") for i, name in done if i)
+    done.clear()
+    with pytest.raises(ValueError, match="call 0 failed"):
+        run_together(work, [(0, True), (1, False), (2, True)])
+    assert sorted(i for i, _ in done) == [0, 1, 2]
+
+
+def test_run_together_works_in_a_forked_child() -> None:
+    """A child forked after the pool started makes its own (the parent's threads are not
+    there)."""
+    import multiprocessing
+
+    from bidlab.kern.threads import run_together
+
+    out = np.zeros(3)
+
+    def fill(i: int) -> None:
+        out[i] = i + 1
+
+    run_together(fill, [(0,), (1,), (2,)])
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+
+    def child() -> None:
+        got = np.zeros(3)
+
+        def put(i: int) -> None:
+            got[i] = 10 * (i + 1)
+
+        run_together(put, [(0,), (1,), (2,)])
+        q.put(got.tolist())
+
+    p = ctx.Process(target=child)
+    p.start()
+    p.join(60)
+    assert p.exitcode == 0
+    assert q.get(timeout=5) == [10.0, 20.0, 30.0]
+    assert out.tolist() == [1.0, 2.0, 3.0]

@@ -77,6 +77,45 @@ def test_scatter_paths():
         np.testing.assert_allclose(arrays, S.T @ G, rtol=1e-12)
 
 
+@pytest.mark.parametrize(("k", "copies"), [(5, 1), (40, 2), (40, 0)])
+def test_scatter_sums_and_transpose(k, copies):
+    """NMF's running ``S.T @ G`` totals (one nonzero at a time below EACH_BELOW_K, four
+    above) and the blocked transpose."""
+    from bidlab.kern.scatter_sums import ScatterSums, transpose_into
+
+    rng = np.random.default_rng(1)
+    blocks = [_sparse(60, 90, np.float64, seed=s) for s in range(3)]
+    Gs = [rng.random((60, k)) for _ in blocks]
+
+    def run():
+        sums = ScatterSums(90, k, np.float64, copies=copies)
+        for S, G in zip(blocks, Gs, strict=True):
+            sums.add(S, G)
+        T = np.empty((k, 90))
+        total = sums.total(T).copy()
+        again = np.empty((90, k))
+        transpose_into(T, again)
+        return total, T, again, sums.work.copy()
+
+    compiled, arrays = _both(run)
+    oracle = sum(S.T @ G for S, G in zip(blocks, Gs, strict=True))
+    for c, a in zip(compiled[:3], arrays[:3], strict=True):
+        np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(arrays[0], oracle, rtol=1e-12)
+    np.testing.assert_array_equal(arrays[1], arrays[0].T)
+    np.testing.assert_array_equal(arrays[2], arrays[0])
+    assert not arrays[3].any() and not compiled[3].any()  # the copies are left zeroed
+    # the fold's form on copies that hold something (the forced pushes leave them empty)
+    from bidlab.kern import arrays as forms
+
+    out, work, T = rng.random((90, k)), rng.random((2, 90, k)), np.empty((k, 90))
+    want = out + work[0] + work[1]
+    forms.fold(out, work, T)
+    np.testing.assert_allclose(out, want, rtol=1e-15)
+    np.testing.assert_array_equal(T, out.T)
+    assert not work.any()
+
+
 @pytest.mark.parametrize("pruned", [False, True])
 def test_lloyd_block_and_distances(pruned):
     rng = np.random.default_rng(2)
@@ -215,6 +254,72 @@ def test_the_worker_chooses_its_first_job_by_priority(tmp_path):
     got = _fresh_process(_ORDER, tmp_path / "order", on=True)
     assert got["finished"]
     assert got["landed"] == ["_by_column", "_forget"]
+
+
+_PRESTART = """
+import json, os, time
+import numpy as np, scipy.sparse as sp
+from bidlab.kern import standin
+before = standin.status()["worker_pid"]
+from bidlab import kern
+from bidlab.kern import cpu_elementwise
+prestarted = standin.status()["worker_pid"]
+cold = [standin._cold(h) for h in standin._hooks]
+jobs = len(standin.status()["jobs"])
+kern.col_sums(sp.random(50, 40, density=0.2, format="csr", random_state=0))
+used = standin.status()["worker_pid"]
+finished = standin.wait(240)
+hook = cpu_elementwise._csr_col_sums._compile_for_args
+cached_now = not standin._cold(hook)
+again = standin.prestart(idle_s=0.5)
+pid = standin.status()["worker_pid"]
+time.sleep(4.0)
+try:
+    os.kill(pid, 0)
+    gone = False
+except ProcessLookupError:
+    gone = True
+print(json.dumps({"before": before, "prestarted": prestarted, "cold": cold, "jobs": jobs,
+                  "used": used, "finished": finished, "cached_now": cached_now,
+                  "again": again, "after_idle": standin.status()["worker_pid"], "gone": gone}))
+"""
+
+
+def test_importing_a_cold_kernel_starts_the_worker_and_an_unused_one_is_closed(tmp_path):
+    """A fresh installation (nothing in numba's cache): importing a module with stand-ins
+    starts the background compiler before any job; the first job goes to that worker. A
+    prestarted worker no job reaches within its idle time is closed and its process ends."""
+    got = _fresh_process(_PRESTART, tmp_path / "pre", on=True)
+    assert got["before"] is None and got["prestarted"] is not None
+    assert got["cold"] and all(got["cold"]) and got["jobs"] == 0
+    assert got["used"] == got["prestarted"]  # the job went to the prestarted worker
+    assert got["finished"] and got["cached_now"]
+    assert got["again"] is True and got["after_idle"] is None and got["gone"]
+
+
+def test_no_prestart_when_switched_off(tmp_path):
+    code = ("import json; from bidlab.kern import standin, cpu_elementwise; "
+            "print(json.dumps({'pid': standin.status()['worker_pid'], "
+            "'again': standin.prestart()}))")
+    got = _fresh_process(code, tmp_path / "off", on=False)
+    assert got == {"pid": None, "again": False}
+
+
+def test_the_worker_runs_at_the_lowest_priority(tmp_path):
+    """nice 19 for the worker and, where Linux groups processes by session, for its
+    session's group (the worker starts a session of its own, as this test does)."""
+    code = ("import json, os; from bidlab.kern.compile_worker import _lowest_priority; "
+            "_lowest_priority(); g = '/proc/self/autogroup'; "
+            "print(json.dumps({'nice': os.nice(0), "
+            "'group': open(g).read() if os.path.exists(g) else None}))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, start_new_session=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got["nice"] == 19
+    if got["group"] is not None:
+        assert got["group"].strip().endswith("nice 19"), got["group"]
 
 
 def test_switched_off_compiles_in_the_process(monkeypatch):

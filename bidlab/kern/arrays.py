@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from scipy import special
 
 __all__ = ["sddmm", "gather", "scatter_copies", "scatter_listed", "scatter_serial",
+           "push_parts", "fold",
            "csr_row_sums", "csr_col_sums", "expdigamma", "dist_dense", "dist_csr",
            "assign", "lloyd", "adagrad_step", "grad_step", "subtract_scaled",
            "subtract_scaled_sign"]
@@ -74,6 +75,23 @@ def scatter_listed(pos: Any, touched: Any, nu: int, colptr: Any, perm: Any, row_
 
 
 # ----------------------------------------------------------------------------- sums
+
+
+def push_parts(indptr: Any, indices: Any, data: Any, G: Any, out: Any, work: Any,
+               each: bool) -> None:
+    """``_push_parts`` (:mod:`bidlab.kern.scatter_sums`): ``out += S.T @ G`` for the CSR
+    ``S``, all of it into ``out`` (the thread copies ``work`` stay as they are)."""
+    out += _csr(indptr, indices, data, out.shape[0]).T @ G
+
+
+def fold(out: Any, work: Any, dst: Any) -> None:
+    """``_fold``: ``out`` += the copies' sum, the copies zeroed; ``dst = out.T`` unless it
+    is 0 x 0."""
+    if work.shape[0]:
+        out += work.sum(axis=0)
+        work[...] = 0
+    if dst.shape[0]:
+        dst[...] = out.T
 
 
 def csr_row_sums(indptr: Any, data: Any, out: Any) -> None:

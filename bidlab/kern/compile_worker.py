@@ -1,21 +1,23 @@
 """The background compiler: one low-priority process that fills numba's disk cache.
 
 Why a process and not a thread: numba compiles under the interpreter's lock (the GIL) and
-its own compiler lock, so a compiling thread would stall the training it is meant to
-hide. A separate process compiles on another core, at the lowest scheduling priority
-(``nice`` 19), and writes each specialization to numba's on-disk cache, where the
-training process loads it in milliseconds (:mod:`bidlab.kern.standin` decides when).
+its own compiler lock, so a compiling thread would stall the training it is meant to hide.
+A separate process compiles on another core, at the lowest scheduling priority (``nice``
+19, for its session's scheduling group as well where Linux has one), and writes each
+specialization to numba's on-disk cache, where the training process loads it in
+milliseconds (:mod:`bidlab.kern.standin` decides when).
 
 Protocol: :class:`Worker` starts ``python -m bidlab.kern.compile_worker`` with the same
 environment (so the same ``NUMBA_CACHE_DIR``), sends one JSON line per job -- the kernel's
 module and name and its argument types (numba types, pickled) -- and a reader thread
 collects one JSON line per finished job (``ok``, seconds, or the error). Of the jobs
 waiting, the one with the lowest priority number compiles first (a kernel whose stand-in
-carries most of a fit's work can ask for that), then the earliest; the worker imports
-numba and the kernels' modules before it chooses its first job, so the jobs of a fit's
-first minibatch are all there to choose from. When the
-training process ends, the worker's input closes; it finishes the jobs it was given (so
-the next process finds them cached) and exits.
+carries most of a fit's work can ask for that), then the earliest; the worker imports numba
+and the kernels' modules before it chooses its first job, so the jobs of a fit's first
+minibatch are all there to choose from; a worker woken from idle by a job waits
+:data:`GATHER_S` for the others sent with it. When the training process ends, the worker's
+input closes; it finishes the jobs it was given (so the next process finds them cached) and
+exits.
 """
 
 from __future__ import annotations
@@ -33,7 +35,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Worker", "compile_job", "main"]
+__all__ = ["Worker", "compile_job", "main", "GATHER_S"]
+
+#: how long an idle worker, woken by a job, waits for more before it chooses one (s)
+GATHER_S = 0.05
 
 
 def _dispatcher(module: str, name: str) -> Any:
@@ -54,13 +59,40 @@ def compile_job(job: dict[str, Any]) -> dict[str, Any]:
     return {"id": job["id"], "ok": True, "seconds": time.perf_counter() - t0}
 
 
+def _warm_up() -> None:
+    """Compile one small function (not cached): numba sets up its compiler, typing and
+    code generator on the first compile of a process (half a second or more), so a worker
+    started before its first job has that done when the job comes."""
+    import numba
+    import numpy as np
+
+    @numba.njit(nogil=True)
+    def first(a, s):  # pragma: no cover - compiled
+        t = 0.0
+        for i in range(a.shape[0]):
+            s = (s ^ (s >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+            t += a[i] * float(s >> np.uint64(11))
+        return t
+
+    first(np.ones(2), np.uint64(1))
+
+
+def _lowest_priority() -> None:
+    """nice 19, for this process and, on Linux with autogrouping, for its session's group:
+    the worker runs in a session of its own (so a Ctrl-C in the terminal does not reach
+    it), and the scheduler shares the CPU between sessions' groups by the group's nice
+    value, not the processes', so without the second a compile takes a core's share from
+    the training threads."""
+    if hasattr(os, "nice"):
+        with contextlib.suppress(OSError):
+            os.nice(19)
+    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
+        group.write("19")
+
+
 def main() -> int:
     """Run the worker: compile each job read from stdin, report it on stdout."""
-    if hasattr(os, "nice"):
-        try:
-            os.nice(19)
-        except OSError:  # pragma: no cover - a platform that refuses it
-            pass
+    _lowest_priority()
     queued: list[dict[str, Any]] = []
     more = threading.Condition()
     ended = False
@@ -77,16 +109,23 @@ def main() -> int:
             more.notify()
 
     threading.Thread(target=read, name="bidlab-compile-jobs", daemon=True).start()
-    # numba and the kernels' common imports first (a second or more): meanwhile the jobs
-    # of a fit's first minibatch arrive, so the first to compile is chosen by priority
-    # among them, not just the first sent
+    # numba, the kernels' common imports and numba's compiler set up first (a second or
+    # more): meanwhile the jobs of a fit's first minibatch arrive, so the first to compile
+    # is chosen by priority among them, not just the first sent
     with contextlib.suppress(Exception):
         importlib.import_module("bidlab.kern.cpu")
+        _warm_up()
     reporting = True
     while True:
         with more:
-            while not queued and not ended:
-                more.wait()
+            if not queued and not ended:
+                while not queued and not ended:
+                    more.wait()
+                # woken from idle by a job: the others a fit sends with it come within
+                # milliseconds; wait for them, so the first compiled is chosen among all
+                until = time.monotonic() + GATHER_S
+                while not ended and (left := until - time.monotonic()) > 0:
+                    more.wait(left)
             if not queued:
                 break
             job = min(queued, key=lambda j: (j.get("priority", 0), j.get("id", 0)))

@@ -99,18 +99,3 @@ def unique_columns(X: Any, stamp: Any, tick: int, out: Any) -> Any:
     """
     n = _unique_cols(X.indices, stamp, np.int64(tick), out)
     return out[:n]
-
-
-@numba.njit(inline="always")
-def _first_at_least(a, n, v):
-    """``np.searchsorted(a[:n], v)``: the first i < n with ``a[i] >= v``, else n (a binary
-    search written out: numba's searchsorted doubles the kernel's compile time)."""
-    lo = n - n  # n's integer type
-    hi = n
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] < v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo

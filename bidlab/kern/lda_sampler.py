@@ -33,6 +33,14 @@ topic at once (vectorised); most rates are tiny, and where the uniform lies belo
 64 on KOS, 20 Newsgroups and 2,000-token documents once trained) are drawn and
 accumulated, one by one (:mod:`bidlab.kern.lda_poisson`).
 
+Threads (CPU): one kernel, ``_sweeps``, written for one thread and without the GIL; a large
+minibatch is split into ranges of documents with equal shares of the nonzeros, run side by
+side (:func:`bidlab.kern.threads.run_together`, as many as numba's thread count for the
+calling thread, so ``threadpool_limits(1)`` makes it serial), each range's phi_hat draws
+going to its own copy, added in range order at the end. One kernel rather than a serial and
+a ``prange`` one compiles in about a third of the time, so a fresh installation's first fit
+waits less for the background compiler (:mod:`bidlab.kern.standin`).
+
 Random numbers come from a counter-based SplitMix64 stream per (nonzero, topic) keyed by
 (seed, step), identical in both kernels, so the draws do not depend on threads, launch
 shape or device: CPU and GPU differ only in float summation order.
@@ -47,11 +55,10 @@ import numpy as np
 
 from bidlab import backend
 from bidlab.kern import lda_sampler_arrays as arrays
-from bidlab.kern import standin
+from bidlab.kern import standin, threads
 from bidlab.kern.lda_poisson import DENSE_DRAWS, LAM_INV, SURE, _draw_all, _invert, _ptrs
 from bidlab.kern.lda_rows import (
     _NO_HEAT,
-    _first_at_least,
     heated_words,
     rows_step,
     unique_columns,
@@ -81,131 +88,100 @@ def _products(th, cnt, a, beta, invden, q):
 
 
 @numba.njit(cache=True, fastmath={"contract"}, nogil=True)
-def _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
-                 theta_hat, out, with_phi, nsamps, key):
+def _sweeps(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot, theta_hat, out,
+            rows, nsamps, seed, step, sweeps, alpha, with_phi, set_theta):
+    """``sweeps`` sweeps over all of ``theta``'s documents, sweep i with the stream of
+    ``step + i``: ``theta_hat`` overwritten; with ``set_theta``, ``theta = theta_hat +
+    alpha`` after each sweep; with ``with_phi``, the last sweep's draws into ``out`` (its
+    ``rows`` zeroed first). One kernel for :func:`same_sample` (one sweep) and
+    :func:`same_sample_sweeps` (an E-step), run on one thread or on ranges of documents
+    in threads: a fresh installation compiles it once."""
+    ndocs = theta.shape[0]
     k = theta.shape[1]
     inv_m = 1.0 / nsamps
-    q = np.empty(k)  # per-thread scratch: products, then rates
+    q = np.empty(k)  # scratch: products, then rates
     uu = np.empty(k)  # first uniform of each topic's stream
     act = np.empty(k, np.int64)  # the topics whose draw is not 0 for sure
     zz = np.empty(k)  # many topics to draw: the draws, all topics at once
     cdf = np.empty(k)  # ... P(Z <= x) after the first terms
     pr = np.empty(k)  # ... P(Z = x) of the last of them
-    for d in range(lo, hi):
-        for j in range(k):
-            theta_hat[d, j] = 0
-        for p in range(indptr[d], indptr[d + 1]):
-            w = indices[p]
-            mu = _products(theta[d], cnt[w], a, beta, invden, q)
-            if not mu > 0.0:
-                continue
-            scale = nsamps * float(counts[p]) / mu
-            base = (key ^ mix64(np.uint64(p) * _CP)) + GOLD
-            # branch-free, vectorised over topics: rates and first uniforms
-            for j in range(k):
-                q[j] = q[j] * scale
-                uu[j] = unit(base + np.uint64(j) * STRIDE)
-            # a word whose temperatures are all 1 (nearly every word, even with a few heated)
-            # never reads its row of temp: see heated_words
-            heated = hot[w] != 0
-            if heated:
-                for j in range(k):
-                    q[j] = q[j] / float(temp[w, j])
-            # z = 0 wherever u <= (1 - lam) * SURE <= exp(-lam), the inversion's first step:
-            # most topics of a nonzero (branch-free); only the others are drawn, one by one
-            n = 0
-            for j in range(k):
-                act[n] = j
-                n += 1 if uu[j] > (1.0 - q[j]) * SURE else 0
-            if n * DENSE_DRAWS > k:  # many to draw: every topic's first terms at once
-                _draw_all(q, uu, zz, cdf, pr, base)
-                if heated:
-                    for j in range(k):
-                        zz[j] = zz[j] * float(temp[w, j])
-                for j in range(k):
-                    theta_hat[d, j] += zz[j] * inv_m
-                if with_phi:
-                    for j in range(k):
-                        out[w, j] += zz[j] * inv_m
-                continue
-            for i in range(n):
-                j = act[i]
-                lam = q[j]
-                if lam >= LAM_INV:
-                    z = float(_ptrs(lam, base + np.uint64(j) * STRIDE))
-                else:
-                    z = float(_invert(lam, uu[j]))
-                if heated:
-                    z = z * float(temp[w, j])
-                theta_hat[d, j] += z * inv_m
-                if with_phi:
-                    out[w, j] += z * inv_m
-
-
-@numba.njit(parallel=True, cache=True, nogil=True)
-def _sample_cpu(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
-                theta_hat, phi_hat, with_phi, bufs, rows, nsamps, key):
-    ndocs = theta.shape[0]
-    nch = bufs.shape[0] + 1
-    nnz = indptr[ndocs]
-    k = phi_hat.shape[1]
-    if with_phi:
-        for i in numba.prange(rows.shape[0]):
-            w = rows[i]
-            phi_hat[w, :] = 0
-            for c in range(nch - 1):
-                bufs[c, w, :] = 0
-    for c in numba.prange(nch):
-        lo = _first_at_least(indptr, ndocs, (nnz * c) // nch)
-        hi = _first_at_least(indptr, ndocs, (nnz * (c + 1)) // nch) if c < nch - 1 else ndocs
-        if c == 0:
-            lo = np.int64(0)  # not a literal 0: one specialization of _sample_rows
-            _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, temp,
-                         hot, theta_hat, phi_hat, with_phi, nsamps, key)
-        else:
-            _sample_rows(lo, hi, indptr, indices, counts, theta, cnt, a, beta, invden, temp,
-                         hot, theta_hat, bufs[c - 1], with_phi, nsamps, key)
-    if nch > 1 and with_phi:
-        for i in numba.prange(rows.shape[0]):
-            w = rows[i]
-            for c in range(nch - 1):
-                for j in range(k):
-                    phi_hat[w, j] += bufs[c, w, j]
-
-
-@numba.njit(cache=True, nogil=True)
-def _sample_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
-                   theta_hat, phi_hat, with_phi, rows, nsamps, key):
-    if with_phi:
-        for i in range(rows.shape[0]):
-            phi_hat[rows[i], :] = 0
-    # np.int64(0), not 0: a literal would compile a second specialization of _sample_rows
-    _sample_rows(np.int64(0), theta.shape[0], indptr, indices, counts, theta, cnt, a, beta,
-                 invden, temp, hot, theta_hat, phi_hat, with_phi, nsamps, key)
-
-
-@numba.njit(cache=True, nogil=True)
-def _sweeps_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,
-                   theta_hat, phi_hat, rows, nsamps, seed, step, sweeps, alpha):
-    """``sweeps`` sweeps on one thread without the GIL: :func:`same_sample_sweeps`."""
     for i in range(sweeps):
-        last = i == sweeps - 1
-        if last:
+        phi = with_phi and i == sweeps - 1
+        if phi:
             for r in range(rows.shape[0]):
-                phi_hat[rows[r], :] = 0
-        _sample_rows(np.int64(0), theta.shape[0], indptr, indices, counts, theta, cnt, a, beta,
-                     invden, temp, hot, theta_hat, phi_hat, last, nsamps,
-                     stream_key_nb(seed, step + np.uint64(i)))
-        for d in range(theta.shape[0]):
-            for j in range(theta.shape[1]):
-                theta[d, j] = theta_hat[d, j] + alpha
+                out[rows[r], :] = 0
+        key = stream_key_nb(seed, step + np.uint64(i))
+        for d in range(ndocs):
+            for j in range(k):
+                theta_hat[d, j] = 0
+            for p in range(indptr[d], indptr[d + 1]):
+                w = indices[p]
+                mu = _products(theta[d], cnt[w], a, beta, invden, q)
+                if not mu > 0.0:
+                    continue
+                scale = nsamps * float(counts[p]) / mu
+                base = (key ^ mix64(np.uint64(p) * _CP)) + GOLD
+                # branch-free, vectorised over topics: rates and first uniforms
+                for j in range(k):
+                    q[j] = q[j] * scale
+                    uu[j] = unit(base + np.uint64(j) * STRIDE)
+                # a word whose temperatures are all 1 (nearly every word, even with a few
+                # heated) never reads its row of temp: see heated_words
+                heated = hot[w] != 0
+                if heated:
+                    for j in range(k):
+                        q[j] = q[j] / float(temp[w, j])
+                # z = 0 wherever u <= (1 - lam) * SURE <= exp(-lam), the inversion's first
+                # step: most topics of a nonzero (branch-free); only the others are drawn
+                n = 0
+                for j in range(k):
+                    act[n] = j
+                    n += 1 if uu[j] > (1.0 - q[j]) * SURE else 0
+                if n * DENSE_DRAWS > k:  # many to draw: every topic's first terms at once
+                    _draw_all(q, uu, zz, cdf, pr, base)
+                    if heated:
+                        for j in range(k):
+                            zz[j] = zz[j] * float(temp[w, j])
+                    for j in range(k):
+                        theta_hat[d, j] += zz[j] * inv_m
+                    if phi:
+                        for j in range(k):
+                            out[w, j] += zz[j] * inv_m
+                    continue
+                for t in range(n):
+                    j = act[t]
+                    lam = q[j]
+                    if lam >= LAM_INV:
+                        z = float(_ptrs(lam, base + np.uint64(j) * STRIDE))
+                    else:
+                        z = float(_invert(lam, uu[j]))
+                    if heated:
+                        z = z * float(temp[w, j])
+                    theta_hat[d, j] += z * inv_m
+                    if phi:
+                        out[w, j] += z * inv_m
+        if set_theta:
+            for d in range(ndocs):
+                for j in range(k):
+                    theta[d, j] = theta_hat[d, j] + alpha
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_rows(dst, bufs, rows):
+    """``dst[rows] += bufs[c][rows]`` for each buffer c in order: the threads' phi_hat
+    parts summed into the first thread's."""
+    k = dst.shape[1]
+    for i in range(rows.shape[0]):
+        w = rows[i]
+        for c in range(bufs.shape[0]):
+            for j in range(k):
+                dst[w, j] += bufs[c, w, j]
 
 
 # Array-level forms run while a kernel compiles in the background (bidlab.kern.standin).
 # The one-thread E-step compiles before the rest: its stand-in does most of the work.
-stand_in(_sample_cpu)(arrays.sample_cpu)
-stand_in(_sample_serial)(arrays.sample_serial)
-stand_in(_sweeps_serial, priority=-1)(arrays.sweeps_serial)
+stand_in(_add_rows)(arrays.add_rows)
+stand_in(_sweeps, priority=-1)(arrays.sweeps)
 
 # Below this many (nonzero, topic) pairs one thread is faster than waking the others (and
 # far faster when other processes keep the cores busy).
@@ -299,25 +275,20 @@ def same_sample(
     if not nsamps > 0:
         raise ValueError(f"nsamps (m, samples per token) must be > 0; got {nsamps}")
     _check(X, theta, phiT, temp, theta_hat, phi_hat, invden)
-    key = stream_key(seed, step)
-    gpu = backend.is_cupy_array(theta)
-    if invden is None:
-        xp = backend.namespace(theta)
-        invden = xp.ones(theta.shape[1], dtype=theta.dtype)
-        scale, beta = 1.0, 0.0
-    if gpu:
+    if backend.is_cupy_array(theta):
+        if invden is None:
+            invden = backend.namespace(theta).ones(theta.shape[1], dtype=theta.dtype)
+            scale, beta = 1.0, 0.0
         backend.namespace(X, theta, phiT, theta_hat, phi_hat, temp, invden)
         same_sample_gpu(X, theta, phiT, float(scale), float(beta), invden, temp,
-                         float(nsamps), key, theta_hat, phi_hat, bool(with_phi))
+                         float(nsamps), stream_key(seed, step), theta_hat, phi_hat,
+                         bool(with_phi))
         return
     work, scale, beta, invden, rows, hot = _cpu_args(X, theta, phiT, temp, work, scale, beta,
                                                      invden, rows, hot)
     args = (X.indptr, X.indices, X.data, theta, phiT, float(scale), float(beta), invden,
-            phiT if temp is None else temp, hot, theta_hat, phi_hat, bool(with_phi))
-    if _serial(X, theta, work):
-        _sample_serial(*args, rows, float(nsamps), np.uint64(key))
-        return
-    _sample_cpu(*args, work, rows, float(nsamps), np.uint64(key))
+            phiT if temp is None else temp, hot, theta_hat, phi_hat)
+    _run(X, args, work, rows, nsamps, seed, step, 1, 0.0, bool(with_phi), False)
 
 
 def _serial(X: Any, theta: Any, work: Any) -> bool:
@@ -382,29 +353,17 @@ def same_sample_sweeps(
 
     Sweep ``i`` uses the random stream of step ``step + i``, so the result is bit for bit
     that of calling :func:`same_sample` ``sweeps`` times (``with_phi`` on the last) with
-    the theta update in between. Why one call: on the CPU, when the sweeps run on one
-    thread (small minibatches, the usual case), the whole E-step is a single numba call
-    that holds no GIL, instead of ``sweeps`` calls separated by Python steps. Another
-    thread of the process (a dashboard's pump rendering the model) can then hold the GIL
-    for the whole E-step without stopping training between sweeps. Other cases (GPU,
-    parallel CPU sweeps) loop over :func:`same_sample`.
+    the theta update in between. Why one call: on the CPU the whole E-step is one numba
+    call that holds no GIL (per range of documents when it runs in threads: a document's
+    sweeps need only its own row of theta), instead of ``sweeps`` calls separated by Python
+    steps. Another thread of the process (a dashboard's pump rendering the model) can then
+    hold the GIL for the whole E-step without stopping training between sweeps. On the GPU
+    it loops over :func:`same_sample`.
     """
     if isinstance(sweeps, bool) or not isinstance(sweeps, (int, np.integer)) or sweeps < 1:
         raise ValueError(f"same_sample_sweeps: sweeps must be >= 1 and a whole number; got "
                          f"{sweeps!r}")
     if backend.is_cupy_array(theta):
-        serial = False
-    else:
-        if not nsamps > 0:
-            raise ValueError(f"nsamps (m, samples per token) must be > 0; got {nsamps}")
-        _check(X, theta, phiT, temp, theta_hat, phi_hat, invden)
-        work, scale, beta, invden, rows, hot = _cpu_args(X, theta, phiT, temp, work, scale,
-                                                         beta, invden, rows, hot)
-        args = (X.indptr, X.indices, X.data, theta, phiT, float(scale), float(beta), invden,
-                phiT if temp is None else temp, hot, theta_hat, phi_hat)
-        serial = _serial(X, theta, work) or not _parallel_ready(args, rows, nsamps, seed, step,
-                                                                sweeps, alpha, work)
-    if not serial:
         xp = backend.namespace(theta)
         a = theta.dtype.type(alpha)
         for i in range(sweeps):
@@ -413,25 +372,57 @@ def same_sample_sweeps(
                         with_phi=i == sweeps - 1)
             xp.add(theta_hat, a, out=theta)
         return
-    _sweeps_serial(*args, *_sweeps_tail(rows, nsamps, seed, step, sweeps, alpha, theta))
+    if not nsamps > 0:
+        raise ValueError(f"nsamps (m, samples per token) must be > 0; got {nsamps}")
+    _check(X, theta, phiT, temp, theta_hat, phi_hat, invden)
+    work, scale, beta, invden, rows, hot = _cpu_args(X, theta, phiT, temp, work, scale, beta,
+                                                     invden, rows, hot)
+    args = (X.indptr, X.indices, X.data, theta, phiT, float(scale), float(beta), invden,
+            phiT if temp is None else temp, hot, theta_hat, phi_hat)
+    _run(X, args, work, rows, nsamps, seed, step, sweeps, alpha, True, True)
 
 
-def _sweeps_tail(rows: Any, nsamps: float, seed: int, step: int, sweeps: int, alpha: float,
-                 theta: Any) -> tuple[Any, ...]:
-    """``_sweeps_serial``'s arguments after phi_hat."""
-    return (rows, float(nsamps), np.uint64(int(seed) & _M64), np.uint64(int(step) & _M64),
-            int(sweeps), theta.dtype.type(alpha))
+def _run(X: Any, args: tuple[Any, ...], work: Any, rows: Any, nsamps: float, seed: int,
+         step: int, sweeps: int, alpha: float, with_phi: bool, set_theta: bool) -> None:
+    """The CPU sweeps: ``_sweeps`` on one thread (small minibatches; or while it is being
+    compiled in the background, when its numpy stand-in runs), else on ranges of documents
+    in threads (:func:`_threaded`)."""
+    theta = args[3]
+    tail = (rows, float(nsamps), np.uint64(int(seed) & _M64), np.uint64(int(step) & _M64),
+            int(sweeps), theta.dtype.type(alpha), with_phi, set_theta)
+    if _serial(X, theta, work) or not standin.ready(_sweeps, *args, *tail):
+        _sweeps(*args, *tail)
+        return
+    _threaded(args, tail, work, rows, with_phi)
 
 
-def _parallel_ready(args: tuple[Any, ...], rows: Any, nsamps: float, seed: int, step: int,
-                    sweeps: int, alpha: float, work: Any) -> bool:
-    """Whether the threaded sweep runs compiled code now. On a fresh installation it is
-    compiled in the background (:mod:`bidlab.kern.standin`); until then an E-step runs
-    on one thread, in ``_sweeps_serial``, which compiles in about half the time (its
-    numpy stand-in runs until it does): asked first, it is compiled first."""
-    standin.ready(_sweeps_serial, *args,
-                  *_sweeps_tail(rows, nsamps, seed, step, sweeps, alpha, args[3]))
-    return standin.ready(_sample_cpu, *args, True, work, rows, float(nsamps), np.uint64(0))
+def _threaded(args: tuple[Any, ...], tail: tuple[Any, ...], work: Any, rows: Any,
+              with_phi: bool) -> None:
+    """Run ``_sweeps`` on ranges of documents in threads, then sum the phi_hat
+    parts. Range c covers documents ``lo:hi`` holding about ``c / n`` of the nonzeros
+    (``indptr[lo:hi + 1]``, ``theta[lo:hi]`` and ``theta_hat[lo:hi]`` are views, the
+    nonzeros keep their positions, so their random streams are unchanged); the first range
+    writes phi_hat, range c > 0 the workspace's ``work[c - 1]``, added in order after all
+    ranges are done. The calling thread runs the first range."""
+    indptr, theta = args[0], args[3]
+    ndocs = theta.shape[0]
+    n = max(1, min(numba.get_num_threads(), work.shape[0] + 1, ndocs))
+    nnz = int(indptr[ndocs])
+    cuts = [0] + [int(np.searchsorted(indptr[:ndocs], (nnz * c) // n)) for c in range(1, n)]
+    cuts.append(ndocs)
+    calls = []
+    for c in range(n):
+        lo, hi = cuts[c], cuts[c + 1]
+        part = list(args)
+        part[0] = indptr[lo: hi + 1]
+        part[3] = theta[lo:hi]
+        part[10] = args[10][lo:hi]  # theta_hat
+        if c > 0:
+            part[11] = work[c - 1]  # this range's phi_hat part
+        calls.append(tuple(part) + tail)
+    threads.run_together(_sweeps, calls)
+    if with_phi and n > 1:
+        _add_rows(args[11], work[: n - 1], rows)
 
 
 _ALL_ROWS: dict[int, np.ndarray] = {}

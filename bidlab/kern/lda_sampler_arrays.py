@@ -1,15 +1,15 @@
 """Array-level (numpy / scipy) forms of the SAME Gibbs sampler's numba kernels, run while
 numba compiles them (:mod:`bidlab.kern.standin`).
 
-Same arguments and outputs as :mod:`bidlab.kern.lda_sampler`'s ``_sample_serial``,
-``_sample_cpu`` and ``_sweeps_serial`` and :mod:`bidlab.kern.lda_rows`' ``_fill_heated``,
+Same arguments and outputs as :mod:`bidlab.kern.lda_sampler`'s ``_sweeps`` and
+``_add_rows`` and :mod:`bidlab.kern.lda_rows`' ``_fill_heated``,
 ``_unique_cols`` and ``_rows_step``. The draws are the kernels' own: the same SplitMix64
 stream per (nonzero, topic) (uint64 arithmetic wraps in numpy as in numba), the same
 inversion for rates below ``LAM_INV`` and the same PTRS rejection loop above it, run for
 all of a block's nonzeros and topics at once. The kernels may fuse a multiply-add where
 numpy rounds twice, so a rate can differ in its last bit and, once in a great many draws, a
 uniform that falls within that bit of a CDF step gives a count one apart; the sums come in
-another order and are rounded once. The per-thread ``bufs`` of ``_sample_cpu`` are not used.
+another order and are rounded once.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from scipy.special import gammaln
 from bidlab.kern.lda_poisson import _EXP_C, _INV, LAM_INV, MAX_TERMS, SURE
 from bidlab.kern.random import GOLD, STRIDE, stream_key
 
-__all__ = ["fill_heated", "unique_cols", "rows_step", "sample_rows", "sample_serial",
-           "sample_cpu", "sweeps_serial"]
+__all__ = ["fill_heated", "unique_cols", "rows_step", "sample_rows", "sweeps", "add_rows"]
 
 _CP = np.uint64(0xD1B54A32D192ED03)  # as lda_sampler: spreads nonzero p's streams apart
 _C1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -137,7 +136,7 @@ def sample_rows(lo: int, hi: int, indptr: Any, indices: Any, counts: Any, theta:
                 cnt: Any, a: float, beta: float, invden: Any, temp: Any, hot: Any,
                 theta_hat: Any, out: Any, with_phi: bool, nsamps: float, key: int) -> None:
     """One sweep over documents ``lo:hi``: ``theta_hat`` rows overwritten, the draws added to
-    ``out`` (V x k) when ``with_phi`` (the kernels' ``_sample_rows``)."""
+    ``out`` (V x k) when ``with_phi`` (one sweep of the kernel's document loop)."""
     k = theta.shape[1]
     theta_hat[lo:hi] = 0
     p0, p1 = int(indptr[lo]), int(indptr[hi])
@@ -189,34 +188,20 @@ def sample_rows(lo: int, hi: int, indptr: Any, indices: Any, counts: Any, theta:
     theta_hat[lo:hi] += acc
 
 
-def sample_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,  # noqa: ANN001
-                  theta_hat, phi_hat, with_phi, rows, nsamps, key) -> None:
-    """``_sample_serial``: one sweep; phi_hat's ``rows`` zeroed first when ``with_phi``."""
-    if with_phi:
-        phi_hat[rows] = 0
-    sample_rows(0, theta.shape[0], indptr, indices, counts, theta, cnt, a, beta, invden, temp,
-                hot, theta_hat, phi_hat, with_phi, nsamps, int(key))
-
-
-def sample_cpu(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,  # noqa: ANN001
-               theta_hat, phi_hat, with_phi, bufs, rows, nsamps, key) -> None:
-    """``_sample_cpu``: the parallel sweep's result (its per-thread buffers unused)."""
-    sample_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot, theta_hat,
-                  phi_hat, with_phi, rows, nsamps, key)
-
-
-def sweeps_serial(indptr, indices, counts, theta, cnt, a, beta, invden, temp,  # noqa: ANN001
-                  hot, theta_hat, phi_hat, rows, nsamps, seed, step, sweeps, alpha) -> None:
-    """``_sweeps_serial``: ``sweeps`` sweeps with ``theta = theta_hat + alpha`` after each,
-    phi_hat from the last."""
+def sweeps(indptr, indices, counts, theta, cnt, a, beta, invden, temp, hot,  # noqa: ANN001
+           theta_hat, out, rows, nsamps, seed, step, sweeps, alpha, with_phi,
+           set_theta) -> None:
+    """``_sweeps``: ``sweeps`` sweeps (stream of ``step + i``), ``theta = theta_hat +
+    alpha`` after each with ``set_theta``, the last one's draws into ``out`` (its ``rows``
+    zeroed first) with ``with_phi``."""
     for i in range(int(sweeps)):
-        last = i == sweeps - 1
-        if last:
-            phi_hat[rows] = 0
+        phi = bool(with_phi) and i == sweeps - 1
+        if phi:
+            out[rows] = 0
         sample_rows(0, theta.shape[0], indptr, indices, counts, theta, cnt, a, beta, invden,
-                    temp, hot, theta_hat, phi_hat, last, nsamps,
-                    stream_key(int(seed), int(step) + i))
-        np.add(theta_hat, alpha, out=theta)
+                    temp, hot, theta_hat, out, phi, nsamps, stream_key(int(seed), int(step) + i))
+        if set_theta:
+            np.add(theta_hat, alpha, out=theta)
 
 
 def fill_heated(temp: Any, out: Any) -> None:
@@ -243,3 +228,9 @@ def rows_step(counts: Any, colsum: Any, phi_hat: Any, rows: Any, s: float) -> No
     counts[rows] += v
     colsum += v.sum(axis=0, dtype=np.float64)
     phi_hat[rows] = 0
+
+
+def add_rows(dst: Any, bufs: Any, rows: Any) -> None:
+    """``_add_rows``: ``dst[rows] += bufs[c][rows]`` for each buffer c in order."""
+    for c in range(bufs.shape[0]):
+        dst[rows] += bufs[c][rows]

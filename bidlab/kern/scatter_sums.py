@@ -38,8 +38,10 @@ import numpy as np
 from numba import prange
 
 from bidlab import backend
+from bidlab.kern import arrays
 from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.cpu import _FM, WORKSPACE_LIMIT, _part, push_rows
+from bidlab.kern.standin import stand_in
 
 __all__ = ["ScatterSums", "transpose_into"]
 
@@ -93,6 +95,11 @@ def _fold(out, work, dst):  # pragma: no cover - compiled
             for c in range(k):
                 for j in range(lo, hi):
                     dst[c, j] = out[j, c]
+
+
+# array-level forms, run while the kernels compile in the background (bidlab.kern.standin)
+stand_in(_push_parts)(arrays.push_parts)
+stand_in(_fold)(arrays.fold)
 
 
 def transpose_into(src: np.ndarray, dst: np.ndarray) -> None:

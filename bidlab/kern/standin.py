@@ -19,6 +19,12 @@ compiling -- this module steps in:
    kernel is switched between two of its calls; the models call their kernels per
    minibatch).
 
+The worker is started before it is needed when it can be: importing a module whose kernels
+numba's disk cache does not hold (a fresh installation, a family not used before) starts
+it (:func:`prestart`), and it imports numba and sets up its compiler while the program
+imports the rest and loads its data; a worker no job reaches within
+:data:`PRESTART_IDLE_S` is closed.
+
 Calls with types already compiled never reach this module: numba's own dispatcher sends
 them to the machine code, so warm speed is unchanged. Kernels without a stand-in compile
 in the calling process as before.
@@ -46,7 +52,7 @@ except ImportError:  # pragma: no cover - another numba: type every call in full
         raise TypeError("no fingerprints")
 
 __all__ = ["stand_in", "set_enabled", "is_enabled", "enabled", "forced", "ready", "status",
-           "wait", "runs", "ENV"]
+           "wait", "runs", "prestart", "ENV", "PRESTART_IDLE_S"]
 
 #: the environment variable that switches the mechanism off ("0", "false", "off", "no")
 ENV = "BIDLAB_BACKGROUND_COMPILE"
@@ -64,6 +70,11 @@ _jobs: dict[int, tuple[_Hook, tuple[Any, ...]]] = {}
 _hooks: list[_Hook] = []
 _forced = False
 _runs = 0  # stand-in calls so far (the adaptive timings leave them out)
+_checked = False  # whether a registered kernel was found missing from the disk cache
+_prestarted = 0  # how many jobs there were when prestart() started the worker
+
+#: a worker :func:`prestart` started is closed when no job was sent to it in this many s
+PRESTART_IDLE_S = 120.0
 
 
 def set_enabled(on: bool) -> None:
@@ -193,6 +204,53 @@ def _submit(hook: _Hook, sig: tuple[Any, ...]) -> bool:
     return _worker.submit(job_id, hook.module, hook.name, sig, hook.priority)
 
 
+def prestart(idle_s: float | None = None) -> bool:
+    """Start the background compiler now, before any kernel asks for it: it imports numba
+    and sets up its compiler (1-2 s) while the user's program goes on, so a fit's first
+    kernels start compiling the moment they are sent. A worker that has been sent no job
+    ``idle_s`` seconds later (default :data:`PRESTART_IDLE_S`) is closed. Does nothing
+    (False) when stand-ins are off or a worker is running already.
+
+    Importing a module with stand-ins calls it when one of its kernels is not in numba's
+    disk cache (a fresh installation, or a family not used before on this machine).
+    """
+    global _worker, _worker_pid, _prestarted
+    if not _enabled or _forced:
+        return False
+    with _lock:
+        if _worker is not None and _worker_pid == os.getpid() and _worker.alive():
+            return False
+        try:
+            worker = Worker(_on_result)
+        except OSError:  # no process can be started here: kernels compile in-process
+            return False
+        _worker, _worker_pid, _prestarted = worker, os.getpid(), len(_jobs)
+    timer = threading.Timer(PRESTART_IDLE_S if idle_s is None else idle_s, _close_if_unused,
+                            (worker,))
+    timer.daemon = True
+    timer.start()
+    return True
+
+
+def _close_if_unused(worker: Worker) -> None:
+    """Close a prestarted ``worker`` that no job was sent to (its process exits)."""
+    global _worker
+    with _lock:
+        if _worker is not worker or len(_jobs) != _prestarted:
+            return
+        _worker = None
+    worker.close(timeout=30.0)
+
+
+def _cold(hook: _Hook) -> bool:
+    """Whether numba's disk cache holds nothing of ``hook``'s kernel (or only entries of
+    an older source, which numba ignores)."""
+    try:
+        return not hook.disp._cache._cache_file._load_index()
+    except Exception:  # numba's internals moved: no guess
+        return False
+
+
 def stand_in(kernel: Any, priority: int = 0) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorator: the array-level stand-in of a cached numba ``kernel``.
 
@@ -221,9 +279,13 @@ def stand_in(kernel: Any, priority: int = 0) -> Callable[[Callable[..., Any]], C
     def register(fallback: Callable[..., Any]) -> Callable[..., Any]:
         if getattr(disp, "_cache", None) is None or disp._cache.cache_path is None:
             return fallback  # not disk-cached: nothing a worker could hand over
+        global _checked
         hook = _Hook(disp, name, fallback, priority)
         disp._compile_for_args = hook
         _hooks.append(hook)
+        if not _checked and _enabled and _cold(hook):
+            _checked = True  # once a process: the worker it starts serves every kernel
+            prestart()
         return fallback
 
     return register

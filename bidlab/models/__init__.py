@@ -16,6 +16,10 @@ Every estimator saves itself with ``est.save(path)`` (the pickle-free safe forma
 :func:`load` reads any of them back.
 """
 
+# first, a kernel module (before scikit-learn's second of imports): on a fresh installation
+# registering its kernels starts the background compiler (bidlab.kern.standin.prestart),
+# which sets itself up while the rest is imported and the data loads
+from bidlab.kern import csr_rows as _csr_rows  # noqa: F401  isort: skip
 from bidlab.models.base import BidlabEstimator, load
 from bidlab.models.bayesnet import BayesNet
 from bidlab.models.glm import GLM, best_config, glm_sweep
