@@ -7,7 +7,7 @@ A separate process compiles on another core, at the lowest scheduling priority (
 specialization to numba's on-disk cache, where the training process loads it in
 milliseconds (:mod:`bidlab.kern.standin` decides when).
 
-Protocol: :class:`Worker` starts ``python -m bidlab.kern.compile_worker`` with the same
+Protocol: :class:`Worker` starts a Python running :data:`BOOT` with the same
 environment (so the same ``NUMBA_CACHE_DIR``), sends one JSON line per job -- the kernel's
 module and name and its argument types (numba types, pickled) -- and a reader thread
 collects one JSON line per finished job (``ok``, seconds, or the error). Of the jobs
@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["Worker", "compile_job", "main", "GATHER_S"]
+__all__ = ["Worker", "compile_job", "main", "BOOT", "GATHER_S"]
 
 #: how long an idle worker, woken by a job, waits for more before it chooses one (s)
 GATHER_S = 0.05
@@ -77,22 +77,26 @@ def _warm_up() -> None:
     first(np.ones(2), np.uint64(1))
 
 
-def _lowest_priority() -> None:
-    """nice 19, for this process and, on Linux with autogrouping, for its session's group:
-    the worker runs in a session of its own (so a Ctrl-C in the terminal does not reach
-    it), and the scheduler shares the CPU between sessions' groups by the group's nice
-    value, not the processes', so without the second a compile takes a core's share from
-    the training threads."""
-    if hasattr(os, "nice"):
-        with contextlib.suppress(OSError):
-            os.nice(19)
-    with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
-        group.write("19")
+#: what the worker's interpreter runs: its priority lowered first, before it imports numba and
+#: bidlab (a second of work that would otherwise take a core's share from the program that
+#: started it), then :func:`main`. Lowest priority: nice 19, for the process and, on Linux
+#: with autogrouping, for its session's group (the worker runs in a session of its own, so
+#: a Ctrl-C in the terminal does not reach it, and the scheduler shares the CPU between
+#: sessions' groups by the group's nice value, not the processes').
+BOOT = """
+import contextlib, os
+if hasattr(os, "nice"):
+    with contextlib.suppress(OSError):
+        os.nice(19)
+with contextlib.suppress(OSError), open("/proc/self/autogroup", "w") as group:
+    group.write("19")
+from bidlab.kern.compile_worker import main
+raise SystemExit(main())
+"""
 
 
 def main() -> int:
     """Run the worker: compile each job read from stdin, report it on stdout."""
-    _lowest_priority()
     queued: list[dict[str, Any]] = []
     more = threading.Condition()
     ended = False
@@ -148,7 +152,7 @@ class Worker:
     def __init__(self, on_result: Callable[[int, bool, float | None], None]) -> None:
         env = dict(os.environ, BIDLAB_BACKGROUND_COMPILE="0")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "bidlab.kern.compile_worker"], env=env,
+            [sys.executable, "-c", BOOT], env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             text=True, bufsize=1, start_new_session=True)
         self._on_result = on_result
@@ -208,7 +212,3 @@ class Worker:
     def alive(self) -> bool:
         """Whether the worker process is still running."""
         return self._proc.poll() is None
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
