@@ -116,6 +116,39 @@ def test_scatter_sums_and_transpose(k, copies):
     assert not work.any()
 
 
+@pytest.mark.parametrize("case", ["explicit", "implicit", "diagonal"])
+def test_als_conjugate_gradient_steps(case):
+    """SFA's CG steps (explicit ratings with biases, implicit feedback, and implicit in the
+    Gram matrix's eigenbasis) from the same start."""
+    from bidlab.kern import als
+
+    rng = np.random.default_rng(2)
+    S = _sparse(70, 50, np.float64, seed=3, density=0.15)
+    S.data = np.ceil(S.data * 3)
+    f = 6
+    O0, X0 = rng.standard_normal((50, f)) * 0.3, rng.standard_normal((70, f)) * 0.3
+    kw = {"steps": 3}
+    if case == "explicit":
+        kw.update(l2=0.5, mu=2.0, bias=True)
+    else:
+        gram = O0.T @ O0 + 0.5 * np.eye(f)
+        if case == "diagonal":
+            lam, Q = als.rotation(gram)
+            O0, X0, gram = O0 @ Q, X0 @ Q, lam
+            kw["diagonal"] = True
+        kw.update(gram=gram, alpha=2.0)
+
+    def run():
+        X, sc = X0.copy(), als.Scratch.new(70, f, np.float64)
+        als.solve_rows(S, O0, X, sc, **kw)
+        return X, sc.R.copy(), sc.rs.copy(), sc.err.copy()
+
+    compiled, arrays = _both(run)
+    for c, a in zip(compiled, arrays, strict=True):
+        np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-12)
+    assert not np.allclose(compiled[0], X0), "the steps moved X"
+
+
 @pytest.mark.parametrize("pruned", [False, True])
 def test_lloyd_block_and_distances(pruned):
     rng = np.random.default_rng(2)

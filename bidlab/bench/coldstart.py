@@ -4,7 +4,8 @@
 Workloads, one per model family: ``bidlab demo`` (online LDA on the synthetic corpus, its
 whole command), ``LDA`` k=20 for 2 passes on KOS, ``LDAGibbs`` k=20 for 4 passes on KOS,
 k-means (Lloyd, 50,000 x 32 float32 blobs, k=16), a 10-target logistic ``GLM``, ``NMF``
-k=10 on KOS and ``PageRank`` on SNAP wiki-Vote (KOS and wiki-Vote come from the shared
+k=10 on KOS, ``PageRank`` on SNAP wiki-Vote, ``SFA`` k=32 on MovieLens-small and
+``BayesNet`` inference on alarm (KOS, wiki-Vote, MovieLens and alarm come from the shared
 data). Every run is a new Python process with ``NUMBA_CACHE_DIR`` pointing at a folder
 of this program's:
 
@@ -55,6 +56,8 @@ WORKLOADS = {
     "lda": "LDA k=20 (online VB), 2 passes on KOS",
     "nmf": "NMF k=10 (batch, Frobenius), 20 passes on KOS counts",
     "pagerank": "PageRank (tol 1e-6) on SNAP wiki-Vote, 7,115 vertices",
+    "sfa": "SFA k=32 (explicit ratings), 15 sweeps on MovieLens-small",
+    "bayesnet": "BayesNet inference on alarm (37 variables), defaults, one evidence",
 }
 TARGET_S = 1.0
 #: a fresh installation's first fit (empty cache) may be this much slower than warm
@@ -137,6 +140,22 @@ def child(name: str, t_start: float) -> None:
         A = load_snap_edges(shared_data_dir() / "snap-wiki-vote" / "wiki-Vote.txt").A
         t0 = time.perf_counter()
         PageRank(tol=1e-6).fit(A)
+        fit = time.perf_counter() - t0
+    elif name == "sfa":
+        from bidlab.datasets import load_movielens
+        from bidlab.models import SFA
+
+        R = load_movielens().X
+        t0 = time.perf_counter()
+        SFA(32, max_iter=15, random_state=0).fit(R)
+        fit = time.perf_counter() - t0
+    elif name == "bayesnet":
+        from bidlab.datasets import shared_data_dir
+        from bidlab.models import BayesNet
+
+        path = shared_data_dir() / "bnlearn" / "alarm.bif.gz"
+        t0 = time.perf_counter()
+        BayesNet(str(path), random_state=0).infer({"CVP": "HIGH"})
         fit = time.perf_counter() - t0
     else:
         raise ValueError(f"unknown workload {name!r}: choose from {list(WORKLOADS)}")

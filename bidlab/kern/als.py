@@ -44,6 +44,7 @@ from numba import prange
 
 from bidlab import backend
 from bidlab.kern.adaptive import adaptive_kernel
+from bidlab.kern.standin import stand_in
 
 __all__ = ["Scratch", "blas_threads", "rotation", "solve_rows", "solve_rows_reference"]
 
@@ -338,6 +339,62 @@ def _sparse_product(S: Any, O: Any, V: Any, weights: Any, bias: bool, out: Any) 
     out += W @ Zf
 
 
+def _solve_arrays(indptr, indices, data, O, X, G, R, P, AP, rs, err, steps, block, bias,  # noqa: ANN001
+                  implicit, diag, alpha, mu, l2, tiny, zero, one) -> None:
+    """``_solve``'s array-level form, run while the kernel compiles in the background
+    (:mod:`bidlab.kern.standin`): :func:`solve_rows_reference`'s iteration with the stored
+    entries' other-side factors gathered once per call. ``AP`` is scratch it does not
+    write; ``block`` only splits the kernel's work."""
+    import scipy.sparse as sp
+
+    n = X.shape[0]
+    nnz = int(indptr[n])
+    idx, v = indices[:nnz], data[:nnz]
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    Zf = O.copy()
+    if bias:
+        Zf[:, -1] = 1
+    Z = Zf[idx]  # each stored entry's z_j
+    if implicit:
+        target, weights = 1 + alpha * v, alpha * v
+    else:
+        target, weights = v - mu - O[idx, -1], None
+    W = sp.csr_matrix((target, idx, indptr), shape=(n, O.shape[0]))
+    B = W @ Zf
+
+    def matvec(V: Any) -> Any:
+        if implicit:
+            out = V * G if diag else V @ G
+        else:
+            out = l2 * V
+        d = np.einsum("ij,ij->i", Z, V[rows])
+        W.data = d * weights if implicit else d
+        out += W @ Zf
+        return out
+
+    pred = np.einsum("ij,ij->i", Z, X[rows])
+    e = (1 - pred) ** 2 if implicit else (target - pred) ** 2
+    err[...] = np.bincount(rows, weights=e, minlength=n)
+    res = B - matvec(X)
+    p = res.copy()
+    r2 = np.einsum("ij,ij->i", res, res)
+    for _ in range(int(steps)):
+        live = r2 > tiny
+        ap = matvec(p)
+        pap = np.einsum("ij,ij->i", p, ap)
+        live &= pap > tiny
+        a = np.where(live, r2 / np.where(live, pap, 1), 0)[:, None]
+        X += a * p
+        res -= a * ap
+        r2_new = np.einsum("ij,ij->i", res, res)
+        beta = np.where(live, r2_new / np.where(live, r2, 1), 0)[:, None]
+        p = res + beta * p
+        r2 = np.where(live, r2_new, 0)
+    R[...] = res
+    P[...] = p
+    rs[...] = r2
+
+
 def solve_rows_reference(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int,
                          gram: Any = None, l2: float = 0.0, alpha: float = 1.0,
                          mu: float = 0.0, bias: bool = False, diagonal: bool = False) -> None:
@@ -389,3 +446,6 @@ def solve_rows_reference(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int,
     sc.R[...] = R
     sc.P[...] = P
     sc.rs[...] = rs
+
+
+stand_in(_solve)(_solve_arrays)  # run while _solve compiles in the background

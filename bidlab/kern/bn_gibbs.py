@@ -37,8 +37,10 @@ import numba
 import numpy as np
 from numba import prange
 
+from bidlab.kern import bn_gibbs_arrays as arrays
 from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.random import STRIDE, uniform
+from bidlab.kern.standin import stand_in
 
 __all__ = ["sweep", "conditionals", "forward_fill", "log_joint", "counts"]
 
@@ -324,3 +326,12 @@ def counts(X, n_obs, weights, cpt_size, off, card, par_ptr, par_idx, par_stride,
                 x = X[j * n_obs + i]
                 out[off[v] + _config(x, v, par_ptr, par_idx, par_stride) * k + x[v]] += w
     return out
+
+
+# array-level forms, run while the kernels compile in the background (bidlab.kern.standin);
+# the sampler's sweep carries an inference's work: it compiles first
+stand_in(sweep, priority=-1)(arrays.sweep)
+stand_in(forward_fill)(arrays.forward_fill)
+stand_in(conditionals)(arrays.conditionals)
+stand_in(log_joint)(arrays.log_joint)
+stand_in(counts)(arrays.counts)
