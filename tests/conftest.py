@@ -157,3 +157,16 @@ def finishes(fn, fifos=(), seconds: float = 20) -> BaseException | None:
         t.join(5)
         pytest.fail(f"{fn} still running after {seconds} s (blocked or looping)")
     return box["exc"]
+
+
+def both_paths(fn):
+    """``fn()`` through the compiled kernels, then with every numpy stand-in forced
+    (:func:`bidlab.kern.standin.forced`): the pair, after checking a stand-in ran."""
+    from bidlab.kern import standin
+
+    compiled = fn()
+    runs = standin.runs()
+    with standin.forced():
+        arrays = fn()
+    assert standin.runs() > runs, "no stand-in ran"
+    return compiled, arrays

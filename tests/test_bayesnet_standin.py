@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import both_paths
 
 from bidlab.datasets.paths import find_shared_data_dir
-from bidlab.kern import bn_gibbs, standin
+from bidlab.kern import bn_gibbs
 from bidlab.models import BayesNet
 from bidlab.models.bayesnet import read_bif
 from bidlab.models.bayesnet.sampler import GibbsChains
@@ -18,15 +19,6 @@ _SHARED = find_shared_data_dir()
 BNLEARN = None if _SHARED is None else _SHARED / "bnlearn"
 pytestmark = pytest.mark.skipif(BNLEARN is None or not BNLEARN.is_dir(),
                                 reason="shared data folder with bnlearn/ not found")
-
-
-def _both(fn):
-    compiled = fn()
-    runs = standin.runs()
-    with standin.forced():
-        arrays = fn()
-    assert standin.runs() > runs, "no stand-in ran"
-    return compiled, arrays
 
 
 # alarm: coupled pairs, tabled; asia and hailfinder: deterministic descendants; water:
@@ -51,7 +43,7 @@ def test_sweeps_draw_the_kernels_bits(name, tabled, monkeypatch):
             ch.sweep(m_active=2, record=k % 3 == 0)
         return ch.X.copy(), ch.rb.copy(), ch.log_joint_mean(2)
 
-    compiled, arrays = _both(run)
+    compiled, arrays = both_paths(run)
     np.testing.assert_array_equal(arrays[0], compiled[0])
     np.testing.assert_array_equal(arrays[1], compiled[1])
     assert arrays[2] == pytest.approx(compiled[2], rel=1e-12)
@@ -68,7 +60,7 @@ def test_tabled_conditionals_are_the_kernels(name):
         bn_gibbs.conditionals(cond, *args)
         return cond
 
-    compiled, arrays = _both(run)
+    compiled, arrays = both_paths(run)
     assert (compiled >= 0).all()
     np.testing.assert_array_equal(arrays, compiled)
 
@@ -84,7 +76,7 @@ def test_learning_counts_and_inference_give_the_kernels_results():
                      random_state=0).infer({"xray": "yes"})
         return [c.copy() for c in bn.network_.cpts], m
 
-    compiled, arrays = _both(run)
+    compiled, arrays = both_paths(run)
     for a, c in zip(arrays[0], compiled[0], strict=True):
         np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-15)
     for v in compiled[1]:

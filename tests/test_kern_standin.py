@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import both_paths
 
 from bidlab import kern
 from bidlab.kern import standin
@@ -20,16 +21,6 @@ from bidlab.kern.kmeans_lloyd import lloyd_block
 from bidlab.kern.touched import TouchedStep
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _both(fn):
-    """``fn()`` through the compiled kernels, then through the stand-ins."""
-    compiled = fn()
-    runs = standin.runs()
-    with standin.forced():
-        arrays = fn()
-    assert standin.runs() > runs, "no stand-in ran"
-    return compiled, arrays
 
 
 def _sparse(m, n, dtype, seed=0, density=0.08):
@@ -52,7 +43,7 @@ def test_products_sums_and_expdigamma(dtype):
                 kern.dense_sparse(A, S), kern.dense_sparse_t(T, S), kern.row_sums(S),
                 kern.col_sums(S), kern.expdigamma(x), kern.expdigamma(np.asfortranarray(x))]
 
-    compiled, arrays = _both(run)
+    compiled, arrays = both_paths(run)
     tol = 2e-5 if dtype == np.float32 else 1e-12
     for c, a in zip(compiled, arrays, strict=True):
         np.testing.assert_allclose(a, c, rtol=tol, atol=tol)
@@ -69,7 +60,7 @@ def test_scatter_paths():
         old = cpu.PARALLEL_MIN_WORK, cpu.LISTING_MIN_RATIO
         cpu.PARALLEL_MIN_WORK, cpu.LISTING_MIN_RATIO = 0, ratio
         try:
-            out[ratio] = _both(lambda: kern.sparse_t_dense(S, G))
+            out[ratio] = both_paths(lambda: kern.sparse_t_dense(S, G))
         finally:
             cpu.PARALLEL_MIN_WORK, cpu.LISTING_MIN_RATIO = old
     for compiled, arrays in out.values():
@@ -97,7 +88,7 @@ def test_scatter_sums_and_transpose(k, copies):
         transpose_into(T, again)
         return total, T, again, sums.work.copy()
 
-    compiled, arrays = _both(run)
+    compiled, arrays = both_paths(run)
     oracle = sum(S.T @ G for S, G in zip(blocks, Gs, strict=True))
     for c, a in zip(compiled[:3], arrays[:3], strict=True):
         np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
@@ -143,7 +134,7 @@ def test_als_conjugate_gradient_steps(case):
         als.solve_rows(S, O0, X, sc, **kw)
         return X, sc.R.copy(), sc.rs.copy(), sc.err.copy()
 
-    compiled, arrays = _both(run)
+    compiled, arrays = both_paths(run)
     for c, a in zip(compiled, arrays, strict=True):
         np.testing.assert_allclose(a, c, rtol=1e-9, atol=1e-12)
     assert not np.allclose(compiled[0], X0), "the steps moved X"
@@ -174,7 +165,7 @@ def test_lloyd_block_and_distances(pruned):
         assigned_sq_dist(X, lab, C, dist)
         return changed, lab, u, lo, sums, counts, dist
 
-    compiled, arrays = _both(run)
+    compiled, arrays = both_paths(run)
     assert compiled[0] == arrays[0]
     np.testing.assert_array_equal(arrays[1], compiled[1])
     for c, a in zip(compiled[2:], arrays[2:], strict=True):
@@ -216,7 +207,7 @@ def test_touched_steps_with_deferred_terms(adagrad, l2, dtype, monkeypatch):
         step.catch_up(len(Xs))
         return M, S, step.done.copy()
 
-    compiled, arrays = _both(run)
+    compiled, arrays = both_paths(run)
     tol = 1e-6 if dtype == np.float64 else 2e-4
     np.testing.assert_allclose(arrays[0], compiled[0], rtol=tol, atol=tol * 1e-3)
     np.testing.assert_allclose(arrays[1], compiled[1], rtol=tol, atol=tol * 1e-3)
@@ -423,6 +414,6 @@ def test_updater_steps(order):
         assert steps.adagrad(M, U, S, lr, eps, 0.5, 0.9) and steps.grad(M, U, lr, 0.9)
         return M, U, S
 
-    compiled, arrays = _both(run)
+    compiled, arrays = both_paths(run)
     for c_, a in zip(compiled, arrays, strict=True):
         np.testing.assert_allclose(a, c_, rtol=1e-13, atol=1e-15)
