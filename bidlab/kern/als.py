@@ -323,76 +323,19 @@ def _entry_rows(S: Any, xp: Any) -> Any:
     return xp.searchsorted(S.indptr, xp.arange(S.nnz), side="right") - 1
 
 
-def _sparse_product(S: Any, O: Any, V: Any, weights: Any, bias: bool, out: Any) -> None:
-    """``out[u] = sum_j weights_uj (z_j . V[u]) z_j`` over the stored entries (whole-array
-    operations; ``z_j = O[j]`` with the last entry 1 when ``bias``)."""
-    xp = backend.namespace(V)
-    rows = _entry_rows(S, xp)
-    Z = O[S.indices]
-    if bias:
-        Z[:, -1] = 1
-    dots = (Z * V[rows]).sum(axis=1) * weights
-    W = type(S)((dots, S.indices, S.indptr), shape=S.shape)
-    Zf = O.copy()
-    if bias:
-        Zf[:, -1] = 1
-    out += W @ Zf
-
-
 def _solve_arrays(indptr, indices, data, O, X, G, R, P, AP, rs, err, steps, block, bias,  # noqa: ANN001
                   implicit, diag, alpha, mu, l2, tiny, zero, one) -> None:
-    """``_solve``'s array-level form, run while the kernel compiles in the background
-    (:mod:`bidlab.kern.standin`): :func:`solve_rows_reference`'s iteration with the stored
-    entries' other-side factors gathered once per call. ``AP`` is scratch it does not
-    write; ``block`` only splits the kernel's work."""
+    """``_solve``'s array-level form (:mod:`bidlab.kern.standin` runs it while the kernel
+    compiles): :func:`solve_rows_reference` on the same arrays. ``AP`` is scratch it does
+    not write; ``block`` only splits the kernel's work."""
     import scipy.sparse as sp
 
-    n = X.shape[0]
-    nnz = int(indptr[n])
-    idx, v = indices[:nnz], data[:nnz]
-    rows = np.repeat(np.arange(n), np.diff(indptr))
-    Zf = O.copy()
-    if bias:
-        Zf[:, -1] = 1
-    Z = Zf[idx]  # each stored entry's z_j
-    if implicit:
-        target, weights = 1 + alpha * v, alpha * v
-    else:
-        target, weights = v - mu - O[idx, -1], None
-    W = sp.csr_matrix((target, idx, indptr), shape=(n, O.shape[0]))
-    B = W @ Zf
-
-    def matvec(V: Any) -> Any:
-        if implicit:
-            out = V * G if diag else V @ G
-        else:
-            out = l2 * V
-        d = np.einsum("ij,ij->i", Z, V[rows])
-        W.data = d * weights if implicit else d
-        out += W @ Zf
-        return out
-
-    pred = np.einsum("ij,ij->i", Z, X[rows])
-    e = (1 - pred) ** 2 if implicit else (target - pred) ** 2
-    err[...] = np.bincount(rows, weights=e, minlength=n)
-    res = B - matvec(X)
-    p = res.copy()
-    r2 = np.einsum("ij,ij->i", res, res)
-    for _ in range(int(steps)):
-        live = r2 > tiny
-        ap = matvec(p)
-        pap = np.einsum("ij,ij->i", p, ap)
-        live &= pap > tiny
-        a = np.where(live, r2 / np.where(live, pap, 1), 0)[:, None]
-        X += a * p
-        res -= a * ap
-        r2_new = np.einsum("ij,ij->i", res, res)
-        beta = np.where(live, r2_new / np.where(live, r2, 1), 0)[:, None]
-        p = res + beta * p
-        r2 = np.where(live, r2_new, 0)
-    R[...] = res
-    P[...] = p
-    rs[...] = r2
+    nnz = int(indptr[X.shape[0]])
+    S = sp.csr_matrix((data[:nnz], indices[:nnz], indptr), shape=(X.shape[0], O.shape[0]),
+                      copy=False)
+    solve_rows_reference(S, O, X, Scratch(R, P, AP, rs, err), steps=int(steps),
+                         gram=G if implicit else None, l2=float(l2), alpha=float(alpha),
+                         mu=float(mu), bias=bool(bias), diagonal=bool(diag))
 
 
 def solve_rows_reference(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int,
@@ -406,27 +349,34 @@ def solve_rows_reference(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int,
     Zf = O.copy()
     if bias:
         Zf[:, -1] = 1
+    Z = Zf[S.indices]  # each stored entry's z_j, gathered once for every step
+    rows = _entry_rows(S, xp)
     if implicit:
         target = 1 + alpha * v
         weights = alpha * v
     else:
         target = v - mu - O[S.indices, -1]
-        weights = xp.ones_like(v)
-    B = type(S)((target, S.indices, S.indptr), shape=S.shape) @ Zf
+        weights = None
+
+    def csr(values: Any) -> Any:
+        return type(S)((values, S.indices, S.indptr), shape=S.shape)
+
+    B = csr(target) @ Zf
 
     def matvec(V: Any) -> Any:
+        """``A V``: the Gram (implicit) or L2 (explicit) part, plus ``sum_j w_uj
+        (z_j . V[u]) z_j`` over the stored entries."""
         if implicit:
             out = V * gram if diagonal else V @ gram
         else:
             out = l2 * V
-        _sparse_product(S, O, V, weights, bias, out)
+        d = xp.einsum("ij,ij->i", Z, V[rows])
+        out += csr(d * weights if implicit else d) @ Zf
         return out
 
-    Z = Zf[S.indices]
-    rows = _entry_rows(S, xp)
-    pred = (Z * X[rows]).sum(axis=1)
+    pred = xp.einsum("ij,ij->i", Z, X[rows])
     e = (1 - pred) ** 2 if implicit else (target - pred) ** 2
-    sc.err[...] = type(S)((e, S.indices, S.indptr), shape=S.shape).sum(axis=1).ravel()
+    sc.err[...] = csr(e).sum(axis=1).ravel()
     R = B - matvec(X)
     P = R.copy()
     rs = (R * R).sum(axis=1)
