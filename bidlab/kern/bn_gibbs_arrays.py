@@ -33,17 +33,39 @@ def _config(x: np.ndarray, v: int, par_ptr: Any, par_idx: Any, par_stride: Any) 
 def _pick(p: np.ndarray, acc: np.ndarray, u01: np.ndarray) -> np.ndarray:
     """The kernels' inversion: the first state whose running sum ``acc`` exceeds ``u01``
     (already scaled by the total) with a positive weight, else the last; then back to the
-    last positive one (rounding at the top end)."""
+    last positive one (rounding at the top end), or to the first."""
     hit = (u01[:, None] < acc) & (p > 0.0)
-    kk = p.shape[1]
-    pick = np.where(hit.any(axis=1), hit.argmax(axis=1), kk - 1)
+    pick = np.where(hit.any(axis=1), hit.argmax(axis=1), p.shape[1] - 1)
     rows = np.arange(p.shape[0])
-    low = p[rows, pick] <= 0.0
+    low = (p[rows, pick] <= 0.0) & (pick > 0)
     while low.any():
         pick[low] -= 1
-        low &= pick >= 0
-        low[low] = p[rows[low], pick[low]] <= 0.0
+        low &= (p[rows, pick] <= 0.0) & (pick > 0)
     return pick
+
+
+def _products(x: np.ndarray, u: int, va: int, vb: int, kb: int,
+              arrays: tuple[Any, ...]) -> np.ndarray:
+    """Unit ``u``'s unnormalised conditional in every row of ``x`` (rows x ka kb, ``kb``
+    states of its partner ``vb``): its tables' entries multiplied in the kernels' order,
+    each read at the rows' own states of ``va`` / ``vb`` and stepped from there by
+    ``fac_step_a`` / ``fac_step_b``."""
+    (cpt, off, card, par_ptr, par_idx, par_stride, fac_ptr, fac_idx, fac_step_a,
+     fac_step_b) = arrays
+    ka = int(card[va])
+    p = np.ones((x.shape[0], ka * kb))
+    xa = x[:, va].astype(np.int64)
+    xb = x[:, vb].astype(np.int64) if kb > 1 else 0
+    sa = np.repeat(np.arange(ka), kb)
+    sb = np.tile(np.arange(kb), ka)
+    for e in range(fac_ptr[u], fac_ptr[u + 1]):
+        f = fac_idx[e]
+        da = int(fac_step_a[e])
+        db = int(fac_step_b[e]) if kb > 1 else 0
+        b0 = (off[f] + _config(x, f, par_ptr, par_idx, par_stride) * card[f]
+              + x[:, f] - xa * da - xb * db)
+        p *= cpt[b0[:, None] + (sa * da + sb * db)]
+    return p
 
 
 def _recompute(x: np.ndarray, free: Any, u: int, det_ptr: Any, det_idx: Any, cpt: Any,
@@ -142,18 +164,7 @@ def _draw_unit(x, s, u, va, vb, kb, sub, plan) -> None:  # noqa: ANN001
         row = x[:, mb_idx[a:b]].astype(np.int64) @ mb_stride[a:b].astype(np.int64)
         p = cond[(cond_ptr[u] + row * kk)[:, None] + np.arange(kk)]
     elif not has_det:
-        p = np.ones((x.shape[0], kk))
-        xa = x[:, va].astype(np.int64)
-        xb = x[:, vb].astype(np.int64) if kb > 1 else 0
-        sa = np.repeat(np.arange(ka), kb)
-        sb = np.tile(np.arange(kb), ka)
-        for e in range(fac_ptr[u], fac_ptr[u + 1]):
-            f = fac_idx[e]
-            da = int(fac_step_a[e])
-            db = int(fac_step_b[e]) if kb > 1 else 0
-            b0 = (off[f] + _config(x, f, par_ptr, par_idx, par_stride) * card[f]
-                  + x[:, f] - xa * da - xb * db)
-            p *= cpt[b0[:, None] + (sa * da + sb * db)]
+        p = _products(x, u, va, vb, kb, plan[:10])
     else:  # deterministic descendants: the joint over candidates, recomputed for each
         p = np.empty((x.shape[0], kk))
         for a in range(ka):
@@ -233,15 +244,7 @@ def forward_fill(X, rows, obs, ev, n_obs, order, cpt, off, card, par_ptr, par_id
         base = off[v] + _config(x[draw], v, par_ptr, par_idx, par_stride) * k
         p = cpt[base[:, None] + np.arange(k)]
         s[draw] += GOLD
-        u = _unit(s[draw])
-        acc = np.cumsum(p, axis=1)
-        hit = (u[:, None] < acc) & (p > 0.0)
-        pick = np.where(hit.any(axis=1), hit.argmax(axis=1), k - 1)
-        idx = np.arange(p.shape[0])
-        low = (p[idx, pick] <= 0.0) & (pick > 0)
-        while low.any():
-            pick[low] -= 1
-            low &= (p[idx, pick] <= 0.0) & (pick > 0)
+        pick = _pick(p, np.cumsum(p, axis=1), _unit(s[draw]))
         x[draw, v] = pick
     X[r] = x
     return X
@@ -268,15 +271,8 @@ def conditionals(cond, cond_ptr, mb_ptr, mb_idx, mb_stride, cpt, off, card, par_
         x[:, va] = 0
         if vb >= 0:
             x[:, vb] = 0
-        p = np.ones((n, kk))
-        sa = np.repeat(np.arange(ka), kb)
-        sb = np.tile(np.arange(kb), ka)
-        for e in range(fac_ptr[u], fac_ptr[u + 1]):
-            f = fac_idx[e]
-            da = int(fac_step_a[e])
-            db = int(fac_step_b[e]) if vb >= 0 else 0
-            b0 = off[f] + _config(x, f, par_ptr, par_idx, par_stride) * card[f] + x[:, f]
-            p *= cpt[b0[:, None] + (sa * da + sb * db)]
+        p = _products(x, u, va, vb, kb, (cpt, off, card, par_ptr, par_idx, par_stride,
+                                         fac_ptr, fac_idx, fac_step_a, fac_step_b))
         cond[cond_ptr[u]: cond_ptr[u] + n * kk] = p.reshape(-1)
 
 
