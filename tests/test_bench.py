@@ -218,6 +218,19 @@ def test_dashboard_rejects_counts_it_cannot_time(args: tuple[str, str]) -> None:
     assert f"{args[0]} must be at least" in proc.stderr
 
 
+def test_coldstart_names_missing_shared_data_before_running(tmp_path: Path,
+                                                          monkeypatch: Any,
+                                                          capsys: Any) -> None:
+    from bidlab.bench import coldstart
+
+    monkeypatch.setenv("BIDLAB_SHARED_DATA", str(tmp_path / "nowhere"))
+    with pytest.raises(SystemExit) as info:
+        coldstart.main(["--no-warmup", "--workloads", "kmeans,sfa,bayesnet"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "workloads sfa,bayesnet read the shared data" in err and "nowhere" in err
+
+
 def test_dashboard_window_rate_counts_intervals_of_the_window() -> None:
     from bidlab.bench._learner_windows import window_rate
 

@@ -59,6 +59,8 @@ WORKLOADS = {
     "sfa": "SFA k=32 (explicit ratings), 15 sweeps on MovieLens-small",
     "bayesnet": "BayesNet inference on alarm (37 variables), defaults, one evidence",
 }
+#: the workloads that read the shared data folder (the others generate their data)
+NEEDS_SHARED_DATA = ("gibbs", "lda", "nmf", "pagerank", "sfa", "bayesnet")
 TARGET_S = 1.0
 #: a fresh installation's first fit (empty cache) may be this much slower than warm
 COLD_TARGET_S = 2.0
@@ -335,6 +337,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--workloads {args.workloads!r}: choose from {','.join(WORKLOADS)}")
     if args.repeat < 1:
         parser.error(f"--repeat must be >= 1; got {args.repeat}")
+    on_disk = [n for n in names if n in NEEDS_SHARED_DATA]
+    if on_disk:
+        from bidlab.datasets import shared_data_dir
+
+        try:
+            shared_data_dir()
+        except FileNotFoundError as exc:
+            parser.error(f"workloads {','.join(on_disk)} read the shared data: {exc} "
+                         f"(or leave them out: --workloads demo,kmeans,glm)")
     res = run(names, args.repeat, echo=None if args.json else
               (lambda line: print(line, file=sys.stderr, flush=True)),
               with_warmup=not args.no_warmup, standins=not args.compile_here,

@@ -104,11 +104,14 @@ def runs() -> int:
     return _runs
 
 
+def _index(disp: Any) -> dict[Any, Any]:
+    """numba's disk-cache index of ``disp`` (empty when none, or one of an older source)."""
+    return disp._cache._cache_file._load_index()
+
+
 def _in_disk_cache(disp: Any, sig: tuple[Any, ...]) -> bool:
     """Whether numba's disk cache holds ``disp``'s machine code for ``sig``."""
-    cache = disp._cache
-    index = cache._cache_file._load_index()
-    return cache._index_key(sig, disp.targetctx.codegen()) in index
+    return disp._cache._index_key(sig, disp.targetctx.codegen()) in _index(disp)
 
 
 class _Hook:
@@ -246,7 +249,7 @@ def _cold(hook: _Hook) -> bool:
     """Whether numba's disk cache holds nothing of ``hook``'s kernel (or only entries of
     an older source, which numba ignores)."""
     try:
-        return not hook.disp._cache._cache_file._load_index()
+        return not _index(hook.disp)
     except Exception:  # numba's internals moved: no guess
         return False
 
