@@ -281,6 +281,43 @@ def test_draws_do_not_depend_on_thread_count():
 
 
 @needs_data
+@pytest.mark.parametrize("name", ["alarm", "asia"])  # without / with deterministic units
+def test_sweep_pieces_ranges_and_the_no_determinism_form_draw_the_same_bits(name):
+    from bidlab.kern import bn_gibbs
+
+    net = net_of(name)
+    t = Tables.of(net)
+    ch = GibbsChains(net, np.full((50, net.n_vars), -1, np.int32), m_max=2, seed=3)
+    ch.activate(2)
+    rb = np.zeros((100, t.n_states))
+    bad = np.zeros(100, np.uint8)
+
+    def sweep(X, dets, ranges=None):
+        tables = (t.cpt, t.off, t.card, *t.parents, t.unit_a, t.unit_b, t.fac_ptr, t.fac_idx,
+                  t.fac_step_a, t.fac_step_b, *dets, t.blk_ptr, t.blk_units, t.cond,
+                  t.cond_ptr, t.mb_ptr, t.mb_idx, t.mb_stride, np.uint64(77), rb,
+                  t.state_off, True, bad)
+        head = (X, ch.obs, ch.ev, 50, 2, 0, 50)
+        if ranges is None:
+            bn_gibbs.sweep(100 * net.n_vars, *head, *tables)
+        else:
+            for lo, hi in ranges:
+                bn_gibbs._sweep_rows(*head, lo, hi, *tables)
+        return X, rb.copy()
+
+    start = ch.X.copy()
+    full = (t.det_ptr, t.det_idx)
+    whole = sweep(start.copy(), full)
+    assert (t.det_idx.size > 0) == (t.dets[0] is not None)
+    for dets, ranges in [(full, [(0, 100)]), (full, [(0, 7), (7, 60), (60, 100)]),
+                         (t.dets, None)]:
+        X, marg = sweep(start.copy(), dets, ranges)
+        np.testing.assert_array_equal(X, whole[0])
+        np.testing.assert_array_equal(marg, whole[1])
+    assert not np.array_equal(whole[0], start)  # the sweep drew
+
+
+@needs_data
 def test_pickle_and_safe_file(tmp_path):
     bn = BayesNet.from_bif(BNLEARN / "survey.bif.gz", n_chains=50, burn_in=2, n_samples=5,
                            random_state=0)

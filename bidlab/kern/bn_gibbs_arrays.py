@@ -1,10 +1,11 @@
 """Array-level (numpy) forms of the Bayesian-network Gibbs kernels, run while numba compiles
 them (:mod:`bidlab.kern.standin`).
 
-Same arguments and outputs as :mod:`bidlab.kern.bn_gibbs`' :func:`~bidlab.kern.bn_gibbs.sweep`,
-:func:`~bidlab.kern.bn_gibbs.forward_fill`, :func:`~bidlab.kern.bn_gibbs.conditionals`,
-:func:`~bidlab.kern.bn_gibbs.log_joint` and :func:`~bidlab.kern.bn_gibbs.counts`, with the
-rows (chains) as the vector dimension: a unit's conditional is formed for every row at once,
+Same arguments and outputs as the kernels of :mod:`bidlab.kern.bn_gibbs`
+(:func:`~bidlab.kern.bn_gibbs._sweep_rows`, :func:`~bidlab.kern.bn_gibbs.forward_fill`,
+:func:`~bidlab.kern.bn_gibbs.conditionals`, :func:`~bidlab.kern.bn_gibbs.log_joint` and
+:func:`~bidlab.kern.bn_gibbs.counts`), with the rows (chains) as the vector dimension: a
+unit's conditional is formed for every row at once,
 multiplied table by table in the kernel's order, summed and searched state by state as the
 kernel does, and drawn from each row's own counter-based stream, so the draws are the
 kernels' own, bit for bit.
@@ -86,17 +87,17 @@ def _recompute(x: np.ndarray, free: Any, u: int, det_ptr: Any, det_idx: Any, cpt
         x[rows, d] = cpt[base[:, None] + np.arange(k)].argmax(axis=1)
 
 
-def sweep(X, obs, ev, n_obs, m_active, lo, hi, cpt, off, card, par_ptr, par_idx,  # noqa: ANN001, ANN201
-          par_stride, unit_a, unit_b, fac_ptr, fac_idx, fac_step_a, fac_step_b, det_ptr,
-          det_idx, blk_ptr, blk_units, cond, cond_ptr, mb_ptr, mb_idx, mb_stride, key, rb,
-          rb_off, record, bad):
-    """:func:`~bidlab.kern.bn_gibbs.sweep`: one sweep over observations ``lo..hi`` of the
-    first ``m_active`` replicas, every row at once."""
+def sweep(X, obs, ev, n_obs, m_active, lo, hi, t_lo, t_hi, cpt, off, card, par_ptr,  # noqa: ANN001, ANN201
+          par_idx, par_stride, unit_a, unit_b, fac_ptr, fac_idx, fac_step_a, fac_step_b,
+          det_ptr, det_idx, blk_ptr, blk_units, cond, cond_ptr, mb_ptr, mb_idx, mb_stride,
+          key, rb, rb_off, record, bad):
+    """:func:`~bidlab.kern.bn_gibbs._sweep_rows`: one sweep over rows ``t_lo..t_hi`` of the
+    first ``m_active`` replicas of observations ``lo..hi``, every row at once."""
     n = int(hi) - int(lo)
-    if n <= 0 or m_active <= 0:
+    if n <= 0 or m_active <= 0 or t_hi <= t_lo:
         return bad
-    i = np.tile(np.arange(lo, hi, dtype=np.int64), int(m_active))
-    r = np.repeat(np.arange(m_active, dtype=np.int64), n) * int(n_obs) + i
+    i = np.tile(np.arange(lo, hi, dtype=np.int64), int(m_active))[t_lo:t_hi]
+    r = np.repeat(np.arange(m_active, dtype=np.int64), n)[t_lo:t_hi] * int(n_obs) + i
     x = X[r]
     n_blk = blk_ptr.shape[0] - 1
     oi = obs[i]  # each row's observation clamps
@@ -153,7 +154,7 @@ def _draw_unit(x, s, u, va, vb, kb, sub, plan) -> None:  # noqa: ANN001
      free) = plan
     ka = int(card[va])
     kk = ka * kb
-    has_det = det_ptr[u] != det_ptr[u + 1]
+    has_det = det_ptr is not None and det_ptr[u] != det_ptr[u + 1]
 
     def sub_free(d: int) -> Any:
         f = free(d)

@@ -242,7 +242,7 @@ class GibbsChains:
         m = int(m_active)
         bn_gibbs.sweep(m * (hi - lo) * t.card.size, self.X, self.obs, self.ev, self.n_obs, m,
                        int(lo), hi, t.cpt, t.off, t.card, *t.parents, t.unit_a, t.unit_b,
-                       t.fac_ptr, t.fac_idx, t.fac_step_a, t.fac_step_b, t.det_ptr, t.det_idx,
+                       t.fac_ptr, t.fac_idx, t.fac_step_a, t.fac_step_b, *t.dets,
                        t.blk_ptr, t.blk_units, t.cond, t.cond_ptr, t.mb_ptr, t.mb_idx,
                        t.mb_stride, key,
                        self.cur, t.state_off, record, self._bad)

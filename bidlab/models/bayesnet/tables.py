@@ -165,6 +165,12 @@ class Tables:
         return int(self.state_off[-1])
 
     @property
+    def dets(self) -> tuple[np.ndarray, np.ndarray] | tuple[None, None]:
+        """``(det_ptr, det_idx)`` as the sweep takes them: ``(None, None)`` when no unit has
+        deterministic descendants (the sweep is then compiled without that path)."""
+        return (self.det_ptr, self.det_idx) if self.det_idx.size else (None, None)
+
+    @property
     def parents(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return self.par_ptr, self.par_idx, self.par_stride
 
