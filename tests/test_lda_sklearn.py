@@ -189,8 +189,25 @@ def test_scikit_learn_parameter_names(cls):
     params = est.get_params()
     assert params["n_components"] == 5 and params["warm_start"] and params["n_jobs"] == 1
     assert "k" not in params and "warm_docs" in params  # one name per concept
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match=r"no parameter 'k' \('k' is 'n_components' here\)"):
         cls(k=5)
+
+
+@pytest.mark.parametrize("cls, given, ours", [
+    ("LDA", "max_iter", "n_passes"), ("LDAGibbs", "num_topics", "n_components"),
+    ("KMeans", "n_components", "n_clusters"), ("GLM", "learning_rate", "lrate"),
+    ("NMF", "n_passes", "max_iter"), ("SFA", "factors", "n_components"),
+    ("SFA", "iterations", "max_iter"), ("BayesNet", "max_iter", "n_passes")])
+def test_another_librarys_parameter_name_is_answered_with_ours(cls, given, ours):
+    import bidlab.models
+
+    est = getattr(bidlab.models, cls)
+    with pytest.raises(TypeError, match=f"{cls} has no parameter '{given}' \\('{given}' is "
+                                        f"'{ours}' here\\). Its parameters: .*{ours}"):
+        est(**{given: 3})
+    with pytest.raises(TypeError, match=f"{cls} has no parameter 'bogus'. Its parameters"):
+        est(bogus=1)
+    assert clone(est()).get_params() == est().get_params()  # scikit-learn sees the same
 
 
 @pytest.mark.parametrize("method", list(MAKERS))

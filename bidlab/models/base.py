@@ -108,6 +108,9 @@ class BidlabEstimator(BaseEstimator):
         super().__init_subclass__(**kwargs)
         if cls.__module__.startswith("bidlab."):
             persistable(cls)
+        init = cls.__dict__.get("__init__")
+        if callable(init) and not getattr(init, "_names_aliases", False):
+            cls.__init__ = _naming_aliases(init)  # type: ignore[method-assign]
         for name in GUARDED:
             fn = cls.__dict__.get(name)
             if callable(fn) and not getattr(fn, "_fit_guarded", False):
@@ -327,6 +330,46 @@ def _short(v: Any) -> str:
         return f"array{v.shape}" if v.size > 6 else np.array2string(v, precision=4)
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+#: other libraries' spellings of a concept bidlab names otherwise (scikit-learn, gensim,
+#: implicit, tomotopy): an estimator given one is told its own name for it
+ALIASES: dict[str, tuple[str, ...]] = {
+    "max_iter": ("n_passes",), "n_passes": ("max_iter",), "n_iter": ("n_passes", "max_iter"),
+    "passes": ("n_passes", "max_iter"), "iterations": ("max_iter", "n_passes"),
+    "n_topics": ("n_components",), "num_topics": ("n_components",), "k": (
+        "n_components", "n_clusters"), "factors": ("n_components",),
+    "n_components": ("n_clusters",), "n_clusters": ("n_components",),
+    "seed": ("random_state",), "learning_rate": ("lrate",), "eta0": ("lrate",),
+    "regularization": ("l2",), "n_threads": ("n_jobs",), "num_threads": ("n_jobs",),
+    "workers": ("n_jobs",), "eta": ("beta",), "doc_topic_prior": ("alpha",),
+    "topic_word_prior": ("beta",),
+}
+
+
+def _naming_aliases(init: Callable[..., Any]) -> Callable[..., Any]:
+    """``init`` whose "unexpected keyword argument" TypeError names the estimator's own
+    spelling of the concept (``LDA(max_iter=5)``: use ``n_passes``) and its parameters.
+    scikit-learn reads the parameters through ``__wrapped__``, so nothing else changes."""
+
+    @functools.wraps(init)
+    def __init__(self: BidlabEstimator, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except TypeError as exc:
+            params = [p for p in inspect.signature(init).parameters if p != "self"]
+            bad = [k for k in kwargs if k not in params]
+            if not bad or "unexpected keyword" not in str(exc):
+                raise
+            name = type(self).__name__
+            hints = [f"{k!r} is {a!r} here" for k in bad
+                     for a in ALIASES.get(k, ()) if a in params]
+            hint = f" ({'; '.join(hints)})" if hints else ""
+            raise TypeError(f"{name} has no parameter {', '.join(map(repr, bad))}{hint}. Its "
+                            f"parameters: {', '.join(params)}") from None
+
+    __init__._names_aliases = True  # type: ignore[attr-defined]
+    return __init__
 
 
 def _guarded(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
