@@ -132,6 +132,23 @@ def test_train_lda_keeps_its_words_prints_topics_and_scores_held_out_rows(tmp_pa
     assert set(est.top_words(10)[0]) <= set(docstrings.vocab)
 
 
+def test_train_data_given_as_a_shared_data_sets_name_is_pointed_at_its_files(tmp_path):
+    shared = tmp_path / "shared"
+    (shared / "libsvm-a9a").mkdir(parents=True)
+    (shared / "libsvm-a9a" / "a9a").write_text("+1 1:1\n-1 2:1\n")
+    (shared / "libsvm-a9a" / "README.md").write_text("about a9a\n")
+    (shared / "uci-kos").mkdir()
+    (shared / "uci-kos" / "vocab.kos.txt").write_text("w\n")
+    r = _bidlab("train", "glm", "--data", "a9a", cwd=tmp_path,
+                env={"BIDLAB_SHARED_DATA": str(shared)})
+    assert r.returncode == 2
+    assert (f"a9a: no such file or folder. The shared data folder has: "
+            f"{shared / 'libsvm-a9a' / 'a9a'}\n") in r.stderr  # not its README
+    r = _bidlab("train", "lda", "--data", "kos", cwd=tmp_path,
+                env={"BIDLAB_SHARED_DATA": str(shared)})
+    assert "kos: no such file or folder\n" in r.stderr  # a vocabulary is no data to train on
+
+
 def test_train_holdout_is_checked(tmp_path):
     r = _bidlab("train", "lda", "--data", "x", "--holdout", "1.5", cwd=tmp_path)
     assert r.returncode == 2 and "--holdout: must be a number in [0, 1)" in r.stderr

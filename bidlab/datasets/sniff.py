@@ -56,7 +56,7 @@ from bidlab.datasets.formats import (
     tried,
 )
 
-__all__ = ["FORMATS", "DataFormatError", "Sniffed", "LoadedData", "sniff", "load"]
+__all__ = ["FORMATS", "DataFormatError", "Sniffed", "LoadedData", "sniff", "load", "shared_matches"]
 
 
 @dataclass
@@ -161,6 +161,34 @@ def _sniff_manifest(manifest: Path) -> Sniffed:
     return Sniffed("shards", manifest.parent, False, f"{doc.get('n_samples')} samples")
 
 
+def shared_matches(name: str, limit: int = 4) -> list[Path]:
+    """Data files of the shared data folder (:mod:`bidlab.datasets.paths`) a bare name such
+    as ``a9a``, ``kos`` or ``wiki-vote`` may mean: the data files of the data sets whose
+    folder name holds it, and files whose name holds it (at most ``limit``). Empty for a
+    name with a folder part, or when there is no shared data folder.
+
+    Examples
+    --------
+    >>> shared_matches("no/such/name")
+    []
+    """
+    from bidlab.datasets.paths import find_shared_data_dir
+
+    key = name.strip().lower()
+    root = find_shared_data_dir()
+    if not key or "/" in key or os.sep in key or root is None:
+        return []
+    found: list[Path] = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        in_name = key in folder.name.lower()
+        for f in sorted(folder.iterdir()):
+            stem = f.name.lower().split(".")[0]
+            if f.is_file() and not stem.startswith(("readme", "manifest", "vocab")) and (
+                    in_name or key in f.name.lower()):
+                found.append(f)
+    return found[:limit]
+
+
 def sniff(path: str | os.PathLike) -> Sniffed:
     """The format of the data at ``path`` (a file or folder), told from its content.
 
@@ -172,8 +200,11 @@ def sniff(path: str | os.PathLike) -> Sniffed:
     try:
         mode = stat_path(path).st_mode
     except FileNotFoundError as exc:
-        raise FileNotFoundError(
-            str(exc) if "symlink" in str(exc) else f"{path}: no such file or folder") from None
+        if "symlink" in str(exc):
+            raise FileNotFoundError(str(exc)) from None
+        near = shared_matches(str(path))
+        hint = f". The shared data folder has: {', '.join(map(str, near))}" if near else ""
+        raise FileNotFoundError(f"{path}: no such file or folder{hint}") from None
     if stat.S_ISDIR(mode):
         return _sniff_folder(path)
     require_regular(path)
