@@ -33,7 +33,7 @@ from bidlab.models.bayesnet.network import Network
 from bidlab.models.bayesnet.sampler import GibbsChains
 from bidlab.models.lda.gibbs_params import ANNEAL_SCHEDULES
 from bidlab.models.sk_params import N_JOBS, VERBOSE
-from bidlab.models.validation import SEED_TEXT, seed_from, seed_ok
+from bidlab.models.validation import SEED_TEXT, device_row, seed_from, seed_ok
 
 __all__ = ["BayesNet"]
 
@@ -59,6 +59,8 @@ class BayesNet(BidlabEstimator):
         alpha: Dirichlet prior, a pseudo-count added to every table entry's expected count.
         random_state: seed (None, an int or a numpy generator).
         n_jobs, verbose: CPU threads; progress output.
+        device: ``"cpu"`` or ``"gpu"`` (the sweeps' kernel on the GPU, with CuPy: the same
+            draws as on the CPU, so the same marginals and learned tables).
 
     Per-parameter temperatures (learning, as in ``LDAGibbs``): :meth:`set_temperature`,
     :meth:`temperature`, ``temperature_log_``, :meth:`reset_temperature`; they carry over
@@ -92,14 +94,14 @@ class BayesNet(BidlabEstimator):
         Option("alpha", float, 1.0, "Dirichlet pseudo-count per table entry", low=0.0),
         Option("random_state", int, None, "seed", test=seed_ok, none_ok=True,
                text=SEED_TEXT),
-        N_JOBS, VERBOSE,
+        N_JOBS, VERBOSE, device_row("cpu"),
     )
 
     def __init__(self, network: Any = None, *, n_chains: int = 200, burn_in: int = 100,
                  n_samples: int = 500, thin: int = 1, n_passes: int = 30,
                  nsamps: float = 5.0, nsamps0: float = 1.0, anneal: str = "linear",
                  alpha: float = 1.0, random_state: Any = None, n_jobs: int | None = None,
-                 verbose: int = 0) -> None:
+                 verbose: int = 0, device: str = "cpu") -> None:
         self._keep_params(locals())
 
     @classmethod
@@ -170,7 +172,8 @@ class BayesNet(BidlabEstimator):
             passes = self.burn_in + self.n_samples * self.thin
         model = BayesNetModel(net, learn=learn, evidence=evidence, seed=self._seed(),
                               burn_in=self.burn_in, thin=self.thin, nsamps=self.nsamps,
-                              nsamps0=self.nsamps0, anneal=self.anneal, alpha=self.alpha)
+                              nsamps0=self.nsamps0, anneal=self.anneal, alpha=self.alpha,
+                              device=self.device)
         old = self.__dict__.get("model_")
         if old is not None and old.temp.shape == model.temp.shape:  # temperatures carry over
             old.apply_pending_if_idle()

@@ -50,6 +50,7 @@ class BayesNetModel(TableTemperatures, Model):
         learn: False: estimate marginals with fixed tables; True: learn the tables.
         evidence: ``{variable: state}`` clamped in every row (inference).
         seed: the key of every random stream.
+        device: ``"cpu"`` or ``"gpu"`` (the sweeps' kernel; the same draws).
 
     Attributes: ``chains`` (the :class:`GibbsChains`, after ``init``), ``network`` (with
     the current tables).
@@ -72,9 +73,10 @@ class BayesNetModel(TableTemperatures, Model):
     full_batch = True
 
     def __init__(self, network: Network, *, learn: bool = False,
-                 evidence: dict[str, Any] | None = None, seed: int = 0,
+                 evidence: dict[str, Any] | None = None, seed: int = 0, device: str = "cpu",
                  **options: Any) -> None:
         super().__init__(**options)
+        self.device = device
         self.network = network
         self.learn = bool(learn)
         self.seed = int(seed)
@@ -116,7 +118,8 @@ class BayesNetModel(TableTemperatures, Model):
             else 1
         self.chains = GibbsChains(net, np.full((info.n_samples, net.n_vars), -1, np.int32),
                                   m_max=m_max, seed=self.seed,
-                                  init_tries=self.opts.init_tries)
+                                  init_tries=self.opts.init_tries,
+                                  device=getattr(self, "device", "cpu"))
         self.chains.set_evidence(self._evidence)
         self._counts = np.zeros(flat.size)
         self._seen = np.zeros(info.n_samples, bool)

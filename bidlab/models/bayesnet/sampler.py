@@ -65,6 +65,8 @@ class GibbsChains:
         m_max: replicas of each observation kept (rows = ``m_max * n_obs``).
         seed: the key of every random stream.
         init_tries: rounds of ancestral draws before evidence counts as impossible.
+        device: ``"cpu"``, or ``"gpu"``: each sweep's kernel on the GPU (the same draws;
+            :mod:`bidlab.models.bayesnet.device`).
 
     Examples:
         >>> import numpy as np
@@ -80,7 +82,15 @@ class GibbsChains:
     """
 
     def __init__(self, net: Network, obs: np.ndarray, m_max: int = 1, seed: int = 0,
-                 init_tries: int = 1000) -> None:
+                 init_tries: int = 1000, device: str = "cpu") -> None:
+        if device not in ("cpu", "gpu"):
+            raise ValueError(f"GibbsChains: device must be 'cpu' or 'gpu'; got {device!r}")
+        self._gpu = None
+        if device == "gpu":
+            from bidlab.models.bayesnet.device import DeviceSweeps
+
+            self._gpu = DeviceSweeps()
+        self.device = device
         self.net = net
         self.t = Tables.of(net)
         self.obs = np.ascontiguousarray(obs, dtype=np.int32)
@@ -143,6 +153,8 @@ class GibbsChains:
         self.net = net
         self.t.cpt = net.flat_tables()[0]
         self.t.refresh()
+        if self._gpu is not None:
+            self._gpu.tables_changed()
 
     def _log_joint(self, rows: np.ndarray) -> np.ndarray:
         t = self.t
@@ -240,12 +252,15 @@ class GibbsChains:
         key = np.uint64(stream_key(self.seed, self.sweeps))
         self._bad[...] = 0
         m = int(m_active)
-        bn_gibbs.sweep(m * (hi - lo) * t.card.size, self.X, self.obs, self.ev, self.n_obs, m,
-                       int(lo), hi, t.cpt, t.off, t.card, *t.parents, t.unit_a, t.unit_b,
-                       t.fac_ptr, t.fac_idx, t.fac_step_a, t.fac_step_b, *t.dets,
-                       t.blk_ptr, t.blk_units, t.cond, t.cond_ptr, t.mb_ptr, t.mb_idx,
-                       t.mb_stride, key,
-                       self.cur, t.state_off, record, self._bad)
+        if self._gpu is not None:
+            self._gpu.sweep(self, m, int(lo), hi, key, record)
+        else:
+            bn_gibbs.sweep(m * (hi - lo) * t.card.size, self.X, self.obs, self.ev, self.n_obs,
+                           m, int(lo), hi, t.cpt, t.off, t.card, *t.parents, t.unit_a,
+                           t.unit_b, t.fac_ptr, t.fac_idx, t.fac_step_a, t.fac_step_b,
+                           *t.dets, t.blk_ptr, t.blk_units, t.cond, t.cond_ptr, t.mb_ptr,
+                           t.mb_idx, t.mb_stride, key, self.cur, t.state_off, record,
+                           self._bad)
         if self._bad.any():  # tables changed under a row (learning): draw it afresh
             self._repair(np.flatnonzero(self._bad).astype(np.int64))
         self.sweeps += 1
