@@ -47,11 +47,24 @@ def test_bayesnet_bench_quick_learning(capsys):
     from bidlab.bench.bayesnet import main
 
     assert main(["--quick", "--json", "--parts", "learning"]) == 0
-    lr = json.loads(capsys.readouterr().out)["learning"]
+    doc = json.loads(capsys.readouterr().out)
+    lr = doc["learning"]
+    assert doc["device"] == "cpu"
     assert lr["rows"] == 5000 and lr["seconds"] > 0
     # learned tables: most of the way from the uniform start to the true network
     assert lr["ll_uniform"] < lr["ll_learned"] <= lr["ll_true"] + 0.05
     assert lr["ll_learned"] > lr["ll_uniform"] + 0.9 * (lr["ll_true"] - lr["ll_uniform"])
+
+
+def test_bayesnet_bench_device_gpu_is_refused_without_one(capsys):
+    from bidlab import backend
+    from bidlab.bench.bayesnet import main
+
+    if backend.gpu_available():
+        pytest.skip("a GPU is here")
+    with pytest.raises(SystemExit):
+        main(["--quick", "--device", "gpu"])
+    assert "--device gpu: no CuPy/CUDA device here" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(_SHARED is None or not (_SHARED / "bnlearn").is_dir(),

@@ -44,6 +44,8 @@ from bidlab.bench._common import bench_parser, emit, log, machine, target
 
 NETWORKS = ("alarm", "child", "insurance", "hailfinder", "water")
 PARTS = ("accuracy", "speed", "pgmpy", "learning")
+#: where bidlab's sweeps run (``--device``; ``run`` sets it): "cpu" or "gpu"
+DEVICE = "cpu"
 # pgmpy's sampler on the networks whose full kernel it builds in seconds (the smallest first,
 # the only one in --quick), and with its kernel computed on first use on two it cannot build
 PGMPY_BUILT = ("cancer", "earthquake", "survey", "asia", "sachs")
@@ -96,7 +98,8 @@ def _bidlab(net: Any, evidence: dict[str, str], chains: int, burn: int, kept: in
     """(marginals, seconds, node draws, R-hat)."""
     from bidlab.models import BayesNet
 
-    bn = BayesNet(net, n_chains=chains, burn_in=burn, n_samples=kept, random_state=seed)
+    bn = BayesNet(net, n_chains=chains, burn_in=burn, n_samples=kept, random_state=seed,
+                  device=DEVICE)
     t = time.perf_counter()
     bn.infer(evidence)
     dt = time.perf_counter() - t
@@ -279,7 +282,7 @@ def learning(folder: Any, quick: bool) -> dict[str, Any]:
     test = truth.sample(5000, random_state=12)
     start = truth.network_.uniform()
     passes = 10 if quick else 20
-    bn = BayesNet(start, n_passes=passes, nsamps=5, random_state=0)
+    bn = BayesNet(start, n_passes=passes, nsamps=5, random_state=0, device=DEVICE)
     t = time.perf_counter()
     bn.fit(X)
     dt = time.perf_counter() - t
@@ -291,18 +294,21 @@ def learning(folder: Any, quick: bool) -> dict[str, Any]:
     return row
 
 
-def run(quick: bool, parts: tuple[str, ...] = PARTS) -> dict[str, Any]:
+def run(quick: bool, parts: tuple[str, ...] = PARTS, device: str = "cpu") -> dict[str, Any]:
     from bidlab.models import BayesNet
     from bidlab.models.bayesnet.bif import parse_bif
 
+    global DEVICE
+    DEVICE = device
     folder = _nets()
     if folder is None:
         return {"benchmark": "bayesnet", "skipped": "no bnlearn/ in the shared data folder"}
     tiny = parse_bif("variable A { type discrete [ 2 ] { y, n }; } "
                      "probability ( A ) { table 0.5, 0.5; }")
-    BayesNet(tiny, n_chains=4, burn_in=1, n_samples=2).infer({})  # compile first
-    BayesNet(tiny, n_passes=1).fit(np.zeros((4, 1)))
-    res: dict[str, Any] = {"benchmark": "bayesnet", "quick": quick, "parts": list(parts)}
+    BayesNet(tiny, n_chains=4, burn_in=1, n_samples=2, device=device).infer({})  # compile
+    BayesNet(tiny, n_passes=1, device=device).fit(np.zeros((4, 1)))
+    res: dict[str, Any] = {"benchmark": "bayesnet", "quick": quick, "parts": list(parts),
+                           "device": device}
     res["accuracy"] = accuracy(folder, quick) if "accuracy" in parts else []
     res["speed"] = speed(folder, quick) if "speed" in parts else []
     res["pgmpy"] = vs_pgmpy(folder, quick) if "pgmpy" in parts else []
@@ -333,11 +339,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default=",".join(PARTS),
                         help="comma-separated parts to run (default all: accuracy,speed,"
                         "pgmpy,learning)")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="where bidlab's sweeps run (gpu: needs CuPy and a device)")
     args = parser.parse_args(argv)
     parts = tuple(p.strip() for p in args.parts.split(",") if p.strip())
     if not parts or any(p not in PARTS for p in parts):
         parser.error(f"--parts must name some of {', '.join(PARTS)}; got {args.parts!r}")
-    res = run(args.quick, parts)
+    if args.device == "gpu":
+        from bidlab import backend
+
+        if not backend.gpu_available():
+            parser.error("--device gpu: no CuPy/CUDA device here (install bidlab[gpu] on a "
+                         "machine with an NVIDIA GPU)")
+    res = run(args.quick, parts, args.device)
     res["machine"] = machine()
     return emit(res, args.json, report)
 
