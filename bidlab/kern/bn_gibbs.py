@@ -51,6 +51,7 @@ __all__ = ["sweep", "conditionals", "forward_fill", "log_joint", "counts"]
 
 _PIECES = 64  # sweep cuts its rows into at most this many pieces, run in parallel
 
+
 @numba.njit(inline="always")
 def _config(x, v, par_ptr, par_idx, par_stride):  # pragma: no cover - compiled
     c = 0
