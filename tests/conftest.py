@@ -170,3 +170,29 @@ def both_paths(fn):
         arrays = fn()
     assert standin.runs() > runs, "no stand-in ran"
     return compiled, arrays
+
+
+def clamped_chains(path, rows, seed, monkeypatch, tabled=True):
+    """A factory of two-replica Gibbs chains over the BIF network at ``path``, with
+    ``rows`` observations of which some clamp a variable (a unit's partner, in some
+    networks) and evidence on the last variable; ``tabled=False`` turns the tabled
+    conditionals off (every unit's conditional formed from its tables)."""
+    import numpy as np
+
+    from bidlab.models.bayesnet import read_bif, tables
+    from bidlab.models.bayesnet.sampler import GibbsChains
+
+    if not tabled:
+        monkeypatch.setattr(tables, "MAX_CONDITIONAL_ENTRIES", 0)
+    net = read_bif(path)
+    obs = np.full((rows, net.n_vars), -1, np.int32)
+    obs[::3, 1] = 0
+    obs[1::4, net.n_vars // 2] = 0
+    ev = {net.names[-1]: net.states[-1][0]}
+
+    def make():
+        ch = GibbsChains(net, obs, m_max=2, seed=seed)
+        ch.set_evidence(ev)
+        return ch
+
+    return make

@@ -16,13 +16,12 @@ import subprocess
 
 import numpy as np
 import pytest
+from conftest import clamped_chains
 
 from bidlab import backend
 from bidlab._source_checkout import cuda_source_dir
 from bidlab.datasets.paths import find_shared_data_dir
 from bidlab.kern import bn_gibbs, bn_gibbs_cuda
-from bidlab.models.bayesnet import read_bif
-from bidlab.models.bayesnet.sampler import GibbsChains
 
 _SHARED = find_shared_data_dir()
 BNLEARN = None if _SHARED is None else _SHARED / "bnlearn"
@@ -58,16 +57,7 @@ def _ctype(value):
 
 
 def _chains(name, monkeypatch, tabled):
-    from bidlab.models.bayesnet import tables
-
-    if not tabled:
-        monkeypatch.setattr(tables, "MAX_CONDITIONAL_ENTRIES", 0)
-    net = read_bif(BNLEARN / f"{name}.bif.gz")
-    obs = np.full((30, net.n_vars), -1, np.int32)
-    obs[::3, 1] = 0  # some rows clamp a variable (a unit's partner, in some networks)
-    obs[1::4, net.n_vars // 2] = 0
-    ch = GibbsChains(net, obs, m_max=2, seed=9)
-    ch.set_evidence({net.names[-1]: net.states[-1][0]})
+    ch = clamped_chains(BNLEARN / f"{name}.bif.gz", 30, 9, monkeypatch, tabled)()
     ch.sweep(m_active=2)  # evidence applied, both replicas drawn
     return ch
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import both_paths
+from conftest import both_paths, clamped_chains
 
 from bidlab.datasets.paths import find_shared_data_dir
 from bidlab.kern import bn_gibbs
 from bidlab.models import BayesNet
 from bidlab.models.bayesnet import read_bif
-from bidlab.models.bayesnet.sampler import GibbsChains
 from bidlab.models.bayesnet.tables import Tables
 
 _SHARED = find_shared_data_dir()
@@ -26,19 +25,10 @@ pytestmark = pytest.mark.skipif(BNLEARN is None or not BNLEARN.is_dir(),
 @pytest.mark.parametrize("name", ["alarm", "asia", "hailfinder", "water"])
 @pytest.mark.parametrize("tabled", [True, False])
 def test_sweeps_draw_the_kernels_bits(name, tabled, monkeypatch):
-    from bidlab.models.bayesnet import tables
-
-    if not tabled:
-        monkeypatch.setattr(tables, "MAX_CONDITIONAL_ENTRIES", 0)
-    net = read_bif(BNLEARN / f"{name}.bif.gz")
-    obs = np.full((24, net.n_vars), -1, np.int32)
-    obs[::3, 1] = 0  # some rows clamp a variable (a unit's partner, in some networks)
-    obs[1::4, net.n_vars // 2] = 0
-    ev = {net.names[net.n_vars - 1]: net.states[net.n_vars - 1][0]}
+    chains = clamped_chains(BNLEARN / f"{name}.bif.gz", 24, 5, monkeypatch, tabled)
 
     def run():
-        ch = GibbsChains(net, obs, m_max=2, seed=5)
-        ch.set_evidence(ev)
+        ch = chains()
         for k in range(12):
             ch.sweep(m_active=2, record=k % 3 == 0)
         return ch.X.copy(), ch.rb.copy(), ch.log_joint_mean(2)
