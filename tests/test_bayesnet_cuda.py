@@ -86,12 +86,13 @@ def test_the_cuda_source_built_for_the_host_draws_the_numba_kernels_bits(
     X = {"numba": ch.X.copy(), "cuda": ch.X.copy()}
     rb = {k: np.zeros((rows, ch.t.n_states)) for k in X}
     bad = {k: np.zeros(rows, np.uint8) for k in X}
+    work = bn_gibbs_cuda.scratch(np, ch.t.card, rows)  # kept between sweeps, as on the GPU
     for sweep in range(6):
         key = 1000 + 7 * sweep
         record = sweep % 2 == 0
         _numba_sweep(_arguments(ch, X["numba"], rb["numba"], bad["numba"], key, record))
         args, n = bn_gibbs_cuda.launch_args(
-            np, *_arguments(ch, X["cuda"], rb["cuda"], bad["cuda"], key, record))
+            np, *_arguments(ch, X["cuda"], rb["cuda"], bad["cuda"], key, record), work=work)
         assert n == rows
         host_sweep(*map(_ctype, args))
         np.testing.assert_array_equal(X["cuda"], X["numba"])

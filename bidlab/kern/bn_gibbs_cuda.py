@@ -17,7 +17,7 @@ import numpy as np
 
 from bidlab import backend
 
-__all__ = ["SOURCE", "KERNEL", "THREADS", "launch_args", "sweep_gpu"]
+__all__ = ["SOURCE", "KERNEL", "THREADS", "scratch", "launch_args", "sweep_gpu"]
 
 #: the kernel's source file in ``kernels/`` and its entry point
 SOURCE = "bn_gibbs.cu"
@@ -28,16 +28,25 @@ THREADS = 128
 _INT_ARRAYS = ("X", "obs", "ev")
 
 
+def scratch(xp: Any, card: np.ndarray, rows: int) -> Any:
+    """The kernel's scratch for ``rows`` threads: ``max(card) ** 2`` doubles each (a unit
+    and its partner's joint states), as a ``rows x kk_max`` array of module ``xp``.
+    ``card``: the variables' state counts, a host array."""
+    kk_max = int(np.max(card)) ** 2 if len(card) else 1
+    return xp.empty((max(int(rows), 1), kk_max))
+
+
 def launch_args(xp: Any, X: Any, obs: Any, ev: Any, n_obs: int, m_active: int, lo: int,
                 hi: int, cpt: Any, off: Any, card: Any, par_ptr: Any, par_idx: Any,
                 par_stride: Any, unit_a: Any, unit_b: Any, fac_ptr: Any, fac_idx: Any,
                 fac_step_a: Any, fac_step_b: Any, det_ptr: Any, det_idx: Any, blk_ptr: Any,
                 blk_units: Any, cond: Any, cond_ptr: Any, mb_ptr: Any, mb_idx: Any,
                 mb_stride: Any, key: Any, rb: Any, rb_off: Any, record: bool,
-                bad: Any) -> tuple[tuple[Any, ...], int]:
+                bad: Any, work: Any = None) -> tuple[tuple[Any, ...], int]:
     """(the kernel's arguments for every row of the sweep, the rows) with arrays of module
     ``xp`` (numpy or cupy): checked dtypes, ``det_ptr``/``det_idx`` None made empty
-    ranges, a scratch buffer of ``max(card) ** 2`` doubles per row.
+    ranges, ``work`` the :func:`scratch` (made here when None; a caller sweeping again
+    passes the one it keeps).
 
     Examples
     --------
@@ -72,24 +81,28 @@ def launch_args(xp: Any, X: Any, obs: Any, ev: Any, n_obs: int, m_active: int, l
         raise TypeError("bn sweep on the GPU: the network's index arrays must be int64 "
                         "(bidlab.models.bayesnet.tables.Tables builds them so)")
     rows = int(m_active) * (int(hi) - int(lo))
-    kk_max = int(card.max()) ** 2 if card.shape[0] else 1
-    scratch = xp.empty(max(rows, 1) * kk_max)
+    if work is None:
+        work = scratch(xp, backend.to_host(card), rows)
+    if work.shape[0] < rows:
+        raise ValueError(f"bn sweep on the GPU: scratch for {work.shape[0]} rows, {rows} "
+                         "to sweep: make it with scratch(xp, card, rows)")
     args = (X, obs, ev, np.int64(n_obs), np.int64(lo), np.int64(hi), np.int64(0),
             np.int64(rows), cpt, *index, cond, cond_ptr, mb_ptr, mb_idx, mb_stride,
             np.uint64(key), rb, rb_off, np.int32(bool(record)), bad,
             np.int64(X.shape[1]), np.int64(blk_ptr.shape[0] - 1), np.int64(rb.shape[1]),
-            scratch, np.int64(kk_max))
+            work, np.int64(work.shape[1]))
     return args, rows
 
 
 def sweep_gpu(X: Any, obs: Any, ev: Any, n_obs: int, m_active: int, lo: int, hi: int,
-              *tables: Any) -> Any:
+              *tables: Any, work: Any = None) -> Any:
     """One Gibbs sweep on the GPU over observations ``lo..hi`` of the first ``m_active``
     replicas: :func:`bidlab.kern.bn_gibbs.sweep`'s arguments after the work size, as CuPy
     arrays (the tables of :class:`~bidlab.models.bayesnet.tables.Tables` copied to the
-    device). Returns ``bad`` (the last argument)."""
+    device); ``work`` a :func:`scratch` kept between sweeps. Returns ``bad`` (the last
+    argument)."""
     cp = backend.cupy()
-    args, rows = launch_args(cp, X, obs, ev, n_obs, m_active, lo, hi, *tables)
+    args, rows = launch_args(cp, X, obs, ev, n_obs, m_active, lo, hi, *tables, work=work)
     if rows > 0:
         from bidlab.kern.cuda import _module
 
