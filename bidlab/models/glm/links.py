@@ -165,7 +165,8 @@ class LinkStep:
                     xp.multiply(t, 0.5, out=t)
             elif blk.link == "logistic" and xp is np and E.flags.c_contiguous:
                 cl64 = self._col_loss64(blk.c1 - blk.c0)
-                logistic_step(E, Y, blk.c0, blk.c1, blk.k0, cl64, weights, loss is not None)
+                logistic_step(E, Y, blk.c0, blk.c1, blk.k0, cl64, weights, loss is not None,
+                              (self.tmp, self.tmp2))
                 if loss is not None:
                     lk = loss[:, blk.k0 : blk.k1]
                     lk += cl64
