@@ -91,3 +91,15 @@ def test_the_estimators_schedule_parameters_reach_their_updater(corpus, cls):
     assert lrn.opts.tau0 == 5.0 and lrn.opts.kappa == 0.8
     lrn.fit(progress=None)
     assert est.updater_.t == est.n_batches_ == 5
+
+
+def test_gibbs_default_minibatch_caps_its_tokens():
+    """Long documents get fewer per default minibatch (about 16,384 tokens, at least 8
+    documents); short ones keep 64; an explicit batch_size is taken as given."""
+    long_docs = synthetic_lda_corpus(n_docs=40, n_words=500, k=3, doc_len=(1500, 2500),
+                                     seed=0).X
+    short = synthetic_lda_corpus(n_docs=200, n_words=500, k=3, seed=0).X
+    assert long_docs.sum() / 40 > 16384 / 8 * 0.9 and short.sum() / 200 < 16384 / 64
+    runs = {(name, b): LDAGibbs(3, n_passes=1, batch_size=b, random_state=0).fit(X).n_batches_
+            for name, X in (("long", long_docs), ("short", short)) for b in (None, 20)}
+    assert runs == {("long", None): 5, ("long", 20): 2, ("short", None): 4, ("short", 20): 10}

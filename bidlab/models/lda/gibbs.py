@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from bidlab import backend
 from bidlab.learn import IncNorm, Option
 from bidlab.learn.model import register_model
 from bidlab.models.lda.estimator import LDAEstimator
@@ -39,8 +40,9 @@ class LDAGibbs(LDAEstimator):
     alpha, beta
         symmetric Dirichlet priors (> 0).
     batch_size
-        documents per minibatch (default: 64 on the CPU; on a GPU up to 8192, as long
-        as a pass keeps at least 16 minibatches).
+        documents per minibatch (default on the CPU: 64, or fewer for long documents, so
+        that a minibatch holds about 16,384 tokens at most, and at least 8 documents; on
+        a GPU up to 8192, as long as a pass keeps at least 16 minibatches).
     n_passes, e_iters, e_iters_warm
         passes of ``fit``; sampling sweeps per minibatch, and
         once warm-started (``fit``'s passes after the first).
@@ -88,9 +90,22 @@ class LDAGibbs(LDAEstimator):
 
     _integer_counts = True
     _cpu_batch = 64  # small minibatches: many cheap moving-average steps per pass
+    _cpu_tokens = 16384  # ... holding at most about this many tokens (long documents)
+    _cpu_min_batch = 8
     _gpu_batch = 8192
     PARAMS: ClassVar[tuple[Option, ...]] = LDAEstimator.params_of(
         LDAGibbsModel, IncNorm, e_iters=5, e_iters_warm=3, tau0=8.0)
+
+    def _default_batch(self, C: Any) -> int:
+        """On the CPU, ``_cpu_batch`` documents unless that many would hold more than
+        ``_cpu_tokens`` tokens: a sampler's minibatch costs its tokens, and long documents
+        (2,000 tokens each) in 64-document minibatches leave a pass only a few
+        moving-average steps."""
+        B = super()._default_batch(C)
+        if backend.is_cupy_array(C.data):
+            return B
+        per_doc = float(C.data.sum()) / max(int(C.shape[0]), 1)
+        return int(min(B, max(self._cpu_min_batch, self._cpu_tokens // max(per_doc, 1.0))))
 
     def __init__(
         self,
