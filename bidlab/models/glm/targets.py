@@ -69,12 +69,14 @@ def as_targets_2d(Y: Any, n_rows: int, owner: str) -> tuple[np.ndarray, bool]:
     return Y2, y_1d
 
 
-def _classes_of(col: np.ndarray) -> np.ndarray:
+def _zero_one_classes(col: np.ndarray) -> np.ndarray | None:
+    """The classes of a numeric column of 0s and 1s (None for any other column): such a
+    column is a valid classification target, so it needs no further check."""
     if col.dtype.kind in "biuf":
         lo, hi = col.min(), col.max()
         if lo >= 0 and hi <= 1 and ((col == 0) | (col == 1)).all():
             return np.array([v for v in (0, 1) if (col == v).any()], dtype=col.dtype)
-    return np.unique(col)
+    return None
 
 
 def _normalise_links(link: Any, K: int, owner: str) -> tuple[str, ...]:
@@ -122,8 +124,10 @@ def resolve(
             given = classes[c] if _per_column(classes, q) else classes
             cls[c] = np.unique(np.asarray(given))
         else:
-            check_classification_targets(Y2[:, c])  # "Unknown label type" for real values
-            cls[c] = _classes_of(Y2[:, c])
+            cls[c] = _zero_one_classes(Y2[:, c])
+            if cls[c] is None:
+                check_classification_targets(Y2[:, c])  # "Unknown label type" for reals
+                cls[c] = np.unique(Y2[:, c])
     for k, (lk, c) in enumerate(zip(links, tm, strict=True)):
         if lk not in CLASSIFIER_LINKS:
             continue
