@@ -63,11 +63,12 @@ def test_runs_the_cheaper_version_and_probes_the_other(clock: FakeClock) -> None
     costs = {"serial": 1.0e-3, "parallel": 1.2e-3}  # close: re-checked every PROBE_EVERY
     log: list[str] = []
     serial, parallel = fake_kernels(clock, costs, log)
-    results = [adaptive.run("site", 1000, serial, parallel) for _ in range(4 + 10 * 32)]
+    seeds = 2 * adaptive.SEED_RUNS
+    results = [adaptive.run("site", 1000, serial, parallel) for _ in range(seeds + 10 * 32)]
     assert results == log  # the chosen kernel's return value comes back
-    # warm-up: two parallel calls (the first may include compiling), then two serial ones
-    assert log[:4] == ["parallel", "parallel", "serial", "serial"]
-    steady = log[4:]
+    # warm-up: the parallel calls (the first may include compiling), then the serial ones
+    assert log[:seeds] == ["parallel"] * adaptive.SEED_RUNS + ["serial"] * adaptive.SEED_RUNS
+    steady = log[seeds:]
     assert steady.count("parallel") == 10
     assert all(steady[i] == "parallel" for i in range(31, len(steady), 32))
     d = adaptive.decisions()["site[work~4^5]"]
@@ -80,9 +81,10 @@ def test_probes_that_would_cost_much_are_rare(clock: FakeClock) -> None:
     costs = {"serial": 1e-3, "parallel": 8e-3}  # a busy machine: parallel loses 8x
     log: list[str] = []
     serial, parallel = fake_kernels(clock, costs, log)
-    for _ in range(4 + 2000):
+    seeds = 2 * adaptive.SEED_RUNS
+    for _ in range(seeds + 2000):
         adaptive.run("site", 1000, serial, parallel)
-    probes = log[4:].count("parallel")
+    probes = log[seeds:].count("parallel")
     # a probe waits for PROBE_BUDGET x its extra cost (7 ms) of time at the site: ~350 calls
     assert 4 <= probes <= 6
     lost = probes * (costs["parallel"] - costs["serial"])
@@ -97,21 +99,22 @@ def test_long_calls_are_not_run_serially_just_to_measure_them(clock: FakeClock) 
     log: list[str] = []
     serial, parallel = fake_kernels(clock, costs, log)
     threads = numba.get_num_threads()
-    risk = 2 * (threads - 1) * costs["parallel"]
+    runs = adaptive.SEED_RUNS
+    risk = (runs - 1) * (threads - 1) * costs["parallel"]
     first_serial = round(adaptive.WARMUP_BUDGET * risk / costs["parallel"])
-    for _ in range(first_serial + 4):
+    for _ in range(first_serial + runs + 2):
         adaptive.run("pass", 1000, serial, parallel)
     assert log[:first_serial] == ["parallel"] * first_serial
-    assert log[first_serial:first_serial + 2] == ["serial", "serial"]
-    assert log[first_serial + 2:] == ["parallel", "parallel"]
+    assert log[first_serial:first_serial + runs] == ["serial"] * runs
+    assert log[first_serial + runs:] == ["parallel", "parallel"]
     assert adaptive.decisions()["pass[work~4^5]"]["prefers"] == "parallel"
     # calls whose serial runs could lose at most WARMUP_FREE seconds are measured at once
     log.clear()
     short = fake_kernels(clock, {"serial": 0.01, "parallel": 0.02}, log)
-    for _ in range(6):
+    for _ in range(2 * runs + 2):
         adaptive.run("short", 1000, *short)
-    if 2 * (threads - 1) * 0.02 <= adaptive.WARMUP_FREE:
-        assert log == ["parallel", "parallel", "serial", "serial", "serial", "serial"]
+    if (runs - 1) * (threads - 1) * 0.02 <= adaptive.WARMUP_FREE:
+        assert log == ["parallel"] * runs + ["serial"] * (runs + 2)
 
 
 def test_follows_the_machine_when_it_changes(clock: FakeClock) -> None:
@@ -129,6 +132,41 @@ def test_follows_the_machine_when_it_changes(clock: FakeClock) -> None:
     assert switched < 1000
     assert log[-64:].count("parallel") >= 62  # switched back, probing serial now and then
     assert adaptive.decisions()["site[work~4^5]"]["prefers"] == "parallel"
+
+
+def test_one_slow_reading_does_not_decide(clock: FakeClock) -> None:
+    # the parallel version's second run still waited for the thread pool (6x its cost):
+    # the seed is the lowest reading after the first, so the site still runs parallel
+    costs = {"serial": 2e-3, "parallel": 1e-3}
+    slow = iter([20e-3, 6e-3])  # the first two parallel runs
+    log: list[str] = []
+
+    def parallel() -> str:
+        clock.now += next(slow, costs["parallel"])
+        log.append("parallel")
+        return "parallel"
+
+    serial, _ = fake_kernels(clock, costs, log)
+    for _ in range(2 * adaptive.SEED_RUNS + 40):
+        adaptive.run("site", 1000, serial, parallel)
+    steady = log[2 * adaptive.SEED_RUNS:]
+    assert steady.count("serial") <= 1  # a probe at most
+    assert adaptive.decisions()["site[work~4^5]"]["parallel_ns_per_unit"] == pytest.approx(1e3)
+
+
+def test_a_probe_below_its_estimate_switches_at_once(clock: FakeClock) -> None:
+    costs = {"serial": 1e-3, "parallel": 8e-3}
+    log: list[str] = []
+    serial, parallel = fake_kernels(clock, costs, log)
+    for _ in range(100):
+        adaptive.run("site", 1000, serial, parallel)
+    costs["parallel"] = 0.5e-3
+    log.clear()
+    while "parallel" not in log:  # the next probe
+        adaptive.run("site", 1000, serial, parallel)
+    for _ in range(10):
+        adaptive.run("site", 1000, serial, parallel)
+    assert log[-10:] == ["parallel"] * 10  # not after several probes averaged it down
 
 
 def test_size_classes_and_sites_keep_separate_timings(clock: FakeClock) -> None:

@@ -1,5 +1,9 @@
 """Greedy k-means++ on dense CPU rows (bidlab.kern.kmeans_seed, models/kmeans/plusplus.py)
-against the generic greedy_seeds path, and the first assignment it hands to Lloyd."""
+against the generic greedy_seeds path, and the first assignment it hands to Lloyd.
+
+Every test runs twice: with each step's trials skipping the pairs the triangle inequality
+rules out, and computing every distance (the seeding picks by the last step's share of
+ruled-out pairs; these small data sets would otherwise only take the second way)."""
 
 from __future__ import annotations
 
@@ -7,9 +11,36 @@ import numpy as np
 import pytest
 
 from bidlab.datasets import blobs
+from bidlab.kern import kmeans_seed
 from bidlab.models import KMeans
 from bidlab.models.kmeans import seeding
 from bidlab.models.kmeans.seeding import init_seeding
+
+
+@pytest.fixture(autouse=True, params=["prune", "every distance"])
+def trials_mode(request, monkeypatch):
+    monkeypatch.setattr(kmeans_seed, "PRUNE_DIMS", 0.0 if request.param == "prune" else np.inf)
+    return request.param
+
+
+def test_should_prune_follows_the_ruled_out_share(trials_mode):
+    calls = []
+    real = kmeans_seed._trials
+
+    class Spy:
+        def __call__(self, work, *args):
+            calls.append(args[10])  # prune
+            return real(work, *args)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(kmeans_seed, "_trials", Spy())
+    try:
+        init_seeding(blobs(3000, 4, 6, seed=1).X, 6, "k-means++", np.random.default_rng(0))
+    finally:
+        mp.undo()
+    assert calls[0] is False  # nothing to rule out on the first step
+    assert all(c is (trials_mode == "prune") for c in calls[1:])
+    assert len(calls) == 6
 
 
 def _generic(X, k, rng, w=None):

@@ -11,11 +11,15 @@ the cost per unit of work of the parallel and of the serial version, runs the ch
 and now and then runs the other once to see whether the machine has changed: after at least
 :data:`PROBE_EVERY` calls, and once the time spent at that site since the last probe is
 :data:`PROBE_BUDGET` times what a probe is expected to lose (probing costs at most ~2 %).
-A site's first calls run the parallel version, then the serial one twice to seed its
-estimate: at once when the call is short, but for a long call (a whole pass of a
-full-batch model, seconds each) only after :data:`WARMUP_BUDGET` times what those two runs
-could lose, so that a fit of a few long passes is not run at one core's speed to be
-measured.
+A site's first calls run the parallel version :data:`SEED_RUNS` times, then the serial
+one as often; each version's first timing is thrown away (it may include compiling or
+waking the thread pool) and the lowest of the others seeds its estimate (one slow reading
+seeded a 4x too high estimate that took a hundred calls to correct). The serial runs come
+at once when the call is short, but for a long call (a whole pass of a full-batch model,
+seconds each) only after :data:`WARMUP_BUDGET` times what those runs could lose, so that a
+fit of a few long passes is not run at one core's speed to be measured. A probe that comes
+in below its version's estimate replaces it (that estimate is a probe interval old, and
+interference only ever adds time); other timings are averaged in.
 The bookkeeping costs about a microsecond a call.
 
 Policy: ``"adaptive"`` (default), ``"parallel"`` (always all threads: what the kernel
@@ -49,7 +53,7 @@ import numba
 
 from bidlab.kern import standin, threads
 
-__all__ = ["POLICIES", "PROBE_EVERY", "PROBE_BUDGET", "WARMUP_FREE", "WARMUP_BUDGET",
+__all__ = ["POLICIES", "PROBE_EVERY", "PROBE_BUDGET", "SEED_RUNS", "WARMUP_FREE", "WARMUP_BUDGET",
            "AdaptiveKernel", "adaptive_kernel", "one_thread", "run", "set_policy", "get_policy",
            "policy", "decisions", "reset"]
 
@@ -61,9 +65,12 @@ PROBE_EVERY = 32
 #: a probe waits until the site has run this many times the probe's expected extra cost
 PROBE_BUDGET = 50.0
 _SMOOTHING = 0.5  # weight of a new timing in the moving average
-#: the serial version's first two runs (what they may lose against the parallel one, at
-#: most ``threads - 1`` times its time each) start at once when that is below this many
-#: seconds ...
+#: runs of each version before the choice starts: the first is thrown away, the lowest of
+#: the others seeds the version's estimate
+SEED_RUNS = 3
+#: the serial version's seed runs after the first (what they may lose against the parallel
+#: one, at most ``threads - 1`` times its time each) start at once when that is below this
+#: many seconds ...
 WARMUP_FREE = 0.1
 #: ... and otherwise once the site has run this many times that long
 WARMUP_BUDGET = 4.0
@@ -123,16 +130,14 @@ def reset() -> None:
 
 
 def _choose(site: _Site, units: float, threads: int) -> int:
-    # The first timing of each version is thrown away (it may include numba compiling it);
-    # the second seeds its average.
-    if site.seen[1] < 2:
+    if site.seen[1] < SEED_RUNS:
         return 1
-    if site.seen[0] < 2:
+    if site.seen[0] < SEED_RUNS:
         # a serial run may take up to `threads` times the parallel one: short calls try it
         # at once; long ones once the site has spent WARMUP_BUDGET times that at parallel
         # speed (so a few long calls -- a fit's few passes -- are not run at one thread's
         # speed only to be measured)
-        risk = 2.0 * (threads - 1) * site.cost[1] * units
+        risk = (SEED_RUNS - 1) * (threads - 1) * site.cost[1] * units
         if site.seen[0] or risk <= WARMUP_FREE or \
                 site.time_since_probe >= WARMUP_BUDGET * risk:
             return 0
@@ -173,10 +178,14 @@ def run(name: str, work: float, serial: Callable[[], T], parallel: Callable[[], 
     site.time_since_probe += elapsed
     cost = elapsed / units
     seen = site.seen[mode]
-    if seen == 1:
-        site.cost[mode] = cost
-    elif seen > 1:
-        site.cost[mode] += _SMOOTHING * (cost - site.cost[mode])
+    if seen == 1 or (1 < seen < SEED_RUNS and cost < site.cost[mode]):
+        site.cost[mode] = cost  # the seed: the lowest timing after the first
+    elif seen >= SEED_RUNS:
+        probe = min(site.seen) >= SEED_RUNS and site.since_probe == 0
+        if probe and cost < site.cost[mode]:
+            site.cost[mode] = cost
+        else:
+            site.cost[mode] += _SMOOTHING * (cost - site.cost[mode])
     site.seen[mode] = seen + 1
     return out
 
@@ -185,7 +194,7 @@ def decisions() -> dict[str, dict[str, Any]]:
     """Per call site and size class: calls run each way and the current cost estimates."""
     out = {}
     for (name, size), s in sorted(_sites.items()):
-        ready = min(s.seen) >= 2
+        ready = min(s.seen) >= SEED_RUNS
         out[f"{name}[work~4^{size}]"] = {
             "serial_calls": s.seen[0], "parallel_calls": s.seen[1],
             "serial_ns_per_unit": s.cost[0] * 1e9 if s.seen[0] >= 2 else None,

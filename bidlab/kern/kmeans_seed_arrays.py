@@ -17,7 +17,7 @@ def _block_sums(v: np.ndarray, block: int) -> np.ndarray:
 
 
 def trials(X: Any, order: Any, w: Any, closest: Any, label: Any, Ct: Any, sc2: Any, D: Any,
-           gains: Any, block: int, copy_to: Any) -> None:
+           gains: Any, skipped: Any, prune: bool, block: int, copy_to: Any) -> None:
     """:func:`bidlab.kern.kmeans_seed.trials` (the kernel's arguments)."""
     Xo = X[order] if order.shape[0] else X
     if copy_to.shape[0]:
@@ -26,10 +26,13 @@ def trials(X: Any, order: Any, w: Any, closest: Any, label: Any, Ct: Any, sc2: A
     for c in range(Ct.shape[0]):
         diff = Xo - Ct[c]
         acc = np.einsum("ij,ij->i", diff, diff)
-        skip = sc2[c, label] >= 4.0 * closest
+        ruled_out = sc2[c, label] >= 4.0 * closest
+        skip = ruled_out & prune
         D[c] = np.where(skip, np.inf, acc)
         gain = np.where(~skip & (acc < closest), wp * (closest - acc), 0.0)
         gains[:, c] = _block_sums(gain, block)
+        counts = _block_sums(ruled_out.astype(np.int64), block)
+        skipped[:] = counts if c == 0 else skipped + counts
 
 
 def accept(j: int, seed: int, D: Any, sc2: Any, w: Any, closest: Any, second: Any,

@@ -3,7 +3,8 @@
 :func:`kmeanspp` runs the seeding of :func:`~bidlab.models.kmeans.seeding.greedy_seeds`
 (:func:`local_trials` candidates a step, the one that lowers the potential most kept) on the
 kernels of :mod:`bidlab.kern.kmeans_seed`: one pass over the rows a step, parallel over
-fixed blocks, rows of clusters already seeded skipped by the triangle inequality, and the
+fixed blocks, rows of clusters already seeded skipped by the triangle inequality (once
+the last step showed that pays: :func:`~bidlab.kern.kmeans_seed.should_prune`), and the
 draw of the next candidates read from per-block sums instead of a running sum over every
 row. The first step copies the rows in the sampling order as it reads them, so the later
 steps read memory front to back. The same draws from ``rng`` give the same seeds as
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from bidlab.kern.kmeans_seed import accept, blocks, draw, seed_distances, trials
+from bidlab.kern.kmeans_seed import accept, blocks, draw, seed_distances, should_prune, trials
 
 __all__ = ["COPY_LIMIT", "Seeding", "kmeans_parallel", "kmeanspp", "local_trials"]
 
@@ -94,11 +95,13 @@ def kmeanspp(X: np.ndarray, k: int, rng: np.random.Generator, order: np.ndarray,
     # the first step reads the rows along the order and keeps them so (when the copy fits
     # the budget): the later steps read them front to back instead of gathering them
     Xo = np.empty_like(X) if X.nbytes <= COPY_LIMIT else None
-    trials(X, order, wo, closest, label, Ct, np.zeros((1, 1)), D, gains, copy_to=Xo)
+    trials(X, order, wo, closest, label, Ct, np.zeros((1, 1)), D, gains, copy_to=Xo,
+           prune=False)  # nothing to rule out yet
     rows, along = (X, order) if Xo is None else (Xo, order[:0])
     accept(0, 0, D, np.zeros((1, 1)), wo, closest, second, label, mass)
     S[0] = Ct[0]
     sc2 = np.empty((t, k))
+    ruled_out = 0.0
     for s in range(1, k):
         total = float(mass.sum())
         if total > 0:
@@ -107,7 +110,8 @@ def kmeanspp(X: np.ndarray, k: int, rng: np.random.Generator, order: np.ndarray,
             cand[:] = _by_weight(wo, n, t, rng)
         Ct = np.ascontiguousarray(X[order[cand]])
         seed_distances(Ct, S[:s], sc2[:, :s])
-        trials(rows, along, wo, closest, label, Ct, sc2[:, :s], D, gains)
+        ruled_out = trials(rows, along, wo, closest, label, Ct, sc2[:, :s], D, gains,
+                           prune=should_prune(ruled_out, d))
         best = int(np.argmax(gains.sum(axis=0)))
         accept(best, s, D, sc2[:, :s], wo, closest, second, label, mass)
         S[s] = Ct[best]
