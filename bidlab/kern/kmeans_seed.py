@@ -64,8 +64,17 @@ def _sq_distance(x, cr):  # pragma: no cover - compiled
     return acc
 
 
+@numba.njit(fastmath=_FM, inline="always")
+def _row(X, order, p, ordered, copy, Xo):  # pragma: no cover - compiled
+    """Position p's row (copied to ``Xo[p]`` on the way when ``copy``)."""
+    x = X[order[p]] if ordered else X[p]
+    if copy:
+        Xo[p, :] = x
+    return x
+
+
 @adaptive_kernel(fastmath=_FM, cache=True, nogil=True)
-def _trials(X, order, w, closest, label, Ct, sc2, D, gains, skipped, prune, block,
+def _trials(X, order, w, closest, label, Ct, sc2, D, gains, skipped, prune, sample, block,
             Xo):  # pragma: no cover - compiled
     n = closest.shape[0]
     t = Ct.shape[0]
@@ -77,18 +86,15 @@ def _trials(X, order, w, closest, label, Ct, sc2, D, gains, skipped, prune, bloc
         g = gains[b]
         for c in range(t):
             g[c] = 0.0
+        lo, hi = b * block, min(n, (b + 1) * block)
         ruled_out = 0
-        examined = 0
-        for p in range(b * block, min(n, (b + 1) * block)):
-            c0 = closest[p]
-            lim = 4.0 * c0
-            a = label[p]
-            x = X[order[p]] if ordered else X[p]
-            if copy:
-                Xo[p, :] = x
-            wp = w[p] if weighted else 1.0
-            if prune:
-                examined += t
+        if prune:
+            for p in range(lo, hi):
+                c0 = closest[p]
+                lim = 4.0 * c0
+                a = label[p]
+                x = _row(X, order, p, ordered, copy, Xo)
+                wp = w[p] if weighted else 1.0
                 for c in range(t):
                     if sc2[c, a] >= lim:
                         D[c, p] = np.inf
@@ -98,17 +104,23 @@ def _trials(X, order, w, closest, label, Ct, sc2, D, gains, skipped, prune, bloc
                     D[c, p] = acc
                     if acc < c0:
                         g[c] += wp * (c0 - acc)
-            else:  # every distance, no branch; the test's share on every SAMPLE-th row
+            skipped[b, 1] = (hi - lo) * t
+        else:  # every distance, no branch; the test's share counted on every sample-th row
+            for p in range(lo, hi):
+                c0 = closest[p]
+                x = _row(X, order, p, ordered, copy, Xo)
+                wp = w[p] if weighted else 1.0
                 for c in range(t):
                     acc = _sq_distance(x, Ct[c])
                     D[c, p] = acc
                     g[c] += wp * max(c0 - acc, 0.0)
-                if p % _SAMPLE == 0:
-                    examined += t
-                    for c in range(t):
-                        ruled_out += sc2[c, a] >= lim
+            for p in range(lo, hi, sample):
+                lim = 4.0 * closest[p]
+                a = label[p]
+                for c in range(t):
+                    ruled_out += sc2[c, a] >= lim
+            skipped[b, 1] = ((hi - lo + sample - 1) // sample) * t
         skipped[b, 0] = ruled_out
-        skipped[b, 1] = examined
 
 
 @adaptive_kernel(fastmath=_FM, cache=True, nogil=True)
@@ -205,7 +217,8 @@ def trials(X: np.ndarray, order: np.ndarray, w: np.ndarray, closest: np.ndarray,
     Xo = X[:0] if copy_to is None else copy_to
     skipped = np.empty((gains.shape[0], 2), np.int64)
     _trials(float(closest.shape[0]) * Ct.shape[0] * Ct.shape[1],
-            X, order, w, closest, label, Ct, sc2, D, gains, skipped, bool(prune), BLOCK, Xo)
+            X, order, w, closest, label, Ct, sc2, D, gains, skipped, bool(prune), _SAMPLE,
+            BLOCK, Xo)
     ruled_out, examined = skipped.sum(axis=0).tolist()
     return ruled_out / max(1, examined)
 

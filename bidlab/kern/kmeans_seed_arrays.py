@@ -17,10 +17,9 @@ def _block_sums(v: np.ndarray, block: int) -> np.ndarray:
 
 
 def trials(X: Any, order: Any, w: Any, closest: Any, label: Any, Ct: Any, sc2: Any, D: Any,
-           gains: Any, skipped: Any, prune: bool, block: int, copy_to: Any) -> None:
+           gains: Any, skipped: Any, prune: bool, sample: int, block: int,
+           copy_to: Any) -> None:
     """:func:`bidlab.kern.kmeans_seed.trials` (the kernel's arguments)."""
-    from bidlab.kern.kmeans_seed import _SAMPLE as sample
-
     Xo = X[order] if order.shape[0] else X
     if copy_to.shape[0]:
         copy_to[...] = Xo
@@ -33,7 +32,8 @@ def trials(X: Any, order: Any, w: Any, closest: Any, label: Any, Ct: Any, sc2: A
         D[c] = np.where(skip, np.inf, acc)
         gain = np.where(~skip & (acc < closest), wp * (closest - acc), 0.0)
         gains[:, c] = _block_sums(gain, block)
-        counted = np.ones(Xo.shape[0], bool) if prune else np.arange(Xo.shape[0]) % sample == 0
+        n = Xo.shape[0]
+        counted = np.ones(n, bool) if prune else np.arange(n) % block % sample == 0
         counts = _block_sums((ruled_out & counted).astype(np.int64), block)
         examined = _block_sums(counted.astype(np.int64), block)
         if c == 0:
