@@ -127,8 +127,10 @@ def test_follows_the_machine_when_it_changes(clock: FakeClock) -> None:
     log.clear()
     for _ in range(1200):
         adaptive.run("site", 1000, serial, parallel)
-    # a handful of probes, each sooner as the estimates converge, then parallel for good
-    switched = next(i for i in range(len(log)) if log[i:i + 20] == ["parallel"] * 20)
+    # the first probe comes in below the parallel estimate, which it replaces: the site
+    # switches at once (averaged in, it took several probes)
+    switched = log.index("parallel")
+    assert log[switched:switched + 20] == ["parallel"] * 20
     assert switched < 1000
     assert log[-64:].count("parallel") >= 62  # switched back, probing serial now and then
     assert adaptive.decisions()["site[work~4^5]"]["prefers"] == "parallel"
@@ -152,21 +154,6 @@ def test_one_slow_reading_does_not_decide(clock: FakeClock) -> None:
     steady = log[2 * adaptive.SEED_RUNS:]
     assert steady.count("serial") <= 1  # a probe at most
     assert adaptive.decisions()["site[work~4^5]"]["parallel_ns_per_unit"] == pytest.approx(1e3)
-
-
-def test_a_probe_below_its_estimate_switches_at_once(clock: FakeClock) -> None:
-    costs = {"serial": 1e-3, "parallel": 8e-3}
-    log: list[str] = []
-    serial, parallel = fake_kernels(clock, costs, log)
-    for _ in range(100):
-        adaptive.run("site", 1000, serial, parallel)
-    costs["parallel"] = 0.5e-3
-    log.clear()
-    while "parallel" not in log:  # the next probe
-        adaptive.run("site", 1000, serial, parallel)
-    for _ in range(10):
-        adaptive.run("site", 1000, serial, parallel)
-    assert log[-10:] == ["parallel"] * 10  # not after several probes averaged it down
 
 
 def test_size_classes_and_sites_keep_separate_timings(clock: FakeClock) -> None:
