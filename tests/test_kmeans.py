@@ -20,7 +20,7 @@ from bidlab.kern.kmeans import (
     center_sums,
     hamerly,
 )
-from bidlab.kern.kmeans_lloyd import lloyd_block
+from bidlab.kern.kmeans_lloyd import lloyd_block, rows_first
 from bidlab.models.kmeans import KMeans
 
 
@@ -102,10 +102,12 @@ def test_hamerly_bound_test_matches_its_numpy_oracle():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_lloyd_block_matches_the_separate_kernels(monkeypatch, dtype):
+@pytest.mark.parametrize("d, k", [(7, 5), (12, 3)])  # centres first / rows first
+def test_lloyd_block_matches_the_separate_kernels(monkeypatch, dtype, d, k):
     monkeypatch.setattr(kkm, "_CHUNK_BYTES", 1)  # 32-row chunks: many per thread
+    assert rows_first(k, d) == (d == 12)
     rng = np.random.default_rng(3)
-    n, d, k = 1000, 7, 5
+    n = 1000
     X = rng.standard_normal((n, d)).astype(dtype)
     C = rng.standard_normal((k, d)).astype(dtype)
     cc, w = (C * C).sum(1), rng.random(n)

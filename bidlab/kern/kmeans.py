@@ -101,14 +101,16 @@ class CenterWork:
 
     def blocks(self, dtype: Any) -> tuple[Any, ...]:
         """Per-thread scratch of :func:`~bidlab.kern.kmeans_lloyd.lloyd_block` (made on
-        first use): distances (k x chunk, flat), gathered rows (chunk x d), row numbers,
-        the two smallest values and the nearest centre per row, and counters."""
+        first use): distances (k x chunk, flat) and their rows-first product (chunk x k,
+        flat), gathered rows (chunk x d), row numbers, the two smallest values and the
+        nearest centre per row, and counters."""
         dtype = np.dtype(dtype)
         if self._blocks is None or self._blocks[0].dtype != dtype:
             _, k, d = self.part.shape
             rows = chunk_rows(k, d, dtype.itemsize)
             p = self.nparts
-            self._blocks = (np.empty((p, k * rows), dtype), np.empty((p, rows, d), dtype),
+            self._blocks = (np.empty((p, k * rows), dtype), np.empty((p, k * rows), dtype),
+                            np.empty((p, rows, d), dtype),
                             np.empty((p, rows), np.int64), np.empty((p, rows), dtype),
                             np.empty((p, rows), dtype), np.empty((p, rows), np.int64),
                             np.zeros((p, 2), np.int64))
