@@ -184,9 +184,19 @@ def test_bubble_click_heats_that_parameter(live: dict[str, Any], shots: Path) ->
     """Click topic 1's biggest bubble, then raise the temperature slider it enables."""
     page, probe = live["page"], live["probe"]
     topic = 1  # not topic 0: the notebook heats topic 0's top word itself
-    hit = lp.click_bubble(page, lp.biggest_bubble(page, topic))
-    assert int(hit["topic"]) == topic and hit["word"], hit
-    sel = bh.wait_for(lambda: probe.eval("bubbles.selected"), 15, "a selection in the kernel")
+    for attempt in range(3):
+        # the pixel is measured, then clicked: on a loaded machine the notebook's layout
+        # can still shift in between and the click land beside the bubble, so a click
+        # that selects nothing is repeated, as a user would (a lost selection still fails)
+        hit = lp.click_bubble(page, lp.biggest_bubble(page, topic))
+        assert int(hit["topic"]) == topic and hit["word"], hit
+        try:
+            sel = bh.wait_for(lambda: probe.eval("bubbles.selected"), 8,
+                              "a selection in the kernel")
+            break
+        except TimeoutError:
+            if attempt == 2:
+                raise
     assert sel[0] == topic, sel
     word = sel[1]
     assert probe.eval(f"bubbles.vocab[{word}]") == hit["word"], (sel, hit)
