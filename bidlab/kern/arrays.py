@@ -160,7 +160,7 @@ def _add_sums(P: Any, pc: Any, X: Any, labels: Any, w: Any) -> None:
     pc += np.bincount(labels, weights=weights, minlength=k)
 
 
-def lloyd(X: Any, C: Any, CT: Any, cc: Any, xx: Any, xx_ready: bool, labels: Any, u: Any,
+def lloyd(X: Any, C: Any, cc: Any, xx: Any, xx_ready: bool, labels: Any, u: Any,
           lo: Any, w: Any, part: Any, pc: Any, nparts: int, D: Any, E: Any, G: Any, idx: Any,
           B1: Any, B2: Any, J1: Any, pruned: bool, drift: Any, s: Any, top: int, m1: float,
           m2: float, sums: bool, root: bool, rows_first: bool, stats: Any) -> None:

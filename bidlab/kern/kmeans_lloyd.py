@@ -48,13 +48,13 @@ def _two_smallest_cols(DT, cc, m, b1, b2, j1):  # pragma: no cover - compiled
 
 
 @numba.njit(inline="always")
-def _distances(C, CT, rows, DT, Et, rows_first):  # pragma: no cover - compiled
+def _distances(C, rows, DT, Et, rows_first):  # pragma: no cover - compiled
     """``DT = C @ rows.T`` (k x m), by that product or, with ``rows_first``, as
-    ``rows @ CT`` into the scratch ``Et`` and transposed (:func:`rows_first`)."""
+    ``rows @ C.T`` into the scratch ``Et`` and transposed (:func:`rows_first`)."""
     if rows_first:
         k, m = DT.shape
         E = Et[: m * k].reshape((m, k))
-        np.dot(rows, CT, E)
+        np.dot(rows, C.T, E)
         for j in range(k):
             for r in range(m):
                 DT[j, r] = E[r, j]
@@ -63,7 +63,7 @@ def _distances(C, CT, rows, DT, Et, rows_first):  # pragma: no cover - compiled
 
 
 @adaptive_kernel(fastmath={"reassoc", "contract", "arcp", "nsz"}, cache=True, nogil=True)
-def _lloyd_cpu(X, C, CT, cc, xx, xx_ready, labels, u, lo, w, part, pc, nparts, D, E, G, idx,
+def _lloyd_cpu(X, C, cc, xx, xx_ready, labels, u, lo, w, part, pc, nparts, D, E, G, idx,
                B1, B2, J1, pruned, drift, s, top, m1, m2, sums, root, rows_first,
                stats):  # pragma: no cover - compiled
     n, d = X.shape
@@ -107,12 +107,12 @@ def _lloyd_cpu(X, C, CT, cc, xx, xx_ready, labels, u, lo, w, part, pc, nparts, D
                 for r in range(m):
                     it[r] = a + r
                 DT = Dt[: k * m].reshape((k, m))
-                _distances(C, CT, X[a:b], DT, Et, rows_first)
+                _distances(C, X[a:b], DT, Et, rows_first)
             else:
                 for r in range(cnt):
                     Gt[r, :] = X[it[r]]
                 DT = Dt[: k * cnt].reshape((k, cnt))
-                _distances(C, CT, Gt[:cnt], DT, Et, rows_first)
+                _distances(C, Gt[:cnt], DT, Et, rows_first)
             if cnt > 0:
                 _two_smallest_cols(DT, cc, cnt, b1, b2, j1)
             for r in range(cnt):
@@ -254,7 +254,7 @@ def lloyd_block(X: np.ndarray, C: np.ndarray, cc: np.ndarray, xx: np.ndarray,
     pruned = bounds is not None
     b = bounds or {"drift": cc, "s": cc, "top": 0, "m1": 0.0, "m2": 0.0}
     k, d = C.shape
-    args = (X, np.ascontiguousarray(C), np.ascontiguousarray(C.T), cc, xx, bool(xx_ready),
+    args = (X, np.ascontiguousarray(C), cc, xx, bool(xx_ready),
             labels, u, lo, ww, work.part, work.pc, work.nparts, D, E, G, idx, B1, B2, J1,
             pruned, b["drift"], b["s"], int(b["top"]), float(b["m1"]), float(b["m2"]),
             bool(sums), bool(root), rows_first(k, d), stats)

@@ -24,7 +24,11 @@ def trials(X: Any, order: Any, w: Any, closest: Any, label: Any, Ct: Any, sc2: A
     if copy_to.shape[0]:
         copy_to[...] = Xo
     wp = w if w.shape[0] > 0 else np.ones(Xo.shape[0])
-    for c in range(Ct.shape[0]):
+    n, t = Xo.shape[0], Ct.shape[0]
+    counted = np.ones(n, bool) if prune else np.arange(n) % block % sample == 0
+    skipped[:, 0] = 0
+    skipped[:, 1] = _block_sums(counted.astype(np.int64), block) * t
+    for c in range(t):
         diff = Xo - Ct[c]
         acc = np.einsum("ij,ij->i", diff, diff)
         ruled_out = sc2[c, label] >= 4.0 * closest
@@ -32,14 +36,7 @@ def trials(X: Any, order: Any, w: Any, closest: Any, label: Any, Ct: Any, sc2: A
         D[c] = np.where(skip, np.inf, acc)
         gain = np.where(~skip & (acc < closest), wp * (closest - acc), 0.0)
         gains[:, c] = _block_sums(gain, block)
-        n = Xo.shape[0]
-        counted = np.ones(n, bool) if prune else np.arange(n) % block % sample == 0
-        counts = _block_sums((ruled_out & counted).astype(np.int64), block)
-        examined = _block_sums(counted.astype(np.int64), block)
-        if c == 0:
-            skipped[:] = 0
-        skipped[:, 0] += counts
-        skipped[:, 1] += examined
+        skipped[:, 0] += _block_sums((ruled_out & counted).astype(np.int64), block)
 
 
 def accept(j: int, seed: int, D: Any, sc2: Any, w: Any, closest: Any, second: Any,
