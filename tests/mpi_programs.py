@@ -110,30 +110,45 @@ def dense_rows_data() -> tuple:
 
 
 def glm(comm: MPIComm, passes: int, checkpoint: str = "", data: Any = None,
-        l2: float = 1e-4) -> tuple:
-    """Logistic GLM, plain gradient steps, batches of 200 / size rows on every rank."""
+        l2: float = 1e-4, sync_every: int = 1) -> tuple:
+    """Logistic GLM, plain gradient steps, batches of 200 / size rows on every rank,
+    averaged every ``sync_every`` steps (default: every step)."""
     from bidlab.models import GLM
 
     X, y = glm_data() if data is None else data()
     Xr, yr = shard(comm, X[:3200], y[:3200])
     est = GLM("logistic", batch_size=200 // comm.size, n_passes=passes, random_state=0,
               updater="grad", l2=l2, lrate=0.3)  # one rate: "auto" picks per rank's rows
-    lrn = est.learner(Xr, yr, val_every=0, comm=comm, checkpoint=checkpoint or None)
+    lrn = est.learner(Xr, yr, val_every=0, comm=comm, checkpoint=checkpoint or None,
+                      sync_every=sync_every)
     lrn.fit(progress=None)
     return est.coef_, comm.bytes_sent, comm.syncs
+
+
+#: the steering program's minibatches between sync points (the ranks meet only there)
+STEER_SYNC_EVERY = 4
 
 
 def steering(comm: MPIComm) -> dict:
     """Commands from rank 0 and a stop on rank 1 alone, made from inside training: rank 0
     queues ``set`` at its 5th step and ``pause`` at its 12th; rank 1 asks itself to stop
-    at its 20th (after the resume). Every rank must act on each at the same step."""
+    at its 20th (after the resume). Every rank must act on each at the same step: the
+    first after the next sync point (every :data:`STEER_SYNC_EVERY` steps)."""
     from bidlab.models import GLM
 
     X, y = glm_data()
     Xr, yr = shard(comm, X[:3200], y[:3200])
     est = GLM("logistic", batch_size=100, n_passes=50, random_state=0, updater="grad",
               lrate=0.3)
-    lrn = est.learner(Xr, yr, val_every=0, comm=comm)
+    lrn = est.learner(Xr, yr, val_every=0, comm=comm, sync_every=STEER_SYNC_EVERY)
+    meetings = []
+    meet = comm.meet
+
+    def counted_meet(learner, stop):
+        meetings.append(learner.step)
+        return meet(learner, stop)
+
+    comm.meet = counted_meet
     model = lrn.model
     plain = type(model).update
     asked: dict[str, int] = {}
@@ -161,7 +176,8 @@ def steering(comm: MPIComm) -> dict:
     rec = lrn.record.as_dict()
     changed = int(rec["step"][np.flatnonzero(rec["opts_version"] > rec["opts_version"][0])[0]])
     return dict(steer_changed=changed, steer_paused=paused_at, steer_stopped=lrn.step,
-                steer_state=lrn.state, steer_lrate=float(np.ravel(lrn.opts.get("lrate"))[0]))
+                steer_state=lrn.state, steer_lrate=float(np.ravel(lrn.opts.get("lrate"))[0]),
+                steer_syncs=comm.syncs, steer_meetings=np.array(meetings, np.int64))
 
 
 def suite(out: str) -> None:
@@ -178,6 +194,13 @@ def suite(out: str) -> None:
     lazy = MPIComm(mode="sparse")  # L2 on: its decay of untouched rows waits (lazy)
     glm(lazy, 1, data=dense_rows_data, l2=1e-3)
     found["lazy_touched"] = lazy._combiner.touched_fraction
+    # every 8 steps the union of changed rows is most of them: sparse sends them dense
+    found["wide8_avg"], found["bytes8_avg"], _ = glm(MPIComm(), 1, data=dense_rows_data,
+                                                     l2=0.0, sync_every=8)
+    dense8 = MPIComm(mode="sparse")
+    found["wide8_sparse"], found["bytes8_sparse"], found["syncs8"] = glm(
+        dense8, 1, data=dense_rows_data, l2=0.0, sync_every=8)
+    found["dense_syncs8"] = dense8._combiner.dense_syncs
     found["glm_ck"], _, _ = glm(MPIComm(), 2, checkpoint=f"{out}.ck.npz")
     found["syncs"] = syncs
     found.update(steering(MPIComm()))
@@ -192,7 +215,7 @@ def butterfly_a9a(comm: MPIComm, folder: str) -> float:
     X, y, X_test, y_test = load_a9a(folder, zero_one=True)
     Xr, yr = shard(comm, X, y)
     est = GLM("logistic", batch_size=400 // comm.size, n_passes=2, random_state=0)
-    est.learner(Xr, yr, val_every=0, comm=comm).fit(progress=None)
+    est.learner(Xr, yr, val_every=0, comm=comm, sync_every=1).fit(progress=None)
     return float(est.score(X_test, y_test))
 
 
@@ -204,7 +227,7 @@ def resume_glm(comm: MPIComm, checkpoint: str) -> tuple:
     Xr, yr = shard(comm, X[:3200], y[:3200])
     est = GLM("logistic", batch_size=200 // comm.size, n_passes=4, random_state=0,
               updater="grad", l2=1e-4, lrate=0.3)
-    lrn = est.learner(Xr, yr, val_every=0, comm=comm)
+    lrn = est.learner(Xr, yr, val_every=0, comm=comm, sync_every=1)
     lrn.load(checkpoint)
     resumed_at = lrn.metrics["pass"]
     lrn.set(n_passes=4)

@@ -48,3 +48,16 @@ def test_passes_fill_the_seconds_and_ranks_get_their_threads():
     env = bench.rank_env(1)
     assert env["NUMBA_NUM_THREADS"] == env["OMP_NUM_THREADS"] == "1"
     assert env["BIDLAB_BACKGROUND_COMPILE"] == "0"
+
+
+def test_throughput_is_the_median_of_alternated_pairs(capsys):
+    # each N-rank run over the 1-rank run before it; one slow pair does not decide
+    assert bench.paired_ratio([180.0, 90.0, 170.0], [100.0, 100.0, 100.0]) == 1.7
+    job = {"rows_per_s": 1000.0, "seconds": 1.0, "syncs": 10, "bytes_per_sync": 400.0,
+           "steady_bytes_per_sync": 100.0, "touched_fraction": math.nan,
+           "rows_per_s_runs": [900.0, 1000.0, 1100.0]}
+    bench._report({"load_before": 1.0, "load_after": 1.0,
+                   "pingpong": {"latency_s": 1e-5, "bandwidth_Bps": 1e9},
+                   "jobs": {"glm/2/average": job}, "targets": [],
+                   "cost_model": bench.cost_model(1e-5, 1e9, 1000, 0.2)})
+    assert "rows/s of each run: 900, 1000, 1100" in capsys.readouterr().out

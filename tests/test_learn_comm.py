@@ -95,7 +95,7 @@ def test_two_learners_averaging_every_step_train_glm_like_one(train_together):
     group = ThreadGroup(2)
     halves = [GLM("logistic", batch_size=100, **kw) for _ in range(2)]
     parts = [(Xt[:1600], yt[:1600]), (Xt[1600:], yt[1600:])]
-    learners = [h.learner(*parts[r], val_every=0, comm=group.comm(r))
+    learners = [h.learner(*parts[r], val_every=0, comm=group.comm(r), sync_every=1)
                 for r, h in enumerate(halves)]
     train_together(learners)
 
@@ -163,7 +163,41 @@ def test_a_stop_on_one_rank_stops_the_group():
     for lrn in learners:
         assert lrn.join(timeout=30), "a rank kept running after its peer stopped"
         assert lrn.state == "stopped", lrn.state
-    assert abs(learners[0].step - learners[1].step) <= 1
+    # the stop waits for the next sync point, where both ranks meet: the same step
+    assert learners[0].step == learners[1].step
+    assert learners[0].step % learners[0].opts.sync_every == 0
+
+
+def test_ranks_meet_only_at_sync_points(train_together):
+    """Between sync points each rank runs at its own pace: with ``sync_every=5`` the
+    ranks meet at the run's first boundary and at the boundary after each combine, never
+    at the four boundaries between (this communicator carries no meeting with its
+    combine; MPI's does, and then meets with the combine alone)."""
+    from bidlab.learn import Grad, Learner
+    from bidlab.models.lsq import LeastSquares
+
+    rng = np.random.default_rng(0)
+    group = ThreadGroup(2, timeout=30)
+    calls = {"meet": [0, 0], "combine": [0, 0]}
+    learners = []
+    for r in range(2):
+        comm = group.comm(r)
+        for name in calls:
+            def counted(*a, _f=getattr(comm, name), _n=name, _r=r, **k):
+                calls[_n][_r] += 1
+                return _f(*a, **k)
+            setattr(comm, name, counted)
+        learners.append(Learner(LeastSquares(), (rng.standard_normal((200, 3)),
+                                                 rng.standard_normal((200, 1))),
+                                Grad(lrate=0.01), batch_size=10, n_passes=3, val_every=0,
+                                comm=comm, sync_every=5))
+    train_together(learners)
+    assert all(lrn.step == 60 for lrn in learners)
+    # 60 steps: a combine every 5, and the end's ...
+    assert calls["combine"] == [13, 13], calls
+    # ... and a meeting at the first boundary and after each of the 12 in-run combines
+    # (at every boundary it would be 61)
+    assert calls["meet"] == [13, 13], calls
 
 
 def test_each_rank_writes_and_reads_its_own_checkpoint(tmp_path, train_together):

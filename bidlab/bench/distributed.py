@@ -8,7 +8,8 @@ on KOS (3,430 documents x 6,906 words). Each job first trains a throwaway model 
 minibatches, so numba's compilation stays out of the timed run (the ranks compile in
 their own process: no background compiler competes with the clock). Each job runs the same
 number of passes on N ranks, every rank a contiguous share of the rows, combined every
-minibatch (``sync_every=1``), each rank with ``--threads`` kernel threads (default 1, so
+``sync_every`` minibatches (the learner's default, or ``--sync-every``; the ranks meet
+only there), each rank with ``--threads`` kernel threads (default 1, so
 N ranks against 1 measures scaling over ranks). The passes are ``--passes``, or by default
 as many as make the 1-rank job train for ``--seconds`` (default 20: the 1-rank job times
 one probe pass after its warm-up), so that training, not start-up, sets the ratio. A
@@ -23,9 +24,12 @@ Figures:
   start's broadcast and the first sync, which is dense in every mode). Target: sparse at
   most 1/5 of dense.
 * **throughput**: rows per second of the whole job (every rank's rows over the slowest
-  rank's training time) on N ranks against 1. Target on 2 ranks: at least 1.7x. The
-  machine's load while it ran is printed (1-minute load average before and after): on a
-  shared machine the ranks compete with whatever else runs.
+  rank's training time) on N ranks against 1. Target on 2 ranks: at least 1.7x. The two
+  jobs run ``--repeat`` times (default 3), alternated (1, N, 1, N, ...), and the ratio is
+  the median of each N-rank run over the 1-rank run before it: on a shared 2-core machine
+  one job's rate drifts by more than the effect measured, and an N-rank job, which needs
+  every core at once, suffers more from a neighbour than a 1-rank job does. The machine's
+  load while it ran is printed (1-minute load average before and after).
 * **butterfly against allreduce**: GLM's held-out accuracy and wall time with each.
 * **cost model** (a model, not a measurement): per-message latency ``a`` and bandwidth ``b``
   measured between two ranks (ping-pong of 8 B and 8 MiB), then per sync on N = 8..256
@@ -81,6 +85,8 @@ def _job(spec: dict[str, Any]) -> dict[str, Any]:
 
         make = lambda: LDA(20, random_state=0)  # noqa: E731
     extra: dict[str, Any] = {}
+    if spec.get("sync_every"):
+        extra["sync_every"] = int(spec["sync_every"])
     n = X.shape[0]
     rows = int(n * spec.get("fraction", 1.0))
     X = X[:rows]
@@ -241,19 +247,35 @@ def _write_data(folder: str) -> None:
 
 
 def run(ranks: int, passes: int | None, fraction: float, seconds: float = 20.0,
-        threads: int = 1, peers: bool = True) -> dict[str, Any]:
+        threads: int = 1, peers: bool = True, repeat: int = 1,
+        sync_every: int | None = None) -> dict[str, Any]:
     """Every job's figures (see the module doc); ``passes`` None: sized by ``seconds``;
-    ``peers``: also the 1-rank jobs with a thread per core."""
+    ``peers``: also the 1-rank jobs with a thread per core; ``repeat``: runs of the
+    1-rank / N-rank pair, alternated; ``sync_every``: None for the learner's default."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as folder:
         _write_data(folder)
-        return _run(ranks, passes, fraction, folder, seconds, threads, peers)
+        return _run(ranks, passes, fraction, folder, seconds, threads, peers, repeat,
+                    sync_every)
+
+
+def paired_ratio(many: list[float], one: list[float]) -> float:
+    """The median of the runs' ratios, each N-rank run over the 1-rank run just before it.
+
+    Examples
+    --------
+    >>> paired_ratio([150.0, 190.0, 170.0], [100.0, 100.0, 100.0])
+    1.7
+    """
+    return float(np.median([a / b for a, b in zip(many, one, strict=True)]))
 
 
 def _run(ranks: int, passes: int | None, fraction: float, folder: str, seconds: float,
-         threads: int, peers: bool = True) -> dict[str, Any]:
-    res: dict[str, Any] = {"load_before": _load(), "jobs": {}, "threads": threads}
+         threads: int, peers: bool = True, repeat: int = 1,
+         sync_every: int | None = None) -> dict[str, Any]:
+    res: dict[str, Any] = {"load_before": _load(), "jobs": {}, "threads": threads,
+                           "repeat": repeat, "sync_every": sync_every}
     pp = _launch(2, {"what": "pingpong"})
     res["pingpong"] = pp
     log(f"ping-pong: latency {pp['latency_s'] * 1e6:.1f} us, bandwidth "
@@ -261,8 +283,8 @@ def _run(ranks: int, passes: int | None, fraction: float, folder: str, seconds: 
     batch = {"glm": 400, "lda": 256}
     cores = os.cpu_count() or 1
     for what in ("glm", "lda"):
-        todo = [(1, "average", threads), (ranks, "average", threads),
-                (ranks, "sparse", threads)]
+        todo = [(1, "average", threads), (ranks, "average", threads)] * max(1, repeat)
+        todo.append((ranks, "sparse", threads))
         if what == "glm":
             todo.append((ranks, "butterfly", threads))
         if peers and cores > threads:  # the in-process peer: one rank, a thread per core
@@ -271,11 +293,12 @@ def _run(ranks: int, passes: int | None, fraction: float, folder: str, seconds: 
         for n, mode, th in todo:
             spec = {"what": what, "mode": mode, "passes": n_passes, "seconds": seconds,
                     "fraction": fraction, "batch": batch[what], "folder": folder,
-                    "threads": th}
+                    "threads": th, "sync_every": sync_every}
             r = _launch(n, spec)
             n_passes = r["passes"]  # the first job's, sized by seconds: every job's
             key = f"{what}/{n}/{mode}" + (f"/{th} threads" if th != threads else "")
-            res["jobs"][key] = r
+            runs = res["jobs"].get(key, {}).get("rows_per_s_runs", []) + [r["rows_per_s"]]
+            res["jobs"][key] = r | {"rows_per_s_runs": runs}
             log(f"{key}: {r['passes']} passes, {r['seconds']:.1f} s, "
                 f"{r['rows_per_s']:.0f} rows/s, {r['bytes_per_sync']:.0f} B/sync" + (
                     f", accuracy {r['accuracy']:.4f}" if "accuracy" in r else ""))
@@ -288,7 +311,8 @@ def _run(ranks: int, passes: int | None, fraction: float, folder: str, seconds: 
         ratio = sparse["steady_bytes_per_sync"] / max(1.0, dense["steady_bytes_per_sync"])
         targets.append(target(f"{what}: sparse / dense bytes per sync", ratio, 0.2,
                               at_most=True))
-        speed = dense["rows_per_s"] / jobs[f"{what}/1/average"]["rows_per_s"]
+        speed = paired_ratio(dense["rows_per_s_runs"],
+                             jobs[f"{what}/1/average"]["rows_per_s_runs"])
         targets.append(target(f"{what}: {ranks} ranks / 1 rank throughput", speed, 1.7))
         ratios[f"{what}: {ranks} ranks / 1 rank"] = speed
         peer = jobs.get(f"{what}/1/average/{cores} threads")
@@ -317,6 +341,9 @@ def _report(res: dict[str, Any]) -> None:
               f"{r['seconds']:>8.2f} {r['syncs']:>6} "
               f"{r['bytes_per_sync']:>10.0f} {r['steady_bytes_per_sync']:>10.0f} "
               f"{r['touched_fraction']:>8.3f} {acc:>7}")
+        if len(r.get("rows_per_s_runs", ())) > 1:
+            print(f"{'':<26} rows/s of each run: "
+                  + ", ".join(f"{x:.0f}" for x in r["rows_per_s_runs"]))
     for name, value in res.get("ratios", {}).items():
         print(f"throughput {name}: {value:.2f}x")
     print("cost model per sync (a model from the ping-pong figures, not a measurement):")
@@ -338,6 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=20.0,
                    help="training seconds of the 1-rank job when --passes is not given")
     p.add_argument("--threads", type=int, default=1, help="kernel threads per rank")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="runs of the 1-rank and N-rank jobs, alternated (the throughput "
+                        "ratio is the median of the pairs')")
+    p.add_argument("--sync-every", type=int, default=None,
+                   help="minibatches between combinations (default: the learner's)")
     p.add_argument("--job", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.job:
@@ -348,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(out), flush=True)
         return 0
     res = run(args.ranks, 1 if args.quick else args.passes, 0.1 if args.quick else 1.0,
-              seconds=args.seconds, threads=args.threads, peers=not args.quick)
+              seconds=args.seconds, threads=args.threads, peers=not args.quick,
+              repeat=1 if args.quick else args.repeat, sync_every=args.sync_every)
     return emit(res, args.json, _report)
 
 

@@ -14,7 +14,12 @@ matrices declared ``"sum"`` (sufficient statistics) are always summed exactly, a
   change ``x - x_last`` on the rows it touched, summed by :meth:`MPIComm.sparse_allreduce`
   and divided by ``size``; the result is the average's. "Rows" are indices along the last
   axis of a model matrix (a GLM's or an LDA model's features / words), which a minibatch of
-  sparse text touches a few of.
+  sparse text touches a few of. A sparse row costs its index as well as its values, so
+  when the ranks' union of changed rows was so large at the last sparse sync that the
+  rows cost more than the whole matrix, the next syncs of that matrix are dense
+  allreduces (same result), with a sparse one again every :data:`REPROBE` syncs to see
+  whether the union shrank (many minibatches between syncs touch most rows of a GLM on
+  text; the decision uses only the union, the same on every rank).
 
 Examples
 --------
@@ -96,6 +101,10 @@ class Butterfly(_Mode):
             x *= 0.5
 
 
+#: :class:`SparseRows`: syncs of a matrix sent dense before a sparse one tries again
+REPROBE = 8
+
+
 class SparseRows(_Mode):
     """Changed rows only (Kylix-style sparse allreduce); equals :class:`Average`."""
 
@@ -103,6 +112,8 @@ class SparseRows(_Mode):
         super().__init__(comm)
         self._last: list[np.ndarray] | None = None
         self._touched = self._rows_seen = 0
+        self._dense_left: list[int] = []  # per matrix: dense syncs before the next probe
+        self.dense_syncs = 0  #: syncs of a matrix sent dense (rows would have cost more)
 
     @property
     def touched_fraction(self) -> float:
@@ -113,17 +124,41 @@ class SparseRows(_Mode):
         if self._last is None:  # the first sync: a dense average makes the common start
             self.comm.allreduce(arrays, "mean")
             self._last = [np.array(x, copy=True) for x in arrays]
+            self._dense_left = [0] * len(arrays)
             return
         inv = 1.0 / self.comm.size
-        for x, last in zip(arrays, self._last, strict=True):
+        for i, (x, last) in enumerate(zip(arrays, self._last, strict=True)):
             xt, lt = _rows(x), _rows(last)
             delta = xt - lt
             touched = np.flatnonzero(np.any(delta != 0, axis=1))
             self._touched += touched.size
             self._rows_seen += xt.shape[0]
+            if self._dense_left[i] > 0:  # every rank decided the same at the last probe
+                self._dense_left[i] -= 1
+                self.dense_syncs += 1
+                self.comm.allreduce([x], "mean")  # last + the mean change: the same
+                last[...] = x
+                continue
             rows, summed = self.comm.sparse_allreduce(touched, delta[touched], xt.shape[0])
             lt[rows] += summed * inv
             x[...] = last
+            if rows_cost_more(rows.size, xt.shape[0], xt.shape[1], x.itemsize):
+                self._dense_left[i] = REPROBE
+
+
+def rows_cost_more(union: int, n_rows: int, width: int, itemsize: int) -> bool:
+    """Whether ``union`` changed rows of a matrix of ``n_rows`` rows of ``width`` values
+    cost more sent as rows (a 4-byte index each, as :meth:`MPIComm.sparse_allreduce` sends
+    below 2**31 rows) than the whole matrix.
+
+    Examples
+    --------
+    >>> rows_cost_more(40, 100, 1, 4), rows_cost_more(60, 100, 1, 4)   # 8 B a row vs 4 B
+    (False, True)
+    >>> rows_cost_more(90, 100, 20, 4)     # wide rows: the index hardly counts
+    False
+    """
+    return union * (4 + width * itemsize) > n_rows * width * itemsize
 
 
 def _rows(a: np.ndarray) -> np.ndarray:

@@ -11,9 +11,13 @@ and nowhere else:
 * **pass end** (before the updater applies a pass): the updater's pass statistics
   (``Updater.pass_statistics``, e.g. a full-batch updater's summed updates) are summed;
 * **stopping**: a model's ``converged`` and a stop request end every rank's run together
-  (``any_of``, in :meth:`Communicator.meet` at each minibatch boundary; carried with the
-  step's combine by :meth:`Communicator.combine_and_meet` where the communicator can), so
-  no rank waits in a collective that the others left.
+  (``any_of``, in :meth:`Communicator.meet` at the first minibatch boundary after each
+  step sync point; carried with the step's combine by
+  :meth:`Communicator.combine_and_meet` where the communicator can), so no rank waits in a
+  collective that the others left. Between sync points the ranks do not meet: each runs
+  its ``sync_every`` minibatches at its own pace (a rank that waited at every boundary
+  would pay, every minibatch, for whichever rank was slower in that one), and a stop, a
+  convergence or a command takes effect at the next meeting.
 
 :class:`SingleProcess` (the default) does nothing. :class:`ThreadGroup` joins learners in
 threads of one process: the tests' proof of the seam. MPI and NCCL communicators implement
@@ -78,13 +82,15 @@ class Communicator:
                 self.allreduce(group, op)
 
     def steer(self, learner: Any) -> None:
-        """Called at every minibatch boundary of a learner of several ranks, on every rank,
-        before the collective stop check: a communicator that carries commands to all ranks
-        (pause, option changes) delivers them here. Nothing by default."""
+        """Called at every meeting of a learner of several ranks (the minibatch boundary
+        after a step sync point), on every rank, before the collective stop check: a
+        communicator that carries commands to all ranks (pause, option changes) delivers
+        them here. Nothing by default."""
 
     def meet(self, learner: Any, stop: bool) -> tuple[bool, bool]:
-        """The minibatch boundary's meeting, on every rank of a learner of several ranks:
-        the group's commands delivered (:meth:`steer`), then (a stop requested on any rank,
+        """A minibatch boundary's meeting (the first of a run, and the first after each
+        step sync point), on every rank of a learner of several ranks: the group's commands
+        delivered (:meth:`steer`), then (a stop requested on any rank,
         ``learner.model.converged`` on any rank). A communicator that carries all of it in
         one exchange overrides this."""
         self.steer(learner)

@@ -97,8 +97,9 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
                "pass ends only)", low=0.0),
         Option("record_size", int, 100_000, "minibatches kept in the per-minibatch record",
                low=1, live=False),
-        Option("sync_every", int, 1, "training minibatches between combinations of the "
-               "model across ranks (with a communicator of several)", low=1),
+        Option("sync_every", int, 8, "training minibatches between combinations of the "
+               "model across ranks (with a communicator of several; the ranks meet only "
+               "there, so commands and stops take effect at the next one)", low=1),
     )
 
     def __init__(self, model: Model, data: Any,

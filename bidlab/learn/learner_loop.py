@@ -159,7 +159,12 @@ class TrainingLoop:
             stop = self._boundary()
             converged = model.converged
             if together:  # one meeting: commands, a stop or convergence on any rank
-                stop, converged = carried or comm.meet(self, stop)
+                if carried is not None:
+                    stop, converged = carried
+                elif since_sync == 0:
+                    stop, converged = comm.meet(self, stop)
+                else:  # between sync points the ranks run free: a stop waits for the next
+                    stop = converged = False
                 carried = None
             if stop:
                 return "stopped"
