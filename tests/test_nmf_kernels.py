@@ -116,3 +116,41 @@ def test_sparse_batch_run_resumes_mid_pass_from_a_checkpoint(tmp_path, loss):
     lrn.fit(progress=None)
     np.testing.assert_allclose(again.components_, whole.components_, rtol=1e-12)
     assert again.model_.errors[-1] == pytest.approx(whole.model_.errors[-1], rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_cd_sweeps_row_by_row_are_the_whole_array_sweeps(dtype):
+    """The coordinate-descent kernels (a row of W, a block of H's columns at a time, in
+    cache) against their whole-array forms (one product per component): the same steps,
+    float rounding apart; a component no row uses (zero Gram diagonal) stays put."""
+    from bidlab.kern import nmf_cd
+
+    rng = np.random.default_rng(7)
+    m, k, n = 97, 6, 2 * nmf_cd.COLUMN_BLOCK + 7  # a last block that is not full
+    Wt = rng.random((m, k)).astype(dtype)
+    H = rng.random((k, n)).astype(dtype)
+    H[4] = 0.0  # unused component: W's Gram diagonal 0 there
+    X = rng.random((m, n)).astype(dtype)
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-11}
+    for l1, l2 in ((0.0, 0.0), (0.05, 0.1)):
+        G, B = H @ H.T, X @ H.T
+        W, want = Wt.copy(), Wt.copy()
+        nmf_cd.cd_rows(W, G, B, l1, l2)
+        nmf_cd._rows_arrays(want, G, B, np.diagonal(G) + l2, dtype(l1), dtype(l2), 1)
+        np.testing.assert_allclose(W, want, **tol)
+        assert (W >= 0).all() and not np.allclose(W, Wt)
+        if l2 == 0.0:  # G[4, 4] = 0 and no L2 on the diagonal: skipped
+            np.testing.assert_array_equal(W[:, 4], Wt[:, 4])
+    gram, num = W.T @ W, W.T @ X
+    gram[2, :] = gram[:, 2] = 0.0  # a component no row of W uses
+    got, want = H.copy(), H.copy()
+    nmf_cd.cd_cols(got, gram, num, np.empty(n, dtype))
+    nmf_cd._cols_arrays(want, gram, num, np.diagonal(gram).astype(np.float64),
+                        np.empty(n, dtype), nmf_cd.COLUMN_BLOCK)
+    np.testing.assert_allclose(got, want, **tol)
+    np.testing.assert_array_equal(got[2], H[2])
+    assert (got >= 0).all() and not np.allclose(got, H)
+    with pytest.raises(ValueError, match="acc must hold"):
+        nmf_cd.cd_cols(got, gram, num, np.empty(n - 1, dtype))
+    with pytest.raises(ValueError, match="Gram matrix"):
+        nmf_cd.cd_rows(W, G[:3, :3], B)

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from bidlab import backend
+from bidlab.kern import nmf_cd
 from bidlab.learn.updaters.base import Updater
 from bidlab.learn.updaters.multiplicative import BatchMult
 
@@ -73,6 +76,9 @@ class BatchCD(BatchMult):
     def _step(self, i: int, num: Any, gram: Any) -> None:
         """One pass of exact coordinate minimisation over the rows of model matrix ``i``."""
         xp, H, g = self.xp, self.model.modelmats[i].data, self._row[i]
+        if xp is np and H.flags.c_contiguous:  # a block of columns at a time, in cache
+            nmf_cd.cd_cols(H, gram, num, g.reshape(-1))
+            return
         diag = backend.to_host(xp.diagonal(gram))
         for t in range(H.shape[0]):
             h = float(diag[t])

@@ -34,6 +34,7 @@ import numpy as np
 
 import bidlab as bl
 from bidlab import backend
+from bidlab.kern import nmf_cd
 from bidlab.kern.nmf_kl import kl_w_numerator
 from bidlab.mat import Mat
 
@@ -115,6 +116,9 @@ def w_cd_step(W: Mat, XHt: Mat, HHt: Mat, l1: float = 0.0, l2: float = 0.0,
     penalties: ``l2`` on the Hessian's diagonal, ``l1`` off the gradient). ``cols``: an
     m x 2 scratch (no allocation then)."""
     xp, w, G, B = W.xp, W.data, HHt.data, XHt.data
+    if xp is np:  # one row at a time while it is in cache, the rows split between threads
+        nmf_cd.cd_rows(w, G, B, l1, l2)
+        return
     c2 = cols.data if cols is not None else xp.empty((w.shape[0], 2), w.dtype)
     g, tmp = c2[:, 0:1], c2[:, 1:2]
     diag = backend.to_host(xp.diagonal(G))
