@@ -232,3 +232,32 @@ def test_lda_keeps_its_documents_warm_starts_in_a_checkpoint(tmp_path):
     store = other.model._store
     assert isinstance(store, RowState) and bool(store.seen.data.all())
     np.testing.assert_array_equal(store.values.data, lrn.model._store.values.data)
+
+
+def test_convergence_on_one_rank_ends_both_at_that_pass_end(train_together):
+    """Pass ends are meetings too: with 7 minibatches a pass and ``sync_every=5`` (no sync
+    at the pass end), rank 1's model converging at the end of its second pass stops both
+    ranks there, not at the next sync point."""
+    from bidlab.learn import Grad, Learner
+    from bidlab.models.lsq import LeastSquares
+
+    class ConvergesOnRank1(LeastSquares):
+        rank = 0
+
+        def end_pass(self, pass_):
+            super().end_pass(pass_)
+            self.converged = self.rank == 1 and pass_ == 1
+
+    rng = np.random.default_rng(2)
+    group = ThreadGroup(2, timeout=30)
+    learners = []
+    for r in range(2):
+        model = ConvergesOnRank1()
+        model.rank = r
+        learners.append(Learner(model, (rng.standard_normal((70, 3)),
+                                        rng.standard_normal((70, 1))),
+                                Grad(lrate=0.01), batch_size=10, n_passes=50, val_every=0,
+                                comm=group.comm(r), sync_every=5))
+    train_together(learners)
+    assert [lrn.step for lrn in learners] == [14, 14]
+    assert all(lrn.state == "done" for lrn in learners), [lrn.state for lrn in learners]

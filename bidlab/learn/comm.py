@@ -12,7 +12,7 @@ and nowhere else:
   (``Updater.pass_statistics``, e.g. a full-batch updater's summed updates) are summed;
 * **stopping**: a model's ``converged`` and a stop request end every rank's run together
   (``any_of``, in :meth:`Communicator.meet` at the first minibatch boundary after each
-  step sync point; carried with the step's combine by
+  step sync point and after each pass end; carried with the step's combine by
   :meth:`Communicator.combine_and_meet` where the communicator can), so no rank waits in a
   collective that the others left. Between sync points the ranks do not meet: each runs
   its ``sync_every`` minibatches at its own pace (a rank that waited at every boundary
@@ -89,8 +89,8 @@ class Communicator:
 
     def meet(self, learner: Any, stop: bool) -> tuple[bool, bool]:
         """A minibatch boundary's meeting (the first of a run, and the first after each
-        step sync point), on every rank of a learner of several ranks: the group's commands
-        delivered (:meth:`steer`), then (a stop requested on any rank,
+        step sync point or pass end), on every rank of a learner of several ranks: the
+        group's commands delivered (:meth:`steer`), then (a stop requested on any rank,
         ``learner.model.converged`` on any rank). A communicator that carries all of it in
         one exchange overrides this."""
         self.steer(learner)

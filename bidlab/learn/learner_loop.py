@@ -154,6 +154,7 @@ class TrainingLoop:
         comm = self.comm
         together = comm.size > 1
         since_sync = 0
+        pass_ended = False  # the last minibatch ended a pass: the ranks meet (convergence)
         carried: tuple[bool, bool] | None = None  # this boundary's meeting, held at the sync
         while True:
             stop = self._boundary()
@@ -161,11 +162,12 @@ class TrainingLoop:
             if together:  # one meeting: commands, a stop or convergence on any rank
                 if carried is not None:
                     stop, converged = carried
-                elif since_sync == 0:
+                elif since_sync == 0 or pass_ended:
                     stop, converged = comm.meet(self, stop)
                 else:  # between sync points the ranks run free: a stop waits for the next
                     stop = converged = False
                 carried = None
+                pass_ended = False
             if stop:
                 return "stopped"
             p, _ = src.position
@@ -217,6 +219,7 @@ class TrainingLoop:
             if watch.trained >= watch.next_check and not batch.last:
                 watch.check(self, f"pass {batch.pass_ + 1}")
             if batch.last:
+                pass_ended = True
                 sink.flush()
                 stats_ = upd.pass_statistics()
                 if together and stats_:
