@@ -126,14 +126,16 @@ def glm(comm: MPIComm, passes: int, checkpoint: str = "", data: Any = None,
 
 
 #: the steering program's minibatches between sync points (the ranks meet only there)
-STEER_SYNC_EVERY = 4
+STEER_SYNC_EVERY = 5
 
 
 def steering(comm: MPIComm) -> dict:
     """Commands from rank 0 and a stop on rank 1 alone, made from inside training: rank 0
-    queues ``set`` at its 5th step and ``pause`` at its 12th; rank 1 asks itself to stop
-    at its 20th (after the resume). Every rank must act on each at the same step: the
-    first after the next sync point (every :data:`STEER_SYNC_EVERY` steps)."""
+    queues ``set`` at its 5th step and ``pause`` at its 15th (the last of the first pass:
+    it arrives at the pass end's meeting, between sync points), and another ``set`` while
+    paused; rank 1 asks itself to stop at its 20th (after the resume). Every rank must act
+    on each at the same step: the first after the next meeting (every
+    :data:`STEER_SYNC_EVERY` steps, at pass ends, and right after commands arrived)."""
     from bidlab.models import GLM
 
     X, y = glm_data()
@@ -157,7 +159,7 @@ def steering(comm: MPIComm) -> dict:
         if comm.rank == 0 and lrn.step == 5:
             asked["set"] = lrn.step
             comm.request("set", lrate=0.1)
-        if comm.rank == 0 and lrn.step == 12:
+        if comm.rank == 0 and lrn.step == 15:
             asked["pause"] = lrn.step
             comm.request("pause")
         if comm.rank == 1 and lrn.step == 20:
@@ -171,11 +173,16 @@ def steering(comm: MPIComm) -> dict:
     while lrn.state != "paused" and time.monotonic() < deadline:
         time.sleep(0.01)
     paused_at = lrn.step
+    version = int(lrn.record.as_dict()["opts_version"][-1])
+    if comm.rank == 0:
+        comm.request("set", lrate=0.05)  # while every rank is paused
     lrn.resume()
     lrn.join(60)
     rec = lrn.record.as_dict()
     changed = int(rec["step"][np.flatnonzero(rec["opts_version"] > rec["opts_version"][0])[0]])
+    resumed = int(rec["step"][np.flatnonzero(rec["opts_version"] > version)[0]])
     return dict(steer_changed=changed, steer_paused=paused_at, steer_stopped=lrn.step,
+                steer_set_while_paused=resumed,
                 steer_state=lrn.state, steer_lrate=float(np.ravel(lrn.opts.get("lrate"))[0]),
                 steer_syncs=comm.syncs, steer_meetings=np.array(meetings, np.int64))
 

@@ -336,6 +336,7 @@ class MPIComm(Communicator):
         req, flags, blob = pending
         self._wait(req, "the minibatch boundary's meeting", spin=0.0)
         n = int(flags[2])
+        self.delivered = n > 0
         self._deliver(learner, n, blob)
         return bool(flags[0]), bool(flags[1]), n > 0
 

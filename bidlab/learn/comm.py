@@ -58,6 +58,10 @@ class Communicator:
     #: exchange): a model then defers per-row work that would change every row at every
     #: step (e.g. a GLM's L2 decay of untouched weights) until the row is next touched.
     changed_rows_only: bool = False
+    #: True when the last meeting delivered commands (:meth:`steer`): every rank got them
+    #: there, so the ranks meet again at the next boundary, where a delivered pause takes
+    #: effect (commands queued while paused then land as soon as training resumes)
+    delivered: bool = False
 
     def allreduce(self, arrays: Sequence[Any], op: str = "sum") -> None:
         """Replace each array by the sum (``op="sum"``) or mean (``"mean"``) of that

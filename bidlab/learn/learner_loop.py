@@ -155,6 +155,7 @@ class TrainingLoop:
         together = comm.size > 1
         since_sync = 0
         pass_ended = False  # the last minibatch ended a pass: the ranks meet (convergence)
+        meet_again = False  # the last meeting delivered commands: the ranks meet again
         carried: tuple[bool, bool] | None = None  # this boundary's meeting, held at the sync
         while True:
             stop = self._boundary()
@@ -162,8 +163,10 @@ class TrainingLoop:
             if together:  # one meeting: commands, a stop or convergence on any rank
                 if carried is not None:
                     stop, converged = carried
-                elif since_sync == 0 or pass_ended:
+                    meet_again = False
+                elif since_sync == 0 or pass_ended or meet_again:
                     stop, converged = comm.meet(self, stop)
+                    meet_again = comm.delivered
                 else:  # between sync points the ranks run free: a stop waits for the next
                     stop = converged = False
                 carried = None
