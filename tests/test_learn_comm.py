@@ -163,9 +163,11 @@ def test_a_stop_on_one_rank_stops_the_group():
     for lrn in learners:
         assert lrn.join(timeout=30), "a rank kept running after its peer stopped"
         assert lrn.state == "stopped", lrn.state
-    # the stop waits for the next sync point, where both ranks meet: the same step
+    # the stop waits for the next meeting (a sync point or a pass end of 20 minibatches),
+    # where both ranks are: the same step
     assert learners[0].step == learners[1].step
-    assert learners[0].step % learners[0].opts.sync_every == 0
+    step = learners[0].step
+    assert step % learners[0].opts.sync_every == 0 or step % 20 == 0, step
 
 
 def test_ranks_meet_only_at_sync_points(train_together):
