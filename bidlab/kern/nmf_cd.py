@@ -49,13 +49,13 @@ COLUMN_BLOCK = 256
 
 
 @adaptive_kernel(fastmath=_FM, cache=True, nogil=True)
-def _rows(W, G, B, diag, l1, l2, nparts):  # pragma: no cover - compiled
+def _rows(W, G, B, l1, l2, nparts):  # pragma: no cover - compiled
     m, k = W.shape
     for p in prange(nparts):
         lo, hi = m * p // nparts, m * (p + 1) // nparts
         for i in range(lo, hi):
             for t in range(k):
-                h = diag[t]
+                h = G[t, t] + l2
                 if not h > 0.0:
                     continue
                 s = W[i, 0] * G[t, 0]
@@ -66,11 +66,11 @@ def _rows(W, G, B, diag, l1, l2, nparts):  # pragma: no cover - compiled
                 W[i, t] = v if v > 0.0 else 0.0
 
 
-def _rows_arrays(W, G, B, diag, l1, l2, nparts):
+def _rows_arrays(W, G, B, l1, l2, nparts):
     """The whole-array form: one matrix-vector product per component."""
     g = np.empty(W.shape[0], W.dtype)
     for t in range(W.shape[1]):
-        h = diag[t]
+        h = G[t, t] + l2
         if not h > 0.0:
             continue
         np.matmul(W, G[t], out=g)
@@ -82,7 +82,7 @@ def _rows_arrays(W, G, B, diag, l1, l2, nparts):
 
 
 @adaptive_kernel(fastmath=_FM, cache=True, nogil=True)
-def _cols(H, gram, num, diag, acc, block):  # pragma: no cover - compiled
+def _cols(H, gram, num, acc, block):  # pragma: no cover - compiled
     # one-dimensional views of the block's rows: unit stride, so the loops over the
     # block's columns vectorise (indexing H[r, j] directly ran ~4x slower)
     k, n = H.shape
@@ -92,7 +92,7 @@ def _cols(H, gram, num, diag, acc, block):  # pragma: no cover - compiled
         w = j1 - j0
         a = acc[j0:j1]
         for t in range(k):
-            h = diag[t]
+            h = gram[t, t]
             if not h > 0.0:
                 continue
             nt = num[t, j0:j1]
@@ -110,10 +110,10 @@ def _cols(H, gram, num, diag, acc, block):  # pragma: no cover - compiled
                 ht[j] = v if v > 0.0 else 0.0
 
 
-def _cols_arrays(H, gram, num, diag, acc, block):
+def _cols_arrays(H, gram, num, acc, block):
     """The whole-array form: one vector-matrix product per component."""
     for t in range(H.shape[0]):
-        h = diag[t]
+        h = gram[t, t]
         if not h > 0.0:
             continue
         np.matmul(gram[t], H, out=acc)
@@ -131,31 +131,27 @@ stand_in(_cols)(_cols_arrays)
 def cd_rows(W: Any, G: Any, B: Any, l1: float = 0.0, l2: float = 0.0) -> None:
     """One sweep of ``W``'s components in place (numpy arrays; see the module doc):
     ``W`` m x k, ``G = H H^T`` k x k (symmetric), ``B = X H^T`` m x k."""
-    _check_factor(W, G, B.shape == W.shape, "B", "W")
-    dt = W.dtype.type
-    diag = np.ascontiguousarray(np.diagonal(G), np.float64) + float(l2)
     m, k = W.shape
-    nparts = max(1, min(m, 64))
-    _rows(float(m) * k * k, W, G, B, diag, dt(l1), dt(l2), nparts)
+    _check_factor(W, G, B, k, "W", "B")
+    dt = W.dtype.type
+    _rows(float(m) * k * k, W, G, B, dt(l1), dt(l2), max(1, min(m, 64)))
 
 
 def cd_cols(H: Any, gram: Any, num: Any, acc: Any) -> None:
     """One sweep of ``H``'s rows (its components) in place (numpy arrays; see the module
     doc): ``H`` k x n, ``gram`` k x k, ``num`` k x n; ``acc``: scratch of n numbers of
     ``H``'s dtype."""
-    _check_factor(H, gram, num.shape == H.shape, "num", "H")
-    if acc.shape != (H.shape[1],) or acc.dtype != H.dtype:
-        raise ValueError(f"cd_cols: acc must hold {H.shape[1]} numbers of {H.dtype}; got "
-                         f"{acc.shape} {acc.dtype}")
-    diag = np.ascontiguousarray(np.diagonal(gram), np.float64)
     k, n = H.shape
-    _cols(float(n) * k * k, H, gram, num, diag, acc, COLUMN_BLOCK)
+    _check_factor(H, gram, num, k, "H", "num")
+    if acc.shape != (n,) or acc.dtype != H.dtype:
+        raise ValueError(f"cd_cols: acc must hold {n} numbers of {H.dtype}; got "
+                         f"{acc.shape} {acc.dtype}")
+    _cols(float(n) * k * k, H, gram, num, acc, COLUMN_BLOCK)
 
 
-def _check_factor(F: Any, G: Any, same: bool, other: str, name: str) -> None:
-    k = F.shape[1] if name == "W" else F.shape[0]
+def _check_factor(F: Any, G: Any, other_mat: Any, k: int, name: str, other: str) -> None:
     if not (isinstance(F, np.ndarray) and F.flags.c_contiguous and G.shape == (k, k)
-            and same and G.dtype == F.dtype):
+            and other_mat.shape == F.shape and G.dtype == F.dtype):
         raise ValueError(f"coordinate descent of {name} {F.shape} ({F.dtype}) needs a "
                          f"C-contiguous numpy {name}, a {k} x {k} Gram matrix and {other} "
                          f"of {name}'s shape, all of {name}'s dtype; got {G.shape} "
