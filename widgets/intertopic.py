@@ -24,7 +24,8 @@ changed (a whole new data source only when k changes):
 The axis ranges are fixed (a :class:`._map_frame.Viewport`, replaced only when the
 centres leave it or shrink well inside it), so a frame does not re-lay out the plot, and
 the circles sit on BokehJS's overlay layer: a frame of new radii repaints only them, not
-the labels, axes, grid and title.
+the labels and grid. The plot has no axes, title or toolbar in the page, whose sizes
+BokehJS would measure again on every repaint.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from ._pump import MAX_RATE, PumpedView, View, pump_for
 
 __all__ = ["IntertopicMap"]
 
+TITLE = "intertopic map (area ∝ tokens, colour: NPMI coherence)"
 FRAME_PX = 380  # the plot area's side in pixels (square: the map's distances are isotropic)
 #: seconds between placements of the topics (the Jensen-Shannon distances over the
 #: vocabulary cost tens of ms); the circles' sizes follow every frame
@@ -109,10 +111,16 @@ class IntertopicMap(PumpedView):
         # the labels' own source: patched only when the centres move
         self.labels = ColumnDataSource(name="bidlab-intertopic-labels",
                                        data={"x": [], "y": [], "label": []})
-        fig = figure(title="intertopic map (area ∝ tokens, colour: NPMI coherence)",
-                     frame_width=FRAME_PX, frame_height=FRAME_PX,
+        fig = figure(title=TITLE, frame_width=FRAME_PX, frame_height=FRAME_PX,
                      x_range=Range1d(-1.0, 1.0), y_range=Range1d(-1.0, 1.0),
-                     tools="tap,box_select,reset", toolbar_location="above")
+                     tools="tap,box_select", toolbar_location=None)
+        # No side panels in the page: BokehJS re-measures every axis, title and toolbar
+        # of a plot (text metrics, computed styles) on each repaint, which cost the page
+        # more than the circles. The title is shown as HTML above the chart (and kept on
+        # the figure for static pictures); principal coordinates have no unit to read off
+        # axes; the tap and box-select tools are active without a toolbar.
+        fig.title.visible = False
+        fig.axis.visible = False
         r = fig.circle("x", "y", radius="radius", source=self.source, fill_color="color",
                        fill_alpha=0.55, line_color="#1f4e79", level="overlay")
         # the labels stay on the plot's main layer, under the circles: redrawn only with
@@ -122,7 +130,6 @@ class IntertopicMap(PumpedView):
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("topic", "@label"),
                                                          ("share", "@weight{0.000}"),
                                                          ("npmi", "@coherence{0.000}")]))
-        fig.xaxis.axis_label, fig.yaxis.axis_label = "PC1", "PC2"
         self.figure = fig
         self.source.selected.on_change("indices", self._on_select)
         self.chart = LiveBokeh(fig)
@@ -137,7 +144,8 @@ class IntertopicMap(PumpedView):
             b.on_click(lambda _b, name=name: self.edit(name))
         side = W.VBox([W.HBox(list(self.buttons.values())), self.lam, self.words,
                        self.status], layout=W.Layout(width="420px"))
-        self.widget = W.HBox([self.chart, side])
+        self.header = W.HTML(f"<b>{TITLE}</b>")
+        self.widget = W.VBox([self.header, W.HBox([self.chart, side])])
         self.pump = pump_for(learner, rate)
         self.view = self.pump.attach(View(key, self.render, views={"topics": 0},
                                           close=self._close_widgets))
@@ -291,6 +299,6 @@ class IntertopicMap(PumpedView):
 
     def _close_widgets(self) -> None:
         self._closed = True
-        for w in (self.widget, self.chart, self.words, self.status, self.lam,
+        for w in (self.widget, self.header, self.chart, self.words, self.status, self.lam,
                   *self.buttons.values()):
             w.close()

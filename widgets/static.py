@@ -128,6 +128,8 @@ def _draw(ax: Any, fig: Any) -> None:
     for axis, setter in ((fig.xaxis, ax.set_xlabel), (fig.yaxis, ax.set_ylabel)):
         if axis and axis[0].axis_label and axis[0].visible:
             setter(axis[0].axis_label, fontsize=8)
+    if fig.xaxis and not fig.xaxis[0].visible:
+        ax.set_xticks([])
     if fig.yaxis and not fig.yaxis[0].visible:
         ax.set_yticks([])
     ax.tick_params(labelsize=7)
