@@ -1,4 +1,5 @@
-"""``python -m bidlab.bench kernels [--json] [--scale F]``: the CPU kernels against the roofline.
+"""``python -m bidlab.bench kernels [--json] [--scale F] [--gpu]``: the CPU kernels against the
+roofline (``--gpu``: the same workload on the GPU, :mod:`bidlab.bench._kernels_gpu`).
 
 Workload: a power-law sparse 100,000 x 50,000 float32 CSR matrix with ~50 M
 nonzeros (Zipf-like column popularity, log-normal row lengths, sorted unique indices) and
@@ -209,6 +210,14 @@ def print_report(res: dict[str, Any]) -> None:
               f"{r['speedup_vs_best']:>8.2f}{r['max_rel_err']:>10.1e}")
     print("   (1-thread / blocked: the numpy/scipy way in one thread / in row blocks on all "
           "threads; x = bidlab's speed-up)")
+    g = res.get("gpu")
+    if g:
+        print(f"   GPU ({g['device']}): triad {g['triad']['bandwidth_GBps']:.1f} GB/s -> "
+              f"roofline {g['roofline_gflops']:.1f} GFLOP/s")
+        for name, r in g["kernels"].items():
+            print(f"   {name:<15}{r['rate']:>9.1f} GFLOP/s {r['roofline_ratio']:>6.2f} of roof;"
+                  f" {r['library']['how']} {r['library']['rate']:.1f} (x"
+                  f"{r['speedup_vs_library']:.2f}); rel err {r['max_rel_err']:.1e}")
     print_targets(res["targets"], indent="   ")
 
 
@@ -229,10 +238,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--triad-mib", type=float, default=256.0,
                     help="size of each of the 3 triad arrays in MiB (default 256)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gpu", action="store_true",
+                    help="also run the sparse kernels on the GPU against its roofline "
+                         "(needs CuPy and a CUDA device)")
     ap.add_argument("--threads", choices=("parallel", "adaptive", "serial"), default="parallel",
                     help="kernel thread policy (default parallel: the roofline figures are "
                          "for all cores; adaptive is what models use)")
     args = ap.parse_args(argv)
+    if args.gpu:
+        from bidlab import backend
+
+        if not backend.gpu_available():
+            ap.error("--gpu needs CuPy and a CUDA device "
+                     "(pip install 'bidlab[gpu]' on a machine with an NVIDIA GPU)")
     from bidlab.kern import adaptive as policy
 
     policy.set_policy(args.threads)
@@ -247,6 +265,12 @@ def main(argv: list[str] | None = None) -> int:
     triad_elements = max(1 << 16, int(args.triad_mib * 2**20 / 8))
     res = run(m, n, nnz, args.k, max(1, args.repeats), max(1, args.baseline_repeats),
               max(1, args.numpy_sddmm_repeats), max(1, args.chunk), triad_elements, args.seed)
+    if args.gpu:
+        from bidlab.bench._kernels_gpu import gpu_run
+
+        S = power_law_csr(m, n, nnz, args.seed)
+        res["gpu"] = gpu_run(S, args.k, max(1, args.repeats), 4 * triad_elements)
+        res["targets"] += res["gpu"]["targets"]
     passed = sys.argv[1:] if argv is None else argv
     res["command"] = " ".join(["python -m bidlab.bench kernels", *passed])
     res["kernel_threads"] = args.threads

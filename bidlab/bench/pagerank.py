@@ -1,5 +1,5 @@
 """``python -m bidlab.bench pagerank [--json] [--quick] [--repeats N] [--scale S]
-[--big-scale S] [--l1 L]``: PageRank against networkx, igraph (PRPACK), fast_pagerank and
+[--big-scale S] [--l1 L] [--gpu]``: PageRank against networkx, igraph (PRPACK), fast_pagerank and
 a scipy power iteration, on the SNAP graphs and generated R-MAT graphs.
 
 Graphs: the three SNAP graphs of the shared data folder when it is there (ca-GrQc,
@@ -24,6 +24,11 @@ iteration where networkx is left out); each system's L1 distance to it must be <
 Systems take turns, ``--repeats`` times (once on the large graph), after one bidlab run on
 a tiny graph (numba compiles once per process: warm figures); medians are reported, with
 speed ratios.
+
+``--gpu`` adds ``PageRank(device="gpu")`` on every graph with the adjacency already on the
+device: power iterations (float32 and float64), the clock stopped after the device has
+finished, edges per second per iteration (edges x iterations / seconds; target 1e9) and
+the L1 distance to the same reference.
 """
 
 from __future__ import annotations
@@ -138,18 +143,54 @@ def measure(name: str, A: sp.csr_matrix, with_nx: bool, l1: float,
     return row
 
 
+def gpu_rate(name: str, A: sp.csr_matrix, l1: float, ref: np.ndarray) -> dict[str, Any]:
+    """PageRank on the GPU from an adjacency already there: edges per second per
+    iteration, each float type, median of three warm runs."""
+    from bidlab import backend
+    from bidlab.models import PageRank
+
+    cp = backend.cupy()
+    Ad = backend.to_device(A)
+    row: dict[str, Any] = {"graph": name, "edges": int(A.nnz)}
+    for dtype in (np.float32, np.float64):
+        def fit(Ad: Any = Ad, dtype: Any = dtype) -> Any:
+            return PageRank(damping=DAMPING, tol=l1 / A.shape[0], max_iter=1000,
+                            method="power", dtype=dtype).fit(Ad)
+
+        fit()  # compiles, pool
+        times, est = [], None
+        for _ in range(3):
+            cp.cuda.Device().synchronize()
+            t0 = time.perf_counter()
+            est = fit()
+            cp.cuda.Device().synchronize()
+            times.append(time.perf_counter() - t0)
+        t = float(np.median(times))
+        it = int(est.n_iter_)
+        x = np.asarray(backend.to_host(est.scores_), np.float64)
+        row[np.dtype(dtype).name] = {
+            "seconds": round(t, 5), "iterations": it,
+            "edges_per_s_per_iteration": A.nnz * it / t,
+            "l1_to_reference": float(np.abs(x - ref).sum())}
+        log(f"  {name} bidlab GPU {np.dtype(dtype).name}: {t:.4f} s, {it} iterations, "
+            f"{A.nnz * it / t / 1e9:.2f} G edges/s per iteration")
+    return row
+
+
 def run(quick: bool, repeats: int, scale: int, big_scale: int | None,
-        l1: float) -> dict[str, Any]:
+        l1: float, gpu: bool = False) -> dict[str, Any]:
     from bidlab.kern import standin
 
     peers.bidlab_pr(rmat(6), l1)  # compile the kernels first: warm figures only
     standin.wait()  # (the sweep kernel, compiled in the background on a fresh install)
     peers.bidlab_pr(rmat(6), l1)
-    rows = []
+    rows, gpu_rows = [], []
     for name, make, with_nx in graphs(quick, scale, big_scale):
         A = make()
         log(f"{name}: {A.shape[0]:,} vertices, {A.nnz:,} edges")
         rows.append(measure(name, A, with_nx, l1, repeats if with_nx else 1))
+        if gpu:
+            gpu_rows.append(gpu_rate(name, A, l1, reference(A, False)[0]))
         del A
     targets = []
     for r in rows:
@@ -159,8 +200,17 @@ def run(quick: bool, repeats: int, scale: int, big_scale: int | None,
                                       r[f"bidlab_x_{peer}"], goal))
         targets.append(target(f"{r['graph']}: bidlab L1 to the reference",
                               r["bidlab"]["l1_to_reference"], SAME, at_most=True))
-    return {"benchmark": "pagerank", "l1": l1, "damping": DAMPING, "repeats": repeats,
-            "graphs": rows, "targets": targets}
+    for g in gpu_rows:
+        best = max(g[t]["edges_per_s_per_iteration"] for t in ("float32", "float64"))
+        targets.append(target(f"{g['graph']}: bidlab GPU edges per second per iteration",
+                              best, 1e9))
+        targets.append(target(f"{g['graph']}: bidlab GPU float64 L1 to the reference",
+                              g["float64"]["l1_to_reference"], SAME, at_most=True))
+    out = {"benchmark": "pagerank", "l1": l1, "damping": DAMPING, "repeats": repeats,
+           "graphs": rows, "targets": targets}
+    if gpu:
+        out["gpu"] = gpu_rows
+    return out
 
 
 def _report(res: dict[str, Any]) -> None:
@@ -175,6 +225,12 @@ def _report(res: dict[str, Any]) -> None:
                 ratio = f"  bidlab x{r[f'bidlab_x_{s}']:.2f}" if s != "bidlab" else ""
                 print(f"  {s:<13} {r[s]['seconds']:>9.4f} s  L1 {r[s]['l1_to_reference']:.1e}"
                       f"{ratio}{extra}")
+    for g in res.get("gpu", []):
+        for t in ("float32", "float64"):
+            r = g[t]
+            print(f"  GPU {g['graph']} {t}: {r['seconds']:.4f} s, {r['iterations']} "
+                  f"iterations, {r['edges_per_s_per_iteration'] / 1e9:.2f} G edges/s "
+                  f"per iteration, L1 {r['l1_to_reference']:.1e}")
     print_targets(res["targets"])
 
 
@@ -191,13 +247,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="the large R-MAT graph's scale (0: none; never with --quick)")
     parser.add_argument("--l1", type=float, default=1e-7,
                         help="stop when an iteration's L1 change is below this")
+    parser.add_argument("--gpu", action="store_true",
+                        help="add PageRank on the GPU (needs CuPy and a CUDA device)")
     args = parser.parse_args(argv)
+    if args.gpu:
+        from bidlab import backend
+
+        if not backend.gpu_available():
+            parser.error("--gpu needs CuPy and a CUDA device "
+                         "(pip install 'bidlab[gpu]' on a machine with an NVIDIA GPU)")
     scale = args.scale if args.scale is not None else (12 if args.quick else 17)
     big = None if args.quick or not args.big_scale else args.big_scale
     for s in (scale, big):
         if s is not None and not 1 <= s <= 22:
             parser.error(f"R-MAT scales must be in 1..22; got {s}")
-    res = run(args.quick, 1 if args.quick else max(1, args.repeats), scale, big, args.l1)
+    res = run(args.quick, 1 if args.quick else max(1, args.repeats), scale, big, args.l1,
+              gpu=args.gpu)
     res["machine"] = machine()
     return emit(res, args.json, _report)
 

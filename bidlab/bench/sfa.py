@@ -1,5 +1,5 @@
-"""``python -m bidlab.bench sfa [--json] [--quick] [--scale S] [--factors 64,256]``: SFA
-(ALS by conjugate gradient) against implicit's CG ALS, and explicit ratings beside a
+"""``python -m bidlab.bench sfa [--json] [--quick] [--scale S] [--factors 64,256] [--gpu]``:
+SFA (ALS by conjugate gradient) against implicit's CG ALS, and explicit ratings beside a
 biases-only baseline.
 
 Workloads:
@@ -23,6 +23,12 @@ compiles); the seconds per iteration are the fit's time over its iterations. p@1
 MAP@10, NDCG@10) are computed by one function (:mod:`bidlab.models.sfa.metrics`) for both,
 training items left out, over the users with held-out items (at most 3,000, the same ones).
 Targets: p@10 at least implicit's, seconds per iteration at most half implicit's.
+
+``--gpu`` adds ``SFA(device="gpu")`` on the generated matrix at each of ``--factors`` (the
+same split, settings and warm-up; the clock stops after the device has finished): seconds
+per iteration against the CPU fit's in the same run, p@10 beside it, and the target of
+0.3 s per iteration at 256 factors on the full-size matrix (``--scale 1``; implicit's
+published A6000 figure for MovieLens-20M).
 """
 
 from __future__ import annotations
@@ -109,6 +115,33 @@ def implicit_case(name: str, X: sp.csr_matrix, k: int, iters: int, l2: float = 0
             "time_ratio": t_ours / t_peer, "bidlab": m_ours, "implicit": m_peer}
 
 
+def gpu_case(name: str, X: sp.csr_matrix, k: int, iters: int, l2: float = 0.01,
+              alpha: float = 1.0) -> dict[str, Any]:
+    """``SFA(device="gpu")`` on one implicit workload: seconds per iteration (whole fit,
+    device synchronised) and the ranking metrics of :func:`implicit_case`."""
+    from bidlab import backend
+    from bidlab.models.sfa.metrics import ranking_metrics
+
+    if not backend.gpu_available():
+        return {"workload": name, "k": k, "skipped": "no GPU (CuPy with a CUDA device) here"}
+    cp = backend.cupy()
+    parts = _split(X)
+    train, test = parts.train.astype(np.float32), parts.test
+    users = np.flatnonzero(np.diff(test.indptr))
+    users = np.sort(np.random.default_rng(1).choice(users, min(3000, users.size), False))
+    _ours(train, k, l2, alpha, 1).set_params(device="gpu").fit(train)  # compiles, pool
+    cp.cuda.Device().synchronize()
+    t0 = time.perf_counter()
+    est = _ours(train, k, l2, alpha, iters).set_params(device="gpu").fit(train)
+    cp.cuda.Device().synchronize()
+    t = (time.perf_counter() - t0) / iters
+    U, V = backend.to_host(est.user_factors_), backend.to_host(est.item_factors_)
+    m = ranking_metrics(lambda u: U[u] @ V.T, train, test, 10, users)
+    log(f"{name} on the GPU: k={k}, {iters} iterations: {t:.3f} s/iter {m}")
+    return {"workload": name, "shape": list(X.shape), "train_nnz": int(train.nnz), "k": k,
+            "iterations": iters, "gpu_s_per_iter": t, "bidlab_gpu": m}
+
+
 def biases_only(train: sp.csr_matrix, l2: float, sweeps: int = 20) -> Any:
     """``mu + b_u + c_j`` fitted by alternating exact sweeps; returns a predict function."""
     mu = float(train.data.mean())
@@ -141,16 +174,21 @@ def explicit_case(k: int, iters: int, l2: float) -> dict[str, Any]:
             "fit_s": t}
 
 
-def run(quick: bool, scale: float, factors: list[int], iters: int) -> dict[str, Any]:
+def run(quick: bool, scale: float, factors: list[int], iters: int,
+        gpu: bool = False) -> dict[str, Any]:
     from bidlab.datasets import load_movielens
 
-    cases = []
+    cases, gpu_cases = [], []
     ml = load_movielens()
     cases.append(implicit_case("MovieLens-small implicit", ml.implicit(), 64, iters))
-    if not quick:
+    if not quick or gpu:
         G = generated(scale)
         for k in factors:
-            cases.append(implicit_case(f"generated x{scale:g}", G, k, max(2, iters // 5)))
+            name = f"generated x{scale:g}"
+            if not quick:
+                cases.append(implicit_case(name, G, k, max(2, iters // 5)))
+            if gpu:
+                gpu_cases.append(gpu_case(name, G, k, max(2, iters // 5)))
     explicit = explicit_case(32, iters, 10.0)
     targets = []
     for c in cases:
@@ -160,8 +198,22 @@ def run(quick: bool, scale: float, factors: list[int], iters: int) -> dict[str, 
                               c["time_ratio"], 0.5, at_most=True))
     targets.append(target("explicit RMSE: biases-only - SFA", explicit["biases_rmse"]
                           - explicit["sfa_rmse"], 0.0))
-    return {"benchmark": "sfa", "machine": machine(), "implicit_cases": cases,
-            "explicit": explicit, "targets": targets}
+    for g in gpu_cases:
+        cpu = next((c for c in cases if c["workload"] == g["workload"] and c["k"] == g["k"]),
+                   None)
+        if "skipped" in g:
+            continue
+        if cpu is not None:
+            g["cpu_s_per_iter"] = cpu["bidlab_s_per_iter"]
+            g["gpu_over_cpu"] = g["gpu_s_per_iter"] / cpu["bidlab_s_per_iter"]
+        if g["k"] == 256 and scale >= 1.0:
+            targets.append(target(f"{g['workload']} k=256 on the GPU: s/iter",
+                                  g["gpu_s_per_iter"], 0.3, at_most=True))
+    out = {"benchmark": "sfa", "machine": machine(), "implicit_cases": cases,
+           "explicit": explicit, "targets": targets}
+    if gpu:
+        out["gpu_cases"] = gpu_cases
+    return out
 
 
 def _report(r: dict[str, Any]) -> None:
@@ -172,6 +224,13 @@ def _report(r: dict[str, Any]) -> None:
         print(f"{c['workload']:<28}{c['k']:>5}{c['bidlab_s_per_iter']:>13.3f}"
               f"{c['implicit_s_per_iter']:>15.3f}{c['time_ratio']:>7.2f}"
               f"{c['bidlab']['p@10']:>11.4f}{c['implicit']['p@10']:>11.4f}")
+    for g in r.get("gpu_cases", []):
+        if "skipped" in g:
+            print(f"GPU {g['workload']} k={g['k']}: skipped ({g['skipped']})")
+        else:
+            print(f"GPU {g['workload']} k={g['k']}: {g['gpu_s_per_iter']:.3f} s/iter "
+                  f"(CPU {g.get('cpu_s_per_iter', float('nan')):.3f}), "
+                  f"p@10 {g['bidlab_gpu']['p@10']:.4f}")
     e = r["explicit"]
     print(f"explicit MovieLens-small: SFA(k={e['k']}, l2={e['l2']}) RMSE {e['sfa_rmse']:.4f}, "
           f"biases only {e['biases_rmse']:.4f}")
@@ -187,9 +246,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="the generated matrix's nonzeros as a share of 20 M (default 1)")
     p.add_argument("--factors", default="64,256", help="factors on the generated matrix")
     p.add_argument("--iters", type=int, default=15, help="iterations on MovieLens-small")
+    p.add_argument("--gpu", action="store_true",
+                   help="add SFA(device='gpu') on the generated matrix (needs CuPy and a GPU)")
     a = p.parse_args(argv)
+    if a.gpu:
+        from bidlab import backend
+
+        if not backend.gpu_available():
+            p.error("--gpu needs CuPy and a CUDA device "
+                    "(pip install 'bidlab[gpu]' on a machine with an NVIDIA GPU)")
     factors = [int(x) for x in a.factors.split(",") if x]
-    result = run(a.quick, a.scale, factors, 3 if a.quick else a.iters)
+    result = run(a.quick, a.scale, factors, 3 if a.quick else a.iters, gpu=a.gpu)
     return emit(result, a.json, _report)
 
 
