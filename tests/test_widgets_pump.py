@@ -91,8 +91,10 @@ def test_late_ticks_keep_the_average_rate(running):
     time.sleep(3.0)
     pump.detach("slow")
     rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
-    # skipping ahead after each late tick (re-gridding on every late tick) gives ~8.3 a second
-    assert 9.3 <= rate <= MAX_RATE * 1.02, (rate, np.diff(stamps))
+    # skipping ahead after each late tick (re-gridding on every late tick) gives ~8.3 a second;
+    # keeping the grid gives 10, less only where the machine stretches the 0.18 s renders
+    # (9.26 seen on a loaded 2-core machine, with renders of 0.23-0.25 s)
+    assert 9.0 <= rate <= MAX_RATE * 1.02, (rate, np.diff(stamps))
     assert min(np.diff(stamps)) > 0.045
 
 
