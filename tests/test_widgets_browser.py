@@ -138,38 +138,6 @@ def test_bokeh_style_sheets_skip_identical_rewrites(live: dict[str, Any]) -> Non
                    "css": ":host { width: 12px; }"}, got
 
 
-def test_a_streamed_point_costs_the_chart_one_paint(live: dict[str, Any]) -> None:
-    """ONE_PAINT_JS: the score chart paints once per streamed point (BokehJS alone paints
-    twice: the data ranges the paint moves schedule another), and still shows the newest
-    point inside its ranges."""
-    got = live["page"].evaluate("""async () => {
-      const s = """ + lp.find_source_js("bidlab-scores") + """;
-      let view = null;
-      for (const v of Bokeh.index.all_views())
-        if (v.model && v.frame && v.model.renderers
-            && v.model.renderers.some(r => r.data_source === s)) view = v;
-      if (!view) return null;
-      let paints = 0, streams = 0;
-      view.paint = function () { paints++; return Object.getPrototypeOf(this).paint.call(this); };
-      const counted = () => { streams++; };
-      s.streaming.connect(counted);
-      await new Promise((done) => setTimeout(done, 3000));
-      s.streaming.disconnect(counted);
-      delete view.paint;
-      await new Promise((done) => requestAnimationFrame(() => setTimeout(done, 100)));
-      const steps = s.data.step;
-      return {paints, streams, last: steps[steps.length - 1], x_end: view.frame.x_range.end,
-              patched: Bokeh.require("models/plots/range_manager").RangeManager.prototype
-                         .__bidlab_one_paint === true};
-    }""")
-    assert got is not None, "no score chart in the page"
-    print(f"\nscore chart: {got['paints']} paints for {got['streams']} streamed points")
-    assert got["patched"], got
-    assert got["streams"] >= 10, got  # the learner streams ~10 points a second
-    assert got["paints"] <= 1.3 * got["streams"] + 2, got  # unpatched: 2 per point
-    assert got["x_end"] >= got["last"], got
-
-
 def test_slider_drag_reaches_the_learner(live: dict[str, Any], shots: Path) -> None:
     """Drag the dashboard's ``kappa`` slider 16 times; time each change to its first use.
 

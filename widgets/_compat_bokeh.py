@@ -10,10 +10,8 @@ Relied on (bokeh 3):
 * ``DocumentPatchedEvent.dispatch`` calling ``receiver._document_patched(event)`` (the hook
   :class:`._compat_jupyter_bokeh.HookedBokehModel` routes);
 * BokehJS: ``Document._callbacks`` (a Map of callback -> raw flag;
-  :data:`QUIET_ECHOES_JS`), ``core/dom``'s ``InlineStyleSheet._update``
-  (:data:`STEADY_STYLES_JS`), and ``RangeManager.update_dataranges`` with
-  ``PlotView.request_repaint`` / ``invalidate_painters`` (:data:`ONE_PAINT_JS`). Each script
-  does nothing when BokehJS lacks these.
+  :data:`QUIET_ECHOES_JS`) and ``core/dom``'s ``InlineStyleSheet._update``
+  (:data:`STEADY_STYLES_JS`). Both scripts do nothing when BokehJS lacks these.
 
 The ``viz`` extra pins bokeh below its next major version; :func:`missing_hooks` says what
 a newer release changed (the test suite runs it).
@@ -28,8 +26,8 @@ from typing import Any
 from bokeh.core.serialization import Serializer
 from bokeh.protocol.messages.patch_doc import PatchJson, patch_doc
 
-__all__ = ["LIBRARY", "ONE_PAINT_JS", "PAGE_JS", "QUIET_ECHOES_JS", "STEADY_STYLES_JS",
-           "inline_patch", "missing_hooks", "set_from_page"]
+__all__ = ["LIBRARY", "PAGE_JS", "QUIET_ECHOES_JS", "STEADY_STYLES_JS", "inline_patch",
+           "missing_hooks", "set_from_page"]
 
 LIBRARY = "bokeh"
 
@@ -66,48 +64,9 @@ if (sheet != null && typeof sheet._update === "function" && !sheet.__bidlab_stea
 }
 """
 
-#: BokehJS code (run with :data:`QUIET_ECHOES_JS`, once per page) that makes a streamed
-#: point cost one paint instead of two. A paint first updates the plot's data ranges; each
-#: range that moves emits a change, and the plot answers a range change by scheduling
-#: another paint, although the paint under way already draws everything with the new
-#: ranges. While a plot updates its own data ranges, a range change now marks everything for
-#: the paint under way and schedules nothing. (A range shared with another plot still
-#: schedules that plot's paint; zooms, pans and ranges set from Python are untouched.)
-ONE_PAINT_JS = """
-const req = typeof Bokeh !== "undefined" && Bokeh.require ? Bokeh.require : null;
-const rmod = req != null ? req("models/plots/range_manager") : null;
-const pmod = req != null ? req("models/plots/plot_canvas") : null;
-const rm = rmod != null && rmod.RangeManager != null ? rmod.RangeManager.prototype : null;
-const pv = pmod != null && pmod.PlotView != null ? pmod.PlotView.prototype : null;
-if (rm != null && pv != null && typeof rm.update_dataranges === "function"
-    && typeof pv.request_repaint === "function"
-    && typeof pv.invalidate_painters === "function" && !rm.__bidlab_one_paint) {
-  const update = rm.update_dataranges;
-  rm.update_dataranges = function () {
-    const plot = this.parent;
-    if (plot == null) return update.call(this);
-    plot.__bidlab_ranging = (plot.__bidlab_ranging || 0) + 1;
-    try {
-      return update.call(this);
-    } finally {
-      plot.__bidlab_ranging -= 1;
-    }
-  };
-  const repaint = pv.request_repaint;
-  pv.request_repaint = function () {
-    if (this.__bidlab_ranging) {
-      this.invalidate_painters();
-      return;
-    }
-    return repaint.call(this);
-  };
-  rm.__bidlab_one_paint = true;
-}
-"""
-
-#: The code of the one ``CustomJS`` each data source carries: the steady style sheets and
-#: the one-paint ranges first (the echo filter returns early once installed).
-PAGE_JS = STEADY_STYLES_JS + ONE_PAINT_JS + QUIET_ECHOES_JS
+#: The code of the one ``CustomJS`` each data source carries: the steady style sheets
+#: first (the echo filter returns early once installed).
+PAGE_JS = STEADY_STYLES_JS + QUIET_ECHOES_JS
 
 
 def inline_patch(event: Any) -> patch_doc:
@@ -186,15 +145,7 @@ def missing_hooks() -> list[str]:
     js = Path(bokeh.__file__).parent / "server" / "static" / "js" / "bokeh.js"
     text = js.read_text(encoding="utf-8") if js.is_file() else ""
     for hook, needle in (("BokehJS Document._callbacks (a Map)", "this._callbacks = new Map()"),
-                         ("BokehJS InlineStyleSheet._update(css)", "_update(css) {"),
-                         ("BokehJS RangeManager.update_dataranges()",
-                          "update_dataranges() {\n"
-                          "            this._update_dataranges(this.frame);"),
-                         ("BokehJS PlotView.request_repaint()",
-                          "request_repaint() {\n            this.request_paint();"),
-                         ("BokehJS PlotView.paint(): data ranges updated before painting",
-                          "this._range_manager.update_dataranges();\n"
-                          "                this._invalidate_layout_if_needed();")):
+                         ("BokehJS InlineStyleSheet._update(css)", "_update(css) {")):
         if needle not in text:
             problems.append(f"{where}: hook {hook} not found in {js.name}")
     return problems
