@@ -90,6 +90,16 @@ def ran(rows: Iterable[dict[str, Any]], label: Callable[[dict[str, Any]], str] =
             yield r
 
 
+def require_gpu(parser: argparse.ArgumentParser, wanted: bool) -> None:
+    """Stop with ``parser.error`` (exit status 2) when ``--gpu`` was asked for and no CUDA
+    device is usable, saying what it needs."""
+    from bidlab import backend
+
+    if wanted and not backend.gpu_available():
+        parser.error("--gpu needs CuPy and a CUDA device "
+                     "(pip install 'bidlab[gpu]' on a machine with an NVIDIA GPU)")
+
+
 def log(msg: str) -> None:
     """A progress line on stderr (stdout stays clean for ``--json``)."""
     print(msg, file=sys.stderr, flush=True)

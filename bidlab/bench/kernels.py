@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from bidlab.bench._common import emit, log, machine, print_targets, target
+from bidlab.bench._common import emit, log, machine, print_targets, require_gpu, target
 from bidlab.bench._kernel_cases import build_cases, power_law_csr
 
 FULL_ROWS, FULL_COLS, FULL_NNZ, FULL_K = 100_000, 50_000, 50_000_000, 64
@@ -245,12 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="kernel thread policy (default parallel: the roofline figures are "
                          "for all cores; adaptive is what models use)")
     args = ap.parse_args(argv)
-    if args.gpu:
-        from bidlab import backend
-
-        if not backend.gpu_available():
-            ap.error("--gpu needs CuPy and a CUDA device "
-                     "(pip install 'bidlab[gpu]' on a machine with an NVIDIA GPU)")
+    require_gpu(ap, args.gpu)
     from bidlab.kern import adaptive as policy
 
     policy.set_policy(args.threads)

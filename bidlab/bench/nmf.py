@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 import warnings
 from typing import Any
 
 import numpy as np
 
-from bidlab.bench._common import emit, log, machine, print_targets, target
+from bidlab.bench._common import emit, log, machine, print_targets, require_gpu, target
 
 KL = "kullback-leibler"
 
@@ -230,14 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="bidlab's NMF on the GPU (needs CuPy and a CUDA device)")
     args = parser.parse_args(argv)
     device = "gpu" if args.gpu else "cpu"
-    if args.gpu:
-        from bidlab import backend
-
-        if not backend.gpu_available():
-            print("python -m bidlab.bench nmf: --gpu needs CuPy and a CUDA device "
-                  "(pip install 'bidlab[gpu]' on a machine with an NVIDIA GPU)",
-                  file=sys.stderr)
-            return 2
+    require_gpu(parser, args.gpu)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the other benchmarks
     from threadpoolctl import threadpool_limits
 

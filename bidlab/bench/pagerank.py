@@ -42,7 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bidlab.bench import _pagerank_peers as peers
-from bidlab.bench._common import emit, log, machine, print_targets, target
+from bidlab.bench._common import emit, log, machine, print_targets, require_gpu, target
 
 DAMPING = peers.DAMPING
 SAME = 1e-6  # largest L1 distance to the reference
@@ -250,12 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu", action="store_true",
                         help="add PageRank on the GPU (needs CuPy and a CUDA device)")
     args = parser.parse_args(argv)
-    if args.gpu:
-        from bidlab import backend
-
-        if not backend.gpu_available():
-            parser.error("--gpu needs CuPy and a CUDA device "
-                         "(pip install 'bidlab[gpu]' on a machine with an NVIDIA GPU)")
+    require_gpu(parser, args.gpu)
     scale = args.scale if args.scale is not None else (12 if args.quick else 17)
     big = None if args.quick or not args.big_scale else args.big_scale
     for s in (scale, big):

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from bidlab.bench._common import emit, log, machine, print_targets, target
+from bidlab.bench._common import emit, log, machine, print_targets, require_gpu, target
 
 
 def _split(X: sp.csr_matrix, seed: int = 0) -> Any:
@@ -249,12 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpu", action="store_true",
                    help="add SFA(device='gpu') on the generated matrix (needs CuPy and a GPU)")
     a = p.parse_args(argv)
-    if a.gpu:
-        from bidlab import backend
-
-        if not backend.gpu_available():
-            p.error("--gpu needs CuPy and a CUDA device "
-                    "(pip install 'bidlab[gpu]' on a machine with an NVIDIA GPU)")
+    require_gpu(p, a.gpu)
     factors = [int(x) for x in a.factors.split(",") if x]
     result = run(a.quick, a.scale, factors, 3 if a.quick else a.iters, gpu=a.gpu)
     return emit(result, a.json, _report)
