@@ -16,7 +16,7 @@ CELLS: list[tuple[str, str]] = [
      "at the same step. Needs `pip install 'bidlab[mpi]'`."),
     ("code", DATA_PARAM + "\nNRANKS = 2         # MPI engines started from this notebook"
      "\nK = 10             # LDA topics\nLDA_PASSES = 3     # the LDA is stopped after these"
-     "\nNPASSES = 20       # GLM passes (a few seconds: time to pause it)"
+     "\nNPASSES = 60       # GLM passes (seconds of training: time to pause it mid-run)"
      "\nNEW_LRATE = 0.05   # the GLM's rate, set mid-run"
      + WAIT_PARAM),
     ("code", LOAD_DATA),
