@@ -191,7 +191,9 @@ def test_bubble_click_heats_that_parameter(live: dict[str, Any], shots: Path) ->
         hit = lp.click_bubble(page, lp.biggest_bubble(page, topic))
         assert int(hit["topic"]) == topic and hit["word"], hit
         try:
-            sel = bh.wait_for(lambda: probe.eval("bubbles.selected"), 8,
+            # 20 s: a second click on a bubble the page already selected would toggle it
+            # off, so a slow page-to-kernel message must not be mistaken for a missed click
+            sel = bh.wait_for(lambda: probe.eval("bubbles.selected"), 20,
                               "a selection in the kernel")
             break
         except TimeoutError:
