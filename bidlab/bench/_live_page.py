@@ -263,7 +263,10 @@ def click_bubble(page: Any, index: int, name: str = BUBBLES) -> dict[str, Any]:
     (``topic``, ``row``, ``word``) and the pixel clicked.
 
     The pixel comes from the plot view's own scales (``frame.x_scale.compute``) plus the
-    canvas's offset in the page, so the click lands where BokehJS drew the glyph.
+    canvas's offset in the page, so the click lands where BokehJS drew the glyph. The
+    bubble itself, not the plot, is scrolled to the middle of the panel that scrolls it: a
+    plot taller than that panel, centred, has its top rows under the notebook's toolbar,
+    which would take the click.
     """
     where = page.evaluate(f"""(i) => {{
       const s = {find_source_js(name)};
@@ -276,8 +279,20 @@ def click_bubble(page: Any, index: int, name: str = BUBBLES) -> dict[str, Any]:
       }}
       if (!view) return null;
       const x = s.data.topic[i], y = s.data.row[i];
-      view.canvas_view.el.scrollIntoView({{block: 'center'}});
-      const r = view.canvas_view.el.getBoundingClientRect();
+      const el = view.canvas_view.el;
+      el.scrollIntoView({{block: 'center'}});
+      let box = el;  // the nearest element that scrolls vertically (host nodes included)
+      while (box) {{
+        const o = getComputedStyle(box).overflowY;
+        if ((o === 'auto' || o === 'scroll') && box.scrollHeight > box.clientHeight) break;
+        box = box.parentElement || (box.getRootNode() && box.getRootNode().host) || null;
+      }}
+      if (box) {{
+        const b = box.getBoundingClientRect();
+        const at = el.getBoundingClientRect().top + view.frame.y_scale.compute(y);
+        box.scrollTop += at - (b.top + b.height / 2);
+      }}
+      const r = el.getBoundingClientRect();
       return {{topic: x, row: y, word: s.data.word[i],
                px: r.left + view.frame.x_scale.compute(x),
                py: r.top + view.frame.y_scale.compute(y)}};
