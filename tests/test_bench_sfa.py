@@ -34,3 +34,17 @@ def test_biases_only_recovers_additive_ratings():
                                                           R.data.mean()).mean()
     with pytest.raises(IndexError):
         predict(np.array([30]), np.array([0]))
+
+
+def test_without_implicit_its_cases_are_left_out(monkeypatch, shared_data, capsys):
+    """A machine without the peer (a GPU image, say) still gets bidlab's own figures."""
+    import sys
+
+    from bidlab.bench.sfa import run
+
+    monkeypatch.setitem(sys.modules, "implicit", None)  # blocks `import implicit`
+    res = run(quick=True, scale=0.001, factors=[], iters=2)
+    assert res["implicit_cases"] == []
+    assert res["explicit"]["sfa_rmse"] < res["explicit"]["biases_rmse"] + 0.05
+    assert [t["name"] for t in res["targets"]] == ["explicit RMSE: biases-only - SFA"]
+    assert "implicit is not installed" in capsys.readouterr().err

@@ -24,5 +24,6 @@ BENCHMARKS: dict[str, str] = {
     "distributed": "learners on MPI ranks: sparse vs dense bytes per sync, 2 ranks vs 1",
     "bayesnet": "Bayesian-network Gibbs vs exact, pyAgrum and pgmpy; SAME Gibbs-EM",
     "gibbs": "SAME Gibbs vs tomotopy to its 200-sweep held-out LL (KOS, 20news, long docs)",
+    "gpu": "every GPU check in one run within a time budget: the GPU tests, each --gpu bench",
 }
 """Benchmark name -> one-line summary; the name is the module ``bidlab.bench.<name>``."""

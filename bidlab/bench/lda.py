@@ -48,7 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bidlab import backend
-from bidlab.bench._common import emit, log, machine, print_corpora, target
+from bidlab.bench._common import emit, log, machine, print_corpora, require_gpu, target
 from bidlab.models import LDA, LDAGibbs
 from bidlab.models.lda.common import heldout_loglik
 
@@ -413,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="comma-separated peers to run (empty: none)")
     ap.add_argument("--gpu", action="store_true", help="add the 100M-token GPU benchmark")
     args = ap.parse_args(argv)
+    require_gpu(ap, args.gpu)
     peers = {p for p in args.peers.split(",") if p}
     note = "other work may have run on the machine at the same time"
     result: dict[str, Any] = {"benchmark": "lda", "k": K, "alpha": ALPHA, "beta": BETA,

@@ -34,6 +34,7 @@ published A6000 figure for MovieLens-20M).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
 from typing import Any
 
@@ -62,6 +63,13 @@ def generated(scale: float, seed: int = 0) -> sp.csr_matrix:
     X.sum_duplicates()
     keep = np.flatnonzero(np.diff(X.indptr))
     return X[keep]
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a module set to None in sys.modules: blocked
+        return False
 
 
 def _ours(train: sp.csr_matrix, k: int, l2: float, alpha: float, iters: int) -> Any:
@@ -179,13 +187,18 @@ def run(quick: bool, scale: float, factors: list[int], iters: int,
     from bidlab.datasets import load_movielens
 
     cases, gpu_cases = [], []
+    peer = _installed("implicit")
+    if not peer:
+        log("implicit is not installed: the cases against it are left out "
+            "(pip install 'bidlab[bench]')")
     ml = load_movielens()
-    cases.append(implicit_case("MovieLens-small implicit", ml.implicit(), 64, iters))
+    if peer:
+        cases.append(implicit_case("MovieLens-small implicit", ml.implicit(), 64, iters))
     if not quick or gpu:
         G = generated(scale)
         for k in factors:
             name = f"generated x{scale:g}"
-            if not quick:
+            if not quick and peer:
                 cases.append(implicit_case(name, G, k, max(2, iters // 5)))
             if gpu:
                 gpu_cases.append(gpu_case(name, G, k, max(2, iters // 5)))
