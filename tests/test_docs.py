@@ -71,3 +71,4 @@ def test_site_builds_without_warnings(tmp_path):
     assert "<img" in kmeans  # the live views' pictures (widgets/static.py)
     assert (tmp_path / "site" / "ARCHITECTURE.html").is_file()
     assert (tmp_path / "site" / "BENCHMARKS.html").is_file()
+    assert (tmp_path / "site" / "DEVELOPERS.html").is_file()

@@ -1,6 +1,6 @@
 """Build bidlab's documentation site with Sphinx: ``bidlab docs [--out DIR]``.
 
-The site is made from one source per page: README, ARCHITECTURE and BENCHMARKS (Markdown,
+The site is made from one source per page: README, ARCHITECTURE, BENCHMARKS, DEVELOPERS (Markdown,
 through MyST), the notebooks as saved with their outputs (MyST-NB, not executed again: the
 static pictures of their live views show the trained results), and the API reference from
 the docstrings (autodoc with napoleon for the numpy style). :func:`build` writes the page

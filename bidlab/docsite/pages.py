@@ -11,7 +11,7 @@ __all__ = ["API", "GUIDE", "NOTEBOOK_GLOB", "api_page", "index_page"]
 
 #: Markdown pages from the top of the checkout: (file, title)
 GUIDE = (("README.md", "Overview"), ("ARCHITECTURE.md", "Architecture"),
-         ("BENCHMARKS.md", "Benchmarks"))
+         ("BENCHMARKS.md", "Benchmarks"), ("DEVELOPERS.md", "Developing"))
 #: the notebooks rendered, with the outputs they were saved with (not executed again)
 NOTEBOOK_GLOB = "notebooks/*.ipynb"
 #: API reference: page name -> (title, module, public names documented on it)
