@@ -120,6 +120,9 @@ class MPIComm(Communicator):
         self.bytes_after_first_sync = 0  #: bytes_sent once the first sync was done
         self._commands: list[tuple[str, dict[str, Any]]] = []  # rank 0's, for steer()
         self._lock = threading.Lock()
+        #: resumes this rank was sent (:meth:`resumed`): a pause asked for before the latest
+        #: one is stale and never delivered
+        self.resumes = 0
 
     # ------------------------------------------------------------------ collectives
     def allreduce(self, arrays: Sequence[Any], op: str = "sum") -> None:
@@ -289,11 +292,25 @@ class MPIComm(Communicator):
     def request(self, verb: str, **values: Any) -> None:
         """Queue a command on this rank (only rank 0's are carried): ``"set"`` with option
         values, ``"pause"`` or ``"stop"``. Every rank acts on it at the same minibatch
-        boundary, the next one at which the learners meet."""
+        boundary, the next one at which the learners meet. A ``"pause"`` may carry
+        ``after``: the number of resumes its sender had sent (:meth:`resumed`)."""
         if verb not in ("set", "pause", "stop"):
             raise ValueError(f"verb must be 'set', 'pause' or 'stop'; got {verb!r}")
         with self._lock:
             self._commands.append((verb, dict(values)))
+
+    def resumed(self, count: int) -> None:
+        """Record that resume number ``count`` reached this rank: a pause asked for before
+        it (``after`` < ``count``) is dropped from the queue and, if it is already on its
+        way to the ranks, not acted on. As on one learner, where ``resume()`` clears a
+        pause not yet taken: pausing twice and resuming once leaves the ranks running."""
+        with self._lock:
+            self.resumes = max(self.resumes, int(count))
+            self._commands = [(verb, v) for verb, v in self._commands
+                              if not self._stale(verb, v)]
+
+    def _stale(self, verb: str, values: dict[str, Any]) -> bool:
+        return verb == "pause" and int(values.get("after", self.resumes)) < self.resumes
 
     def steer(self, learner: Any) -> None:
         blob = self._take_commands()
@@ -351,7 +368,10 @@ class MPIComm(Communicator):
             if verb == "set":
                 learner.set(**values)
             elif verb == "pause":
-                learner.pause()
+                with self._lock:
+                    stale = self._stale(verb, values)
+                if not stale:
+                    learner.pause()
             else:
                 learner.stop(wait=False)
 

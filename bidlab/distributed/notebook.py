@@ -130,6 +130,7 @@ class RankedLearner:
         self._lock = threading.RLock()  # one caller of the client at a time (it is not
         # thread-safe; the proxy polls from its own thread)
         self._proxy: Any = None
+        self._resumes = 0  # resumes sent: a pause carries it, so a later resume voids it
         ranks = self.view.apply_sync(_build, self.name, model, data, dict(params or {}),
                                      dict(options or {}), mode, elastic,
                                      None if nest is None else list(nest))
@@ -179,12 +180,17 @@ class RankedLearner:
         return self
 
     def pause(self) -> None:
-        """Pause every rank at the same minibatch boundary (the next at which they meet)."""
-        self._rank0("request", "pause", {})
+        """Pause every rank at the same minibatch boundary (the next at which they meet).
+        Asking again while paused, or before the ranks met, changes nothing."""
+        with self._lock:
+            self._rank0("request", "pause", {"after": self._resumes})
 
     def resume(self) -> None:
-        """Continue every paused rank."""
-        self._all("resume")
+        """Continue every paused rank; a pause asked for before and not yet taken is
+        dropped (as on one learner)."""
+        with self._lock:
+            self._resumes += 1
+            self._all("resume", self._resumes)
 
     def stop(self, timeout: float = 60.0) -> list[str]:
         """Stop every rank (at the same minibatch); each rank's final state."""
@@ -283,6 +289,8 @@ def _call(name: str, verb: str, *args: Any) -> Any:
     if verb == "start":
         lrn.start()
     elif verb == "resume":
+        if args and hasattr(comm, "resumed"):
+            comm.resumed(args[0])
         lrn.resume()
     elif verb == "stop":
         lrn.stop(wait=False)
