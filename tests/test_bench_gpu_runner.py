@@ -27,7 +27,8 @@ REPO = Path(__file__).resolve().parent.parent
 def test_steps_run_in_turn_within_the_budget(tmp_path: Path) -> None:
     doc = {"benchmark": "x", "targets": [{"name": "speed", "value": 2.0, "met": True}]}
     steps = [
-        Step("json", ("-c", f"import json; print(json.dumps({doc!r}))"), 30),
+        # a step passing --json prints one JSON document (the runner keeps it)
+        Step("json", ("-c", f"import json; print(json.dumps({doc!r}))", "--json"), 30),
         Step("fails", ("-c", "import sys; print('half done', file=sys.stderr); sys.exit(3)"),
              30),
         Step("sleeps", ("-c", "import time; print('started', flush=True); time.sleep(60)"),

@@ -100,6 +100,15 @@ def require_gpu(parser: argparse.ArgumentParser, wanted: bool) -> None:
                      "(pip install 'bidlab[gpu]' on a machine with an NVIDIA GPU)")
 
 
+def available(module: str) -> Any:
+    """The module, or None when it is not installed (or blocked in ``sys.modules``): a peer
+    that is absent is left out of a comparison, with a message."""
+    try:
+        return __import__(module)
+    except ImportError:
+        return None
+
+
 def log(msg: str) -> None:
     """A progress line on stderr (stdout stays clean for ``--json``)."""
     print(msg, file=sys.stderr, flush=True)

@@ -17,15 +17,7 @@ import scipy.sparse as sp
 DAMPING = 0.85
 
 __all__ = ["DAMPING", "bidlab_pr", "fast_pagerank_pr", "igraph_pr", "networkx_graph",
-           "networkx_pr", "scipy_pagerank", "available"]
-
-
-def available(module: str) -> Any:
-    """The module, or None when it is not installed."""
-    try:
-        return __import__(module)
-    except ImportError:
-        return None
+           "networkx_pr", "scipy_pagerank"]
 
 
 def scipy_pagerank(A: sp.csr_matrix, tol: float, max_iter: int = 1000) -> tuple[np.ndarray, int]:

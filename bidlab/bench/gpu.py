@@ -120,15 +120,16 @@ def _run_one(step: Step, seconds: float, env: dict[str, str], log: Any,
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
     took = time.monotonic() - t0
+    json_out = "--json" in step.argv  # a benchmark's document, else plain output (pytest)
     log.write(err)
-    log.write(out if step.name == "tests" else "")
+    log.write("" if json_out else out)
     log.write(f"\n===== {step.name}: exit {proc.returncode}, {took:.1f} s"
               f"{' (stopped: out of time)' if timed_out else ''}\n")
     log.flush()
     record: dict[str, Any] = {"step": step.name, "command": ["python", *step.argv],
                               "exit": proc.returncode, "seconds": round(took, 2),
                               "timed_out": timed_out}
-    doc = _json_document(out) if step.name != "tests" else None
+    doc = _json_document(out) if json_out else None
     if doc is not None:
         record["result"] = doc
     else:

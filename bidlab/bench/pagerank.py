@@ -42,7 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bidlab.bench import _pagerank_peers as peers
-from bidlab.bench._common import emit, log, machine, print_targets, require_gpu, target
+from bidlab.bench._common import available, emit, log, machine, print_targets, require_gpu, target
 
 DAMPING = peers.DAMPING
 SAME = 1e-6  # largest L1 distance to the reference
@@ -94,18 +94,18 @@ def graphs(quick: bool, scale: int, big_scale: int | None) -> list[tuple[str, An
 
 def _systems(with_nx: bool) -> dict[str, Any]:
     sy = {"bidlab": peers.bidlab_pr, "scipy": peers.scipy_pr}
-    if with_nx and peers.available("networkx"):
+    if with_nx and available("networkx"):
         sy["networkx"] = peers.networkx_pr
-    if peers.available("igraph"):
+    if available("igraph"):
         sy["igraph"] = peers.igraph_pr
-    if peers.available("fast_pagerank"):
+    if available("fast_pagerank"):
         sy["fast_pagerank"] = peers.fast_pagerank_pr
     return sy
 
 
 def reference(A: sp.csr_matrix, with_nx: bool) -> tuple[np.ndarray, str]:
     n = A.shape[0]
-    if with_nx and peers.available("networkx"):
+    if with_nx and available("networkx"):
         import networkx as nx
 
         s = nx.pagerank(peers.networkx_graph(A), alpha=DAMPING, tol=1e-12 / n, max_iter=10000)

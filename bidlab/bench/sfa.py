@@ -34,14 +34,13 @@ published A6000 figure for MovieLens-20M).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import time
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from bidlab.bench._common import emit, log, machine, print_targets, require_gpu, target
+from bidlab.bench._common import available, emit, log, machine, print_targets, require_gpu, target
 
 
 def _split(X: sp.csr_matrix, seed: int = 0) -> Any:
@@ -63,13 +62,6 @@ def generated(scale: float, seed: int = 0) -> sp.csr_matrix:
     X.sum_duplicates()
     keep = np.flatnonzero(np.diff(X.indptr))
     return X[keep]
-
-
-def _installed(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):  # a module set to None in sys.modules: blocked
-        return False
 
 
 def _ours(train: sp.csr_matrix, k: int, l2: float, alpha: float, iters: int) -> Any:
@@ -187,7 +179,7 @@ def run(quick: bool, scale: float, factors: list[int], iters: int,
     from bidlab.datasets import load_movielens
 
     cases, gpu_cases = [], []
-    peer = _installed("implicit")
+    peer = available("implicit") is not None
     if not peer:
         log("implicit is not installed: the cases against it are left out "
             "(pip install 'bidlab[bench]')")

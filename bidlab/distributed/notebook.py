@@ -289,8 +289,7 @@ def _call(name: str, verb: str, *args: Any) -> Any:
     if verb == "start":
         lrn.start()
     elif verb == "resume":
-        if args and hasattr(comm, "resumed"):
-            comm.resumed(args[0])
+        comm.resumed(args[0])
         lrn.resume()
     elif verb == "stop":
         lrn.stop(wait=False)
