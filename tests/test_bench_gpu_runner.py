@@ -87,3 +87,12 @@ def test_unknown_steps_are_named(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "bidlab.bench", "gpu", "--only", "kernels,nope"],
                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "unknown steps ['nope']" in res.stderr, res.stderr
+
+
+def test_an_out_that_is_a_file_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    taken = tmp_path / "report.txt"
+    taken.write_text("keep me")
+    res = subprocess.run([sys.executable, "-m", "bidlab.bench", "gpu", "--out", str(taken)],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "is a file: name a folder" in res.stderr, res.stderr
+    assert taken.read_text() == "keep me"

@@ -205,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown steps {unknown}; choose from {names}")
     if a.budget <= 0:
         p.error(f"--budget must be positive; got {a.budget}")
+    if Path(a.out).exists() and not Path(a.out).is_dir():
+        p.error(f"--out {a.out} is a file: name a folder (made if missing) for the report")
     from bidlab import backend
 
     if not backend.gpu_available():
