@@ -84,6 +84,44 @@ def kmeans(comm: MPIComm) -> np.ndarray:
     return est.cluster_centers_
 
 
+def ratings() -> sp.csr_matrix:
+    """Explicit ratings of 120 users (each rated something) of 50 items."""
+    rng = np.random.default_rng(6)
+    full = rng.standard_normal((120, 3)) @ rng.standard_normal((3, 50)) + 3.0
+    mask = rng.random((120, 50)) < 0.2
+    mask[np.arange(120), rng.integers(0, 50, 120)] = True
+    rows, cols = np.nonzero(mask)
+    return sp.csr_matrix((full[rows, cols], (rows, cols)), shape=(120, 50))
+
+
+def sfa(comm: MPIComm) -> np.ndarray:
+    """SFA (explicit) on this rank's users: the item step sums its CG terms over ranks."""
+    from bidlab.models import SFA
+
+    Rr, = shard(comm, ratings())
+    est = SFA(3, max_iter=4, random_state=0)
+    est.learner(Rr, batch_size=20, comm=comm).fit(progress=None)
+    return est.item_factors_
+
+
+def graph() -> sp.csr_matrix:
+    """A directed graph of 300 vertices with dangling ones."""
+    A = sp.random(300, 300, density=0.02, format="csr", random_state=7)
+    A = sp.csr_matrix(A.multiply(sp.csr_matrix(np.arange(300)[:, None] % 17 != 0)))
+    A.eliminate_zeros()
+    return A
+
+
+def pagerank(comm: MPIComm) -> np.ndarray:
+    """PageRank on this rank's rows (its first row found from the rank's share)."""
+    from bidlab.models import PageRank
+
+    Ar, = shard(comm, graph())
+    est = PageRank(tol=1e-10)
+    est.learner(Ar, comm=comm).fit(progress=None)
+    return est.scores_
+
+
 def glm_data() -> tuple:
     rng = np.random.default_rng(1)
     X = sp.random(4000, 300, density=0.05, format="csr", random_state=1, dtype=np.float64)
@@ -193,6 +231,8 @@ def suite(out: str) -> None:
     found = collectives(comm)
     found["lda"] = lda(comm)
     found["kmeans"] = kmeans(comm)
+    found["sfa"] = sfa(comm)
+    found["pagerank"] = pagerank(comm)
     found["glm_avg"], _, syncs = glm(MPIComm(), 4)
     # no L2 decay here: it would change every weight at every step
     found["wide_avg"], found["bytes_avg"], _ = glm(MPIComm(), 1, data=wide_data, l2=0.0)

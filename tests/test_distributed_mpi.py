@@ -100,6 +100,25 @@ def test_lloyd_kmeans_on_two_ranks_equals_one_process(suite):
         np.testing.assert_allclose(got["kmeans"], centres, rtol=1e-6, atol=1e-8)
 
 
+def test_sfa_on_two_ranks_equals_one_process(suite):
+    """Each rank holds half the users; the item step's CG terms are summed over ranks."""
+    from bidlab.models import SFA
+
+    _, ranks = suite
+    one = SFA(3, max_iter=4, random_state=0).fit(progs.ratings())
+    for got in ranks:
+        np.testing.assert_allclose(got["sfa"], one.item_factors_, rtol=1e-9, atol=1e-12)
+
+
+def test_pagerank_on_two_ranks_equals_one_process(suite):
+    from bidlab.models import PageRank
+
+    _, ranks = suite
+    one = PageRank(tol=1e-10, method="power").fit(progs.graph())
+    for got in ranks:
+        np.testing.assert_allclose(got["pagerank"], one.scores_, rtol=1e-12, atol=1e-15)
+
+
 def _serial_glm(passes: int):
     from bidlab.models import GLM
 

@@ -280,6 +280,25 @@ def test_two_ranks_each_on_half_the_rows_give_the_scores_of_one_learner(train_to
         PageRank().learner(A[:200], first_row=300)
 
 
+def test_ranks_given_their_shares_find_their_first_rows(train_together):
+    """Without ``first_row`` a rank's block is its contiguous share of the rows, as
+    ``bidlab.distributed.shard`` cuts them (``bidlab train pagerank --ranks N``)."""
+    from bidlab.distributed.sharding import shard
+
+    A = random_graph(301, 0.02, 14, n_dangling=10)
+    one = PageRank(tol=1e-10, method="power").fit(A)
+    group = ThreadGroup(3, timeout=60)
+    parts = [PageRank(tol=1e-10) for _ in range(3)]
+    train_together([p.learner(shard(group.comm(r), A)[0], comm=group.comm(r))
+                    for r, p in enumerate(parts)])
+    for p in parts:
+        np.testing.assert_allclose(p.scores_, one.scores_, rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="not its contiguous share.*first_row="):
+        PageRank().learner(A[:50], comm=ThreadGroup(3).comm(1))
+    with pytest.raises(ValueError, match="not its contiguous share"):
+        PageRank().learner(A, comm=ThreadGroup(2).comm(0))  # every rank the whole graph
+
+
 @pytest.mark.parametrize("method", ["power", "gauss-seidel"])
 def test_iterations_allocate_nothing_after_the_first(traced_allocations, method):
     n = 20_000

@@ -297,6 +297,29 @@ def test_minibatches_give_the_one_batch_sweep():
     np.testing.assert_allclose(a.item_factors_, b.item_factors_, atol=1e-12)
 
 
+@pytest.mark.parametrize("feedback", ["explicit", "implicit"])
+def test_two_ranks_each_with_half_the_users_train_the_model_of_one_process(feedback,
+                                                                           train_together):
+    """The item step sums its CG terms over the ranks (and the mean of the ratings is the
+    ranks' weighted mean): two learners on halves of the users give one learner's items."""
+    from bidlab.learn.comm import ThreadGroup
+
+    R = _ratings() if feedback == "explicit" else _counts()
+    kw = dict(n_components=3, feedback=feedback, max_iter=5, random_state=0)
+    one = SFA(**kw).fit(R)
+    group = ThreadGroup(2, timeout=60)
+    halves = [SFA(**kw) for _ in range(2)]
+    h = R.shape[0] // 2
+    train_together([halves[0].learner(R[:h], comm=group.comm(0), batch_size=16),
+                    halves[1].learner(R[h:], comm=group.comm(1), batch_size=16)])
+    for part in halves:
+        np.testing.assert_allclose(part.item_factors_, one.item_factors_, rtol=1e-9,
+                                   atol=1e-12)
+        assert part.model_.mu == pytest.approx(one.model_.mu, rel=1e-14)
+    np.testing.assert_allclose(np.vstack([p.user_factors_ for p in halves]),
+                               one.user_factors_, rtol=1e-9, atol=1e-12)
+
+
 def test_sweeps_allocate_nothing_after_warm_up(traced_allocations):
     R = _counts()
     R = sp.csr_matrix(sp.vstack([R] * 40))  # 2,400 users

@@ -35,6 +35,7 @@ implicit feedback from ``ROTATE_MIN_F`` factors on).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -340,9 +341,19 @@ def _solve_arrays(indptr, indices, data, O, X, G, R, P, AP, rs, err, steps, bloc
 
 def solve_rows_reference(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int,
                          gram: Any = None, l2: float = 0.0, alpha: float = 1.0,
-                         mu: float = 0.0, bias: bool = False, diagonal: bool = False) -> None:
+                         mu: float = 0.0, bias: bool = False, diagonal: bool = False,
+                         allreduce: Callable[[list[Any]], None] | None = None) -> None:
     """:func:`solve_rows` as whole-array operations of ``X``'s array module (numpy or
-    CuPy): the GPU path and the CPU kernels' oracle (it allocates temporaries)."""
+    CuPy): the GPU path and the CPU kernels' oracle (it allocates temporaries).
+
+    ``allreduce``: the stored entries are one share of the ratings, the other shares held
+    by other ranks (a side whose rows' entries are split among ranks: the items, when each
+    rank holds some users). It sums a list of arrays over the ranks in place; the data
+    terms of the residual and of each step's product are summed with it (one call each),
+    so every rank takes the steps of the whole system, and ends with the same ``X`` when
+    it started with the same ``X`` and ``gram`` holds the summed ``O' O`` (``sc.err``
+    stays its share's).
+    """
     xp = backend.namespace(X)
     implicit = gram is not None
     v = S.data
@@ -363,21 +374,31 @@ def solve_rows_reference(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int,
 
     B = csr(target) @ Zf
 
-    def matvec(V: Any) -> Any:
-        """``A V``: the Gram (implicit) or L2 (explicit) part, plus ``sum_j w_uj
-        (z_j . V[u]) z_j`` over the stored entries."""
-        if implicit:
-            out = V * gram if diagonal else V @ gram
-        else:
-            out = l2 * V
+    def entries(V: Any) -> Any:
+        """``sum_j w_uj (z_j . V[u]) z_j`` over the stored entries."""
         d = xp.einsum("ij,ij->i", Z, V[rows])
-        out += csr(d * weights if implicit else d) @ Zf
-        return out
+        return csr(d * weights if implicit else d) @ Zf
+
+    def regular(V: Any) -> Any:
+        """The Gram (implicit) or L2 (explicit) part of ``A V``."""
+        if implicit:
+            return V * gram if diagonal else V @ gram
+        return l2 * V
+
+    def matvec(V: Any) -> Any:
+        """``A V``, its data term summed over the ranks."""
+        share = entries(V)
+        if allreduce is not None:
+            allreduce([share])
+        return share + regular(V)
 
     pred = xp.einsum("ij,ij->i", Z, X[rows])
     e = (1 - pred) ** 2 if implicit else (target - pred) ** 2
     sc.err[...] = csr(e).sum(axis=1).ravel()
-    R = B - matvec(X)
+    R = B - entries(X)
+    if allreduce is not None:
+        allreduce([R])
+    R -= regular(X)
     P = R.copy()
     rs = (R * R).sum(axis=1)
     tiny = xp.finfo(X.dtype).tiny

@@ -92,6 +92,10 @@ class Model(Component):
             minibatch -- :class:`~bidlab.learn.updaters.Batch` and
             :class:`~bidlab.learn.updaters.BatchMult` read them once at the pass end and
             never sum the other minibatches' update matrices. Default False.
+        totals_reduced: True for a full-batch model whose pass totals are already the
+            same on every rank (it reduced them itself, e.g. within an iterative solve that
+            needs one sum per iteration): the updater does not sum them across ranks
+            again. Default False (each rank's totals are its rows' share, summed).
         sparse_updates: None, or ``{i: SparseUpdate}`` set in :meth:`update` to hand over
             the update of matrix ``i`` unformed (:mod:`bidlab.learn.updaters.sparse`).
             Default None (every update is formed).
@@ -111,6 +115,7 @@ class Model(Component):
     combine: Any = None
     mat_names: tuple[str, ...] = ()
     full_batch: bool = False
+    totals_reduced: bool = False
     sparse_updates: dict[int, SparseUpdate] | None = None
     step_weight: float = 1.0
     #: matrices a loaded model must hold as float32 or float64 (bidlab.learn.persist_check)

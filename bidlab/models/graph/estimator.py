@@ -197,9 +197,13 @@ class PageRank(FittedByModel, BidlabEstimator):
                  live: bool = False) -> Learner:
         self._validate_params()
         dtype = np.dtype(self.dtype or np.float64)
-        A = as_adjacency(G, dtype, square=first_row is None, directed=self.directed,
-                         device=self.device)
+        comm = options.get("comm")
+        ranked = first_row is None and comm is not None and int(comm.size) > 1
+        A = as_adjacency(G, dtype, square=first_row is None and not ranked,
+                         directed=self.directed, device=self.device)
         n = int(A.shape[1])
+        if ranked:
+            first_row = _rank_first_row(int(A.shape[0]), n, comm)
         first = 0 if first_row is None else int(first_row)
         if first < 0 or first + A.shape[0] > n:
             raise ValueError(f"PageRank: first_row={first_row} puts the block's {A.shape[0]} "
@@ -246,11 +250,27 @@ class PageRank(FittedByModel, BidlabEstimator):
         this estimator's model (``scores_`` follows the training).
 
         ``first_row``: ``G`` holds only rows ``first_row..first_row + m`` of an n x n graph
-        (an m x n block; with ``comm=``, each rank its own block). ``options``: learner
+        (an m x n block; with ``comm=``, each rank its own block: without ``first_row``,
+        the rank's contiguous share, as ``bidlab.distributed.shard`` cuts it). ``options``: learner
         options (``n_passes``, default ``max_iter + 1``: the last pass only measures the
         last change; ``batch_size``, default all rows; ``comm``; ``checkpoint``; ...).
         """
         return self._learner(G, first_row, dict(options), live=True)
+
+
+def _rank_first_row(m: int, n: int, comm: Any) -> int:
+    """The first row of this rank's block when each rank holds its contiguous share of the
+    n rows (``bidlab.distributed.shard``'s split, which ``bidlab train --ranks`` and the
+    notebook's ranked learners use); a block of another size needs ``first_row``."""
+    from bidlab.distributed.sharding import shard_range
+
+    a, b = shard_range(n, int(comm.rank), int(comm.size))
+    if m != b - a:
+        raise ValueError(f"PageRank: rank {comm.rank} of {comm.size} holds {m} rows of a "
+                         f"graph of {n} vertices, not its contiguous share (rows {a}..{b}): "
+                         "give each rank its own rows (bidlab.distributed.shard(comm, A)), "
+                         "or pass first_row=, the global index of the block's first row")
+    return a
 
 
 register_model("pagerank", PageRank)

@@ -146,9 +146,10 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
 
     def _model(self, S: sp.csr_matrix) -> SFAModel:
         mu = float(S.data.mean()) if self.feedback == "explicit" and S.nnz else 0.0
-        return SFAModel(mu=mu, dtype=S.dtype, k=int(self.n_components),
-                        feedback=self.feedback, l2=float(self.l2), alpha=float(self.alpha),
-                        n_cg=int(self.n_cg), init_scale=float(self.init_scale),
+        return SFAModel(mu=mu, mu_count=int(S.nnz), dtype=S.dtype,
+                        k=int(self.n_components), feedback=self.feedback, l2=float(self.l2),
+                        alpha=float(self.alpha), n_cg=int(self.n_cg),
+                        init_scale=float(self.init_scale),
                         random_state=drawn_seed(self.random_state))
 
     def _source(self, S: sp.csr_matrix, batch_size: int | None) -> MemorySource:

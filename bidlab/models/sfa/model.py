@@ -61,6 +61,9 @@ class SFAModel(RowStatePickling, Model):
         V0: initial item factors (items x f), or None: normal draws of ``init_scale``
             (bias column 0).
         mu: the global mean of the ratings (explicit); None: the first minibatch's.
+        mu_count: the number of ratings ``mu`` is the mean of: on several ranks, each
+            holding some users, ``mu`` becomes the ranks' means weighted by it (None: 0,
+            the rank's ``mu`` does not count unless every rank's count is 0).
         dtype: the arithmetic's float type (None: the data's).
         **options: the options below, also settable on a learner (``l2``, ``alpha``,
             ``n_cg`` live).
@@ -89,15 +92,21 @@ class SFAModel(RowStatePickling, Model):
     score_name = "-rmse"
     mat_names = ("items",)
     full_batch = True
+    #: on several ranks the item step sums its systems' data terms over the ranks within
+    #: its CG steps (:meth:`item_step`): every rank ends the pass with the same items
+    totals_reduced = True
+    mu_count: int | None = None  # (what a model saved without it reads)
     SCRATCH = {"_buf": dict, "_by_item": lambda: None, "_gather": list,  # rebuilt after
                "_gram": lambda: None, "_gram_key": lambda: None,        # unpickling
-               "_rot": lambda: None, "_rot_key": lambda: None}
+               "_rot": lambda: None, "_rot_key": lambda: None, "_comm": lambda: None,
+               "_mu_summed": lambda: False}
 
-    def __init__(self, V0: Any = None, *, mu: float | None = None, dtype: Any = None,
-                 **options: Any) -> None:
+    def __init__(self, V0: Any = None, *, mu: float | None = None, mu_count: int | None = None,
+                 dtype: Any = None, **options: Any) -> None:
         super().__init__(**options)
         self.V0 = None if V0 is None else np.array(backend.to_host(V0), copy=True)
         self.mu = None if mu is None else float(mu)
+        self.mu_count = None if mu_count is None else int(mu_count)
         self.dtype = None if dtype is None else np.dtype(dtype)
         self.W: RowState | None = None
         self.n_passes_done = 0
@@ -109,7 +118,16 @@ class SFAModel(RowStatePickling, Model):
         self._gram_key: Any = None
         self._rot: Any = None
         self._rot_key: Any = None
+        self._comm: Any = None
+        self._mu_summed = False
         self._pass = [0.0, 0.0]
+
+    def bind(self, learner: Any) -> None:
+        """On several ranks (each holding some users) the item step and the first
+        minibatch's mean are summed over the ranks: the items are those of one process
+        holding every user."""
+        self._comm = learner.comm if learner.comm.size > 1 else None
+        self._mu_summed = False
 
     # -- shape ------------------------------------------------------------------------------
     @property
@@ -239,6 +257,9 @@ class SFAModel(RowStatePickling, Model):
         S = batch.mats[0].csr
         if self.mu is None:
             self.mu = float(S.data.sum()) / max(int(S.nnz), 1) if self.bias else 0.0
+            self.mu_count = int(S.nnz)
+        if self._comm is not None and not self._mu_summed:
+            self._sum_mu()
         if self._by_item is None:
             self._gather.append((np.array(batch.ids[: batch.n], copy=True),
                                  sp.csr_matrix(backend.to_host(S), copy=True)))
@@ -254,6 +275,16 @@ class SFAModel(RowStatePickling, Model):
         if batch.last:
             self.item_step()
         return -float(np.sqrt(err / max(float(S.nnz), 1.0)))
+
+    def _sum_mu(self) -> None:
+        """On several ranks (a run's first minibatch): ``mu`` becomes the mean over every
+        rank's ratings, each rank's mean weighted by its ``mu_count``."""
+        n = float(self.mu_count or 0)
+        sums = np.array([float(self.mu or 0.0) * n, n])
+        self._comm.allreduce([sums], "sum")
+        if sums[1] > 0:
+            self.mu = float(sums[0] / sums[1])
+        self._mu_summed = True
 
     def by_item(self) -> Any:
         """The ratings item-major (items x users CSR), from the minibatches seen since the
@@ -288,9 +319,34 @@ class SFAModel(RowStatePickling, Model):
         if sc is None:
             sc = self._buf[key] = als.Scratch.new(T.shape[0], self.width, self.dtype, xp)
         S = self.by_item()
+        comm = self._comm
+        if comm is not None:  # any rank still gathering: every rank skips the step
+            seen = np.array([0.0 if S is None else 1.0])
+            comm.allreduce([seen], "sum")
+            if seen[0] < comm.size:
+                return
+            self._ranked_item_step(S, U, T, sc)
+            return
         if S is None:  # not every row seen yet: the items stay as they are this pass
             return
         self._solve(S, U, T, sc, ("users", self.n_passes_done, self.opts.l2))
+
+    def _ranked_item_step(self, S: Any, U: Any, T: Any, sc: als.Scratch) -> None:
+        """The item step of several ranks, each holding some users: the whole-array CG
+        (:func:`bidlab.kern.als.solve_rows_reference`) with its data terms, and the users'
+        Gram matrix (implicit feedback), summed over the ranks."""
+        o, comm = self.opts, self._comm
+        gram = None
+        if not self.bias:
+            with als.blas_threads(0):
+                gram = U.T @ U
+            comm.allreduce([gram], "sum")
+            d = gram.reshape(-1)[:: self.width + 1]
+            d += self.dtype.type(o.l2)
+        als.solve_rows_reference(
+            S, U, T, sc, steps=int(o.n_cg), gram=gram, l2=float(o.l2), alpha=float(o.alpha),
+            mu=float(self.mu or 0.0), bias=self.bias,
+            allreduce=lambda arrays: comm.allreduce(arrays, "sum"))
 
     def evaluate(self, batch: Minibatch) -> float:
         S = batch.mats[0].csr
