@@ -155,6 +155,8 @@ def bubble_chart_html(components: np.ndarray, vocab: list[str], top: int, title:
 def run(args: argparse.Namespace) -> int:
     """Train, print the topics with their coherence and the held-out perplexity, write the
     chart; 0 on success, 2 on bad input."""
+    from bidlab.learn.checkpoint import atomic_write_bytes
+    from bidlab.learn.save_target import SaveTargetError, check_writable
     from bidlab.models.lda.coherence import coherence as topic_coherence
     from bidlab.models.lda.common import heldout_loglik
 
@@ -163,6 +165,11 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             print(f"bidlab demo: --{flag} must be >= 1; got {value}", file=sys.stderr)
             return 2
+    try:
+        check_writable(args.out)  # before training, not after
+    except SaveTargetError as exc:
+        print(f"bidlab demo: --out: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.data is None:
             corpus, why = default_corpus()
@@ -205,9 +212,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"bidlab demo: no chart: it needs bokeh ({exc}): pip install 'bidlab[demo]'",
               file=sys.stderr)
         return 0
-    out = Path(args.out)
-    out.write_text(page, encoding="utf-8")
-    print(f"bubble chart: {out.resolve()}")
+    out = atomic_write_bytes(args.out, lambda f: f.write(page.encode("utf-8")))
+    print(f"bubble chart: {Path(out).resolve()}")
     return 0
 
 

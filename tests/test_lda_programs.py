@@ -51,6 +51,15 @@ def test_demo_reads_a_uci_folder_and_reports_a_missing_path(tmp_path, capsys):
     assert "no such file or folder" in capsys.readouterr().err
 
 
+def test_demo_refuses_an_out_path_it_cannot_write_before_training(tmp_path, capsys):
+    folder = tmp_path / "charts"
+    folder.mkdir()
+    assert demo.run(_args(out=folder, progress="none")) == 2
+    captured = capsys.readouterr()
+    assert "--out" in captured.err and "is a directory" in captured.err
+    assert "held-out" not in captured.out  # refused before any training
+
+
 def test_bench_runs_every_method_and_reports_the_targets(capsys):
     corpus = synthetic_lda_corpus(n_docs=240, n_words=300, k=8, seed=2)
     result = bench.bench_corpus("tiny", corpus, quick=True, peers={"sklearn", "gensim",

@@ -168,6 +168,23 @@ def test_gauss_seidel_with_personalization_dangling_weights_and_float32():
     assert np.abs(f32.scores_ - oracle(A, tol=1e-15)[0]).sum() < 1e-4
 
 
+@pytest.mark.parametrize("case", ["one vertex", "one self-loop", "teleport to a sink",
+                                  "teleport to a self-loop"])
+def test_a_vertex_that_keeps_all_its_mass_absorbs_what_flows_in(case):
+    """Its own coefficient is 1 (all its out-weight returns to it and all the teleport
+    lands on it): its equation cannot be solved for it, and it takes the power step."""
+    chain = sp.csr_matrix(([1.0, 1.0], ([0, 1], [1, 2])), shape=(3, 3))
+    looped = sp.csr_matrix(([1.0, 1.0, 1.0], ([0, 1, 2], [1, 2, 2])), shape=(3, 3))
+    A, p = {"one vertex": (sp.csr_matrix((1, 1)), None),
+            "one self-loop": (sp.csr_matrix(np.ones((1, 1))), None),
+            "teleport to a sink": (chain, {2: 1.0}),
+            "teleport to a self-loop": (looped, {2: 1.0})}[case]
+    gs = PageRank(personalization=p, method="gauss-seidel", tol=1e-12).fit(A)
+    power = PageRank(personalization=p, method="power", tol=1e-12).fit(A)
+    np.testing.assert_allclose(gs.scores_, power.scores_, atol=1e-12)
+    assert gs.scores_[-1] == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize("name", list(SNAP))
 def test_snap_graphs_by_gauss_seidel_match_the_reference_in_fewer_iterations(shared_data,
                                                                            name):

@@ -12,7 +12,8 @@ and solves each one's equation for ``x[j]`` from the newest values of all the ot
 sources already visited this sweep, and the dangling mass and the total kept up to date as
 vertices change. ``own[j]``, the coefficient of ``x[j]`` in its own equation (a self-loop,
 the dangling term of a dangling vertex, its share of the teleport), is moved to the
-left-hand side. The in-edge lists are those of :func:`bidlab.kern.pagerank.in_edges`;
+left-hand side (but for an absorbing vertex: :data:`ABSORBING`). The in-edge lists are
+those of :func:`bidlab.kern.pagerank.in_edges`;
 ``y[i] = x[i] / out(i)`` (0 for a dangling vertex) is kept in step with ``x``. The total
 is not held at 1 (that would slow the sweeps down to the damping's rate on well-connected
 graphs): the caller scales the result.
@@ -39,7 +40,13 @@ import numpy as np
 from bidlab.kern.pagerank import in_sum
 from bidlab.kern.standin import stand_in
 
-__all__ = ["gauss_seidel_sweep", "own_weights"]
+__all__ = ["ABSORBING", "gauss_seidel_sweep", "own_weights"]
+
+#: a vertex whose own coefficient is at least this keeps (nearly) all of its own mass: all
+#: its out-weight returns to it (a self-loop only, or dangling with all of ``u`` on it) and
+#: all the teleport lands on it. Its equation cannot be solved for ``x[j]``, so it takes
+#: the power iteration's step instead (it absorbs what flows in)
+ABSORBING = 1.0 - 1e-9
 
 
 @numba.njit(cache=True, nogil=True)
@@ -61,7 +68,9 @@ def gauss_seidel_sweep(indptr, indices, weights, inv, own, x, y, d, dangling, to
         s = in_sum(indptr, indices, weights, y, j, weighted)
         old = x[j]
         c = own[j]
-        v = (d * (s + running * u[j]) + teleport * mass * p[j] - c * old) / (1.0 - c)
+        v = d * (s + running * u[j]) + teleport * mass * p[j]
+        if c < ABSORBING:
+            v = (v - c * old) / (1.0 - c)
         x[j] = v
         v = x[j]  # the stored value (float32 scores round here)
         y[j] = v * inv[j]
@@ -92,8 +101,8 @@ def _sweep_loop(indptr: Any, indices: Any, weights: Any, inv: Any, own: Any, x: 
             s += t
         old = float(x[j])
         c = float(own[j])
-        x[j] = (d * (s + running * float(u[j])) + (1.0 - d) * mass * float(p[j])
-                - c * old) / (1.0 - c)
+        v = d * (s + running * float(u[j])) + (1.0 - d) * mass * float(p[j])
+        x[j] = (v - c * old) / (1.0 - c) if c < ABSORBING else v
         v = float(x[j])
         y[j] = v * inv[j]
         if inv[j] == 0.0:
