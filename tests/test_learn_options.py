@@ -113,13 +113,43 @@ def test_component_constructor_validates_and_what_prints_flat():
 
 def test_non_live_option_refused_while_running():
     opts = Options([Option("a", int, 1, "doc", live=False, owner="X"),
-                    Option("b", float, 1.0, "doc", owner="X")])
+                    Option("b", float, 1.0, "doc", owner="X"),
+                    Option("c", int, 1, "doc", live=False, owner="Learner")])
     opts.set_running(True)
-    with pytest.raises(OptionError, match="The 'a' parameter of X cannot change while training"):
+    with pytest.raises(OptionError, match="The 'a' parameter of X is fixed once the model"):
         opts.a = 2
+    with pytest.raises(OptionError, match="The 'c' parameter of Learner cannot change while "
+                       "training runs.*stop"):
+        opts.c = 2
     opts.b = 2.0
-    assert opts.take_changes() == (1, {"b": 2.0})
-    assert opts.take_changes() == (1, {})
+    opts.a = 1  # the value it has
+    assert opts.take_changes() == (2, {"b": 2.0, "a": 1})
+    assert opts.take_changes() == (2, {})
+
+
+def test_a_built_models_fixed_options_keep_their_values_when_stopped():
+    """Stopped, a learner still refuses a new number of factors: its matrices were made
+    with the old one (a new value used to be taken and left the model inconsistent)."""
+    import scipy.sparse as sp
+
+    from bidlab.models import SFA
+
+    R = sp.random(60, 40, density=0.2, random_state=0, format="csr")
+    R.data = np.ceil(R.data * 5)
+    R = R[np.diff(R.indptr) > 0].tocsr()
+    est = SFA(4, random_state=0, max_iter=2)
+    lrn = est.learner(R)
+    lrn.fit(progress=None)
+    before = est.predict([0, 1], [2, 3])
+    for change in ({"k": 7}, {"feedback": "implicit"}):
+        with pytest.raises(OptionError, match="fixed once the model is built.*new learner"):
+            lrn.set(**change)
+    lrn.set(k=4, l2=0.5)  # the same k, and a live option
+    np.testing.assert_array_equal(est.predict([0, 1], [2, 3]), before)
+    assert est.user_factors_.shape == (R.shape[0], 4)
+    lrn.set(n_passes=3)
+    lrn.fit(progress=None)
+    assert est.n_iter_ == 3
 
 
 def test_parse_from_command_line_text():

@@ -133,6 +133,33 @@ def test_bidlab_train_pagerank_on_an_edge_list(tmp_path, capsys):
         sniff(folder)
 
 
+def test_a_run_cut_short_resumes_its_iteration_count_and_changes_from_the_checkpoint(
+        tmp_path, capsys):
+    """``--max_steps`` bounds the run that wrote the checkpoint, not the one resuming it;
+    the measured changes and iteration count go on from the checkpoint's; a changed
+    ``--max_iter`` (fixed once the model is built) is refused with the way out."""
+    from bidlab.cli import main
+
+    A = random_graph(300, 0.03, 18, n_dangling=10, loops=False)
+    coo = A.tocoo()
+    f = tmp_path / "edges.txt"
+    f.write_text("".join(f"{i}\t{j}\n" for i, j in zip(coo.row, coo.col, strict=True)))
+    ck, out = tmp_path / "pr.ck", tmp_path / "pr.bidlab"
+    base = ["train", "pagerank", "--data", str(f), "--tol", "1e-10", "--progress", "none",
+            "--checkpoint", str(ck)]
+    assert main([*base, "--max_steps", "3"]) == 0
+    assert main([*base, "--save", str(out)]) == 0
+    assert "resuming from" in capsys.readouterr().err
+    whole = PageRank(tol=1e-10).fit(load_snap_edges(f).A)
+    resumed = load(out)
+    assert resumed.converged_ and resumed.n_iter_ == whole.n_iter_ > 3
+    np.testing.assert_allclose(resumed.residuals_, whole.residuals_, rtol=1e-9)
+    assert main([*base, "--max_iter", "500"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot resume" in err and "options?" in err and "--restart" in err
+    assert main([*base, "--max_iter", "500", "--restart"]) == 0
+
+
 # ------------------------------------------------------------------------ benchmark smoke
 def test_pagerank_benchmark_runs_tiny_and_agrees_with_the_reference(capsys):
     import json

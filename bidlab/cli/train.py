@@ -167,8 +167,21 @@ class _Job:
         ck = self.args.checkpoint
         if not ck or not os.path.exists(ck) or self.args.restart:
             return False
-        learner.load(ck)
-        learner.set(**{k: v for k, v in again.items() if k in learner.opts.specs})
+        from bidlab.learn.checkpoint import CheckpointError
+        from bidlab.learn.options import OptionError
+
+        try:
+            learner.load(ck)
+        except CheckpointError as exc:
+            raise _BadInput(f"cannot resume: {exc}. Resume with the options it was made "
+                            "with, or add --restart to train anew") from None
+
+        again = {"max_steps": None, **again}  # the run that wrote it may have been cut short
+        try:
+            learner.set(**{k: v for k, v in again.items() if k in learner.opts.specs})
+        except OptionError as exc:
+            raise _BadInput(f"cannot resume {ck} with these options: {exc}. Resume with the "
+                            "checkpoint's value, or add --restart to train anew") from None
         print(f"resuming from {ck} at pass {learner.metrics['pass'] + 1}, step "
               f"{learner.step}", file=sys.stderr)
         return True

@@ -416,6 +416,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         if model.row_groups is not None and rows == {len(model.row_groups)}:
             lengths.add(n_groups(model.row_groups))
         self.opts.set_vector_lengths(lengths)
+        self.opts.set_built(True)
 
     def _components(self) -> tuple[Any, ...]:
         return (self.model, self.updater, *self.mixins)

@@ -90,7 +90,8 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
                     else _lazy_state_shape(key, shapes) if what == "updater state" else None)
             if like is not None and tuple(a.shape) != like:
                 raise CheckpointError(f"checkpoint {path}: {what} {key!r} has shape "
-                                      f"{tuple(a.shape)}, this learner's {like}")
+                                      f"{tuple(a.shape)}, this learner's {like} (different "
+                                      "data or options?)")
     counters = meta.get("updater_counters", {})
     if not isinstance(counters, dict) or not all(
             isinstance(v, (int, float)) and not isinstance(v, bool) for v in counters.values()):

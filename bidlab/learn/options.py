@@ -41,6 +41,17 @@ class Change:
     values: dict[str, Any] = field(default_factory=dict)
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Whether two option values are equal (vectors elementwise)."""
+    if isinstance(a, tuple | list) or isinstance(b, tuple | list):
+        return isinstance(a, tuple | list) and isinstance(b, tuple | list) and \
+            list(a) == list(b)
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # an array's elementwise answer
+        return False
+
+
 class Options:
     """A flat, validated, thread-safe set of option values over one or more tables.
 
@@ -55,6 +66,7 @@ class Options:
         object.__setattr__(self, "_pending", {})
         object.__setattr__(self, "_version", 0)
         object.__setattr__(self, "_running", False)
+        object.__setattr__(self, "_built", False)
         object.__setattr__(self, "_vector_lengths", None)
         object.__setattr__(self, "_validators", [])
         object.__setattr__(self, "_history", [])
@@ -146,7 +158,9 @@ class Options:
         """Validate and set several options at once (all or nothing); return the new version.
 
         While the owning learner runs, only ``live`` options may change, and the change
-        reaches the training thread at its next minibatch boundary.
+        reaches the training thread at its next minibatch boundary. Once the model is
+        built, the model's and its updater's other options keep their values (a new value
+        is refused: the matrices, start or seed were made with the old one).
         """
         if not values:
             return self._version
@@ -155,13 +169,22 @@ class Options:
             spec = self._specs.get(name)
             if spec is None:
                 raise OptionError(self._unknown(name))
-            if self._running and not spec.live:
+            if self._running and not spec.live and spec.owner == "Learner":
                 raise OptionError(
                     f"The {name!r} parameter of {spec.owner or 'this learner'} cannot change "
                     "while training runs (it is not live): stop() the learner, set it, and "
                     "start() again."
                 )
             checked[name] = spec.check(value, self._vector_lengths if spec.vector else None)
+            if (not spec.live and spec.owner != "Learner"
+                    and (self._running or getattr(self, "_built", False))
+                    and not _same(checked[name], self._values.get(name))):
+                raise OptionError(
+                    f"The {name!r} parameter of {spec.owner} is fixed once the model is "
+                    f"built (it is {self._values.get(name)!r}; the model's matrices, start "
+                    f"or seed were made with it): make a new learner with the new value "
+                    "(for an estimator: set_params, then fit, or learner again)"
+                )
         with self._lock:
             trial = dict(self._values)
             trial.update(checked)
@@ -201,6 +224,11 @@ class Options:
                     value = ch.values[name]
             return value
 
+    def set_built(self, built: bool) -> None:
+        """Called by the learner once its model is built: from then on the non-live
+        options of the model and its updater refuse a new value (stopped or not)."""
+        object.__setattr__(self, "_built", bool(built))
+
     def set_running(self, running: bool) -> None:
         """Called by the learner: while running, non-live options refuse changes."""
         object.__setattr__(self, "_running", bool(running))
@@ -213,12 +241,14 @@ class Options:
         """Set values read from a checkpoint (known names only; each is validated)."""
         known = {k: v for k, v in values.items() if k in self._specs}
         known = {k: (list(v) if isinstance(v, list) else v) for k, v in known.items()}
-        running = self._running
+        running, built = self._running, getattr(self, "_built", False)
         object.__setattr__(self, "_running", False)
+        object.__setattr__(self, "_built", False)
         try:
             self.set(**known)
         finally:
             object.__setattr__(self, "_running", running)
+            object.__setattr__(self, "_built", built)
 
     # -- printing -------------------------------------------------------------------------
     def what(self) -> str:

@@ -198,7 +198,18 @@ class PageRankModel(Model):
         return []
 
     def extra_state(self) -> dict[str, Mat]:
-        return {"previous": self._prev} if self.modelmats else {}
+        """The previous iteration's scores and the changes measured so far (a resumed run
+        goes on counting iterations where the checkpoint left off)."""
+        if not self.modelmats:
+            return {}
+        return {"previous": self._prev, "residuals": Mat(self.residuals.reshape(1, -1))}
+
+    def counters(self) -> dict[str, int]:
+        return {"n_iter": int(self.n_iter), "reached_tol": int(self.reached_tol)}
+
+    def set_counters(self, values: dict[str, int]) -> None:
+        self.n_iter = int(values.get("n_iter", self.n_iter))
+        self.reached_tol = bool(values.get("reached_tol", self.reached_tol))
 
     def _view(self, batch: Minibatch) -> tuple[Mat, Any, Any]:
         """This block's slice of the scores (a Mat, made once per block) and of the totals."""
