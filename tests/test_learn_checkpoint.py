@@ -218,3 +218,25 @@ def test_a_resumed_run_continues_its_average_exactly(tmp_path, stop_at):
     assert second.step == straight.step == 55
     for x, y in zip(straight.model.modelmats, second.model.modelmats, strict=True):
         np.testing.assert_allclose(x.data, y.data, rtol=1e-6)
+
+
+def test_a_checkpoint_made_with_other_fixed_options_rebuilds_the_model(tmp_path):
+    """A topic model saved after a merge holds one topic fewer than the learner that loads
+    it was built with: the learner builds its model again with the checkpoint's k."""
+    from bidlab.datasets import synthetic_lda_corpus
+    from bidlab.models import LDA
+
+    c = synthetic_lda_corpus(n_docs=300, n_words=200, k=5, seed=1)
+    est = LDA(n_components=6, random_state=0)
+    first = est.learner(c.X, n_passes=1)
+    first.fit(progress=None)
+    first.merge_topics([0, 1]).wait()
+    path = first.save(str(tmp_path / "steered.npz"))
+    other = LDA(n_components=6, random_state=0)
+    second = other.learner(c.X, n_passes=1)
+    second.load(path)
+    assert other.components_.shape == (5, 200)
+    np.testing.assert_array_equal(other.components_, est.components_)
+    second.set(n_passes=2)
+    second.fit(progress=None)
+    assert second.state == "done" and other.transform(c.X[:3]).shape == (3, 5)

@@ -402,8 +402,15 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
                 f"{type(self.updater).__name__}, state={self._state}, step={self.step})")
 
     # ======================================================================= internals
-    def _ensure_initialised(self) -> None:
+    def _ensure_initialised(self, rebuild: bool = False) -> None:
+        """Build the model (and attach the updater and mixins) unless built; ``rebuild``:
+        build it again from the data with the options as they are now."""
         model = self.model
+        if rebuild:
+            model.modelmats = []
+            self.updater.model = None
+            for mx in self.mixins:
+                mx.model = None
         if not model.initialised:
             model.init_from(self.source.info)
         if self.updater.model is not model:

@@ -49,11 +49,14 @@ def write(path: str, name: str, opts: Any, model: Any, updater: Any, mixins: lis
 
 
 def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: int | None,
-            ensure_initialised: Callable[[], None]) -> dict[str, Any]:
+            ensure_initialised: Callable[..., None]) -> dict[str, Any]:
     """Load ``path`` into the learner's parts; return its checked progress counters.
 
     Options are restored first (they may shape the model), then ``ensure_initialised``
-    makes the model; every shape and counter is checked before any matrix is written.
+    makes the model (``ensure_initialised(rebuild=True)`` makes it again when it was built
+    with other values of its fixed options: a checkpoint of a model whose topics were
+    merged holds fewer of them); every shape and counter is checked before any matrix is
+    written.
     """
     ck = load_checkpoint(path)
     meta = ck.meta
@@ -71,11 +74,14 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
         raise CheckpointError(f"checkpoint {path}: options are not a table")
     carried = {k: v for k, v in saved.items()
                if k in opts.specs and opts.specs[k].type != "path"}
+    fixed = {k for k, spec in opts.specs.items() if not spec.live and spec.owner != "Learner"}
+    before = {k: opts.get(k) for k in fixed & set(carried)}
     try:
         opts.restore(carried)
     except ValueError as exc:
         raise CheckpointError(f"checkpoint {path} holds an invalid option: {exc}") from None
-    ensure_initialised()
+    rebuild = model.initialised and any(opts.get(k) != v for k, v in before.items())
+    ensure_initialised(rebuild=rebuild)
     shapes = [m.shape for m in model.modelmats]
     got = [tuple(a.shape) for a in mats]
     if got != shapes:
