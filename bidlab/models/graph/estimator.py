@@ -36,6 +36,7 @@ from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator, FittedByModel
 from bidlab.models.graph.model import PageRankModel
 from bidlab.models.graph.transition import as_adjacency, transition, vertex_weights
+from bidlab.models.sk_params import N_JOBS, VERBOSE
 from bidlab.models.validation import device_row, dtype_row
 
 __all__ = ["GAUSS_SEIDEL_EDGES", "PageRank", "sweeps"]
@@ -104,6 +105,10 @@ class PageRank(FittedByModel, BidlabEstimator):
         much below 1e-7 per vertex).
     device
         ``"cpu"`` or ``"gpu"``; None (default): where the graph lives.
+    verbose
+        progress on stderr while fitting: 0 none, 1 a bar, 2 a line per iteration.
+    n_jobs
+        CPU threads of the kernels (None: leave the limits alone; -1: every core).
 
     Notes
     -----
@@ -144,14 +149,19 @@ class PageRank(FittedByModel, BidlabEstimator):
         Option("directed", bool, True, "False: every stored edge is undirected"),
         dtype_row("scores", text="None (float64), float32 or float64"),
         device_row(None),
+        VERBOSE,
+        N_JOBS,
     )
 
     method = "auto"  # (what an estimator saved before the parameter reads)
+    verbose = 0
+    n_jobs = None
 
     def __init__(self, damping: float = 0.85, tol: float = 1e-6, max_iter: int = 100,
                  personalization: Any = None, dangling: Any = None, *,
                  method: str = "auto", directed: bool = True, dtype: Any = None,
-                 device: str | None = None) -> None:
+                 device: str | None = None, verbose: int = 0,
+                 n_jobs: int | None = None) -> None:
         self._keep_params(locals())
 
     # -- fitted state ---------------------------------------------------------------------
@@ -236,7 +246,8 @@ class PageRank(FittedByModel, BidlabEstimator):
         """Rank the vertices of ``G`` (n x n adjacency, rows = source vertices); ``y`` is
         ignored."""
         lrn = self._learner(G, None, {})
-        lrn.fit(progress=None)
+        with self._threads():
+            lrn.fit(progress=self._progress())
         if not self.model_.reached_tol:
             warnings.warn(f"PageRank did not converge in max_iter={self.max_iter} iterations "
                           f"(last L1 change {self.model_.residuals[-1]:.3g} > tol x n = "

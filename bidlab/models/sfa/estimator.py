@@ -33,7 +33,7 @@ from bidlab.models.base import BidlabEstimator, FittedByModel
 from bidlab.models.sfa.inputs import check_ids, ratings_csr
 from bidlab.models.sfa.model import FEEDBACK, SFAModel
 from bidlab.models.sfa.serve import ServeMixin
-from bidlab.models.sk_params import factor_rows
+from bidlab.models.sk_params import N_JOBS, factor_rows
 from bidlab.models.validation import drawn_seed
 
 __all__ = ["SFA"]
@@ -60,6 +60,7 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
         verbose: print progress while fitting (0: silent).
         dtype: float32 or float64; None follows the input.
         device: ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
+        n_jobs: CPU threads of the kernels (None: leave the limits alone; -1: every core).
 
     Learned: ``user_factors_`` (users x k), ``item_factors_`` (items x k),
     ``user_bias_``, ``item_bias_``, ``global_mean_`` (explicit; zeros and 0 for implicit),
@@ -95,7 +96,9 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
         Option("init_scale", float, 0.01, "standard deviation of the initial item factors",
                low=0.0),
         *factor_rows("factors"),
+        N_JOBS,
     )
+    n_jobs = None  # (what an estimator saved before the parameter reads)
 
     def __init__(
         self,
@@ -112,6 +115,7 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
         verbose: int = 0,
         dtype: Any = None,
         device: str = "cpu",
+        n_jobs: int | None = None,
     ) -> None:
         self._keep_params(locals())
 
