@@ -130,3 +130,15 @@ def test_wrong_shapes(X):
         LDA(3).fit(np.ones(5))
     with pytest.raises(AttributeError, match="LDAGibbs"):
         LDA(3, n_passes=1).learner(X).set_temperature(2.0)
+
+
+@pytest.mark.parametrize("cls", [LDA, LDAGibbs])
+def test_raw_text_is_refused_with_the_way_to_count_it(cls):
+    X = block_diagonal_corpus(k=3, words_per_topic=10, n_docs=60, seed=0).X
+    model = cls(3, n_passes=1, random_state=0).fit(X)
+    for text in (["a document", "another one"], "one document",
+                 np.array(["a document", "another"])):
+        with pytest.raises(TypeError, match="X holds text.*transform_texts"):
+            model.transform(text)
+        with pytest.raises(TypeError, match="X holds text.*CountVectorizer"):
+            cls(3).fit(text)

@@ -250,3 +250,37 @@ def test_bench_topics_json_tiny(tmp_path, capsys):
     for r in out["coherence"]:
         if "max_rel_diff" in r:
             assert r["max_rel_diff"] < 1e-6
+
+
+@pytest.mark.parametrize("top_n", [-3, 0, 1, 1.5, True])
+def test_coherence_refuses_fewer_than_two_top_words(top_n):
+    for measure in coh.MEASURES:
+        with pytest.raises(ValueError, match="top_n must be an int >= 2"):
+            coh.coherence(TOPIC, TINY, measure, top_n=top_n)
+    assert coh.coherence(TOPIC, TINY, "u_mass", top_n=2) == pytest.approx(
+        math.log(0.5 / 0.75), rel=1e-9)
+
+
+def test_map_html_labels_model_topic_ids_and_shows_relevant_words(tmp_path):
+    import re
+
+    corpus = synthetic_lda_corpus(n_docs=300, n_words=40, k=3, seed=3)
+    X = sp.csr_matrix(corpus.X)
+    theta = corpus.theta.copy()
+    theta[:, 2] *= 5  # topic 2 the largest: the map's order is not the model's
+    theta /= theta.sum(axis=1, keepdims=True)
+    data = export.prepared_data(corpus.topics, theta, X, corpus.vocab, R=10)
+    assert data["topic.order"][0] == 3
+    page = export.map_html(data, tmp_path / "map.html").read_text()
+    labels = re.findall(r'font-size="12">(\d+)</text>', page)
+    assert labels == [str(t - 1) for t in data["topic.order"]]
+    tips = re.findall(r"<title>topic (\d+) \([\d.]+% of tokens\): ([^<]*)</title>", page)
+    ti = data["tinfo"]
+    for pos, (tid, words) in enumerate(tips):
+        assert int(tid) == data["topic.order"][pos] - 1
+        rows = [(0.6 * lp + 0.4 * ll, term) for term, cat, lp, ll in
+                zip(ti["Term"], ti["Category"], ti["logprob"], ti["loglift"], strict=True)
+                if cat == f"Topic{pos + 1}"]
+        best = [term for _, term in sorted(rows, key=lambda r: -r[0])[:10]]
+        assert words.split(", ") == best
+    assert "&#955; = 0.6" in page

@@ -48,6 +48,7 @@ class TrainingLoop:
                 if err is None and self.comm.size > 1:  # the end sync point: one model
                     combine_models(self.comm, self.model.modelmats, self._combine)
                     self.model.refresh()
+            self.model.run_ended(final, err)  # changes queued for a next minibatch
             if err is None and self.opts.checkpoint and self.model.initialised:
                 self._save_now(self.opts.checkpoint)
         except BaseException as exc:  # noqa: BLE001
@@ -65,6 +66,7 @@ class TrainingLoop:
             self._error = err
             self.traceback = tb
             self._state = final
+            self.model.run_ended(final, err)  # changes queued since: none waits
             for req in self._saves:  # served by the caller now that nothing runs
                 req.retry = True
                 req.done.set()

@@ -185,6 +185,12 @@ class Model(Component):
     def set_counters(self, values: dict[str, int]) -> None:
         """Take back a checkpoint's :meth:`counters` (a name it lacks keeps its value)."""
 
+    def run_ended(self, state: str, error: BaseException | None) -> None:
+        """Called when a learner's run ends (``state`` ``"done"``, ``"stopped"`` or
+        ``"failed"``; ``error`` what ended it, None for a clean end), once before the end
+        checkpoint and once after the final state is set: a model that queues changes for
+        its next minibatch applies or refuses them here, so none waits for a later run."""
+
     def restored(self, earlier: dict[str, Any]) -> None:
         """Called after a checkpoint was written into ``modelmats``, :meth:`extra_state` and
         the counters: rebuild what derives from them and forget per-run scratch (row

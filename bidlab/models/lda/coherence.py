@@ -89,7 +89,8 @@ def cooccurrence(X: Any, words: np.ndarray) -> tuple[np.ndarray, int]:
     return co, int(Xh.shape[0])
 
 
-def _check(topics: Any, X: Any, measure: str, convention: str = "gensim") -> np.ndarray:
+def _check(topics: Any, X: Any, measure: str, convention: str = "gensim",
+           top_n: int = 10) -> np.ndarray:
     if measure not in MEASURES:
         raise ValueError(f"coherence: unknown measure {measure!r}; choose one of {MEASURES}")
     if convention not in CONVENTIONS:
@@ -103,6 +104,13 @@ def _check(topics: Any, X: Any, measure: str, convention: str = "gensim") -> np.
         raise ValueError(f"coherence: the reference documents have {n_cols} words "
                          f"(columns) but the topics have {T.shape[1]}: use documents over "
                          "the model's vocabulary")
+    if isinstance(top_n, bool) or not isinstance(top_n, (int, np.integer)) or top_n < 2:
+        raise ValueError(f"coherence: top_n must be an int >= 2 (every measure compares "
+                         f"pairs of a topic's top words); got {top_n!r}: pass e.g. "
+                         "top_n=10")
+    if T.shape[1] < 2:
+        raise ValueError(f"coherence: the topics have {T.shape[1]} word(s); coherence "
+                         "compares pairs of words, so it needs a vocabulary of two or more")
     return T
 
 
@@ -115,7 +123,8 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
     topics: k x vocabulary topic-word weights (rows need not be normalised).
     X: documents x vocabulary counts (scipy / CuPy sparse, numpy, or a Corpus).
     measure: ``"u_mass"``, ``"c_uci"``, ``"c_npmi"`` or ``"c_v"`` (module doc).
-    top_n: top words per topic.
+    top_n: top words per topic, 2 or more (every measure compares pairs of them; a
+        vocabulary smaller than ``top_n`` gives all of it).
     per_topic: return the k values instead of their mean.
     convention: ``"gensim"`` (its ``CoherenceModel``) or ``"tomotopy"`` (its
         ``Coherence``; module doc).
@@ -127,7 +136,7 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
     >>> round(coherence(np.array([[0.5, 0.4, 0.1]]), X, "u_mass", top_n=2), 6)
     0.0
     """
-    T = _check(topics, X, measure, convention)
+    T = _check(topics, X, measure, convention, top_n)
     top = top_words(T, top_n)
     union, local = np.unique(top, return_inverse=True)
     local = local.reshape(top.shape)

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 import bidlab as bl
-from bidlab.models.lda import reshape
+from bidlab.models.lda import common, reshape
 from bidlab.models.lda.reshape import TopicPlan, topic_counts
 from bidlab.models.lda.word_constraints import WordConstraints
 from bidlab.models.lda.word_groups import topic_words, two_groups
@@ -207,10 +207,21 @@ class TopicEdits(WordConstraints):
         return self._queue("merge", topics=sorted(ids))
 
     def split_topic(self, topic: int, X: Any = None) -> EditTicket:
-        """Split ``topic`` in two, seeded by its two most distinct word groups (from their
-        document co-occurrence in ``X``, default: the training documents)."""
+        """Split ``topic`` in two, seeded by its two most distinct word groups.
+
+        Parameters
+        ----------
+        topic : int
+            The topic to split.
+        X : documents x vocabulary counts, optional
+            The documents whose word co-occurrence finds the groups: scipy / CuPy sparse,
+            numpy, or a :class:`bidlab.datasets.Corpus`, over the model's vocabulary.
+            Default: the training documents of the learner training this model; a model
+            no learner trains (a fitted estimator's) keeps none, so it needs ``X``.
+        """
         self._ready("split_topic")
         t = _topic_id(topic, self._k_planned(), "split_topic")
+        X = self._documents() if X is None else self._split_documents(X)
         if not self._edit_queue:
             n = topic_words(topic_counts(self)[:, t]).size
             if n < 2:
@@ -237,8 +248,10 @@ class TopicEdits(WordConstraints):
                         for w in list(seed_words)})
         if not words:
             raise ValueError("add_topic needs at least one seed word")
-        if weight is not None and not float(weight) > 0:
-            raise ValueError(f"add_topic: weight must be > 0 pseudo-counts; got {weight}")
+        if weight is not None and not (np.isfinite(float(weight)) and float(weight) > 0):
+            raise ValueError(f"add_topic: weight must be finite and > 0 pseudo-counts; got "
+                             f"{weight}: pass a positive number such as weight=50.0, or "
+                             "weight=None for no lasting prior")
         return self._queue("add", words=words, weight=None if weight is None else
                            float(weight))
 
@@ -284,6 +297,39 @@ class TopicEdits(WordConstraints):
         with lr._cond:  # a start() waits until the edit is in
             if lr.state not in ("running", "paused"):
                 self.apply_topic_edits(training=False)
+
+    def run_ended(self, state: str, error: BaseException | None) -> None:
+        """Called by the learner when its run ends: the edits still queued (asked for while
+        it was paused, or after its last minibatch) are applied now when it ended cleanly
+        (``error`` None: done or stopped at a minibatch boundary), else their tickets fail
+        with an error saying so and the model keeps none of them. No edit waits for a
+        later run or for the next edit asked for.
+
+        Parameters
+        ----------
+        state : str
+            How the run ended: ``"done"``, ``"stopped"`` or ``"failed"``.
+        error : BaseException or None
+            What ended it, None for a clean end.
+        """
+        if not self._edit_queue:
+            return
+        if error is None:
+            try:
+                self.apply_topic_edits(training=False)
+                return
+            except Exception as exc:  # noqa: BLE001 - the tickets left get it below
+                error = exc
+        with self._edit_lock:
+            while self._edit_queue:
+                ticket = self._edit_queue.popleft()
+                ticket.error = RuntimeError(
+                    f"the {ticket.kind} edit was not applied: the learner {state} "
+                    f"({type(error).__name__}: {error}) before it could be, so the model "
+                    "does not have it: ask for the edit again once the model is trained "
+                    "(fit, or start() the learner)")
+                ticket.error.__cause__ = error
+                ticket._done.set()
 
     # -- applying (the training thread, at a minibatch's start) ---------------------------
     def apply_topic_edits(self, training: bool = True) -> None:
@@ -389,15 +435,27 @@ class TopicEdits(WordConstraints):
         raise ValueError(f"unknown topic edit {kind!r}")
 
     def _documents(self) -> Any:
+        """The training documents of the learner training this model; else ValueError
+        asking for them (the model itself keeps only its last minibatch, too few)."""
         lr = self._learner()
         mats = getattr(getattr(lr, "source", None), "_mats", None) if lr is not None else None
         if mats:
             return mats[0]
-        cur = self._cur
-        if cur is not None:
-            return cur.mats[0].csr[: cur.n]
-        raise ValueError("split_topic needs documents to find the topic's word groups: pass "
-                         "X=... (documents x vocabulary counts)")
+        raise ValueError("split_topic needs documents to find the topic's word groups, and "
+                         "this model keeps none once its learner is gone (a fitted "
+                         "estimator's): pass X=... (the training documents, or others over "
+                         "the model's vocabulary)")
+
+    def _split_documents(self, X: Any) -> Any:
+        """``X`` as canonical CSR counts (what fit accepts: sparse, numpy, a Corpus) over
+        this model's vocabulary; else ValueError / TypeError naming the problem."""
+        C = common.as_counts(X, owner="split_topic", dtype=np.float64)
+        V = int(self.vocab_size)
+        if C.shape[1] != V:
+            raise ValueError(f"split_topic: X has {C.shape[1]} words (columns) but the model's "
+                             f"vocabulary has {V}: pass documents counted over the vocabulary "
+                             "the model was trained with")
+        return C
 
     def topic_edit_counts(self) -> np.ndarray:
         """The topic-word counts the edits act on, k x vocabulary host float64."""

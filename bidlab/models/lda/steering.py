@@ -77,7 +77,9 @@ class TopicSteering:
 
     def split_topic(self, topic: int, X: Any = None) -> EditTicket:
         """Split a topic in two, seeded by its two most distinct word groups (their
-        document co-occurrence in ``X``, default the training documents)."""
+        document co-occurrence in ``X``: documents x vocabulary counts or a Corpus;
+        default the training documents of a live learner -- a fitted estimator keeps
+        none, so pass ``X`` there)."""
         return self._steer_model().split_topic(topic, X=X if X is not None
                                                else self._steer_docs())
 
@@ -173,15 +175,20 @@ class TopicSteering:
         theirs = other._topics() if isinstance(other, TopicSteering) else np.asarray(other)
         return _export.topic_diff(self._topics(), theirs, distance)
 
-    def _theta(self, X: Any) -> np.ndarray:
+    def _theta(self, X: Any, owner: str = "to_pyldavis") -> np.ndarray:
         model = self._steer_model()
-        C = common.as_counts(X, owner="to_pyldavis", dtype=model.dtype)
+        C = common.as_counts(X, owner=owner, dtype=model.dtype)
+        V = int(model.vocab_size)
+        if C.shape[1] != V:
+            raise ValueError(f"{owner}: X has {C.shape[1]} words (columns) but the model's "
+                             f"vocabulary has {V}: pass documents counted over the vocabulary "
+                             "the model was trained with")
         if model.xp is not np:
             C = backend.to_device(backend.to_host(C))
         return np.asarray(backend.to_host(model.transform(C)), np.float64)
 
     def _topic_weights(self, X: Any) -> np.ndarray:
-        theta = self._theta(X)
+        theta = self._theta(X, owner="intertopic_map")
         lengths = np.asarray(common.as_counts(X, owner="intertopic_map",
                                               dtype=np.float64).sum(axis=1)).ravel()
         return (theta * lengths[:, None]).sum(axis=0)
