@@ -2,10 +2,14 @@
 
 A sparse input's stored entries are the observed ones (an explicit zero rating is a stored
 zero); a dense input marks missing entries with NaN. Duplicate stored (user, item) pairs
-are refused (a loader decides which rating counts, e.g. the latest,
-:func:`bidlab.datasets.load_movielens`). Users (rows) with no observed entry are refused:
-nothing can be learned about them; items (columns) with none are allowed and keep zero
-factors (their predictions are the global mean plus the user's bias).
+are refused, in a COO matrix as in a CSR one (a loader decides which rating counts, e.g.
+the latest, :func:`bidlab.datasets.load_movielens`). Build the matrix from the triples as
+a COO, ``sp.coo_matrix((ratings, (users, items)))``, not as
+``sp.csr_matrix((ratings, (users, items)))``: scipy sums a CSR's duplicate triples while
+building it, before any check can see them (a 4 and a 5 become a 9). Users (rows) with
+no observed entry are refused: nothing can be learned about them; items (columns) with
+none are allowed and keep zero factors (their predictions are the global mean plus the
+user's bias).
 """
 
 from __future__ import annotations
@@ -23,22 +27,45 @@ __all__ = ["ratings_csr", "check_ids"]
 
 def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
                 allow_empty_rows: bool = False) -> sp.csr_matrix:
-    """``X`` (users x items: CSR / any sparse, or dense with NaN where missing) as a
-    canonical CSR of ``dtype``; errors name the problem and the fix."""
+    """``X`` as a canonical CSR of ``dtype``; errors name the problem and the fix.
+
+    Parameters
+    ----------
+    name : str
+        The estimator's name, the start of each error message.
+    X : sparse matrix or array_like
+        Users x items: any scipy sparse format (its stored entries are the observed
+        ratings) or dense with NaN where missing. Duplicate (user, item) entries are
+        refused, a COO's included; a CSR built from triples,
+        ``sp.csr_matrix((ratings, (users, items)))``, has summed its duplicates before
+        it gets here, so build it as ``sp.coo_matrix`` instead.
+    dtype : dtype
+        The dtype of the result.
+    n_items : int, optional
+        The number of items (columns) ``X`` must have.
+    allow_empty_rows : bool
+        Accept users (rows) with no observed entry.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        Sorted indices, no duplicates, every stored value finite.
+    """
     X = unwrap(X)
     if backend.is_cupy_array(getattr(X, "data", X)):
         X = backend.to_host(X)
     if sp.issparse(X):
+        if X.format == "coo":  # converting to CSR would sum the duplicates
+            copy = X.copy()
+            copy.sum_duplicates()
+            _refuse_duplicates(name, X.nnz - copy.nnz)
         S = sp.csr_matrix(X)
         if S.has_canonical_format is False:
             copy = S.copy()
             copy.sort_indices()
             before = copy.nnz
             copy.sum_duplicates()
-            if copy.nnz != before:
-                raise ValueError(f"{name}: X stores {before - copy.nnz} duplicate (user, "
-                                 "item) entries; keep one rating per pair (e.g. the latest) "
-                                 "before fitting")
+            _refuse_duplicates(name, before - copy.nnz)
             S = copy
         S = S.astype(dtype)
     else:
@@ -69,18 +96,51 @@ def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
     return S
 
 
+def _refuse_duplicates(name: str, n_duplicates: int) -> None:
+    if n_duplicates:
+        raise ValueError(f"{name}: X stores {n_duplicates} duplicate (user, item) entries; "
+                         "keep one rating per pair (e.g. the latest) before fitting")
+
+
 def _dense_to_csr(A: np.ndarray, observed: np.ndarray) -> sp.csr_matrix:
     rows, cols = np.nonzero(observed)
     return sp.csr_matrix((A[rows, cols], (rows, cols)), shape=A.shape)
 
 
 def check_ids(name: str, what: str, ids: Any, n: int) -> np.ndarray:
-    """``ids`` as an int64 array, each in ``[0, n)``; else a ValueError naming the first
-    one out of range."""
+    """``ids`` as an int64 array, each in ``[0, n)``.
+
+    Parameters
+    ----------
+    name : str
+        The estimator's name, the start of each error message.
+    what : str
+        ``"user"`` or ``"item"``.
+    ids : int or array_like of int
+        The ids; integral floats (``1.0``) are taken as integers.
+    n : int
+        The number of users (or items) the model has.
+
+    Returns
+    -------
+    numpy.ndarray
+        The ids, int64, 1-D.
+
+    Raises
+    ------
+    ValueError
+        When an id is not an integer, or out of range (naming the first such id).
+    """
     a = np.asarray(ids)
+    if a.dtype.kind not in "iuf":
+        raise ValueError(f"{name}: {what} ids must be integers; got {a.dtype} "
+                         f"({_short(ids)})")
     if a.dtype.kind not in "iu":
-        if a.size and not np.all(np.mod(a, 1) == 0):
-            raise ValueError(f"{name}: {what} ids must be integers; got {a.dtype}")
+        with np.errstate(invalid="ignore"):
+            bad = (np.mod(a, 1) != 0).reshape(-1)
+        if bad.any():
+            raise ValueError(f"{name}: {what} ids must be integers; got {a.dtype} "
+                             f"{float(a.reshape(-1)[bad][0])}")
         a = a.astype(np.int64)
     a = a.astype(np.int64).reshape(-1) if a.ndim else a.astype(np.int64).reshape(1)
     out = (a < 0) | (a >= n)
@@ -89,3 +149,8 @@ def check_ids(name: str, what: str, ids: Any, n: int) -> np.ndarray:
                          f"has {n} {what}s (ids 0..{n - 1}); fold new {what}s in with "
                          f"partial_fit_{what}s")
     return a
+
+
+def _short(x: Any) -> str:
+    r = repr(x)
+    return r if len(r) <= 40 else r[:37] + "..."

@@ -9,7 +9,10 @@ when ``r_i`` is in ``T``):
 * ``NDCG@k = sum_i rel_i / log2(i + 1)`` divided by the same sum for ``min(|T|, k)``
   relevant items at the top.
 
-Each ranking metric is the mean over the users with at least one held-out item.
+Each ranking metric is the mean over the users with at least one held-out item. A
+recommended list names each item at most once: a list that repeats one is refused (the
+repeats would count one held-out item as several hits, p@k and MAP@k above 1). A list
+shorter than ``k`` counts its missing places as misses.
 :func:`ranking_metrics` scores a fitted model's top-k lists (training items left out).
 """
 
@@ -48,12 +51,27 @@ def _hits(recommended: Sequence[Any], relevant: Sequence[Any], k: int
         raise ValueError(f"one recommended list per user: {len(recommended)} lists for "
                          f"{len(relevant)} users")
     out = []
-    for rec, rel in zip(recommended, relevant, strict=True):
+    for j, (rec, rel) in enumerate(zip(recommended, relevant, strict=True)):
+        rec = np.asarray(rec).ravel()
+        _refuse_repeats(j, rec)
         rel = set(np.asarray(rel).ravel().tolist())
         if rel:
-            top = np.asarray(rec).ravel()[:k]
+            top = rec[:k]
             out.append((np.array([x in rel for x in top.tolist()], np.float64), len(rel)))
     return out
+
+
+def _refuse_repeats(j: int, rec: np.ndarray) -> None:
+    """A ValueError naming list ``j``'s first repeated item, if it repeats one."""
+    if rec.size < 2 or len(set(rec.tolist())) == rec.size:
+        return
+    seen: dict[Any, int] = {}
+    for pos, x in enumerate(rec.tolist()):
+        if x in seen:
+            raise ValueError(f"recommended list {j} repeats item {x!r} (at places "
+                             f"{seen[x]} and {pos}): a top-k list names each item once; "
+                             "drop the repeats (keep the first)")
+        seen[x] = pos
 
 
 def precision_at_k(recommended: Sequence[Any], relevant: Sequence[Any], k: int = 10) -> float:
@@ -103,9 +121,32 @@ def ndcg_at_k(recommended: Sequence[Any], relevant: Sequence[Any], k: int = 10) 
 
 
 def top_k(scores: np.ndarray, k: int, exclude: sp.csr_matrix | None = None) -> np.ndarray:
-    """Each row's ``k`` highest-scoring columns, best first (users x k); ``exclude``: a
-    CSR of the same shape whose stored entries may not be recommended."""
+    """Each row's ``k`` highest-scoring columns, best first.
+
+    Parameters
+    ----------
+    scores : numpy.ndarray
+        Users x items.
+    k : int
+        The list length, from 1 to the number of items.
+    exclude : scipy.sparse.csr_matrix, optional
+        Of ``scores``' shape: its stored entries score ``-inf``, so they come last (a row
+        with fewer than ``k`` other items fills its list with them).
+
+    Returns
+    -------
+    numpy.ndarray
+        Users x k item ids, each row without repeats.
+
+    Raises
+    ------
+    ValueError
+        When ``k`` is not an integer from 1 to the number of items.
+    """
     s = np.array(scores, dtype=np.float64, copy=True)
+    if s.ndim != 2:
+        raise ValueError(f"top_k needs a users x items score array; got shape {s.shape}")
+    k = _check_k("top_k", k, s.shape[1])
     if exclude is not None:
         rows = np.repeat(np.arange(s.shape[0]), np.diff(exclude.indptr))
         s[rows, exclude.indices] = -np.inf
@@ -120,6 +161,11 @@ def ranking_metrics(score_users: Callable[[np.ndarray], np.ndarray], train: sp.c
     """p@k, MAP@k and NDCG@k of the top-k lists ``score_users(user_ids)`` (a users x
     items score array) gives, training items left out, against ``test``'s items.
 
+    ``k`` must be at most the number of items (``test``'s columns): a larger ``k`` is
+    refused, not clipped, since the keys and the p@k denominator name ``k``. A user with
+    fewer than ``k`` items outside training gets training items at the end of the list
+    (see :func:`top_k`).
+
     Examples
     --------
     >>> m = ranking_metrics(lambda u: U[u] @ V.T, train, test, k=10)  # doctest: +SKIP
@@ -127,6 +173,10 @@ def ranking_metrics(score_users: Callable[[np.ndarray], np.ndarray], train: sp.c
     ['map@10', 'ndcg@10', 'p@10']
     """
     test, train = sp.csr_matrix(test), sp.csr_matrix(train)
+    if train.shape != test.shape:
+        raise ValueError(f"ranking_metrics: train and test must have one shape (users x "
+                         f"items); got {train.shape} and {test.shape}")
+    k = _check_k("ranking_metrics", k, test.shape[1])
     ids = np.flatnonzero(np.diff(test.indptr)) if users is None else np.asarray(users)
     recs, rels = [], []
     for start in range(0, ids.size, chunk):
@@ -135,3 +185,14 @@ def ranking_metrics(score_users: Callable[[np.ndarray], np.ndarray], train: sp.c
         rels.extend(test.indices[test.indptr[u]: test.indptr[u + 1]] for u in part)
     return {f"p@{k}": precision_at_k(recs, rels, k), f"map@{k}": map_at_k(recs, rels, k),
             f"ndcg@{k}": ndcg_at_k(recs, rels, k)}
+
+
+def _check_k(where: str, k: int, n_items: int) -> int:
+    """``k`` as an int in ``[1, n_items]``; else a ValueError saying what to use."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer, float, np.floating)) \
+            or not np.isfinite(k) or int(k) != k or int(k) < 1:
+        raise ValueError(f"{where}: k must be an integer >= 1; got {k!r}")
+    if int(k) > n_items:
+        raise ValueError(f"{where}: k={k} is more than the {n_items} items: a top-k list "
+                         f"holds each item once; use k <= {n_items}")
+    return int(k)

@@ -79,8 +79,17 @@ class ServeMixin:
         out = np.einsum("ij,ij->i", U[u], V[i])
         return out + self.global_mean_ + self.user_bias_[u] + self.item_bias_[i]
 
-    def _scores(self, user: int) -> np.ndarray:
-        u = int(check_ids(type(self).__name__, "user", [user], self.n_users_)[0])
+    def _one_id(self, what: str, id_: Any, method: str) -> int:
+        """One checked user or item id (``predict``'s rules: integral floats pass)."""
+        name = type(self).__name__
+        n = self.n_users_ if what == "user" else self.n_items_
+        a = check_ids(name, what, id_, n)
+        if a.size != 1:
+            raise ValueError(f"{name}: {method} takes one {what} id; got {a.size}: call it "
+                             f"once per {what}")
+        return int(a[0])
+
+    def _scores(self, u: int) -> np.ndarray:
         s = self.item_factors_ @ self.user_factors_[u]
         return s + self.item_bias_ + (self.global_mean_ + self.user_bias_[u])
 
@@ -88,40 +97,63 @@ class ServeMixin:
                   ) -> tuple[np.ndarray, np.ndarray]:
         """The ``n`` items of highest predicted score for ``user``, best first, and their
         scores; ``filter_seen`` leaves out the items the user rated in training.
+        ``user`` is one id, checked as by :meth:`predict` (an integral float such as
+        ``1.0`` is taken as the integer).
 
         Examples
         --------
         >>> items, scores = sfa.recommend(0, n=10)  # doctest: +SKIP
         """
         check_is_fitted(self)
-        scores = self._scores(user)
+        u = self._one_id("user", user, "recommend")
+        scores = self._scores(u)
         if filter_seen:
-            seen = self.train_.indices[self.train_.indptr[user]: self.train_.indptr[user + 1]]
+            seen = self.train_.indices[self.train_.indptr[u]: self.train_.indptr[u + 1]]
             scores[seen] = -np.inf
-        return _top(type(self).__name__, scores, n, "recommend", int(np.isfinite(
-            scores).sum()))
+        available = int(np.isfinite(scores).sum())
+        why = None
+        if filter_seen and available == 0:
+            why = (f"user {u} rated all {self.n_items_} items in training, so filter_seen="
+                   "True leaves none to recommend: pass filter_seen=False")
+        return _top(type(self).__name__, scores, n, "recommend", available, why)
 
     def similar_items(self, item: int, n: int = 10, min_ratings: int = 1
                       ) -> tuple[np.ndarray, np.ndarray]:
         """The ``n`` items whose factors are closest to ``item``'s by cosine (the item
         itself left out), best first, and the cosines. ``min_ratings``: leave out items
         with fewer training ratings (the L2 penalty shrinks a rarely rated item's factors
-        towards 0, so its direction, all a cosine sees, is mostly noise).
+        towards 0, so its direction, all a cosine sees, is mostly noise). ``item`` is one
+        id, checked as by :meth:`predict`.
 
         Examples
         --------
         >>> items, cosines = sfa.similar_items(0, n=5)  # doctest: +SKIP
         """
         check_is_fitted(self)
-        i = int(check_ids(type(self).__name__, "item", [item], self.n_items_)[0])
+        i = self._one_id("item", item, "similar_items")
         V = self.item_factors_.astype(np.float64)
         norms = np.linalg.norm(V, axis=1)
         norms[norms == 0] = np.inf
         cos = (V @ V[i]) / (norms * (norms[i] if np.isfinite(norms[i]) else np.inf))
         cos[i] = -np.inf
+        why = None
         if min_ratings > 1:
-            cos[np.bincount(self.train_.indices, minlength=V.shape[0]) < min_ratings] = -np.inf
-        return _top(type(self).__name__, cos, n, "similar_items", int(np.isfinite(cos).sum()))
+            counts = np.bincount(self.train_.indices, minlength=V.shape[0])
+            cos[counts < min_ratings] = -np.inf
+            available = int(np.isfinite(cos).sum())
+            if int(n) > available:
+                counts[i] = 0
+                most = int(counts.max())
+                if available == 0:
+                    why = (f"no item other than item {i} has min_ratings={min_ratings} or "
+                           f"more training ratings (the most any has is {most}): lower "
+                           f"min_ratings to {most} or less")
+                else:
+                    why = (f"only {available} items other than item {i} have min_ratings="
+                           f"{min_ratings} or more training ratings: use n <= {available} or "
+                           "lower min_ratings")
+        return _top(type(self).__name__, cos, n, "similar_items", int(np.isfinite(cos).sum()),
+                    why)
 
     # -- fold-in ------------------------------------------------------------------------------
     def _fold(self, S: Any, other: np.ndarray) -> np.ndarray:
@@ -169,7 +201,8 @@ class ServeMixin:
 
     def partial_fit_items(self, X: Any) -> np.ndarray:
         """Fold in new items: ``X`` (users x new items, the fitted users' ratings of
-        them) solved with the user factors fixed; returns their new item ids.
+        them) solved with the user factors fixed; returns their new item ids. Each new
+        item (column) needs at least one rating; a user (row) may have none.
 
         Examples
         --------
@@ -181,6 +214,12 @@ class ServeMixin:
         if Xc.shape[0] != self.n_users_:
             raise ValueError(f"{name}: partial_fit_items needs one row per fitted user "
                              f"({self.n_users_}); X has {Xc.shape[0]}")
+        empty = np.flatnonzero(np.bincount(Xc.indices, minlength=Xc.shape[1]) == 0)
+        if empty.size:
+            raise ValueError(f"{name}: {empty.size} new items (columns) of X have no rating "
+                             f"(the first is column {int(empty[0])}, which would be item "
+                             f"{self.n_items_ + int(empty[0])}): nothing can be learned about "
+                             "them; drop those columns, or fold them in once they are rated")
         S = ratings_csr(name, Xc.T.tocsr(), self.model_.dtype)
         m = self.model_
         V_new = self._fold(S, m.W.values.data)
@@ -195,9 +234,14 @@ class ServeMixin:
         return np.arange(d, self.n_items_)
 
 
-def _top(name: str, scores: np.ndarray, n: int, what: str, available: int
-         ) -> tuple[np.ndarray, np.ndarray]:
+def _top(name: str, scores: np.ndarray, n: int, what: str, available: int,
+         why: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n`` highest ``scores``, best first; ``why``: why only ``available`` (finite)
+    scores are left, told when ``n`` is more."""
     n = int(n)
+    if why is not None and n > available:
+        raise ValueError(f"{name}: {what} asked for n={n} items but {available} can be "
+                         f"returned: {why}")
     if n < 1 or n > available:
         raise ValueError(f"{name}: {what} asked for n={n} items but {available} can be "
                          f"returned: use 1 <= n <= {available}")
