@@ -62,6 +62,11 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
         device: ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
         n_jobs: CPU threads of the kernels (None: leave the limits alone; -1: every core).
 
+    X is users x items: a sparse matrix of the observed entries (or a dense one with NaN
+    where unobserved). A (user, item) pair stored twice is refused, in a COO matrix too;
+    ``scipy.sparse.csr_matrix((r, (u, i)))`` sums such pairs before SFA sees them, so
+    build X from (rating, (user, item)) triples with ``scipy.sparse.coo_matrix``.
+
     Learned: ``user_factors_`` (users x k), ``item_factors_`` (items x k),
     ``user_bias_``, ``item_bias_``, ``global_mean_`` (explicit; zeros and 0 for implicit),
     ``rmse_`` (training RMSE of each sweep over the stored entries; for implicit, of the
