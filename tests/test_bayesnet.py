@@ -328,3 +328,134 @@ def test_pickle_and_safe_file(tmp_path):
         assert other.network_.names == bn.network_.names
         other.infer({"T": "train"})  # a loaded estimator runs again
     assert "network" in bn.summary()
+
+
+def _follows(prior: float) -> Network:
+    """A (P(A=1) = ``prior``) and B, a copy of A (a deterministic variable)."""
+    return Network(["A", "B"], [["0", "1"], ["0", "1"]], [[], [0]],
+                   [np.array([[1.0 - prior, prior]]), np.array([[1.0, 0.0], [0.0, 1.0]])])
+
+
+def test_evidence_on_a_deterministic_variable_reaches_the_chains():
+    """B = A: evidence B = 1 forces A = 1, even when A = 1 is rare (no draw of the chains'
+    first pool has it), whether given to infer or to a live learner's running chains."""
+    net = _follows(1e-4)
+    bn = BayesNet(net, n_chains=100, n_samples=20, burn_in=5, random_state=0)
+    m = bn.infer({"B": "1"})
+    assert m["A"] == {"0": 0.0, "1": 1.0} and m["B"] == {"0": 0.0, "1": 1.0}
+    assert (bn.model_.chains.X == 1).all()
+    lrn = BayesNet(net, n_chains=100, n_samples=20, burn_in=5, random_state=0).learner()
+    lrn.fit(progress=None)
+    assert (lrn.model.chains.X == 0).all()  # no evidence yet: A = 1 is rare
+    lrn.model.set_evidence({"B": "1"})
+    lrn.set(n_passes=lrn.opts.n_passes + 10)
+    lrn.fit(progress=None)
+    assert (lrn.model.chains.X == 1).all() and lrn.model.marginals()[0].tolist() == [0.0, 1.0]
+
+
+def test_new_evidence_on_a_deterministic_variable_is_written_into_observed_rows():
+    """Rows with observations (learning's rows) that contradict new evidence through a
+    deterministic variable are drawn again rather than kept."""
+    net = Network(["A", "B", "C"], [["0", "1"], ["0", "1"], ["0", "1"]], [[], [0], []],
+                  [np.array([[0.7, 0.3]]), np.array([[1.0, 0.0], [0.0, 1.0]]),
+                   np.array([[0.5, 0.5]])])
+    obs = np.full((200, 3), -1, np.int32)
+    obs[:, 2] = 0
+    ch = GibbsChains(net, obs, seed=0)
+    ch.sweep()
+    assert (ch.X[:, 1] == 0).any()
+    ch.set_evidence({"B": "1"})
+    ch.sweep()
+    assert (ch.X[:, :2] == 1).all() and (ch.X[:, 2] == 0).all()
+
+
+def test_impossible_evidence_on_a_deterministic_variable_is_refused():
+    bn = BayesNet(_follows(0.0), n_chains=10, n_samples=5, burn_in=1, random_state=0)
+    with pytest.raises(BayesNetError, match="has probability zero under the network"):
+        bn.infer({"B": "1"})
+
+
+@needs_data
+@pytest.mark.parametrize("seed", [3, 6])  # one chain whose first pool missed either = yes
+def test_one_chain_with_evidence_on_a_deterministic_variable(seed):
+    bn = BayesNet.from_bif(BNLEARN / "asia.bif.gz", n_chains=1, n_samples=300, burn_in=50,
+                           random_state=seed)
+    m = bn.infer({"either": "yes"})  # either = lung OR tub; P(lung = yes | it) = 0.848
+    X, net = bn.model_.chains.X, bn.network_
+    assert X[0, net.index("lung")] == 0 or X[0, net.index("tub")] == 0  # index 0: "yes"
+    assert m["lung"]["yes"] > 0.3
+
+
+def _crafted(src, dst, change):
+    """A copy of the saved BayesNet ``src`` whose network's state ``change(state, arrays)``
+    edits (the JSON fields, and the arrays they name)."""
+    from bidlab.learn.checkpoint import load_checkpoint, save_checkpoint
+
+    ck = load_checkpoint(src)
+    meta = {k: v for k, v in ck.meta.items() if k not in ("format", "version", "written")}
+    arrays = dict(ck.arrays)
+    change(meta["root"]["state"]["$dict"]["network"]["state"]["$dict"], arrays)
+    save_checkpoint(dst, arrays, meta)
+    return dst
+
+
+def _set_table(v, table):
+    def change(state, arrays):
+        arrays[state["cpts"][v]["$array"]] = np.array(table)
+    return change
+
+
+@pytest.mark.parametrize("change, message", [
+    (_set_table(0, [[-0.5, 1.5]]), r"network\.cpts\[0\]: the table of 'A' holds negative"),
+    (_set_table(0, [[2.5, 2.5]]), r"network\.cpts\[0\]: row 0 .* sums to 5"),
+    (_set_table(1, [[0.5, 0.5, 0.0]]), r"network\.cpts\[1\]: the table of 'B' has 3 entries"),
+    (lambda s, a: s["parents"].__setitem__(1, [10**6]),
+     r"network\.parents\[1\]: variable 'B' has invalid parents"),
+    (lambda s, a: s["parents"].__setitem__(0, [1]), r"network\.parents: .* has a cycle"),
+    (lambda s, a: s["states"].__setitem__(0, ["y", "n", "maybe"]),
+     r"network\.cpts\[0\]: the table of 'A' has 2 entries; it needs 1 .* x 3 states"),
+    (lambda s, a: s.__setitem__("names", "AB"), r"network\.names: must be a list of strings"),
+    (lambda s, a: s.pop("cpts"), r"network\.cpts: missing"),
+])
+def test_a_crafted_network_in_a_file_is_refused(tmp_path, change, message):
+    from bidlab.learn.checkpoint import CheckpointError
+
+    bn = BayesNet(parse_bif(TINY), n_chains=10, n_samples=2, burn_in=1, random_state=0)
+    good = bn.save(tmp_path / "bn.bidlab")
+    crafted = _crafted(good, tmp_path / "crafted.bidlab", change)
+    with pytest.raises(CheckpointError, match="BayesNet." + message):
+        load(crafted)
+
+
+def test_a_loaded_network_computes_its_order_again(tmp_path):
+    bn = BayesNet(parse_bif(TINY), n_chains=10, n_samples=2, burn_in=1, random_state=0)
+    good = bn.save(tmp_path / "bn.bidlab")
+    crafted = _crafted(good, tmp_path / "crafted.bidlab",
+                       lambda s, a: s.__setitem__("_order", [0, 10**7]))
+    other = load(crafted)
+    assert other.network.order == [0, 1]
+    assert other.infer({"A": "y"})["B"]["hi"] > 0.5  # P(B = hi | A = y) = 0.7
+
+
+def test_sample_follows_random_state():
+    """scikit-learn's rule: fresh draws without a random_state anywhere; the estimator's
+    random_state, or the call's, gives the same rows every time."""
+    net = parse_bif(TINY)
+    free = BayesNet(net)
+    assert not np.array_equal(free.sample(500), free.sample(500))
+    np.testing.assert_array_equal(free.sample(500, random_state=5),
+                                  free.sample(500, random_state=5))
+    seeded = BayesNet(net, random_state=7)
+    np.testing.assert_array_equal(seeded.sample(500), seeded.sample(500))
+    np.testing.assert_array_equal(seeded.sample(500), free.sample(500, random_state=7))
+    assert not np.array_equal(seeded.sample(500), free.sample(500, random_state=8))
+    with pytest.raises(ValueError, match="random_state must be None, an int"):
+        free.sample(5, random_state="x")
+
+
+def test_marginal_before_infer_says_to_call_infer():
+    from sklearn.exceptions import NotFittedError
+
+    bn = BayesNet(parse_bif(TINY))
+    with pytest.raises(NotFittedError, match=r"call infer\(evidence\) first"):
+        bn.marginal("A")

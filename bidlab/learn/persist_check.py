@@ -20,7 +20,11 @@ is its own:
   names and list indices, e.g. ``"model_.modelmats.0"``) has ``len(dims)`` dimensions; a
   dim that is a number, or names a path holding a whole number (``"k"``, ``"opts.k"``),
   must equal it; any other name (a path that is missing or holds no whole number) must
-  take the same size in every matrix that names it.
+  take the same size in every matrix that names it;
+* ``check_loaded`` -- a classmethod ``check_loaded(state)`` for the rules only the class
+  knows (a Bayesian network's tables sum to 1 and its parents form no cycle): it raises a
+  ``ValueError`` saying what is wrong, with the attribute at fault as its ``field`` when
+  it knows it.
 
 A failure raises :class:`StateError` (a ``ValueError``) naming the field;
 ``load_object`` reports it as a :class:`~bidlab.learn.checkpoint.CheckpointError`.
@@ -69,6 +73,13 @@ def check_state(cls: type, state: Any, where: str) -> None:
     for name in _declared(cls, "FLOAT_STATE"):
         _check_floats(state.get(name), f"{at}{name}")
     _check_shapes(cls, state, at)
+    if any(isinstance(vars(k).get("check_loaded"), classmethod) for k in cls.__mro__):
+        try:
+            cls.check_loaded(state)
+        except ValueError as exc:
+            field = getattr(exc, "field", None)
+            name = f"{at}{field}" if isinstance(field, str) else where or cls.__name__
+            raise StateError(f"{name}: {exc}") from None
 
 
 def _declared(cls: type, attr: str) -> list[Any]:

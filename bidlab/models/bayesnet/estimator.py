@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from bidlab.learn import Learner, Option
@@ -136,13 +137,20 @@ class BayesNet(BidlabEstimator):
         self._network = net
         return net
 
-    def _seed(self) -> int:
-        s = seed_from(self.random_state)
+    def _seed(self, random_state: Any = None) -> int:
+        """The engine's seed from ``random_state`` (None: the estimator's
+        ``random_state``; both None: a fresh one)."""
+        rs = self.random_state if random_state is None else random_state
+        if rs is not None and not seed_ok(rs):
+            raise ValueError(f"BayesNet: random_state must be {SEED_TEXT}; got {rs!r}")
+        s = seed_from(rs)
         return int(np.random.SeedSequence().entropy % (2**31)) if s is None else s
 
     def marginal(self, name: str) -> dict[str, float]:
         """The last :meth:`infer`'s marginal of variable ``name`` as ``{state: p}``."""
-        check_is_fitted(self, "marginals_")
+        if self.__dict__.get("marginals_") is None:
+            raise NotFittedError("BayesNet has no marginals yet: call infer(evidence) "
+                                 "first, then marginal(name)")
         net = self.network_
         v = net.index(name)
         return dict(zip(net.states[v], map(float, self.marginals_[v]), strict=True))
@@ -261,10 +269,13 @@ class BayesNet(BidlabEstimator):
         return float(ch._log_joint(np.arange(obs.shape[0], dtype=np.int64)).mean())
 
     def sample(self, n: int, random_state: Any = None) -> np.ndarray:
-        """``n`` rows drawn from ``network_`` (ancestral sampling), int32 state indices."""
+        """``n`` rows drawn from ``network_`` (ancestral sampling), int32 state indices.
+
+        ``random_state``: None uses the estimator's ``random_state`` (fresh draws each call
+        when that is None too); an int gives the same rows every time."""
         net = self._net()
         ch = GibbsChains(net, np.full((int(n), net.n_vars), -1, np.int32),
-                         seed=seed_from(random_state) or 0)
+                         seed=self._seed(random_state))
         ch.activate(1)
         return ch.X.copy()
 

@@ -12,6 +12,8 @@ rows within the tolerance are renormalised exactly.
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -25,7 +27,14 @@ ROW_SUM_TOL = 1e-3
 
 
 class BayesNetError(ValueError):
-    """A network, its evidence or its data is not valid (the message says how to fix it)."""
+    """A network, its evidence or its data is not valid (the message says how to fix it).
+
+    ``field``: the network's field that is wrong (``"cpts[2]"``, ``"parents"``), or None.
+    """
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @persistable
@@ -63,24 +72,26 @@ class Network:
         :class:`BayesNetError` naming the variable and what is wrong."""
         n = len(self.names)
         if n == 0:
-            raise BayesNetError("the network has no variables: give at least one")
+            raise BayesNetError("the network has no variables: give at least one", "names")
         if not (len(self.states) == len(self.parents) == len(self.cpts) == n):
             raise BayesNetError(f"names, states, parents and cpts must have one entry per "
                                 f"variable; got {n}, {len(self.states)}, {len(self.parents)}, "
-                                f"{len(self.cpts)}")
+                                f"{len(self.cpts)}", "names")
         seen: dict[str, int] = {}
         for i, nm in enumerate(self.names):
             if nm in seen:
-                raise BayesNetError(f"variable {nm!r} is declared twice: rename one")
+                raise BayesNetError(f"variable {nm!r} is declared twice: rename one",
+                                    f"names[{i}]")
             seen[nm] = i
         for v, st in enumerate(self.states):
             if len(st) == 0 or len(set(st)) != len(st):
                 raise BayesNetError(f"variable {self.names[v]!r} needs at least one state and "
-                                    f"distinct state names; got {st}")
+                                    f"distinct state names; got {st}", f"states[{v}]")
         for v, ps in enumerate(self.parents):
             if len(set(ps)) != len(ps) or any(p < 0 or p >= n or p == v for p in ps):
                 raise BayesNetError(f"variable {self.names[v]!r} has invalid parents {ps}: "
-                                    "each must be another variable, listed once")
+                                    "each must be another variable, listed once",
+                                    f"parents[{v}]")
         self._order = self._topological()
         for v in range(n):
             self.cpts[v] = self._checked_table(v, self.cpts[v])
@@ -105,27 +116,31 @@ class Network:
             cyc = [self.names[v] for v in range(n) if indeg[v] > 0]
             raise BayesNetError("the network has a cycle through the variables "
                                 f"{', '.join(cyc[:8])}{' ...' if len(cyc) > 8 else ''}: a "
-                                "Bayesian network must be acyclic; remove a parent link")
+                                "Bayesian network must be acyclic; remove a parent link",
+                                "parents")
         return order
 
     def _checked_table(self, v: int, t: np.ndarray) -> np.ndarray:
         k = len(self.states[v])
-        rows = int(np.prod([len(self.states[p]) for p in self.parents[v]], dtype=np.int64))
+        rows = math.prod(len(self.states[p]) for p in self.parents[v])  # exact: no wrap
         nm = self.names[v]
         if t.size != rows * k:
             raise BayesNetError(f"the table of {nm!r} has {t.size} entries; it needs "
-                                f"{rows} parent configurations x {k} states = {rows * k}")
+                                f"{rows} parent configurations x {k} states = {rows * k}",
+                                f"cpts[{v}]")
         t = t.reshape(rows, k)
         if not np.all(np.isfinite(t)) or np.any(t < 0):
             raise BayesNetError(f"the table of {nm!r} holds negative, NaN or infinite "
-                                "probabilities: every entry must be a number >= 0")
+                                "probabilities: every entry must be a number >= 0",
+                                f"cpts[{v}]")
         s = t.sum(axis=1)
         bad = np.flatnonzero(np.abs(s - 1.0) > ROW_SUM_TOL)
         if bad.size:
             r = int(bad[0])
             raise BayesNetError(f"row {r} of the table of {nm!r} (parents "
                                 f"{self.config_text(v, r)}) sums to {s[r]:.6g}, not 1 within "
-                                f"the tolerance {ROW_SUM_TOL:g}: fix the probabilities")
+                                f"the tolerance {ROW_SUM_TOL:g}: fix the probabilities",
+                                f"cpts[{v}]")
         off = np.abs(s - 1.0) > 8 * np.finfo(np.float64).eps  # leave exact rows bit for bit
         t = t.copy()
         t[off] /= s[off, None]
@@ -206,7 +221,76 @@ class Network:
     def __getstate__(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Rebuild from a saved state: every field is checked as the constructor checks
+        it, and the topological order is computed again rather than read (raises
+        :class:`BayesNetError` naming the field)."""
+        try:
+            self._restore(state)
+        except BayesNetError as exc:
+            if exc.field is None:
+                raise
+            raise BayesNetError(f"{exc.field}: {exc}", exc.field) from None
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(_saved_fields(state))
+        self.validate()
+
+    @classmethod
+    def check_loaded(cls, state: dict[str, Any]) -> None:
+        """Check a state read from a file before a network is built from it
+        (:func:`bidlab.learn.persist_check.check_state`): the :class:`BayesNetError` has
+        the field that is wrong as its ``field``."""
+        cls.__new__(cls)._restore(state)
+
     def __repr__(self) -> str:
         arcs = sum(len(p) for p in self.parents)
         return (f"Network({self.name!r}: {self.n_vars} variables, {arcs} arcs, "
                 f"{int(sum(t.size for t in self.cpts))} parameters)")
+
+
+#: the fields of a saved network (``_order`` is derived: recomputed on load, never read)
+_SAVED = ("name", "names", "states", "parents", "cpts")
+
+
+def _saved_fields(state: Any) -> dict[str, Any]:
+    """The fields of a saved network's ``state``, type-checked and copied; a
+    :class:`BayesNetError` names the field that is missing or of the wrong kind."""
+    if not isinstance(state, dict):
+        raise BayesNetError(f"a saved network is a table of fields, not a "
+                            f"{type(state).__name__}")
+    extra = sorted(str(k) for k in state if k not in _SAVED and k != "_order")
+    if extra:
+        raise BayesNetError(f"not a field of a network (its fields are {', '.join(_SAVED)})",
+                            extra[0])
+    missing = [k for k in _SAVED if k not in state]
+    if missing:
+        raise BayesNetError("missing: every field of a network is saved with it", missing[0])
+
+    def strings(x: Any, field: str) -> list[str]:
+        if not isinstance(x, list) or not all(isinstance(e, str) for e in x):
+            raise BayesNetError("must be a list of strings", field)
+        return list(x)
+
+    def index_list(x: Any, field: str) -> list[int]:
+        if not isinstance(x, list) or not all(isinstance(e, numbers.Integral)
+                                              and not isinstance(e, (bool, np.bool_))
+                                              for e in x):
+            raise BayesNetError("must be a list of variable indices", field)
+        return [int(e) for e in x]
+
+    if not isinstance(state["name"], str):
+        raise BayesNetError("must be a string", "name")
+    names = strings(state["names"], "names")
+    for key in ("states", "parents", "cpts"):
+        if not isinstance(state[key], list):
+            raise BayesNetError("must be a list with one entry per variable", key)
+    states = [strings(st, f"states[{v}]") for v, st in enumerate(state["states"])]
+    parents = [index_list(ps, f"parents[{v}]") for v, ps in enumerate(state["parents"])]
+    cpts = []
+    for v, t in enumerate(state["cpts"]):
+        if not isinstance(t, np.ndarray) or t.dtype.kind not in "biuf":
+            raise BayesNetError("must be an array of numbers", f"cpts[{v}]")
+        cpts.append(np.array(t, dtype=np.float64))
+    return {"name": state["name"], "names": names, "states": states, "parents": parents,
+            "cpts": cpts}

@@ -163,11 +163,28 @@ class GibbsChains:
                            *t.parents, out)
         return out
 
+    def _clamp(self, rows: np.ndarray) -> None:
+        """Write the evidence and the observations' clamped values into ``rows`` of the
+        state (the sweeps draw only free variables: a clamped one keeps what it holds)."""
+        X = self.X
+        held = np.flatnonzero(self.ev >= 0)
+        if held.size:
+            X[np.ix_(rows, held)] = self.ev[held]
+        if not self.chains_only:
+            x = X[rows]
+            o = self.obs[rows % self.n_obs]
+            X[rows] = np.where((o >= 0) & (self.ev[None, :] < 0), o, x)
+
     def _repair(self, rows: np.ndarray) -> None:
         """Draw ``rows`` afresh until each has a positive probability under the tables,
-        the evidence and the observations."""
+        the evidence and the observations (live rows first get the clamped values: a row
+        that then has probability zero is drawn afresh)."""
         t = self.t
-        todo = rows[np.isneginf(self._log_joint(rows))] if self.m_init else rows
+        if self.m_init:
+            self._clamp(rows)
+            todo = rows[np.isneginf(self._log_joint(rows))]
+        else:
+            todo = rows
         for attempt in range(self.init_tries):
             if todo.size == 0:
                 return
@@ -176,16 +193,20 @@ class GibbsChains:
                                   self.n_obs, t.order, t.cpt, t.off, t.card, *t.parents, key)
             todo = todo[np.isneginf(self._log_joint(todo))]
         if todo.size:
-            ev = {k: v for k, v in self.evidence.items()}
-            i = int(todo[0] % self.n_obs)
-            seen = {self.net.names[v]: self.net.states[v][self.obs[i, v]]
-                    for v in np.flatnonzero(self.obs[i] >= 0)}
-            what = f"the evidence {ev}" if ev else "observation"
-            raise BayesNetError(
-                f"{what}{f' with row {i} {seen}' if seen else ''} has probability zero "
-                f"under the network (none of {self.init_tries} ancestral draws agreed with "
-                "it): remove or change a clamped value; if it is merely very unlikely, raise "
-                "init_tries")
+            self._zero_probability(int(todo[0] % self.n_obs))
+
+    def _zero_probability(self, i: int) -> None:
+        """Raise the error for clamped values (the evidence, with observation ``i``'s)
+        that none of ``init_tries`` rounds of ancestral draws agreed with."""
+        ev = {k: v for k, v in self.evidence.items()}
+        seen = {self.net.names[v]: self.net.states[v][self.obs[i, v]]
+                for v in np.flatnonzero(self.obs[i] >= 0)}
+        what = f"the evidence {ev}" if ev else "observation"
+        raise BayesNetError(
+            f"{what}{f' with row {i} {seen}' if seen else ''} has probability zero "
+            f"under the network (none of {self.init_tries} ancestral draws agreed with "
+            "it): remove or change a clamped value; if it is merely very unlikely, raise "
+            "init_tries")
 
     @property
     def chains_only(self) -> bool:
@@ -196,34 +217,66 @@ class GibbsChains:
         """Start the chains from the posterior's rough shape: ancestral draws with the
         evidence clamped (``POOL`` per chain), resampled by their likelihood of the
         evidence (systematic resampling). Chains that a near-deterministic table keeps in
-        one mode then hold the modes in about the right proportions."""
-        t, n = self.t, self.n_obs
+        one mode then hold the modes in about the right proportions. When no draw of the
+        pool agrees with the evidence (a rare cause of a deterministic variable), up to
+        ``init_tries`` more rounds of one draw per chain look for some that do; none at
+        all means the evidence has probability zero."""
+        n = self.n_obs
         pool = min(POOL * n, max(n, 200_000))
-        P = np.zeros((pool, t.card.size), np.int32)
-        free = np.full((1, t.card.size), -1, np.int32)
-        key = np.uint64(stream_key(self.seed, _INIT_STEP - 1 - self.sweeps))
-        bn_gibbs.forward_fill(P.size, P, np.arange(pool, dtype=np.int64), free, self.ev, 1,
-                              t.order, t.cpt, t.off, t.card, *t.parents, key)
-        lw = np.zeros(pool)
-        with np.errstate(divide="ignore"):
-            for v in np.flatnonzero(self.ev >= 0):
-                cfg = np.zeros(pool, np.int64)
-                for q in range(t.par_ptr[v], t.par_ptr[v + 1]):
-                    cfg += P[:, t.par_idx[q]].astype(np.int64) * t.par_stride[q]
-                lw += np.log(t.cpt[t.off[v] + cfg * t.card[v] + self.ev[v]])
+        P, lw = self._likelihood_draws(pool, _INIT_STEP - 1 - self.sweeps)
+        if not np.isfinite(lw.max()):
+            P, lw = self._agreeing_draws(n)
         top = lw.max()
-        if not np.isfinite(top):  # no draw agrees: the retrying path says why
-            self._repair(np.arange(n, dtype=np.int64))
-            return
         w = np.exp(lw - top)
         c = np.cumsum(w / w.sum())
         u = (np.random.default_rng([self.seed, self.sweeps]).random() + np.arange(n)) / n
-        self.X[:n] = P[np.minimum(np.searchsorted(c, u), pool - 1)]
+        self.X[:n] = P[np.minimum(np.searchsorted(c, u), P.shape[0] - 1)]
+
+    def _likelihood_draws(self, size: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+        """``size`` ancestral draws with the evidence clamped (the streams of sweep key
+        ``step``) and each one's log-likelihood of the evidence (``-inf``: disagrees)."""
+        t = self.t
+        P = np.zeros((size, t.card.size), np.int32)
+        free = np.full((1, t.card.size), -1, np.int32)
+        key = np.uint64(stream_key(self.seed, step))
+        bn_gibbs.forward_fill(P.size, P, np.arange(size, dtype=np.int64), free, self.ev, 1,
+                              t.order, t.cpt, t.off, t.card, *t.parents, key)
+        lw = np.zeros(size)
+        with np.errstate(divide="ignore"):
+            for v in np.flatnonzero(self.ev >= 0):
+                cfg = np.zeros(size, np.int64)
+                for q in range(t.par_ptr[v], t.par_ptr[v + 1]):
+                    cfg += P[:, t.par_idx[q]].astype(np.int64) * t.par_stride[q]
+                lw += np.log(t.cpt[t.off[v] + cfg * t.card[v] + self.ev[v]])
+        return P, lw
+
+    def _agreeing_draws(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Draws that agree with the evidence (and their log-likelihoods of it) from up to
+        ``init_tries`` rounds of ``n`` likelihood draws: the rounds stop once ``n`` agree;
+        none agreeing raises the evidence's zero-probability error."""
+        keep_P: list[np.ndarray] = []
+        keep_lw: list[np.ndarray] = []
+        found = 0
+        for attempt in range(self.init_tries):
+            P, lw = self._likelihood_draws(n, 2 * _INIT_STEP + self.sweeps * 1024 + attempt)
+            ok = np.isfinite(lw)
+            if ok.any():
+                keep_P.append(P[ok])
+                keep_lw.append(lw[ok])
+                found += int(ok.sum())
+                if found >= n:
+                    break
+        if not found:
+            self._zero_probability(0)
+        return np.concatenate(keep_P), np.concatenate(keep_lw)
 
     def activate(self, m: int) -> None:
-        """Make replicas ``0..m-1`` live: new ones start as copies of replica 0."""
+        """Make replicas ``0..m-1`` live: new ones start as copies of replica 0. The first
+        call takes pending evidence first, so the chains start from it."""
         m = min(int(m), self.m_max)
         if self.m_init == 0:
+            if self._pending is not None:
+                self._apply_evidence()
             if self.chains_only:
                 self._weighted_start()
             else:
