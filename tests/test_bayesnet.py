@@ -459,3 +459,16 @@ def test_marginal_before_infer_says_to_call_infer():
     bn = BayesNet(parse_bif(TINY))
     with pytest.raises(NotFittedError, match=r"call infer\(evidence\) first"):
         bn.marginal("A")
+
+
+def test_a_loaded_bayesnet_never_opens_the_path_its_file_names(tmp_path, shared_data):
+    """An unfitted BayesNet saved with a BIF path as its network: loaded (or unpickled),
+    it refuses to read that path until the caller gives the network again."""
+    path = str(shared_data / "bnlearn" / "asia.bif.gz")
+    bn = BayesNet(path, n_chains=50, n_samples=50, burn_in=10, random_state=0)
+    bn.save(tmp_path / "unfitted.bidlab")
+    for loaded in (load(tmp_path / "unfitted.bidlab"), pickle.loads(pickle.dumps(bn))):
+        with pytest.raises(ValueError, match="does not open paths read from files"):
+            loaded.infer({})
+        loaded.set_params(network=path)
+        assert set(loaded.infer({})) == set(read_bif(path).names)

@@ -126,6 +126,19 @@ class BayesNet(BidlabEstimator):
             return model.network
         return self._network
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        path = self.__dict__.get("network")
+        if self.__dict__.get("_network") is None and isinstance(path, str | os.PathLike):
+            self._path_from_file = os.fspath(path)  # named by the file: never opened
+
+    def set_params(self, **params: Any) -> BayesNet:
+        """scikit-learn's ``set_params``; a ``network`` given here may be a path again."""
+        super().set_params(**params)
+        if "network" in params:
+            self.__dict__.pop("_path_from_file", None)
+        return self
+
     def _net(self) -> Network:
         if self.__dict__.get("_network") is not None:
             return self.network_
@@ -133,6 +146,12 @@ class BayesNet(BidlabEstimator):
         if self.network is None:
             raise ValueError("BayesNet needs a network: BayesNet(network) with a Network or "
                              "a BIF path, or BayesNet.from_bif(path)")
+        if "_path_from_file" in self.__dict__:
+            raise ValueError(
+                f"this BayesNet was loaded from a file that names its network by a path "
+                f"({self._path_from_file!r}); bidlab does not open paths read from files: "
+                "give the network yourself, bn.set_params(network=path) or "
+                "BayesNet.from_bif(path)")
         net = self.network if isinstance(self.network, Network) else read_bif(self.network)
         self._network = net
         return net
