@@ -472,3 +472,19 @@ def test_a_loaded_bayesnet_never_opens_the_path_its_file_names(tmp_path, shared_
             loaded.infer({})
         loaded.set_params(network=path)
         assert set(loaded.infer({})) == set(read_bif(path).names)
+
+
+def test_data_values_that_are_not_states_or_missing_are_refused(shared_data):
+    """Only -1 and NaN mean missing: -5 or inf in a row is a mistake, named, not a gap."""
+    bn = BayesNet.from_bif(shared_data / "bnlearn" / "asia.bif.gz", n_passes=1, random_state=0)
+    rows = bn.sample(20, random_state=1).astype(np.float64)
+    for bad in (-5.0, np.inf, -np.inf):
+        X = rows.copy()
+        X[3, 2] = bad
+        with pytest.raises(ValueError, match=r"row 3 gives .* the value .*-1 or NaN where"):
+            bn.fit(X)
+        with pytest.raises(ValueError, match=r"row 3 gives"):
+            bn.log_likelihood(X)
+    X = rows.copy()
+    X[3, 2], X[4, 1] = -1, np.nan
+    bn.fit(X)  # missing entries are fine

@@ -202,10 +202,15 @@ class BayesNetModel(TableTemperatures, Model):
 
 
 def _clamps(block: Any, net: Network) -> np.ndarray:
-    """A block of data rows as int32 clamped values (-1 for NaN or any negative entry);
-    a value outside a variable's states raises."""
+    """A block of data rows as int32 clamped values (-1 for NaN or -1, the missing
+    entries); any other value that is not a state index raises."""
     a = np.asarray(block, dtype=np.float64)
-    missing = ~np.isfinite(a) | (a < 0)
+    missing = np.isnan(a) | (a == -1)
+    bad = ~missing & (~np.isfinite(a) | (a < 0))
+    if bad.any():
+        r, v = map(int, np.argwhere(bad)[0])
+        raise ValueError(f"BayesNet: row {r} gives {net.names[v]!r} the value {a[r, v]}: "
+                         "entries are state indices (0, 1, ...), with -1 or NaN where missing")
     out = np.where(missing, -1, a).astype(np.int64)
     if np.any((out != a) & ~missing):
         raise ValueError("BayesNet: data entries must be state indices (integers), -1 or "
