@@ -19,7 +19,10 @@ ADAGrad      steps scaled by the running mean of squared updates (+ momentum, av
 BatchMult    ``m <- m * sum(num) / sum(den)`` once per pass (multiplicative, NMF).
 BatchCD      one coordinate-descent sweep of a nonnegative factor's rows per pass from
              ``num`` = W^T X and ``gram`` = W^T W (hierarchical ALS, NMF's ``solver="cd"``).
-IncMult      ``m <- m * N / D`` each minibatch, ``N``, ``D`` decaying running statistics.
+IncMult      ``m <- m * N / D`` each minibatch, ``N``, ``D`` decaying running statistics
+             (BIDMach's; the ratio of statistics of earlier iterates can run away).
+OnlineMult   ``m <- A / B`` each minibatch, ``A``, ``B`` running averages of the step targets
+             ``m * num`` and of ``den`` (online NMF, as MiniBatchNMF).
 RunningMean  rows of the model kept as running weighted means with their counts, step
              ``1 / count`` (Sculley's minibatch k-means).
 CG           a few conjugate-gradient steps per minibatch on SPD systems, warm-started (ALS).
@@ -46,19 +49,19 @@ from bidlab.learn.updaters.cg import CG
 from bidlab.learn.updaters.coordinate import BatchCD
 from bidlab.learn.updaters.gradient import ADAGrad, Grad, _Stepper
 from bidlab.learn.updaters.incremental import IncNorm
-from bidlab.learn.updaters.multiplicative import BatchMult, IncMult
+from bidlab.learn.updaters.multiplicative import BatchMult, IncMult, OnlineMult
 from bidlab.learn.updaters.per_matrix import PerMatrix, as_updater
 from bidlab.learn.updaters.running_mean import RunningMean
 from bidlab.learn.updaters.sparse import SparseUpdate, form_sparse_updates, sparse_updates
 
-__all__ = ["Updater", "Batch", "IncNorm", "Grad", "ADAGrad", "IncMult", "BatchMult", "BatchCD",
-           "CG", "RunningMean", "PerMatrix", "as_updater", "UPDATERS", "SparseUpdate",
-           "sparse_updates", "form_sparse_updates"]
+__all__ = ["Updater", "Batch", "IncNorm", "Grad", "ADAGrad", "IncMult", "OnlineMult",
+           "BatchMult", "BatchCD", "CG", "RunningMean", "PerMatrix", "as_updater", "UPDATERS",
+           "SparseUpdate", "sparse_updates", "form_sparse_updates"]
 
 UPDATERS: dict[str, type[Updater]] = {
     "grad": Grad, "adagrad": ADAGrad, "incnorm": IncNorm, "batch": Batch,
-    "incmult": IncMult, "batchmult": BatchMult, "batchcd": BatchCD, "cg": CG,
-    "runningmean": RunningMean,
+    "incmult": IncMult, "onlinemult": OnlineMult, "batchmult": BatchMult, "batchcd": BatchCD,
+    "cg": CG, "runningmean": RunningMean,
 }
 """The updaters chosen by name (``bidlab train --updater``, ``GLM(updater=...)``)."""
 

@@ -1,4 +1,4 @@
-"""Multiplicative updaters for nonnegative factors (NMF): IncMult and BatchMult.
+"""Multiplicative updaters for nonnegative factors (NMF): IncMult, OnlineMult and BatchMult.
 
 The model writes, for each matrix ``i`` these updaters move, a numerator and a denominator
 statistic (``updatemats[i] = {"num": N, "den": D}``, both Mats of the model matrix's shape,
@@ -13,7 +13,19 @@ BatchMult  sums ``N`` and ``D`` over a pass's minibatches and takes one step at 
 IncMult    keeps running statistics, blended at each minibatch with a decaying weight
            ``r = min(1, (t0 / t) ** power)``, ``t = 1, 2, ...``: ``N <- (1 - r) N + r num``,
            ``D <- (1 - r) D + r den``, then steps ``m <- m * N / max(D, epsilon)`` (BIDMach's
-           IncMult: an online NMF whose step forgets old minibatches slowly).
+           IncMult: an online NMF whose step forgets old minibatches slowly). Its running
+           ratio mixes statistics of earlier values of ``m`` and is applied to the current
+           ``m`` at every minibatch, so where ``N / D`` stays above 1 ``m`` grows without
+           bound: NMF's online method uses OnlineMult.
+OnlineMult keeps running averages of the minibatches' step *targets*:
+           ``A <- (1 - r) A + r m * num``, ``B <- (1 - r) B + r den``, then sets
+           ``m <- A / max(B, epsilon)`` (the online multiplicative update of Lefevre, Bach and
+           Fevotte, as scikit-learn's ``MiniBatchNMF`` takes it). With ``m`` fixed this is
+           ``m * sum(num) / sum(den)`` over the remembered minibatches, so ``m`` stays where
+           the batch update would; ``r = (t0 / (t0 + t)) ** power``, ``t = 1, 2, ...``,
+           and before the first minibatch ``A = m * den``, ``B = den`` (the start ``m`` is
+           remembered with weight ``1 - r``), so an entry whose first numerator is 0 (a
+           feature absent from the first minibatch) shrinks but is not frozen at 0.
 =========  ==================================================================================
 """
 
@@ -28,7 +40,7 @@ from bidlab.learn.options import Option
 from bidlab.learn.updaters.base import Updater
 from bidlab.mat import Mat
 
-__all__ = ["IncMult", "BatchMult"]
+__all__ = ["IncMult", "OnlineMult", "BatchMult"]
 
 _EPSILON = Option("epsilon", float, 1e-9, "floor of the denominator statistic", low=0.0,
                   low_open=True)
@@ -88,6 +100,52 @@ class IncMult(_Mult):
                 xp.multiply(run, 1.0 - r, out=run)
                 xp.add(run, tmp, out=run)
             self._step(i, self.num[i], self.den[i])
+        self.t += 1
+
+
+class OnlineMult(_Mult):
+    """Online multiplicative step from running averages of the minibatches' step targets
+    ``m * num`` and denominators ``den`` (see the module doc): the step NMF's
+    ``method="online"`` takes.
+
+    Examples
+    --------
+    >>> from bidlab.learn.updaters.multiplicative import OnlineMult
+    >>> up = OnlineMult(power=0.5)
+    >>> up.opts.power, up.opts.t0, OnlineMult().opts.power
+    (0.5, 1.0, 0.3)
+    """
+
+    OPTIONS = (
+        Option("power", float, 0.3, "decay exponent of the blending weight "
+               "(t0 / (t0 + t)) ** power", low=0.0),
+        Option("t0", float, 1.0, "time offset of the blending weight (the start counts as "
+               "t0 minibatches)", low=0.0, low_open=True),
+        _EPSILON,
+    )
+
+    def rate(self) -> float:
+        """The blending weight of the next update (below 1: the start is remembered)."""
+        t0 = self.opts.t0
+        return (t0 / (t0 + self.t + 1)) ** self.opts.power
+
+    def update(self, step: int) -> None:
+        xp, r = self.xp, self.rate()
+        for i in self.mats:
+            u, m, tmp = self.model.updatemats[i], self.model.modelmats[i].data, self._tmp[i]
+            A, B, num, den = self.num[i], self.den[i], u["num"].data, u["den"].data
+            if self.t == 0:  # remember the start: its own target, with the first den
+                xp.multiply(m, den, out=A)
+                B[...] = den
+            xp.multiply(m, num, out=tmp)
+            xp.multiply(tmp, r, out=tmp)
+            xp.multiply(A, 1.0 - r, out=A)
+            xp.add(A, tmp, out=A)
+            xp.multiply(den, r, out=tmp)
+            xp.multiply(B, 1.0 - r, out=B)
+            xp.add(B, tmp, out=B)
+            xp.maximum(B, self.opts.epsilon, out=tmp)
+            xp.divide(A, tmp, out=m)
         self.t += 1
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from typing import Any
 
 import numpy as np
@@ -94,7 +95,9 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
     method
         ``"batch"`` (one step of ``H`` per pass over the data, from the pass's
         summed statistics: scikit-learn's ``solver="mu"``) or ``"online"`` (a step per
-        minibatch from decaying running sums, BIDMach's IncMult).
+        minibatch from decaying running averages of the steps' numerators and
+        denominators, as scikit-learn's ``MiniBatchNMF``;
+        :class:`~bidlab.learn.updaters.multiplicative.OnlineMult`).
     batch_size
         rows per minibatch.
     w_iters
@@ -130,6 +133,9 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
     Learned: ``components_`` (k x n_features), ``reconstruction_err_`` (scikit-learn's
     scale: the Frobenius norm of the residual, or ``sqrt(2 KL)``, over the observed
     entries), ``n_iter_`` (passes), ``n_components_``, ``n_features_in_``, ``model_``.
+    ``n_iter_`` follows the model, live while a :meth:`learner` trains;
+    ``reconstruction_err_`` is that of the final factors after ``fit`` and
+    ``partial_fit``, and the last pass's after a learner's training.
 
     scikit-learn's estimator checks (``check_estimator``) pass except two, expected to
     fail: ``check_transformer_general`` and ``check_transformer_data_not_an_array`` want
@@ -205,6 +211,33 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         return np.array(backend.to_host(self.model_.modelmats[0].data), copy=True)
 
     @property
+    def n_iter_(self) -> int:
+        """Passes over the data done (live while a learner trains)."""
+        return int(self.model_.n_passes_done)
+
+    @property
+    def reconstruction_err_(self) -> float:
+        """The error (scikit-learn's scale) of the final factors of ``fit`` or
+        ``partial_fit``; after (or while) a learner trains, its last pass's error."""
+        model = self.model_
+        kept = self.__dict__.get("_reconstruction_err")
+        if kept is not None and kept[0] == model.n_passes_done:
+            return kept[1]
+        if model.errors:
+            return float(model.errors[-1])
+        raise AttributeError("NMF: no reconstruction error yet: the model has not finished "
+                             "a pass; fit it (or run its learner) first")
+
+    @classmethod
+    def _upgrade_state(cls, state: dict[str, Any]) -> None:
+        super()._upgrade_state(state)
+        state.pop("n_iter_", None)  # kept by files written before it followed the model
+        err = state.pop("reconstruction_err_", None)
+        model = state.get("model_")
+        if err is not None and model is not None:
+            state.setdefault("_reconstruction_err", (int(model.n_passes_done), float(err)))
+
+    @property
     def n_components_(self) -> int:
         return int(self.model_.modelmats[0].shape[0])
 
@@ -239,9 +272,21 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
                           reset=reset)
         return prepare(type(self).__name__, X, mask, X.dtype)
 
-    def _k(self, shape: tuple[int, int]) -> int:
+    def _k(self, shape: tuple[int, int], streaming: bool = False) -> int:
+        """k for data of ``shape``; ``streaming`` (``partial_fit``'s first minibatch): the
+        components are bounded by the features only, as later minibatches add rows."""
         n, d = shape
         k = d if self.n_components is None else int(self.n_components)
+        if streaming and k > n and isinstance(self.init, str) and self.init == "nndsvda":
+            raise ValueError(f"NMF: init='nndsvda' takes the SVD of the first minibatch, "
+                             f"whose {n} rows give fewer than n_components={k} components: "
+                             f"pass at least {k} rows to the first partial_fit, or use "
+                             "init='random'")
+        if streaming:
+            if k > d:
+                raise ValueError(f"NMF: n_components={k} is larger than the {d} features of "
+                                 f"X: use n_components <= {d}")
+            return k
         if k > min(n, d):
             raise ValueError(f"NMF: n_components={k} is larger than X allows ({n} samples x "
                              f"{d} features): use n_components <= {min(n, d)}")
@@ -270,6 +315,11 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         return self.solver
 
     def _model(self, data: Prepared, k: int, W: Any, H: Any, method: str) -> NMFModel:
+        custom = isinstance(self.init, str) and self.init == "custom"
+        if not custom and (W is not None or H is not None):
+            warnings.warn(f"NMF: init={self.init if isinstance(self.init, str) else 'array'!r}"
+                          " ignores the W and H given; set init='custom' to start from them",
+                          RuntimeWarning, stacklevel=4)
         W0, H0 = self._start(data, k, W, H)
         w_iters = self.w_iters or (1 if method == "batch" else 5)
         return NMFModel(H0, W0=W0, w_start=math.sqrt(data.mean / k), dtype=data.mats[0].dtype,
@@ -313,9 +363,8 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
             lrn.fit(progress="text" if self.verbose else None)
             self.model_ = model
             self.updater_ = lrn.updater
-            self.n_iter_ = int(model.n_passes_done)
             Wf = model.factors()
-            self.reconstruction_err_ = self._error(data, Wf)
+            self._reconstruction_err = (model.n_passes_done, self._error(data, Wf))
         return Wf
 
     def partial_fit(self, X: Any, y: Any = None, mask: Any = None) -> NMF:
@@ -326,11 +375,10 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         first = getattr(self, "model_", None) is None
         data = self._data(X, mask, reset=first)
         if first:
-            k = self._k(data.shape)
+            k = self._k(data.shape, streaming=True)
             self.model_ = self._model(data, k, None, None, "online")
             self.model_.W0 = None  # the rows' factors start from w_start, not random
             self.updater_ = self.model_.default_updater()
-            self.n_iter_ = 0
         model = self.model_
         src = self._source(data, None, shuffle=True)
         if model.initialised:
@@ -338,8 +386,7 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         lrn = self._build_learner(model, src, self.updater_, n_passes=1, val_every=0)
         with _one_blas_thread():
             lrn.fit(progress=None)
-            self.n_iter_ += 1
-            self.reconstruction_err_ = self._error(data, model.factors())
+            self._reconstruction_err = (model.n_passes_done, self._error(data, model.factors()))
         return self
 
     def learner(self, X: Any, y: Any = None, mask: Any = None, **options: Any) -> Learner:
@@ -358,8 +405,7 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         options.setdefault("n_passes", self.max_iter)
         options.setdefault("val_every", 0)
         lrn = self._build_learner(model, src, live=True, **options)
-        for name in ("reconstruction_err_", "n_iter_"):
-            self.__dict__.pop(name, None)
+        self.__dict__.pop("_reconstruction_err", None)
         self.model_ = model
         self.updater_ = lrn.updater
         return lrn

@@ -18,8 +18,10 @@ minibatch:
    instead and the totals are ``{"num": W^T X, "gram": W^T W}``, from which
    :class:`~bidlab.learn.updaters.BatchCD` sweeps ``H``'s rows (scikit-learn's
    ``solver="cd"`` iteration); ``method="online"`` writes
-   each minibatch's statistics and :class:`~bidlab.learn.updaters.IncMult` steps at every
-   minibatch from decaying running sums.
+   each minibatch's statistics and
+   :class:`~bidlab.learn.updaters.multiplicative.OnlineMult` sets ``H`` at every minibatch
+   to the ratio of decaying running averages of ``H * num`` and ``den`` (the online
+   multiplicative update scikit-learn's ``MiniBatchNMF`` takes).
 
 ``H``'s products that the steps share (``H^T``, ``H H^T``, ``H``'s row sums) are formed
 once per value of ``H``: once a pass for the batch method, once a minibatch online.
@@ -43,7 +45,8 @@ from bidlab.learn import Model, Option
 from bidlab.learn.datasource import DataInfo
 from bidlab.learn.rowstate import RowState, RowStatePickling
 from bidlab.learn.staging import Minibatch
-from bidlab.learn.updaters import BatchCD, BatchMult, IncMult, Updater
+from bidlab.learn.updaters import BatchCD, BatchMult, Updater
+from bidlab.learn.updaters.multiplicative import OnlineMult
 from bidlab.mat import Mat
 from bidlab.models.nmf.pass_sums import PassSums
 from bidlab.models.nmf.steps import Block, h_stats, objective, penalised, w_cd_step, w_step
@@ -86,7 +89,7 @@ class NMFModel(RowStatePickling, Model):
                "entries: squared error or generalised KL divergence", choices=LOSSES,
                live=False),
         Option("method", str, "batch", "'batch' (one step of H per pass, BatchMult) or "
-               "'online' (a step per minibatch, IncMult)", choices=("batch", "online"),
+               "'online' (a step per minibatch, OnlineMult)", choices=("batch", "online"),
                live=False),
         Option("solver", str, "mu", "'mu' (multiplicative updates) or 'cd' (coordinate "
                "descent: Frobenius, batch, every entry observed; BatchCD)",
@@ -132,13 +135,13 @@ class NMFModel(RowStatePickling, Model):
 
     # -- Model interface ------------------------------------------------------------------
     def default_updater(self, **options: Any) -> Updater:
-        """BatchMult (``method="batch"``), BatchCD (``solver="cd"``) or IncMult
+        """BatchMult (``method="batch"``), BatchCD (``solver="cd"``) or OnlineMult
         (``"online"``), with ``options``."""
         if self.opts.solver == "cd":
             return BatchCD(**options)
         if self.opts.method == "batch":
             return BatchMult(**options)
-        return IncMult(**options)
+        return OnlineMult(**options)
 
     @property
     def cd(self) -> bool:
@@ -320,7 +323,7 @@ class NMFModel(RowStatePickling, Model):
         if o.alpha_H:  # scikit-learn's n_samples x alpha_H penalties
             rows = float(batch.n) * o.alpha_H
             u["den"] <<= penalised(u["den"], H, rows * o.l1_ratio, rows * (1 - o.l1_ratio))
-        self._h_changed()  # IncMult steps H after this minibatch
+        self._h_changed()  # OnlineMult steps H after this minibatch
         self._pass[0] += total
         self._pass[1] += count
         return -total / max(count, 1.0)
