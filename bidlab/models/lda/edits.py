@@ -200,6 +200,9 @@ class TopicEdits(WordConstraints):
         """Merge ``topics`` (two or more different ids) into one, at the lowest id."""
         self._ready("merge_topics")
         k = self._k_planned()
+        if isinstance(topics, (str, bytes)) or not hasattr(topics, "__iter__"):
+            raise TypeError(f"merge_topics takes a list of two or more topic ids; got "
+                            f"{topics!r}: pass e.g. merge_topics([2, 5])")
         ids = [_topic_id(t, k, "merge_topics") for t in list(topics)]
         if len(set(ids)) < 2 or len(set(ids)) != len(ids):
             raise ValueError(f"merge_topics needs two or more different topics; got {ids}: "
@@ -260,6 +263,10 @@ class TopicEdits(WordConstraints):
         self._ready("set_word_prior")
         w = _word_id(word, int(self.vocab_size), "set_word_prior")
         t = _topic_id(topic, self._k_planned(), "set_word_prior")
+        if isinstance(weight, (bool, np.bool_)) or not isinstance(
+                weight, (int, float, np.integer, np.floating)):
+            raise TypeError(f"set_word_prior: weight must be a number of pseudo-counts; got "
+                            f"{weight!r} ({type(weight).__name__}): pass e.g. 5.0")
         if not np.isfinite(weight) or float(weight) < 0:
             raise ValueError(f"set_word_prior: weight must be finite and >= 0 pseudo-counts; "
                              f"got {weight}")

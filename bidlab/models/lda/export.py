@@ -11,24 +11,27 @@ standalone HTML map, and distances between two models' topics.
   through ``pyLDAvis.PreparedData``.
 * :func:`map_html` writes the map as one self-contained HTML page (inline SVG, each topic's
   top words in its tooltip), which needs no server.
-* :func:`topic_diff` is gensim's ``LdaModel.diff``: a distance for every pair of topics.
+* :func:`topic_diff` is gensim's ``LdaModel.diff`` (unscaled): a difference for every pair
+  of topics.
 """
 
 from __future__ import annotations
 
 import html
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import xlogy
+from scipy.special import rel_entr, xlogy
 
 from bidlab import backend
 
-__all__ = ["js_distances", "intertopic_map", "stress_steps", "prepared_data", "map_html",
-           "topic_diff", "relevance"]
+__all__ = ["js_distances", "js_divergences", "intertopic_map", "stress_steps",
+           "prepared_data", "map_html", "topic_diff", "relevance"]
 
 
 def _rows(topics: Any) -> np.ndarray:
@@ -41,40 +44,105 @@ def _rows(topics: Any) -> np.ndarray:
     return P / s
 
 
-def _compact(P: np.ndarray) -> np.ndarray:
-    """The columns that matter for the distances: words above the uniform probability in
-    some topic, the rest lumped into one column (exact for words equal across topics)."""
-    V = P.shape[1]
-    keep = (P > 1.0 / V).any(axis=0)
-    if keep.all():
-        return P
-    return np.hstack([P[:, keep], P[:, ~keep].sum(axis=1, keepdims=True)])
+_BLOCK = 1 << 17  # topic x word entries per buffer of the pairwise sums (1 MiB)
+_COLUMNS = 1 << 14  # words per slice of those sums, so that the buffers stay in cache
+_REFINE = 1e-4  # divergences below this are recomputed term by term (no cancellation)
 
 
-def js_distances(topics: Any, other: Any = None) -> np.ndarray:
-    """Jensen-Shannon distances (square roots of the divergence, natural log) between the
-    rows of ``topics`` and of ``other`` (default: ``topics`` itself); k x k'."""
+def _varying_columns(P: np.ndarray) -> np.ndarray:
+    """``P`` without the words whose probability is the same in every row: such a word adds
+    exactly nothing to any pair's Jensen-Shannon divergence, so dropping it is exact."""
+    keep = (P != P[:1]).any(axis=0)
+    return P if keep.all() else P[:, keep]
+
+
+def _js_pairs_exact(p: np.ndarray, Q: np.ndarray) -> np.ndarray:
+    """Jensen-Shannon divergences of ``p`` and each row of ``Q`` as sums of relative
+    entropies, which stay accurate for nearly equal distributions (scipy's form)."""
+    m = 0.5 * (p[None, :] + Q)
+    return 0.5 * (rel_entr(p[None, :], m).sum(axis=1) + rel_entr(Q, m).sum(axis=1))
+
+
+def js_divergences(topics: Any, other: Any = None) -> np.ndarray:
+    """Jensen-Shannon divergences (natural log) between the rows of ``topics`` and of
+    ``other`` (default: ``topics`` itself), each row normalised to sum to 1; k x k'.
+
+    Computed on the full word distributions, as
+    ``H(M) - (H(P) + H(Q)) / 2`` with ``M = (P + Q) / 2``, in cache-sized blocks spread over
+    threads; pairs whose divergence comes out tiny are recomputed as relative entropies, so
+    every entry agrees with ``scipy.spatial.distance.jensenshannon(p, q) ** 2`` to rounding.
+
+    Examples
+    --------
+    >>> D = js_divergences(np.array([[1.0, 0.0], [0.0, 1.0]]))
+    >>> bool(np.isclose(D[0, 1], np.log(2)))
+    True
+    """
     P = _rows(topics)
     Q = P if other is None else _rows(other)
     if P.shape[1] != Q.shape[1]:
         raise ValueError(f"the topics have {P.shape[1]} and {Q.shape[1]} words: compare "
                          "models over one vocabulary")
-    both = _compact(np.vstack([P, Q]))
-    P, Q = both[: P.shape[0]], both[P.shape[0]:]
-    hp, hq = xlogy(P, P).sum(axis=1), xlogy(Q, Q).sum(axis=1)
-    out = np.zeros((P.shape[0], Q.shape[0]))
-    M = np.empty_like(Q)
-    for i in range(P.shape[0]):  # k rows of vectorised work over k' x words
-        lo = i + 1 if other is None else 0  # a square matrix: the upper triangle only
-        if lo >= Q.shape[0]:
-            break
-        m = M[: Q.shape[0] - lo]
-        np.add(Q[lo:], P[i][None, :], out=m)
-        m *= 0.5
-        out[i, lo:] = 0.5 * (hp[i] + hq[lo:]) - xlogy(m, m).sum(axis=1)
-    if other is None:
+    square = other is None
+    both = _varying_columns(np.vstack([P, Q]) if not square else P)
+    P, Q = (both, both) if square else (both[: P.shape[0]], both[P.shape[0]:])
+    kp, kq, V = P.shape[0], Q.shape[0], P.shape[1]
+    out = np.zeros((kp, kq))
+    if V == 0:
+        return out
+    hp = xlogy(P, P).sum(axis=1)
+    hq = hp if square else xlogy(Q, Q).sum(axis=1)
+    # sum_w m log m with m = (p + q) / 2 is (sum_w s log s - log 2 * sum_w s) / 2 for
+    # s = p + q; a zero s is floored at the smallest normal float, whose log times it is 0
+    # (0 log 0 = 0) and which leaves every other sum unchanged.
+    tiny = np.finfo(np.float64).tiny
+    Pt = P + tiny / 2
+    Qt = Pt if square else Q + tiny / 2
+    sp_, sq_ = P.sum(axis=1), Q.sum(axis=1)
+
+    def rows(first: int, stride: int) -> None:
+        cw = min(V, _COLUMNS)
+        step = max(1, min(kq, _BLOCK // cw))
+        a, b = np.empty((step, cw)), np.empty((step, cw))
+        for i in range(first, kp, stride):
+            for s in range(i + 1 if square else 0, kq, step):  # square: upper triangle only
+                e = min(s + step, kq)
+                acc = np.zeros(e - s)
+                for c in range(0, V, cw):
+                    d = min(c + cw, V)
+                    aa, bb = a[: e - s, : d - c], b[: e - s, : d - c]
+                    np.add(Qt[s:e, c:d], Pt[i, c:d][None, :], out=aa)
+                    np.log(aa, out=bb)
+                    bb *= aa
+                    acc += bb.sum(axis=1)
+                hm = 0.5 * (acc - np.log(2.0) * (sp_[i] + sq_[s:e]))
+                out[i, s:e] = 0.5 * (hp[i] + hq[s:e]) - hm
+
+    workers = max(1, min(os.cpu_count() or 1, 8, kp))
+    if workers == 1 or kp * kq * V < (1 << 22):
+        rows(0, 1)
+    else:  # numpy's ufuncs release the GIL: interleaved rows balance the triangle
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda w: rows(w, workers), range(workers)))
+    if square:
         out = out + out.T
-    return np.sqrt(np.maximum(out, 0.0))
+    for i in range(kp):  # H(M) - mean H cancels for near-equal rows: redo those exactly
+        js = np.flatnonzero(out[i] < _REFINE)
+        if square:
+            js = js[js != i]
+        if len(js):
+            out[i, js] = _js_pairs_exact(P[i], Q[js])
+    return np.maximum(out, 0.0)
+
+
+def js_distances(topics: Any, other: Any = None) -> np.ndarray:
+    """Jensen-Shannon distances between the rows of ``topics`` and of ``other`` (default:
+    ``topics`` itself); k x k'.
+
+    The square roots of :func:`js_divergences` (natural log): entry ``[i, j]`` equals
+    ``scipy.spatial.distance.jensenshannon(topics[i], other[j])``.
+    """
+    return np.sqrt(js_divergences(topics, other))
 
 
 def classical_mds(D: np.ndarray, dims: int = 2) -> np.ndarray:
@@ -295,10 +363,36 @@ def map_html(data: dict[str, Any], path: str | Path, title: str = "intertopic ma
 
 
 def topic_diff(topics: Any, other: Any, distance: str = "jensen_shannon") -> np.ndarray:
-    """k x k' distances between two sets of topics (gensim's ``LdaModel.diff``):
-    ``"jensen_shannon"``, ``"hellinger"`` or ``"kullback_leibler"``."""
+    """k x k' differences between two sets of topics, as gensim's ``LdaModel.diff``.
+
+    Each row is normalised to a word distribution first (gensim's ``get_topics``); entry
+    ``[i, j]`` is the value gensim's ``diff(other, distance=distance, normed=False,
+    annotation=False)`` returns for topic ``i`` of ``topics`` and topic ``j`` of ``other``.
+
+    Parameters
+    ----------
+    topics, other : array-like
+        k x vocabulary and k' x vocabulary topic-word weights over one vocabulary.
+    distance : {"jensen_shannon", "hellinger", "kullback_leibler"}
+        ``"jensen_shannon"``: the Jensen-Shannon *divergence* (natural log, in
+        ``[0, log 2]``), as ``gensim.matutils.jensen_shannon`` -- not its square root, the
+        Jensen-Shannon distance of :func:`js_distances` and ``scipy``'s ``jensenshannon``.
+        ``"hellinger"``: the Hellinger distance. ``"kullback_leibler"``: ``KL(topic || other
+        topic)``, with zero probabilities in ``other`` floored at 1e-300.
+
+    Returns
+    -------
+    numpy.ndarray
+        k x k', unscaled (gensim's default ``normed=True`` divides by the largest entry).
+
+    Examples
+    --------
+    >>> P = np.array([[1.0, 0.0], [0.5, 0.5]])
+    >>> bool(np.isclose(topic_diff(P[:1], P[:1])[0, 0], 0.0))
+    True
+    """
     if distance == "jensen_shannon":
-        return js_distances(topics, other)
+        return js_divergences(topics, other)
     P, Q = _rows(topics), _rows(other)
     if P.shape[1] != Q.shape[1]:
         raise ValueError(f"the topics have {P.shape[1]} and {Q.shape[1]} words: compare "

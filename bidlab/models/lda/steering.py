@@ -170,8 +170,10 @@ class TopicSteering:
         return np.asarray(backend.to_host(model.transform(C)), np.float64)
 
     def topic_diff(self, other: Any, distance: str = "jensen_shannon") -> np.ndarray:
-        """k x k' distances between this model's topics and ``other``'s (an estimator, a
-        learner or a k' x vocabulary matrix), as gensim's ``LdaModel.diff``."""
+        """k x k' differences between this model's topics and ``other``'s (an estimator, a
+        learner or a k' x vocabulary matrix), as gensim's ``LdaModel.diff`` with
+        ``normed=False``: ``"jensen_shannon"`` gives the divergence, not its square root;
+        see :func:`bidlab.models.lda.export.topic_diff`."""
         theirs = other._topics() if isinstance(other, TopicSteering) else np.asarray(other)
         return _export.topic_diff(self._topics(), theirs, distance)
 

@@ -5,7 +5,8 @@ the priors ((word, topic) -> pseudo-counts) and the must-link / cannot-link grou
 writes them into the counts: a prior when it is set, and before every training step the
 share of it the step-size schedule is about to decay (``rho / (1 - rho)`` of it for an
 online step; all of it after a batch pass replaced the counts); the links at every
-training minibatch (see :mod:`bidlab.models.lda.edits` for what each does).
+training minibatch, and after a batch pass replaced the counts with its sums (see
+:mod:`bidlab.models.lda.edits` for what each does).
 """
 
 from __future__ import annotations
@@ -79,11 +80,14 @@ class WordConstraints:
                 sums = up.sums[0]  # topics x vocabulary, as the model matrix
                 sums[topics, words] += self.xp.asarray(values.astype(sums.dtype))
 
-    def _keep_links(self) -> None:
+    def _keep_links(self, after_batch_pass: bool = False) -> None:
+        """Rewrite the linked words' counts so that the must-link and cannot-link groups
+        hold; ``after_batch_pass``: on the sums a batch pass just replaced the topic-word
+        counts with (no prior ``beta`` in them yet, the model adds it next)."""
         xp = self.xp
         gibbs = is_gibbs(self)
         M = self.NT.data if gibbs else self.lamT.data
-        floor = 0.0 if gibbs else float(self.opts.beta)
+        floor = 0.0 if gibbs or after_batch_pass else float(self.opts.beta)
         for kind, groups in (("must", self.must_links), ("cannot", self.cannot_links)):
             for words in groups:
                 idx = np.asarray(words)
@@ -96,9 +100,28 @@ class WordConstraints:
                     self._colsum += xp.asarray(delta)
         if gibbs:
             self._update_params()
+        elif after_batch_pass:
+            self._stale = True  # the model refreshes exp E[log phi] once it adds beta
         else:
             self._stale = True
             self.sync()
+
+    def _batch_replaced(self) -> bool:
+        """Whether the pass that just ended replaced the topic-word counts with its sums
+        (batch variational Bayes), undoing the links the minibatches kept."""
+        if is_gibbs(self) or getattr(self.opts, "method", None) != "batch":
+            return False
+        lr = self._learner()
+        up = lr.updater if lr is not None else None
+        return (up is not None and getattr(up, "sums", None) is not None
+                and getattr(getattr(up, "opts", None), "batch_mode", None) == "replace")
+
+    def end_pass(self, pass_: int) -> None:
+        """After a batch pass replaced the counts with its sums, make the links hold in
+        them again, as the minibatches did in the counts they trained on."""
+        super().end_pass(pass_)  # type: ignore[misc]
+        if (self.must_links or self.cannot_links) and self._batch_replaced():
+            self._keep_links(after_batch_pass=True)
 
 
 def _must(R: np.ndarray) -> np.ndarray:
