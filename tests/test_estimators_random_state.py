@@ -54,3 +54,17 @@ def test_a_fitted_model_keeps_only_its_own_options(make):
         assert not names & {"checkpoint", "n_passes", "max_steps", "val_every"}, (part, names)
         assert names == {s.name for s in part.option_table()} & names
     _fit(est, X, y)  # and it fits again
+
+
+def test_every_estimator_takes_verbose_and_n_jobs():
+    """The README's promise: ``verbose`` and ``n_jobs`` on every estimator."""
+    import bidlab.models as models
+    from bidlab.models.base import BidlabEstimator
+
+    found = [cls for cls in vars(models).values() if isinstance(cls, type)
+             and issubclass(cls, BidlabEstimator) and cls is not BidlabEstimator]
+    assert {c.__name__ for c in found} >= {"GLM", "KMeans", "LDA", "LDAGibbs", "NMF", "SFA",
+                                           "PageRank", "BayesNet"}
+    for cls in found:
+        params = cls().get_params()
+        assert {"verbose", "n_jobs"} <= set(params), cls.__name__

@@ -42,7 +42,7 @@ from bidlab.models.nmf.inputs import Prepared, prepare, unwrap
 from bidlab.models.nmf.model import LOSSES, NMFModel
 from bidlab.models.nmf.seeding import start
 from bidlab.models.nmf.steps import Block, objective, w_cd_step, w_step
-from bidlab.models.sk_params import factor_rows
+from bidlab.models.sk_params import N_JOBS, factor_rows
 from bidlab.models.validation import drawn_seed
 
 __all__ = ["NMF"]
@@ -126,6 +126,8 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         float32 or float64; None (default) follows the input.
     device
         ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
+    n_jobs
+        CPU threads of the kernels (None: leave the limits alone; -1: every core).
 
     Notes
     -----
@@ -180,7 +182,9 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
                test=_valid_alpha_h, text="'same' (alpha_W) or a float >= 0"),
         Option("l1_ratio", float, 0.0, "the L1 share of the penalties", low=0.0, high=1.0),
         *factor_rows("factors"),
+        N_JOBS,
     )
+    n_jobs = None  # (what an estimator saved before the parameter reads)
 
     def __init__(
         self,
@@ -201,6 +205,7 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         verbose: int = 0,
         dtype: Any = None,
         device: str = "cpu",
+        n_jobs: int | None = None,
     ) -> None:
         self._keep_params(locals())
 
@@ -359,7 +364,7 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         model = self._model(data, k, W, H, self.method)
         src = self._source(data, None, shuffle=self.method == "online")
         lrn = self._build_learner(model, src, n_passes=self.max_iter, val_every=0)
-        with _one_blas_thread():
+        with self._threads(), _one_blas_thread():
             lrn.fit(progress="text" if self.verbose else None)
             self.model_ = model
             self.updater_ = lrn.updater
@@ -384,7 +389,7 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         if model.initialised:
             model.rebind(src.info)
         lrn = self._build_learner(model, src, self.updater_, n_passes=1, val_every=0)
-        with _one_blas_thread():
+        with self._threads(), _one_blas_thread():
             lrn.fit(progress=None)
             self._reconstruction_err = (model.n_passes_done, self._error(data, model.factors()))
         return self
