@@ -240,3 +240,31 @@ def test_a_checkpoint_made_with_other_fixed_options_rebuilds_the_model(tmp_path)
     second.set(n_passes=2)
     second.fit(progress=None)
     assert second.state == "done" and other.transform(c.X[:3]).shape == (3, 5)
+
+
+def test_a_checkpoint_interval_set_mid_pass_takes_effect_in_that_pass(tmp_path):
+    """checkpoint / checkpoint_every are live: lowered while a long pass runs, the next
+    periodic checkpoint comes within the new interval, not at the pass end."""
+    import time
+
+    from bidlab.learn import Grad, MemorySource
+    from bidlab.models.lsq import LeastSquares
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400_000, 4)).astype(np.float32)
+    Y = rng.normal(size=(400_000, 1)).astype(np.float32)
+    path = tmp_path / "live.npz"
+    lrn = Learner(LeastSquares(), MemorySource(X, Y, batch_size=10), Grad(lrate=0.001),
+                  n_passes=1, checkpoint=str(path), checkpoint_every=1000.0)
+    lrn.start()
+    try:
+        time.sleep(0.3)
+        lrn.set(checkpoint_every=0.2)
+        t0 = time.monotonic()
+        while not path.exists() and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        assert path.exists() and lrn.state == "running", lrn.state
+        assert load_checkpoint(path).meta["progress"]["pass"] == 0  # within the pass
+    finally:
+        lrn.stop()
+        lrn.join()

@@ -263,3 +263,34 @@ def test_convergence_on_one_rank_ends_both_at_that_pass_end(train_together):
     train_together(learners)
     assert [lrn.step for lrn in learners] == [14, 14]
     assert all(lrn.state == "done" for lrn in learners), [lrn.state for lrn in learners]
+
+
+def test_a_rank_that_fails_releases_the_others_at_once_with_its_error():
+    """The others do not wait out the group's timeout: they end with the failing rank's
+    error named."""
+    import time
+
+    from bidlab.learn import Grad, Learner, MemorySource
+    from bidlab.models.lsq import LeastSquares
+
+    class Failing(LeastSquares):
+        def update(self, batch):
+            if batch.index == 5:
+                raise ValueError("rank 1 fails on purpose")
+            return super().update(batch)
+
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(4000, 4)), rng.normal(size=(4000, 1))
+    group = ThreadGroup(2, timeout=60)
+    learners = [Learner(model, MemorySource(X[r::2], Y[r::2], batch_size=20), Grad(lrate=0.01),
+                        comm=group.comm(r), n_passes=20, sync_every=1)
+                for r, model in enumerate((LeastSquares(), Failing()))]
+    t0 = time.perf_counter()
+    for lrn in learners:
+        lrn.start()
+    with pytest.raises(ValueError, match="fails on purpose"):
+        learners[1].join()
+    with pytest.raises(RuntimeError, match="rank 1 of this 2-learner group failed: "
+                       "ValueError: rank 1 fails on purpose"):
+        learners[0].join()
+    assert time.perf_counter() - t0 < 20  # not the 60 s timeout

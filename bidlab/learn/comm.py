@@ -85,6 +85,11 @@ class Communicator:
             if group:
                 self.allreduce(group, op)
 
+    def rank_failed(self, error: BaseException) -> None:
+        """Called on a rank whose run failed, before its learner ends: a communicator
+        whose ranks would otherwise wait for it in their next collective releases them.
+        Nothing by default (an MPI job ends as a whole: ``bidlab.distributed.guarded``)."""
+
     def steer(self, learner: Any) -> None:
         """Called at every meeting of a learner of several ranks (the minibatch boundary
         after a step sync point), on every rank, before the collective stop check: a
@@ -153,6 +158,7 @@ class ThreadGroup:
         self._barrier = threading.Barrier(self.size)
         self._posted: list[Any] = [None] * self.size
         self._comms = [_ThreadComm(self, r) for r in range(self.size)]
+        self.failure: tuple[int, BaseException] | None = None  # the first rank that failed
 
     def comm(self, rank: int) -> Communicator:
         return self._comms[rank]
@@ -161,6 +167,10 @@ class ThreadGroup:
         try:
             self._barrier.wait(self.timeout)
         except threading.BrokenBarrierError:
+            if self.failure is not None:
+                rank, exc = self.failure
+                raise RuntimeError(f"rank {rank} of this {self.size}-learner group failed: "
+                                   f"{type(exc).__name__}: {exc}") from None
             raise RuntimeError(
                 f"a rank of this {self.size}-learner group did not reach the same sync point "
                 f"within {self.timeout} s (it failed, stopped on its own, or made other "
@@ -176,6 +186,11 @@ class _ThreadComm(Communicator):
     def __init__(self, group: ThreadGroup, rank: int) -> None:
         self.group, self.rank, self.size = group, rank, group.size
         self._scratch: dict[tuple, list[Any]] = {}
+
+    def rank_failed(self, error: BaseException) -> None:
+        if self.group.failure is None:
+            self.group.failure = (self.rank, error)
+        self.group.abort()
 
     def _exchange(self, value: Any) -> list[Any]:
         """Post ``value``; return every rank's, once all have posted (valid until the

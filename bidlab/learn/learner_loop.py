@@ -40,6 +40,8 @@ class TrainingLoop:
             err, final = exc, "stopped"
         except BaseException as exc:  # noqa: BLE001 - everything surfaces on join()
             err, final = exc, "failed"
+            if self.comm.size > 1:
+                self.comm.rank_failed(exc)  # the other ranks stop waiting for this one
         try:
             self.source.release()
             self._scores_flush()
@@ -149,7 +151,8 @@ class TrainingLoop:
         bpp = src.batches_per_pass
         now = time.perf_counter()
         next_metrics = now
-        next_ckpt = now + opts.checkpoint_every if opts.checkpoint_every else math.inf
+        ck_every, ck_from = opts.checkpoint_every, now  # the interval, from the last save
+        next_ckpt = now + ck_every if ck_every else math.inf
         hub = self._hub
         if self._pos[1] == 0 or stats.pass_ != self._pos[0]:
             stats.reset(self._pos[0])
@@ -238,11 +241,15 @@ class TrainingLoop:
                 self._end_pass(batch.pass_)
                 if opts.checkpoint:
                     self._save_now(opts.checkpoint)
-                    next_ckpt = (time.perf_counter() + opts.checkpoint_every
-                                 if opts.checkpoint_every else math.inf)
+                    ck_from = time.perf_counter()
+                    next_ckpt = ck_from + ck_every if ck_every else math.inf
+            if opts.checkpoint_every != ck_every:  # changed live: counted from the last save
+                ck_every = opts.checkpoint_every
+                next_ckpt = ck_from + ck_every if ck_every else math.inf
             if t1 >= next_ckpt and opts.checkpoint:
                 self._save_now(opts.checkpoint)
-                next_ckpt = t1 + (opts.checkpoint_every or math.inf)
+                ck_from = t1
+                next_ckpt = t1 + (ck_every or math.inf)
             if t1 >= next_metrics or hub.due(t1):
                 sink.flush()
                 self._update_metrics(t1)
