@@ -83,3 +83,18 @@ def test_pause_then_resume_at_once_leaves_the_ranks_running(client: Any) -> None
     assert ranked.states == ["done", "done"]
     est = ranked.estimator()
     assert np.isfinite(np.asarray(est.coef_)).all()
+
+
+def test_set_refuses_on_rank_0_what_every_rank_would_refuse(client: Any) -> None:
+    """A value a single learner refuses (a vector of 3 rates for 1 target, a fixed option)
+    is refused by set() itself, not sent to fail every rank later."""
+    ranked = _glm(client)
+    ranked.start()
+    _wait_running(ranked)
+    with pytest.raises(ValueError, match="vector length"):
+        ranked.set(lrate=[0.1, 0.2, 0.3])
+    with pytest.raises(ValueError, match="'record_size' option is not live"):
+        ranked.set(record_size=10)
+    ranked.set(lrate=0.05)
+    assert ranked.learner.join(timeout=60)
+    assert ranked.states == ["done", "done"]

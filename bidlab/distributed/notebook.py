@@ -269,13 +269,12 @@ def _checked_set(lrn: Any, comm: Any, values: dict) -> tuple[bool, Any]:
     the version they will make) or (False, the learner's message)."""
     specs = lrn.opts.specs
     try:
-        for key, value in values.items():
-            if key not in specs:
-                raise ValueError(lrn.opts._unknown(key))
-            if not specs[key].live and lrn.state in ("running", "paused"):
-                raise ValueError(f"the {key!r} option cannot change while training runs "
-                                 "(it is not live): stop the learner first")
-            specs[key].check(value)
+        for key in values:
+            if key in specs and not specs[key].live:
+                raise ValueError(f"the {key!r} option is not live: the ranks apply changes "
+                                 "while they train, so give it when the ranked learner is "
+                                 f"made (RankedLearner(..., {key}=...))")
+        lrn.opts.check(**values)  # every check set() makes (vector lengths, validators)
     except ValueError as exc:
         return False, str(exc)
     with comm._lock:

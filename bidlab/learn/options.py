@@ -164,6 +164,35 @@ class Options:
         """
         if not values:
             return self._version
+        checked = self._checked(values)
+        with self._lock:
+            trial = dict(self._values)
+            trial.update(checked)
+            for fn in self._validators:
+                fn(trial)
+            self._values.update(checked)
+            mirror(self, checked)
+            object.__setattr__(self, "_version", self._version + 1)
+            self._pending.update(checked)
+            self._history.append(Change(self._version, dict(checked)))
+            if len(self._history) > 1000:
+                self._base.update(self._history.pop(0).values)
+            return self._version
+
+    def check(self, **values: Any) -> dict[str, Any]:
+        """What :meth:`set` would do with ``values`` short of doing it: raise the
+        :class:`OptionError` (or validator's error) it would raise, else return the
+        checked values. Nothing changes."""
+        checked = self._checked(values)
+        with self._lock:
+            trial = dict(self._values)
+        trial.update(checked)
+        for fn in self._validators:
+            fn(trial)
+        return checked
+
+    def _checked(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Each value checked against its row and the learner's state."""
         checked = {}
         for name, value in values.items():
             spec = self._specs.get(name)
@@ -185,19 +214,7 @@ class Options:
                     f"or seed were made with it): make a new learner with the new value "
                     "(for an estimator: set_params, then fit, or learner again)"
                 )
-        with self._lock:
-            trial = dict(self._values)
-            trial.update(checked)
-            for fn in self._validators:
-                fn(trial)
-            self._values.update(checked)
-            mirror(self, checked)
-            object.__setattr__(self, "_version", self._version + 1)
-            self._pending.update(checked)
-            self._history.append(Change(self._version, dict(checked)))
-            if len(self._history) > 1000:
-                self._base.update(self._history.pop(0).values)
-            return self._version
+        return checked
 
     def take_changes(self) -> tuple[int, dict[str, Any]]:
         """(version, values changed since the last call): the training thread's side."""
