@@ -84,6 +84,31 @@ def kmeans(comm: MPIComm) -> np.ndarray:
     return est.cluster_centers_
 
 
+def kmeans_resumed(comm: MPIComm, out: str) -> tuple[np.ndarray, np.ndarray]:
+    """Lloyd k-means on this rank's rows: 10 passes straight, and 2 passes checkpointed
+    then resumed to 10 (each rank's labels and bounds are its own: the shared file holds
+    none, so the resumed ranks measure their rows afresh)."""
+    from bidlab.models import KMeans
+
+    rng = np.random.default_rng(0)
+    C = rng.normal(size=(12, 6)) * 3
+    X = C[rng.integers(0, 12, 4000)] + rng.normal(size=(4000, 6)) * 1.5
+    Xr, = shard(comm, X)
+
+    def run(n: int, checkpoint: str = "", load: bool = False) -> np.ndarray:
+        est = KMeans(n_clusters=12, max_iter=n, batch_size=250, random_state=0, tol=0.0)
+        lrn = est.learner(Xr, comm=comm, **({"checkpoint": checkpoint} if checkpoint else {}))
+        if load:
+            lrn.load(checkpoint)
+            lrn.set(n_passes=n)
+        lrn.fit(progress=None)
+        return est.cluster_centers_
+
+    full = run(10)
+    run(2, f"{out}.km.npz")
+    return full, run(10, f"{out}.km.npz", load=True)
+
+
 def ratings() -> sp.csr_matrix:
     """Explicit ratings of 120 users (each rated something) of 50 items."""
     rng = np.random.default_rng(6)
@@ -232,6 +257,7 @@ def suite(out: str) -> None:
     found["lda"] = lda(comm)
     found["kmeans"] = kmeans(comm)
     found["sfa"] = sfa(comm)
+    found["km_full"], found["km_resumed"] = kmeans_resumed(comm, out)
     found["pagerank"] = pagerank(comm)
     found["glm_avg"], _, syncs = glm(MPIComm(), 4)
     # no L2 decay here: it would change every weight at every step

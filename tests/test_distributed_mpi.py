@@ -100,6 +100,15 @@ def test_lloyd_kmeans_on_two_ranks_equals_one_process(suite):
         np.testing.assert_allclose(got["kmeans"], centres, rtol=1e-6, atol=1e-8)
 
 
+def test_a_lloyd_checkpoint_of_two_ranks_resumes_exactly(suite):
+    """Each rank's labels and Hamerly bounds are its own rows': the shared checkpoint
+    keeps none (rank 1 used to load rank 0's and prune with them), so the resumed run
+    equals the straight one."""
+    _, ranks = suite
+    for got in ranks:
+        np.testing.assert_array_equal(got["km_resumed"], got["km_full"])
+
+
 def test_sfa_on_two_ranks_equals_one_process(suite):
     """Each rank holds half the users; the item step's CG terms are summed over ranks."""
     from bidlab.models import SFA

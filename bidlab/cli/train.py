@@ -170,13 +170,18 @@ class _Job:
         from bidlab.learn.checkpoint import CheckpointError
         from bidlab.learn.options import OptionError
 
+        # the learner's own options as this command made them (n_passes from --max_iter,
+        # ...) win over the saved run's; the run that wrote it may have been cut short
+        opts = learner.opts
+        mine = {k: v for k, v in opts.as_dict().items()
+                if opts.specs[k].owner == "Learner" and opts.specs[k].type != "path"}
         try:
             learner.load(ck)
         except CheckpointError as exc:
             raise _BadInput(f"cannot resume: {exc}. Resume with the options it was made "
                             "with, or add --restart to train anew") from None
 
-        again = {"max_steps": None, **again}  # the run that wrote it may have been cut short
+        again = {**mine, "max_steps": None, **again}
         try:
             learner.set(**{k: v for k, v in again.items() if k in learner.opts.specs})
         except OptionError as exc:

@@ -375,8 +375,14 @@ class MPIComm(Communicator):
             else:
                 learner.stop(wait=False)
 
+    shared_checkpoint = True
+
     def checkpoint_file(self, path: str, write: bool) -> str | None:
-        """Rank 0 writes the group's one checkpoint; every rank reads it."""
+        """Rank 0 writes the group's one checkpoint; every rank reads it. It holds the
+        model, the updater and the progress, not what a model keeps per data row (each
+        rank's rows are its own): a resumed rank, on any number of ranks, starts its rows
+        afresh (LDA's warm starts, k-means' labels and bounds, SFA's and NMF's row factors
+        from their start)."""
         return path if (not write or self.rank == 0) else None
 
     def abort(self, code: int = 1) -> None:

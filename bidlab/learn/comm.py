@@ -58,6 +58,11 @@ class Communicator:
     #: exchange): a model then defers per-row work that would change every row at every
     #: step (e.g. a GLM's L2 decay of untouched weights) until the row is next touched.
     changed_rows_only: bool = False
+    #: True when the ranks share one checkpoint file (one rank writes it, every rank reads
+    #: it: :meth:`checkpoint_file`): what each rank keeps per data row of its own (a
+    #: :class:`~bidlab.learn.rowstate.RowState`) is then not in it, and a resumed rank
+    #: starts its rows afresh (so the file resumes on any number of ranks)
+    shared_checkpoint: bool = False
     #: True when the last meeting delivered commands (:meth:`steer`): every rank got them
     #: there, so the ranks meet again at the next boundary, where a delivered pause takes
     #: effect (commands queued while paused then land as soon as training resumes)

@@ -379,7 +379,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
                                    "before loading a checkpoint")
         progress = learner_state.restore(
             self.comm.checkpoint_file(str(path), write=False), self.opts, self.model, self.updater,
-            self.source.batches_per_pass, self._ensure_initialised)
+            self.source.batches_per_pass, self._ensure_initialised, rows=not self._shared_file)
         self._pos = (progress["pass"], progress["index"])
         self.step = progress["step"]
         self.samples, self._elapsed = progress["samples"], progress["elapsed"]
@@ -449,4 +449,11 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         learner_state.write(target, self.name, self.opts, self.model,
                             self.updater, self.mixins,
                             {"pass": self._pos[0], "index": self._pos[1], "step": self.step,
-                             "samples": self.samples, "elapsed": self._elapsed})
+                             "samples": self.samples, "elapsed": self._elapsed},
+                            rows=not self._shared_file)
+
+    @property
+    def _shared_file(self) -> bool:
+        """Whether this learner's ranks share one checkpoint file (each keeps its own
+        rows' state, so the file holds none)."""
+        return self.comm.size > 1 and self.comm.shared_checkpoint

@@ -17,6 +17,7 @@ import numpy as np
 
 from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from bidlab.learn.model import Model
+from bidlab.learn.rowstate import row_state_keys
 
 __all__ = ["write", "restore"]
 
@@ -24,13 +25,18 @@ _LIMIT = 1 << 62
 
 
 def write(path: str, name: str, opts: Any, model: Any, updater: Any, mixins: list[Any],
-          progress: dict[str, Any]) -> None:
-    """Write the learner's parts and ``progress`` (pass, index, step, samples, elapsed)."""
+          progress: dict[str, Any], rows: bool = True) -> None:
+    """Write the learner's parts and ``progress`` (pass, index, step, samples, elapsed);
+    ``rows=False``: not the model's per-row state (a file shared by ranks that each keep
+    their own rows'; :attr:`bidlab.learn.comm.Communicator.shared_checkpoint`)."""
     arrays: dict[str, np.ndarray] = {}
     for i, m in enumerate(model.modelmats):
         arrays[f"model/{i}"] = np.array(m.numpy(), copy=True)
-    for key, m in model.extra_state().items():
-        arrays[f"model_extra/{key}"] = np.array(m.numpy(), copy=True)
+    extra = model.extra_state()
+    skip = set() if rows else row_state_keys(extra)
+    for key, m in extra.items():
+        if key not in skip:
+            arrays[f"model_extra/{key}"] = np.array(m.numpy(), copy=True)
     for key, m in updater.state().items():
         arrays[f"updater/{key}"] = np.array(m.numpy(), copy=True)
     meta = {
@@ -49,7 +55,7 @@ def write(path: str, name: str, opts: Any, model: Any, updater: Any, mixins: lis
 
 
 def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: int | None,
-            ensure_initialised: Callable[..., None]) -> dict[str, Any]:
+            ensure_initialised: Callable[..., None], rows: bool = True) -> dict[str, Any]:
     """Load ``path`` into the learner's parts; return its checked progress counters.
 
     Options are restored first (they may shape the model), then ``ensure_initialised``
@@ -88,6 +94,10 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
         raise CheckpointError(f"checkpoint {path} has model matrices of shapes {got}, but "
                               f"this model has {shapes} (different data or options?)")
     extra, extra_saved = model.extra_state(), ck.group("model_extra")
+    fresh = row_state_keys(extra) - (set(extra_saved) if rows else set())
+    if not rows:  # this rank's own rows: the file holds another rank's, or none
+        extra_saved = {k: a for k, a in extra_saved.items() if k not in row_state_keys(
+            set(extra_saved) | set(extra))}
     upd_now, upd_saved = updater.state(), ck.group("updater")
     for what, now, saved_mats in (("model state", extra, extra_saved),
                                   ("updater state", upd_now, upd_saved)):
@@ -116,9 +126,13 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
     for key, a in extra_saved.items():
         if key in extra:
             extra[key].data[...] = extra[key].xp.asarray(a)
+    for key in fresh:  # per-row state not in the file: the rows start afresh
+        extra[key].data.fill(0)
     updater.load_state(upd_saved)
     updater.set_counters(counters)
     model.set_counters(model_counters)
+    if fresh:
+        model.rows_reset()
     model.restored({k: a for k, a in extra_saved.items() if k not in extra})
     return progress
 

@@ -185,6 +185,12 @@ class Model(Component):
     def set_counters(self, values: dict[str, int]) -> None:
         """Take back a checkpoint's :meth:`counters` (a name it lacks keeps its value)."""
 
+    def rows_reset(self) -> None:
+        """Called after a checkpoint loaded without this model's per-row state
+        (:class:`~bidlab.learn.rowstate.RowState`, zeroed: a file shared by MPI ranks keeps
+        none, or one written before the model kept it): forget whatever says the rows'
+        values are current (the rows are then as if never seen)."""
+
     def run_ended(self, state: str, error: BaseException | None) -> None:
         """Called when a learner's run ends (``state`` ``"done"``, ``"stopped"`` or
         ``"failed"``; ``error`` what ended it, None for a clean end), once before the end

@@ -40,7 +40,7 @@ from bidlab import backend
 from bidlab.kern.standin import stand_in
 from bidlab.learn.staging import Minibatch
 
-__all__ = ["RowState", "pack_rows", "unpack_rows"]
+__all__ = ["RowState", "pack_rows", "row_state_keys", "unpack_rows"]
 
 
 class RowState:
@@ -167,6 +167,21 @@ class RowState:
     def state(self, prefix: str) -> dict[str, bl.Mat]:
         """Its matrices, named for a model's ``extra_state``."""
         return {f"{prefix}.values": self.values, f"{prefix}.seen": self.seen}
+
+
+def row_state_keys(names: Any) -> set[str]:
+    """The names among a model's ``extra_state`` names that are :class:`RowState`
+    matrices (``<prefix>.values`` beside ``<prefix>.seen``, as :meth:`RowState.state`
+    names them).
+
+    Examples
+    --------
+    >>> sorted(row_state_keys(["W.values", "W.seen", "previous"]))
+    ['W.seen', 'W.values']
+    """
+    names = set(names)
+    prefixes = {n[: -len(".seen")] for n in names if n.endswith(".seen")}
+    return {n for p in prefixes for n in (f"{p}.values", f"{p}.seen") if n in names}
 
 
 def pack_rows(state: dict[str, Any], name: str) -> None:

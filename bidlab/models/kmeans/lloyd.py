@@ -152,6 +152,12 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         if self._rows is not None:
             self._rows.set_flags(values)
 
+    def rows_reset(self) -> None:
+        """The labels and bounds were not loaded: none is ready (the next pass measures
+        every row)."""
+        if self._rows is not None:
+            self._rows.set_flags({})
+
     def extra_state(self) -> dict[str, Mat]:
         """The pass's sums so far, the centres' last moves (k x 1, the drift Hamerly's
         bounds are moved by) and the per-row labels and bounds."""
