@@ -104,3 +104,42 @@ def test_split_topic_of_a_fitted_estimator_asks_for_the_documents(corpus):
         est.split_topic(0)  # it keeps no training documents, not its last minibatch's
     np.testing.assert_array_equal(est.components_, before)
     assert est.topic_edit_log == []
+
+
+@pytest.mark.parametrize("cls", [LDA, LDAGibbs])
+def test_views_read_one_k_while_edits_land(cls, corpus):
+    """intertopic_map, to_pyldavis and top_words on a running learner while merges and
+    splits land: each view reads its topics and the documents' weights for one k (a read
+    between two of an edit's matrices mixed two values of k)."""
+    import threading
+
+    est = cls(n_components=6, random_state=0)
+    lrn = est.learner(corpus, n_passes=10**6)
+    lrn.start()
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            for view in (lrn.intertopic_map, lrn.to_pyldavis, lambda: est.top_words(5)):
+                try:
+                    view()
+                except Exception as exc:  # noqa: BLE001 - reported below
+                    errors.append(exc)
+
+    try:
+        while lrn.metrics["pass"] < 1:
+            time.sleep(0.02)
+        reader = threading.Thread(target=read)
+        reader.start()
+        end = time.monotonic() + 4
+        while time.monotonic() < end:
+            lrn.merge_topics([0, 1]).wait(30)
+            lrn.split_topic(0).wait(30)
+        done.set()
+        reader.join(30)
+    finally:
+        done.set()
+        lrn.stop()
+        lrn.join()
+    assert not errors, errors[:3]

@@ -116,7 +116,7 @@ class TopicEdits(WordConstraints):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self._edit_queue: deque = deque()
-        self._edit_lock = threading.Lock()
+        self._edit_lock = threading.RLock()  # views hold it too (steering)
         self._learner_ref: Any = None
         self.topic_edit_log: list[dict[str, Any]] = []
         self.word_priors: dict[tuple[int, int], float] = {}
@@ -139,7 +139,7 @@ class TopicEdits(WordConstraints):
         priors = state.pop("word_prior_list", None) or []
         super().__setstate__(state)
         self._edit_queue = deque()
-        self._edit_lock = threading.Lock()
+        self._edit_lock = threading.RLock()  # views hold it too (steering)
         self.word_priors = {(int(w), int(t)): float(v) for w, t, v in priors}
         for name, empty in (("topic_edit_log", []), ("must_links", []), ("cannot_links", []),
                             ("_prior_pass", -1)):
@@ -168,6 +168,12 @@ class TopicEdits(WordConstraints):
         raw = np.frombuffer(json.dumps(doc).encode(), np.uint8)[None, :].copy()
         self._edit_log_mat = bl.Mat(raw)
         return {**state, f"topic_edits_{raw.shape[1]}": self._edit_log_mat}
+
+    def components(self) -> np.ndarray:
+        """The topics (k x vocabulary), read while no edit lands (an edit swaps several
+        matrices: a read between two of them mixed two values of k)."""
+        with self._edit_lock:
+            return super().components()
 
     def restored(self, earlier: dict[str, Any]) -> None:
         raw = next((a for name, a in earlier.items() if name.startswith("topic_edits_")), None)

@@ -10,6 +10,7 @@ quality measures and views that come with them: coherence
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -128,12 +129,20 @@ class TopicSteering:
         return _coherence.coherence(self._topics(), X, measure=measure, top_n=top_n,
                                     per_topic=per_topic)
 
+    def _unedited(self) -> Any:
+        """A context in which no topic edit lands (the model's edit lock): a view that
+        reads the topics and the documents' topic weights reads them for one k."""
+        lock = getattr(self._steer_model(), "_edit_lock", None)
+        return lock if lock is not None else contextlib.nullcontext()
+
     def intertopic_map(self, X: Any = None) -> dict[str, np.ndarray]:
         """The topics placed in 2-D by Jensen-Shannon distance and classical MDS; see
         :func:`bidlab.models.lda.export.intertopic_map`."""
         X = X if X is not None else self._steer_docs()
-        weight = None if X is None else self._topic_weights(X)
-        return _export.intertopic_map(self._topics(), weight)
+        with self._unedited():
+            weight = None if X is None else self._topic_weights(X)
+            topics = self._topics()
+        return _export.intertopic_map(topics, weight)
 
     def to_pyldavis(self, X: Any = None, vocab: Sequence[str] | None = None,
                     lambda_step: float = 0.01, R: int = 30) -> dict[str, Any]:
@@ -142,10 +151,11 @@ class TopicSteering:
         X = X if X is not None else self._steer_docs()
         if X is None:
             raise ValueError("to_pyldavis needs the documents: pass X=...")
-        theta = self._theta(X)
+        with self._unedited():
+            theta = self._theta(X)
+            topics = self._topics()
         vocab = vocab if vocab is not None else self._steer_vocab()
-        return _export.prepared_data(self._topics(), theta, X, vocab, lambda_step=lambda_step,
-                                     R=R)
+        return _export.prepared_data(topics, theta, X, vocab, lambda_step=lambda_step, R=R)
 
     def transform_texts(self, texts: Sequence[str], lowercase: bool = True,
                         token_pattern: str = r"(?u)\b\w\w+\b") -> np.ndarray:
