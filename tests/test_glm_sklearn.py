@@ -97,7 +97,9 @@ def test_learner_needs_targets_and_takes_learner_options():
     lrn = est.learner(X, y[:, 0], n_passes=2, batch_size=100, val_every=0)
     assert lrn.source.batch_size == 100 and lrn.opts.n_passes == 2
     lrn.fit(progress=None)
-    assert lrn.step == 20 and est.n_steps_ == 0  # a learner's steps are its own
+    # the estimator's counts follow the model its learner trained
+    assert lrn.step == 20 and est.n_steps_ == 20 and est.n_iter_ == 2
+    assert len(est.loss_curve_) == 2
     assert est.score(X, y[:, 0]) > 0.6
 
 

@@ -29,8 +29,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RACE_SIZE", "RATE_GRID", "is_auto", "pick_rates", "pilot_rows", "race_rates",
-           "race_winners"]
+from bidlab.learn.divergence import DivergedError
+
+__all__ = ["RACE_SIZE", "RATE_GRID", "is_auto", "no_rate_trains", "pick_rates", "pilot_rows",
+           "race_rates", "race_winners"]
 
 #: the candidate learning rates (ADAGrad's and gradient steps' ``lrate``)
 RATE_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
@@ -79,21 +81,43 @@ def pick_rates(est: Any, X: Any, Y2: np.ndarray, w: np.ndarray | None, targmap: 
     target as ``est`` resolved them. Returns one float when every target picked the same
     rate, else one per model target.
     """
-    G, K = len(RATE_GRID), len(links)
+    K = len(links)
     tr, ev = pilot_rows(X.shape[0], est.batch_size, np.random.default_rng(seed))
-    params = {**est.get_params(deep=False),
-              "link": [lk for lk in links for _ in range(G)],
-              "targmap": np.repeat(np.asarray(targmap, dtype=np.int64), G).tolist(),
-              "lrate": np.tile(np.asarray(RATE_GRID), K).tolist(),
-              "l1": _replicated(est.l1, K, G), "l2": _replicated(est.l2, K, G),
-              "n_passes": 1, "average": 0.0, "warm_start": False, "verbose": 0,
-              "shuffle": False, "class_weight": None}
-    pilot = type(est)(**params)
-    pilot._train_pilot(_take(X, tr), Y2[tr], None if w is None else w[tr], est)
-    loss = pilot.loss_targets(_take(X, ev), Y2[ev]).reshape(K, G)
-    loss = np.where(np.isfinite(loss), loss, np.inf)
-    best = np.asarray(RATE_GRID)[_choose(loss, links)]
-    return float(best[0]) if np.all(best == best[0]) else best.tolist()
+    Xt, Yt, wt, Xe, Ye = _take(X, tr), Y2[tr], None if w is None else w[tr], _take(X, ev), Y2[ev]
+    grid = RATE_GRID
+    while True:  # a grid whose largest rates diverge is tried again without them
+        G = len(grid)
+        params = {**est.get_params(deep=False),
+                  "link": [lk for lk in links for _ in range(G)],
+                  "targmap": np.repeat(np.asarray(targmap, dtype=np.int64), G).tolist(),
+                  "lrate": np.tile(np.asarray(grid), K).tolist(),
+                  "l1": _replicated(est.l1, K, G), "l2": _replicated(est.l2, K, G),
+                  "n_passes": 1, "average": 0.0, "warm_start": False, "verbose": 0,
+                  "shuffle": False, "class_weight": None}
+        pilot = type(est)(**params)
+        try:
+            pilot._train_pilot(Xt, Yt, wt, est)
+        except DivergedError:
+            if G == 1:
+                raise no_rate_trains(est) from None
+            grid = grid[:-1]
+            continue
+        loss = pilot.loss_targets(Xe, Ye).reshape(K, G)
+        loss = np.where(np.isfinite(loss), loss, np.inf)
+        if np.isinf(loss).all(axis=1).any():  # a target that no candidate trains
+            raise no_rate_trains(est)
+        best = np.asarray(grid)[_choose(loss, links)]
+        return float(best[0]) if np.all(best == best[0]) else best.tolist()
+
+
+def no_rate_trains(est: Any) -> DivergedError:
+    """The error of ``lrate="auto"`` when every rate of the grid diverges."""
+    return DivergedError(
+        f"lrate='auto': no learning rate in the grid {list(RATE_GRID)} trains this data with "
+        f"updater={est.updater!r}: every one diverged. Scale the features (e.g. "
+        "sklearn.preprocessing.StandardScaler)"
+        + ("" if est.updater == "adagrad" else ", use updater='adagrad' (per-weight steps)")
+        + f", or give an explicit smaller lrate (e.g. lrate={RATE_GRID[0] / 100:g})")
 
 
 def _choose(loss: np.ndarray, links: tuple[str, ...]) -> np.ndarray:
@@ -121,13 +145,15 @@ def _take(X: Any, rows: np.ndarray) -> Any:
     return X[backend.cupy().asarray(rows)]
 
 
-def race_rates(pilot: float | list[float], K: int) -> np.ndarray:
+def race_rates(pilot: float | list[float], K: int, top: float = RATE_GRID[-1]) -> np.ndarray:
     """The candidates each model target races in ``fit``'s first pass (K x RACE_SIZE).
 
     The pilot's horizon (a few minibatches) favours small rates, which move least at
     first, while ``fit`` runs many passes and averages the last iterates, which favours
     larger ones: so a target races its pilot pick and the next larger rates of the grid
-    (the last ``RACE_SIZE`` rates when its pick is near the top).
+    (the last ``RACE_SIZE`` rates when its pick is near the top). ``top``: the largest rate
+    raced (a race that diverged is run again below its largest rate; with fewer than
+    ``RACE_SIZE`` rates left, the smallest races more than once).
 
     >>> race_rates(0.3, 2)
     array([[0.3, 1. , 3. ],
@@ -136,10 +162,11 @@ def race_rates(pilot: float | list[float], K: int) -> np.ndarray:
     array([[ 1.  ,  3.  , 10.  ],
            [ 0.03,  0.1 ,  0.3 ]])
     """
-    grid = np.asarray(RATE_GRID)
+    grid = np.asarray([r for r in RATE_GRID if r <= top])
     picks = np.broadcast_to(np.asarray(pilot, dtype=np.float64).reshape(-1), (K,))
-    first = np.minimum(np.searchsorted(grid, picks), len(grid) - RACE_SIZE)
-    return grid[first[:, None] + np.arange(RACE_SIZE)[None, :]]
+    first = np.maximum(np.minimum(np.searchsorted(grid, picks), len(grid) - RACE_SIZE), 0)
+    cols = np.minimum(first[:, None] + np.arange(RACE_SIZE)[None, :], len(grid) - 1)
+    return grid[cols]
 
 
 def race_winners(loss: np.ndarray, links: tuple[str, ...]) -> np.ndarray:

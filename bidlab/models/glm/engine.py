@@ -50,6 +50,24 @@ class GLMEngine:
     # batch_size, average, random_state, device, dtype_; _xp, _threads, _progress and
     # _build_learner (the estimator base's one way to make a learner)
 
+    # -- what the engine trained (live while a learner trains) --------------------------------
+    @property
+    def n_iter_(self) -> int:
+        """Passes over the data trained, adding up over warm-started fits, partial fits
+        and learner runs (live while a learner trains)."""
+        return int(self.model_.passes_done)
+
+    @property
+    def n_steps_(self) -> int:
+        """Minibatch steps of the passes trained (``n_iter_``)."""
+        return int(self.model_.steps_done)
+
+    @property
+    def loss_curve_(self) -> list[float]:
+        """The mean training loss per row of each pass trained, summed over targets (none
+        where no loss was computed: ``fit`` on a GPU)."""
+        return list(self.model_.pass_losses)
+
     # -- building the engine ---------------------------------------------------------------
     def _per_target_values(self, name: str, K: int) -> Any:
         """A parameter as one number, or one value per model target (a list); ``lrate``
@@ -77,9 +95,6 @@ class GLMEngine:
         self.mixins_ = [L1Regularizer(mats=[0], l1=rates["l1"]),
                         L2Regularizer(mats=[0], l2=rates["l2"])]
         self.n_targets_ = t.K
-        self.n_steps_ = 0
-        self.n_iter_ = 0
-        self.loss_curve_: list[float] = []
         self.validation_loss_curve_: list[float] = []
         self.multilabel_ = False
         if t.K == 1:
@@ -216,11 +231,6 @@ class GLMEngine:
         if held is not None:
             held.finish(self.model_)
             self.validation_loss_curve_ = list(held.curve)
-        self.n_steps_ += lrn.step
-        self.n_iter_ = getattr(self, "n_iter_", 0) + len(lrn.summaries)
-        if on_cpu:
-            self.loss_curve_ = [*getattr(self, "loss_curve_", []),
-                                *(-float(s["train_score"]) for s in lrn.summaries)]
 
     def _fit_passes(self, X: Any, Y2: np.ndarray, w: np.ndarray | None,
                     held: HeldOut | None = None) -> None:
@@ -235,9 +245,10 @@ class GLMEngine:
         race, chosen, loss = run_race(self, X, Y2, w)
         self.lrate_ = winning_rates(race, chosen)
         self.updater_ = UPDATERS[self.updater](lrate=self.lrate_)
-        self.n_steps_ += race.n_steps_
-        self.n_iter_ = getattr(self, "n_iter_", 0) + 1
+        model = self.model_  # the race's pass counts as this model's first
+        model.steps_done += race.n_steps_
+        model.passes_done += 1
         if self.device == "cpu":
-            self.loss_curve_ = [*getattr(self, "loss_curve_", []), loss]
+            model.pass_losses.append(loss)
         self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes - 1, average=True,
                   race=(race, chosen), held=held)

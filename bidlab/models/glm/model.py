@@ -23,6 +23,7 @@ over targets (higher is better); ``train_loss=False`` skips it in training (``GL
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -39,7 +40,8 @@ from bidlab.models.glm.links import Layout, LinkStep, predict_transform
 __all__ = ["GLMModel"]
 
 _SCRATCH = ("_links", "_targets", "_sparse", "_sparse_map", "sparse_updates", "_loss",
-            "_tm", "_Wt", "_bt", "loss_tally", "lazy_rows", "stopping", "converged")
+            "_tm", "_Wt", "_bt", "loss_tally", "lazy_rows", "stopping", "converged",
+            "_trainer")
 
 
 class GLMModel(Model):
@@ -70,14 +72,22 @@ class GLMModel(Model):
                "training score); off is a little faster"),
     )
 
+    #: passes and minibatch steps trained (every learner's completed passes, and a ``fit``
+    #: rate race's first pass), and each such pass's mean training loss per row when one was
+    #: computed: the estimator's ``n_iter_``, ``n_steps_`` and ``loss_curve_``
+    passes_done = 0
+    steps_done = 0
+
     def bind(self, learner: Any) -> None:
         self.lazy_rows = bool(learner.comm.changed_rows_only)
+        self._trainer = weakref.ref(learner)
 
     def __init__(self, layout: Layout, targmap: Any, **options: Any) -> None:
         super().__init__(**options)
         self.layout = layout
         # a vector hyperparameter with one value per target is read per target
         self.row_groups = np.asarray(layout.col_target, dtype=np.int64)
+        self.pass_losses: list[float] = []
         self.targmap = np.asarray(targmap, dtype=np.int64).reshape(-1)
         if self.targmap.size != layout.K:
             raise ValueError(f"targmap has {self.targmap.size} entries but the layout has "
@@ -99,11 +109,26 @@ class GLMModel(Model):
         #: the run it checks (bidlab.models.glm.stopping), which ends when it says so
         self.stopping: tuple[Any, Any] | None = None
         self.converged = False
+        self._trainer: Any = None  # a weak reference to the learner training the model
 
     def end_pass(self, pass_: int) -> None:
+        self._count_pass()
         if self.stopping is not None:
             held, updater = self.stopping
             self.converged = held.end_pass(self, updater, pass_)
+
+    def _count_pass(self) -> None:
+        """Count the pass the bound learner just completed: its minibatches and its mean
+        training loss (the learner's running sums of the pass, when a loss was computed)."""
+        self.passes_done += 1
+        lrn = self._trainer() if self._trainer is not None else None
+        if lrn is None:
+            return
+        self.steps_done += int(lrn.source.batches_per_pass or 0)
+        stats = getattr(lrn, "_stats", None)
+        score = float(stats.train) if stats is not None else float("nan")
+        if score == score:
+            self.pass_losses.append(-score)
 
     def default_updater(self, **options: Any) -> Updater:
         """ADAGrad (``options``: its options, e.g. lrate), GLM's default."""
@@ -162,6 +187,7 @@ class GLMModel(Model):
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("pass_losses", [])  # a file written before the model counted passes
         super().__setstate__(state)
         self._reset_scratch()
         if self.modelmats:

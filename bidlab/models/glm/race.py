@@ -29,7 +29,14 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.models.glm.auto_rate import RACE_SIZE, race_rates, race_winners
+from bidlab.learn.divergence import DivergedError
+from bidlab.models.glm.auto_rate import (
+    RACE_SIZE,
+    RATE_GRID,
+    no_rate_trains,
+    race_rates,
+    race_winners,
+)
 
 __all__ = ["adopt", "run_race", "winning_rates"]
 
@@ -45,13 +52,31 @@ def run_race(est: Any, X: Any, Y2: np.ndarray,
     """Train the candidates of GLM ``est`` (its engine built, ``lrate_`` the pilot's pick)
     one pass over validated (X, Y2, w) in ``fit``'s order. Returns the race (a fitted GLM
     with RACE_SIZE model targets per target of ``est``), each target's winning model target
-    in it, and the winners' mean loss on the pass's second half (summed over targets)."""
+    in it, and the winners' mean loss on the pass's second half (summed over targets).
+    Candidates that diverge are dropped: the race runs again below the largest rate it
+    had; :class:`~bidlab.learn.divergence.DivergedError` saying so when even the smallest
+    rate of the grid diverges."""
+    top = RATE_GRID[-1]
+    while True:  # a race whose largest rates diverge is run again below them
+        rates = race_rates(est.lrate_, est.targets_.K, top)
+        try:
+            return _race(est, X, Y2, w, rates)
+        except DivergedError:
+            below = [r for r in RATE_GRID if r < float(rates.max())]
+            if not below:
+                raise no_rate_trains(est) from None
+            top = below[-1]
+
+
+def _race(est: Any, X: Any, Y2: np.ndarray, w: np.ndarray | None,
+          rates: np.ndarray) -> tuple[Any, np.ndarray, float]:
+    """:func:`run_race` with the candidate rates ``rates`` (K x RACE_SIZE)."""
     t = est.targets_
     K, G = t.K, RACE_SIZE
     params = {**est.get_params(deep=False),
               "link": [lk for lk in t.links for _ in range(G)],
               "targmap": np.repeat(np.asarray(t.data_col, dtype=np.int64), G).tolist(),
-              "lrate": race_rates(est.lrate_, K).reshape(-1).tolist(),
+              "lrate": rates.reshape(-1).tolist(),
               "l1": _replicated(est.l1, K, G), "l2": _replicated(est.l2, K, G),
               "n_passes": 1, "average": 0.0, "warm_start": False, "class_weight": None}
     race = type(est)(**params)

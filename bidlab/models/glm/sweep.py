@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from bidlab.models.glm.auto_rate import is_auto
 from bidlab.models.glm.targets import Targets
 
 __all__ = ["SweepResult", "SweptModel", "best_config", "sweep_params"]
@@ -29,6 +30,7 @@ class SweptModel(Protocol):
     :class:`~bidlab.models.glm.GLM`."""
 
     lrate: Any
+    lrate_: Any
     l1: Any
     l2: Any
     targets_: Targets
@@ -42,12 +44,19 @@ class SweptModel(Protocol):
 
 def sweep_params(lrate: Any, l1: Any, l2: Any, n_targets: int) -> dict[str, list[Any]]:
     """GLM parameters that train every (lrate, l1, l2) combination for each of
-    ``n_targets`` data targets: per-target ``lrate``, ``l1``, ``l2`` and the ``targmap``."""
-    grid = list(itertools.product(np.atleast_1d(lrate), np.atleast_1d(l1), np.atleast_1d(l2)))
+    ``n_targets`` data targets: per-target ``lrate``, ``l1``, ``l2`` and the ``targmap``.
+    ``lrate="auto"`` (or ``["auto"]``) sweeps ``l1`` x ``l2`` only and leaves the rate to
+    GLM's pilot (``lrate="auto"``)."""
+    auto = isinstance(lrate, str) or any(isinstance(v, str) for v in np.atleast_1d(lrate))
+    if auto and not is_auto(lrate) and list(np.atleast_1d(lrate)) != ["auto"]:
+        raise ValueError(f"glm_sweep: lrate={lrate!r} mixes 'auto' with rates: give lrate="
+                         "'auto' (the pilot picks the rate) or a list of numbers to sweep")
+    rates = [np.nan] if auto else np.atleast_1d(lrate)
+    grid = list(itertools.product(rates, np.atleast_1d(l1), np.atleast_1d(l2)))
     cfg = np.array(grid, dtype=np.float64)
     reps = len(grid)
     return {
-        "lrate": np.tile(cfg[:, 0], n_targets).tolist(),
+        "lrate": "auto" if auto else np.tile(cfg[:, 0], n_targets).tolist(),
         "l1": np.tile(cfg[:, 1], n_targets).tolist(),
         "l2": np.tile(cfg[:, 2], n_targets).tolist(),
         "targmap": np.repeat(np.arange(n_targets), reps).tolist(),
@@ -105,7 +114,8 @@ def best_config(
         arr = np.asarray(v, dtype=np.float64).reshape(-1)
         return np.full(t.K, float(arr[0])) if arr.size == 1 else arr
 
-    configs = np.column_stack([vec(model.lrate), vec(model.l1), vec(model.l2)])
+    rates = model.lrate_ if is_auto(model.lrate) else model.lrate  # "auto": the picks
+    configs = np.column_stack([vec(rates), vec(model.l1), vec(model.l2)])
     return SweepResult(
         best, *(float(v) for v in configs[best]), float(scores[best]), metric, scores,
         configs, candidates, model.select(best),

@@ -124,10 +124,18 @@ def resolve(
             given = classes[c] if _per_column(classes, q) else classes
             cls[c] = np.unique(np.asarray(given))
         else:
-            cls[c] = _zero_one_classes(Y2[:, c])
+            col = _labels(Y2[:, c])
+            cls[c] = _zero_one_classes(col)
             if cls[c] is None:
-                check_classification_targets(Y2[:, c])  # "Unknown label type" for reals
-                cls[c] = np.unique(Y2[:, c])
+                try:
+                    check_classification_targets(col)  # "Unknown label type" for reals
+                except ValueError as e:
+                    what = f"Y column {c}" if q > 1 else "y"
+                    raise ValueError(
+                        f"{owner}: target {k} uses the {lk} link but {what} is not a set of "
+                        f"class labels ({e}); give that column labels (one type: strings or "
+                        "integers), or use the linear link for values") from e
+                cls[c] = np.unique(col)
     for k, (lk, c) in enumerate(zip(links, tm, strict=True)):
         if lk not in CLASSIFIER_LINKS:
             continue
@@ -152,6 +160,17 @@ def resolve(
             encodings.append(key)
         enc_col[k] = encodings.index(key)
     return Targets(links, tm, enc_col, encodings, cls, q, y_1d)
+
+
+def _labels(col: np.ndarray) -> np.ndarray:
+    """A label column as its own values' type: an object column (one column of a mixed
+    DataFrame) holding only integers or booleans becomes an integer / boolean array, as
+    that column alone would be; any other column is returned as it is."""
+    if col.dtype != object or not len(col):
+        return col
+    if all(isinstance(v, (int, np.integer, bool, np.bool_)) for v in col):
+        return np.asarray(col.tolist())
+    return col
 
 
 def _numbers(col: np.ndarray) -> bool:
@@ -210,7 +229,7 @@ def encode(t: Targets, Y2: np.ndarray, dtype: Any) -> np.ndarray:
         if fam == "value":
             out[:, j] = col
             continue
-        idx = class_index(col, t.classes[c], f"Y column {c}" if t.q > 1 else "y")
+        idx = class_index(_labels(col), t.classes[c], f"Y column {c}" if t.q > 1 else "y")
         if fam == "pm1":
             out[:, j] = 2.0 * idx - 1.0
         else:  # bin01 and class: the class index

@@ -69,7 +69,7 @@ class GLMWeights:
             one.feature_names_in_ = self.feature_names_in_
         one.n_targets_ = 1
         one.multilabel_ = False
-        one.n_steps_ = getattr(self, "n_steps_", 0)
+        one.model_.steps_done = self.model_.steps_done
         if t.classes[c] is not None:
             one.classes_ = t.classes[c]
         return one

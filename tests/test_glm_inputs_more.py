@@ -1,0 +1,64 @@
+"""GLM: counts after a learner run, ``lrate="auto"`` in a sweep and on data no rate
+trains, and a DataFrame target mixing label types per column."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bidlab.learn import DivergedError
+from bidlab.models import GLM, best_config, glm_sweep
+
+
+def _data(n: int = 600, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 4))
+    return X, (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+
+
+def test_learner_run_counts_passes_steps_and_losses():
+    X, y = _data()
+    est = GLM(random_state=0, n_passes=3, batch_size=100)
+    lrn = est.learner(X, y)
+    lrn.fit(progress=None)
+    assert (est.n_iter_, est.n_steps_, len(est.loss_curve_)) == (3, lrn.step, 3)
+    assert "n_iter_              3" in est.summary()
+    # fit reports as before: every pass, its steps and its loss (the race's pass included)
+    fitted = GLM(random_state=0, n_passes=3, batch_size=100, tol=None).fit(X, y)
+    assert (fitted.n_iter_, fitted.n_steps_, len(fitted.loss_curve_)) == (3, 18, 3)
+    fitted.partial_fit(X, y)
+    assert (fitted.n_iter_, fitted.n_steps_, len(fitted.loss_curve_)) == (4, 24, 4)
+
+
+def test_sweep_takes_auto_rate():
+    X, y = _data()
+    sweep = glm_sweep("logistic", lrate="auto", l2=[0.0, 1e-3], n_passes=2,
+                      random_state=0).fit(X, y)
+    best = best_config(sweep, X, y)
+    assert best.lrate == float(np.ravel(sweep.lrate_)[best.index]) and best.score > 0.9
+    with pytest.raises(ValueError, match="mixes 'auto' with rates"):
+        glm_sweep("logistic", lrate=["auto", 0.1])
+
+
+def test_mixed_dataframe_target_fits_each_column_as_its_own_type():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((600, 4))
+    Y = pd.DataFrame({"lab": np.where(X[:, 0] > 0, "p", "n"), "val": 2 * X[:, 1] + 1.0,
+                      "cnt": (X[:, 2] > 0).astype(int)})
+    est = GLM(["softmax", "linear", "logistic"], n_passes=5, random_state=0).fit(X, Y)
+    assert est.classes_[2].tolist() == [0, 1]
+    assert (est.score_targets(X, Y) > 0.7).all()
+    with pytest.raises(ValueError, match="Y column 2 is not a set of class labels"):
+        GLM(["softmax", "linear", "logistic"], n_passes=2).fit(X, Y.assign(cnt=X[:, 2]))
+
+
+def test_auto_rate_drops_diverging_rates_and_says_when_none_trains():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((4000, 5)) * 3.0
+    y = X[:, 3] + 0.1 * rng.standard_normal(4000)
+    est = GLM("linear", updater="grad", random_state=0, n_passes=3).fit(X, y)
+    assert est.score(X, y) > 0.9 and float(np.max(est.lrate_)) < 1.0
+    X = X * np.array([1, 10, 100, 1000, 1e4])
+    with pytest.raises(DivergedError, match="no learning rate in the grid.*StandardScaler"):
+        GLM("linear", updater="grad", random_state=0).fit(X, X[:, 3])
