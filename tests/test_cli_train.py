@@ -232,6 +232,9 @@ def test_each_estimator_help_comes_from_its_params(name, capsys):
     cls = REGISTRY[name]
     assert cls.PARAMS, f"{cls.__name__} declares no PARAMS"
     for spec in cls.PARAMS:
+        if spec.name in cls.FIT_ONLY:  # refused: bidlab train trains the learner
+            assert f"  --{spec.name} " not in out
+            continue
         assert f"  --{spec.name} " in out
         assert spec.allowed() in out
 
@@ -375,3 +378,23 @@ def test_help_lists_the_scikit_learn_names(capsys):
         for name in names:
             assert name.lstrip("-") in text, (model, name)
         assert not re.search(r"^\s*k\s", text, re.M), text
+
+
+@pytest.mark.parametrize("model, flag", [("glm", "--tol"), ("glm", "--validation_fraction"),
+                                         ("kmeans", "--n_init")])
+def test_parameters_only_fit_uses_are_refused_not_ignored(tmp_path, capsys, model, flag):
+    """bidlab train trains the live learner: a parameter only fit reads (held-out stopping,
+    restarts) would do nothing, so it is refused and left out of --help."""
+    from sklearn.datasets import dump_svmlight_file
+
+    from bidlab.cli import main
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5))
+    path = tmp_path / "d.svm"
+    dump_svmlight_file(X, (X[:, 0] > 0).astype(int), str(path))
+    assert main(["train", model, "--data", str(path), flag, "0.5" if flag != "--n_init"
+                 else "3"]) == 2
+    assert f"{flag}: only" in capsys.readouterr().err
+    assert main(["train", model, "--help"]) == 0
+    assert flag not in capsys.readouterr().out

@@ -21,6 +21,7 @@ from bidlab.kern.kmeans import (
     hamerly,
 )
 from bidlab.kern.kmeans_lloyd import lloyd_block, rows_first
+from bidlab.learn import OptionError
 from bidlab.models.kmeans import KMeans
 
 
@@ -314,3 +315,22 @@ def test_bad_input_messages():
         km.predict(X[:, :2])
     with pytest.raises(ValueError, match=r"init has shape \(2, 3\) but n_clusters=3 centres"):
         KMeans(3, init=X[:2]).fit(X)
+
+
+@pytest.mark.parametrize("algorithm", ["lloyd", "minibatch"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_starting_centres_that_are_not_finite_are_refused(algorithm, bad):
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    init = X[:4].copy()
+    init[2, 1] = bad
+    with pytest.raises(ValueError, match=r"init holds NaN or infinity \(first at centre 2, "
+                       "feature 1\\)"):
+        KMeans(4, init=init, algorithm=algorithm, n_init=1).fit(X)
+
+
+def test_integer_parameters_given_as_floats_are_refused_naming_the_int():
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    for kw, name in (({"n_clusters": 3.0}, "n_clusters"), ({"n_init": 2.0}, "n_init")):
+        with pytest.raises(OptionError, match=f"'{name}' parameter of KMeans must be an int.*"
+                           "Got the float .*: pass"):
+            KMeans(**{"n_clusters": 3, **kw}).fit(X)

@@ -292,3 +292,20 @@ def test_files_written_with_the_old_name_k_still_load(name):
     params = km.get_params()
     assert params["n_clusters"] == 2 and "k" not in params and params["warm_start"] is False
     np.testing.assert_array_equal(km.predict(inputs["Xk"]), inputs["km_labels"])
+
+
+def test_the_training_score_is_the_inertia_with_or_without_hamerly_bounds():
+    """Each block's score measures its rows' distances (the bounds only bound them): the
+    same scores with bounds as without, never rising from pass to pass."""
+    from bidlab.datasets import blobs as make_blobs
+
+    X = make_blobs(6000, 8, 12, spread=2.5, seed=3).X
+    scores = {}
+    for bounds in (True, False):
+        km = KMeans(12, random_state=0, bounds=bounds, tol=0.0, max_iter=12)
+        lrn = km.learner(X, batch_size=6000)
+        lrn.fit(progress=None)
+        scores[bounds] = lrn.history(as_frame=True)["score"].to_numpy()
+        assert scores[bounds][-1] == pytest.approx(km.score(X) / X.shape[0], rel=1e-5)
+    np.testing.assert_allclose(scores[True], scores[False], rtol=1e-5)
+    assert np.all(np.diff(scores[True]) >= -1e-6 * np.abs(scores[True][:-1]))

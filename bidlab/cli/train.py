@@ -299,12 +299,20 @@ class _EstimatorJob(_Job):
         learner_table = _learner_table(exclude=set(params_table))
         if self.args.help:
             shown = {k: v for k, v in learner_table.items() if k not in params_table}
+            fit_only = set(getattr(cls, "FIT_ONLY", ()))
+            params_table = {k: v for k, v in params_table.items() if k not in fit_only}
             print(help_text(self.name, cls, [
                 (f"parameters of {cls.__name__}:", params_table),
                 ("learner options (a parameter above of the same name goes to the learner "
                  "too):", shown)]))
             return 0
         params, lopts = _parse_extra(self.extra, [params_table, learner_table], self.name)
+        fit_only = sorted(set(params) & set(getattr(cls, "FIT_ONLY", ())))
+        if fit_only:
+            flags = ", ".join(f"--{n}" for n in fit_only)
+            raise _BadInput(f"{flags}: only {cls.__name__}.fit uses it, and bidlab train "
+                            "trains the live learner (its passes, then a score on the "
+                            "--holdout rows): leave it out, or call fit from Python")
         if self.args.save and not callable(getattr(cls, "save", None)):
             raise _BadInput(f"--save: {cls.__name__} has no save(path) method, so it cannot "
                             "be saved; keep its state with --checkpoint PATH")

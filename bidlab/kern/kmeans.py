@@ -306,12 +306,14 @@ def _dist_csr_cpu(indptr, indices, data, labels, C, cc, out):  # pragma: no cove
         out[i] = max(acc + cc[j], 0.0)
 
 
-def assigned_sq_dist(X: Any, labels: Any, C: Any, out: Any) -> None:
+def assigned_sq_dist(X: Any, labels: Any, C: Any, out: Any, cc: Any = None) -> None:
     """``out[i] = ||x_i - C[labels_i]||^2``, measured directly (no GEMM cancellation; for
-    CSR rows ``||x||^2 - 2 x.c + ||c||^2`` over the stored entries)."""
+    CSR rows ``||x||^2 - 2 x.c + ||c||^2`` over the stored entries, with ``cc`` the
+    centres' squared norms when the caller has them)."""
     if isinstance(C, np.ndarray) and not backend.is_cupy_array(X):
         if backend.is_sparse(X):
-            cc = np.einsum("ij,ij->i", C, C, dtype=np.float64)
+            if cc is None:
+                cc = np.einsum("ij,ij->i", C, C, dtype=np.float64)
             _dist_csr_cpu(X.indptr, X.indices, X.data, labels, C, cc, out)
         else:
             _dist_dense_cpu(np.ascontiguousarray(X), labels, C, out)

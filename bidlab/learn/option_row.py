@@ -257,4 +257,11 @@ def validate_params(owner: str, table: Iterable[Option], params: dict[str, Any])
         if spec.name not in params:
             continue
         named = spec if spec.owner == owner else Option(**{**spec.__dict__, "owner": owner})
-        named.check(params[spec.name])
+        value = params[spec.name]
+        named.check(value)
+        if spec.type is int and isinstance(value, float | np.floating):
+            # a learner option takes 3.0 as 3 (it stores what check returns); a parameter
+            # is kept as given and used as is, so it must be an int already
+            raise OptionError(f"The {spec.name!r} parameter of {owner} must be "
+                              f"{named.allowed()}. Got the float {float(value)!r} instead: "
+                              f"pass {int(value)}")

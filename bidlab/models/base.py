@@ -100,6 +100,9 @@ class BidlabEstimator(BaseEstimator):
 
     PARAMS: ClassVar[tuple[Option, ...]] = ()
     TRANSIENT: ClassVar[tuple[str, ...]] = ("_learner", "_fit_guard")
+    #: parameters only ``fit`` uses (a held-out stopping rule, restarts), not a learner:
+    #: ``bidlab train``, which trains the learner, refuses them
+    FIT_ONLY: ClassVar[tuple[str, ...]] = ()
     #: whether the data's rows are samples that can be held out for a score (not a graph's
     #: vertices or the users a factor model learns factors for): ``bidlab train --holdout``
     ROWS_ARE_SAMPLES: ClassVar[bool] = True

@@ -158,6 +158,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
     (2, 2)
     """
 
+    FIT_ONLY = ("tol", "validation_fraction")  # held-out stopping / restarts: fit only
     PARAMS = (
         Option("link", str, "logistic", "the link of every target, or one per target",
                test=link_ok,
@@ -327,12 +328,24 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         return self._make_learner(X, Y2, w, shuffle=self.shuffle, batch_size=batch_size,
                                   live=True, **options)
 
+    @classmethod
+    def _upgrade_state(cls, state: dict[str, Any]) -> None:
+        super()._upgrade_state(state)
+        # files written before the counts followed the model kept them on the estimator
+        passes, steps = state.pop("n_iter_", None), state.pop("n_steps_", None)
+        curve = state.pop("loss_curve_", None)
+        model = state.get("model_")
+        if model is not None and passes is not None:
+            model.passes_done = int(passes or 0)
+            model.steps_done = int(steps or 0)
+            model.pass_losses = [float(v) for v in curve or ()]
+
     def _facts(self) -> list[tuple[str, Any]]:
         facts: list[tuple[str, Any]] = [
             ("coef_", "{} x {}".format(*self.model_.modelmats[0].shape)),
-            ("n_targets_", self.n_targets_), ("n_iter_", getattr(self, "n_iter_", 0)),
+            ("n_targets_", self.n_targets_), ("n_iter_", self.n_iter_),
             ("n_steps_", self.n_steps_)]
-        curve = getattr(self, "loss_curve_", [])
+        curve = self.loss_curve_
         if curve:
             facts.append(("final training loss", curve[-1]))
         return facts
@@ -355,7 +368,12 @@ def glm_sweep(
 
     The grid is replicated through the target map, so ``fit`` shares each sparse product
     among all configurations. ``n_targets``: data target columns (1 for a label vector).
-    Pick the winner with :func:`best_config`. An axis left out keeps ``GLM``'s default.
+    Pick the winner with :func:`best_config`. A left-out ``l1`` / ``l2`` is ``GLM``'s
+    default (0.0 / 1e-4); a left-out ``lrate`` is the single rate 0.3, not ``GLM``'s
+    ``"auto"``. ``lrate="auto"`` sweeps ``l1`` x ``l2`` only and lets ``fit`` pick the rate
+    as ``GLM(lrate="auto")`` does (the pilot and the first-pass race; targets of one link
+    share a rate, so every configuration trains with the one picked, ``lrate_``, which
+    :func:`best_config` reports).
 
     Examples
     --------

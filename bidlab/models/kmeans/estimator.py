@@ -156,6 +156,7 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         "model_.updatemats.0": ("n_clusters", "n_features_in_"),
         "model_.updatemats.1": ("n_clusters", 1),
         "model_.start_centers": ("n_clusters", "n_features_in_")}
+    FIT_ONLY = ("n_init",)  # held-out stopping / restarts: fit only
     PARAMS = (
         Option("n_clusters", int, 8, "number of clusters", low=1),
         Option("init", str, "k-means++", "initial centres", test=_valid_init,
@@ -253,6 +254,17 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         if not isinstance(self.init, str) and tuple(np.shape(self.init)) != (k, d):
             raise ValueError(f"init has shape {tuple(np.shape(self.init))} but n_clusters={k} "
                              f"centres of {d} features need shape ({k}, {d})")
+        if not isinstance(self.init, str):
+            C = np.asarray(backend.to_host(self.init)) if backend.is_cupy_array(
+                self.init) else np.asarray(self.init)
+            if C.dtype.kind not in "biuf":
+                raise TypeError(f"init must hold numbers (the starting centres); got dtype "
+                                f"{C.dtype}")
+            bad = ~np.isfinite(C)
+            if bad.any():
+                r, c = map(int, np.argwhere(bad)[0])
+                raise ValueError(f"init holds NaN or infinity (first at centre {r}, feature "
+                                 f"{c}): give finite starting centres, or init='k-means++'")
 
     def _block_rows(self, d: int) -> int:
         """Rows per Lloyd block: about CHUNK_ENTRIES distances and gathered entries."""

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
+from bidlab.kern.kmeans import assigned_sq_dist
 from bidlab.learn.datasource import DataInfo, DataSource
 from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
@@ -275,9 +276,11 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         if not rows.xx_ok:
             ps["sxx"] += float(xx.sum(dtype=np.float64) if w is None
                                else (w * xx).sum(dtype=np.float64))
-        # u bounds each row's distance from above (exact where it was computed this pass)
+        # each row's squared distance to its centre, measured (u only bounds it from
+        # above where the bounds spared the GEMM): the score is the blocks' inertia, and a
+        # row costs d multiply-adds here against k d in the GEMM
         far = buf["dist"][:m]
-        self.xp.multiply(u, u, out=far)
+        assigned_sq_dist(X, lab, self.modelmats[0].data, far)
         k = self.modelmats[0].shape[0]
         self._res = keep_farthest(self._res, X, lab, far, w, batch.ids[:m],
                                   min(_RESERVOIR, k), self.xp)
