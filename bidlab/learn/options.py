@@ -166,10 +166,7 @@ class Options:
             return self._version
         checked = self._checked(values)
         with self._lock:
-            trial = dict(self._values)
-            trial.update(checked)
-            for fn in self._validators:
-                fn(trial)
+            self._validate(checked)
             self._values.update(checked)
             mirror(self, checked)
             object.__setattr__(self, "_version", self._version + 1)
@@ -185,11 +182,15 @@ class Options:
         checked values. Nothing changes."""
         checked = self._checked(values)
         with self._lock:
-            trial = dict(self._values)
+            self._validate(checked)
+        return checked
+
+    def _validate(self, checked: dict[str, Any]) -> None:
+        """The cross-option validators on the values with ``checked`` set (lock held)."""
+        trial = dict(self._values)
         trial.update(checked)
         for fn in self._validators:
             fn(trial)
-        return checked
 
     def _checked(self, values: dict[str, Any]) -> dict[str, Any]:
         """Each value checked against its row and the learner's state."""
