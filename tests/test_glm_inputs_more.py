@@ -62,3 +62,16 @@ def test_auto_rate_drops_diverging_rates_and_says_when_none_trains():
     X = X * np.array([1, 10, 100, 1000, 1e4])
     with pytest.raises(DivergedError, match="no learning rate in the grid.*StandardScaler"):
         GLM("linear", updater="grad", random_state=0).fit(X, X[:, 3])
+
+
+def test_partial_fit_refuses_other_classes_than_the_first_calls():
+    """As scikit-learn's SGD estimators: the targets were encoded with the first classes."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    y = (X[:, 0] > 0).astype(int)
+    est = GLM(random_state=0).partial_fit(X, y, classes=[0, 1])
+    est.partial_fit(X, y, classes=[1, 0])  # the same set
+    est.partial_fit(X, y)
+    with pytest.raises(ValueError, match=r"classes=\[0, 1, 2\] differs from the first "
+                       r"partial_fit call's \[0, 1\]"):
+        est.partial_fit(X, y, classes=[0, 1, 2])

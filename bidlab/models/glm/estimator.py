@@ -35,6 +35,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
+
 from bidlab.learn import Grad, L1Regularizer, L2Regularizer, Learner
 from bidlab.learn.model import register_model
 from bidlab.learn.options import Option
@@ -288,11 +290,29 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
             self._init_engine(X, Y2, y_1d, classes)
         else:
             self._check_target_columns(Y2)
+            self._check_same_classes(classes)
         w = self._class_weighted(w, Y2, partial=True)
         if first:
             self._choose_rates(X, Y2, w)
         self._run(X, Y2, w, shuffle=False, n_passes=1, average=False)
         return self
+
+    def _check_same_classes(self, classes: Any) -> None:
+        """A later partial_fit's ``classes`` must be the first call's (as scikit-learn's
+        SGD estimators require): the targets were encoded with those."""
+        known = getattr(self, "classes_", None)
+        if classes is None or known is None:
+            return
+        try:
+            same = np.array_equal(np.sort(np.asarray(classes).ravel()),
+                                  np.sort(np.asarray(known).ravel()))
+        except (TypeError, ValueError):  # several targets' label sets: not compared here
+            return
+        if not same:
+            raise ValueError(f"classes={np.asarray(classes).ravel().tolist()} differs from the "
+                             f"first partial_fit call's {np.asarray(known).ravel().tolist()}: "
+                             "pass the same classes every call (or leave classes out after "
+                             "the first), or fit a new GLM")
 
     # -- live training --------------------------------------------------------------------
     def learner(self, X: Any, y: Any = None, **options: Any) -> Learner:
