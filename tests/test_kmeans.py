@@ -334,3 +334,15 @@ def test_integer_parameters_given_as_floats_are_refused_naming_the_int():
         with pytest.raises(OptionError, match=f"'{name}' parameter of KMeans must be an int.*"
                            "Got the float .*: pass"):
             KMeans(**{"n_clusters": 3, **kw}).fit(X)
+
+
+def test_fewer_distinct_rows_than_clusters_warns():
+    """As scikit-learn's KMeans: coinciding centres are reported, not hidden."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    X = np.repeat(np.eye(3), 10, axis=0)
+    with pytest.warns(ConvergenceWarning, match="3 distinct clusters, fewer than n_clusters=5"):
+        KMeans(5, random_state=0).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        KMeans(3, random_state=0).fit(X)

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -305,7 +307,15 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         copies of it). With ``warm_start`` a fitted estimator starts from its centres.
         """
         with self._threads():
-            return self._fit(X, sample_weight)
+            self._fit(X, sample_weight)
+        C = np.asarray(backend.to_host(self.cluster_centers_))
+        distinct = len(np.unique(C, axis=0))
+        if distinct < self.n_clusters:
+            warnings.warn(f"KMeans found {distinct} distinct clusters, fewer than "
+                          f"n_clusters={self.n_clusters} (X has fewer distinct rows, or "
+                          "duplicates): some centres coincide; use a smaller n_clusters",
+                          ConvergenceWarning, stacklevel=3)
+        return self
 
     def _fit(self, X: Any, sample_weight: Any) -> KMeans:
         self._validate_params()
