@@ -24,16 +24,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from bidlab.learn.comm import shard_range
+
 __all__ = ["shard_range", "rank_batch_size", "shard", "read_rank_data"]
-
-
-def shard_range(n: int, rank: int, size: int) -> tuple[int, int]:
-    """Rows ``[start, stop)`` of rank ``rank`` of ``size`` over ``n`` rows."""
-    if not 0 <= rank < size:
-        raise ValueError(f"rank must be in 0..{size - 1}; got {rank}")
-    if n < size:
-        raise ValueError(f"{n} rows cannot be shared by {size} ranks: use fewer ranks")
-    return rank * n // size, (rank + 1) * n // size
 
 
 def rank_batch_size(n: int, rank: int, size: int, batch_size: int) -> int:

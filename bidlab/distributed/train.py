@@ -133,6 +133,12 @@ def _run(cli: Any, args: argparse.Namespace, comm: Any) -> int:
                 self.args.save = None
             return data
 
+        def resume(self, learner: Any, again: dict[str, Any]) -> bool:
+            if comm.rank == 0:
+                return super().resume(learner, again)
+            with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
+                return super().resume(learner, again)  # rank 0 says it (errors still raise)
+
         def learner_options(self, est: Any, lopts: dict[str, Any]) -> dict[str, Any]:
             from bidlab.distributed.sharding import rank_batch_size
 

@@ -39,7 +39,8 @@ from typing import Any
 
 from bidlab import backend
 
-__all__ = ["Communicator", "SingleProcess", "ThreadGroup", "COMBINATIONS", "rank_path"]
+__all__ = ["Communicator", "SingleProcess", "ThreadGroup", "COMBINATIONS", "rank_path",
+           "shard_range"]
 
 #: How a model matrix is combined across ranks at a step sync point.
 COMBINATIONS = ("mean", "sum", "local")
@@ -262,6 +263,21 @@ def check_combine(how: Any, n: int, owner: str) -> tuple[str, ...]:
                          f"({n} of them); got {how!r}")
     return how
 
+
+
+def shard_range(n: int, rank: int, size: int) -> tuple[int, int]:
+    """Rows ``[start, stop)`` of rank ``rank`` of ``size`` over ``n`` rows: contiguous
+    shares in rank order, whose lengths differ by one at most (how
+    ``bidlab.distributed.shard`` and ``bidlab train --ranks`` split the rows).
+
+    >>> shard_range(10, 0, 3), shard_range(10, 2, 3)
+    ((0, 3), (6, 10))
+    """
+    if not 0 <= rank < size:
+        raise ValueError(f"rank must be in 0..{size - 1}; got {rank}")
+    if n < size:
+        raise ValueError(f"{n} rows cannot be shared by {size} ranks: use fewer ranks")
+    return rank * n // size, (rank + 1) * n // size
 
 
 def rank_path(path: str, comm: Communicator) -> str:

@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted
 from bidlab import backend
 from bidlab.learn import Learner, Option
 from bidlab.learn.blocks import BlockSource
+from bidlab.learn.comm import shard_range
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator, FittedByModel
 from bidlab.models.graph.model import PageRankModel
@@ -273,8 +274,6 @@ def _rank_first_row(m: int, n: int, comm: Any) -> int:
     """The first row of this rank's block when each rank holds its contiguous share of the
     n rows (``bidlab.distributed.shard``'s split, which ``bidlab train --ranks`` and the
     notebook's ranked learners use); a block of another size needs ``first_row``."""
-    from bidlab.distributed.sharding import shard_range
-
     a, b = shard_range(n, int(comm.rank), int(comm.size))
     if m != b - a:
         raise ValueError(f"PageRank: rank {comm.rank} of {comm.size} holds {m} rows of a "
