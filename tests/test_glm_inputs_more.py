@@ -75,3 +75,16 @@ def test_partial_fit_refuses_other_classes_than_the_first_calls():
     with pytest.raises(ValueError, match=r"classes=\[0, 1, 2\] differs from the first "
                        r"partial_fit call's \[0, 1\]"):
         est.partial_fit(X, y, classes=[0, 1, 2])
+
+
+def test_warm_start_after_a_link_change_fits_the_new_link():
+    """The fitted weights cannot start a model of another link: fit starts over (the old
+    engine was kept, and the new targets were refused as the old link's labels)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = rng.integers(0, 3, 300)
+    est = GLM("softmax", warm_start=True, random_state=0).fit(X, y)
+    assert est.coef_.shape == (3, 4)
+    est.set_params(link="linear")
+    est.fit(X, X @ np.array([1.0, -2.0, 0.5, 0.0]))
+    assert est.coef_.shape == (1, 4) and est.score(X, X @ np.array([1.0, -2.0, 0.5, 0.0])) > 0.5

@@ -90,6 +90,7 @@ class GLMEngine:
         rates = {n: self._per_target_values(n, t.K) for n in ("lrate", "l1", "l2")}
         self.targets_ = t
         self.layout_ = layout
+        self._fit_link = self.link if isinstance(self.link, str) else list(self.link)
         self.model_ = GLMModel(layout, t.enc_col)
         self.updater_ = UPDATERS[self.updater](lrate=rates["lrate"])
         self.mixins_ = [L1Regularizer(mats=[0], l1=rates["l1"]),

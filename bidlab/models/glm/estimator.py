@@ -250,6 +250,9 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         """
         self._validate_params()
         warm = bool(self.warm_start) and hasattr(self, "model_")
+        link = self.link if isinstance(self.link, str) else list(self.link)
+        if warm and self.__dict__.get("_fit_link", link) != link:
+            warm = False  # another link: the fitted weights cannot start this model
         X = self._features(X, reset=not warm)
         Y2, y_1d = self._targets_2d(y, X.shape[0])
         w = self._weights(sample_weight, X)
