@@ -9,7 +9,12 @@ How the model is combined at a step sync point is the communicator's ``mode``
 
 It also carries the group's commands (:meth:`steer`: pause and option changes made on rank
 0 reach every rank at the same minibatch boundary) and its checkpoints (rank 0 writes one
-file, every rank reads it, so a run resumes on any number of ranks).
+file, every rank reads it, so a run resumes on any number of ranks; each rank's per-row
+state is its own and not in it, so a resumed rank starts its rows afresh; the updater's
+state is rank 0's). A pass end's checkpoint, the default, resumes a sufficient-statistic
+model (Lloyd k-means, batch-VB LDA, NMF, PageRank) exactly; one written mid-pass
+(``checkpoint_every``) holds rank 0's partial pass sums, so such a model should resume
+from a pass end's.
 
 Every rank must make the same calls in the same order. Bytes a rank sends are counted in
 ``bytes_sent`` (by the schedule each operation's algorithm uses; see
