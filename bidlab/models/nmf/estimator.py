@@ -373,9 +373,11 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         return Wf
 
     def partial_fit(self, X: Any, y: Any = None, mask: Any = None) -> NMF:
-        """One pass of online steps (a step of ``components_`` per minibatch) over ``X``'s
-        rows, continuing the components and the running statistics of earlier calls (the
-        first call starts them from ``init`` on ``X``)."""
+        """One pass over ``X``'s rows, continuing the components and the running
+        statistics of earlier calls. A first call (no ``fit`` before) starts them from
+        ``init`` on ``X`` and takes online steps (a step of ``components_`` per
+        minibatch); after ``fit``, each call takes the fitted method's steps (with
+        ``method="batch"``, one step of ``components_`` from the call's rows)."""
         self._validate_params()
         first = getattr(self, "model_", None) is None
         data = self._data(X, mask, reset=first)
