@@ -488,3 +488,19 @@ def test_data_values_that_are_not_states_or_missing_are_refused(shared_data):
     X = rows.copy()
     X[3, 2], X[4, 1] = -1, np.nan
     bn.fit(X)  # missing entries are fine
+
+
+def test_an_int_that_names_another_state_than_its_index_is_ambiguous():
+    """States named by numbers (link's 1..4, munin's 5..0): evidence X=1 could be the
+    state '1' or index 1; it is refused, naming both, rather than read silently."""
+    net = Network(["X", "Y"], [["1", "2", "3"], ["0", "1"]], [[], [0]],
+                  [np.array([0.2, 0.3, 0.5]),
+                   np.array([[0.9, 0.1], [0.5, 0.5], [0.1, 0.9]])])
+    with pytest.raises(BayesNetError, match=r"state 1 of 'X' is ambiguous.*X='1' or X='2'"):
+        net.state_index(0, 1)
+    assert net.state_index(0, "1") == 0 and net.state_index(0, 3) == 2  # only a name fits
+    assert net.state_index(1, 1) == 1  # '0', '1': index and name agree
+    bn = BayesNet(net, n_chains=50, n_samples=50, burn_in=10, random_state=0)
+    with pytest.raises(BayesNetError, match="ambiguous"):
+        bn.infer({"X": 2})
+    assert set(bn.infer({"X": "2"})["Y"]) == {"0", "1"}

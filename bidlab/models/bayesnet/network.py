@@ -174,6 +174,16 @@ class Network:
         """The index of ``state`` (a name, or an int index) among variable ``v``'s states."""
         st = self.states[v]
         if isinstance(state, (int, np.integer)) and not isinstance(state, bool):
+            named = st.index(str(int(state))) if str(int(state)) in st else None
+            if named is not None and named != int(state):  # states named by numbers
+                if not 0 <= int(state) < len(st):
+                    return named  # no state has that index: the name it is
+                raise BayesNetError(
+                    f"state {int(state)} of {self.names[v]!r} is ambiguous: its states are "
+                    f"named {', '.join(st)}, so {int(state)} is the state {st[int(state)]!r} "
+                    f"as an index and the state {str(int(state))!r} as a name: give the "
+                    f"state by its name, as a string ({self.names[v]}={str(int(state))!r} "
+                    f"or {self.names[v]}={st[int(state)]!r})")
             if 0 <= int(state) < len(st):
                 return int(state)
         elif str(state) in st:
