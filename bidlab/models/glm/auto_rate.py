@@ -31,13 +31,15 @@ import numpy as np
 
 from bidlab.learn.divergence import DivergedError
 
-__all__ = ["RACE_SIZE", "RATE_GRID", "is_auto", "no_rate_trains", "pick_rates", "pilot_rows",
-           "race_rates", "race_winners"]
+__all__ = ["PILOT_STEPS", "RACE_SIZE", "RATE_GRID", "is_auto", "no_rate_trains", "pick_rates",
+           "pilot_batch", "pilot_rows", "race_rates", "race_winners"]
 
 #: the candidate learning rates (ADAGrad's and gradient steps' ``lrate``)
 RATE_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 #: candidates per target raced side by side through ``fit``'s first pass
 RACE_SIZE = 3
+#: the fewest minibatch steps the pilot takes (:func:`pilot_batch`)
+PILOT_STEPS = 3
 
 
 def is_auto(lrate: Any) -> bool:
@@ -62,6 +64,20 @@ def pilot_rows(n: int, batch_size: int, rng: np.random.Generator) -> tuple[np.nd
         return rows, rows
     cut = (3 * size) // 4
     return np.sort(rows[:cut]), np.sort(rows[cut:])
+
+
+def pilot_batch(n_train: int, batch_size: int) -> int:
+    """The pilot's minibatch: ``batch_size``, or smaller so that its training rows make
+    at least :data:`PILOT_STEPS` steps (one step cannot tell a rate that starts well from
+    one that keeps training well). ``fit``'s pilot, on at least four minibatches, keeps
+    ``batch_size``; ``partial_fit``'s on one 500-row chunk took one step and picked 0.1
+    where 1.0 trains the stream (3-class softmax, 500-row chunks: held-out accuracy 0.745
+    with one step, 0.914 with three; a9a: 0.842, 0.845).
+
+    >>> pilot_batch(7500, 500), pilot_batch(375, 500)
+    (500, 125)
+    """
+    return max(1, min(int(batch_size), -(-int(n_train) // PILOT_STEPS)))
 
 
 def _replicated(values: Any, K: int, G: int) -> Any:
@@ -93,7 +109,8 @@ def pick_rates(est: Any, X: Any, Y2: np.ndarray, w: np.ndarray | None, targmap: 
                   "lrate": np.tile(np.asarray(grid), K).tolist(),
                   "l1": _replicated(est.l1, K, G), "l2": _replicated(est.l2, K, G),
                   "n_passes": 1, "average": 0.0, "warm_start": False, "verbose": 0,
-                  "shuffle": False, "class_weight": None}
+                  "shuffle": False, "class_weight": None,
+                  "batch_size": pilot_batch(len(tr), est.batch_size)}
         pilot = type(est)(**params)
         try:
             pilot._train_pilot(Xt, Yt, wt, est)
