@@ -124,3 +124,20 @@ def test_ratings_csv_is_sniffed_and_loaded_for_bidlab_train(tmp_path):
     other.write_text("a,b,c\n1,2,3\n")  # a header naming no user or rating: not ratings
     with pytest.raises(DataFormatError):
         sniff(other)
+
+
+def test_ratings_with_text_ids_keep_every_line(tmp_path):
+    """Ids need not be numbers (a first data line of text ids was taken for a header and
+    dropped, and the file then refused): the header is told by its rating column."""
+    path = tmp_path / "r.csv"
+    path.write_text("A1XZ,B001,4.0\nA2QQ,B001,3.0\nA1XZ,B002,5.0\n")
+    r = read_ratings_csv(path)
+    assert r.X.shape == (2, 2) and r.X.nnz == 3
+    assert list(r.user_ids) == ["A1XZ", "A2QQ"] and r.item_column("B002") == 1
+    assert r.X[0, 1] == 5.0
+    path.write_text("user,item,rating,time\nA1XZ,B001,4.0,10\nA1XZ,B001,2.0,11\n")
+    r = read_ratings_csv(path)
+    assert r.X.nnz == 1 and r.X[0, 0] == 2.0 and r.duplicates == 1
+    path.write_text("1,2,4.0\n3,4,x\n")
+    with pytest.raises(ValueError, match=r"ratings row 2 holds '3,4,x'.*must be numbers"):
+        read_ratings_csv(path)

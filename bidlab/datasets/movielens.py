@@ -118,13 +118,17 @@ def _keep(X: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
     return sp.csr_matrix((X.data[keep], (rows[keep], X.indices[keep])), shape=X.shape)
 
 
-def _table(text: str, path: Path) -> np.ndarray:
+def _table(text: str, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(user ids, item ids, ratings and times as an n x 1 or n x 2 float table). The ids are
+    numbers, or any text without the separator (kept as strings when one is not a
+    number); a first line whose rating is not a number is a header."""
     lines = text.splitlines()
     sep = "\t" if lines and "\t" in lines[0] else ","
     start = 0
     if lines:
+        fields = lines[0].split(sep)
         try:
-            [float(x) for x in lines[0].split(sep)[:3]]
+            float(fields[2] if len(fields) > 2 else "")
         except ValueError:
             start = 1  # a header line
     body = [ln for ln in lines[start:] if ln.strip()]
@@ -132,15 +136,38 @@ def _table(text: str, path: Path) -> np.ndarray:
         raise ValueError(f"{path}: no ratings (expected lines of user{sep}item{sep}rating"
                          f"[{sep}time])")
     try:
-        table = np.loadtxt(io.StringIO("\n".join(body)), delimiter=sep, dtype=np.float64,
-                           ndmin=2)
+        cells = np.loadtxt(io.StringIO("\n".join(body)), delimiter=sep, dtype=str, ndmin=2,
+                           comments=None)
     except ValueError as exc:
-        raise ValueError(f"{path}: not a ratings file of numbers user{sep}item{sep}rating"
-                         f"[{sep}time] ({exc})") from None
-    if table.shape[1] not in (3, 4):
-        raise ValueError(f"{path}: {table.shape[1]} columns; a ratings file has user, item, "
+        raise ValueError(f"{path}: not a ratings file user{sep}item{sep}rating[{sep}time] "
+                         f"({exc})") from None
+    if cells.shape[1] not in (3, 4):
+        raise ValueError(f"{path}: {cells.shape[1]} columns; a ratings file has user, item, "
                          "rating and optionally time")
-    return table
+    try:
+        values = cells[:, 2:].astype(np.float64)
+    except ValueError:
+        row = next(r for r in range(len(cells)) if not _number(cells[r, 2:]))
+        raise ValueError(f"{path}: ratings row {row + 1 + start} holds "
+                         f"{sep.join(cells[row])!r}: the rating (and time) must be numbers"
+                         ) from None
+    return _id_column(cells[:, 0]), _id_column(cells[:, 1]), values
+
+
+def _number(fields: np.ndarray) -> bool:
+    try:
+        fields.astype(np.float64)
+    except ValueError:
+        return False
+    return True
+
+
+def _id_column(a: np.ndarray) -> np.ndarray:
+    """An id column as numbers when every id is one, else as the strings."""
+    try:
+        return a.astype(np.float64)
+    except ValueError:
+        return np.char.strip(a)
 
 
 def read_ratings_csv(path: str | os.PathLike, dtype: Any = np.float32) -> Ratings:
@@ -156,26 +183,32 @@ def read_ratings_csv(path: str | os.PathLike, dtype: Any = np.float32) -> Rating
     path = Path(path)
     check_budget(path, "ratings", stat_path(path).st_size * 6)  # text, table and matrix
     raw = read_data(path, what="ratings file")
-    t = _table(raw.decode("utf-8", errors="replace"), path)
-    bad = ~np.isfinite(t[:, :3])
+    uid, iid, t = _table(raw.decode("utf-8", errors="replace"), path)
+    bad = ~np.isfinite(t[:, :1])
+    for col in (uid, iid):
+        if col.dtype.kind == "f":
+            bad |= ~np.isfinite(col)[:, None]
     if bad.any():
         line = int(np.flatnonzero(bad.any(axis=1))[0])
         raise ValueError(f"{path}: ratings row {line + 1} holds NaN or infinity")
-    users, u = np.unique(t[:, 0], return_inverse=True)
-    items, i = np.unique(t[:, 1], return_inverse=True)
-    times = t[:, 3] if t.shape[1] == 4 else np.zeros(len(t))
+    users, u = np.unique(uid, return_inverse=True)
+    items, i = np.unique(iid, return_inverse=True)
+    timed = t.shape[1] == 2
+    times = t[:, 1] if timed else np.zeros(len(t))
     order = np.lexsort((np.arange(len(t)), times, i, u))  # latest last within a pair
-    u, i, r, tm = u[order], i[order], t[order, 2], times[order]
+    u, i, r, tm = u[order], i[order], t[order, 0], times[order]
     last = np.ones(len(u), bool)
     last[:-1] = (u[1:] != u[:-1]) | (i[1:] != i[:-1])
     X = sp.csr_matrix((r[last].astype(dtype), (u[last], i[last])),
                       shape=(users.size, items.size))
     X.sort_indices()
     return Ratings(X, _ids(users), _ids(items), None,
-                   tm[last] if t.shape[1] == 4 else None, int((~last).sum()))
+                   tm[last] if timed else None, int((~last).sum()))
 
 
 def _ids(a: np.ndarray) -> np.ndarray:
+    if a.dtype.kind != "f":
+        return a  # text ids
     return a.astype(np.int64) if np.all(np.mod(a, 1) == 0) else a
 
 
