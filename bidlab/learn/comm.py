@@ -69,6 +69,12 @@ class Communicator:
     #: effect (commands queued while paused then land as soon as training resumes)
     delivered: bool = False
 
+    @property
+    def file_keeps_rows(self) -> bool:
+        """Whether this rank's checkpoint file keeps its per-row state (not when the
+        ranks share one file: :attr:`shared_checkpoint`)."""
+        return self.size == 1 or not self.shared_checkpoint
+
     def allreduce(self, arrays: Sequence[Any], op: str = "sum") -> None:
         """Replace each array by the sum (``op="sum"``) or mean (``"mean"``) of that
         array over all ranks."""

@@ -379,7 +379,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
                                    "before loading a checkpoint")
         progress = learner_state.restore(
             self.comm.checkpoint_file(str(path), write=False), self.opts, self.model, self.updater,
-            self.source.batches_per_pass, self._ensure_initialised, rows=not self._shared_file)
+            self.source.batches_per_pass, self._ensure_initialised, rows=self.comm.file_keeps_rows)
         self._pos = (progress["pass"], progress["index"])
         self.step = progress["step"]
         self.samples, self._elapsed = progress["samples"], progress["elapsed"]
@@ -403,20 +403,15 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
 
     # ======================================================================= internals
     def _ensure_initialised(self, rebuild: bool = False) -> None:
-        """Build the model (and attach the updater and mixins) unless built; ``rebuild``:
-        build it again from the data with the options as they are now."""
+        """Build the model, attach the updater and mixins (``rebuild``: again, with the
+        options as they are now)."""
         model = self.model
-        if rebuild:
-            model.modelmats = []
-            self.updater.model = None
-            for mx in self.mixins:
-                mx.model = None
-        if not model.initialised:
+        if rebuild or not model.initialised:
             model.init_from(self.source.info)
-        if self.updater.model is not model:
+        if rebuild or self.updater.model is not model:
             self.updater.init(model)
         for mx in self.mixins:
-            if mx.model is not model:
+            if rebuild or mx.model is not model:
                 mx.init(model)
         rows = {m.shape[0] for m in model.modelmats}
         lengths = {len(model.modelmats)} | (rows if len(rows) == 1 else set())
@@ -450,10 +445,4 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
                             self.updater, self.mixins,
                             {"pass": self._pos[0], "index": self._pos[1], "step": self.step,
                              "samples": self.samples, "elapsed": self._elapsed},
-                            rows=not self._shared_file)
-
-    @property
-    def _shared_file(self) -> bool:
-        """Whether this learner's ranks share one checkpoint file (each keeps its own
-        rows' state, so the file holds none)."""
-        return self.comm.size > 1 and self.comm.shared_checkpoint
+                            rows=self.comm.file_keeps_rows)

@@ -105,3 +105,22 @@ class KMeansInputs:
         w = np.array(w, copy=True)
         return w if self.device == "cpu" else backend.to_device(w)
 
+    def _check_k(self, n: int, d: int) -> None:
+        k = self.n_clusters
+        if k > n:
+            raise ValueError(f"KMeans needs at least n_clusters={k} samples but got "
+                             f"n_samples={n}: use n_clusters <= {n} or give more data")
+        if not isinstance(self.init, str) and tuple(np.shape(self.init)) != (k, d):
+            raise ValueError(f"init has shape {tuple(np.shape(self.init))} but n_clusters={k} "
+                             f"centres of {d} features need shape ({k}, {d})")
+        if not isinstance(self.init, str):
+            C = np.asarray(backend.to_host(self.init)) if backend.is_cupy_array(
+                self.init) else np.asarray(self.init)
+            if C.dtype.kind not in "biuf":
+                raise TypeError(f"init must hold numbers (the starting centres); got dtype "
+                                f"{C.dtype}")
+            bad = ~np.isfinite(C)
+            if bad.any():
+                r, c = map(int, np.argwhere(bad)[0])
+                raise ValueError(f"init holds NaN or infinity (first at centre {r}, feature "
+                                 f"{c}): give finite starting centres, or init='k-means++'")

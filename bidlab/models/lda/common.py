@@ -304,3 +304,13 @@ def heldout_loglik(
         docs = int(np.count_nonzero(np.diff(held.indptr) > 0))
         return {"loglik": ll, "tokens": tokens, "docs": docs}
     return ll
+
+
+def holds_text(X: Any) -> bool:
+    """Whether X is a string or a sequence of strings (raw documents)."""
+    if isinstance(X, str | bytes):
+        return True
+    if isinstance(X, list | tuple):
+        return bool(X) and isinstance(X[0], str | bytes)
+    return isinstance(X, np.ndarray) and X.dtype.kind in "USO" and X.size > 0 and \
+        isinstance(X.flat[0], str | bytes)

@@ -39,6 +39,7 @@ import numpy as np
 
 import bidlab as bl
 from bidlab.models.lda import common, reshape
+from bidlab.models.lda.edit_requests import EditTicket, topic_id, word_id
 from bidlab.models.lda.reshape import TopicPlan, topic_counts
 from bidlab.models.lda.word_constraints import WordConstraints
 from bidlab.models.lda.word_groups import topic_words, two_groups
@@ -46,61 +47,6 @@ from bidlab.models.lda.word_groups import topic_words, two_groups
 __all__ = ["TopicEdits", "EditTicket"]
 
 _LOG_KEPT = 10_000
-
-
-class EditTicket:
-    """A queued edit: :meth:`wait` blocks until the training thread applied it and returns
-    its log entry (or raises what stopped it).
-
-    Examples
-    --------
-    >>> ticket = learner.merge_topics([0, 3])    # doctest: +SKIP
-    >>> ticket.wait()["k_after"]                 # doctest: +SKIP
-    9
-    """
-
-    def __init__(self, kind: str, args: dict[str, Any]) -> None:
-        self.kind, self.args = kind, args
-        self.requested = time.perf_counter()
-        self.entry: dict[str, Any] | None = None
-        self.error: BaseException | None = None
-        self._done = threading.Event()
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self, timeout: float | None = 30.0) -> dict[str, Any]:
-        """The edit's log entry once applied; raises TimeoutError or the edit's error."""
-        if not self._done.wait(timeout):
-            raise TimeoutError(f"the {self.kind} edit was not applied within {timeout} s: is "
-                               "the learner paused? resume() it")
-        if self.error is not None:
-            raise self.error
-        assert self.entry is not None
-        return self.entry
-
-
-def _index(x: Any, n: int, not_int: str, out_of_range: str) -> int:
-    """``x`` as an index in ``0..n - 1``; else TypeError ``not_int`` or IndexError
-    ``out_of_range`` (both formatted with ``x`` and ``n``)."""
-    if isinstance(x, bool) or not isinstance(x, (int, np.integer)):
-        raise TypeError(not_int.format(x=x, n=n))
-    if not 0 <= int(x) < n:
-        raise IndexError(out_of_range.format(x=int(x), n=n, last=n - 1))
-    return int(x)
-
-
-def _topic_id(t: Any, k: int, what: str) -> int:
-    return _index(t, k, what + ": a topic id must be an int; got {x!r}",
-                  what + ": topic {x} is out of range: this model has {n} topics, numbered "
-                  "0..{last}")
-
-
-def _word_id(w: Any, V: int, what: str) -> int:
-    return _index(w, V, what + ": a word must be a vocabulary index (int) here; got {x!r}",
-                  what + ": word {x} is not in the vocabulary of {n} words (0..{last}): use "
-                  "a word the model was trained with")
 
 
 class TopicEdits(WordConstraints):
@@ -209,7 +155,7 @@ class TopicEdits(WordConstraints):
         if isinstance(topics, (str, bytes)) or not hasattr(topics, "__iter__"):
             raise TypeError(f"merge_topics takes a list of two or more topic ids; got "
                             f"{topics!r}: pass e.g. merge_topics([2, 5])")
-        ids = [_topic_id(t, k, "merge_topics") for t in list(topics)]
+        ids = [topic_id(t, k, "merge_topics") for t in list(topics)]
         if len(set(ids)) < 2 or len(set(ids)) != len(ids):
             raise ValueError(f"merge_topics needs two or more different topics; got {ids}: "
                              "list each topic once, e.g. merge_topics([2, 5])")
@@ -229,7 +175,7 @@ class TopicEdits(WordConstraints):
             no learner trains (a fitted estimator's) keeps none, so it needs ``X``.
         """
         self._ready("split_topic")
-        t = _topic_id(topic, self._k_planned(), "split_topic")
+        t = topic_id(topic, self._k_planned(), "split_topic")
         X = self._documents() if X is None else self._split_documents(X)
         if not self._edit_queue:
             n = topic_words(topic_counts(self)[:, t]).size
@@ -243,7 +189,7 @@ class TopicEdits(WordConstraints):
         """Delete ``topic``; its documents' weight goes to the other topics."""
         self._ready("delete_topic")
         k = self._k_planned()
-        t = _topic_id(topic, k, "delete_topic")
+        t = topic_id(topic, k, "delete_topic")
         if k <= 1:
             raise ValueError("delete_topic: this is the last topic; a model needs at least "
                              "one: add_topic(seed_words=[...]) first, or train a new model")
@@ -253,7 +199,7 @@ class TopicEdits(WordConstraints):
         """Add a topic seeded with ``seed_words`` (vocabulary indices); with ``weight``
         each seed word also gets a lasting prior of that many pseudo-counts in it."""
         self._ready("add_topic")
-        words = sorted({_word_id(w, int(self.vocab_size), "add_topic")
+        words = sorted({word_id(w, int(self.vocab_size), "add_topic")
                         for w in list(seed_words)})
         if not words:
             raise ValueError("add_topic needs at least one seed word")
@@ -267,8 +213,8 @@ class TopicEdits(WordConstraints):
     def set_word_prior(self, word: int, topic: int, weight: float) -> EditTicket:
         """Keep ``weight`` pseudo-counts of ``word`` in ``topic`` (0 removes the prior)."""
         self._ready("set_word_prior")
-        w = _word_id(word, int(self.vocab_size), "set_word_prior")
-        t = _topic_id(topic, self._k_planned(), "set_word_prior")
+        w = word_id(word, int(self.vocab_size), "set_word_prior")
+        t = topic_id(topic, self._k_planned(), "set_word_prior")
         if isinstance(weight, (bool, np.bool_)) or not isinstance(
                 weight, (int, float, np.integer, np.floating)):
             raise TypeError(f"set_word_prior: weight must be a number of pseudo-counts; got "
@@ -288,7 +234,7 @@ class TopicEdits(WordConstraints):
 
     def _link(self, kind: str, words: Any) -> EditTicket:
         self._ready(kind)
-        ids = [_word_id(w, int(self.vocab_size), kind) for w in list(words)]
+        ids = [word_id(w, int(self.vocab_size), kind) for w in list(words)]
         if len(set(ids)) < 2 or len(set(ids)) != len(ids):
             raise ValueError(f"{kind} needs two or more different words; got {ids}")
         return self._queue(kind, words=ids)
@@ -402,20 +348,20 @@ class TopicEdits(WordConstraints):
 
     def _do(self, kind: str, a: dict[str, Any], k: int) -> dict[str, Any]:
         if kind == "merge":
-            topics = [_topic_id(t, k, "merge_topics") for t in a["topics"]]
+            topics = [topic_id(t, k, "merge_topics") for t in a["topics"]]
             keep = [t for t in range(k) if t not in topics[1:]]
             plan = TopicPlan([("sum", topics) if t == topics[0] else ("sum", [t])
                               for t in keep])
             self._reshape(plan)
             return {"topic": topics[0]}
         if kind == "delete":
-            t = _topic_id(a["topic"], k, "delete_topic")
+            t = topic_id(a["topic"], k, "delete_topic")
             if k <= 1:
                 raise ValueError("delete_topic: this is the last topic")
             self._reshape(TopicPlan([("sum", [j]) for j in range(k) if j != t]))
             return {}
         if kind == "split":
-            t = _topic_id(a["topic"], k, "split_topic")
+            t = topic_id(a["topic"], k, "split_topic")
             X = a.get("X")
             if X is None:
                 X = self._documents()
@@ -437,7 +383,7 @@ class TopicEdits(WordConstraints):
                     self._set_prior(w, k, a["weight"])
             return {"topic": k}
         if kind == "prior":
-            self._set_prior(a["word"], _topic_id(a["topic"], k, "set_word_prior"),
+            self._set_prior(a["word"], topic_id(a["topic"], k, "set_word_prior"),
                             a["weight"])
             return {}
         if kind in ("must_link", "cannot_link"):

@@ -60,15 +60,6 @@ DEVICE = Option("device", str, None, "where the model lives (None: the data's de
 
 
 
-def _holds_text(X: Any) -> bool:
-    """Whether X is a string or a sequence of strings (raw documents)."""
-    if isinstance(X, str | bytes):
-        return True
-    if isinstance(X, list | tuple):
-        return bool(X) and isinstance(X[0], str | bytes)
-    return isinstance(X, np.ndarray) and X.dtype.kind in "USO" and X.size > 0 and \
-        isinstance(X.flat[0], str | bytes)
-
 class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                    BidlabEstimator):
     """Shared estimator machinery; see :class:`bidlab.models.LDA` for the parameters."""
@@ -146,7 +137,7 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
         X = getattr(X, "csr", None) if hasattr(X, "csr") and hasattr(X, "nnz") else X
         if hasattr(X, "guid") and hasattr(X, "data") and not hasattr(X, "indptr"):
             X = X.data  # a bidlab.Mat
-        if _holds_text(X):
+        if common.holds_text(X):
             raise TypeError(
                 f"{name}: X holds text, not documents x vocabulary counts: for a fitted "
                 "model use transform_texts(texts); to train, count the words first "

@@ -30,10 +30,8 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
-from threadpoolctl import threadpool_limits
+from sklearn.utils.validation import validate_data
 
-import bidlab as bl
 from bidlab import backend
 from bidlab.learn import Learner, MemorySource, Option
 from bidlab.learn.model import register_model
@@ -41,18 +39,11 @@ from bidlab.models.base import BidlabEstimator, FittedByModel
 from bidlab.models.nmf.inputs import Prepared, prepare, unwrap
 from bidlab.models.nmf.model import LOSSES, NMFModel
 from bidlab.models.nmf.seeding import start
-from bidlab.models.nmf.steps import Block, objective, w_cd_step, w_step
+from bidlab.models.nmf.serve import NMFServe, one_blas_thread
 from bidlab.models.sk_params import N_JOBS, factor_rows
 from bidlab.models.validation import drawn_seed
 
 __all__ = ["NMF"]
-
-
-def _one_blas_thread() -> Any:
-    """A context running BLAS on one thread: NMF's dense products are small (k x k Gram
-    matrices, k x n_features statistics) and the sparse work runs in bidlab's kernels,
-    while BLAS threads that spin for work slow every such call down on a busy machine."""
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _valid_init(x: Any) -> bool:
@@ -68,7 +59,8 @@ def _valid_alpha_h(x: Any) -> bool:
             and math.isfinite(float(x)) and float(x) >= 0)
 
 
-class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, BidlabEstimator):
+class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+          BidlabEstimator):
     """Nonnegative matrix factorisation ``X ~ W @ H`` over the observed entries of ``X``.
 
     Parameters
@@ -364,7 +356,7 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         model = self._model(data, k, W, H, self.method)
         src = self._source(data, None, shuffle=self.method == "online")
         lrn = self._build_learner(model, src, n_passes=self.max_iter, val_every=0)
-        with self._threads(), _one_blas_thread():
+        with self._threads(), one_blas_thread():
             lrn.fit(progress="text" if self.verbose else None)
             self.model_ = model
             self.updater_ = lrn.updater
@@ -391,7 +383,7 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         if model.initialised:
             model.rebind(src.info)
         lrn = self._build_learner(model, src, self.updater_, n_passes=1, val_every=0)
-        with self._threads(), _one_blas_thread():
+        with self._threads(), one_blas_thread():
             lrn.fit(progress=None)
             self._reconstruction_err = (model.n_passes_done, self._error(data, model.factors()))
         return self
@@ -416,80 +408,6 @@ class NMF(FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bidl
         self.model_ = model
         self.updater_ = lrn.updater
         return lrn
-
-    # -- using the model --------------------------------------------------------------------
-    def _block(self, data: Prepared) -> Block:
-        mats = [self._on_device(m) for m in data.mats]
-        wrap = [bl.SMat(m) if backend.is_sparse(m) else bl.Mat(m) for m in mats]
-        return Block(data.kind, wrap[0], wrap[1] if len(wrap) > 1 else None)
-
-    def _mats(self, W: Any) -> tuple[Any, Any, Any]:
-        H = self.model_.modelmats[0]
-        Ht = bl.Mat(H.xp.ascontiguousarray(H.data.T))
-        return bl.Mat(H.xp.ascontiguousarray(H.xp.asarray(W))), H, Ht
-
-    def _error(self, data: Prepared, W: np.ndarray) -> float:
-        Wm, H, Ht = self._mats(W)
-        total, _ = objective(self._block(data), Wm, H, Ht, self.model_.opts.loss)
-        return math.sqrt(2.0 * total)
-
-    def _factors(self, data: Prepared) -> bl.Mat:
-        """``W`` for fixed components: scikit-learn's ``transform`` (constant start,
-        ``max_iter`` steps of the model's solver, its stopping rule every 10)."""
-        k, loss = self.n_components_, self.model_.opts.loss
-        n = data.shape[0]
-        W0 = np.full((n, k), math.sqrt(data.mean / k), dtype=self.model_.dtype)
-        W, H, Ht = self._mats(W0)
-        b = self._block(data)
-        l1, l2 = self.model_.w_penalties()
-        start = previous = math.sqrt(2.0 * objective(b, W, H, Ht, loss)[0])
-        frobenius = loss == "frobenius"  # H's products, formed once
-        fixed = {"XHt": b.X @ Ht if frobenius else None,
-                 "HHt": H @ Ht if frobenius else None,
-                 "Htsum": None if frobenius else Ht.sum(axis=0)}
-        cd = self.model_.opts.solver == "cd" and data.kind not in ("masked", "stored")
-        cols = bl.Mat(H.xp.zeros((n, 2), W.dtype)) if cd else None
-        with bl.caching(), _one_blas_thread():
-            for it in range(1, self.max_iter + 1):
-                if cd:
-                    w_cd_step(W, fixed["XHt"], fixed["HHt"], l1, l2, cols)
-                else:
-                    w_step(b, W, H, Ht, loss, l1, l2, **fixed)
-                if self.tol > 0 and it % 10 == 0:
-                    err = math.sqrt(2.0 * objective(b, W, H, Ht, loss)[0])
-                    if start > 0 and (previous - err) / start < self.tol:
-                        break
-                    previous = err
-        return W
-
-    def transform(self, X: Any, mask: Any = None) -> np.ndarray:
-        """The row factors ``W`` (n x k) of ``X``'s rows with the components fixed."""
-        check_is_fitted(self)
-        data = self._data(X, mask, reset=False)
-        return np.array(backend.to_host(self._factors(data).data), copy=True)
-
-    def inverse_transform(self, X: Any) -> np.ndarray:
-        """``W @ components_``: the data the factors ``X`` (n x k) reconstruct."""
-        check_is_fitted(self)
-        W = np.asarray(backend.to_host(unwrap(X)), dtype=self.model_.dtype)
-        if W.ndim != 2 or W.shape[1] != self.n_components_:
-            raise ValueError(f"NMF: inverse_transform needs n x {self.n_components_} factors "
-                             f"(one column per component); got shape {W.shape}")
-        return W @ self.components_
-
-    def score(self, X: Any, y: Any = None, mask: Any = None) -> float:
-        """Minus the mean loss per observed entry of ``X`` (squared error, or the
-        generalised KL divergence), its factors found by :meth:`transform`: higher is
-        better, so ``GridSearchCV`` can pick ``n_components``."""
-        check_is_fitted(self)
-        data = self._data(X, mask, reset=False)
-        W = self._factors(data)
-        _, H, Ht = self._mats(backend.to_host(W.data))
-        loss = self.model_.opts.loss
-        total, count = objective(self._block(data), W, H, Ht, loss)
-        if loss == "frobenius":
-            total *= 2.0
-        return -total / max(count, 1.0)
 
 
 register_model("nmf", NMF)
