@@ -280,7 +280,7 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         # above where the bounds spared the GEMM): the score is the blocks' inertia, and a
         # row costs d multiply-adds here against k d in the GEMM
         far = buf["dist"][:m]
-        assigned_sq_dist(X, lab, self.modelmats[0].data, far)
+        assigned_sq_dist(X, lab, self.modelmats[0].data, far, buf["cc"])
         k = self.modelmats[0].shape[0]
         self._res = keep_farthest(self._res, X, lab, far, w, batch.ids[:m],
                                   min(_RESERVOIR, k), self.xp)
