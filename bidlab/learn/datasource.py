@@ -105,13 +105,14 @@ class DataSource:
         if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or (
                 batch_size < 1):
             raise ValueError(f"batch_size must be an int >= 1; got {batch_size!r}")
-        if n_passes is not None and (not isinstance(n_passes, int) or n_passes < 1):
+        if n_passes is not None and (not isinstance(n_passes, (int, np.integer)) or isinstance(
+                n_passes, bool) or n_passes < 1):
             raise ValueError(f"n_passes must be an int >= 1 or None (repeat); got {n_passes!r}")
         if device not in (None, "cpu", "gpu"):
             raise ValueError(f"device must be 'cpu', 'gpu' or None (where the data is); "
                              f"got {device!r}")
         self.batch_size = int(batch_size)
-        self.n_passes = n_passes
+        self.n_passes = None if n_passes is None else int(n_passes)
         self._device = device
         self._pass = 0
         self._index = 0
@@ -220,7 +221,8 @@ class MemorySource(DataSource):
 
     Args:
         *mats: aligned matrices -- features first, then targets, weights, ... Each is a
-            numpy array (1-D becomes one column), a scipy sparse matrix (converted to CSR
+            numpy array (1-D becomes one column), a pandas DataFrame / Series or a list
+            (converted with ``numpy.asarray``), a scipy sparse matrix (converted to CSR
             once), a CuPy array / cupyx sparse matrix, or a bidlab ``Mat`` / ``SMat``.
         batch_size: rows per minibatch (clamped to the number of samples, with a warning).
         shuffle: visit the rows in a new random order each pass (seeded by ``seed`` and
@@ -344,6 +346,7 @@ class BlendedSource(DataSource):
         a._set_batch_size(na)
         if nb:
             b._set_batch_size(nb)
+            nb = b.batch_size  # clamped to b's samples when it has fewer
         b.n_passes = None
         self._nb = nb
         self._host_data = a._host_data

@@ -14,13 +14,18 @@ is its own:
 * **parameters** -- an estimator's constructor parameters, every one present, pass its
   ``PARAMS`` table (the checks ``fit`` makes); a component's option values pass its
   ``OPTIONS`` table (the checks ``learner.set`` makes), whatever tables the file carries;
-* ``FLOAT_STATE`` -- attributes holding (lists of) matrices that must be float32 or float64
-  (a model's ``modelmats`` and ``updatemats``);
+* **option sets** -- a component's ``opts`` is an option set (or None);
+* ``FLOAT_STATE`` -- attributes holding (lists of) bidlab matrices (``Mat`` / ``SMat``) that
+  must be float32 or float64 (a model's ``modelmats`` and ``updatemats``);
 * ``STATE_SHAPES`` -- ``{path: dims}``: the matrix (or list) at ``path`` (dotted attribute
   names and list indices, e.g. ``"model_.modelmats.0"``) has ``len(dims)`` dimensions; a
   dim that is a number, or names a path holding a whole number (``"k"``, ``"opts.k"``),
   must equal it; any other name (a path that is missing or holds no whole number) must
-  take the same size in every matrix that names it;
+  take the same size in every matrix that names it; a value of the wrong kind on the way
+  (a number where ``model_`` holds an object, an array where a list goes) is refused;
+* ``STATE_KINDS`` -- ``{name: class}``: the attribute, when present and not None, is an
+  instance of that class (an estimator's fitted ``model_`` is a bidlab ``Model``, not a
+  number or a list a crafted file put there);
 * ``check_loaded`` -- a classmethod ``check_loaded(state)`` for the rules only the class
   knows (a Bayesian network's tables sum to 1 and its parents form no cycle): it raises a
   ``ValueError`` saying what is wrong, with the attribute at fault as its ``field`` when
@@ -38,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from bidlab.learn.options import Option, Options
+from bidlab.mat import Mat, SMat
 
 __all__ = ["StateError", "check_state", "NEVER_LOADED"]
 
@@ -70,6 +76,11 @@ def check_state(cls: type, state: Any, where: str) -> None:
         _check_name(cls, name, at)
     _check_params(cls, state, at)
     _check_options(cls, state, at)
+    for name, kind in _declared(cls, "STATE_KINDS"):
+        value = state.get(name)
+        if value is not None and not isinstance(value, kind):
+            raise StateError(f"{at}{name}: a {type(value).__name__}, where a saved "
+                             f"{cls.__name__} holds a {kind.__name__}")
     for name in _declared(cls, "FLOAT_STATE"):
         _check_floats(state.get(name), f"{at}{name}")
     _check_shapes(cls, state, at)
@@ -130,8 +141,10 @@ def _check_params(cls: type, state: dict[str, Any], at: str) -> None:
 def _check_options(cls: type, state: dict[str, Any], at: str) -> None:
     table = getattr(cls, "option_table", None)
     opts = state.get("opts")
-    if table is None or not isinstance(opts, Options):
+    if table is None or opts is None:
         return
+    if not isinstance(opts, Options):
+        raise StateError(f"{at}opts: a {type(opts).__name__}, not an option set")
     values = vars(opts).get("_values")
     if not isinstance(values, dict):
         raise StateError(f"{at}opts: an option set without values")
@@ -153,9 +166,9 @@ def _check_floats(value: Any, field: str) -> None:
             for key, stat in m.items():
                 _check_floats(stat, f"{name}.{key}")
             continue
-        dtype = getattr(m, "dtype", None)
-        if dtype is None:
-            raise StateError(f"{name}: a {type(m).__name__}, not a matrix")
+        if not isinstance(m, (Mat, SMat)):
+            raise StateError(f"{name}: a {type(m).__name__}, not a bidlab matrix (Mat)")
+        dtype = m.dtype
         if np.dtype(dtype) not in _FLOATS:
             raise StateError(
                 f"{name}: a matrix of dtype {np.dtype(dtype).name}; bidlab's model matrices "
@@ -163,20 +176,33 @@ def _check_floats(value: Any, field: str) -> None:
                 "again")
 
 
-def _resolve(state: dict[str, Any], path: str) -> Any:
-    """The value at a dotted ``path`` (attribute names, list indices), or _MISSING."""
+def _resolve(state: dict[str, Any], path: str, at: str | None = None) -> Any:
+    """The value at a dotted ``path`` (attribute names, list indices), or _MISSING.
+
+    With ``at`` (the prefix naming the object in messages) a value of the wrong kind on
+    the way -- a number where the path goes on to a list index or an attribute -- raises
+    :class:`StateError` instead."""
     head, *rest = path.split(".")
     value = state.get(head, _MISSING)
+    walked = head
     for part in rest:
         if value is _MISSING or value is None:
             return _MISSING
         if part.isdigit():
             i = int(part)
-            value = value[i] if isinstance(value, (list, tuple)) and i < len(value) else _MISSING
+            ok = isinstance(value, (list, tuple))
+            found = value[i] if ok and i < len(value) else _MISSING
         elif isinstance(value, Options):
-            value = vars(value).get("_values", {}).get(part, _MISSING)
+            ok, found = True, vars(value).get("_values", {}).get(part, _MISSING)
         else:
-            value = vars(value).get(part, _MISSING) if hasattr(value, "__dict__") else _MISSING
+            ok = hasattr(value, "__dict__") and not isinstance(value, (Mat, SMat))
+            found = vars(value).get(part, _MISSING) if ok else _MISSING
+        if not ok and at is not None:
+            want = "a list" if part.isdigit() else "an object"
+            raise StateError(f"{at}{walked}: a {type(value).__name__}, where {want} "
+                             f"holding {path} belongs")
+        value = found
+        walked = f"{walked}.{part}"
     return value
 
 
@@ -192,7 +218,7 @@ def _shape(value: Any, field: str) -> tuple[int, ...]:
 def _check_shapes(cls: type, state: dict[str, Any], at: str) -> None:
     bound: dict[str, tuple[int, str]] = {}  # free dim name -> (size, the field that set it)
     for path, dims in _declared(cls, "STATE_SHAPES"):
-        value = _resolve(state, path)
+        value = _resolve(state, path, at)
         if value is _MISSING or value is None:
             continue  # not fitted yet
         field = f"{at}{path}"

@@ -79,8 +79,10 @@ def write_shards(folder: str | os.PathLike, *mats: Any, rows_per_shard: int = 10
     """
     if not mats:
         raise ValueError("write_shards needs at least one matrix (the features)")
-    if not isinstance(rows_per_shard, int) or rows_per_shard < 1:
+    if not isinstance(rows_per_shard, (int, np.integer)) or isinstance(
+            rows_per_shard, bool) or rows_per_shard < 1:
         raise ValueError(f"rows_per_shard must be an int >= 1; got {rows_per_shard!r}")
+    rows_per_shard = int(rows_per_shard)
     names = tuple(names) if names is not None else default_names(len(mats))
     if len(names) != len(mats):
         raise ValueError(f"got {len(names)} names for {len(mats)} matrices")
@@ -158,12 +160,16 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise ShardError(f"{path} is not a bidlab shard manifest (format != {FORMAT!r})")
     try:
-        total = sum(int(s["rows"]) for s in manifest["shards"])
-        for m in manifest["matrices"]:
-            np.dtype(m["dtype"])
-            int(m["cols"])
+        rows = [int(s["rows"]) for s in manifest["shards"]]
+        total = sum(rows)
+        _check_matrices(manifest["matrices"])
+        if min(rows, default=0) < 0:
+            raise ValueError("a shard has a negative row count")
+        if not isinstance(manifest.get("n_samples"), int):
+            raise ValueError(f"n_samples is {manifest.get('n_samples')!r}, not an int")
     except (KeyError, TypeError, ValueError) as exc:
-        raise ShardError(f"shard manifest {path} is malformed ({exc!r})") from None
+        raise ShardError(f"shard manifest {path} is malformed ({exc!r}); re-write the "
+                         "shards with write_shards(...)") from None
     if total != manifest.get("n_samples"):
         raise ShardError(f"shard manifest {path} lists {total} rows in its shards but "
                          f"n_samples={manifest.get('n_samples')}")
@@ -181,6 +187,25 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
                          "shards with write_shards(...)")
     manifest["_folder"] = str(folder)
     return manifest
+
+
+def _check_matrices(mats: Any) -> None:
+    """Raise ValueError / TypeError / KeyError unless ``mats`` describes >= 1 matrix, each
+    with a name, a kind (csr or dense), cols >= 0, a numeric dtype, an integer index dtype
+    and a well-formed row-length histogram."""
+    if not isinstance(mats, list) or not mats:
+        raise ValueError("it lists no matrices")
+    for m in mats:
+        if not isinstance(m["name"], str) or m["kind"] not in ("csr", "dense"):
+            raise ValueError(f"matrix entry {m!r:.80} needs a name and kind 'csr' or 'dense'")
+        if int(m["cols"]) < 0 or np.dtype(m["dtype"]).kind not in "biuf":
+            raise ValueError(f"matrix {m['name']!r} has cols {m['cols']!r} and dtype "
+                             f"{m['dtype']!r}: it needs cols >= 0 and a numeric dtype")
+        if m["kind"] == "csr":
+            if np.dtype(m.get("index_dtype", "int32")).kind not in "iu":
+                raise ValueError(f"matrix {m['name']!r} has index_dtype {m['index_dtype']!r}")
+            for length, count in m.get("row_nnz_hist", []):
+                int(length), int(count)
 
 
 def _shard_path(folder: Path, entry: Any, manifest: Path | str) -> Path:

@@ -65,8 +65,8 @@ def _as_matrix(x: Any, i: int, name: str) -> tuple[Any, MatSpec, bool]:
             x = x.sorted_indices() if backend.is_cupy_array(x) else _sorted(x)
         spec = MatSpec(int(x.shape[1]), np.dtype(x.dtype), True, np.dtype(x.indices.dtype))
         return x, spec, not backend.is_cupy_array(x)
-    if not hasattr(x, "shape"):
-        x = np.asarray(x)
+    if not hasattr(x, "shape") or not hasattr(x, "dtype") or not hasattr(x, "reshape"):
+        x = np.asarray(x)  # lists, pandas DataFrames and Series
     if x.ndim == 1:
         x = x.reshape(-1, 1)  # a 1-D target is one column
     if x.ndim != 2:

@@ -30,20 +30,38 @@ def _index_key(index: Any) -> Hashable:
     return tuple(key)
 
 
-def _normalise_index(index: Any) -> tuple[Any, Any]:
+def _normalise_index(index: Any, shape: tuple[int, int]) -> tuple[Any, Any]:
     parts = index if isinstance(index, tuple) else (index, slice(None))
     if len(parts) != 2:
         raise IndexError(f"a Mat takes [rows] or [rows, cols]; got {len(parts)} indices")
     out = []
-    for p in parts:
+    for axis, (p, n) in enumerate(zip(parts, shape, strict=True)):
         if isinstance(p, (int, np.integer)):
-            out.append(slice(int(p), int(p) + 1 if int(p) != -1 else None))
+            i = int(p)
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+            i %= n
+            out.append(slice(i, i + 1))
         elif isinstance(p, Mat):
             if p.dtype.kind not in "iu":
                 raise TypeError(f"an index Mat must hold integers; got {p.dtype}")
             out.append(p.data.reshape(-1))
-        else:
+        elif isinstance(p, slice):
             out.append(p)
+        else:
+            idx = p if hasattr(p, "dtype") else np.asarray(p)
+            if idx.ndim != 1 or idx.dtype.kind not in "biu":
+                raise IndexError(
+                    f"index arrays must be 1-D integers or booleans; got shape "
+                    f"{tuple(idx.shape)} and dtype {idx.dtype}"
+                )
+            if idx.dtype.kind == "b":  # a mask: the positions of its True entries
+                if idx.shape[0] != n:
+                    raise IndexError(
+                        f"boolean index has {idx.shape[0]} entries for axis {axis} of size {n}"
+                    )
+                idx = backend.namespace(idx).flatnonzero(idx)
+            out.append(idx)
     return out[0], out[1]
 
 
@@ -63,7 +81,7 @@ def getitem(a: Mat, index: Any, out: Mat | None = None) -> Mat:
     The result is cached under the slice values or the index Mat's GUID: in a loop whose
     offsets change, gather with an integer index Mat whose contents you update.
     """
-    rows, cols = _normalise_index(index)
+    rows, cols = _normalise_index(index, a.shape)
     arr = a.data
     xp = a.xp
     if not isinstance(rows, slice) and not isinstance(cols, slice):
@@ -99,7 +117,7 @@ def getitem(a: Mat, index: Any, out: Mat | None = None) -> Mat:
 
 def setitem(a: Mat, index: Any, value: Any) -> None:
     """In-place assignment into a block of ``a``."""
-    rows, cols = _normalise_index(index)
+    rows, cols = _normalise_index(index, a.shape)
     v, _ = _unwrap(value)
     backend.namespace(a.data, v)
     if not isinstance(rows, slice):

@@ -93,9 +93,10 @@ def _unwrap(x: Any) -> tuple[Any, Hashable]:
     if isinstance(x, (Mat, SMat)):
         return x.data, x.guid
     if isinstance(x, bool | numbers.Integral | numbers.Real) and not hasattr(x, "shape"):
-        return x, ("scalar", type(x).__name__, x)
+        # a float keys by its bits: 0.0 == -0.0 (x / 0.0 and x / -0.0 differ) and nan != nan
+        return x, ("scalar", type(x).__name__, x.hex() if isinstance(x, float) else x)
     if isinstance(x, np.generic):
-        return x, ("scalar", x.dtype.str, x.item())
+        return x, ("scalar", x.dtype.str, x.tobytes())
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         if backend.is_sparse(x):
             raise TypeError("wrap sparse matrices with bidlab.SMat before using them in ops")
@@ -109,13 +110,15 @@ def _unwrap(x: Any) -> tuple[Any, Hashable]:
 
 
 def _shape(a: Any) -> tuple[int, ...]:
-    return tuple(getattr(a, "shape", (1, 1)))
+    shape = tuple(getattr(a, "shape", (1, 1)))
+    return shape or (1, 1)  # a numpy scalar (shape ()) acts as a 1 x 1 operand
 
 
 def _dtype_arg(a: Any) -> Any:
     if hasattr(a, "dtype"):
         return np.dtype(a.dtype)
-    return type(a) if not isinstance(a, bool) else bool
+    # a Python bool is numpy's bool (resolve_dtypes takes only int, float, complex as weak)
+    return type(a) if not isinstance(a, bool) else np.dtype(bool)
 
 
 _RESOLVED: dict[tuple, np.dtype] = {}

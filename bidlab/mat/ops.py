@@ -85,9 +85,14 @@ def _sparse_binary(name: str, a: Any, b: Any, out: Any = None) -> SMat:
         ov, ko = other.data, other.guid
     else:
         ov, ko = _unwrap(other)
-        if hasattr(ov, "shape"):
+        if hasattr(ov, "shape") and not isinstance(ov, np.generic):
             oshape = tuple(ov.shape)
-            _broadcast(name, s.shape, oshape)
+            if _broadcast(name, s.shape, oshape) != s.shape:
+                raise ValueError(
+                    f"{name}: the result keeps the sparse operand's shape {s.shape}, so the "
+                    f"dense operand of shape {oshape} cannot broadcast over it (it must be "
+                    "m x n, 1 x n, m x 1 or 1 x 1); densify the sparse one with .toarray()"
+                )
             if oshape != (1, 1):
                 ov = _gather_dense_at_pattern(s, ov, oshape)
             else:

@@ -46,6 +46,7 @@ from bidlab.learn.checkpoint import CheckpointError
 from bidlab.learn.datasource import as_source
 from bidlab.learn.exclusive import FitGuard
 from bidlab.learn.learner import Learner
+from bidlab.learn.model import Model
 from bidlab.learn.options import Configurable, Option, validate_params
 from bidlab.learn.persist import load_object, persistable, save_object
 from bidlab.learn.persistable import UPGRADES
@@ -106,6 +107,8 @@ class BidlabEstimator(BaseEstimator):
     #: whether the data's rows are samples that can be held out for a score (not a graph's
     #: vertices or the users a factor model learns factors for): ``bidlab train --holdout``
     ROWS_ARE_SAMPLES: ClassVar[bool] = True
+    #: a loaded estimator's fitted model is a spine model (bidlab.learn.persist_check)
+    STATE_KINDS: ClassVar[dict[str, type]] = {"model_": Model}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
