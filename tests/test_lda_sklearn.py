@@ -251,7 +251,8 @@ def test_files_written_with_the_old_name_k_still_load(name):
     assert params["warm_docs"] is False and params["warm_start"] is False
     assert params["n_jobs"] is None and params["verbose"] == 0
     X = inputs["X"]
-    np.testing.assert_array_equal(est.transform(X), inputs["lda_transform"])
+    # the same proportions (transform now normalises them in float64: last bits differ)
+    np.testing.assert_allclose(est.transform(X), inputs["lda_transform"], rtol=1e-6)
     assert est.model_.opts.n_components == 3 and "k" not in est.model_.opts
     est.set_params(warm_start=True).fit(X)  # trains on under today's names
     assert est.n_passes_done_ == 4

@@ -29,7 +29,7 @@ from bidlab.learn.observers import call_keeping_errors
 from ._bokeh import DOC_LOCK
 from ._iopub import batched_iopub
 
-__all__ = ["MAX_RATE", "Pump", "PumpedView", "View", "pump_for"]
+__all__ = ["MAX_RATE", "Pump", "PumpedView", "View", "close_widgets", "pump_for"]
 
 MAX_RATE = 10.0  # updates per second: what a browser page renders without falling behind
 
@@ -44,6 +44,36 @@ def pump_for(learner: Any, rate: float = MAX_RATE) -> Pump:
         if pump is None or pump.closed:
             pump = _PUMPS[learner] = Pump(learner, rate)
         return pump
+
+
+def _closed_render(snap: Snapshot | None) -> None:
+    """What a closed view renders: nothing."""
+
+
+def close_widgets(*widgets: Any) -> None:
+    """Close ``widgets`` and every widget inside them (a box's children, recursively).
+
+    A widget left open stays in ipywidgets' registry for the life of the kernel, with its
+    callbacks (a button's ``on_click``) and through them the view and its learner.
+
+    Examples
+    --------
+    >>> import ipywidgets as W
+    >>> inner = W.Button()
+    >>> box = W.VBox([W.HBox([inner])])
+    >>> close_widgets(box)
+    >>> inner.comm is None
+    True
+    """
+    seen: set[int] = set()
+    stack = [w for w in widgets if w is not None]
+    while stack:
+        w = stack.pop()
+        if id(w) in seen:
+            continue
+        seen.add(id(w))
+        stack.extend(getattr(w, "children", None) or ())
+        w.close()
 
 
 @dataclass
@@ -140,6 +170,10 @@ class Pump:
                     view.close()
                 except Exception as exc:  # closing must go on for the other views
                     view.errors.append(exc)
+        # The observers' publisher thread may hold the cancelled subscription (whose
+        # callback is view._store) until its next delivery: the view lets go of its owner,
+        # so a closed view and its learner can be collected.
+        view.render, view.close, view._latest = _closed_render, None, None
 
     # -- thread ---------------------------------------------------------------------------
     @property

@@ -14,6 +14,7 @@ replaces the previous dashboard of that learner, and :meth:`Dashboard.close` det
 
 from __future__ import annotations
 
+import html
 import math
 import time
 from collections.abc import Iterable
@@ -27,7 +28,7 @@ from bidlab.learn import Snapshot
 from ._bokeh import LiveBokeh
 from ._charts import legend_html, score_figure, stream_row
 from ._controls import OptionControls
-from ._pump import MAX_RATE, PumpedView, View, pump_for
+from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for
 
 __all__ = ["Dashboard"]
 
@@ -136,8 +137,7 @@ class Dashboard(PumpedView):
             self._render_metrics(metrics)
             if self.message.value != self.controls.message:
                 self.message.value = self.controls.message
-            if snap is not None and snap.error and not self.error.value:
-                self.error.value = f"<pre style='color:#b00'>{snap.error}</pre>"
+            self._render_error(snap.error if snap is not None else None, metrics)
         step = int(metrics.get("step", 0))
         if snap is not None and step != self._last_step and step > 0:
             self._last_step = step
@@ -145,6 +145,19 @@ class Dashboard(PumpedView):
                                      "train": float(metrics.get("train_score", math.nan)),
                                      "val": float(metrics.get("val_score", math.nan))})
             self.points += 1
+
+    def _render_error(self, error: str | None, m: dict[str, Any]) -> None:
+        """Show how the run failed: from the final snapshot, or, for a learner that failed
+        before this dashboard watched it, from ``learner.traceback``; a new run clears it."""
+        state = m.get("state")
+        if state == "running":
+            if self.error.value:
+                self.error.value = ""
+            return
+        if not error and state == "failed":
+            error = self.learner.traceback
+        if error and not self.error.value:
+            self.error.value = f"<pre style='color:#b00'>{html.escape(error)}</pre>"
 
     def _render_metrics(self, m: dict[str, Any]) -> None:
         state = str(m.get("state", self.learner.state))
@@ -178,7 +191,6 @@ class Dashboard(PumpedView):
 
     def _close_widgets(self) -> None:
         self._closed = True
-        for w in (self.widget, self.chart, self.legend, self.state, self.progress, self.stats,
-                  self.message, self.error, *self.buttons.values(),
-                  *self.controls.widgets.values()):
-            w.close()
+        close_widgets(self.widget, self.chart, self.legend, self.state, self.progress,
+                      self.stats, self.message, self.error, *self.buttons.values(),
+                      *self.controls.widgets.values())

@@ -46,7 +46,8 @@ from bidlab.models.lda import export
 
 from . import _map_frame as mf
 from ._bokeh import LiveBokeh
-from ._pump import MAX_RATE, PumpedView, View, pump_for
+from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for
+from .topics import require_lda
 
 __all__ = ["IntertopicMap"]
 
@@ -84,6 +85,7 @@ class IntertopicMap(PumpedView):
     def __init__(self, learner: Any, vocab: Sequence[str], rate: float = MAX_RATE,
                  n_words: int = 15, coherence_every: float = 2.0,
                  key: str = "intertopic") -> None:
+        require_lda(learner, "IntertopicMap")
         self.learner = learner
         self.vocab = list(vocab)
         if not learner.model.modelmats:
@@ -299,6 +301,5 @@ class IntertopicMap(PumpedView):
 
     def _close_widgets(self) -> None:
         self._closed = True
-        for w in (self.widget, self.header, self.chart, self.words, self.status, self.lam,
-                  *self.buttons.values()):
-            w.close()
+        close_widgets(self.widget, self.header, self.chart, self.words, self.status, self.lam,
+                      *self.buttons.values())

@@ -35,10 +35,11 @@ from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, TapTool
 from bokeh.plotting import figure
 
 from bidlab.learn import Snapshot
+from bidlab.models.lda.core import LDACore
 
 from ._bokeh import LiveBokeh
 from ._charts import palette
-from ._pump import MAX_RATE, PumpedView, View, pump_for
+from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for
 
 __all__ = ["TopicBubbles", "supports_temperature"]
 
@@ -47,6 +48,15 @@ COLUMN_PX = 48  # px per topic column
 LABEL_PX = 110  # px left of the first column for the row's word
 SIZE_STEP_PX = 0.5  # a bubble diameter change below this is not sent
 LIST_REORDER_S = 1.0  # the top-words list shows a new order at most this often
+
+
+def require_lda(learner: Any, view: str) -> None:
+    """Refuse a learner that does not train an LDA model: ``view`` shows topics."""
+    model = getattr(learner, "model", None)
+    if not isinstance(model, LDACore):
+        raise TypeError(f"{view} needs an LDA learner: bidlab.models.LDA(n_components)"
+                        f".learner(X) or LDAGibbs(n_components).learner(X); got one training "
+                        f"a {type(model).__name__}")
 
 
 def supports_temperature(learner: Any) -> bool:
@@ -73,6 +83,7 @@ class TopicBubbles(PumpedView):
 
     def __init__(self, learner: Any, vocab: Sequence[str], n_top: int = 6,
                  rate: float = MAX_RATE, key: str = "topics") -> None:
+        require_lda(learner, "TopicBubbles")
         self.learner = learner
         self.vocab = list(vocab)
         mats = learner.model.modelmats
@@ -348,5 +359,4 @@ class TopicBubbles(PumpedView):
 
     def _close_widgets(self) -> None:
         self._closed = True
-        for w in (self.widget, self.chart, self.top_words, self.selection, self.temperature):
-            w.close()
+        close_widgets(self.widget, self.chart, self.top_words, self.selection, self.temperature)

@@ -315,6 +315,9 @@ class ObserverHub:
                     if buf is not None and sub.active:
                         sub._deliver(buf)
             finally:
+                # drop the delivered subscriptions: a cancelled one (a closed view) must
+                # not stay reachable from this thread until the next delivery
+                work = sub = buf = None  # type: ignore[assignment]
                 with self._lock:
                     self._delivering = False
 

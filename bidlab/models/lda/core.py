@@ -279,9 +279,11 @@ class LDACore(Model):
 
     def transform(self, X: Any) -> Any:
         """Topic proportions of the documents ``X`` (canonical CSR in the model's dtype on
-        its device): documents x k, rows sum to 1, an empty document gets the prior mean."""
+        its device): documents x k float64, rows sum to 1 (normalised in float64, so
+        they do to double precision), an empty document gets the prior mean."""
         gamma = common.infer_theta(self.topicsT(), bl.SMat(X), float(self.opts.alpha))
-        return (gamma / gamma.sum(axis=1)).data
+        theta = gamma.data.astype(np.float64)
+        return theta / theta.sum(axis=1, keepdims=True)
 
     def heldout_score(self, X: Any, random_state: int = 0) -> float:
         """Held-out per-word log-likelihood of ``X`` by document completion."""

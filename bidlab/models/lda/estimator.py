@@ -31,6 +31,7 @@ from bidlab import backend
 from bidlab.learn import Option
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.lda import common
+from bidlab.models.lda.continuation import continued_options, trained_params
 from bidlab.models.lda.core import LDACore
 from bidlab.models.lda.learner import LDALearner
 from bidlab.models.lda.steering import TopicSteering
@@ -221,6 +222,9 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
 
     def _learner_for(self, C: Any, plan_passes: int, warm: bool, batch_size: int | None = None,
                      **options: Any) -> LDALearner:
+        if self.model_.initialised:  # parameters set since the model trained reach it
+            options = {**continued_options(self), **options}
+        self._trained_params = trained_params(self)
         C = self._drop_empty(C)
         self.model_.prepare(C, n_passes=plan_passes, warm=warm)
         return self._build_learner(self.model_, C, self.updater_, learner_class=LDALearner,
