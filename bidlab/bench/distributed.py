@@ -25,11 +25,16 @@ Figures:
   most 1/5 of dense.
 * **throughput**: rows per second of the whole job (every rank's rows over the slowest
   rank's training time) on N ranks against 1. Target on 2 ranks: at least 1.7x. The two
-  jobs run ``--repeat`` times (default 3), alternated (1, N, 1, N, ...), and the ratio is
-  the median of each N-rank run over the 1-rank run before it: on a shared 2-core machine
-  one job's rate drifts by more than the effect measured, and an N-rank job, which needs
-  every core at once, suffers more from a neighbour than a 1-rank job does. The machine's
-  load while it ran is printed (1-minute load average before and after).
+  jobs run ``--repeat`` times (default 5), alternated (1, N, 1, N, ...; the ceiling job
+  below after each N), and the ratio is the median of each N-rank run over the 1-rank run
+  before it: on a shared 2-core machine one job's rate drifts by more than the effect
+  measured, and an N-rank job, which needs every core at once, suffers more from a
+  neighbour than a 1-rank job does. The machine's load while it ran is printed (1-minute
+  load average before and after).
+* **the machine's ceiling**: the N-rank job once more with no combination at all (each rank
+  trains its shard alone, ``independent``), alternated with the pair: what N processes
+  get from this machine (shared memory bandwidth, clock under load), so the N-rank
+  throughput can be read against it as well as against 1 rank.
 * **butterfly against allreduce**: GLM's held-out accuracy and wall time with each.
 * **cost model** (a model, not a measurement): per-message latency ``a`` and bandwidth ``b``
   measured between two ranks (ping-pong of 8 B and 8 MiB), then per sync on N = 8..256
@@ -67,7 +72,8 @@ def _job(spec: dict[str, Any]) -> dict[str, Any]:
     """Run on every rank of an mpiexec job; rank 0's dict is printed as JSON."""
     from bidlab.distributed import MPIComm, rank_batch_size, shard
 
-    comm = MPIComm(mode=spec.get("mode", "average"))
+    independent = spec.get("mode") == "independent"
+    comm = MPIComm(mode="average" if independent else spec.get("mode", "average"))
     if spec["what"] == "pingpong":
         return _pingpong(comm)
     folder = spec["folder"]
@@ -106,8 +112,10 @@ def _job(spec: dict[str, Any]) -> dict[str, Any]:
         probe_s = comm.mpi.allreduce(time.perf_counter() - t0, op=_max())
         passes = pass_count(float(spec["seconds"]), probe_s)
     est = make()
-    lrn = est.learner(*mats, comm=comm, batch_size=bs, n_passes=passes,
-                      val_every=0, **extra)
+    # "independent": the same shards and steps with no combination at all (no comm):
+    # what the machine allows N processes, the ceiling of the N-rank throughput
+    lrn = est.learner(*mats, comm=None if independent else comm, batch_size=bs,
+                      n_passes=passes, val_every=0, **({} if independent else extra))
     from bidlab.distributed.train import guarded
 
     guarded(comm, lrn.init)
@@ -116,7 +124,8 @@ def _job(spec: dict[str, Any]) -> dict[str, Any]:
     guarded(comm, lambda: lrn.fit(progress=None))
     seconds = time.perf_counter() - t0
     slowest = comm.mpi.allreduce(seconds, op=_max())
-    out = {"ranks": comm.size, "mode": comm.mode, "rows": rows, "seconds": slowest,
+    out = {"ranks": comm.size, "mode": spec.get("mode", "average"), "rows": rows,
+           "seconds": slowest,
            "passes": passes, "threads": int(spec.get("threads", 1)),
            "rows_per_s": rows * passes / slowest, "syncs": comm.syncs,
            "bytes_sent": comm.bytes_sent,
@@ -124,8 +133,9 @@ def _job(spec: dict[str, Any]) -> dict[str, Any]:
            "bytes_per_sync": comm.bytes_sent / max(1, comm.syncs),
            # the steady state: without the start's broadcast and the first sync (dense in
            # every mode: it makes the common start)
+           # (NaN with no sync after the first: nothing steady was measured)
            "steady_bytes_per_sync": (comm.bytes_sent - comm.bytes_after_first_sync)
-           / max(1, comm.syncs - 1),
+           / (comm.syncs - 1) if comm.syncs > 1 else math.nan,
            "touched_fraction": getattr(comm._combiner, "touched_fraction", math.nan)}
     if spec["what"] == "glm" and comm.rank == 0:
         Xt = sp.load_npz(os.path.join(folder, "glm_Xtest.npz"))
@@ -283,7 +293,8 @@ def _run(ranks: int, passes: int | None, fraction: float, folder: str, seconds: 
     batch = {"glm": 400, "lda": 256}
     cores = os.cpu_count() or 1
     for what in ("glm", "lda"):
-        todo = [(1, "average", threads), (ranks, "average", threads)] * max(1, repeat)
+        todo = [(1, "average", threads), (ranks, "average", threads),
+                (ranks, "independent", threads)] * max(1, repeat)
         todo.append((ranks, "sparse", threads))
         if what == "glm":
             todo.append((ranks, "butterfly", threads))
@@ -315,6 +326,13 @@ def _run(ranks: int, passes: int | None, fraction: float, folder: str, seconds: 
                              jobs[f"{what}/1/average"]["rows_per_s_runs"])
         targets.append(target(f"{what}: {ranks} ranks / 1 rank throughput", speed, 1.7))
         ratios[f"{what}: {ranks} ranks / 1 rank"] = speed
+        ceiling = paired_ratio(jobs[f"{what}/{ranks}/independent"]["rows_per_s_runs"],
+                               jobs[f"{what}/1/average"]["rows_per_s_runs"])
+        ratios[f"{what}: {ranks} independent processes / 1 (the machine's ceiling)"] = ceiling
+        ratios[f"{what}: {ranks} ranks / {ranks} independent processes"] = float(np.median(
+            [a / b for a, b in zip(dense["rows_per_s_runs"],
+                                   jobs[f"{what}/{ranks}/independent"]["rows_per_s_runs"],
+                                   strict=True)]))
         peer = jobs.get(f"{what}/1/average/{cores} threads")
         if peer is not None:
             ratios[f"{what}: {ranks} ranks / 1 rank of {cores} threads"] = (
@@ -365,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=20.0,
                    help="training seconds of the 1-rank job when --passes is not given")
     p.add_argument("--threads", type=int, default=1, help="kernel threads per rank")
-    p.add_argument("--repeat", type=int, default=3,
+    p.add_argument("--repeat", type=int, default=5,
                    help="runs of the 1-rank and N-rank jobs, alternated (the throughput "
                         "ratio is the median of the pairs')")
     p.add_argument("--sync-every", type=int, default=None,
