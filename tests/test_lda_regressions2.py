@@ -79,3 +79,16 @@ def test_a_value_tuned_on_the_running_learner_stays_when_training_continues(coun
     assert est.model_.opts.alpha == pytest.approx(0.33)  # not reset to the parameter
     est.set_params(alpha=0.2).partial_fit(counts)  # a parameter set since: it wins
     assert est.model_.opts.alpha == pytest.approx(0.2)
+
+
+def test_score_on_documents_too_short_to_complete_says_why(counts) -> None:
+    est = LDA(n_components=3, n_passes=1, random_state=0).fit(counts)
+    one_token = np.eye(1, counts.shape[1], dtype=int)
+    for seed in range(8):  # the one token falls in the observed half for some seeds
+        try:
+            est.score(one_token, random_state=seed)
+        except ValueError as exc:
+            assert "needs documents of several tokens" in str(exc)
+            break
+    else:
+        pytest.fail("no seed put the only token in the observed half")

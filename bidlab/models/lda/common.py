@@ -287,7 +287,11 @@ def heldout_loglik(
     obs, held = split_halves(X, seed)
     tokens = float(held.sum())
     if tokens <= 0:
-        raise ValueError("heldout_loglik: the test documents have no tokens to score")
+        raise ValueError(
+            f"heldout_loglik: no token fell in the held-out halves of the test documents "
+            f"({float(X.sum()):g} tokens in all): document completion scores about half of "
+            "each document's tokens given the other half, so it needs documents of several "
+            "tokens (or another random_state)")
     phiT = np.ascontiguousarray(phi.T)
     if device == "gpu":
         phiT_m = bl.Mat(backend.to_device(phiT))
