@@ -120,6 +120,9 @@ class Model(Component):
     step_weight: float = 1.0
     #: matrices a loaded model must hold as float32 or float64 (bidlab.learn.persist_check)
     FLOAT_STATE: tuple[str, ...] = ("modelmats", "updatemats")
+    #: ... held in lists, present in every saved model (empty before it is built)
+    STATE_KINDS: dict[str, type] = {"modelmats": list, "updatemats": list}
+    REQUIRED_STATE: tuple[str, ...] = ("modelmats", "updatemats")
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

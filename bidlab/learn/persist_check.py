@@ -26,6 +26,8 @@ is its own:
 * ``STATE_KINDS`` -- ``{name: class}``: the attribute, when present and not None, is an
   instance of that class (an estimator's fitted ``model_`` is a bidlab ``Model``, not a
   number or a list a crafted file put there);
+* ``REQUIRED_STATE`` -- attributes every saved object of the class holds (a model's
+  ``modelmats``, empty before it is built): a file without one is refused;
 * ``check_loaded`` -- a classmethod ``check_loaded(state)`` for the rules only the class
   knows (a Bayesian network's tables sum to 1 and its parents form no cycle): it raises a
   ``ValueError`` saying what is wrong, with the attribute at fault as its ``field`` when
@@ -76,6 +78,9 @@ def check_state(cls: type, state: Any, where: str) -> None:
         _check_name(cls, name, at)
     _check_params(cls, state, at)
     _check_options(cls, state, at)
+    for name in _declared(cls, "REQUIRED_STATE"):
+        if name not in state:
+            raise StateError(f"{at}{name}: missing; every saved {cls.__name__} holds it")
     for name, kind in _declared(cls, "STATE_KINDS"):
         value = state.get(name)
         if value is not None and not isinstance(value, kind):
