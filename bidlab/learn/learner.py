@@ -403,16 +403,17 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
 
     # ======================================================================= internals
     def _ensure_initialised(self, rebuild: bool = False) -> None:
-        """Build the model, attach the updater and mixins (``rebuild``: again, with the
-        options as they are now)."""
+        """Build the model, attach the updater and mixins (``rebuild``: again, as now set)."""
         model = self.model
         if rebuild or not model.initialised:
             model.init_from(self.source.info)
-        if rebuild or self.updater.model is not model:
-            self.updater.init(model)
-        for mx in self.mixins:
-            if rebuild or mx.model is not model:
-                mx.init(model)
+        for part in (self.updater, *self.mixins):
+            if rebuild or part.model is not model:
+                try:
+                    part.init(model)
+                except BaseException:  # a bad option: built again once it is set right
+                    part.model = None
+                    raise
         rows = {m.shape[0] for m in model.modelmats}
         lengths = {len(model.modelmats)} | (rows if len(rows) == 1 else set())
         if model.row_groups is not None and rows == {len(model.row_groups)}:

@@ -29,6 +29,8 @@ class TrainingLoop:
         err: BaseException | None = None
         final = "done"
         self._finished = False  # set when the run completes its passes (or converges)
+        if self.record.capacity != self.opts.record_size:  # set since the record was made
+            self.record.resize(self.opts.record_size)
         try:
             with caching():
                 self._ensure_initialised()
@@ -267,5 +269,6 @@ class TrainingLoop:
 
     def _diverged_text(self, i: int, when: str) -> str:
         return (f"the model diverged: {type(self.model).__name__}.modelmats[{i}] holds NaN or "
-                f"inf at step {self.step} ({when}), with {options_in_force(self)}. {AFTER}")
+                f"inf at step {self.step} ({when}), with {options_in_force(self)}. {AFTER} "
+                "NaN or inf in the data does this at any rate: check it with numpy.isfinite.")
 

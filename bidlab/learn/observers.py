@@ -25,6 +25,7 @@ with ``state`` set and, on failure, ``error`` holding the traceback text.
 
 from __future__ import annotations
 
+import numbers
 import threading
 import time
 import traceback
@@ -98,7 +99,7 @@ class Subscription:
                  views: dict[str, Any] | None) -> None:
         if not callable(callback):
             raise TypeError(f"observe() needs a callable; got {type(callback).__name__}")
-        if not isinstance(rate, (int, float)) or isinstance(rate, bool) or not rate > 0:
+        if not isinstance(rate, numbers.Real) or isinstance(rate, bool) or not rate > 0:
             raise ValueError(f"The 'rate' of an observer must be a float > 0 (calls per "
                              f"second); got {rate!r} instead.")
         self.hub = hub
@@ -191,7 +192,7 @@ class Subscription:
         snap = Snapshot(buf.metrics, buf.views, buf.state, buf.step, buf.error)
         try:
             self.callback(snap)
-        except Exception as exc:
+        except BaseException as exc:  # noqa: BLE001 - even SystemExit: the others go on
             self.errors.append(exc)
             del self.errors[:-10]
         self.delivered += 1

@@ -47,7 +47,8 @@ class RunRecord:
             raise ValueError(f"record capacity must be >= 1; got {capacity}")
         self.capacity = int(capacity)
         self._cols = {k: np.zeros(self.capacity, dtype=t) for k, t in _COLUMNS.items()}
-        self._count = 0  # rows ever written
+        self._count = 0  # rows written into these columns
+        self._dropped = 0  # rows written before a resize that it did not keep
         self._lock = threading.Lock()
 
     def append(self, step: int, pass_: int, index: int, time: float, n: int, val: bool,
@@ -74,7 +75,32 @@ class RunRecord:
     @property
     def total(self) -> int:
         """Rows ever written (including overwritten ones)."""
-        return self._count
+        return self._dropped + self._count
+
+    def resize(self, capacity: int) -> None:
+        """Keep up to ``capacity`` rows from now on; the newest rows held stay.
+
+        Examples
+        --------
+        >>> rec = RunRecord(4)
+        >>> for step in range(6):
+        ...     _ = rec.append(step, 0, step, 0.0, 1, False, 0.0, 0)
+        >>> rec.resize(2)
+        >>> rec.as_dict()["step"].tolist(), rec.capacity, rec.total
+        ([4, 5], 2, 6)
+        """
+        if capacity < 1:
+            raise ValueError(f"record capacity must be >= 1; got {capacity}")
+        rows = self.as_dict()
+        with self._lock:
+            held = len(rows["step"])
+            keep = min(held, int(capacity))
+            self._cols = {k: np.zeros(int(capacity), dtype=t) for k, t in _COLUMNS.items()}
+            for k, col in self._cols.items():
+                col[:keep] = rows[k][held - keep:]
+            self._dropped += self._count - keep
+            self._count = keep
+            self.capacity = int(capacity)
 
     def as_dict(self) -> dict[str, np.ndarray]:
         """Copies of the columns, oldest row first."""
@@ -116,7 +142,7 @@ class RunRecord:
 
     def clear(self) -> None:
         with self._lock:
-            self._count = 0
+            self._count = self._dropped = 0
 
 
 @dataclass

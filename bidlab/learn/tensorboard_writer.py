@@ -3,7 +3,7 @@
 :class:`TensorBoardWriter` is an observer: ``learner.observe(TensorBoardWriter(logdir))``
 writes the live metrics (scores, throughput, cache, KPIs) as scalars at each snapshot,
 from the observer thread, so training never waits for the disk; it flushes when the run
-ends. :meth:`TensorBoardWriter.write_history` writes a finished run's per-minibatch record
+pauses or ends. :meth:`TensorBoardWriter.write_history` writes a finished run's per-minibatch record
 (every minibatch's score, not only the ones a snapshot saw). Open the folder with
 ``tensorboard --logdir LOGDIR``; :func:`read_scalars` reads the files back without
 TensorBoard (tests, notebooks). tensorboardX needs neither TensorFlow nor PyTorch.
@@ -11,9 +11,11 @@ TensorBoard (tests, notebooks). tensorboardX needs neither TensorFlow nor PyTorc
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +31,51 @@ LIVE_TAGS: dict[str, str] = {
     "cache_bytes": "memory/cache_bytes",
     "progress": "progress",
 }
-_ENDED = ("done", "stopped", "failed")
+_FLUSHED = ("paused", "done", "stopped", "failed")  # snapshot states written to disk at once
+_SERIAL = itertools.count()  # this process's event files, for names of their own
 
 
-def _summary_writer(logdir: Path, flush_secs: float) -> Any:
-    try:
-        from tensorboardX import SummaryWriter
-    except ImportError:
-        raise ImportError("TensorBoardWriter needs tensorboardX: pip install "
-                          "'bidlab[tensorboard]' (or pip install tensorboardX)") from None
-    return SummaryWriter(logdir=str(logdir), flush_secs=max(1, int(flush_secs)))
+class _EventFile:
+    """Scalars written straight into an event file of its own, in the caller's thread.
+
+    tensorboardX's ``SummaryWriter`` queues events for a thread of its own and its
+    ``flush`` leaves the queued ones out; it also names its file by the second and the
+    host only, so a second writer opened on the same folder in that second truncates the
+    first one's file. Here every event is in the file when :meth:`flush` returns, and the
+    name ends with the process id and a serial number.
+    """
+
+    def __init__(self, logdir: Path, flush_secs: float) -> None:
+        try:
+            from tensorboardX.event_file_writer import EventsWriter
+            from tensorboardX.proto import event_pb2
+            from tensorboardX.summary import scalar
+        except ImportError:
+            raise ImportError("TensorBoardWriter needs tensorboardX: pip install "
+                              "'bidlab[tensorboard]' (or pip install tensorboardX)") from None
+        self._event, self._summary = event_pb2.Event, scalar
+        self._file = EventsWriter(str(logdir / "events"), f".{os.getpid()}.{next(_SERIAL)}")
+        self._every = max(1.0, float(flush_secs))
+        self._due = time.monotonic() + self._every
+        self._closed = False
+
+    def add_scalar(self, tag: str, value: float, step: int) -> None:
+        if self._closed:
+            return
+        self._file.write_event(self._event(wall_time=time.time(), step=step,
+                                           summary=self._summary(tag, value)))
+        if time.monotonic() >= self._due:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._closed:
+            self._file.flush()
+            self._due = time.monotonic() + self._every
+
+    def close(self) -> None:
+        if not self._closed:
+            self._file.close()
+            self._closed = True
 
 
 class TensorBoardWriter:
@@ -49,7 +86,8 @@ class TensorBoardWriter:
     logdir : path
         The folder the event files go to (created when missing); one per run is usual.
     flush_secs : float
-        How often tensorboardX flushes to disk while training runs (also at the end).
+        How often the event file is flushed to disk while training runs (also when it
+        pauses or ends, and at :meth:`flush`).
 
     Examples
     --------
@@ -70,7 +108,7 @@ class TensorBoardWriter:
     def __init__(self, logdir: str | os.PathLike, flush_secs: float = 10.0) -> None:
         self.logdir = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
-        self._writer = _summary_writer(self.logdir, flush_secs)
+        self._writer = _EventFile(self.logdir, flush_secs)
         self._last_step = -1
         self.written = 0  #: scalars written so far
 
@@ -85,7 +123,7 @@ class TensorBoardWriter:
             for name, value in metrics.items():
                 if name.startswith("kpi_"):
                     self._scalar(f"kpi/{name[4:]}", value, step)
-        if snapshot.state in _ENDED:
+        if snapshot.state in _FLUSHED:
             self.flush()
 
     def _scalar(self, tag: str, value: Any, step: int) -> None:

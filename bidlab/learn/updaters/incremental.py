@@ -71,17 +71,20 @@ class IncNorm(Updater):
     def rate(self, t: int) -> float:
         """The step ``min(1, (t0 / (tau0 + t)) ** kappa)`` of update ``t`` (1, 2, ...)
         for scalar options, before the model's ``step_weight``."""
-        o = self.opts
-        return min(1.0, (float(o.t0) / (float(o.tau0) + t)) ** float(o.kappa))
+        t0, tau0, kappa = self._first()
+        return min(1.0, (t0 / (tau0 + t)) ** kappa)
 
     def next_step(self) -> float:
         """The step of the next update, with the model's ``step_weight`` (scalar options;
         per-row options give their first row's)."""
+        return self.rate(self.t + 1) * float(self.model.step_weight)
+
+    def _first(self) -> tuple[float, float, float]:
+        """``t0``, ``tau0`` and ``kappa`` as numbers: a vector option's first value (all of
+        them when its values are equal, e.g. ``kappa=[0.7, 0.7]``)."""
         o = self.opts
-        first = [float(v if not hasattr(v, "__len__") else list(v)[0])
-                 for v in (o.t0, o.tau0, o.kappa)]
-        t0, tau0, kappa = first
-        return min(1.0, (t0 / (tau0 + self.t + 1)) ** kappa) * float(self.model.step_weight)
+        return tuple(float(v if not hasattr(v, "__len__") else list(v)[0])
+                     for v in (o.t0, o.tau0, o.kappa))
 
     def _scalar(self) -> bool:
         return all(h.scalar is not None for h in (self.kappa, self.tau0, self.t0))

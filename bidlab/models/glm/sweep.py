@@ -47,6 +47,14 @@ def sweep_params(lrate: Any, l1: Any, l2: Any, n_targets: int) -> dict[str, list
     ``n_targets`` data targets: per-target ``lrate``, ``l1``, ``l2`` and the ``targmap``.
     ``lrate="auto"`` (or ``["auto"]``) sweeps ``l1`` x ``l2`` only and leaves the rate to
     GLM's pilot (``lrate="auto"``)."""
+    if isinstance(n_targets, bool) or not isinstance(n_targets, (int, np.integer)) or (
+            n_targets < 1):
+        raise ValueError(f"glm_sweep: n_targets must be an int >= 1 (the data's target "
+                         f"columns; 1 for a label vector); got {n_targets!r} instead")
+    for name, values in (("lrate", lrate), ("l1", l1), ("l2", l2)):
+        if np.size(values) == 0:
+            raise ValueError(f"glm_sweep: {name}={values!r} holds no value: give at least "
+                             "one to sweep")
     auto = isinstance(lrate, str) or any(isinstance(v, str) for v in np.atleast_1d(lrate))
     if auto and not is_auto(lrate) and list(np.atleast_1d(lrate)) != ["auto"]:
         raise ValueError(f"glm_sweep: lrate={lrate!r} mixes 'auto' with rates: give lrate="
