@@ -313,7 +313,9 @@ def test_large_fields_are_refused_with_the_cap_and_not_echoed(bridge, comms, mak
     assert reply["type"] == "snapshot" and len(json.dumps(reply)) < 5_000
     # at the cap, still accepted
     reply = bridge.handle({"action": "pause", "learner": "t-big", "request": "r" * 1024})
-    assert reply["ok"] and reply["request"] == "r" * 1024
+    assert reply["request"] == "r" * 1024  # answered: t-big has not started, so no pause
+    assert reply["error"] == "t-big: cannot pause it: it is created (pause applies to a " \
+                             "running learner)"
 
 
 # --------------------------------------------------------- learners that do not answer

@@ -23,7 +23,7 @@ import numpy as np
 
 from bidlab.learn import Option
 
-__all__ = ["OptionControls", "Applied", "make_control"]
+__all__ = ["OptionControls", "Applied", "make_control", "refusal"]
 
 #: Options shown by default only when asked for (file paths, record sizes, limits).
 HIDDEN = frozenset({"checkpoint", "checkpoint_every", "record_size", "max_steps"})
@@ -36,6 +36,48 @@ def _is_log(spec: Option, value: float) -> bool:
     if spec.name in LOG_NAMES and value > 0:
         return True
     return spec.low == 0 and spec.low_open and spec.high is None and value > 0
+
+
+def _trial_values(spec: Option, value: Any) -> list[Any]:
+    """A few values other than ``value`` that ``spec`` could take (to probe the learner)."""
+    if value is None or isinstance(value, (tuple, list, np.ndarray)):
+        return []  # no widget for these anyway
+    if spec.type is bool:
+        return [not value]
+    if spec.choices is not None:
+        return [c for c in spec.choices if c != value]
+    if spec.type is int:
+        return [int(value) + 1, int(value) - 1]
+    if spec.type is float:
+        v = float(value)
+        return [v * 1.01, v * 0.99, v + 1, v - 1]
+    return []
+
+
+def refusal(learner: Any, name: str) -> str | None:
+    """Why ``learner`` refuses every new value of option ``name`` (a full-batch model's
+    ``val_every``), or None when it takes some: a control for it would only show errors.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bidlab.models import KMeans
+    >>> lr = KMeans(n_clusters=2).learner(np.random.default_rng(0).random((20, 2)))
+    >>> refusal(lr, "tol") is None
+    True
+    >>> print(refusal(lr, "val_every"))  # doctest: +ELLIPSIS
+    LloydKMeansModel is full-batch: ... so val_every must stay 0
+    """
+    spec, value = learner.opts.specs[name], learner.opts.get(name)
+    trials = _trial_values(spec, value)
+    reason = None
+    for trial in trials:
+        try:
+            learner.opts.check(**{name: trial})
+            return None
+        except ValueError as exc:  # OptionError, a bound or a validator
+            reason = reason or str(exc)
+    return reason
 
 
 def make_control(spec: Option, value: Any) -> W.ValueWidget | None:
@@ -98,20 +140,28 @@ class OptionControls:
 
     Args:
         learner: a :class:`bidlab.learn.Learner`.
-        names: the options to show (default: every live scalar option but :data:`HIDDEN`).
+        names: the options to show (default: every live scalar option but :data:`HIDDEN`
+            and those the learner refuses to change, see :func:`refusal`; naming one of
+            those is a ValueError that gives the learner's reason).
     """
 
     def __init__(self, learner: Any, names: Iterable[str] | None = None) -> None:
         self.learner = learner
         specs = learner.opts.specs
         if names is None:
-            names = [n for n, s in specs.items() if s.live and n not in HIDDEN]
+            names = [n for n, s in specs.items()
+                     if s.live and n not in HIDDEN and refusal(learner, n) is None]
         else:
             names = list(names)
             unknown = [n for n in names if n not in specs]
             if unknown:
                 raise ValueError(f"unknown option(s) {unknown}: the learner's options are "
                                  f"{sorted(specs)}")
+            for name in names:
+                reason = refusal(learner, name)
+                if reason is not None:
+                    raise ValueError(f"no control for {name!r}: the learner refuses to "
+                                     f"change it ({reason})")
         self.widgets: dict[str, W.ValueWidget] = {}
         for name in names:
             w = make_control(specs[name], learner.opts.get(name))

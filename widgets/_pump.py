@@ -37,12 +37,43 @@ _PUMPS: weakref.WeakKeyDictionary[Any, Pump] = weakref.WeakKeyDictionary()
 _PUMPS_LOCK = threading.Lock()
 
 
+def check_rate(rate: Any) -> float:
+    """``rate`` as a float, or a ValueError when it is not in (0, :data:`MAX_RATE`]."""
+    try:
+        ok = not isinstance(rate, bool) and 0 < float(rate) <= MAX_RATE
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"the pump rate must be in (0, {MAX_RATE:g}] updates per second "
+                         f"(the browser cannot use more); got {rate!r}")
+    return float(rate)
+
+
 def pump_for(learner: Any, rate: float = MAX_RATE) -> Pump:
-    """The learner's pump (created on first use): one pump thread per learner."""
+    """The learner's pump (created on first use): one pump thread per learner.
+
+    One pump renders every view of the learner, so ``rate`` is the learner's: asking for
+    another rate (a view made with it) changes it from the pump's next tick on, for every
+    view. A rate outside (0, :data:`MAX_RATE`] is refused with a ValueError.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bidlab.models import KMeans
+    >>> lr = KMeans(n_clusters=2).learner(np.random.default_rng(0).random((20, 2)))
+    >>> pump_for(lr, rate=2).rate, pump_for(lr, rate=5).rate
+    (2.0, 5.0)
+    >>> pump_for(lr, rate=0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: the pump rate must be in (0, 10] updates per second ...; got 0
+    """
+    rate = check_rate(rate)
     with _PUMPS_LOCK:
         pump = _PUMPS.get(learner)
         if pump is None or pump.closed:
             pump = _PUMPS[learner] = Pump(learner, rate)
+        pump.rate = rate
         return pump
 
 
@@ -117,12 +148,9 @@ class Pump:
     """
 
     def __init__(self, learner: Any, rate: float = MAX_RATE) -> None:
-        if not 0 < rate <= MAX_RATE:
-            raise ValueError(f"the pump rate must be in (0, {MAX_RATE:g}] updates per second "
-                             f"(the browser cannot use more); got {rate!r}")
         self._learner = weakref.ref(learner)
         self.name = getattr(learner, "name", "learner")
-        self.rate = float(rate)
+        self.rate = check_rate(rate)  # read at every tick: a new rate applies at the next
         self.ticks = 0
         self.closed = False
         self._views: dict[str, View] = {}
@@ -207,10 +235,10 @@ class Pump:
         self.ticks += 1
 
     def _loop(self) -> None:
-        interval = 1.0 / self.rate
         due = time.monotonic()
         while not self._stop.is_set():
             self.tick()
+            interval = 1.0 / self.rate
             due += interval
             now = time.monotonic()
             # A tick up to one interval late keeps its place on the grid, so the ticks

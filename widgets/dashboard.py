@@ -28,7 +28,7 @@ from bidlab.learn import Snapshot
 from ._bokeh import LiveBokeh
 from ._charts import legend_html, score_figure, stream_row
 from ._controls import OptionControls
-from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for
+from ._pump import MAX_RATE, PumpedView, View, check_rate, close_widgets, pump_for
 
 __all__ = ["Dashboard"]
 
@@ -65,7 +65,8 @@ class Dashboard(PumpedView):
     controls
         the options to make controls for (default: every live scalar option).
     rate
-        updates per second, at most 10.
+        updates per second, in (0, 10]; a ValueError otherwise. One pump renders all
+        the views of a learner, so this sets the rate of its other views too.
     key
         pump slot; a second ``Dashboard`` with the same learner and key replaces the
         first (so re-running a cell never leaves two update loops).
@@ -73,6 +74,7 @@ class Dashboard(PumpedView):
 
     def __init__(self, learner: Any, controls: Iterable[str] | None = None,
                  rate: float = MAX_RATE, key: str = "dashboard") -> None:
+        check_rate(rate)  # before any widget is made
         self.learner = learner
         self.controls = OptionControls(learner, controls)
         self.points = 0  # rows streamed into the score chart

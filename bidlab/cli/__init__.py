@@ -83,9 +83,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bidlab: the {command!r} command is not available: {exc} (module "
               f"{COMMANDS[command].module}; is bidlab fully installed?)", file=sys.stderr)
         return 2
-    if command is None:
-        parser.print_help(sys.stderr if argv else sys.stdout)
-        return 0 if argv else 2
+    if command is None:  # `bidlab --help` to stdout; a bare or unknown flag is a misuse
+        if any(a in ("-h", "--help") for a in argv):
+            parser.print_help(sys.stdout)
+            return 0
+        parser.print_help(sys.stderr)
+        if argv:
+            print(f"bidlab: unrecognised arguments: {' '.join(argv)}", file=sys.stderr)
+        return 2
     args, extra = parser.parse_known_args(argv)
     if extra and not _accepts_extra(command):
         parser.error(f"unrecognised arguments: {' '.join(extra)}")

@@ -162,8 +162,14 @@ class _Job:
         """The options the estimator's learner is made with (a subclass adds its own)."""
         return lopts
 
-    def resume(self, learner: Any, again: dict[str, Any]) -> bool:
-        """Load ``--checkpoint`` when it exists (unless ``--restart``); re-apply ``again``."""
+    def resume(self, learner: Any, again: dict[str, Any], params: dict[str, Any] | None = None
+               ) -> bool:
+        """Load ``--checkpoint`` when it exists (unless ``--restart``); re-apply ``again``.
+
+        ``params``: the estimator parameters given on the command line. The checkpoint's
+        options replace the model's, so when they reshape it (an estimator's
+        ``--n_components`` is its model's ``k``) the run is refused rather than silently
+        resumed with the checkpoint's shapes."""
         ck = self.args.checkpoint
         if not ck or not os.path.exists(ck) or self.args.restart:
             return False
@@ -175,11 +181,23 @@ class _Job:
         opts = learner.opts
         mine = {k: v for k, v in opts.as_dict().items()
                 if opts.specs[k].owner == "Learner" and opts.specs[k].type != "path"}
+        made = ([tuple(m.shape) for m in learner.model.modelmats]
+                if getattr(learner.model, "initialised", False) else None)
+        again_hint = ("Resume with the options it was made with, or add --restart to train "
+                      "anew")
         try:
             learner.load(ck)
         except CheckpointError as exc:
-            raise _BadInput(f"cannot resume: {exc}. Resume with the options it was made "
-                            "with, or add --restart to train anew") from None
+            raise _BadInput(f"cannot resume: {exc}. {again_hint}") from None
+        except ValueError as exc:  # the model rebuilt with the checkpoint's options failed
+            raise _BadInput(f"cannot resume {ck} with these options: {exc}. "
+                            f"{again_hint}") from None
+        loaded = [tuple(m.shape) for m in learner.model.modelmats]
+        if params and made is not None and loaded != made:
+            flags = " ".join(f"--{k} {v}" for k, v in params.items())
+            raise _BadInput(f"cannot resume: checkpoint {ck} has model matrices of shapes "
+                            f"{loaded}, but these options ({flags}) make {made}. "
+                            f"{again_hint}")
 
         again = {**mine, "max_steps": None, **again}
         try:
@@ -265,6 +283,9 @@ class _ModelJob(_Job):
         if self.args.save:
             raise _BadInput(f"--save needs an estimator model (e.g. glm); {self.name} is a "
                             "plain learner Model: keep its state with --checkpoint PATH")
+        if self.args.holdout:  # nothing scores the plain model at the end
+            raise _BadInput(f"--holdout needs an estimator model (e.g. glm); {self.name} is "
+                            "a plain learner Model: its val_every minibatches are held out")
         self.check_outputs()
         data = self.need_data()
         o = {k: given.get(k, cli[k].default) for k in ("batch_size", "shuffle", "device")}
@@ -342,7 +363,7 @@ class _EstimatorJob(_Job):
                                           shape=X.shape)
         lopts = self.learner_options(est, lopts)
         learner = est.learner(X, y, **lopts) if supervised else est.learner(X, **lopts)
-        self.resume(learner, {**params, **lopts})
+        self.resume(learner, {**params, **lopts}, params)
         with getattr(est, "_threads", contextlib.nullcontext)():  # n_jobs
             code = (self.train_with_coherence(learner, self.args.coherence)
                     if getattr(self.args, "coherence", None) else self.train(learner))

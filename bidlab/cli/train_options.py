@@ -24,13 +24,13 @@ __all__ = ["add_arguments", "describe_models", "help_text"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``bidlab train``'s own arguments (model and learner options come as extras)."""
     parser.add_argument("model", nargs="?", help="model name (bidlab train --help lists them)")
-    parser.add_argument("--data", help="data file or folder; its format is read from its "
-                        "content")
-    parser.add_argument("--checkpoint", default=None,
+    parser.add_argument("--data", metavar="PATH", help="data file or folder; its format is "
+                        "read from its content")
+    parser.add_argument("--checkpoint", default=None, metavar="PATH",
                         help="checkpoint file: written at pass ends, resumed when present")
     parser.add_argument("--restart", action="store_true",
                         help="ignore an existing checkpoint and start from scratch")
-    parser.add_argument("--save", default=None,
+    parser.add_argument("--save", default=None, metavar="PATH",
                         help="write the fitted estimator here when training ends")
     parser.add_argument("--holdout", type=_fraction, default=None, metavar="FRACTION",
                         help="an estimator is scored at the end on this fraction of the rows "
@@ -44,7 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=["u_mass", "c_uci", "c_npmi", "c_v"],
                         help="topic models: print this coherence of the topics after each "
                         "pass (on the training documents)")
-    parser.add_argument("--ranks", type=int, default=None,
+    parser.add_argument("--ranks", type=int, default=None, metavar="N",
                         help="train on N MPI ranks (mpiexec; needs bidlab[mpi])")
     parser.add_argument("-h", "--help", action="store_true",
                         help="show the models, or with a model its options")
@@ -96,16 +96,32 @@ def _data_help() -> list[str]:
             *(f"  {name:<12}  {text}" for name, text in FORMATS.items())]
 
 
+def _usage(name: str) -> list[str]:
+    """The usage lines of ``bidlab train NAME`` (NAME: ``MODEL`` for the overview)."""
+    pad = " " * len(f"usage: bidlab train {name} ")
+    return [f"usage: bidlab train {name} --data PATH [--checkpoint PATH] [--restart] "
+            "[--save PATH]", f"{pad}[--holdout FRACTION] [--progress auto|text|lines|none] "
+            "[--NAME VALUE ...]"]
+
+
+def _command_help() -> list[str]:
+    """The command's own arguments (``--data``, ``--holdout``, ...) as argparse shows them:
+    the same declarations as the parser's, so the help cannot leave one out."""
+    parser = argparse.ArgumentParser(prog="bidlab train", add_help=False,
+                                     usage=argparse.SUPPRESS)
+    add_arguments(parser)
+    options = parser.format_help().strip().split("\n\n")[-1].splitlines()[1:]
+    return ["", "command options:", *options]
+
+
 def _overview(models: dict[str, Any], problem: str | None) -> str:
-    lines = ["usage: bidlab train MODEL --data PATH [--checkpoint PATH] [--restart] "
-             "[--save PATH]", "                    [--progress auto|text|none] "
-             "[--NAME VALUE ...]", "",
+    lines = [*_usage("MODEL"), "",
              "Trains a model with progress and checkpoints; `bidlab train MODEL --help` "
              "lists its options.", "", "models:", *describe_models(models)]
     if problem:
         lines += ["", f"(bidlab.models could not be imported, so its models are missing: "
                       f"{problem})"]
-    return "\n".join([*lines, "", *_data_help()])
+    return "\n".join([*lines, *_command_help(), "", *_data_help()])
 
 
 # ==================================================================== option tables
@@ -162,15 +178,12 @@ def _table_lines(title: str, specs: list[Any]) -> list[str]:
 
 def help_text(name: str, factory: Any, tables: list[tuple[str, dict[str, Any]]]) -> str:
     """``bidlab train NAME --help``: usage, description and every option table."""
-    pad = " " * len(f"usage: bidlab train {name} ")
-    lines = [f"usage: bidlab train {name} --data PATH [--checkpoint PATH] [--restart] "
-             "[--save PATH]", f"{pad}[--progress auto|text|none] [--NAME VALUE ...]", "",
-             f"{name}: {_summary(factory)}", "",
+    lines = [*_usage(name), "", f"{name}: {_summary(factory)}", "",
              "Options are --name value (dashes or underscores; --name=value; vectors as "
              "0.1,0.2;", "a bare --flag means True)."]
     for title, table in tables:
         lines += _table_lines(title, list(table.values()))
-    return "\n".join([*lines, "", *_data_help()])
+    return "\n".join([*lines, *_command_help(), "", *_data_help()])
 
 
 # ================================================================= parsing the extras

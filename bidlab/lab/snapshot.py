@@ -30,6 +30,13 @@ _APPLIES = {
     "resume": frozenset({"paused"}),
     "stop": frozenset({"running", "paused"}),
 }
+#: States in which a learner already is where a command would take it: the command is
+#: answered at once with that state instead of waiting for a change that cannot come.
+_ALREADY = {
+    "pause": frozenset({"paused"}),
+    "resume": frozenset({"running"}),
+    "stop": frozenset({"stopped", "done", "failed"}),
+}
 
 
 def dashboard_class(name: str) -> str:
@@ -125,8 +132,17 @@ def _apply_one(learner: Any, action: str, target: str | None, deadline: float,
         out["id"] = info["id"]
         if target is not None and info["id"] != target:
             return
-        if target is None and not applies_to(action, info["state"]):
-            return  # "pause all" leaves paused or finished learners alone
+        state = info["state"]
+        if not applies_to(action, state):
+            if target is None:
+                return  # "pause all" leaves paused or finished learners alone
+            if state in _ALREADY[action]:
+                out["state"] = state
+            else:  # e.g. pausing a learner that has not started: nothing would happen
+                wants = " or ".join(sorted(_APPLIES[action]))
+                out["error"] = f"cannot {action} it: it is {state} ({action} applies to a " \
+                               f"{wants} learner)"
+            return
         out["state"] = apply(learner, action, settle=max(0.0, deadline - time.monotonic()))
     except Exception as exc:  # reported in the reply, next to the others' states
         out["error"] = f"{type(exc).__name__}: {exc}"
