@@ -41,7 +41,8 @@ import numpy as np
 __all__ = ["NotRegularFileError", "InputTooLargeError", "MAX_DECOMPRESSED_ENV",
            "MEMORY_BUDGET_ENV", "DEFAULT_MAX_DECOMPRESSED", "require_regular", "open_regular",
            "open_data", "read_data", "max_decompressed", "memory_budget", "check_budget",
-           "check_npz", "format_bytes", "parse_size", "stat_path", "is_within"]
+           "check_npz", "format_bytes", "parse_size", "stat_path", "is_within",
+           "not_found"]
 
 MAX_DECOMPRESSED_ENV = "BIDLAB_MAX_DECOMPRESSED"
 MEMORY_BUDGET_ENV = "BIDLAB_MEMORY_BUDGET"
@@ -226,9 +227,25 @@ def open_data(path: os.PathLike | str, cap: int | None = None,
     return io.BufferedReader(raw, 1 << 20)
 
 
+def not_found(path: os.PathLike | str, what: str) -> FileNotFoundError:
+    """A FileNotFoundError naming ``path``, what was expected there and, for a relative
+    path, the working directory (a dangling symlink says so instead)."""
+    if os.path.islink(path):
+        return FileNotFoundError(f"{path} is a symlink to {os.readlink(path)!r}, which does "
+                                 "not exist")
+    where = "" if os.path.isabs(path) else f", which is relative to {os.getcwd()}"
+    return FileNotFoundError(f"{path} not found: expected a {what} there; check the path"
+                             + where)
+
+
 def read_data(path: os.PathLike | str, cap: int | None = None, what: str = "data file") -> bytes:
-    """All of :func:`open_data`'s stream (corrupt gzip data is a ValueError naming the file)."""
-    with open_data(path, cap, what) as f:
+    """All of :func:`open_data`'s stream (corrupt gzip data is a ValueError naming the file;
+    a missing file a FileNotFoundError saying what was expected, :func:`not_found`)."""
+    try:
+        stream = open_data(path, cap, what)
+    except FileNotFoundError:
+        raise not_found(path, what) from None
+    with stream as f:
         try:
             return f.read()
         except (OSError, EOFError) as exc:

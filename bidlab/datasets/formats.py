@@ -6,6 +6,8 @@ shape of the first text lines), and :class:`Sniffed`, what they found.
 
 from __future__ import annotations
 
+import codecs
+import csv
 import gzip
 import re
 import tarfile
@@ -33,8 +35,8 @@ FORMATS: dict[str, str] = {
     "text-folder": "folder of text files, one document per file (label = sub-folder)",
     "text-archive": "tar archive of text files, one document per file",
     "edge-list": "SNAP edge list ('# ...' comments, then 'source target [weight]' per line)",
-    "ratings": "ratings CSV ('user,item,rating[,time]' per line; a header line, if any, "
-               "names a user or a rating column)",
+    "ratings": "ratings CSV ('user,item,rating[,time]' per line, or tab-separated; a header "
+               "line, if any, names a user or a rating column)",
 }
 
 _HEAD_BYTES = 1 << 16
@@ -48,9 +50,8 @@ _SVM_LINE = re.compile(
 _SVM_PAIR = re.compile(rb"\s\d+:\S")
 _INT_LINE = re.compile(rb"^\s*\d+\s*$")
 _TRIPLE_LINE = re.compile(rb"^\s*\d+\s+\d+\s+\d+\s*$")
-_EDGE_LINE = re.compile(rb"^\s*\d+[ \t]+\d+(?:[ \t]+" + _NUMBER.encode() + rb")?\s*$")
-_RATING_LINE = re.compile(rb"^\s*" + rb",".join([_NUMBER.encode()] * 3) + rb"(?:,"
-                          + _NUMBER.encode() + rb")?\s*$")
+_EDGE_LINE = re.compile(rb"^\s*\d+[ \t]+\d+(?:[ \t]+" + _NUMBER.encode() + rb")?\s*(?:#.*)?$")
+_NUMBER_TEXT = re.compile(_NUMBER)
 DOCWORD_NAME = re.compile(r"^docword\.(?P<name>.+)\.txt(\.gz)?$")
 
 
@@ -117,6 +118,7 @@ def _looks_svmlight(lines: list[bytes]) -> str | None:
 
 
 def _looks_edge_list(lines: list[bytes]) -> str | None:
+    lines = [lines[0].removeprefix(codecs.BOM_UTF8), *lines[1:]] if lines else lines
     rows = [ln for ln in lines if ln.strip() and not ln.lstrip().startswith(b"#")]
     if not rows or not all(_EDGE_LINE.match(ln) for ln in rows):
         return None
@@ -124,16 +126,34 @@ def _looks_edge_list(lines: list[bytes]) -> str | None:
 
 
 def _looks_ratings(lines: list[bytes]) -> str | None:
-    """Lines of 'user,item,rating[,time]'; a header line must name a user or a rating."""
-    rows = lines
-    if lines and not _RATING_LINE.match(lines[0]):
-        header = lines[0].lower()
-        if b"user" not in header and b"rating" not in header:
-            return None
-        rows = lines[1:]
-    if not rows or not all(_RATING_LINE.match(ln) for ln in rows):
+    """Lines of 'user,item,rating[,time]' (or tab-separated, fields maybe quoted, as
+    :func:`~bidlab.datasets.movielens.read_ratings_csv` reads them). A header line must
+    name a user or a rating; only after one may the ids be text rather than numbers."""
+    if not lines:
         return None
-    return f"first rating {rows[0].strip()[:40].decode('latin-1')!r}"
+    first = lines[0].removeprefix(codecs.BOM_UTF8)
+    sep = "\t" if b"\t" in first else ","
+    rows = [next(csv.reader([ln.decode("latin-1")], delimiter=sep), [])
+            for ln in [first, *lines[1:]]]
+    header = not _rating_row(rows[0], text_ids=False)
+    if header:
+        if b"user" not in first.lower() and b"rating" not in first.lower():
+            return None
+        rows = rows[1:]
+    if not rows or not all(_rating_row(r, text_ids=header) for r in rows):
+        return None
+    return f"first rating {sep.join(rows[0])[:40]!r}"
+
+
+def _rating_row(fields: list[str], text_ids: bool) -> bool:
+    """Whether ``fields`` are user, item, rating[, time]: numbers (the ids non-empty text
+    when ``text_ids``)."""
+    if len(fields) not in (3, 4):
+        return False
+    ids, values = fields[:2], fields[2:]
+    return (all(_NUMBER_TEXT.fullmatch(v.strip()) for v in values)
+            and all(v.strip() if text_ids else _NUMBER_TEXT.fullmatch(v.strip())
+                    for v in ids))
 
 
 def _npz_kind(path: Path) -> tuple[str | None, list[str]]:

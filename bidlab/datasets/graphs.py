@@ -12,6 +12,7 @@ Real data: the SNAP graphs in the shared data folder (``snap-ca-grqc``,
 
 from __future__ import annotations
 
+import codecs
 import io
 import os
 from dataclasses import dataclass
@@ -57,7 +58,8 @@ class EdgeList:
 def load_snap_edges(path: str | os.PathLike, *, directed: bool = True,
                     dtype: Any = np.float64, cap: int | None = None) -> EdgeList:
     """Read a SNAP edge list: ``#`` comment lines, then ``source target [weight]`` per line,
-    tab or space separated (CRLF line ends and gzip compression are fine).
+    tab or space separated (CRLF line ends and gzip compression are fine; ``#`` after an
+    edge starts a comment). Either every edge has a weight or none has.
 
     Vertex ids may be any non-negative integers, sparse or not: they are remapped to dense
     indices ``0..n-1`` in increasing id order, and ``EdgeList.ids`` maps them back. Every
@@ -81,8 +83,9 @@ def load_snap_edges(path: str | os.PathLike, *, directed: bool = True,
     Returns:
         :class:`EdgeList` (``A``: n x n CSR, ``ids``: original ids).
     """
-    raw = read_data(path, cap, "SNAP edge list")
-    rows = [ln for ln in raw.splitlines() if ln.strip() and not ln.lstrip().startswith(b"#")]
+    raw = read_data(path, cap, "SNAP edge list").removeprefix(codecs.BOM_UTF8)
+    # a '#' starts a comment, on a line of its own or after an edge (as networkx reads it)
+    rows = [e for ln in raw.splitlines() if (e := ln.split(b"#", 1)[0]).strip()]
     if not rows:
         raise ValueError(f"{path}: no edges (only comments or blank lines): a SNAP edge list "
                          "has one 'source<TAB>target' line per edge")
@@ -91,6 +94,12 @@ def load_snap_edges(path: str | os.PathLike, *, directed: bool = True,
         raise ValueError(f"{path}: the first edge line has {ncol} fields "
                          f"({rows[0][:80]!r}); expected 'source target' or 'source target "
                          "weight'")
+    odd = next((r for r, ln in enumerate(rows) if len(ln.split()) != ncol), None)
+    if odd is not None:  # else a weight column would be read for some edges only, or none
+        raise ValueError(f"{path}: not a SNAP edge list: edge line {odd + 1} "
+                         f"({rows[odd][:80]!r}) has {len(rows[odd].split())} fields but "
+                         "the first edge line has "
+                         f"{ncol}: give every edge a weight, or none")
     check_budget(path, "its edges", len(rows) * 48,
                  fix="load a smaller graph or raise $BIDLAB_MEMORY_BUDGET")
     body = b"\n".join(rows)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from bidlab._bounded_io import check_budget, read_data, stat_path
+from bidlab._bounded_io import check_budget, not_found, read_data, stat_path
 from bidlab.datasets.paths import resolve_shared
 
 __all__ = ["Ratings", "RatingsSplit", "read_ratings_csv", "load_movielens"]
@@ -120,13 +120,15 @@ def _keep(X: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
 
 def _table(text: str, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(user ids, item ids, ratings and times as an n x 1 or n x 2 float table). The ids are
-    numbers, or any text without the separator (kept as strings when one is not a
-    number); a first line whose rating is not a number is a header."""
+    numbers, or any text (kept as strings when one is not a number; a field holding the
+    separator must be quoted, as in any CSV); a first line whose rating is not a number is
+    a header."""
     lines = text.splitlines()
     sep = "\t" if lines and "\t" in lines[0] else ","
+    quoted = '"' in text
     start = 0
     if lines:
-        fields = lines[0].split(sep)
+        fields = next(csv.reader(lines[:1], delimiter=sep)) if quoted else lines[0].split(sep)
         try:
             float(fields[2] if len(fields) > 2 else "")
         except ValueError:
@@ -136,9 +138,18 @@ def _table(text: str, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise ValueError(f"{path}: no ratings (expected lines of user{sep}item{sep}rating"
                          f"[{sep}time])")
     try:
-        cells = np.loadtxt(io.StringIO("\n".join(body)), delimiter=sep, dtype=str, ndmin=2,
-                           comments=None)
-    except ValueError as exc:
+        if quoted:  # quoted fields: the csv module's rules (a slower, general path)
+            rows = list(csv.reader(body, delimiter=sep))
+            width = len(rows[0])
+            bad = next((r for r, row in enumerate(rows) if len(row) != width), None)
+            if bad is not None:
+                raise ValueError(f"the number of columns changed from {width} to "
+                                 f"{len(rows[bad])} at row {bad + 1}")
+            cells = np.array(rows, dtype=str).reshape(len(rows), width)
+        else:
+            cells = np.loadtxt(io.StringIO("\n".join(body)), delimiter=sep, dtype=str,
+                               ndmin=2, comments=None)
+    except (ValueError, csv.Error) as exc:
         raise ValueError(f"{path}: not a ratings file user{sep}item{sep}rating[{sep}time] "
                          f"({exc})") from None
     if cells.shape[1] not in (3, 4):
@@ -151,7 +162,8 @@ def _table(text: str, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise ValueError(f"{path}: ratings row {row + 1 + start} holds "
                          f"{sep.join(cells[row])!r}: the rating (and time) must be numbers"
                          ) from None
-    return _id_column(cells[:, 0]), _id_column(cells[:, 1]), values
+    return (_id_column(cells[:, 0], path, "user", start),
+            _id_column(cells[:, 1], path, "item", start), values)
 
 
 def _number(fields: np.ndarray) -> bool:
@@ -162,12 +174,29 @@ def _number(fields: np.ndarray) -> bool:
     return True
 
 
-def _id_column(a: np.ndarray) -> np.ndarray:
-    """An id column as numbers when every id is one, else as the strings."""
+def _id_column(a: np.ndarray, path: Path, what: str, start: int) -> np.ndarray:
+    """An id column as integers (exact, however large) when every id is one, else as
+    floats when every id is a number, else as the strings; an empty id is an error."""
+    a = np.char.strip(a)
+    empty = np.flatnonzero(a == "")
+    if empty.size:
+        raise ValueError(f"{path}: ratings row {int(empty[0]) + 1 + start} has no {what} id "
+                         f"(an empty field): fill it in or drop the row")
+    for kind in (np.int64, np.float64):
+        try:
+            return a.astype(kind)
+        except (ValueError, OverflowError):
+            pass
+    return a
+
+
+def _decode(raw: bytes) -> str:
+    """UTF-8 text (a byte-order mark dropped), else Latin-1 (which decodes any bytes, so
+    distinct ids stay distinct)."""
     try:
-        return a.astype(np.float64)
-    except ValueError:
-        return np.char.strip(a)
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
 
 
 def read_ratings_csv(path: str | os.PathLike, dtype: Any = np.float32) -> Ratings:
@@ -181,9 +210,13 @@ def read_ratings_csv(path: str | os.PathLike, dtype: Any = np.float32) -> Rating
     (610, 9724)
     """
     path = Path(path)
-    check_budget(path, "ratings", stat_path(path).st_size * 6)  # text, table and matrix
+    try:
+        size = stat_path(path).st_size
+    except FileNotFoundError:
+        raise not_found(path, "ratings file (user,item,rating[,time] per line)") from None
+    check_budget(path, "ratings", size * 6)  # text, table and matrix
     raw = read_data(path, what="ratings file")
-    uid, iid, t = _table(raw.decode("utf-8", errors="replace"), path)
+    uid, iid, t = _table(_decode(raw), path)
     bad = ~np.isfinite(t[:, :1])
     for col in (uid, iid):
         if col.dtype.kind == "f":
@@ -213,7 +246,7 @@ def _ids(a: np.ndarray) -> np.ndarray:
 
 
 def _titles(path: Path, item_ids: np.ndarray) -> list[str]:
-    text = read_data(path, what="movies file").decode("utf-8", errors="replace")
+    text = _decode(read_data(path, what="movies file"))
     names: dict[int, str] = {}
     for row in csv.reader(io.StringIO(text)):
         if len(row) >= 2 and row[0].isdigit():

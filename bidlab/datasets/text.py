@@ -137,14 +137,21 @@ def read_text_documents(
     try:
         is_dir = stat.S_ISDIR(stat_path(path).st_mode)
     except FileNotFoundError:
-        is_dir = False
+        is_dir = exists = False
     else:
+        exists = True
         if not is_dir:
             require_regular(path, "text archive")
     if is_archive(path):
         items: Iterable = _iter_tar(path, subset, max_decompressed)
     elif is_dir:
         items = _iter_folder(path, subset)
+    elif exists:
+        raise ValueError(
+            f"{path} is a single file, not a folder of text files or a .tar/.tar.gz of them: "
+            "put the documents in a folder, one per file (sub-folders name the labels), "
+            "and pass the folder"
+        )
     else:
         raise FileNotFoundError(
             f"{path} not found: expected a folder of text files or a .tar/.tar.gz of them"

@@ -168,10 +168,11 @@ def parse_docword(raw: bytes, source: Path | str = "<docword>", *,
 
 def read_vocab(path: Path, expected: int | None = None,
                max_decompressed: int | None = None) -> list[str]:
-    """One word per line (UTF-8, else Latin-1); checks the count when ``expected`` is given."""
+    """One word per line (UTF-8, a byte-order mark dropped, else Latin-1); checks the count
+    when ``expected`` is given."""
     raw = read_maybe_gzip(path, max_decompressed)
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         text = raw.decode("latin-1")
     words = text.splitlines()

@@ -7,9 +7,12 @@ The grammar read is the one of the standard repositories (bnlearn, pgmpy)::
     probability ( X | P1, P2 ) { (a, b) 0.1, 0.2, 0.7; ... default 0.3, 0.3, 0.4; }
     probability ( Y ) { table 0.4, 0.6; }
 
-``//`` and ``/* */`` comments are skipped, ``property`` lines ignored. A ``table`` lists
-the probabilities with the child's state varying fastest (BIF's order, the same as
-:class:`~bidlab.models.bayesnet.network.Network`'s rows). Files are read through
+``//`` and ``/* */`` comments are skipped, ``property`` lines ignored. A name may be
+quoted (``"light on"``); the older ``probability ( X P1 P2 )`` form lists the parents
+without ``|``. A ``table`` of a variable with parents lists the probabilities with the
+child's state varying slowest and the parents' configurations (in row-major order, the
+last parent fastest) within it, as BIF and pgmpy have it: ``table`` of ``X | P`` is
+``P(x0|p0), P(x0|p1), P(x1|p0), P(x1|p1)``. Files are read through
 :mod:`bidlab._bounded_io` (regular files only, decompression capped).
 """
 
@@ -29,13 +32,24 @@ from bidlab.models.bayesnet.network import BayesNetError, Network
 
 __all__ = ["read_bif", "parse_bif", "write_bif", "format_bif"]
 
-_TOKEN = re.compile(r"[{}()\[\];,|]|[^\s{}()\[\];,|]+")
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+# a quoted name, a comment (not inside quotes), punctuation, or a word
+_TOKEN = re.compile(r'"[^"]*"|//[^\n]*|/\*.*?\*/|[{}()\[\];,|]|(?:[^\s{}()\[\];,|"/]|/(?![/*]))+',
+                    re.S)
+_WORD = re.compile(r'(?:[^\s{}()\[\];,|"/]|/(?![/*]))+')
+
+
+def _unquote(tok: str) -> str:
+    return tok[1:-1] if len(tok) >= 2 and tok[0] == tok[-1] == '"' else tok
+
+
+def _quoted(name: str) -> str:
+    """``name`` as a BIF word, in quotes unless it reads back as one word."""
+    return name if _WORD.fullmatch(name) else f'"{name}"'
 
 
 class _Tokens:
     def __init__(self, text: str, where: str) -> None:
-        self.toks = _TOKEN.findall(_COMMENT.sub(" ", text))
+        self.toks = [t for t in _TOKEN.findall(text) if not t.startswith(("//", "/*"))]
         self.i = 0
         self.where = where
 
@@ -76,6 +90,10 @@ class _Tokens:
             t = self.next()
             depth += (t == "{") - (t == "}")
 
+    def name(self) -> str:
+        """The next token as a name (quotes removed)."""
+        return _unquote(self.next())
+
     def name_list(self, close: str) -> list[str]:
         out: list[str] = []
         while True:
@@ -83,7 +101,7 @@ class _Tokens:
             if t == close:
                 return out
             if t != ",":
-                out.append(t)
+                out.append(_unquote(t))
 
     def numbers(self) -> list[float]:
         out: list[float] = []
@@ -116,10 +134,10 @@ def parse_bif(text: str, where: str = "BIF text") -> Network:
     while tk.peek() is not None:
         kw = tk.next()
         if kw == "network":
-            net_name = tk.next()
+            net_name = tk.name()
             tk.skip_block()
         elif kw == "variable":
-            names.append(tk.next())
+            names.append(tk.name())
             states.append(_variable_body(tk, names[-1]))
         elif kw == "probability":
             probs.append(_probability(tk))
@@ -176,13 +194,15 @@ def _variable_body(tk: _Tokens, name: str) -> list[str]:
 
 def _probability(tk: _Tokens) -> tuple[str, list[str], Any]:
     tk.expect("(")
-    child = tk.next()
+    child = tk.name()
     pnames: list[str] = []
     t = tk.next()
-    if t == "|":
+    if t in ("|", ","):
         pnames = tk.name_list(")")
-    elif t != ")":
-        raise tk.fail(f"expected '|' or ')' after {child!r}")
+    elif t != ")":  # the older form, ( X P1 P2 ): the parents follow without '|'
+        if t in ("(", "{", "}", "[", "]", ";"):
+            raise tk.fail(f"expected '|' or ')' after {child!r}")
+        pnames = [_unquote(t), *tk.name_list(")")]
     rows: list[tuple[list[str], list[float]]] = []
     table: list[float] | None = None
     default: list[float] | None = None
@@ -203,7 +223,10 @@ def _table(where: str, child: str, st: list[str], pst: list[list[str]], body: An
     k = len(st)
     n_cfg = int(np.prod([len(s) for s in pst], dtype=np.int64))
     if table is not None:
-        return np.asarray(table, dtype=np.float64)
+        t = np.asarray(table, dtype=np.float64)
+        if t.size != n_cfg * k:
+            return t  # Network says how many entries it needs
+        return t.reshape(k, n_cfg).T  # the child's state varies slowest (module doc)
     out = np.full((n_cfg, k), np.nan)
     if default is not None:
         if len(default) != k:
@@ -265,21 +288,23 @@ def format_bif(net: Network) -> str:
         >>> parse_bif(format_bif(net)).cpts[0].tolist()
         [[0.3, 0.7]]
     """
-    out = [f"network {net.name} {{", "}"]
+    q = _quoted
+    out = [f"network {q(net.name)} {{", "}"]
     for v, nm in enumerate(net.names):
-        st = net.states[v]
-        out += [f"variable {nm} {{", f"  type discrete [ {len(st)} ] {{ {', '.join(st)} }};",
+        st = [q(x) for x in net.states[v]]
+        out += [f"variable {q(nm)} {{", f"  type discrete [ {len(st)} ] {{ {', '.join(st)} }};",
                 "}"]
     for v, nm in enumerate(net.names):
         ps = net.parents[v]
-        head = nm if not ps else f"{nm} | {', '.join(net.names[p] for p in ps)}"
+        head = q(nm) if not ps else f"{q(nm)} | {', '.join(q(net.names[p]) for p in ps)}"
         out.append(f"probability ( {head} ) {{")
         t = net.cpts[v]
         if not ps:
             out.append(f"  table {', '.join(_num(x) for x in t[0])};")
         else:
             for r in range(t.shape[0]):
-                out.append(f"  {net.config_text(v, r)} {', '.join(_num(x) for x in t[r])};")
+                cfg = ", ".join(q(x) for x in net.config_text(v, r)[1:-1].split(", "))
+                out.append(f"  ({cfg}) {', '.join(_num(x) for x in t[r])};")
         out.append("}")
     return "\n".join(out) + "\n"
 
