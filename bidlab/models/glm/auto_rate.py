@@ -98,7 +98,8 @@ def pick_rates(est: Any, X: Any, Y2: np.ndarray, w: np.ndarray | None, targmap: 
     rate, else one per model target.
     """
     K = len(links)
-    tr, ev = pilot_rows(X.shape[0], est.batch_size, np.random.default_rng(seed))
+    batch = est._batch_rows(X.shape[0])
+    tr, ev = pilot_rows(X.shape[0], batch, np.random.default_rng(seed))
     Xt, Yt, wt, Xe, Ye = _take(X, tr), Y2[tr], None if w is None else w[tr], _take(X, ev), Y2[ev]
     grid = RATE_GRID
     while True:  # a grid whose largest rates diverge is tried again without them
@@ -110,7 +111,7 @@ def pick_rates(est: Any, X: Any, Y2: np.ndarray, w: np.ndarray | None, targmap: 
                   "l1": _replicated(est.l1, K, G), "l2": _replicated(est.l2, K, G),
                   "n_passes": 1, "average": 0.0, "warm_start": False, "verbose": 0,
                   "shuffle": False, "class_weight": None,
-                  "batch_size": pilot_batch(len(tr), est.batch_size)}
+                  "batch_size": pilot_batch(len(tr), batch)}
         pilot = type(est)(**params)
         try:
             pilot._train_pilot(Xt, Yt, wt, est)

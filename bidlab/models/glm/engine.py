@@ -22,6 +22,12 @@ from bidlab.models.glm.stopping import HeldOut, split_rows
 from bidlab.models.glm.targets import encode, resolve
 from bidlab.models.validation import seed_from
 
+#: ``batch_size="auto"``: rows per minibatch, or fewer on small data so that a pass
+#: makes at least AUTO_STEPS steps (measured on 300 to 3,000 rows: one step a pass left
+#: a 300-row threshold problem at 0.856 accuracy after 10 passes, eight steps 0.956)
+AUTO_BATCH = 500
+AUTO_STEPS = 8
+
 __all__ = ["GLMEngine", "UPDATER_CHOICES", "n_steps"]
 
 #: the updaters GLM's ``updater`` parameter names (entries of bidlab.learn.UPDATERS)
@@ -163,6 +169,16 @@ class GLMEngine:
         source = MemorySource(*mats, batch_size=min(int(batch_size), X.shape[0]))
         return self._build_learner(self.model_, source, self.updater_, self.mixins_, **options)
 
+    def _batch_rows(self, n: int, batch_size: int | str | None = None) -> int:
+        """Rows per minibatch over ``n`` rows for ``batch_size`` (default this GLM's):
+        ``"auto"`` is :data:`AUTO_BATCH`, or ``n / AUTO_STEPS`` rows when that is fewer,
+        so a small data set still takes :data:`AUTO_STEPS` steps a pass; a number is kept
+        (at most ``n``)."""
+        b = self.batch_size if batch_size is None else batch_size
+        if isinstance(b, str):  # "auto" (the parameter check allows nothing else)
+            b = min(AUTO_BATCH, -(-int(n) // AUTO_STEPS))
+        return max(1, min(int(b), int(n)))
+
     def _averaging(self, X: Any, batch_size: int, n_passes: int) -> dict[str, int]:
         """The updater's averaging options for a run of ``n_passes`` over ``X``: average
         the last ``average`` fraction of its updates, one in ``average_every_``.
@@ -206,14 +222,15 @@ class GLMEngine:
         starts from the winners and averages as a run of ``n_passes + 1`` passes would.
         ``held``: the held-out stopping rule, which ends the run and picks its averaged
         model (every iterate of the run is summed; the rule takes the last ones' mean)."""
-        avg = (self._averaging(X, self.batch_size, n_passes + (race is not None))
+        batch = self._batch_rows(X.shape[0])
+        avg = (self._averaging(X, batch, n_passes + (race is not None))
                if average else {"average_from": -1})
         if held is not None:
             held.start(int(race is not None))
             start = int(race[0].updater_.t) if race is not None else 0
             avg["average_from"] = start if float(self.average) > 0 else -1
         on_cpu = self.device == "cpu"  # a GPU loss would wait for the device every step
-        lrn = self._make_learner(X, Y2, w, shuffle=shuffle, batch_size=self.batch_size,
+        lrn = self._make_learner(X, Y2, w, shuffle=shuffle, batch_size=batch,
                                  n_passes=n_passes, val_every=0, max_steps=None,
                                  checkpoint=None, mixin_kpis=False,
                                  train_loss=on_cpu if train_loss is None else train_loss,

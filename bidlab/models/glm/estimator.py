@@ -45,6 +45,7 @@ from bidlab.models.glm.engine import UPDATER_CHOICES, GLMEngine
 from bidlab.models.glm.inputs import GLMInputs
 from bidlab.models.glm.links import CLASSIFIER_LINKS, LINKS
 from bidlab.models.glm.params import (
+    batch_ok,
     class_weight_ok,
     dtype_ok,
     link_ok,
@@ -87,7 +88,10 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
     updater
         ``"adagrad"`` (per-weight step sizes; the default) or ``"grad"`` (plain).
     batch_size
-        rows per minibatch (at most the number of samples).
+        rows per minibatch (at most the number of samples), or ``"auto"`` (the
+        default): 500, or on fewer than 4,000 training rows an eighth of them, so that a
+        pass makes at least 8 steps (one step a pass leaves a small data set
+        under-trained after ``n_passes``).
     n_passes
         passes over the data in ``fit``, at most (see ``tol``).
     tol
@@ -177,7 +181,8 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
                text="None or a 1-D sequence of data target columns (ints >= 0)"),
         Option("updater", str, "adagrad", "how the weights move",
                choices=UPDATER_CHOICES),
-        Option("batch_size", int, 500, "rows per minibatch", low=1),
+        Option("batch_size", int, "auto", "rows per minibatch ('auto': 500, or an eighth of "
+               "fewer than 4,000 rows)", test=batch_ok, text="'auto' or an int >= 1"),
         param_row(Learner, "n_passes", doc="passes over the data in fit (at most: tol)"),
         Option("tol", float, 1e-4, "fit stops when a pass lowers the held-out loss per "
                "target by less than tol (None: every pass)", low=0.0, none_ok=True),
@@ -205,7 +210,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         l2: Any = 1e-4,
         targmap: Any = None,
         updater: str = "adagrad",
-        batch_size: int = 500,
+        batch_size: int | str = "auto",
         n_passes: int = 10,
         tol: float | None = 1e-4,
         validation_fraction: float = 0.1,
@@ -344,7 +349,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         self._init_engine(X, Y2, y_1d)
         w = self._class_weighted(w, Y2)
         self._choose_rates(X, Y2, w, options.get("comm"))
-        batch_size = options.pop("batch_size", self.batch_size)
+        batch_size = self._batch_rows(X.shape[0], options.pop("batch_size", self.batch_size))
         options.setdefault("n_passes", self.n_passes)
         if "average_from" not in options:
             options.update(self._averaging(X, batch_size, int(options["n_passes"])))

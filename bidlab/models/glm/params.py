@@ -45,6 +45,13 @@ def _real(x: Any) -> bool:
         np.isfinite(x))
 
 
+def batch_ok(x: Any) -> bool:
+    """``"auto"``, or a whole number >= 1 (a numpy integer too; not a bool)."""
+    if isinstance(x, str):
+        return x == "auto"
+    return isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_)) and x >= 1
+
+
 def rate_ok(x: Any) -> bool:
     """``"auto"``, or a finite number > 0, or a non-empty sequence of them."""
     if isinstance(x, str):

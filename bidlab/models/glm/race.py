@@ -84,7 +84,7 @@ def _race(est: Any, X: Any, Y2: np.ndarray, w: np.ndarray | None,
     race.n_features_in_ = X.shape[1]
     race._init_engine(X, Y2, y_1d=False, classes=est._known_classes())
     race.lrate_ = race._per_target_values("lrate", K * G)
-    batches = -(-X.shape[0] // min(int(est.batch_size), X.shape[0]))
+    batches = -(-X.shape[0] // est._batch_rows(X.shape[0]))
     tally = [batches // 2, est._xp().zeros(K * G, dtype=np.float64), 0.0]
     race.model_.loss_tally = tally
     race._run(X, Y2, w, shuffle=est.shuffle, n_passes=1, average=False, train_loss=True)
