@@ -163,7 +163,7 @@ def test_glm_defaults_json_quick(shared_data) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     (w,) = json.loads(proc.stdout)["workloads"]
     assert w["glm_defaults"] == {"lrate": "auto", "n_passes": 10, "tol": 1e-4, "average": 0.5,
-                                 "batch_size": 500, "l2": 1e-4}
+                                 "batch_size": "auto", "l2": 1e-4}
     cases = w["cases"]
     assert [(c["data"], c["link"]) for c in cases] == [
         (d, lk) for d in ("a9a", "w8a") for lk in ("logistic", "softmax", "svm", "linear")]

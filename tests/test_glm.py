@@ -211,7 +211,7 @@ def test_partial_fit_continues_training():
         m.partial_fit(X[a : a + 3000], y[a : a + 3000], classes=np.arange(5))
         scores.append(m.score(X, y))
     assert scores[-1] > scores[0]
-    assert m.n_steps_ == 4 * 8  # batch_size="auto": 3,000-row chunks take 8 steps each
+    assert m.n_steps_ == 4 * 16  # batch_size="auto": 3,000-row chunks take 16 steps each
 
 
 # ----------------------------------------------------------------------------- no allocations

@@ -40,7 +40,7 @@ def test_small_data_gets_several_steps_a_pass_by_default() -> None:
                    for s in range(3)])
     assert acc >= 0.93, acc
     est = GLM("logistic")
-    assert est._batch_rows(210) == 27 and est._batch_rows(100_000) == 500
+    assert est._batch_rows(210) == 14 and est._batch_rows(100_000) == 500
     assert GLM(batch_size=64)._batch_rows(210) == 64  # a number is kept
     one = GLM("logistic", batch_size=500, n_passes=4, tol=None, random_state=0).fit(Xtr, ytr)
     assert one.n_steps_ == 4  # an explicit 500 on 210 rows: one step a pass

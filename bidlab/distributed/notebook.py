@@ -245,7 +245,12 @@ def _build(name: str, model: str, data: Any, params: dict, options: dict, mode: 
            elastic: float, nest: Any = None) -> int:
     import bidlab.models  # noqa: F401  (registers the models)
     from bidlab.distributed.mpi_comm import MPIComm
-    from bidlab.distributed.sharding import rank_batch_size, read_rank_data, shard
+    from bidlab.distributed.sharding import (
+        chosen_batch_size,
+        rank_batch_size,
+        read_rank_data,
+        shard,
+    )
     from bidlab.learn.model import MODELS
 
     comm = MPIComm(mode=mode, elastic=elastic, nest=nest)
@@ -256,7 +261,7 @@ def _build(name: str, model: str, data: Any, params: dict, options: dict, mode: 
     else:
         data = tuple(data)
         mats, n = list(shard(comm, *data)), data[0].shape[0]
-    bs = options.pop("batch_size", None) or getattr(est, "batch_size", None) or 1000
+    bs = chosen_batch_size(est, options.pop("batch_size", None), n, comm.size)
     bs = rank_batch_size(n, comm.rank, comm.size, bs)
     mats = [m for m in mats if m is not None]
     lrn = est.learner(*mats, comm=comm, batch_size=bs, **options)

@@ -26,7 +26,25 @@ import scipy.sparse as sp
 
 from bidlab.learn.comm import shard_range
 
-__all__ = ["shard_range", "rank_batch_size", "shard", "read_rank_data"]
+__all__ = ["shard_range", "rank_batch_size", "shard", "read_rank_data", "chosen_batch_size"]
+
+
+def chosen_batch_size(est: Any, given: Any, n: int, size: int, default: int = 1000) -> int:
+    """The rows per minibatch of one rank, before :func:`rank_batch_size` evens the counts:
+    ``given`` (a learner option), else the estimator's ``batch_size``, resolved against a
+    rank's share of the ``n`` rows when it is a rule such as GLM's ``"auto"`` (the
+    estimator's ``_batch_rows``), else ``default``.
+
+    Examples
+    --------
+    >>> from bidlab.models import GLM
+    >>> chosen_batch_size(GLM(), None, 2000, 2), chosen_batch_size(GLM(), 64, 2000, 2)
+    (63, 64)
+    """
+    bs = given or getattr(est, "batch_size", None) or default
+    if isinstance(bs, str) and hasattr(est, "_batch_rows"):
+        bs = est._batch_rows(-(-int(n) // max(1, int(size))))
+    return int(bs)
 
 
 def rank_batch_size(n: int, rank: int, size: int, batch_size: int) -> int:

@@ -133,16 +133,18 @@ def _run(cli: Any, args: argparse.Namespace, comm: Any) -> int:
                 self.args.save = None
             return data
 
-        def resume(self, learner: Any, again: dict[str, Any]) -> bool:
+        def resume(self, learner: Any, again: dict[str, Any],
+                   params: dict[str, Any] | None = None) -> bool:
             if comm.rank == 0:
-                return super().resume(learner, again)
+                return super().resume(learner, again, params)
             with open(os.devnull, "w") as null, contextlib.redirect_stderr(null):
-                return super().resume(learner, again)  # rank 0 says it (errors still raise)
+                # rank 0 says it (errors still raise)
+                return super().resume(learner, again, params)
 
         def learner_options(self, est: Any, lopts: dict[str, Any]) -> dict[str, Any]:
-            from bidlab.distributed.sharding import rank_batch_size
+            from bidlab.distributed.sharding import chosen_batch_size, rank_batch_size
 
-            bs = lopts.get("batch_size") or getattr(est, "batch_size", None) or 1000
+            bs = chosen_batch_size(est, lopts.get("batch_size"), self.n_total, comm.size)
             return {**lopts, "comm": comm,
                     "batch_size": rank_batch_size(self.n_total, comm.rank, comm.size, bs)}
 

@@ -31,8 +31,9 @@ import numpy as np
 
 from bidlab.learn.divergence import DivergedError
 
-__all__ = ["PILOT_STEPS", "RACE_SIZE", "RATE_GRID", "is_auto", "no_rate_trains", "pick_rates",
-           "pilot_batch", "pilot_rows", "race_rates", "race_winners"]
+__all__ = ["PILOT_SAMPLE_STEPS", "PILOT_STEPS", "RACE_SIZE", "RATE_GRID", "is_auto",
+           "no_rate_trains", "pick_rates", "pilot_batch", "pilot_rows", "race_rates",
+           "race_winners"]
 
 #: the candidate learning rates (ADAGrad's and gradient steps' ``lrate``)
 RATE_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
@@ -40,6 +41,10 @@ RATE_GRID = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 RACE_SIZE = 3
 #: the fewest minibatch steps the pilot takes (:func:`pilot_batch`)
 PILOT_STEPS = 3
+#: ``batch_size="auto"``: the pilot's sample is four minibatches of a pass of
+#: ``PILOT_SAMPLE_STEPS`` steps (half of a small data set's rows), not of ``fit``'s
+#: smaller ones, which would leave the pilot a dozen rows to pick from on iris
+PILOT_SAMPLE_STEPS = 8
 
 
 def is_auto(lrate: Any) -> bool:
@@ -98,7 +103,7 @@ def pick_rates(est: Any, X: Any, Y2: np.ndarray, w: np.ndarray | None, targmap: 
     rate, else one per model target.
     """
     K = len(links)
-    batch = est._batch_rows(X.shape[0])
+    batch = est._batch_rows(X.shape[0], steps=PILOT_SAMPLE_STEPS)
     tr, ev = pilot_rows(X.shape[0], batch, np.random.default_rng(seed))
     Xt, Yt, wt, Xe, Ye = _take(X, tr), Y2[tr], None if w is None else w[tr], _take(X, ev), Y2[ev]
     grid = RATE_GRID

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils import check_random_state
 
+from bidlab import backend
 from bidlab.learn import UPDATERS, L1Regularizer, L2Regularizer, Learner, MemorySource
 from bidlab.models.glm.auto_rate import RATE_GRID, _take, is_auto, pick_rates
 from bidlab.models.glm.links import Layout
@@ -24,9 +25,12 @@ from bidlab.models.validation import seed_from
 
 #: ``batch_size="auto"``: rows per minibatch, or fewer on small data so that a pass
 #: makes at least AUTO_STEPS steps (measured on 300 to 3,000 rows: one step a pass left
-#: a 300-row threshold problem at 0.856 accuracy after 10 passes, eight steps 0.956)
+#: a 300-row threshold problem at 0.856 accuracy after 10 passes, 8 steps 0.956, 16
+#: steps 0.981; held-out log loss with 8 / 16 / 32 steps: raw digits 0.212 / 0.178 /
+#: 0.154, raw breast cancer 0.222 / 0.215 / 0.206, standardised 0.108 / 0.102 / 0.131;
+#: 32 steps made a 3,600-row TF-IDF fit 30 % slower than 8, 16 is the compromise)
 AUTO_BATCH = 500
-AUTO_STEPS = 8
+AUTO_STEPS = 16
 
 __all__ = ["GLMEngine", "UPDATER_CHOICES", "n_steps"]
 
@@ -47,6 +51,23 @@ def _shared_binary_labels(links: Any, classes: list[Any]) -> np.ndarray | None:
     first = classes[0]
     same = all(c.dtype == first.dtype and np.array_equal(c, first) for c in classes[1:])
     return first if same else None
+
+
+def _linear_means(t: Any, layout: Layout, Y2: np.ndarray,
+                  w: np.ndarray | None) -> np.ndarray | None:
+    """The biases a fresh model starts from: each linear target's mean value (weighted by
+    the row weights ``w``), 0 for the others; None when every bias starts at 0. With zero
+    biases, a target whose values sit far from 0 spends its passes climbing there: ADAGrad
+    moves a bias about ``lrate`` a step, so diabetes' targets (mean 152) fit 10 passes to
+    a held-out R^2 of 0.05, 0.48 when started at the mean."""
+    start = np.zeros(layout.T, dtype=np.float64)
+    w = None if w is None else np.asarray(backend.to_host(w), np.float64).reshape(-1)
+    if Y2.shape[0] == 0 or (w is not None and not w.sum() > 0):
+        return None
+    for k, (link, col) in enumerate(zip(t.links, t.data_col, strict=True)):
+        if link == "linear":
+            start[layout.columns(k)] = np.average(np.asarray(Y2[:, col], np.float64), weights=w)
+    return start if np.any(start != 0.0) else None
 
 
 class GLMEngine:
@@ -157,6 +178,8 @@ class GLMEngine:
         (built by the estimator base's ``_build_learner``; ``options``: its options and
         ``live``)."""
         xp = self._xp()
+        if not self.model_.initialised:  # a fresh model: where its biases start
+            self.model_.bias_start = _linear_means(self.targets_, self.layout_, Y2, w)
         Ye = encode(self.targets_, Y2, self.dtype_)
         if shuffle:  # one seeded order for all passes; minibatches are then row ranges
             perm = np.random.default_rng(self._seed()).permutation(X.shape[0])
@@ -169,14 +192,15 @@ class GLMEngine:
         source = MemorySource(*mats, batch_size=min(int(batch_size), X.shape[0]))
         return self._build_learner(self.model_, source, self.updater_, self.mixins_, **options)
 
-    def _batch_rows(self, n: int, batch_size: int | str | None = None) -> int:
+    def _batch_rows(self, n: int, batch_size: int | str | None = None,
+                    steps: int = AUTO_STEPS) -> int:
         """Rows per minibatch over ``n`` rows for ``batch_size`` (default this GLM's):
-        ``"auto"`` is :data:`AUTO_BATCH`, or ``n / AUTO_STEPS`` rows when that is fewer,
-        so a small data set still takes :data:`AUTO_STEPS` steps a pass; a number is kept
-        (at most ``n``)."""
+        ``"auto"`` is :data:`AUTO_BATCH`, or ``n / steps`` rows when that is fewer, so a
+        small data set still takes ``steps`` (:data:`AUTO_STEPS`) steps a pass; a number
+        is kept (at most ``n``)."""
         b = self.batch_size if batch_size is None else batch_size
         if isinstance(b, str):  # "auto" (the parameter check allows nothing else)
-            b = min(AUTO_BATCH, -(-int(n) // AUTO_STEPS))
+            b = min(AUTO_BATCH, -(-int(n) // int(steps)))
         return max(1, min(int(b), int(n)))
 
     def _averaging(self, X: Any, batch_size: int, n_passes: int) -> dict[str, int]:

@@ -89,8 +89,8 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         ``"adagrad"`` (per-weight step sizes; the default) or ``"grad"`` (plain).
     batch_size
         rows per minibatch (at most the number of samples), or ``"auto"`` (the
-        default): 500, or on fewer than 4,000 training rows an eighth of them, so that a
-        pass makes at least 8 steps (one step a pass leaves a small data set
+        default): 500, or on fewer than 8,000 training rows a 16th of them, so that a
+        pass makes at least 16 steps (few steps a pass leave a small data set
         under-trained after ``n_passes``).
     n_passes
         passes over the data in ``fit``, at most (see ``tol``).
@@ -181,8 +181,8 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
                text="None or a 1-D sequence of data target columns (ints >= 0)"),
         Option("updater", str, "adagrad", "how the weights move",
                choices=UPDATER_CHOICES),
-        Option("batch_size", int, "auto", "rows per minibatch ('auto': 500, or an eighth of "
-               "fewer than 4,000 rows)", test=batch_ok, text="'auto' or an int >= 1"),
+        Option("batch_size", int, "auto", "rows per minibatch ('auto': 500, or a 16th of "
+               "fewer than 8,000 rows)", test=batch_ok, text="'auto' or an int >= 1"),
         param_row(Learner, "n_passes", doc="passes over the data in fit (at most: tol)"),
         Option("tol", float, 1e-4, "fit stops when a pass lowers the held-out loss per "
                "target by less than tol (None: every pass)", low=0.0, none_ok=True),

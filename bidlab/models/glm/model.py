@@ -77,6 +77,9 @@ class GLMModel(Model):
     #: computed: the estimator's ``n_iter_``, ``n_steps_`` and ``loss_curve_``
     passes_done = 0
     steps_done = 0
+    #: the biases a fresh model starts from (T,), or None for zeros: the engine starts a
+    #: linear target at its targets' mean, so a target far from 0 needs no long climb
+    bias_start: np.ndarray | None = None
 
     def bind(self, learner: Any) -> None:
         self.lazy_rows = bool(learner.comm.changed_rows_only)
@@ -145,6 +148,9 @@ class GLMModel(Model):
                              f"but the data has {q} target column(s)")
         dtype = np.promote_types(info.dtype, np.float32)
         self._allocate(info.n_features, dtype, info.xp)
+        if self.bias_start is not None:
+            b = self.modelmats[1].data
+            b[...] = info.xp.asarray(np.asarray(self.bias_start).reshape(-1, 1), dtype=b.dtype)
         self.identity = bool(np.array_equal(self.targmap, np.arange(q)))
 
     def _allocate(self, d: int, dtype: Any, xp: Any) -> None:
