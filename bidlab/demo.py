@@ -48,6 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="number of topics (default: 12 on the docstrings, else 20)")
     parser.add_argument("--n_passes", type=int, default=None,
                         help="passes over the data (default: 10 online, 30 batch, 4 gibbs)")
+    parser.add_argument("--min_df", type=_df, default=None, metavar="N|FRACTION",
+                        help="text files only: keep a word in at least this many documents "
+                             "(or this fraction of them; default 2)")
+    parser.add_argument("--max_df", type=_df, default=None, metavar="N|FRACTION",
+                        help="text files only: drop a word in more than this fraction of the "
+                             "documents (or this many; default 0.95)")
     parser.add_argument("--top", type=int, default=8, help="top words shown per topic")
     parser.add_argument("--out", default="lda_topics.html",
                         help="where to write the HTML bubble chart (default: %(default)s)")
@@ -56,6 +62,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default="auto", help="on stderr, as for bidlab train: a bar and pass "
                         "lines (auto, text), pass lines only (lines), or none")
     add_deprecated_aliases(parser, n_passes=int, random_state=int)
+
+
+def _df(text: str) -> int | float:
+    """A document-frequency bound as ``CountVectorizer`` takes it: a count (``2``) or a
+    fraction of the documents (``0.95``, ``1.0``)."""
+    try:
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        value = -1
+    if value < 0 or (isinstance(value, float) and value > 1.0):
+        raise argparse.ArgumentTypeError(
+            f"must be a count (e.g. 1) or a fraction in [0, 1] (e.g. 1.0); got {text!r}")
+    return value
 
 
 def default_corpus() -> tuple[Any, str]:
@@ -73,10 +92,13 @@ def default_corpus() -> tuple[Any, str]:
         "KOS was not found; --data PATH takes your own documents)")
 
 
-def load_data(path: str | None) -> Any:
+def load_data(path: str | None, min_df: int | float | None = None,
+              max_df: int | float | None = None) -> Any:
     """The demo's corpus: the default one (see :func:`default_corpus`), else ``path``
-    read by its content; ValueError naming the problem for data that is not documents."""
-    from bidlab.datasets import Corpus
+    read by its content; ValueError naming the problem for data that is not documents.
+    ``min_df`` and ``max_df`` (None: the loader's defaults) bound the words kept from
+    text files, as in :func:`bidlab.datasets.load_text_folder`."""
+    from bidlab.datasets import Corpus, load_text_folder
     from bidlab.datasets.sniff import FORMATS, load, sniff
 
     if path is None:
@@ -88,6 +110,9 @@ def load_data(path: str | None) -> Any:
             "topics on word counts, so give a UCI bag-of-words folder or docword file, or a "
             "folder / tar archive of text files (`bidlab train --help` trains the other "
             "models on such data)")
+    if found.format in ("text-folder", "text-archive"):
+        bounds = {k: v for k, v in (("min_df", min_df), ("max_df", max_df)) if v is not None}
+        return load_text_folder(found.path, name=Path(path).name, **bounds)
     data = load(found)
     vocab = data.vocab or [f"w{j}" for j in range(data.X.shape[1])]
     return Corpus(data.X, list(vocab), name=Path(path).name)
@@ -175,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
             corpus, why = default_corpus()
             print(f"corpus: {why}")
         else:
-            corpus = load_data(args.data)
+            corpus = load_data(args.data, args.min_df, args.max_df)
     except (FileNotFoundError, ValueError, OSError) as exc:
         print(f"bidlab demo: {exc}", file=sys.stderr)
         return 2

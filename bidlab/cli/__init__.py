@@ -11,7 +11,8 @@ and the module that implements it. That module provides::
 
 and may set ``ACCEPTS_EXTRA = True`` to receive unparsed ``--name value`` pairs in
 ``args.extra`` (``bidlab train`` does: they are learner options). Modules are imported
-only when their subcommand runs, so ``bidlab --help`` stays fast.
+only when their subcommand runs, so ``bidlab --help`` stays fast. A warning raised
+while a command runs is printed as one line, ``warning: MESSAGE``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["COMMANDS", "Command", "main", "build_parser"]
 
@@ -95,4 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     if extra and not _accepts_extra(command):
         parser.error(f"unrecognised arguments: {' '.join(extra)}")
     args.extra = extra
-    return int(_module(command).run(args) or 0)
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return int(_module(command).run(args) or 0)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    """A warning as one line on stderr, ``warning: MESSAGE`` (the category's name added
+    when it is not a plain UserWarning), not Python's format with the source line."""
+    kind = "" if category is UserWarning else f" ({category.__name__})"
+    text = " ".join(str(message).split())
+    print(f"warning{kind}: {text}", file=sys.stderr if file is None else file)

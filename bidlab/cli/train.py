@@ -154,8 +154,8 @@ class _Job:
         if not self.args.data:
             raise _BadInput("--data is required: a file or folder of data (bidlab train "
                             f"{self.name} --help lists the formats)")
-        data = load_data(self.args.data)
-        print(f"data {describe_data(data)}", file=sys.stderr)
+        data = load_data(self.args.data, self.name)
+        print(f"data {describe_data(data, self.name)}", file=sys.stderr)
         return data
 
     def learner_options(self, est: Any, lopts: dict[str, Any]) -> dict[str, Any]:
@@ -350,6 +350,8 @@ class _EstimatorJob(_Job):
         if self.args.checkpoint:
             lopts["checkpoint"] = self.args.checkpoint
         holdout = self.args.holdout
+        no_score = ("no held-out score (--holdout 0)" if holdout == 0 else
+                    "no held-out score (the rows are users or vertices: none held out)")
         rows_are_samples = est.ROWS_ARE_SAMPLES and not is_ratings(data)
         if holdout is None:  # a graph's vertices, a ratings file's users: none held out
             holdout = 0.1 if rows_are_samples else 0.0
@@ -357,7 +359,15 @@ class _EstimatorJob(_Job):
             raise _BadInput(f"--holdout {holdout:g}: {self.name}'s rows are not samples "
                             "(a graph's vertices, or users who each need their factors), so "
                             "none can be held out: leave --holdout out")
-        X, y, X_out, y_out = hold_out(data.X, data.y, holdout)
+        try:
+            X, y, X_out, y_out = hold_out(data.X, data.y, holdout)
+        except ValueError as exc:
+            if self.args.holdout is not None:
+                raise _BadInput(f"--holdout {exc}: give a fraction that holds out at least "
+                                "one row and leaves one, or --holdout 0 to train on every "
+                                "row") from None
+            X, y, X_out, y_out = data.X, data.y, None, None  # the default, on tiny data
+            no_score = f"no held-out score (the default --holdout {exc})"
         if ratings_mask(data, est):  # a ratings file's stored entries are the observed ones
             lopts["mask"] = sp.csr_matrix((np.ones(X.nnz, bool), X.indices, X.indptr),
                                           shape=X.shape)
@@ -372,7 +382,7 @@ class _EstimatorJob(_Job):
         vocab = getattr(data, "vocab", None)
         if vocab is not None and callable(getattr(est, "top_words", None)):
             est.vocab_ = list(vocab)  # kept in the saved model: top_words() shows words
-        notes = [_score_note(est, X_out, y_out if supervised else None)]
+        notes = [_score_note(est, X_out, y_out if supervised else None, no_score)]
         if self.args.save:
             try:
                 notes.append(f"saved {est.save(self.args.save)}")
@@ -409,13 +419,14 @@ def _needs_targets(est: Any) -> bool:
         return False
 
 
-def _score_note(est: Any, X: Any, y: Any) -> str:
-    """``score S (ClassName.score on N held-out rows)``, or why there is none."""
+def _score_note(est: Any, X: Any, y: Any, no_score: str) -> str:
+    """``score S (ClassName.score on N held-out rows)``, or why there is none (``no_score``
+    when no rows were held out)."""
     score = getattr(est, "score", None)
     if score is None:
         return ""
     if X is None:
-        return "no held-out score (--holdout 0, or too few rows)"
+        return no_score
     try:
         value = float(score(X) if y is None else score(X, y))
     except Exception as exc:  # the run succeeded; say why there is no score

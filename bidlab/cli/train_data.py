@@ -13,17 +13,29 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["MAX_HELD_OUT", "describe_data", "hold_out", "is_ratings", "load_data",
-           "ratings_mask", "read_shards"]
+__all__ = ["MAX_HELD_OUT", "PREFERRED_FORMAT", "describe_data", "hold_out", "is_ratings",
+           "load_data", "ratings_mask", "read_shards"]
 
 MAX_HELD_OUT = 10_000  # rows held out for the final score at most (keeps it quick)
 
+#: the format a model reads a file as when its content fits several (``1<TAB>10<TAB>4``
+#: lines are a weighted SNAP edge list and headerless ratings alike)
+PREFERRED_FORMAT = {"sfa": "ratings", "nmf": "ratings", "pagerank": "edge-list"}
 
-def load_data(path: str) -> Any:
-    """What ``--data`` holds: LoadedData in memory, or the Sniffed shard folder."""
+
+def load_data(path: str, model: str | None = None) -> Any:
+    """What ``--data`` holds: LoadedData in memory, or the Sniffed shard folder. A file
+    that fits several formats is read as ``model``'s :data:`PREFERRED_FORMAT` when it is
+    one of them."""
+    from dataclasses import replace
+
     from bidlab.datasets.sniff import load, sniff
 
     s = sniff(path)
+    pick = PREFERRED_FORMAT.get(model or "")
+    if pick in s.also:
+        s = replace(s, format=pick, detail="", also=(s.format, *(k for k in s.also
+                                                                 if k != pick)))
     return s if s.format == "shards" else load(s)
 
 
@@ -46,10 +58,20 @@ def read_shards(folder: Path) -> Any:
     return LoadedData(mats[0], y, mats[2])
 
 
-def describe_data(data: Any) -> str:
-    """One line on what was read: the file and its matrices (shapes, format)."""
-    return str(data) if not hasattr(data, "describe") else (
-        f"{data.sniffed.path if data.sniffed else ''}: {data.describe()}")
+def describe_data(data: Any, model: str | None = None) -> str:
+    """One line on what was read: the file and its matrices (shapes, format), and the
+    other formats the file fits, if any (see :func:`load_data`)."""
+    if not hasattr(data, "describe"):
+        return str(data)
+    text = f"{data.sniffed.path if data.sniffed else ''}: {data.describe()}"
+    also = data.sniffed.also if data.sniffed else ()
+    if also:
+        by = {f: ", ".join(m for m, g in PREFERRED_FORMAT.items() if g == f)
+              for f in PREFERRED_FORMAT.values()}
+        text += (f"; the file fits {' and '.join(also)} too, and is read as "
+                 f"{data.sniffed.format} for {model or 'this model'} ("
+                 + "; ".join(f"{f} for {ms}" for f, ms in by.items()) + ")")
+    return text
 
 
 def is_ratings(data: Any) -> bool:
@@ -68,7 +90,8 @@ def ratings_mask(data: Any, est: Any) -> bool:
 def hold_out(X: Any, y: Any, frac: float) -> tuple[Any, Any, Any, Any]:
     """(X, y) to train on and the held-out (X, y) scored at the end: ``frac`` of the rows
     (at most 10,000), chosen at random with a fixed seed, so a resumed run holds out the
-    same rows. (X, y, None, None) when nothing is held out.
+    same rows. (X, y, None, None) when ``frac`` is 0. ValueError when a positive ``frac``
+    rounds to no row, or to every row (nothing left to train on).
 
     Examples
     --------
@@ -81,8 +104,11 @@ def hold_out(X: Any, y: Any, frac: float) -> tuple[Any, Any, Any, Any]:
     """
     n = int(X.shape[0])
     n_out = min(int(round(frac * n)), MAX_HELD_OUT)
-    if n_out < 1 or n_out >= n:
+    if frac <= 0:
         return X, y, None, None
+    if n_out < 1 or n_out >= n:
+        what = "no row" if n_out < 1 else f"all {n} rows, leaving none to train on"
+        raise ValueError(f"{frac:g} of {n} rows rounds to {what}")
     out = np.zeros(n, dtype=bool)
     out[np.random.default_rng(0).choice(n, size=n_out, replace=False)] = True
     keep = np.flatnonzero(~out)

@@ -5,11 +5,14 @@ dtypes, array layouts), and cached on disk (:mod:`bidlab._numba_cache`). A fresh
 installation's first fit does not wait for that (:mod:`bidlab.kern.standin` runs the
 kernels' numpy forms while a background process compiles them), but it runs at the numpy
 forms' speed until the compiled kernels arrive, and the few kernels without such a form
-(the Gibbs sampler, ALS, Bayesian networks) still compile in the fitting process. So by
-default ``bidlab warmup`` compiles only what still stalls a first fit: the kernels that
-have no such form (the fits run with every stand-in forced, :func:`bidlab.kern.standin.forced`,
-so the others are not compiled). ``--all`` compiles every kernel, so that later processes
-run machine code from their first call: for a container image, a shared installation, or
+(of the models warmed up here, k-means' CSR centroid sums and Hamerly bound step) still
+compile in the fitting process. The LDA Gibbs sampler, ALS (``SFA``) and the
+Bayesian-network sampler have numpy forms, so their first fits do not wait for the
+compiler, and SFA and BayesNet are not warmed up here. So by default ``bidlab warmup``
+compiles only what still stalls a first fit: the kernels that have no such form (the fits
+run with every stand-in forced, :func:`bidlab.kern.standin.forced`, so the others are not
+compiled). ``--all`` compiles every kernel the fits reach, so that later processes run
+machine code from their first call: for a container image, a shared installation, or
 timings.
 
 The specializations a kernel needs are the ones the models call it with, so the warm-up

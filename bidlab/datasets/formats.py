@@ -61,12 +61,15 @@ class DataFormatError(ValueError):
 
 @dataclass(frozen=True)
 class Sniffed:
-    """What :func:`sniff` found: the format (a key of :data:`FORMATS`) and how it knew."""
+    """What :func:`sniff` found: the format (a key of :data:`FORMATS`) and how it knew;
+    ``also``: the other formats the content fits (``1<TAB>10<TAB>4`` lines are both a
+    weighted SNAP edge list and headerless ratings)."""
 
     format: str
     path: Path
     gzip: bool = False
     detail: str = ""
+    also: tuple[str, ...] = ()  # other formats the content fits (a reader may pick one)
 
     def __str__(self) -> str:
         gz = " (gzip)" if self.gzip else ""
@@ -188,8 +191,10 @@ def looks_table(head: bytes) -> bool:
                for sep in (b",", b"\t"))
 
 
-CSV_HINT = ("bidlab reads no CSV: load the table (e.g. with pandas) and save the matrix with "
-             "numpy.savez(path, X=X, y=y) or sklearn.datasets.dump_svmlight_file")
+CSV_HINT = ("bidlab reads a CSV / TSV table only as ratings (user, item, rating and optionally "
+            "time per line, numbers or ids; a header line, if any, naming a user or a rating "
+            "column); for any other table, load it (e.g. with pandas) and save the matrix with "
+            "numpy.savez(path, X=X, y=y) or sklearn.datasets.dump_svmlight_file")
 
 
 def appearance(head: bytes, was_gzip: bool) -> str:
@@ -213,6 +218,22 @@ _TEXT_RULES = (("uci-bow", _looks_docword), ("svmlight", _looks_svmlight),
                ("edge-list", _looks_edge_list), ("ratings", _looks_ratings))
 
 
+def _sniff_utf16(path: Path, head: bytes, was_gzip: bool, complete: bool) -> Sniffed:
+    """A file starting with a UTF-16 byte-order mark: ratings (which
+    :func:`~bidlab.datasets.movielens.read_ratings_csv` decodes), else an error saying to
+    save it as UTF-8."""
+    text = head[:len(head) // 2 * 2].decode("utf-16", errors="replace")
+    lines = _lines(text.encode("utf-8"), complete)
+    detail = _looks_ratings(lines)
+    if detail is not None:
+        return Sniffed("ratings", path, was_gzip, f"{detail}, UTF-16")
+    first = lines[0][:60].decode("utf-8") if lines else ""
+    raise DataFormatError(
+        f"{path} is UTF-16 text (byte-order mark {head[:2].hex(' ')}) whose first line is "
+        f"{first!r}: bidlab reads UTF-16 only in ratings files; save it as UTF-8 (e.g. "
+        "iconv -f UTF-16 -t UTF-8, or your editor's 'save as UTF-8')")
+
+
 def sniff_file(path: Path) -> Sniffed:
     """The format of the regular file ``path`` (not a folder or a shard manifest)."""
     with open_regular(path) as f:
@@ -228,16 +249,18 @@ def sniff_file(path: Path) -> Sniffed:
         return Sniffed("text-archive", path, magic[:2] == _GZIP_MAGIC)
     head, was_gzip = read_head(path)
     complete = len(head) < _HEAD_BYTES
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return _sniff_utf16(path, head, was_gzip, complete)
     if not looks_binary(head):
         lines = _lines(head, complete)
-        for kind, looks in _TEXT_RULES:
+        for n, (kind, looks) in enumerate(_TEXT_RULES):
             detail = looks(lines)
             if detail is not None:
-                return Sniffed(kind, path, was_gzip, detail)
+                also = tuple(k for k, fits in _TEXT_RULES[n + 1:] if fits(lines) is not None)
+                return Sniffed(kind, path, was_gzip, detail, also)
     raise DataFormatError(
         f"cannot tell the format of {path}: it is {appearance(head, was_gzip)}. Tried: "
         f"{tried(tuple(k for k in FORMATS if k != 'text-folder'))} (any of them plain or "
         "gzip). Convert the data to one of these, e.g. with "
         "sklearn.datasets.dump_svmlight_file or numpy.savez(path, X=X, y=y)"
-        + (" (it looks like a CSV / TSV table, which bidlab does not load: read it with "
-           "pandas first)" if looks_table(head) else ""))
+        + (f". It looks like a CSV / TSV table: {CSV_HINT}" if looks_table(head) else ""))

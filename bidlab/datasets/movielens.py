@@ -16,6 +16,7 @@ keeps at least one rating for training); :meth:`Ratings.implicit` is the implici
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import os
@@ -121,8 +122,8 @@ def _keep(X: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
 def _table(text: str, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(user ids, item ids, ratings and times as an n x 1 or n x 2 float table). The ids are
     numbers, or any text (kept as strings when one is not a number; a field holding the
-    separator must be quoted, as in any CSV); a first line whose rating is not a number is
-    a header."""
+    separator must be quoted, as in any CSV); a first line whose rating is not a number, or
+    whose user and item are not numbers while every later line's are, is a header."""
     lines = text.splitlines()
     sep = "\t" if lines and "\t" in lines[0] else ","
     quoted = '"' in text
@@ -155,6 +156,9 @@ def _table(text: str, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if cells.shape[1] not in (3, 4):
         raise ValueError(f"{path}: {cells.shape[1]} columns; a ratings file has user, item, "
                          "rating and optionally time")
+    if (not start and len(cells) > 1 and not any(_number(f) for f in cells[0, :2])
+            and _number(cells[1:, :2])):
+        cells, start = cells[1:], 1  # a header whose rating column's name is a number
     try:
         values = cells[:, 2:].astype(np.float64)
     except ValueError:
@@ -190,9 +194,16 @@ def _id_column(a: np.ndarray, path: Path, what: str, start: int) -> np.ndarray:
     return a
 
 
-def _decode(raw: bytes) -> str:
-    """UTF-8 text (a byte-order mark dropped), else Latin-1 (which decodes any bytes, so
-    distinct ids stay distinct)."""
+def _decode(raw: bytes, path: Path) -> str:
+    """UTF-16 text when it starts with a UTF-16 byte-order mark, else UTF-8 text (a
+    byte-order mark dropped), else Latin-1 (which decodes any bytes, so distinct ids stay
+    distinct)."""
+    if raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return raw.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: starts with a UTF-16 byte-order mark but is not "
+                             f"valid UTF-16 ({exc}); save it as UTF-8") from None
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
@@ -216,7 +227,7 @@ def read_ratings_csv(path: str | os.PathLike, dtype: Any = np.float32) -> Rating
         raise not_found(path, "ratings file (user,item,rating[,time] per line)") from None
     check_budget(path, "ratings", size * 6)  # text, table and matrix
     raw = read_data(path, what="ratings file")
-    uid, iid, t = _table(_decode(raw), path)
+    uid, iid, t = _table(_decode(raw, path), path)
     bad = ~np.isfinite(t[:, :1])
     for col in (uid, iid):
         if col.dtype.kind == "f":
@@ -246,7 +257,7 @@ def _ids(a: np.ndarray) -> np.ndarray:
 
 
 def _titles(path: Path, item_ids: np.ndarray) -> list[str]:
-    text = _decode(read_data(path, what="movies file"))
+    text = _decode(read_data(path, what="movies file"), path)
     names: dict[int, str] = {}
     for row in csv.reader(io.StringIO(text)):
         if len(row) >= 2 and row[0].isdigit():

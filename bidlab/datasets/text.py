@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import stat
 import tarfile
+import warnings
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path, PurePosixPath
@@ -34,6 +35,7 @@ from bidlab._bounded_io import (
     stat_path,
 )
 from bidlab.datasets.corpus import Corpus, canonical_csr
+from bidlab.datasets.formats import looks_binary
 
 DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 _ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
@@ -129,7 +131,9 @@ def read_text_documents(
     """Read every file of a folder or tar archive: ``(texts, doc_ids, label_strings)``.
 
     Documents come in sorted path order; a document's label is its parent folder (None
-    for files at the top level). ``categories`` keeps only those labels.
+    for files at the top level). ``categories`` keeps only those labels. A binary file
+    (a NUL byte in its first 4 KiB: an ``.npz``, an image, a compressed file) is not a
+    document: it is skipped with a warning naming it.
     ``max_decompressed`` caps how far into an archive's decompressed content members are
     read (see the module docstring).
     """
@@ -157,12 +161,15 @@ def read_text_documents(
             f"{path} not found: expected a folder of text files or a .tar/.tar.gz of them"
         )
     wanted = None if categories is None else set(categories)
-    texts, ids, labels = [], [], []
+    texts, ids, labels, binary = [], [], [], []
     for parts, raw in items:
         label = parts[-2] if len(parts) > 1 else None
         if wanted is not None and label not in wanted:
             continue
         name = "/".join(parts)
+        if looks_binary(raw):
+            binary.append(name)
+            continue
         try:
             texts.append(raw.decode(encoding))
         except UnicodeDecodeError as e:
@@ -172,8 +179,12 @@ def read_text_documents(
             ) from None
         ids.append(name)
         labels.append(label)
+    skipped = (f"{len(binary)} binary file{'s' if len(binary) > 1 else ''} "
+               f"({', '.join(binary[:3])}{', ...' if len(binary) > 3 else ''})")
+    if binary and texts:
+        warnings.warn(f"{path}: skipped {skipped}: not text documents", stacklevel=2)
     if not texts:
-        what = f"in {path}"
+        what = f"in {path}" + (f" (skipped {skipped})" if binary else "")
         if subset is not None:
             what += f" under a top folder named {subset!r} (or ending in -{subset})"
         if wanted is not None:
@@ -282,7 +293,8 @@ def load_text_folder(
     except ValueError as e:
         raise ValueError(
             f"{source}: could not build a vocabulary from {len(texts)} documents ({e}); "
-            "for a small corpus lower min_df (e.g. 1) and raise max_df (e.g. 1.0)"
+            f"for a small corpus lower min_df (here {min_df!r}; e.g. 1) and raise max_df "
+            f"(here {max_df!r}; e.g. 1.0)"
         ) from e
     labels, names = _encode_labels(label_strings, label_names, source)
     if name is None:

@@ -206,7 +206,8 @@ def load_uci_bow(
     name
         the collection name (``"kos"``) when the folder holds several.
     vocab
-        the vocabulary file; default: ``vocab.NAME.txt[.gz]`` beside the docword file.
+        the vocabulary file (a folder raises IsADirectoryError); default:
+        ``vocab.NAME.txt[.gz]`` beside the docword file.
         ``False`` skips it and names the words ``w1 .. wW``.
     dtype
         dtype of the count matrix.
@@ -249,6 +250,13 @@ def load_uci_bow(
                 )
         else:
             vocab_path = Path(vocab)
+            if vocab_path.is_dir():
+                inside = _find_file(vocab_path, f"vocab.{name}.txt")
+                hint = f"; pass vocab={str(inside)!r}" if inside is not None else ""
+                raise IsADirectoryError(
+                    f"vocabulary file {vocab_path} is a folder, not a file (expected {W} "
+                    f"words, one per line){hint}"
+                )
             if not vocab_path.is_file():
                 raise FileNotFoundError(
                     f"vocabulary file {vocab_path} not found (expected {W} words, one per line)"
