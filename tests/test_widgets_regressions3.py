@@ -54,3 +54,19 @@ def test_full_batch_learners_offer_no_val_every_control(kmeans_learner) -> None:
             Dashboard(nmf, controls=["val_every"])
     finally:
         dash.pump.close()
+
+
+def test_options_that_cannot_be_tried_here_keep_their_controls() -> None:
+    """The ranks' proxy learner polls rank 0's option table and has no ``check``: the
+    dashboard offers its live options (a Dashboard on ranks raised AttributeError)."""
+    from types import SimpleNamespace
+
+    from bidlab.widgets._controls import refusal
+
+    class Polled:  # what bidlab.distributed.proxy's option table offers
+        specs = {"lrate": SimpleNamespace(type=float, choices=None)}
+
+        def get(self, name):
+            return 0.1
+
+    assert refusal(SimpleNamespace(opts=Polled()), "lrate") is None

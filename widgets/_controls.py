@@ -68,12 +68,15 @@ def refusal(learner: Any, name: str) -> str | None:
     >>> print(refusal(lr, "val_every"))  # doctest: +ELLIPSIS
     LloydKMeansModel is full-batch: ... so val_every must stay 0
     """
+    check = getattr(learner.opts, "check", None)
+    if check is None:  # options that cannot be tried here (ranks' proxy): offer the control
+        return None
     spec, value = learner.opts.specs[name], learner.opts.get(name)
     trials = _trial_values(spec, value)
     reason = None
     for trial in trials:
         try:
-            learner.opts.check(**{name: trial})
+            check(**{name: trial})
             return None
         except ValueError as exc:  # OptionError, a bound or a validator
             reason = reason or str(exc)
