@@ -201,6 +201,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"corpus: {why}")
         else:
             corpus = load_data(args.data, args.min_df, args.max_df)
+    except BrokenPipeError:  # stdout's reader went: bidlab.cli.main ends quietly
+        raise
     except (FileNotFoundError, ValueError, OSError) as exc:
         print(f"bidlab demo: {exc}", file=sys.stderr)
         return 2

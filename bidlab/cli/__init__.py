@@ -12,13 +12,15 @@ and the module that implements it. That module provides::
 and may set ``ACCEPTS_EXTRA = True`` to receive unparsed ``--name value`` pairs in
 ``args.extra`` (``bidlab train`` does: they are learner options). Modules are imported
 only when their subcommand runs, so ``bidlab --help`` stays fast. A warning raised
-while a command runs is printed as one line, ``warning: MESSAGE``.
+while a command runs is printed as one line, ``warning: MESSAGE``. When the reader of
+stdout goes away (``bidlab demo | head``), the command ends quietly, as a Unix tool does.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 import warnings
 from dataclasses import dataclass
@@ -71,8 +73,33 @@ def _accepts_extra(name: str) -> bool:
     return bool(getattr(_module(name), "ACCEPTS_EXTRA", False))
 
 
+#: the exit status when stdout's reader went away: 128 + SIGPIPE, what a shell reports for
+#: a tool the closed pipe ended
+CLOSED_STDOUT_STATUS = 141
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run ``bidlab COMMAND ...``; return the exit code."""
+    """Run ``bidlab COMMAND ...``; return the exit code (:data:`CLOSED_STDOUT_STATUS`,
+    with no traceback, when stdout's reader went away)."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        _drop_stdout()
+        return CLOSED_STDOUT_STATUS
+
+
+def _drop_stdout() -> None:
+    """Point stdout at the null device, so that flushing what is left of its buffer at
+    exit does not fail again (and print "Exception ignored ... BrokenPipeError")."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):  # not a real file (captured, or already closed)
+        pass
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     if command is not None and command not in COMMANDS:

@@ -13,7 +13,8 @@ vectors as ``0.1,0.2``, a bare ``--flag`` for True) and parsed by its
 ``--data`` is sniffed by content (:mod:`bidlab.datasets.sniff`): svmlight / LIBSVM files
 with or without an extension, UCI docword files (plain or gzip) with their vocabulary,
 ``.npz`` files (numpy or ``scipy.sparse.save_npz``), bidlab shard folders, and folders or
-tar archives of text files.
+tar archives of text files, whose words ``--min_df`` and ``--max_df`` bound as in ``bidlab
+demo`` (refused for other data).
 
 With ``--checkpoint PATH`` the learner writes a checkpoint (atomically) at each pass end,
 every ``--checkpoint_every`` seconds and when the run ends; an existing one is resumed
@@ -57,6 +58,7 @@ from bidlab.cli.train_data import (
 from bidlab.cli.train_options import (
     _is_estimator,
     _learner_table,
+    _needs_targets,
     _overview,
     _owned,
     _parse_extra,
@@ -120,6 +122,8 @@ def run(args: argparse.Namespace, estimator_job: type | None = None) -> int:
         print("\ninterrupted before training started", file=err)
         return 130
     except Exception as exc:  # e.g. building the learner failed: say what, not a traceback
+        if isinstance(exc, BrokenPipeError):  # stdout's reader went: bidlab.cli.main ends
+            raise
         print(f"bidlab train: {args.model} could not start: {type(exc).__name__}: {exc}",
               file=err)
         return 1
@@ -154,7 +158,7 @@ class _Job:
         if not self.args.data:
             raise _BadInput("--data is required: a file or folder of data (bidlab train "
                             f"{self.name} --help lists the formats)")
-        data = load_data(self.args.data, self.name)
+        data = load_data(self.args.data, self.name, self.args.min_df, self.args.max_df)
         print(f"data {describe_data(data, self.name)}", file=sys.stderr)
         return data
 
@@ -409,14 +413,6 @@ class _EstimatorJob(_Job):
             print(f"pass {p + 1}: coherence {measure} {learner.coherence(measure=measure):.6g}",
                   file=sys.stderr)
         return 0
-
-
-def _needs_targets(est: Any) -> bool:
-    """scikit-learn's tag: does ``fit`` require y?"""
-    try:
-        return bool(est.__sklearn_tags__().target_tags.required)
-    except AttributeError:
-        return False
 
 
 def _score_note(est: Any, X: Any, y: Any, no_score: str) -> str:

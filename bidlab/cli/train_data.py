@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["MAX_HELD_OUT", "PREFERRED_FORMAT", "describe_data", "hold_out", "is_ratings",
-           "load_data", "ratings_mask", "read_shards"]
+           "load_data", "ratings_mask", "read_shards", "sniff_data"]
 
 MAX_HELD_OUT = 10_000  # rows held out for the final score at most (keeps it quick)
 
@@ -23,20 +23,43 @@ MAX_HELD_OUT = 10_000  # rows held out for the final score at most (keeps it qui
 PREFERRED_FORMAT = {"sfa": "ratings", "nmf": "ratings", "pagerank": "edge-list"}
 
 
-def load_data(path: str, model: str | None = None) -> Any:
-    """What ``--data`` holds: LoadedData in memory, or the Sniffed shard folder. A file
-    that fits several formats is read as ``model``'s :data:`PREFERRED_FORMAT` when it is
-    one of them."""
+def sniff_data(path: str, model: str | None = None, min_df: int | float | None = None,
+               max_df: int | float | None = None) -> Any:
+    """What :func:`bidlab.datasets.sniff.sniff` says ``path`` holds, as ``model`` reads
+    it: a file that fits several formats is read as ``model``'s :data:`PREFERRED_FORMAT`
+    when it is one of them. ValueError when ``--min_df`` / ``--max_df`` are given (not
+    None) for data that is not a text folder or archive."""
     from dataclasses import replace
 
-    from bidlab.datasets.sniff import load, sniff
+    from bidlab.datasets.sniff import FORMATS, sniff
 
+    bounds = _word_bounds(min_df, max_df)
     s = sniff(path)
     pick = PREFERRED_FORMAT.get(model or "")
     if pick in s.also:
         s = replace(s, format=pick, detail="", also=(s.format, *(k for k in s.also
                                                                  if k != pick)))
-    return s if s.format == "shards" else load(s)
+    if bounds and s.format not in ("text-folder", "text-archive"):
+        flags = " ".join(f"--{k} {v}" for k, v in bounds.items())
+        raise ValueError(f"--min_df and --max_df bound the words kept from text folders and "
+                         f"archives, and {path} holds {FORMATS[s.format]}: leave out {flags}")
+    return s
+
+
+def load_data(path: str, model: str | None = None, min_df: int | float | None = None,
+              max_df: int | float | None = None) -> Any:
+    """What ``--data`` holds: LoadedData in memory, or the Sniffed shard folder, read as
+    :func:`sniff_data` says; ``min_df`` and ``max_df`` (None: the loader's defaults) bound
+    the words kept from a text folder or archive."""
+    from bidlab.datasets.sniff import load
+
+    s = sniff_data(path, model, min_df, max_df)
+    return s if s.format == "shards" else load(s, min_df=min_df, max_df=max_df)
+
+
+def _word_bounds(min_df: int | float | None, max_df: int | float | None
+                 ) -> dict[str, int | float]:
+    return {k: v for k, v in (("min_df", min_df), ("max_df", max_df)) if v is not None}
 
 
 def read_shards(folder: Path) -> Any:

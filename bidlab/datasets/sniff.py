@@ -271,7 +271,8 @@ def _load_npz(path: Path, kind: str, cap: int | None = None) -> tuple[Any, Any, 
 
 
 def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float32,
-         max_decompressed: int | None = None, memory_budget: int | None = None
+         max_decompressed: int | None = None, memory_budget: int | None = None,
+         min_df: int | float | None = None, max_df: int | float | None = None
          ) -> LoadedData:
     """Read the data at ``data`` (a path, or what :func:`sniff` returned) into memory.
 
@@ -287,6 +288,9 @@ def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float
     ``max_decompressed`` caps the bytes that compressed input may expand to and
     ``memory_budget`` the memory a header may ask for (defaults: see the module docstring);
     exceeding either raises ``InputTooLargeError`` (a ``ValueError``) saying how to raise it.
+    ``min_df`` and ``max_df`` (None: the loader's defaults) bound the words kept from a
+    text folder or archive, as in :func:`bidlab.datasets.load_text_folder`; a ValueError
+    for any other format.
     """
     from bidlab.datasets.graphs import load_snap_edges
     from bidlab.datasets.svmlight import load_svmlight
@@ -297,6 +301,10 @@ def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float
     if s.format == "shards":
         raise DataFormatError(f"{s.path} is a bidlab shard folder: stream it with "
                               "bidlab.learn.ShardSource(folder) rather than loading it whole")
+    bounds = {k: v for k, v in (("min_df", min_df), ("max_df", max_df)) if v is not None}
+    if bounds and s.format not in ("text-folder", "text-archive"):
+        raise ValueError(f"{' and '.join(bounds)} bound the words of text folders and "
+                         f"archives; {s.path} holds {FORMATS[s.format]}")
     if s.format in ("npz", "scipy-npz"):
         X, y, w = _load_npz(s.path, s.format, max_decompressed)
         if sp.issparse(X):
@@ -312,7 +320,8 @@ def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float
         return LoadedData(corpus.X, vocab=list(corpus.vocab), sniffed=s,
                           extra={"name": corpus.name})
     if s.format in ("text-folder", "text-archive"):
-        corpus = load_text_folder(s.path, dtype=dtype, max_decompressed=max_decompressed)
+        corpus = load_text_folder(s.path, dtype=dtype, max_decompressed=max_decompressed,
+                                  **bounds)
         y = None if corpus.labels is None else corpus.labels.astype(dtype)
         return LoadedData(corpus.X, y, vocab=list(corpus.vocab),
                           label_names=corpus.label_names, sniffed=s,

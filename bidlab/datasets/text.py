@@ -12,7 +12,7 @@ given as the path) is refused by its type before anything is opened, and an arch
 members are read only while their decompressed end lies within the decompressed-size cap
 (``max_decompressed=`` or ``$BIDLAB_MAX_DECOMPRESSED``; default 4 GiB or the memory
 budget, whichever is smaller), so a small archive declaring a 3 GB member is refused by
-its header.
+its header; a gzip file in a folder is read decompressed, up to the same cap.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from bidlab._bounded_io import (
     InputTooLargeError,
     format_bytes,
     max_decompressed,
+    read_data,
     require_regular,
     stat_path,
 )
@@ -65,12 +66,13 @@ def _visible(parts: tuple[str, ...]) -> bool:
     return bool(parts) and not any(p.startswith(".") or p == "__MACOSX" for p in parts)
 
 
-def _iter_folder(root: Path, subset: str | None) -> Iterator[tuple[tuple[str, ...], bytes]]:
+def _iter_folder(root: Path, subset: str | None,
+                 cap: int | None = None) -> Iterator[tuple[tuple[str, ...], bytes]]:
     for path in sorted(p for p in root.rglob("*") if p.exists() and not p.is_dir()):
         parts = path.relative_to(root).parts
         if _visible(parts) and _in_subset(parts, subset):
             require_regular(path, "document")  # a FIFO would block open() forever
-            yield parts, path.read_bytes()
+            yield parts, read_data(path, cap, "document")  # a .gz file decompressed
 
 
 def _iter_tar(path: Path, subset: str | None,
@@ -131,11 +133,12 @@ def read_text_documents(
     """Read every file of a folder or tar archive: ``(texts, doc_ids, label_strings)``.
 
     Documents come in sorted path order; a document's label is its parent folder (None
-    for files at the top level). ``categories`` keeps only those labels. A binary file
-    (a NUL byte in its first 4 KiB: an ``.npz``, an image, a compressed file) is not a
+    for files at the top level). ``categories`` keeps only those labels. A gzip file in a
+    folder (``doc.txt.gz``, told by its content) is read decompressed. A binary file (a
+    NUL byte in its first 4 KiB: an ``.npz``, an image, another compressed file) is not a
     document: it is skipped with a warning naming it.
     ``max_decompressed`` caps how far into an archive's decompressed content members are
-    read (see the module docstring).
+    read, and what a gzip file in a folder may expand to (see the module docstring).
     """
     path = Path(path)
     try:
@@ -149,7 +152,7 @@ def read_text_documents(
     if is_archive(path):
         items: Iterable = _iter_tar(path, subset, max_decompressed)
     elif is_dir:
-        items = _iter_folder(path, subset)
+        items = _iter_folder(path, subset, max_decompressed)
     elif exists:
         raise ValueError(
             f"{path} is a single file, not a folder of text files or a .tar/.tar.gz of them: "

@@ -39,7 +39,7 @@ def launch(ranks: int, argv: list[str]) -> int:
 def rebuild_argv(args: argparse.Namespace) -> list[str]:
     """``bidlab train``'s parsed arguments as this command's argv (without ``--ranks``)."""
     argv = [args.model] if args.model else []
-    for flag in ("data", "checkpoint", "save", "progress"):
+    for flag in ("data", "min_df", "max_df", "checkpoint", "save", "progress"):
         value = getattr(args, flag, None)
         if value is not None:
             argv += [f"--{flag}", str(value)]

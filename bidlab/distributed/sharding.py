@@ -81,16 +81,22 @@ def shard(comm: Any, *mats: Any) -> tuple[Any, ...]:
     return tuple(None if m is None else m[a:b] for m in mats)
 
 
-def read_rank_data(comm: Any, path: str) -> tuple[Any, int]:
+def read_rank_data(comm: Any, path: str, model: str | None = None,
+                   min_df: int | float | None = None, max_df: int | float | None = None
+                   ) -> tuple[Any, int]:
     """This rank's rows of the data at ``path`` (a ``bidlab.datasets.sniff.LoadedData``)
     and the total row count. A shard folder is read shard by shard, only the shards that
     hold the rank's rows; any other format is loaded whole, cut, and the rest dropped.
+    The format is chosen as single-process ``bidlab train`` chooses it
+    (:func:`bidlab.cli.train_data.sniff_data`: a file that fits several formats is read as
+    ``model`` prefers); ``min_df`` and ``max_df`` bound a text folder's words.
     """
-    from bidlab.datasets.sniff import LoadedData, load, sniff
+    from bidlab.cli.train_data import sniff_data
+    from bidlab.datasets.sniff import LoadedData, load
 
-    s = sniff(path)
+    s = sniff_data(path, model, min_df, max_df)
     if s.format != "shards":
-        data = load(s)
+        data = load(s, min_df=min_df, max_df=max_df)
         X, y, w = shard(comm, data.X, data.y, getattr(data, "w", None))
         return _with(data, X, y, w), data.X.shape[0]
     return _read_shard_rows(comm, Path(s.path), LoadedData)

@@ -125,7 +125,8 @@ def _run(cli: Any, args: argparse.Namespace, comm: Any) -> int:
 
             if not self.args.data:
                 return super().need_data()  # its message
-            data, self.n_total = read_rank_data(comm, self.args.data)
+            data, self.n_total = read_rank_data(comm, self.args.data, self.name,
+                                                self.args.min_df, self.args.max_df)
             if comm.rank == 0:
                 print(f"data {self.args.data}: {self.n_total} rows on {comm.size} ranks "
                       f"(rank 0: {data.describe()})", file=sys.stderr)
