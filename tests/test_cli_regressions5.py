@@ -138,3 +138,12 @@ def test_sfa_on_two_ranks_reads_a_headerless_ratings_file_as_ratings(tmp_path) -
                 "--n_components", "2", "--max_iter", "1")
     assert r.returncode == 0, r.stderr
     assert "30 rows on 2 ranks (rank 0: ratings, 15 x 20" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("flag", [["--holdout", "0.2"], ["--coherence", "c_v"]])
+def test_options_ranks_cannot_honour_are_refused_not_dropped(tmp_path, capsys, flag) -> None:
+    """``--ranks`` forwarded neither flag to the ranks, which trained without it."""
+    np.savez(tmp_path / "x.npz", X=np.random.default_rng(0).random((40, 3)))
+    code = main(["train", "kmeans", "--ranks", "2", "--data", str(tmp_path / "x.npz"), *flag])
+    assert code == 2
+    assert f"{flag[0]} is not available with --ranks" in capsys.readouterr().err

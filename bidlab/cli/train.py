@@ -108,8 +108,12 @@ def run(args: argparse.Namespace, estimator_job: type | None = None) -> int:
 
     extra = rename_extra(list(getattr(args, "extra", [])), "bidlab train")
     if (getattr(args, "ranks", None) or 1) > 1:
-        from bidlab.distributed.launch import launch, rebuild_argv
+        from bidlab.distributed.launch import launch, not_on_ranks, rebuild_argv
 
+        why = not_on_ranks(args)
+        if why:
+            print(f"bidlab train: {why}", file=err)
+            return 2
         return launch(args.ranks, rebuild_argv(args))
     job = (estimator_job or _EstimatorJob) if _is_estimator(factory) else _ModelJob
     try:

@@ -36,6 +36,27 @@ def launch(ranks: int, argv: list[str]) -> int:
     return subprocess.call(cmd)
 
 
+def not_on_ranks(args: argparse.Namespace) -> str | None:
+    """Why ``bidlab train``'s arguments cannot run on ranks (None: they can): a held-out
+    share would make the ranks' minibatch counts differ, and per-pass coherence reads
+    every document, which no rank holds.
+
+    Examples
+    --------
+    >>> not_on_ranks(argparse.Namespace(holdout=0.2, coherence=None))[:9]
+    '--holdout'
+    >>> not_on_ranks(argparse.Namespace(holdout=0.0, coherence=None)) is None
+    True
+    """
+    if getattr(args, "holdout", None):
+        return ("--holdout is not available with --ranks (every rank trains on all of its "
+                "rows): score a held-out file afterwards from --save, or leave --ranks out")
+    if getattr(args, "coherence", None):
+        return ("--coherence is not available with --ranks (no rank holds every document): "
+                "compute it afterwards from --save, or leave --ranks out")
+    return None
+
+
 def rebuild_argv(args: argparse.Namespace) -> list[str]:
     """``bidlab train``'s parsed arguments as this command's argv (without ``--ranks``)."""
     argv = [args.model] if args.model else []

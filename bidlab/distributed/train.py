@@ -95,6 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
     args.extra = extra
     args.ranks = None
+    from bidlab.distributed.launch import not_on_ranks
+
+    why = not_on_ranks(args)
+    if why:  # the same on every rank: rank 0 says so, all end
+        from bidlab.distributed.mpi_comm import world
+
+        if world().Get_rank() == 0:
+            print(f"error: {why}", file=sys.stderr)
+        return 2
     try:
         comm = MPIComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout,
                        nest=_nest(args.nest))
