@@ -224,7 +224,9 @@ def test_temperature_changes_allocate_nothing_and_are_logged(planted):
     model.reset_temperature()
     next(passes)
     assert backend.allocations.snapshot()[0] == count
-    assert bl.cache_stats()["entries"] == entries
+    # no new cached container; entries may go (their operands collected, or an array-level
+    # form's results once a freshly compiled kernel takes over on a cold machine)
+    assert bl.cache_stats()["entries"] <= entries
     log = model.temperature_log_
     assert [(e["topic"], e["word"], e["value"]) for e in log] == [
         (1, None, 2.0), (None, 7, 3.0), (2, 9, 5.0), (None, None, 1.0)]
