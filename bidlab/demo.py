@@ -37,6 +37,7 @@ CORPUS_FORMATS = ("uci-bow", "text-folder", "text-archive")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``bidlab demo``'s arguments."""
     from bidlab.cli.aliases import add_deprecated_aliases
+    from bidlab.cli.word_bounds import add_word_bounds
 
     parser.add_argument("--data", default=None, metavar="PATH",
                         help="a UCI bag-of-words folder or docword file, or a folder / tar of "
@@ -48,12 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="number of topics (default: 12 on the docstrings, else 20)")
     parser.add_argument("--n_passes", type=int, default=None,
                         help="passes over the data (default: 10 online, 30 batch, 4 gibbs)")
-    parser.add_argument("--min_df", type=_df, default=None, metavar="N|FRACTION",
-                        help="text files only: keep a word in at least this many documents "
-                             "(or this fraction of them; default 2)")
-    parser.add_argument("--max_df", type=_df, default=None, metavar="N|FRACTION",
-                        help="text files only: drop a word in more than this fraction of the "
-                             "documents (or this many; default 0.95)")
+    add_word_bounds(parser, "text files only")
     parser.add_argument("--top", type=int, default=8, help="top words shown per topic")
     parser.add_argument("--out", default="lda_topics.html",
                         help="where to write the HTML bubble chart (default: %(default)s)")
@@ -62,19 +58,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default="auto", help="on stderr, as for bidlab train: a bar and pass "
                         "lines (auto, text), pass lines only (lines), or none")
     add_deprecated_aliases(parser, n_passes=int, random_state=int)
-
-
-def _df(text: str) -> int | float:
-    """A document-frequency bound as ``CountVectorizer`` takes it: a count (``2``) or a
-    fraction of the documents (``0.95``, ``1.0``)."""
-    try:
-        value = float(text) if any(c in text for c in ".eE") else int(text)
-    except ValueError:
-        value = -1
-    if value < 0 or (isinstance(value, float) and value > 1.0):
-        raise argparse.ArgumentTypeError(
-            f"must be a count (e.g. 1) or a fraction in [0, 1] (e.g. 1.0); got {text!r}")
-    return value
 
 
 def default_corpus() -> tuple[Any, str]:

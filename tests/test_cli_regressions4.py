@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from compile_events import compile_recorder
 
 from bidlab.cli import main
 
@@ -63,25 +64,7 @@ def test_the_default_holdout_rounding_to_no_row_is_stated(tmp_path, capsys) -> N
 
 # A first SFA (ALS) and BayesNet fit on an empty numba cache, with every stand-in forced
 # (as before the background compiles land): the bidlab kernels numba compiled meanwhile.
-_FIRST_FITS = r"""
-import json
-import numpy as np
-import scipy.sparse as sp
-from numba.core import event
-
-compiled = []
-
-class Listener(event.Listener):
-    def on_start(self, ev):
-        pass
-
-    def on_end(self, ev):
-        fn = ev.data["dispatcher"].py_func
-        if fn.__module__.startswith("bidlab"):
-            compiled.append(f"{fn.__module__}.{fn.__qualname__}")
-
-event.register("numba:compile", Listener())
-
+_FIRST_FITS = compile_recorder() + r"""
 from bidlab.kern import standin
 from bidlab.models import SFA, BayesNet
 from bidlab.models.bayesnet import Network

@@ -19,31 +19,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from compile_events import compile_recorder
 
 REPO = Path(__file__).resolve().parent.parent
 
 # A first fit in a fresh process: prints the bidlab kernels numba compiled while fitting
 # float32 data (dense and CSR; Lloyd with and without bounds, minibatch), then those it
 # compiled for float64 data.
-_FIRST_FIT = r"""
-import json
-import numpy as np
-import scipy.sparse as sp
-from numba.core import event
-
-compiled = []
-
-class Listener(event.Listener):
-    def on_start(self, ev):
-        pass
-
-    def on_end(self, ev):
-        fn = ev.data["dispatcher"].py_func
-        if fn.__module__.startswith("bidlab"):
-            compiled.append(f"{fn.__module__}.{fn.__qualname__}{ev.data['args']}")
-
-event.register("numba:compile", Listener())
-
+_FIRST_FIT = compile_recorder(with_args=True) + r"""
 from bidlab.kern import standin
 from bidlab.models import KMeans
 

@@ -23,17 +23,12 @@ __all__ = ["add_arguments", "describe_models", "help_text"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``bidlab train``'s own arguments (model and learner options come as extras)."""
-    from bidlab.demo import _df
+    from bidlab.cli.word_bounds import add_word_bounds
 
     parser.add_argument("model", nargs="?", help="model name (bidlab train --help lists them)")
     parser.add_argument("--data", metavar="PATH", help="data file or folder; its format is "
                         "read from its content")
-    parser.add_argument("--min_df", type=_df, default=None, metavar="N|FRACTION",
-                        help="text folders and archives only: keep a word in at least this "
-                        "many documents (or this fraction of them; default 2)")
-    parser.add_argument("--max_df", type=_df, default=None, metavar="N|FRACTION",
-                        help="text folders and archives only: drop a word in more than this "
-                        "fraction of the documents (or this many; default 0.95)")
+    add_word_bounds(parser, "text folders and archives only")
     parser.add_argument("--checkpoint", default=None, metavar="PATH",
                         help="checkpoint file: written at pass ends, resumed when present")
     parser.add_argument("--restart", action="store_true",
