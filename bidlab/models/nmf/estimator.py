@@ -242,6 +242,10 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
     def _n_features_out(self) -> int:
         return self.n_components_
 
+    # named in the class itself, so that scikit-learn's ``set_output`` wraps it (as it
+    # wraps ``fit_transform``): it wraps only the methods a class defines
+    transform = NMFServe.transform
+
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
@@ -253,7 +257,7 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
         return tags
 
     # -- input ------------------------------------------------------------------------------
-    def _data(self, X: Any, mask: Any, reset: bool) -> Prepared:
+    def _data(self, X: Any, mask: Any, reset: bool, columns: bool = True) -> Prepared:
         X = unwrap(X)
         self._check_structure(X)
         if backend.is_cupy_array(getattr(X, "data", X)):
@@ -267,7 +271,7 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
             want = [np.float64, np.float32]
         X = validate_data(self, X, accept_sparse="csr", dtype=want, ensure_all_finite=False,
                           reset=reset)
-        return prepare(type(self).__name__, X, mask, X.dtype)
+        return prepare(type(self).__name__, X, mask, X.dtype, columns)
 
     def _k(self, shape: tuple[int, int], streaming: bool = False) -> int:
         """k for data of ``shape``; ``streaming`` (``partial_fit``'s first minibatch): the

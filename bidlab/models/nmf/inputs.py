@@ -57,8 +57,11 @@ def _check_values(name: str, rows: np.ndarray, cols: np.ndarray, vals: np.ndarra
                       "mark those entries missing")
 
 
-def _check_coverage(name: str, row_counts: np.ndarray, col_counts: np.ndarray) -> None:
+def _check_coverage(name: str, row_counts: np.ndarray, col_counts: np.ndarray | None) -> None:
+    """Refuse rows (and, unless ``col_counts`` is None, columns) with no observed entry."""
     for what, counts in (("row", row_counts), ("column", col_counts)):
+        if counts is None:
+            continue
         empty = np.flatnonzero(counts == 0)
         if empty.size:
             plural = "rows" if what == "row" else "columns"
@@ -81,11 +84,13 @@ def _dense_mask(name: str, mask: Any, shape: tuple[int, int]) -> np.ndarray:
     return m
 
 
-def prepare(name: str, X: Any, mask: Any, dtype: np.dtype) -> Prepared:
+def prepare(name: str, X: Any, mask: Any, dtype: np.dtype, columns: bool = True) -> Prepared:
     """Check ``X`` (n x d, host dense or sparse, converted to ``dtype``) and its ``mask``;
-    return what to stream (see the module doc). Errors name the problem and the fix."""
+    return what to stream (see the module doc). Errors name the problem and the fix.
+    ``columns``: refuse columns with no observed entry (training learns each column's
+    components; ``transform`` and ``score`` keep the components and take any column)."""
     if sp.issparse(X):
-        return _prepare_sparse(name, sp.csr_matrix(X, dtype=dtype), mask)
+        return _prepare_sparse(name, sp.csr_matrix(X, dtype=dtype), mask, columns)
     X = np.asarray(X, dtype=dtype)
     if X.ndim != 2 or X.size == 0:
         raise ValueError(f"{name}: X must be a non-empty 2-D array (samples x features); got "
@@ -95,7 +100,7 @@ def prepare(name: str, X: Any, mask: Any, dtype: np.dtype) -> Prepared:
         observed &= _dense_mask(name, mask, X.shape)
     rows, cols = np.nonzero(observed)
     _check_values(name, rows, cols, X[rows, cols])
-    _check_coverage(name, observed.sum(axis=1), observed.sum(axis=0))
+    _check_coverage(name, observed.sum(axis=1), observed.sum(axis=0) if columns else None)
     total = float(X[rows, cols].sum(dtype=np.float64))
     mean = total / max(rows.size, 1)
     if observed.all():
@@ -104,7 +109,7 @@ def prepare(name: str, X: Any, mask: Any, dtype: np.dtype) -> Prepared:
     return Prepared((X0, observed.astype(dtype)), "masked", mean)
 
 
-def _prepare_sparse(name: str, X: sp.csr_matrix, mask: Any) -> Prepared:
+def _prepare_sparse(name: str, X: sp.csr_matrix, mask: Any, columns: bool) -> Prepared:
     X = X.copy()
     X.sum_duplicates()
     X.sort_indices()
@@ -140,7 +145,8 @@ def _prepare_sparse(name: str, X: sp.csr_matrix, mask: Any) -> Prepared:
         _bad_position(name, "NaN entries outside the mask's missing ones", rows[bad],
                       cols[bad], "mark them missing (False in mask) or give their values")
     _check_values(name, rows, cols, vals)
-    _check_coverage(name, np.diff(M.indptr), np.bincount(cols, minlength=d))
+    _check_coverage(name, np.diff(M.indptr),
+                    np.bincount(cols, minlength=d) if columns else None)
     indptr, indices = M.indptr.astype(np.int64), cols.astype(np.int32)
     O = sp.csr_matrix((vals.astype(X.dtype), indices, indptr), shape=X.shape)
     ones = sp.csr_matrix((np.ones(vals.size, X.dtype), indices.copy(), indptr.copy()),

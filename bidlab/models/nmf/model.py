@@ -185,7 +185,13 @@ class NMFModel(RowStatePickling, Model):
         if info.n_features != self.modelmats[0].shape[1]:
             raise ValueError(f"NMF: the data has {info.n_features} features while the "
                              f"components have {self.modelmats[0].shape[1]}")
-        self.kind = data_kind(info)
+        kind = data_kind(info)
+        if self.cd and kind in ("masked", "stored"):
+            raise ValueError("NMF: these components take coordinate-descent steps "
+                             "(solver='cd'), which count every entry as observed, but this "
+                             "data has missing entries (NaN or a mask): fit with "
+                             "solver='mu' to go on training on data with missing entries")
+        self.kind = kind
         self.info = info
         self.W, n = rows, rows.n_rows
         if self.W0 is not None:

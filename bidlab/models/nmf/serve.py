@@ -76,7 +76,7 @@ class NMFServe:
     def transform(self, X: Any, mask: Any = None) -> np.ndarray:
         """The row factors ``W`` (n x k) of ``X``'s rows with the components fixed."""
         check_is_fitted(self)
-        data = self._data(X, mask, reset=False)
+        data = self._data(X, mask, reset=False, columns=False)
         return np.array(backend.to_host(self._factors(data).data), copy=True)
 
     def inverse_transform(self, X: Any) -> np.ndarray:
@@ -93,7 +93,7 @@ class NMFServe:
         generalised KL divergence), its factors found by :meth:`transform`: higher is
         better, so ``GridSearchCV`` can pick ``n_components``."""
         check_is_fitted(self)
-        data = self._data(X, mask, reset=False)
+        data = self._data(X, mask, reset=False, columns=False)
         W = self._factors(data)
         _, H, Ht = self._mats(backend.to_host(W.data))
         loss = self.model_.opts.loss

@@ -30,7 +30,7 @@ from bidlab.kern import als
 from bidlab.learn import Learner, MemorySource, Option
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator, FittedByModel
-from bidlab.models.sfa.inputs import check_ids, ratings_csr
+from bidlab.models.sfa.inputs import check_counts, check_ids, ratings_csr
 from bidlab.models.sfa.model import FEEDBACK, SFAModel
 from bidlab.models.sfa.serve import ServeMixin
 from bidlab.models.sk_params import N_JOBS, factor_rows
@@ -148,9 +148,7 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
             raise ValueError(f"{name}: n_components={k} is larger than X allows "
                              f"({S.shape[0]} users x {S.shape[1]} items): use n_components "
                              f"<= {min(S.shape)}")
-        if self.feedback == "implicit" and S.nnz and S.data.min() < 0:
-            raise ValueError(f"{name}: implicit feedback needs counts >= 0 (confidence "
-                             "1 + alpha r); use feedback='explicit' for signed ratings")
+        check_counts(name, S, self.feedback)
         return S
 
     def _model(self, S: sp.csr_matrix) -> SFAModel:

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from bidlab import backend
 from bidlab.models.validation import unwrap
 
-__all__ = ["ratings_csr", "check_ids"]
+__all__ = ["ratings_csr", "check_ids", "check_counts"]
 
 
 def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
@@ -34,8 +34,9 @@ def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
     name : str
         The estimator's name, the start of each error message.
     X : sparse matrix or array_like
-        Users x items: any scipy sparse format (its stored entries are the observed
-        ratings) or dense with NaN where missing. Duplicate (user, item) entries are
+        Users x items: any scipy sparse format or a pandas DataFrame of sparse columns
+        filled with 0 (its stored entries are the observed ratings), or dense with NaN
+        where missing. Duplicate (user, item) entries are
         refused, a COO's included; a CSR built from triples,
         ``sp.csr_matrix((ratings, (users, items)))``, has summed its duplicates before
         it gets here, so build it as ``sp.coo_matrix`` instead.
@@ -52,6 +53,8 @@ def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
         Sorted indices, no duplicates, every stored value finite.
     """
     X = unwrap(X)
+    if _zero_filled_sparse_frame(X):  # its stored entries are the observed ones
+        X = X.sparse.to_coo()
     if backend.is_cupy_array(getattr(X, "data", X)):
         X = backend.to_host(X)
     if sp.issparse(X):
@@ -94,6 +97,22 @@ def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
                              f"entry (the first is row {int(empty[0])}): nothing can be "
                              "learned about them; drop those rows")
     return S
+
+
+def check_counts(name: str, S: sp.csr_matrix, feedback: str) -> None:
+    """Refuse negative values for implicit feedback (the confidence ``1 + alpha r`` of a
+    stored count must stay positive)."""
+    if feedback == "implicit" and S.nnz and S.data.min() < 0:
+        raise ValueError(f"{name}: implicit feedback needs counts >= 0 (confidence "
+                         "1 + alpha r); use feedback='explicit' for signed ratings")
+
+
+def _zero_filled_sparse_frame(X: Any) -> bool:
+    """Whether ``X`` is a pandas DataFrame of sparse columns that leave out zeros (a NaN
+    fill reads as a dense matrix with NaN where missing)."""
+    dtypes = getattr(X, "dtypes", None)
+    return (getattr(X, "ndim", 0) == 2 and hasattr(X, "sparse") and dtypes is not None
+            and all(getattr(dt, "fill_value", None) == 0 for dt in dtypes))
 
 
 def _refuse_duplicates(name: str, n_duplicates: int) -> None:

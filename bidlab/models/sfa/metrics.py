@@ -18,6 +18,7 @@ shorter than ``k`` counts its missing places as misses.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,10 +44,17 @@ def rmse(y_true: Any, y_pred: Any) -> float:
     return float(np.sqrt(np.mean((a - b) ** 2)))
 
 
+def _list_length(k: Any) -> int:
+    """``k`` as an int >= 1 (an integral float too); else a ValueError."""
+    if isinstance(k, (bool, np.bool_)) or not isinstance(k, numbers.Real) \
+            or not float(k).is_integer() or int(k) < 1:
+        raise ValueError(f"k must be >= 1 and a whole number (the length of the top-k "
+                         f"lists); got {k!r}")
+    return int(k)
+
+
 def _hits(recommended: Sequence[Any], relevant: Sequence[Any], k: int
           ) -> list[tuple[np.ndarray, int]]:
-    if int(k) < 1:
-        raise ValueError(f"k must be >= 1; got {k}")
     if len(recommended) != len(relevant):
         raise ValueError(f"one recommended list per user: {len(recommended)} lists for "
                          f"{len(relevant)} users")
@@ -82,6 +90,7 @@ def precision_at_k(recommended: Sequence[Any], relevant: Sequence[Any], k: int =
     >>> precision_at_k([[1, 2, 3]], [[2, 9]], k=3)
     0.3333333333333333
     """
+    k = _list_length(k)
     hits = _hits(recommended, relevant, k)
     return float(np.mean([h.sum() / k for h, _ in hits])) if hits else 0.0
 
@@ -94,6 +103,7 @@ def map_at_k(recommended: Sequence[Any], relevant: Sequence[Any], k: int = 10) -
     >>> map_at_k([[1, 2, 3]], [[2, 3]], k=3)  # (1/2 + 2/3) / 2
     0.5833333333333333
     """
+    k = _list_length(k)
     hits = _hits(recommended, relevant, k)
     if not hits:
         return 0.0
@@ -112,6 +122,7 @@ def ndcg_at_k(recommended: Sequence[Any], relevant: Sequence[Any], k: int = 10) 
     >>> round(ndcg_at_k([[1, 2]], [[2]], k=2), 6)  # (1 / log2 3) / 1
     0.63093
     """
+    k = _list_length(k)
     hits = _hits(recommended, relevant, k)
     if not hits:
         return 0.0
@@ -148,6 +159,11 @@ def top_k(scores: np.ndarray, k: int, exclude: sp.csr_matrix | None = None) -> n
         raise ValueError(f"top_k needs a users x items score array; got shape {s.shape}")
     k = _check_k("top_k", k, s.shape[1])
     if exclude is not None:
+        exclude = sp.csr_matrix(exclude)
+        if exclude.shape != s.shape:
+            raise ValueError(f"top_k: exclude has shape {exclude.shape} but the scores have "
+                             f"shape {s.shape}: give one users x items matrix of the scores' "
+                             "shape")
         rows = np.repeat(np.arange(s.shape[0]), np.diff(exclude.indptr))
         s[rows, exclude.indices] = -np.inf
     part = np.argpartition(-s, k - 1, axis=1)[:, :k]
@@ -177,7 +193,8 @@ def ranking_metrics(score_users: Callable[[np.ndarray], np.ndarray], train: sp.c
         raise ValueError(f"ranking_metrics: train and test must have one shape (users x "
                          f"items); got {train.shape} and {test.shape}")
     k = _check_k("ranking_metrics", k, test.shape[1])
-    ids = np.flatnonzero(np.diff(test.indptr)) if users is None else np.asarray(users)
+    ids = np.flatnonzero(np.diff(test.indptr)) if users is None else _user_ids(users,
+                                                                              test.shape[0])
     recs, rels = [], []
     for start in range(0, ids.size, chunk):
         part = ids[start: start + chunk]
@@ -185,6 +202,20 @@ def ranking_metrics(score_users: Callable[[np.ndarray], np.ndarray], train: sp.c
         rels.extend(test.indices[test.indptr[u]: test.indptr[u + 1]] for u in part)
     return {f"p@{k}": precision_at_k(recs, rels, k), f"map@{k}": map_at_k(recs, rels, k),
             f"ndcg@{k}": ndcg_at_k(recs, rels, k)}
+
+
+def _user_ids(users: Any, n_users: int) -> np.ndarray:
+    """``users`` as int row ids of train and test; else a ValueError naming the first bad
+    one."""
+    a = np.asarray(users).reshape(-1)
+    if a.size and a.dtype.kind not in "iu":
+        raise ValueError(f"ranking_metrics: users must be integer row ids of train and "
+                         f"test; got {a.dtype} values")
+    out = (a < 0) | (a >= n_users)
+    if out.any():
+        raise ValueError(f"ranking_metrics: user {int(a[out][0])} is out of range: train and "
+                         f"test have {n_users} users (rows 0..{n_users - 1})")
+    return a.astype(np.int64)
 
 
 def _check_k(where: str, k: int, n_items: int) -> int:

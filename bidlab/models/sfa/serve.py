@@ -3,6 +3,7 @@ similar items, and the fold-in of new users or items with the other side fixed."
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from bidlab import backend
 from bidlab.kern import als
 from bidlab.learn.rowstate import RowState
 from bidlab.mat import Mat
-from bidlab.models.sfa.inputs import check_ids, ratings_csr
+from bidlab.models.sfa.inputs import check_counts, check_ids, ratings_csr
 
 __all__ = ["ServeMixin"]
 
@@ -122,8 +123,9 @@ class ServeMixin:
         """The ``n`` items whose factors are closest to ``item``'s by cosine (the item
         itself left out), best first, and the cosines. ``min_ratings``: leave out items
         with fewer training ratings (the L2 penalty shrinks a rarely rated item's factors
-        towards 0, so its direction, all a cosine sees, is mostly noise). ``item`` is one
-        id, checked as by :meth:`predict`.
+        towards 0, so its direction, all a cosine sees, is mostly noise); the default 1
+        leaves out items never rated in training, 0 keeps every item. ``item`` is one id,
+        checked as by :meth:`predict`.
 
         Examples
         --------
@@ -137,11 +139,13 @@ class ServeMixin:
         cos = (V @ V[i]) / (norms * (norms[i] if np.isfinite(norms[i]) else np.inf))
         cos[i] = -np.inf
         why = None
-        if min_ratings > 1:
+        if min_ratings >= 1:  # items with no training rating have no direction to compare
             counts = np.bincount(self.train_.indices, minlength=V.shape[0])
-            cos[counts < min_ratings] = -np.inf
+            few = counts < min_ratings
+            cos[few] = -np.inf
             available = int(np.isfinite(cos).sum())
-            if int(n) > available:
+            few[i] = False
+            if few.any() and int(n) > available:
                 counts[i] = 0
                 most = int(counts.max())
                 if available == 0:
@@ -187,6 +191,7 @@ class ServeMixin:
         check_is_fitted(self)
         S = ratings_csr(type(self).__name__, X, self.model_.dtype, n_items=self.n_items_)
         m = self.model_
+        check_counts(type(self).__name__, S, m.opts.feedback)
         X_new = self._fold(S, m.modelmats[0].data)
         old = m.W
         n = old.n_rows
@@ -211,6 +216,7 @@ class ServeMixin:
         check_is_fitted(self)
         name = type(self).__name__
         Xc = ratings_csr(name, X, self.model_.dtype, allow_empty_rows=True)
+        check_counts(name, Xc, self.model_.opts.feedback)
         if Xc.shape[0] != self.n_users_:
             raise ValueError(f"{name}: partial_fit_items needs one row per fitted user "
                              f"({self.n_users_}); X has {Xc.shape[0]}")
@@ -238,6 +244,10 @@ def _top(name: str, scores: np.ndarray, n: int, what: str, available: int,
          why: str | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``n`` highest ``scores``, best first; ``why``: why only ``available`` (finite)
     scores are left, told when ``n`` is more."""
+    if (isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Real)
+            or not float(n).is_integer()):
+        raise ValueError(f"{name}: {what} takes n, the number of items, as an integer; "
+                         f"got {n!r}")
     n = int(n)
     if why is not None and n > available:
         raise ValueError(f"{name}: {what} asked for n={n} items but {available} can be "
