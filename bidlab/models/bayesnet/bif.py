@@ -18,6 +18,7 @@ last parent fastest) within it, as BIF and pgmpy have it: ``table`` of ``X | P``
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from bidlab._bounded_io import read_data
+from bidlab._bounded_io import check_budget, read_data
 from bidlab.learn.save_target import check_writable
 from bidlab.models.bayesnet.network import BayesNetError, Network
 
@@ -221,12 +222,14 @@ def _probability(tk: _Tokens) -> tuple[str, list[str], Any]:
 def _table(where: str, child: str, st: list[str], pst: list[list[str]], body: Any) -> Any:
     table, rows, default = body
     k = len(st)
-    n_cfg = int(np.prod([len(s) for s in pst], dtype=np.int64))
+    n_cfg = math.prod(len(s) for s in pst)  # exact: no wrap
     if table is not None:
         t = np.asarray(table, dtype=np.float64)
         if t.size != n_cfg * k:
             return t  # Network says how many entries it needs
         return t.reshape(k, n_cfg).T  # the child's state varies slowest (module doc)
+    check_budget(where, f"the table of {child!r} ({n_cfg:,} parent configurations x {k} "
+                 "states)", n_cfg * k * 8, fix="check its parents and their states")
     out = np.full((n_cfg, k), np.nan)
     if default is not None:
         if len(default) != k:
@@ -288,6 +291,10 @@ def format_bif(net: Network) -> str:
         >>> parse_bif(format_bif(net)).cpts[0].tolist()
         [[0.3, 0.7]]
     """
+    for name in [net.name, *net.names, *(x for st in net.states for x in st)]:
+        if '"' in name:
+            raise BayesNetError(f"the name {name!r} holds a double quote, which BIF cannot "
+                                "write (names are quoted with it): rename it first")
     q = _quoted
     out = [f"network {q(net.name)} {{", "}"]
     for v, nm in enumerate(net.names):
@@ -303,7 +310,7 @@ def format_bif(net: Network) -> str:
             out.append(f"  table {', '.join(_num(x) for x in t[0])};")
         else:
             for r in range(t.shape[0]):
-                cfg = ", ".join(q(x) for x in net.config_text(v, r)[1:-1].split(", "))
+                cfg = ", ".join(q(x) for x in net.config_states(v, r))
                 out.append(f"  ({cfg}) {', '.join(_num(x) for x in t[r])};")
         out.append("}")
     return "\n".join(out) + "\n"

@@ -133,10 +133,12 @@ class BayesNet(BidlabEstimator):
             self._path_from_file = os.fspath(path)  # named by the file: never opened
 
     def set_params(self, **params: Any) -> BayesNet:
-        """scikit-learn's ``set_params``; a ``network`` given here may be a path again."""
+        """scikit-learn's ``set_params``; a ``network`` given here may be a path again, and
+        replaces the network of earlier runs (their tables, marginals and temperatures)."""
         super().set_params(**params)
         if "network" in params:
-            self.__dict__.pop("_path_from_file", None)
+            for name in ("_path_from_file", "_network", "model_", "marginals_", "rhat_"):
+                self.__dict__.pop(name, None)
         return self
 
     def _net(self) -> Network:
@@ -188,10 +190,7 @@ class BayesNet(BidlabEstimator):
         self._network = net  # a learning run's tables stay the network after a new run
         learn = X is not None
         if learn:
-            data = np.asarray(X, dtype=np.float64)
-            if data.ndim != 2 or data.shape[1] != net.n_vars:
-                raise ValueError(f"BayesNet: X must be 2-D with one column per variable "
-                                 f"({net.n_vars}); got shape {data.shape}")
+            data = _rows(X, net)
             _clamps(data, net)  # bad entries fail here, before any learner exists
             passes = self.n_passes
         else:
@@ -280,7 +279,7 @@ class BayesNet(BidlabEstimator):
     def log_likelihood(self, X: Any) -> float:
         """Mean log-likelihood per row of complete rows ``X`` under ``network_``."""
         net = self._net()
-        obs = _clamps(np.asarray(X, dtype=np.float64), net)
+        obs = _clamps(_rows(X, net), net)
         if (obs < 0).any():
             raise ValueError("BayesNet.log_likelihood needs complete rows (no -1 / NaN)")
         ch = GibbsChains(net, obs, seed=0)
@@ -292,7 +291,12 @@ class BayesNet(BidlabEstimator):
 
         ``random_state``: None uses the estimator's ``random_state`` (fresh draws each call
         when that is None too); an int gives the same rows every time."""
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise ValueError(f"BayesNet.sample(n): n must be an int >= 0 (rows to draw); "
+                             f"got {n!r}")
         net = self._net()
+        if n == 0:
+            return np.zeros((0, net.n_vars), np.int32)
         ch = GibbsChains(net, np.full((int(n), net.n_vars), -1, np.int32),
                          seed=self._seed(random_state))
         ch.activate(1)
@@ -308,6 +312,35 @@ class BayesNet(BidlabEstimator):
         if getattr(self, "rhat_", None) is not None:
             out.append(("max R-hat", float(self.rhat_)))
         return out
+
+
+def _rows(X: Any, net: Network) -> np.ndarray:
+    """Data rows as a float64 (n, n_vars) array, one column per variable in the network's
+    order: a DataFrame whose columns are named by strings has them matched to the
+    variables by name (in any order); other input is read column by column."""
+    cols = getattr(X, "columns", None)
+    if cols is not None and len(cols) and all(isinstance(c, str) for c in cols):
+        names = [str(c) for c in cols]
+        unknown = [c for c in names if c not in net.names]
+        missing = [v for v in net.names if v not in names]
+        if unknown or missing or len(set(names)) != len(names):
+            raise ValueError(f"BayesNet: X's columns must be the network's variables, "
+                             f"each once (in any order); unknown: {unknown[:5]}, missing: "
+                             f"{missing[:5]}: rename the columns, or pass X.to_numpy() "
+                             "with the columns in the network's order")
+        X = X[net.names]
+    try:
+        data = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError("BayesNet: X must hold state indices (0, 1, ...), with -1 or NaN "
+                         "where missing; it holds entries that are not numbers: map state "
+                         "names to indices with network_.states[v].index(name)") from None
+    if data.ndim != 2 or data.shape[1] != net.n_vars:
+        raise ValueError(f"BayesNet: X must be 2-D with one column per variable "
+                         f"({net.n_vars}); got shape {data.shape}")
+    if data.shape[0] == 0:
+        raise ValueError("BayesNet: X has no rows: give at least one observation")
+    return data
 
 
 register_model("bayesnet", BayesNet)

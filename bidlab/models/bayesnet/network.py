@@ -198,14 +198,18 @@ class Network:
                 kids[p].append(v)
         return kids
 
-    def config_text(self, v: int, r: int) -> str:
-        """Parent configuration ``r`` of ``v`` as ``(state, state)``."""
+    def config_states(self, v: int, r: int) -> list[str]:
+        """Parent configuration ``r`` of ``v``: the state of each parent, in order."""
         vals = []
         for p in reversed(self.parents[v]):
             k = len(self.states[p])
             vals.append(self.states[p][r % k])
             r //= k
-        return "(" + ", ".join(reversed(vals)) + ")"
+        return vals[::-1]
+
+    def config_text(self, v: int, r: int) -> str:
+        """Parent configuration ``r`` of ``v`` as ``(state, state)``."""
+        return "(" + ", ".join(self.config_states(v, r)) + ")"
 
     def flat_tables(self) -> tuple[np.ndarray, np.ndarray]:
         """All tables as one float64 vector and each variable's offset into it

@@ -31,6 +31,8 @@ def as_adjacency(G: Any, dtype: Any, *, square: bool = True, directed: bool = Tr
     graph becomes ``maximum(A, A.T)``.
     """
     G = unwrap(G)
+    if isinstance(G, (list, tuple)):  # nested lists: a dense adjacency
+        G = np.asarray(G)
     shape = getattr(G, "shape", None)
     if shape is None or len(shape) != 2:
         raise ValueError(f"PageRank: the graph must be a 2-D adjacency matrix (rows = source "
@@ -88,11 +90,32 @@ def as_adjacency(G: Any, dtype: Any, *, square: bool = True, directed: bool = Tr
     if not G.has_canonical_format:
         G = G.copy()
         G.sum_duplicates()
+    _check_out_weights(G)
     if device == "gpu" and not on_gpu:
         G = backend.to_device(G)
     elif device == "cpu" and on_gpu:
         G = backend.to_host(G)
     return G
+
+
+def _check_out_weights(G: Any) -> None:
+    """Refuse a graph whose out-weight sums overflow its float type (they would turn
+    into inf, and the transition from such a vertex into 0: scores silently wrong). Only
+    a graph whose largest weight times its longest row could overflow is summed."""
+    if not G.nnz:
+        return
+    xp = backend.namespace(G.data)
+    top = float(np.finfo(G.dtype).max)
+    longest = int(xp.max(xp.diff(G.indptr)))
+    if float(xp.max(G.data)) * longest <= top:
+        return
+    with np.errstate(over="ignore"):
+        out = xp.asarray(G.sum(axis=1)).reshape(-1)
+    if not bool(xp.isfinite(out).all()):
+        v = int(backend.to_host(xp.flatnonzero(~xp.isfinite(out))[:1])[0])
+        raise ValueError(f"PageRank: the out-weights of vertex {v} sum past the largest "
+                         f"{G.dtype} ({top:.3g}): scale the edge weights down (PageRank "
+                         "reads only each vertex's weights relative to its out-weight)")
 
 
 def transition(A: Any) -> tuple[Any, Any]:

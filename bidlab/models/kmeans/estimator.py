@@ -275,6 +275,14 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         return MemorySource(*mats, batch_size=min(batch_size or self.batch_size, X.shape[0]),
                             shuffle=True, seed=seed, names=names)
 
+    def _check_fitted_k(self, what: str, fresh: str) -> None:
+        """Refuse to continue from fitted centres whose number is not ``n_clusters``."""
+        k = int(self.model_.start_centers.shape[0])
+        if k != self.n_clusters:
+            raise ValueError(f"KMeans: {what} continues from the {k} fitted centres, but "
+                             f"n_clusters={self.n_clusters}: set n_clusters={k}, or start "
+                             f"again with {fresh}")
+
     def _forget_results(self) -> None:
         for name in ("labels_", "inertia_", "n_iter_", "n_steps_", "distance_evaluations_"):
             self.__dict__.pop(name, None)
@@ -300,6 +308,8 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
     def _fit(self, X: Any, sample_weight: Any) -> KMeans:
         self._validate_params()
         warm = bool(self.warm_start) and getattr(self, "model_", None) is not None
+        if warm:
+            self._check_fitted_k("fit with warm_start=True", "warm_start=False")
         start = np.array(self.cluster_centers_) if warm else None
         before = (getattr(self, "n_iter_", 0), getattr(self, "n_steps_", 0)) if warm else (0, 0)
         X = self._data(X, reset=not warm)
@@ -344,6 +354,8 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
     def _partial_fit(self, X: Any, sample_weight: Any) -> KMeans:
         self._validate_params()
         first = getattr(self, "model_", None) is None
+        if not first:
+            self._check_fitted_k("partial_fit", "a new estimator (sklearn.base.clone)")
         X = self._data(X, reset=first)
         n, d = X.shape
         w = self._weights(sample_weight, n)

@@ -61,8 +61,9 @@ class KMeansInputs:
             if amax > big:
                 raise ValueError(
                     f"KMeans: X has values up to {amax:.3g}, whose squared distances overflow "
-                    f"{vals.dtype} (largest safe magnitude here {big:.3g}): rescale X, or "
-                    "pass float64 data / dtype=np.float64")
+                    f"{vals.dtype} (largest safe magnitude here {big:.3g}): rescale X"
+                    + (", or pass float64 data / dtype=np.float64"
+                       if vals.dtype != np.float64 else ""))
         if backend.is_sparse(X) and not X.has_canonical_format:
             X = X.copy()
             X.sum_duplicates()
