@@ -26,6 +26,9 @@ Workloads:
 * ``l2cost``: bidlab against itself: one pass with L2 under the rule that defers the
   untouched rows' terms, against sweeping them every step (:mod:`bidlab.bench._glm_l2cost`).
   Not in the default run.
+* ``dense``: dense features as they come (bundled scikit-learn data sets and a stretched
+  generated one), ``GLM()`` against ``GLM(standardize=False)`` and scikit-learn's
+  defaults (:mod:`bidlab.bench._glm_dense`). Not in the default run.
 
 Peers in the same run: scikit-learn SGDClassifier (log loss, one per target; for classes
 also its defaults, hinge loss) and LogisticRegression (saga), Snap ML LogisticRegression,
@@ -57,6 +60,7 @@ from sklearn.base import clone
 
 from bidlab.bench._common import machine
 from bidlab.bench._glm_defaults import bench_defaults
+from bidlab.bench._glm_dense import bench_dense
 from bidlab.bench._glm_l2cost import bench_l2cost
 from bidlab.bench._glm_peers import (
     binary_metrics,
@@ -347,8 +351,9 @@ WORKLOADS = {"synth100": bench_synth100, "planted100": bench_planted100,
              "synth20": bench_synth20, "planted20": bench_planted20, "news20": bench_news20,
              "a9a": bench_a9a, "tfidf100": bench_tfidf100, "tfidf100_l2": bench_tfidf100_l2,
              "news20_tfidf": bench_news20_tfidf, "news20_tfidf_l2": bench_news20_tfidf_l2,
-             "l2cost": bench_l2cost, "defaults": bench_defaults, "roofline": bench_roofline}
-_OPT_IN = ("l2cost", "defaults", "roofline")  # run only when named
+             "l2cost": bench_l2cost, "defaults": bench_defaults, "roofline": bench_roofline,
+             "dense": bench_dense}
+_OPT_IN = ("l2cost", "defaults", "roofline", "dense")  # run only when named
 PEERS = ("sgd", "saga", "snapml", "vw")
 
 

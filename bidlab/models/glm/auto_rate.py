@@ -137,8 +137,8 @@ def no_rate_trains(est: Any) -> DivergedError:
     """The error of ``lrate="auto"`` when every rate of the grid diverges."""
     return DivergedError(
         f"lrate='auto': no learning rate in the grid {list(RATE_GRID)} trains this data with "
-        f"updater={est.updater!r}: every one diverged. Scale the features (e.g. "
-        "sklearn.preprocessing.StandardScaler)"
+        f"updater={est.updater!r}: every one diverged. Scale the features (fit with "
+        "standardize=True, or sklearn.preprocessing.StandardScaler)"
         + ("" if est.updater == "adagrad" else ", use updater='adagrad' (per-weight steps)")
         + f", or give an explicit smaller lrate (e.g. lrate={RATE_GRID[0] / 100:g})")
 

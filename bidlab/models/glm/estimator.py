@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
+import scipy.sparse as sp
 
 from bidlab.learn import Grad, L1Regularizer, L2Regularizer, Learner
 from bidlab.learn.model import register_model
@@ -52,8 +52,10 @@ from bidlab.models.glm.params import (
     per_target,
     rate_ok,
     targmap_ok,
+    unwrap,
 )
 from bidlab.models.glm.predict import GLMPredictions
+from bidlab.models.glm.standardize import Scaling, choose_scaling, standardize_ok
 from bidlab.models.glm.sweep import SweepResult, best_config, sweep_params
 from bidlab.models.glm.weights import GLMWeights
 from bidlab.models.sk_params import COMMON
@@ -103,6 +105,13 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
     validation_fraction
         the share of the rows ``fit`` holds out of training to check ``tol`` on (a
         seeded sample; ``random_state``).
+    standardize
+        ``"auto"`` (the default): ``fit`` trains on dense features scaled to unit
+        variance (and centred unless mostly zero), then folds the scaling into the
+        weights, so everything after ``fit`` takes the features as given; sparse input is
+        used as given. True: sparse input scaled too; False: never
+        (:mod:`~bidlab.models.glm.standardize`). ``l1`` / ``l2`` then apply to the
+        standardised features' weights. ``partial_fit`` and ``learner()`` do not scale.
     average
         the last fraction of ``fit``'s updates whose iterates are averaged into
         the final model (Polyak-Ruppert averaging; 0: keep the last iterate). One
@@ -139,7 +148,9 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
     ``intercept_``, ``classes_`` (one target: its labels; several binary targets with the
     same two labels, a multilabel GLM (``multilabel_`` True): those labels; otherwise a list
     with one array per target),
-    ``n_features_in_``, ``feature_names_in_`` (DataFrame input), ``n_targets_``, ``lrate_``
+    ``n_features_in_``, ``feature_names_in_`` (DataFrame input), ``scaling_`` (the
+    features' ``mean`` and ``scale`` ``fit`` trained through, see ``standardize``; None:
+    as given), ``n_targets_``, ``lrate_``
     (the learning rates trained with: one, or one per model target),
     ``n_steps_``, ``average_every_``, ``n_iter_`` (passes over the data, adding up over
     warm-started fits and partial fits), ``validation_loss_curve_`` (``fit``'s held-out
@@ -164,7 +175,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
     (2, 2)
     """
 
-    FIT_ONLY = ("tol", "validation_fraction")  # held-out stopping / restarts: fit only
+    FIT_ONLY = ("tol", "validation_fraction", "standardize")  # fit only
     PARAMS = (
         Option("link", str, "logistic", "the link of every target, or one per target",
                test=link_ok,
@@ -188,6 +199,8 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
                "target by less than tol (None: every pass)", low=0.0, none_ok=True),
         Option("validation_fraction", float, 0.1, "the rows fit holds out to check tol on",
                low=0.0, high=1.0, low_open=True, high_open=True),
+        Option("standardize", str, "auto", "fit trains on standardised features ('auto': "
+               "dense input)", test=standardize_ok, text="'auto', True or False"),
         Option("average", float, 0.5, "the last fraction of fit's updates averaged into "
                "the final model (0: the last iterate)", low=0.0, high=1.0),
         Option("shuffle", bool, True, "train on the rows in a random order"),
@@ -214,6 +227,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         n_passes: int = 10,
         tol: float | None = 1e-4,
         validation_fraction: float = 0.1,
+        standardize: bool | str = "auto",
         average: float = 0.5,
         shuffle: bool = True,
         random_state: Any = None,
@@ -258,21 +272,33 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         link = self.link if isinstance(self.link, str) else list(self.link)
         if warm and self.__dict__.get("_fit_link", link) != link:
             warm = False  # another link: the fitted weights cannot start this model
-        X = self._features(X, reset=not warm)
-        Y2, y_1d = self._targets_2d(y, X.shape[0])
-        w = self._weights(sample_weight, X)
+        dense = not (sp.issparse(unwrap(X)) or hasattr(unwrap(X), "tocsr"))
+        Xh = self._host_features(X, reset=not warm)
+        Y2, y_1d = self._targets_2d(y, Xh.shape[0])
+        w = self._weights(sample_weight, Xh)
         if warm:
             self._check_target_columns(Y2)
         else:
-            self._init_engine(X, Y2, y_1d)
+            self._init_engine(Xh, Y2, y_1d)
         w = self._class_weighted(w, Y2)
-        if not warm:
-            X, Y2, w, held = self._hold_out(X, Y2, w)
-            self._choose_rates(X, Y2, w)
-            self._fit_passes(X, Y2, w, held)
-        else:
-            self.validation_loss_curve_ = []
-            self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes, average=True)
+        scaling = (Scaling.from_dict(self.__dict__.get("scaling_")) if warm
+                   else choose_scaling(Xh, self.standardize, dense, w))
+        X = self._on_device(Xh if scaling is None else scaling.apply(Xh))
+        self.scaling_ = None if scaling is None else scaling.as_dict()
+        if scaling is not None and warm:
+            scaling.to_standardized(self.model_, self.updater_)
+        try:
+            if not warm:
+                X, Y2, w, held = self._hold_out(X, Y2, w)
+                self._choose_rates(X, Y2, w)
+                self._fit_passes(X, Y2, w, held)
+            else:
+                self.validation_loss_curve_ = []
+                self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes,
+                          average=True)
+        finally:
+            if scaling is not None:
+                scaling.to_original(self.model_, self.updater_)
         return self
 
     def partial_fit(self, X: Any, y: Any, classes: Any = None,
@@ -304,23 +330,6 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
             self._choose_rates(X, Y2, w)
         self._run(X, Y2, w, shuffle=False, n_passes=1, average=False)
         return self
-
-    def _check_same_classes(self, classes: Any) -> None:
-        """A later partial_fit's ``classes`` must be the first call's (as scikit-learn's
-        SGD estimators require): the targets were encoded with those."""
-        known = getattr(self, "classes_", None)
-        if classes is None or known is None:
-            return
-        try:
-            same = np.array_equal(np.sort(np.asarray(classes).ravel()),
-                                  np.sort(np.asarray(known).ravel()))
-        except (TypeError, ValueError):  # several targets' label sets: not compared here
-            return
-        if not same:
-            raise ValueError(f"classes={np.asarray(classes).ravel().tolist()} differs from the "
-                             f"first partial_fit call's {np.asarray(known).ravel().tolist()}: "
-                             "pass the same classes every call (or leave classes out after "
-                             "the first), or fit a new GLM")
 
     # -- live training --------------------------------------------------------------------
     def learner(self, X: Any, y: Any = None, **options: Any) -> Learner:

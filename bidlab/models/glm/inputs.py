@@ -46,6 +46,14 @@ class GLMInputs:
     def _features(self, X: Any, reset: bool) -> Any:
         """X validated (``n_features_in_``, ``feature_names_in_``) as a canonical CSR
         matrix of the model dtype on the model's device."""
+        return self._on_device(self._host_features(X, reset))
+
+    def _on_device(self, X: sp.csr_matrix) -> Any:
+        """The host CSR ``X`` on the model's device."""
+        return X if self._xp() is np else backend.to_device(X)
+
+    def _host_features(self, X: Any, reset: bool) -> sp.csr_matrix:
+        """:meth:`_features` before the move to the model's device: a host CSR."""
         X = unwrap(X)
         self._check_structure(X)
         X = validate_data(self, X, accept_sparse="csr", dtype="numeric",
@@ -65,8 +73,7 @@ class GLMInputs:
             r, c = first_bad(X, bad)
             raise ValueError(f"GLM: X contains NaN or infinity (first at row {r}, column "
                              f"{c}): remove or impute those values first")
-        xp = self._xp()
-        return X if xp is np else backend.to_device(X)
+        return X
 
     def _targets_2d(self, y: Any, n: int) -> tuple[np.ndarray, bool]:
         if y is None:
@@ -95,3 +102,20 @@ class GLMInputs:
         cw = class_weights(self.class_weight, Y2[:, 0], np.asarray(t.classes[0]), partial)
         cw = cw.astype(self.dtype_)
         return cw if w is None else w * cw
+
+    def _check_same_classes(self, classes: Any) -> None:
+        """A later partial_fit's ``classes`` must be the first call's (as scikit-learn's
+        SGD estimators require): the targets were encoded with those."""
+        known = getattr(self, "classes_", None)
+        if classes is None or known is None:
+            return
+        try:
+            same = np.array_equal(np.sort(np.asarray(classes).ravel()),
+                                  np.sort(np.asarray(known).ravel()))
+        except (TypeError, ValueError):  # several targets' label sets: not compared here
+            return
+        if not same:
+            raise ValueError(f"classes={np.asarray(classes).ravel().tolist()} differs from the "
+                             f"first partial_fit call's {np.asarray(known).ravel().tolist()}: "
+                             "pass the same classes every call (or leave classes out after "
+                             "the first), or fit a new GLM")

@@ -1,0 +1,142 @@
+"""``GLM(standardize=...)``: ``fit`` trains on centred, unit-variance features and hands
+back weights for the features as given.
+
+Why: minibatch gradient steps converge slowly when features sit far from 0 or differ in
+scale by orders of magnitude (a feature's weight and the bias pull against each other, and
+ADAGrad moves every weight by about ``lrate`` a step whatever the feature's scale). On raw
+features, 10 passes of the defaults left held-out log loss (3 splits) at 0.243 on breast
+cancer, 0.407 on wine and 0.425 on iris, where ``LogisticRegression`` reaches 0.137, 0.078
+and 0.135; on standardised features the same fit reaches 0.133, 0.049 and 0.116. This is
+``StandardScaler`` inside ``fit``: the affine map is folded into the weights at the end,
+so ``coef_``, ``intercept_``, ``predict``, saved files and everything after ``fit`` see a
+model of the raw features, and ``warm_start`` turns it back to continue.
+
+* ``"auto"`` (the default): features given as a dense array are scaled to unit standard
+  deviation, and centred when at least half their entries are nonzero (centring mostly
+  zero columns would fill them in: a dense array of counts trains as sparse rows);
+  sparse input is used as given (TF-IDF and count rows are left alone);
+* ``True``: dense input centred and scaled; sparse input scaled (never centred);
+* ``False``: the features as given.
+
+A constant feature keeps scale 1. The penalties (``l1``, ``l2``) apply to the weights of
+the standardised features, as in a ``StandardScaler`` pipeline. ``partial_fit`` and
+``learner()`` train on the features as given: their model is live between calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["CENTRE_DENSITY", "Scaling", "choose_scaling", "standardize_ok"]
+
+#: ``"auto"`` centres a dense array's features when at least this share of its entries
+#: is nonzero
+CENTRE_DENSITY = 0.5
+
+
+def standardize_ok(value: Any) -> bool:
+    """Whether ``value`` is a valid ``standardize`` (``"auto"``, True or False)."""
+    return value is True or value is False or (isinstance(value, str) and value == "auto")
+
+
+@dataclass
+class Scaling:
+    """The affine map ``fit`` trained through: ``x_s = (x - mean) * scale`` (``mean``
+    None: not centred)."""
+
+    scale: np.ndarray
+    mean: np.ndarray | None = None
+
+    def as_dict(self) -> dict[str, np.ndarray | None]:
+        """The map as a GLM keeps it (``scaling_``; saved with the estimator)."""
+        return {"mean": self.mean, "scale": self.scale}
+
+    @classmethod
+    def from_dict(cls, kept: Any) -> Scaling | None:
+        """The map :meth:`as_dict` kept (None: none)."""
+        if not kept:
+            return None
+        mean = kept.get("mean")
+        return cls(np.asarray(kept["scale"], np.float64),
+                   None if mean is None else np.asarray(mean, np.float64))
+
+    def apply(self, X: sp.csr_matrix) -> sp.csr_matrix:
+        """``X`` (CSR, the model dtype) in the standardised features, as CSR."""
+        dtype = X.dtype
+        if self.mean is None:
+            out = X.copy()
+            out.data *= self.scale.astype(dtype, copy=False)[out.indices]
+            return out
+        D = X.toarray()
+        D -= self.mean.astype(dtype, copy=False)
+        D *= self.scale.astype(dtype, copy=False)
+        return sp.csr_matrix(D)
+
+    def to_original(self, model: Any, updater: Any) -> None:
+        """Fold the map into ``model``'s weights (and ``updater``'s per-weight state)."""
+        self._turn(model, updater, forward=True)
+
+    def to_standardized(self, model: Any, updater: Any) -> None:
+        """Undo :meth:`to_original`: weights for the standardised features again."""
+        self._turn(model, updater, forward=False)
+
+    def _turn(self, model: Any, updater: Any, forward: bool) -> None:
+        W, b = (m.data for m in model.modelmats)
+        xp = model.xp
+        s = xp.asarray(self.scale.astype(W.dtype, copy=False))[None, :]
+        if forward:  # W_s -> W = W_s * s;  b = b_s - W @ mean
+            W *= s
+            if self.mean is not None:
+                b -= (W @ xp.asarray(self.mean.astype(W.dtype, copy=False)))[:, None]
+        else:  # b_s = b + W @ mean;  W_s = W / s
+            if self.mean is not None:
+                b += (W @ xp.asarray(self.mean.astype(W.dtype, copy=False)))[:, None]
+            W /= s
+        if updater is None:
+            return
+        # a weight's gradient scales with its feature: d/dW_s = s * d/dW
+        for name, mat in updater.state().items():
+            if name == "sumsq0":
+                mat.data[...] = mat.data / (s * s) if forward else mat.data * (s * s)
+            elif name == "velocity0":
+                mat.data[...] = mat.data * s if forward else mat.data / s
+
+
+def choose_scaling(X: sp.csr_matrix, standardize: Any, dense_input: bool,
+                   weights: np.ndarray | None = None) -> Scaling | None:
+    """The :class:`Scaling` ``fit`` trains through for the host CSR ``X`` (given as a
+    dense array when ``dense_input``), or None (the features as given). The means and
+    deviations are weighted by the rows' ``weights`` (so integer weights and repeated rows
+    train the same model)."""
+    if standardize is False or X.shape[0] < 2:
+        return None
+    if weights is None:
+        weights = np.ones(X.shape[0])
+    weights = np.asarray(weights, np.float64)
+    total = float(weights.sum())
+    if not total > 0.0:
+        return None
+    p = weights / total
+
+    def mean(M: sp.csr_matrix) -> np.ndarray:
+        return np.asarray(M.T @ p, np.float64).ravel()
+
+    if not dense_input:
+        return Scaling(_scale(X, mean(X), mean)) if standardize is True else None
+    centre = standardize is True or X.nnz >= CENTRE_DENSITY * X.shape[0] * X.shape[1]
+    m1 = mean(X)
+    return Scaling(_scale(X, m1, mean), m1 if centre else None)
+
+
+def _scale(X: sp.csr_matrix, m1: np.ndarray, mean: Any) -> np.ndarray:
+    """1 / each feature's standard deviation (its mean ``m1``; ``mean`` takes a matrix's
+    weighted column means); 1 where a feature is constant."""
+    sq = sp.csr_matrix((np.square(X.data, dtype=np.float64), X.indices, X.indptr),
+                       shape=X.shape)
+    sd = np.sqrt(np.maximum(mean(sq) - m1 * m1, 0.0))
+    tiny = sd <= 1e-7 * np.maximum(np.abs(m1), 1e-30)
+    return np.where(tiny, 1.0, 1.0 / np.where(tiny, 1.0, sd))
