@@ -72,7 +72,7 @@ class SimilarItemsView(PumpedView):
 
     Examples
     --------
-    >>> learner = SFA(32, l2=10.0).learner(parts.train)                   # doctest: +SKIP
+    >>> learner = SFA(32).learner(parts.train)                            # doctest: +SKIP
     >>> SimilarItemsView(learner, ml.titles, train=parts.train, test=parts.test)  # doctest: +SKIP
     >>> learner.start()                                                    # doctest: +SKIP
     """

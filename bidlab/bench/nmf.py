@@ -161,7 +161,7 @@ def masked(k: int, iters: int) -> dict[str, Any]:
     ours = rmse(test.data[kept], pred)
     log(f"masked MovieLens-small: NMF(k={k}) held-out RMSE {ours:.4f} ({t:.2f} s), "
         f"{int((~kept).sum())} held-out ratings of unseen movies left out")
-    sfa = explicit_case(32, 20, 10.0)
+    sfa = explicit_case(32, 20)
     return {"k": k, "iterations": iters, "nmf_rmse": ours, "nmf_fit_s": round(t, 3),
             "unseen_left_out": int((~kept).sum()), "test_ratings": int(test.nnz),
             "sfa_rmse": sfa["sfa_rmse"], "sfa_k": sfa["k"], "biases_rmse": sfa["biases_rmse"]}

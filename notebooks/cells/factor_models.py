@@ -53,7 +53,7 @@ print(f"{ml.X.shape[0]} users x {ml.X.shape[1]} items, {parts.train.nnz} trainin
 
 from bidlab.models import SFA
 
-sfa = SFA(K, l2=10.0, random_state=0)
+sfa = SFA(K, random_state=0)
 learner = sfa.learner(parts.train, n_passes=NPASSES)
 SimilarItemsView(learner, ml.titles, n=5, train=parts.train, test=parts.test, min_ratings=10)'''),
     ("code", "Dashboard(learner)"),

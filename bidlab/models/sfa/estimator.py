@@ -18,6 +18,7 @@ settable while it runs).
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,22 @@ from bidlab.models.sfa.serve import ServeMixin
 from bidlab.models.sk_params import N_JOBS, factor_rows
 from bidlab.models.validation import drawn_seed
 
-__all__ = ["SFA"]
+__all__ = ["AUTO_L2", "SFA"]
+
+
+#: ``l2="auto"``: the L2 weight of each feedback (see ``SFA``'s ``l2``). Measured on
+#: held-out MovieLens-small ratings (k = 10 / 32): l2 = 0.1 1.240 / 1.089, 3 0.935 /
+#: 0.968, 10 0.859 / 0.853, 30 0.879 / 0.879; on generated ratings the settings were not
+#: chosen on, 10 was within 0.02 of the best of 0.1-30 with 11 ratings a user and 188.
+AUTO_L2 = {"explicit": 10.0, "implicit": 0.1}
+
+
+def _l2_ok(value: Any) -> bool:
+    """``"auto"`` or a finite number >= 0 (not a bool)."""
+    if isinstance(value, str):
+        return value == "auto"
+    return (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+            and bool(np.isfinite(value)) and value >= 0)
 
 
 class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
@@ -48,7 +64,11 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
             mean, user and item biases and L2) or ``"implicit"`` (Hu-Koren-Volinsky: every
             user-item pair counts, with preference 1 and confidence ``1 + alpha r`` where
             stored, preference 0 and confidence 1 elsewhere).
-        l2: L2 penalty weight of the factors (and biases).
+        l2: L2 penalty weight of the factors (and biases), or ``"auto"`` (the default):
+            :data:`AUTO_L2` of the feedback, 10 for explicit ratings (each bias and
+            factor held back as by ten ratings at the mean, the damping of Koren's
+            baseline estimates; 0.1 left MovieLens-small's held-out RMSE at 1.24, worse
+            than predicting the mean) and 0.1 for implicit feedback.
         alpha: the implicit confidence slope.
         n_cg: conjugate-gradient steps of each side per sweep, warm-started from the last
             sweep.
@@ -92,7 +112,8 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
         Option("n_components", int, 10, "number of factors k", low=1),
         Option("feedback", str, "explicit", "explicit ratings or implicit feedback",
                choices=FEEDBACK),
-        Option("l2", float, 0.1, "L2 penalty weight", low=0.0),
+        Option("l2", float, "auto", "L2 penalty weight ('auto': 10 for explicit ratings, "
+               "0.1 for implicit feedback)", test=_l2_ok, text="'auto' or a float >= 0"),
         Option("alpha", float, 1.0, "implicit confidence slope", low=0.0),
         Option("n_cg", int, 3, "conjugate-gradient steps per side per sweep", low=1),
         Option("max_iter", int, 15, "sweeps over the data", low=1),
@@ -110,7 +131,7 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
         n_components: int = 10,
         *,
         feedback: str = "explicit",
-        l2: float = 0.1,
+        l2: float | str = "auto",
         alpha: float = 1.0,
         n_cg: int = 3,
         max_iter: int = 15,
@@ -154,7 +175,8 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
     def _model(self, S: sp.csr_matrix) -> SFAModel:
         mu = float(S.data.mean()) if self.feedback == "explicit" and S.nnz else 0.0
         return SFAModel(mu=mu, mu_count=int(S.nnz), dtype=S.dtype,
-                        k=int(self.n_components), feedback=self.feedback, l2=float(self.l2),
+                        k=int(self.n_components), feedback=self.feedback,
+                        l2=AUTO_L2[self.feedback] if self.l2 == "auto" else float(self.l2),
                         alpha=float(self.alpha), n_cg=int(self.n_cg),
                         init_scale=float(self.init_scale),
                         random_state=drawn_seed(self.random_state))
