@@ -47,10 +47,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         choices=["u_mass", "c_uci", "c_npmi", "c_v"],
                         help="topic models: print this coherence of the topics after each "
                         "pass (on the training documents)")
-    parser.add_argument("--ranks", type=int, default=None, metavar="N",
+    parser.add_argument("--ranks", type=_rank_count, default=None, metavar="N",
                         help="train on N MPI ranks (mpiexec; needs bidlab[mpi])")
     parser.add_argument("-h", "--help", action="store_true",
                         help="show the models, or with a model its options")
+
+
+def _rank_count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of MPI ranks >= 1 (1: no "
+                                         f"MPI); got {text!r}")
+    return value
 
 
 def _fraction(text: str) -> float:

@@ -57,14 +57,24 @@ def rank_batch_size(n: int, rank: int, size: int, batch_size: int) -> int:
     [84, 84]
     """
     shares = [b - a for a, b in (shard_range(n, r, size) for r in range(size))]
-    batches = math.ceil(max(shares) / max(1, int(batch_size)))
-    mine = shares[rank]
-    bs = math.ceil(mine / batches)
-    if math.ceil(mine / bs) != batches:
+    bs = _even_batch_size(shares, shares[rank], batch_size)
+    if bs is None:
+        batches = math.ceil(max(shares) / max(1, int(batch_size)))
+        fits = next(b for d in range(1, max(shares) + 1) for b in (batch_size - d,
+                    batch_size + d) if b >= 1 and all(_even_batch_size(shares, m, b)
+                                                      for m in shares))
         raise ValueError(f"{n} rows on {size} ranks cannot make {batches} minibatches of "
-                         f"batch_size {batch_size} on every rank: choose a batch_size that "
-                         f"is small against {mine} rows (e.g. {max(1, mine // 8)})")
+                         f"batch_size {batch_size} on every rank: choose a batch_size that does "
+                         f"(the nearest is {fits})")
     return bs
+
+
+def _even_batch_size(shares: list[int], mine: int, batch_size: int) -> int | None:
+    """The batch size that splits ``mine`` rows into as many minibatches as
+    ``batch_size`` makes of the largest of ``shares``; None when none does."""
+    batches = math.ceil(max(shares) / max(1, int(batch_size)))
+    bs = math.ceil(mine / batches)
+    return bs if math.ceil(mine / bs) == batches else None
 
 
 def shard(comm: Any, *mats: Any) -> tuple[Any, ...]:

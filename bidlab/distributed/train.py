@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         if world().Get_rank() == 0:
             print(f"error: {why}", file=sys.stderr)
         return 2
+    args.holdout = 0.0  # none held out by default either: the ranks' minibatches must agree
     try:
         comm = MPIComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout,
                        nest=_nest(args.nest))

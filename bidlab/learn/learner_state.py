@@ -80,16 +80,57 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
         raise CheckpointError(f"checkpoint {path}: options are not a table")
     carried = {k: v for k, v in saved.items()
                if k in opts.specs and opts.specs[k].type != "path"}
+    counters = meta.get("updater_counters", {})
+    if not isinstance(counters, dict) or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in counters.values()):
+        raise CheckpointError(f"checkpoint {path}: updater counters are not numbers")
+    model_counters = meta.get("model_counters", {})
+    if not isinstance(model_counters, dict) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and abs(v) < _LIMIT
+            for v in model_counters.values()):
+        raise CheckpointError(f"checkpoint {path}: model counters are not whole numbers")
+    if batches_per_pass is not None and progress["index"] > batches_per_pass:
+        raise CheckpointError(f"checkpoint {path}: minibatch index {progress['index']} is "
+                              f"beyond this data's {batches_per_pass} minibatches per pass")
     fixed = {k for k, spec in opts.specs.items() if not spec.live and spec.owner != "Learner"}
     before = {k: opts.get(k) for k in fixed & set(carried)}
+    previous = {k: opts.get(k) for k in carried}
     try:
         opts.restore(carried)
     except ValueError as exc:
         raise CheckpointError(f"checkpoint {path} holds an invalid option: {exc}") from None
     rebuild = model.initialised and any(opts.get(k) != v for k, v in before.items())
-    ensure_initialised(rebuild=rebuild)
+    try:
+        ensure_initialised(rebuild=rebuild)
+        extra, extra_saved, upd_saved, fresh = _checked_state(path, ck, model, updater, rows)
+    except BaseException:  # the file does not fit: the learner keeps its own options
+        opts.restore(previous)
+        if rebuild:
+            ensure_initialised(rebuild=True)
+        raise
+    # every check passed: now write
+    for m, a in zip(model.modelmats, mats, strict=True):
+        m.data[...] = m.xp.asarray(a.astype(m.dtype, copy=False))
+    for key, a in extra_saved.items():
+        if key in extra:
+            extra[key].data[...] = extra[key].xp.asarray(a)
+    for key in fresh:  # per-row state not in the file: the rows start afresh
+        extra[key].data.fill(0)
+    updater.load_state(upd_saved)
+    updater.set_counters(counters)
+    model.set_counters(model_counters)
+    if fresh:
+        model.rows_reset()
+    model.restored({k: a for k, a in extra_saved.items() if k not in extra})
+    return progress
+
+
+def _checked_state(path: str, ck: Any, model: Any, updater: Any, rows: bool
+                   ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], set[str]]:
+    """The model's state now, the file's model and updater state to write, and the per-row
+    state that starts afresh; CheckpointError when a shape does not fit this model."""
     shapes = [m.shape for m in model.modelmats]
-    got = [tuple(a.shape) for a in mats]
+    got = [tuple(a.shape) for a in ck.modelmats]
     if got != shapes:
         raise CheckpointError(f"checkpoint {path} has model matrices of shapes {got}, but "
                               f"this model has {shapes} (different data or options?)")
@@ -108,33 +149,7 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
                 raise CheckpointError(f"checkpoint {path}: {what} {key!r} has shape "
                                       f"{tuple(a.shape)}, this learner's {like} (different "
                                       "data or options?)")
-    counters = meta.get("updater_counters", {})
-    if not isinstance(counters, dict) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in counters.values()):
-        raise CheckpointError(f"checkpoint {path}: updater counters are not numbers")
-    model_counters = meta.get("model_counters", {})
-    if not isinstance(model_counters, dict) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and abs(v) < _LIMIT
-            for v in model_counters.values()):
-        raise CheckpointError(f"checkpoint {path}: model counters are not whole numbers")
-    if batches_per_pass is not None and progress["index"] > batches_per_pass:
-        raise CheckpointError(f"checkpoint {path}: minibatch index {progress['index']} is "
-                              f"beyond this data's {batches_per_pass} minibatches per pass")
-    # every check passed: now write
-    for m, a in zip(model.modelmats, mats, strict=True):
-        m.data[...] = m.xp.asarray(a.astype(m.dtype, copy=False))
-    for key, a in extra_saved.items():
-        if key in extra:
-            extra[key].data[...] = extra[key].xp.asarray(a)
-    for key in fresh:  # per-row state not in the file: the rows start afresh
-        extra[key].data.fill(0)
-    updater.load_state(upd_saved)
-    updater.set_counters(counters)
-    model.set_counters(model_counters)
-    if fresh:
-        model.rows_reset()
-    model.restored({k: a for k, a in extra_saved.items() if k not in extra})
-    return progress
+    return extra, extra_saved, upd_saved, fresh
 
 
 def _model_names(cls: type) -> set[str]:

@@ -32,6 +32,7 @@ from bidlab.learn.datasource import DataInfo
 from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import RunningMean, Updater
+from bidlab.mat import Mat
 from bidlab.models.kmeans.distances import dense_rows
 from bidlab.models.kmeans.model import KMeansModel
 
@@ -68,6 +69,8 @@ class MinibatchKMeansModel(KMeansModel):
     )
 
     algorithm = "minibatch"
+    _SCRATCH = ("_buf", "_work", "_steps_state")
+    _steps_state: dict[str, Mat] | None = None  # the checkpoint's copy of the step state
 
     def __init__(self, centers: Any, *, random_state: int = 0, **options: Any) -> None:
         super().__init__(centers, random_state=random_state, **options)
@@ -93,6 +96,42 @@ class MinibatchKMeansModel(KMeansModel):
     def rebind(self, info: DataInfo) -> None:
         super().rebind(info)
         self._reset_early_stop()
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def extra_state(self) -> dict[str, Mat]:
+        """The step count, the early stop's state and the re-seeding generator's state, so a
+        resumed run re-seeds and stops early where an uninterrupted one would."""
+        if not self.modelmats:
+            return {}
+        st = self._steps_state
+        if st is None:
+            st = self._steps_state = {"steps": Mat(np.zeros((1, 5))),
+                                      "rng": Mat(np.zeros((1, 6), np.uint64))}
+        es = self._es
+        st["steps"].data[0] = [self.steps, es["step"], _num(es["ewa"]), _num(es["low"]),
+                               es["since"]]
+        state = self.rng.bit_generator.state
+        if state.get("bit_generator") == "PCG64":
+            words = [w for v in state["state"].values() for w in divmod(v, 1 << 64)]
+            st["rng"].data[0] = [*words, state["has_uint32"], state["uinteger"]]
+        return dict(st)
+
+    def restored(self, earlier: dict[str, Any]) -> None:
+        st = self._steps_state
+        if st is None:
+            return
+        steps, es_step, ewa, low, since = (float(v) for v in st["steps"].data[0])
+        self.steps = int(steps)
+        self._es = {"step": int(es_step), "ewa": None if math.isnan(ewa) else ewa,
+                    "low": None if math.isnan(low) else low, "since": int(since)}
+        limit = self.opts.max_no_improvement
+        self.converged = self.stop_early and limit is not None and self._es["since"] >= limit
+        w = [int(v) for v in st["rng"].data[0]]
+        state = self.rng.bit_generator.state
+        if state.get("bit_generator") == "PCG64" and any(w[:4]):
+            state["state"] = {"state": (w[0] << 64) | w[1], "inc": (w[2] << 64) | w[3]}
+            state["has_uint32"], state["uinteger"] = w[4], w[5]
+            self.rng.bit_generator.state = state
 
     def _reset_early_stop(self) -> None:
         # minibatch early stop: steps seen, smoothed inertia, its lowest, steps since then
@@ -160,3 +199,8 @@ class MinibatchKMeansModel(KMeansModel):
         jump = target - c[starved]
         n[starved] = jump
         S[starved] = jump[:, None] * m0 + target * (x - m0)
+
+
+def _num(value: float | None) -> float:
+    """``value``, NaN for None (the early stop's figures before their first step)."""
+    return math.nan if value is None else float(value)
