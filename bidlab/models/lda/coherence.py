@@ -18,7 +18,10 @@ its direct confirmation measures)::
     c_v     mean over i of  cos(n_i, sum_j n_j)   with n_i = (npmi(w_i, w_j))_j
 
 (top words w_1, w_2, ... most probable first; ``c_v``'s indirect cosine measure over the
-one-set segmentation). Here the co-occurrence window is the whole document; gensim's
+one-set segmentation). A pair with a word that no reference document holds has PMI and
+NPMI 0, no evidence either way (gensim's ``u_mass`` takes 0 for its ``p(w_j) = 0``;
+its PMI is infinite there, which makes its ``c_uci``, ``c_npmi`` and ``c_v`` inf or
+NaN). Here the co-occurrence window is the whole document; gensim's
 ``c_uci``, ``c_npmi`` and ``c_v`` default to sliding windows of 10 and 110 tokens (on
 bags of words without positions a document is the only window there is).
 
@@ -146,6 +149,7 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
         return per if per_topic else float(per.mean())
     n = top.shape[1]
     pair = co[local[:, :, None], local[:, None, :]] / max(D, 1)  # k x n x n
+    held = np.diagonal(co)[local] > 0  # k x n: the word is in a reference document
     single = np.maximum(np.diagonal(co)[local] / max(D, 1), EPS)  # k x n
     if measure == "u_mass":
         lower = np.tril(np.ones((n, n), bool), -1)
@@ -154,6 +158,7 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
     else:
         joint = pair + EPS
         pmi = np.log(joint / (single[:, :, None] * single[:, None, :]))
+        pmi = np.where(held[:, :, None] & held[:, None, :], pmi, 0.0)  # module doc
         npmi = pmi / -np.log(joint)
         off = ~np.eye(n, dtype=bool)
         if measure == "c_uci":

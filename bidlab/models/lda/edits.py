@@ -105,12 +105,11 @@ class TopicEdits(WordConstraints):
     # -- checkpoints: the log, priors and constraints as one JSON document -----------------
     def extra_state(self) -> dict[str, Any]:
         """Besides the model's: the edit log, word priors and links (UTF-8 JSON bytes, under
-        a name holding their length), once there are any."""
+        a name holding their length), empty ones too (a checkpoint from before any edit
+        takes the later ones back when loaded)."""
         state = super().extra_state()
         doc = {"log": self.topic_edit_log, "must": self.must_links, "cannot": self.cannot_links,
                "priors": [[w, t, v] for (w, t), v in self.word_priors.items()]}
-        if not any(doc.values()):
-            return state
         raw = np.frombuffer(json.dumps(doc).encode(), np.uint8)[None, :].copy()
         self._edit_log_mat = bl.Mat(raw)
         return {**state, f"topic_edits_{raw.shape[1]}": self._edit_log_mat}
@@ -122,11 +121,15 @@ class TopicEdits(WordConstraints):
             return super().components()
 
     def restored(self, earlier: dict[str, Any]) -> None:
+        """After a checkpoint: its edits, and the estimator's ``n_components`` its k."""
         raw = next((a for name, a in earlier.items() if name.startswith("topic_edits_")), None)
         if raw is None and self.__dict__.get("_edit_log_mat") is not None:
-            raw = self._edit_log_mat.numpy()
+            raw = self._edit_log_mat.numpy()  # the file's, written in place (or ours)
         super().restored({k: v for k, v in earlier.items()
                           if not k.startswith("topic_edits_")})
+        est = self._estimator()
+        if est is not None:
+            est.n_components = int(self.opts.n_components)
         if raw is None:
             return
         doc = json.loads(np.asarray(raw, np.uint8).tobytes().decode())
@@ -297,6 +300,7 @@ class TopicEdits(WordConstraints):
         ``training=False`` at once while no learner runs."""
         if self._edit_queue:
             with self._edit_lock:
+                self._before_edits()
                 while self._edit_queue:
                     self._apply_one(self._edit_queue.popleft())
         if not training:
@@ -305,6 +309,10 @@ class TopicEdits(WordConstraints):
             self._keep_priors()
         if self.must_links or self.cannot_links:
             self._keep_links()
+
+    def _before_edits(self) -> None:
+        """Apply what was checked against the topics as they are before the queued edits
+        (the Gibbs model's queued temperature changes); called under the edit lock."""
 
     def _apply_one(self, ticket: EditTicket) -> None:
         k0 = int(self.opts.n_components)

@@ -249,6 +249,10 @@ def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None =
     >>> sorted(d)
     ['R', 'lambda.step', 'mdsDat', 'plot.opts', 'tinfo', 'token.table', 'topic.order']
     """
+    if not 0.0 < float(lambda_step) <= 1.0:  # (NaN too)
+        raise ValueError(f"prepared_data: lambda_step must be in (0, 1], the spacing of "
+                         f"the relevance weights lambda from 0 to 1; got {lambda_step}: "
+                         "pass e.g. lambda_step=0.01")
     P = _rows(topics)
     k, V = P.shape
     theta = np.asarray(backend.to_host(theta), np.float64)

@@ -284,6 +284,16 @@ class LDAGibbsModel(TopicEdits, Temperatures, LDACore):
             self._count_columns()
         return True
 
+    def set_temperature(self, value: float, topic: int | None = None,
+                        word: int | None = None, owner: str = "LDAGibbs") -> None:
+        with self._edit_lock:  # checked and queued while k stays: no topic edit lands between
+            super().set_temperature(value, topic=topic, word=word, owner=owner)
+
+    def _before_edits(self) -> None:
+        """The queued temperature changes name topics as they are before the queued
+        edits: write them first (a topic id they name may be gone after)."""
+        self.apply_pending(self._position())
+
     def sweep_flops(self) -> float:
         """Each sweep is the fused SDDMM and the accumulation of the draws (2 flops per
         topic and nonzero each)."""
