@@ -7,7 +7,8 @@ carries the data, ipyparallel the commands from a notebook. Install with
 
 * :class:`MPIComm` (:mod:`bidlab.distributed.mpi_comm`): the communicator; modes
   ``"average"`` (optionally elastic), ``"butterfly"``, ``"sparse"``
-  (:mod:`bidlab.distributed.combine`);
+  (:mod:`bidlab.distributed.combine`); :class:`NCCLComm`
+  (:mod:`bidlab.distributed.nccl_comm`): the same with GPU models combined over NCCL;
 * :func:`shard`, :func:`shard_range`, :func:`rank_batch_size`, :func:`read_rank_data`
   (:mod:`bidlab.distributed.sharding`): rows by rank, equal minibatches per pass;
 * ``mpiexec -n N python -m bidlab.distributed.train MODEL --data PATH ...`` (or
@@ -31,11 +32,12 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MPIComm", "shard", "shard_range", "rank_batch_size", "read_rank_data",
+__all__ = ["MPIComm", "NCCLComm", "shard", "shard_range", "rank_batch_size", "read_rank_data",
            "RankedLearner", "start_engines", "stop_engines", "ProxyLearner"]
 
 _WHERE = {
     "MPIComm": "bidlab.distributed.mpi_comm",
+    "NCCLComm": "bidlab.distributed.nccl_comm",
     "shard": "bidlab.distributed.sharding",
     "shard_range": "bidlab.distributed.sharding",
     "rank_batch_size": "bidlab.distributed.sharding",

@@ -416,7 +416,8 @@ def _contiguous(a: Any) -> np.ndarray:
     copy (the caller writes a copy back)."""
     if not isinstance(a, np.ndarray):
         raise TypeError(f"MPIComm moves numpy arrays; got {type(a).__name__} (train on "
-                        "device='cpu', or use a GPU communicator)")
+                        "device='cpu', or combine GPU models with "
+                        "bidlab.distributed.NCCLComm)")
     if a.flags.c_contiguous:
         return a
     if a.flags.f_contiguous:

@@ -11,7 +11,10 @@ Its own options:
 * ``--sync-timeout S`` (default 120): the longest a rank waits for the others at a sync
   point before the job ends;
 * ``--nest D1,D2,...``: the sparse mode's layers (degrees multiplying to N; see
-  :class:`~bidlab.distributed.MPIComm`), e.g. ``--nest 4,8`` on 32 ranks.
+  :class:`~bidlab.distributed.MPIComm`), e.g. ``--nest 4,8`` on 32 ranks;
+* ``--comm mpi|nccl`` (default ``mpi``): ``nccl`` combines GPU models (``--device gpu``)
+  over NCCL, one rank per GPU (:class:`~bidlab.distributed.NCCLComm`; needs CuPy with
+  NCCL).
 
 ``bidlab train MODEL --ranks N ...`` runs this under ``mpiexec -n N`` (the ``mpiexec`` next
 to the Python running it, else the first on ``PATH``).
@@ -84,13 +87,28 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sync-timeout", type=float, default=120.0)
     p.add_argument("--nest", default=None, help="the sparse allreduce's layer degrees, "
                    "comma-separated, multiplying to the number of ranks (e.g. 4,8)")
+    p.add_argument("--comm", default="mpi", choices=["mpi", "nccl"],
+                   help="nccl: GPU models combined over NCCL, one rank per GPU")
     return p
+
+
+def _communicator(args: argparse.Namespace) -> Any:
+    """The rank's communicator (ValueError / ImportError: the job cannot start)."""
+    from bidlab.distributed.mpi_comm import MPIComm
+
+    if args.comm == "nccl":
+        if args.nest:
+            raise ValueError("--nest layers the sparse mode, which --comm nccl does not run")
+        from bidlab.distributed.nccl_comm import NCCLComm
+
+        return NCCLComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout)
+    return MPIComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout,
+                   nest=_nest(args.nest))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, train on this rank's rows, report on rank 0; the exit code."""
     from bidlab.cli import train as cli
-    from bidlab.distributed.mpi_comm import MPIComm
 
     args, extra = _parser().parse_known_args(sys.argv[1:] if argv is None else argv)
     args.extra = extra
@@ -106,9 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.holdout = 0.0  # none held out by default either: the ranks' minibatches must agree
     try:
-        comm = MPIComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout,
-                       nest=_nest(args.nest))
-    except ValueError as exc:  # the same on every rank: rank 0 says so, all end
+        comm = _communicator(args)
+    except (ValueError, ImportError) as exc:  # the same on every rank: rank 0 says so
         from bidlab.distributed.mpi_comm import world
 
         if world().Get_rank() == 0:
