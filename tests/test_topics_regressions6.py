@@ -188,3 +188,33 @@ def test_to_pyldavis_of_an_estimator_refuses_a_zero_lambda_step(corpus):
     est = LDA(n_components=2, n_passes=1, random_state=0).fit(corpus)
     with pytest.raises(ValueError, match="lambda_step"):  # was a ZeroDivisionError
         est.to_pyldavis(corpus, lambda_step=0)
+
+
+# -- argument checks of the links and seeds ----------------------------------------------
+def test_contradicting_pairs_are_found_through_shared_words():
+    from bidlab.models.lda.word_constraints import contradicting_pair
+
+    assert contradicting_pair([[1, 2], [2, 3]], [[3, 1]]) == (3, 1)
+    assert contradicting_pair([[1, 2]], [[1, 4]]) is None
+
+
+def test_links_contradicting_each_other_are_refused(corpus):
+    est = LDA(n_components=3, random_state=0, n_passes=2).fit(corpus)
+    model = est.model_
+    model.must_link([0, 1]).wait(5)
+    model.must_link([1, 2]).wait(5)
+    with pytest.raises(ValueError, match="words 0 and 2 would be both must-linked and "
+                       "cannot-linked"):
+        model.cannot_link(0, 2)
+    assert model.cannot_links == []
+    model.cannot_link(0, 3).wait(5)
+    with pytest.raises(ValueError, match="must-linked and cannot-linked"):
+        model.must_link([3, 2])
+
+
+@pytest.mark.parametrize("bad", [True, "5", "abc"])
+def test_add_topic_refuses_a_weight_that_is_not_a_number(bad, corpus):
+    est = LDA(n_components=3, random_state=0, n_passes=2).fit(corpus)
+    with pytest.raises((ValueError, TypeError), match="weight"):
+        est.model_.add_topic([0, 1], weight=bad)
+    assert est.model_.opts.n_components == 3

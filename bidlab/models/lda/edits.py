@@ -41,7 +41,7 @@ import bidlab as bl
 from bidlab.models.lda import common, reshape
 from bidlab.models.lda.edit_requests import EditTicket, topic_id, word_id
 from bidlab.models.lda.reshape import TopicPlan, topic_counts
-from bidlab.models.lda.word_constraints import WordConstraints
+from bidlab.models.lda.word_constraints import WordConstraints, contradicting_pair
 from bidlab.models.lda.word_groups import topic_words, two_groups
 
 __all__ = ["TopicEdits", "EditTicket"]
@@ -180,13 +180,14 @@ class TopicEdits(WordConstraints):
         self._ready("split_topic")
         t = topic_id(topic, self._k_planned(), "split_topic")
         X = self._documents() if X is None else self._split_documents(X)
-        if not self._edit_queue:
-            n = topic_words(topic_counts(self)[:, t]).size
+        with self._edit_lock:  # no edit lands between the check and the counts' read
+            t = topic_id(topic, self._k_planned(), "split_topic")
+            n = 2 if self._edit_queue else topic_words(topic_counts(self)[:, t]).size
             if n < 2:
                 raise ValueError(f"split_topic: topic {t} has {n} word(s) above the uniform "
                                  "probability, so there is nothing to split it into: split "
                                  "a topic with at least two words of its own")
-        return self._queue("split", topic=t, X=X)
+            return self._queue("split", topic=t, X=X)
 
     def delete_topic(self, topic: int) -> EditTicket:
         """Delete ``topic``; its documents' weight goes to the other topics."""
@@ -206,7 +207,8 @@ class TopicEdits(WordConstraints):
                         for w in list(seed_words)})
         if not words:
             raise ValueError("add_topic needs at least one seed word")
-        if weight is not None and not (np.isfinite(float(weight)) and float(weight) > 0):
+        if weight is not None and (isinstance(weight, (bool, np.bool_, str)) or not (
+                np.isfinite(float(weight)) and float(weight) > 0)):
             raise ValueError(f"add_topic: weight must be finite and > 0 pseudo-counts; got "
                              f"{weight}: pass a positive number such as weight=50.0, or "
                              "weight=None for no lasting prior")
@@ -240,7 +242,19 @@ class TopicEdits(WordConstraints):
         ids = [word_id(w, int(self.vocab_size), kind) for w in list(words)]
         if len(set(ids)) < 2 or len(set(ids)) != len(ids):
             raise ValueError(f"{kind} needs two or more different words; got {ids}")
-        return self._queue(kind, words=ids)
+        with self._edit_lock:
+            queued = {name: [tk.args["words"] for tk in self._edit_queue if tk.kind == name]
+                      for name in ("must_link", "cannot_link")}
+            must = self.must_links + queued["must_link"] + ([ids] if kind == "must_link"
+                                                            else [])
+            cannot = self.cannot_links + queued["cannot_link"] + (
+                [ids] if kind == "cannot_link" else [])
+            clash = contradicting_pair(must, cannot)
+            if clash is not None:
+                raise ValueError(f"{kind}({ids}): words {clash[0]} and {clash[1]} would be "
+                                 "both must-linked and cannot-linked; keep one of the two "
+                                 "links")
+            return self._queue(kind, words=ids)
 
     def _queue(self, kind: str, **args: Any) -> EditTicket:
         ticket = EditTicket(kind, args)

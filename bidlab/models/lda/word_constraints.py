@@ -17,7 +17,7 @@ from bidlab import backend
 from bidlab.learn import IncNorm
 from bidlab.models.lda.reshape import TopicPlan, is_gibbs
 
-__all__ = ["WordConstraints"]
+__all__ = ["WordConstraints", "contradicting_pair"]
 
 
 class WordConstraints:
@@ -152,3 +152,26 @@ def _cannot(R: np.ndarray) -> np.ndarray:
         R[loser] += moved * others / s
         R[loser, t] = 0.0
     return R
+
+
+def contradicting_pair(must: list[list[int]], cannot: list[list[int]]) -> tuple[int, int] | None:
+    """A cannot-link pair whose two words must-link groups join (directly, or through
+    groups sharing a word), or None when the links agree.
+
+    >>> contradicting_pair([[1, 2], [2, 3]], [[3, 1]]), contradicting_pair([[1, 2]], [[1, 4]])
+    ((3, 1), None)
+    """
+    parent: dict[int, int] = {}
+
+    def root(w: int) -> int:
+        while parent.get(w, w) != w:
+            w = parent[w]
+        return w
+
+    for group in must:
+        for w in group[1:]:
+            parent[root(int(w))] = root(int(group[0]))
+    for a, b in cannot:
+        if root(int(a)) == root(int(b)):
+            return int(a), int(b)
+    return None
