@@ -187,3 +187,17 @@ def test_ranking_metrics_name_a_user_out_of_range():
         ranking_metrics(score, train, test, k=2, users=[0, 5])
     with pytest.raises(ValueError, match="users must be integer row ids"):
         ranking_metrics(score, train, test, k=2, users=[0.5])
+
+
+def test_sfa_fits_a_ratings_object_as_load_movielens_returns_it():
+    from bidlab.datasets.movielens import Ratings
+
+    rng = np.random.default_rng(0)
+    R = sp.random(30, 20, density=0.3, random_state=1, format="csr")
+    R.data = np.ceil(R.data * 5)
+    R = R[np.diff(R.indptr) > 0]
+    ratings = Ratings(R, np.arange(R.shape[0]) + 100, rng.permutation(20) + 1000)
+    a = SFA(3, max_iter=3, random_state=0).fit(ratings)
+    b = SFA(3, max_iter=3, random_state=0).fit(R)
+    np.testing.assert_array_equal(a.item_factors_, b.item_factors_)
+    assert a.partial_fit_users(Ratings(R[:2], np.array([7, 8]), ratings.item_ids)).size == 2

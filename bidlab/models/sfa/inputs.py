@@ -33,8 +33,9 @@ def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
     ----------
     name : str
         The estimator's name, the start of each error message.
-    X : sparse matrix or array_like
-        Users x items: any scipy sparse format or a pandas DataFrame of sparse columns
+    X : sparse matrix, Ratings or array_like
+        Users x items: a :class:`bidlab.datasets.Ratings` (``load_movielens()``, a ratings
+        CSV), any scipy sparse format or a pandas DataFrame of sparse columns
         filled with 0 (its stored entries are the observed ratings), or dense with NaN
         where missing. Duplicate (user, item) entries are
         refused, a COO's included; a CSR built from triples,
@@ -52,6 +53,8 @@ def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
     scipy.sparse.csr_matrix
         Sorted indices, no duplicates, every stored value finite.
     """
+    if hasattr(X, "user_ids") and hasattr(X, "item_ids") and sp.issparse(getattr(X, "X", None)):
+        X = X.X  # a bidlab.datasets Ratings: its stored entries are the ratings
     X = unwrap(X)
     if _zero_filled_sparse_frame(X):  # its stored entries are the observed ones
         X = X.sparse.to_coo()
