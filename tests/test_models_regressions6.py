@@ -121,6 +121,15 @@ def test_bif_row_table_of_ordinary_size_still_reads():
     assert net.cpts[0].shape == (9, 3)
 
 
+@pytest.mark.parametrize("body", [
+    "(s0) 0.5, 0.5; (s1) 0.1, 0.9; (s0) 0.9, 0.1;",     # a row given twice: the last won
+    "table 0.5, 0.5, 0.1, 0.9; (s0) 0.9, 0.1;",          # a table and rows: rows ignored
+])
+def test_bif_tables_that_say_two_things_are_refused(body):
+    with pytest.raises(BayesNetError, match="twice|both a table and rows"):
+        parse_bif(_wide_bif(1, 2, body))
+
+
 # -- BayesNet -----------------------------------------------------------------------------
 def test_bayesnet_dataframe_columns_are_matched_to_variables_by_name():
     """A DataFrame whose columns name the variables in another order was read by

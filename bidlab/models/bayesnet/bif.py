@@ -223,6 +223,9 @@ def _table(where: str, child: str, st: list[str], pst: list[list[str]], body: An
     table, rows, default = body
     k = len(st)
     n_cfg = math.prod(len(s) for s in pst)  # exact: no wrap
+    if table is not None and rows:
+        raise BayesNetError(f"{where}: the probabilities of {child!r} give both a table and "
+                            "rows: keep one of the two")
     if table is not None:
         t = np.asarray(table, dtype=np.float64)
         if t.size != n_cfg * k:
@@ -239,6 +242,7 @@ def _table(where: str, child: str, st: list[str], pst: list[list[str]], body: An
     strides = np.ones(len(pst), dtype=np.int64)
     for i in range(len(pst) - 2, -1, -1):
         strides[i] = strides[i + 1] * len(pst[i + 1])
+    seen: set[int] = set()
     for cfg, vals in rows:
         if len(cfg) != len(pst):
             raise BayesNetError(f"{where}: a row of {child!r} names {len(cfg)} parent states "
@@ -252,6 +256,10 @@ def _table(where: str, child: str, st: list[str], pst: list[list[str]], body: An
         if len(vals) != k:
             raise BayesNetError(f"{where}: row ({', '.join(cfg)}) of {child!r} has "
                                 f"{len(vals)} values for {k} states")
+        if r in seen:
+            raise BayesNetError(f"{where}: row ({', '.join(cfg)}) of {child!r} is given "
+                                "twice: keep one")
+        seen.add(r)
         out[r] = vals
     if np.isnan(out).any():
         r = int(np.flatnonzero(np.isnan(out).any(axis=1))[0])
