@@ -201,3 +201,12 @@ def test_sfa_fits_a_ratings_object_as_load_movielens_returns_it():
     b = SFA(3, max_iter=3, random_state=0).fit(R)
     np.testing.assert_array_equal(a.item_factors_, b.item_factors_)
     assert a.partial_fit_users(Ratings(R[:2], np.array([7, 8]), ratings.item_ids)).size == 2
+
+
+@pytest.mark.parametrize("chunk", [0, -3, 2.5, True])
+def test_ranking_metrics_refuses_a_chunk_that_is_not_a_positive_whole_number(chunk):
+    from bidlab.models.sfa.metrics import ranking_metrics
+
+    R = sp.csr_matrix(np.eye(4))
+    with pytest.raises(ValueError, match="chunk must be a whole number"):
+        ranking_metrics(lambda u: np.ones((len(u), 4)), R, R, k=2, chunk=chunk)

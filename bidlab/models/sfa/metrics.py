@@ -193,6 +193,10 @@ def ranking_metrics(score_users: Callable[[np.ndarray], np.ndarray], train: sp.c
         raise ValueError(f"ranking_metrics: train and test must have one shape (users x "
                          f"items); got {train.shape} and {test.shape}")
     k = _check_k("ranking_metrics", k, test.shape[1])
+    if isinstance(chunk, (bool, np.bool_)) or not isinstance(chunk, (int, np.integer)) \
+            or chunk < 1:
+        raise ValueError(f"ranking_metrics: chunk must be a whole number of users >= 1 "
+                         f"scored at a time; got {chunk!r}")
     ids = np.flatnonzero(np.diff(test.indptr)) if users is None else _user_ids(users,
                                                                               test.shape[0])
     recs, rels = [], []
