@@ -8,6 +8,7 @@ options and schedules are :mod:`bidlab.models.lda.gibbs_params`'. ``LDAGibbsMode
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -41,8 +42,9 @@ class LDAGibbs(LDAEstimator):
         symmetric Dirichlet priors (> 0).
     batch_size
         documents per minibatch (default on the CPU: 64, or fewer for long documents, so
-        that a minibatch holds about 16,384 tokens at most, and at least 8 documents; on
-        a GPU up to 8192, as long as a pass keeps at least 16 minibatches).
+        that a minibatch holds about 16,384 tokens at most, and at least 8 documents, or
+        more for short documents, so that it holds at least about 4,096 tokens; on a GPU
+        up to 8192, as long as a pass keeps at least 16 minibatches).
     n_passes, e_iters, e_iters_warm
         passes of ``fit``; sampling sweeps per minibatch, and
         once warm-started (``fit``'s passes after the first).
@@ -92,6 +94,7 @@ class LDAGibbs(LDAEstimator):
     _cpu_batch = 64  # small minibatches: many cheap moving-average steps per pass
     _cpu_tokens = 16384  # ... holding at most about this many tokens (long documents)
     _cpu_min_batch = 8
+    _min_batch_tokens = 4096  # ... and at least about this many (64 documents of 64 tokens)
     _gpu_batch = 8192
     PARAMS: ClassVar[tuple[Option, ...]] = LDAEstimator.params_of(
         LDAGibbsModel, IncNorm, e_iters=5, e_iters_warm=3, tau0=8.0)
@@ -100,12 +103,15 @@ class LDAGibbs(LDAEstimator):
         """On the CPU, ``_cpu_batch`` documents unless that many would hold more than
         ``_cpu_tokens`` tokens: a sampler's minibatch costs its tokens, and long documents
         (2,000 tokens each) in 64-document minibatches leave a pass only a few
-        moving-average steps."""
+        moving-average steps. Short documents get more, so that a minibatch holds at least
+        ``_min_batch_tokens`` tokens: 64 titles of 10 tokens sample counts so noisy that
+        the early, large moving-average steps settle on a poor optimum."""
         B = super()._default_batch(C)
         if backend.is_cupy_array(C.data):
             return B
-        per_doc = float(C.data.sum()) / max(int(C.shape[0]), 1)
-        return int(min(B, max(self._cpu_min_batch, self._cpu_tokens // max(per_doc, 1.0))))
+        per_doc = max(float(C.data.sum()) / max(int(C.shape[0]), 1), 1.0)
+        B = max(B, math.ceil(self._min_batch_tokens / per_doc))
+        return int(min(B, max(self._cpu_min_batch, self._cpu_tokens // per_doc)))
 
     def __init__(
         self,

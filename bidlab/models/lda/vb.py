@@ -33,6 +33,7 @@ estimator around it: ``fit`` runs a :class:`bidlab.learn.Learner` in the calling
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, ClassVar
 
 import numpy as np
@@ -178,7 +179,8 @@ class LDA(LDAEstimator):
         symmetric Dirichlet prior on topics' word probabilities (> 0; eta in Hoffman).
     batch_size
         documents per minibatch (default: 512 on the CPU; on a GPU up to 16384, as
-        long as a pass keeps at least 16 minibatches).
+        long as a pass keeps at least 16 minibatches; with short documents, more, so
+        that a minibatch holds at least about 32,768 tokens).
     n_passes
         passes over the data made by ``fit``.
     e_iters
@@ -259,6 +261,21 @@ class LDA(LDAEstimator):
         verbose: int = 0,
     ) -> None:
         self._keep_params(locals())
+
+    _min_batch_tokens = 32768  # a default minibatch holds at least about this many tokens
+
+    def _default_batch(self, C: Any) -> int:
+        """The per-device default in documents, raised for short documents until a
+        minibatch holds ``_min_batch_tokens`` tokens (512 documents of 64 tokens).
+
+        A minibatch's statistics, scaled to the whole corpus, are a noisy estimate of the
+        topics, and its noise grows as its tokens shrink: 512 titles of 10 tokens make
+        steps so noisy that the early, large online steps settle on a poor optimum that
+        later passes do not leave. Documents of 64 tokens or more keep the default.
+        """
+        B = super()._default_batch(C)
+        per_doc = float(C.data.sum()) / max(int(C.shape[0]), 1)
+        return max(B, math.ceil(self._min_batch_tokens / max(per_doc, 1.0)))
 
     def _make_model(self) -> LDAModel:
         return LDAModel(dtype=self.dtype, **self._model_options(LDAModel))
