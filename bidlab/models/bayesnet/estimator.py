@@ -51,6 +51,9 @@ class BayesNet(BidlabEstimator):
         n_chains: chains sampled at once for inference.
         burn_in: sweeps discarded before marginals are kept (and after each evidence
             change).
+        tol: inference stops as soon as ``mcse_`` (below) is at most ``tol``, after at
+            least 20 kept sweeps; ``n_samples`` is then a cap. None (default): every
+            sweep of ``n_samples``. ``tol=0.004`` keeps the marginals within about 0.01.
         n_samples: kept sweeps (inference; each adds every chain's Rao-Blackwellised
             marginals).
         thin: keep every ``thin``-th sweep.
@@ -69,7 +72,10 @@ class BayesNet(BidlabEstimator):
 
     Learned: ``network_`` (the network, with learned tables after ``fit``),
     ``marginals_`` (after ``infer``: one array per variable), ``rhat_`` (the largest
-    R-hat over all states), ``model_`` (the engine of the last run).
+    R-hat over all states), ``mcse_`` (the largest Monte-Carlo standard error of a
+    marginal, from the spread of the chains' means: the marginals are within about 2
+    ``mcse_`` of the exact ones; raise ``n_chains`` or ``n_samples`` to shrink it),
+    ``model_`` (the engine of the last run).
 
     Examples:
         >>> import numpy as np
@@ -88,6 +94,8 @@ class BayesNet(BidlabEstimator):
         Option("burn_in", int, 100, "sweeps discarded", low=0),
         Option("n_samples", int, 500, "kept sweeps (inference)", low=1),
         Option("thin", int, 1, "keep every thin-th sweep", low=1),
+        Option("tol", float, None, "inference stops once mcse_ <= tol (n_samples: a cap)",
+               low=0.0, low_open=True, none_ok=True),
         Option("n_passes", int, 30, "Gibbs-EM passes (learning)", low=1),
         Option("nsamps", float, 5.0, "SAME replicas once annealed", low=0.0, low_open=True),
         Option("nsamps0", float, 1.0, "SAME replicas at the start", low=0.0, low_open=True),
@@ -99,7 +107,8 @@ class BayesNet(BidlabEstimator):
     )
 
     def __init__(self, network: Any = None, *, n_chains: int = 200, burn_in: int = 100,
-                 n_samples: int = 500, thin: int = 1, n_passes: int = 30,
+                 n_samples: int = 500, thin: int = 1, tol: float | None = None,
+                 n_passes: int = 30,
                  nsamps: float = 5.0, nsamps0: float = 1.0, anneal: str = "linear",
                  alpha: float = 1.0, random_state: Any = None, n_jobs: int | None = None,
                  verbose: int = 0, device: str = "cpu") -> None:
@@ -137,7 +146,8 @@ class BayesNet(BidlabEstimator):
         replaces the network of earlier runs (their tables, marginals and temperatures)."""
         super().set_params(**params)
         if "network" in params:
-            for name in ("_path_from_file", "_network", "model_", "marginals_", "rhat_"):
+            for name in ("_path_from_file", "_network", "model_", "marginals_", "rhat_",
+                         "mcse_"):
                 self.__dict__.pop(name, None)
         return self
 
@@ -197,7 +207,8 @@ class BayesNet(BidlabEstimator):
             data = np.full((self.n_chains, net.n_vars), -1.0)
             passes = self.burn_in + self.n_samples * self.thin
         model = BayesNetModel(net, learn=learn, evidence=evidence, seed=self._seed(),
-                              burn_in=self.burn_in, thin=self.thin, nsamps=self.nsamps,
+                              burn_in=self.burn_in, thin=self.thin, tol=self.tol,
+                              nsamps=self.nsamps,
                               nsamps0=self.nsamps0, anneal=self.anneal, alpha=self.alpha,
                               device=self.device)
         old = self.__dict__.get("model_")
@@ -233,6 +244,7 @@ class BayesNet(BidlabEstimator):
         model = self.model_
         self.marginals_ = model.marginals()
         self.rhat_ = model.chains.rhat()
+        self.mcse_ = model.chains.mcse()
 
     # -- per-parameter temperatures -------------------------------------------------------
     def _temp_model(self) -> BayesNetModel:
@@ -311,6 +323,8 @@ class BayesNet(BidlabEstimator):
         out: list[tuple[str, Any]] = [("network", repr(net))]
         if getattr(self, "rhat_", None) is not None:
             out.append(("max R-hat", float(self.rhat_)))
+        if getattr(self, "mcse_", None) is not None:
+            out.append(("max Monte-Carlo standard error", float(self.mcse_)))
         return out
 
 

@@ -41,6 +41,10 @@ from bidlab.models.lda.gibbs_params import ANNEAL, ANNEAL_PASSES, NSAMPS, NSAMPS
 
 __all__ = ["BayesNetModel"]
 
+#: kept sweeps before ``tol`` is checked: the chains' spread needs a few sweeps to mean
+#: anything (a chain's first kept sweeps are close to its starting state)
+MIN_KEPT_FOR_TOL = 20
+
 
 class BayesNetModel(TableTemperatures, Model):
     """Gibbs inference or SAME Gibbs-EM learning on a network (see the module doc).
@@ -60,6 +64,9 @@ class BayesNetModel(TableTemperatures, Model):
         Option("burn_in", int, 100, "sweeps discarded (again after each evidence change)",
                low=0),
         Option("thin", int, 1, "keep every thin-th sweep after burn-in", low=1),
+        Option("tol", float, None, "inference stops once every marginal's Monte-Carlo "
+               "standard error is at most tol (None: every pass)", low=0.0, low_open=True,
+               none_ok=True),
         replace(NSAMPS, default=5.0, doc="SAME replicas of each observation (m) once "
                 "annealed (learning)"),
         NSAMPS0, replace(ANNEAL, default="linear"), ANNEAL_PASSES,
@@ -147,6 +154,9 @@ class BayesNetModel(TableTemperatures, Model):
             return None
         if not self.learn:  # the tables stay; no score (the marginals are the result)
             self.updatemats[0].data[...] = self.modelmats[0].data
+            tol = self.opts.tol
+            if tol is not None and ch.kept >= MIN_KEPT_FOR_TOL and ch.mcse() <= tol:
+                self.converged = True
             return None
         score = ch.log_joint_mean(m_active)
         self.updatemats[0].data[...] = self._m_step(m, m_active)

@@ -347,6 +347,16 @@ class GibbsChains:
             return out
         return self.rb.sum(axis=0) / (self.kept * self.rb.shape[0])
 
+    def mcse(self) -> float:
+        """The largest Monte-Carlo standard error of a state's marginal: the spread of the
+        chains' own means (independent chains, so their autocorrelation is inside each
+        mean) over the square root of their number; NaN before a kept sweep or with 1
+        chain."""
+        n, m = self.kept, self.rb.shape[0]
+        if n < 1 or m < 2:
+            return float("nan")
+        return float((self.rb / n).std(axis=0, ddof=1).max() / np.sqrt(m))
+
     def rhat(self) -> float:
         """The largest potential scale reduction factor (Gelman-Rubin R-hat) over all
         states' Rao-Blackwellised marginals; NaN before 2 kept sweeps or with 1 chain."""
