@@ -79,7 +79,9 @@ class PageRank(FittedByModel, BidlabEstimator):
         in (0, 1); the rest teleports by ``personalization``.
     tol
         stop when an iteration changes the scores by less than ``tol * n`` in L1 norm
-        (networkx's rule).
+        (networkx's rule). The default, 1e-8, is tighter than networkx's 1e-6: at 1e-6
+        only 24 of ca-GrQc's top 100 vertices were in their exact places (81 on
+        wiki-Vote), at 1e-8 98 (100), for about a millisecond more.
     max_iter
         most iterations; if the change is still above the tolerance then, the
         scores are kept and a ``ConvergenceWarning`` says so (networkx raises).
@@ -138,7 +140,7 @@ class PageRank(FittedByModel, BidlabEstimator):
     PARAMS = (
         Option("damping", float, 0.85, "probability of following an edge", low=0.0, high=1.0,
                low_open=True, high_open=True),
-        Option("tol", float, 1e-6, "converged when the L1 change is below tol x n", low=0.0),
+        Option("tol", float, 1e-8, "converged when the L1 change is below tol x n", low=0.0),
         Option("max_iter", int, 100, "most iterations", low=1),
         Option("method", str, "auto", "power iterations or Gauss-Seidel sweeps",
                choices=METHODS),
@@ -158,7 +160,7 @@ class PageRank(FittedByModel, BidlabEstimator):
     verbose = 0
     n_jobs = None
 
-    def __init__(self, damping: float = 0.85, tol: float = 1e-6, max_iter: int = 100,
+    def __init__(self, damping: float = 0.85, tol: float = 1e-8, max_iter: int = 100,
                  personalization: Any = None, dangling: Any = None, *,
                  method: str = "auto", directed: bool = True, dtype: Any = None,
                  device: str | None = None, verbose: int = 0,

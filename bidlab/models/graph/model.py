@@ -97,7 +97,7 @@ class PageRankModel(Model):
     OPTIONS = (
         Option("damping", float, 0.85, "probability of following an edge (1 - teleport)",
                low=0.0, high=1.0, low_open=True, high_open=True, live=False),
-        Option("tol", float, 1e-6, "converged when the L1 change of an iteration is below "
+        Option("tol", float, 1e-8, "converged when the L1 change of an iteration is below "
                "tol x n (networkx's rule)", low=0.0),
         Option("max_iter", int, 100, "most iterations", low=1, live=False),
     )
