@@ -133,3 +133,14 @@ def test_dense_benchmark_reports_every_system_and_the_standardisation_pays():
         assert ours < by[data, "bidlab GLM(standardize=False)"]["log_loss"]
         assert ours < by[data, "sklearn LogisticRegression()"]["log_loss"] + 0.02
     assert by["diabetes x 100 + 5", "bidlab GLM() defaults"]["r2"] > 0.4
+
+
+def test_dense_features_on_the_unit_scale_are_used_as_given():
+    rng = np.random.default_rng(5)
+    X = (rng.random((600, 40)) < 0.1).astype(float)  # one-hot-like binary columns
+    y = (X[:, :4].sum(axis=1) > 0).astype(int)
+    auto = GLM(random_state=0).fit(X, y)
+    given = GLM(random_state=0, standardize=False).fit(X, y)
+    assert auto.scaling_ is None
+    np.testing.assert_array_equal(auto.coef_, given.coef_)
+    assert GLM(random_state=0, standardize=True).fit(X, y).scaling_ is not None

