@@ -106,16 +106,21 @@ class NCCLComm(MPIComm):
     def _stream(self) -> int:
         return int(self._cupy.cuda.get_current_stream().ptr)
 
+    def _split(self, arrays: Sequence[Any]) -> tuple[list[Any], list[tuple[Any, Any]]]:
+        """(the host arrays; each CuPy array with a C-contiguous buffer of it, itself or a
+        copy that is written back after the collective)."""
+        host = [a for a in arrays if not self._on_gpu(a)]
+        gpu = [(a, a if a.flags.c_contiguous else self._cupy.ascontiguousarray(a))
+               for a in arrays if self._on_gpu(a)]
+        return host, gpu
+
     def allreduce(self, arrays: Sequence[Any], op: str = "sum") -> None:
         if op not in ("sum", "mean"):
             raise ValueError(f"allreduce op must be 'sum' or 'mean'; got {op!r}")
-        host = [a for a in arrays if not self._on_gpu(a)]
+        host, gpu = self._split(arrays)
         if host:
             super().allreduce(host, op)
-        for a in arrays:
-            if not self._on_gpu(a):
-                continue
-            buf = a if a.flags.c_contiguous else self._cupy.ascontiguousarray(a)
+        for a, buf in gpu:
             self.nccl.allReduce(buf.data.ptr, buf.data.ptr, buf.size,
                                 _nccl_type(self._nccl, buf.dtype), self._nccl.NCCL_SUM,
                                 self._stream())
@@ -126,13 +131,10 @@ class NCCLComm(MPIComm):
             self.bytes_sent += dense_allreduce_bytes(buf.nbytes, self.size)
 
     def broadcast(self, arrays: Sequence[Any], root: int = 0) -> None:
-        host = [a for a in arrays if not self._on_gpu(a)]
+        host, gpu = self._split(arrays)
         if host:
             super().broadcast(host, root)
-        for a in arrays:
-            if not self._on_gpu(a):
-                continue
-            buf = a if a.flags.c_contiguous else self._cupy.ascontiguousarray(a)
+        for a, buf in gpu:
             self.nccl.bcast(buf.data.ptr, buf.size, _nccl_type(self._nccl, buf.dtype), root,
                             self._stream())
             if buf is not a:
