@@ -150,16 +150,16 @@ class Dashboard(PumpedView):
 
     def _render_error(self, error: str | None, m: dict[str, Any]) -> None:
         """Show how the run failed: from the final snapshot, or, for a learner that failed
-        before this dashboard watched it, from ``learner.traceback``; a new run clears it."""
-        state = m.get("state")
-        if state == "running":
+        before this dashboard watched it, from ``learner.traceback``; a new run clears it
+        (also one that ended between two ticks, so its ``running`` state was never seen)."""
+        if m.get("state") != "failed":
             if self.error.value:
                 self.error.value = ""
             return
-        if not error and state == "failed":
-            error = self.learner.traceback
-        if error and not self.error.value:
-            self.error.value = f"<pre style='color:#b00'>{html.escape(error)}</pre>"
+        error = error or self.learner.traceback
+        text = f"<pre style='color:#b00'>{html.escape(error)}</pre>" if error else ""
+        if text and self.error.value != text:
+            self.error.value = text
 
     def _render_metrics(self, m: dict[str, Any]) -> None:
         state = str(m.get("state", self.learner.state))

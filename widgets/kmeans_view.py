@@ -19,6 +19,7 @@ from bokeh.models import ColumnDataSource
 from bokeh.plotting import figure
 
 from bidlab.learn import Snapshot
+from bidlab.models.kmeans.model import KMeansModel
 
 from ._bokeh import LiveBokeh
 from ._charts import legend_html, palette, score_figure, stream_row
@@ -31,13 +32,13 @@ class KMeansView(PumpedView):
     """Live view of a k-means learner (display it as a cell's last value)."""
 
     def __init__(self, learner: Any, rate: float = MAX_RATE, key: str = "kmeans") -> None:
-        if not hasattr(learner.model, "counts") and learner.model.initialised:
+        if not isinstance(learner.model, KMeansModel):
             raise TypeError("KMeansView needs a k-means learner: "
                             "bidlab.models.kmeans.KMeans(n_clusters).learner(X)")
         if not learner.model.initialised:
             learner.init()
         self.learner = learner
-        C = learner.model.host_modelmats()[0]
+        C, weights = learner.model.host_modelmats()
         self.k = C.shape[0]
         self.points = 0
         self._prev = C.astype(np.float64)
@@ -45,7 +46,8 @@ class KMeansView(PumpedView):
         self._closed = False
         colors = palette(self.k)
         self.sizes = ColumnDataSource(name="bidlab-kmeans-sizes", data={
-            "cluster": [str(i) for i in range(self.k)], "size": np.zeros(self.k),
+            "cluster": [str(i) for i in range(self.k)],
+            "size": weights[:, 0].astype(np.float64),  # as now: a trained model's sizes
             "color": colors})
         bars = figure(x_range=[str(i) for i in range(self.k)], width=360, height=260,
                       title="cluster sizes (rows absorbed)", tools="")

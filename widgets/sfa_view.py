@@ -11,6 +11,7 @@ evaluated at most once a second in the pump thread).
 from __future__ import annotations
 
 import html
+import numbers
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -33,7 +34,8 @@ def similar_titles(V: np.ndarray, items: Sequence[int], titles: Sequence[str], n
                    k: int, keep: np.ndarray | None = None) -> list[list[str]]:
     """For each of ``items``, the titles of the ``n`` items whose first ``k`` factor
     columns of ``V`` (items x f) are closest by cosine, best first (the item itself left
-    out, and those ``keep`` marks False; as :meth:`bidlab.models.SFA.similar_items`)."""
+    out, and those ``keep`` marks False; as :meth:`bidlab.models.SFA.similar_items`); a list
+    is shorter when fewer than ``n`` items are left."""
     F = np.asarray(V, np.float64)[:, :k]
     norms = np.linalg.norm(F, axis=1)
     norms[norms == 0] = np.inf
@@ -43,7 +45,11 @@ def similar_titles(V: np.ndarray, items: Sequence[int], titles: Sequence[str], n
         cos[i] = -np.inf
         if keep is not None:
             cos[~keep] = -np.inf
-        top = np.argpartition(-cos, n - 1)[:n]
+        m = min(int(n), int(np.isfinite(cos).sum()))  # fewer when fewer items are left
+        if m < 1:
+            out.append([])
+            continue
+        top = np.argpartition(-cos, m - 1)[:m]
         top = top[np.argsort(-cos[top], kind="stable")]
         out.append([str(titles[j]) for j in top])
     return out
@@ -68,7 +74,9 @@ class SimilarItemsView(PumpedView):
         watch: how many items to watch when ``items`` is not given.
         rate: updates per second at most.
         key: the pump's key for this kind of view (a new view replaces the old one).
-        min_ratings: list only items with at least this many ratings in ``train``.
+        min_ratings: list only items with at least this many ratings in ``train`` (as
+            :meth:`bidlab.models.SFA.similar_items`: the default 1 leaves out items never
+            rated, 0 keeps every item).
 
     Examples
     --------
@@ -92,17 +100,30 @@ class SimilarItemsView(PumpedView):
         if len(self.titles) != n_items:
             raise ValueError(f"SimilarItemsView: {len(self.titles)} titles for {n_items} "
                              "items; give one title per column of X")
+        if (isinstance(n, (bool, np.bool_)) or not isinstance(n, numbers.Real)
+                or not float(n).is_integer() or n < 1):
+            raise ValueError(f"SimilarItemsView: n is the number of similar items to list, "
+                             f"an integer >= 1; got {n!r}")
         train = None if train is None else sp.csr_matrix(train)
         if items is None:
             counts = (np.bincount(train.indices, minlength=n_items) if train is not None
                       else np.zeros(n_items))
             items = np.argsort(-counts, kind="stable")[:watch]
         self.items = [int(i) for i in items]
+        bad = [i for i in self.items if not 0 <= i < n_items]
+        if bad:
+            raise ValueError(f"SimilarItemsView: item {bad[0]} is not an item id: the "
+                             f"learner has {n_items} items (0 to {n_items - 1})")
         self.n, self.k = int(n), int(model.opts.k)
         self.train = train
         self.keep = None
-        if train is not None and min_ratings > 1:
-            self.keep = np.bincount(train.indices, minlength=n_items) >= min_ratings
+        if train is not None and min_ratings >= 1:  # as SFA.similar_items: 0 keeps all
+            counts = np.bincount(train.indices, minlength=n_items)
+            self.keep = counts >= min_ratings
+            if not self.keep.any():
+                raise ValueError(f"SimilarItemsView: no item has min_ratings={min_ratings} "
+                                 f"or more ratings in train (the most any has is "
+                                 f"{int(counts.max(initial=0))}): lower min_ratings")
         self.test = None if test is None else sp.csr_matrix(test)
         self.users = (None if self.test is None
                       else np.flatnonzero(np.diff(self.test.indptr)))
@@ -125,12 +146,14 @@ class SimilarItemsView(PumpedView):
                                           close=self._close_widgets))
 
     def p_at_10(self, U: np.ndarray, V: np.ndarray) -> float:
-        """p@10 of the held-out items with these factors (training items left out)."""
+        """p@10 of the held-out items with these factors (training items left out; with
+        fewer than 10 items, the missing places of each list count as misses)."""
         k = self.k
         scores = np.asarray(U, np.float64)[self.users, :k] @ np.asarray(V, np.float64)[:, :k].T
         if V.shape[1] > k:  # explicit: the item bias ranks too
             scores += np.asarray(V, np.float64)[:, -1]
-        recs = top_k(scores, 10, self.train[self.users] if self.train is not None else None)
+        seen = self.train[self.users] if self.train is not None else None
+        recs = top_k(scores, min(10, scores.shape[1]), seen)
         rels = [self.test.indices[self.test.indptr[u]: self.test.indptr[u + 1]]
                 for u in self.users]
         return precision_at_k(list(recs), rels, 10)

@@ -14,8 +14,8 @@ Two halves, one per process:
   cell before running it, and :func:`attach_snapshots` removes that cell again and adds
   each picture to the output that displayed its widget.
 
-Only the glyphs the views use are drawn (line, vertical bar, scatter, text); others are
-skipped. Needs matplotlib.
+Only the glyphs the views use are drawn (line, vertical and horizontal bar, scatter,
+circle, text); others are skipped. Needs matplotlib.
 
 Examples
 --------
@@ -98,6 +98,11 @@ def _draw(ax: Any, fig: Any) -> None:
         elif kind == "VBar":
             ax.bar(x, np.asarray(_column(g.top, data, n), float), width=0.8,
                    color=[_color(c) for c in _column(g.fill_color, data, n)])
+        elif kind == "HBar":
+            y = np.asarray(_column(g.y, data, n), float)
+            left = np.asarray(_column(g.left, data, n), float)
+            ax.barh(y, np.asarray(_column(g.right, data, n), float) - left, left=left,
+                    height=0.8, color=[_color(c) for c in _column(g.fill_color, data, n)])
         elif kind in ("Scatter", "Circle") and "size" in g.properties():  # screen units
             size = np.asarray(_column(g.size, data, n), float)
             ax.scatter(x, np.asarray(_column(g.y, data, n), float), s=(0.8 * size) ** 2,
@@ -118,6 +123,10 @@ def _draw(ax: Any, fig: Any) -> None:
                 ax.text(xi, yi, str(t), ha="right", va="center", fontsize=8, color="#444444")
     if factors is not None:
         ax.set_xticks(range(len(factors)), factors)
+    labels = fig.yaxis[0].major_label_overrides if fig.yaxis else None
+    if labels and fig.yaxis[0].visible:  # bars named by their ticks (a bar per state)
+        ticks = sorted(k for k in labels if isinstance(k, (int, float)))
+        ax.set_yticks(ticks, [str(labels[k]) for k in ticks])
     for rng, setter in ((fig.x_range, ax.set_xlim), (fig.y_range, ax.set_ylim)):
         start, end = getattr(rng, "start", None), getattr(rng, "end", None)
         if (isinstance(start, (int, float)) and isinstance(end, (int, float))
