@@ -238,3 +238,15 @@ def test_pagerank_defaults_put_the_top_vertices_in_their_exact_order():
     got = np.argsort(-PageRank().fit(A).scores_, kind="stable")[:50]
     loose = np.argsort(-PageRank(tol=1e-6).fit(A).scores_, kind="stable")[:50]
     assert (got == top).sum() >= 45 > (loose == top).sum()
+
+
+def test_an_inference_learner_refuses_learning_options_so_no_control_offers_them():
+    from bidlab.widgets._controls import refusal
+
+    lr = _bn().learner()
+    with pytest.raises(ValueError, match="alpha: learning options"):
+        lr.set(alpha=2.0)
+    lr.set(burn_in=5, tol=0.01)  # inference options still move
+    assert refusal(lr, "nsamps") and refusal(lr, "burn_in") is None
+    learning = _bn().learner(_bn().sample(50))
+    learning.set(alpha=2.0)  # learning takes it

@@ -41,6 +41,9 @@ from bidlab.models.lda.gibbs_params import ANNEAL, ANNEAL_PASSES, NSAMPS, NSAMPS
 
 __all__ = ["BayesNetModel"]
 
+#: options that act only when learning tables (refused by an inference learner)
+LEARNING_ONLY = ("nsamps", "nsamps0", "anneal", "anneal_passes", "alpha", "lrate")
+
 #: kept sweeps before ``tol`` is checked: the chains' spread needs a few sweeps to mean
 #: anything (a chain's first kept sweeps are close to its starting state)
 MIN_KEPT_FOR_TOL = 20
@@ -103,6 +106,18 @@ class BayesNetModel(TableTemperatures, Model):
     def bind(self, learner: Any) -> None:
         self.n_passes_planned = int(getattr(learner.opts, "n_passes", 1) or 1)
         self.bind_temperatures(learner)
+        if not self.learn:  # inference: the learning options change nothing, so refuse them
+            opts = learner.opts
+            kept = {k: opts.get(k) for k in LEARNING_ONLY if k in opts.specs}
+
+            def check(values: dict[str, Any]) -> None:
+                changed = [k for k, v in kept.items() if values.get(k, v) != v]
+                if changed:
+                    raise ValueError(f"{', '.join(changed)}: learning options (BayesNet.fit), "
+                                     "and this learner infers marginals; set burn_in, thin "
+                                     "or tol instead")
+
+            opts.add_validator(check)
 
     def m_at(self, pass_: int) -> float:
         """The SAME replica count m at pass ``pass_`` (1 for inference)."""
