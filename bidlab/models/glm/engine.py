@@ -70,6 +70,16 @@ def _linear_means(t: Any, layout: Layout, Y2: np.ndarray,
     return start if np.any(start != 0.0) else None
 
 
+def _drop_iterates(updater: Any) -> None:
+    """Empty ``updater``'s running sum of iterates (kept by a stopped run)."""
+    it = getattr(updater, "iterates", None)
+    if it is not None and it.n:
+        if it.sums is not None:
+            for acc in it.sums:
+                acc.fill(0)
+        it.n = 0
+
+
 class GLMEngine:
     """Builds and runs the GLM's engine (``model_``, ``updater_``, ``mixins_``)."""
 
@@ -124,6 +134,7 @@ class GLMEngine:
                         L2Regularizer(mats=[0], l2=rates["l2"])]
         self.n_targets_ = t.K
         self.validation_loss_curve_: list[float] = []
+        self.scaling_ = None  # a fresh model takes the features as given (fit sets its map)
         self.multilabel_ = False
         if t.K == 1:
             if t.classes[t.data_col[0]] is not None:
@@ -249,6 +260,10 @@ class GLMEngine:
         batch = self._batch_rows(X.shape[0])
         avg = (self._averaging(X, batch, n_passes + (race is not None))
                if average else {"average_from": -1})
+        if race is None and avg["average_from"] >= 0:  # a warm start's updater counts on
+            avg["average_from"] += int(self.updater_.t)
+        if not average:  # a stopped fit's sum of iterates would land over this run's model
+            _drop_iterates(self.updater_)
         if held is not None:
             held.start(int(race is not None))
             start = int(race[0].updater_.t) if race is not None else 0

@@ -88,25 +88,39 @@ class Scaling:
         self._turn(model, updater, forward=False)
 
     def _turn(self, model: Any, updater: Any, forward: bool) -> None:
+        if not model.initialised:
+            return  # stopped before the model was made (e.g. in the rate pilot)
         W, b = (m.data for m in model.modelmats)
         xp = model.xp
         s = xp.asarray(self.scale.astype(W.dtype, copy=False))[None, :]
-        if forward:  # W_s -> W = W_s * s;  b = b_s - W @ mean
-            W *= s
-            if self.mean is not None:
-                b -= (W @ xp.asarray(self.mean.astype(W.dtype, copy=False)))[:, None]
-        else:  # b_s = b + W @ mean;  W_s = W / s
-            if self.mean is not None:
-                b += (W @ xp.asarray(self.mean.astype(W.dtype, copy=False)))[:, None]
-            W /= s
-        if updater is None:
-            return
+        mean = None if self.mean is None else xp.asarray(self.mean.astype(W.dtype, copy=False))
+        _affine(W, b, s, mean, forward)
+        if updater is None or updater.model is not model:
+            return  # not attached: its state is made afresh when training starts
+        state = updater.state()
+        # a stopped run's running sum of iterates: weights summed, turned as the weights
+        sums = state.get("average_sum0"), state.get("average_sum1")
+        if sums[0] is not None and sums[1] is not None:
+            _affine(sums[0].data, sums[1].data, s, mean, forward)
         # a weight's gradient scales with its feature: d/dW_s = s * d/dW
-        for name, mat in updater.state().items():
+        for name, mat in state.items():
             if name == "sumsq0":
                 mat.data[...] = mat.data / (s * s) if forward else mat.data * (s * s)
             elif name == "velocity0":
                 mat.data[...] = mat.data * s if forward else mat.data / s
+
+
+def _affine(W: Any, b: Any, s: Any, mean: Any, forward: bool) -> None:
+    """Turn weights ``W`` (T x d) and biases ``b`` (T x 1) in place: forward, from the
+    standardised features' (``W = W_s * s``, ``b = b_s - W @ mean``), else back."""
+    if forward:
+        W *= s
+        if mean is not None:
+            b -= (W @ mean)[:, None]
+    else:
+        if mean is not None:
+            b += (W @ mean)[:, None]
+        W /= s
 
 
 def choose_scaling(X: sp.csr_matrix, standardize: Any, dense_input: bool,
@@ -139,9 +153,15 @@ def choose_scaling(X: sp.csr_matrix, standardize: Any, dense_input: bool,
 
 def _scale(X: sp.csr_matrix, m1: np.ndarray, mean: Any) -> np.ndarray:
     """1 / each feature's standard deviation (its mean ``m1``; ``mean`` takes a matrix's
-    weighted column means); 1 where a feature is constant."""
-    sq = sp.csr_matrix((np.square(X.data, dtype=np.float64), X.indices, X.indptr),
-                       shape=X.shape)
-    sd = np.sqrt(np.maximum(mean(sq) - m1 * m1, 0.0))
+    weighted column means); 1 where a feature is constant. The variance is the mean
+    squared deviation from ``m1`` (not ``E[x^2] - m1^2``, whose rounding leaves a constant
+    feature of many rows a deviation of 1e-7 of its value, and a scale near 1e7)."""
+    dev = sp.csr_matrix((np.square(X.data - m1[X.indices], dtype=np.float64), X.indices,
+                         X.indptr), shape=X.shape)
+    # the rows a feature has no entry in are 0, m1 from its mean
+    stored = sp.csr_matrix((np.ones(X.nnz), X.indices, X.indptr), shape=X.shape)
+    full = np.bincount(X.indices, minlength=X.shape[1]) == X.shape[0]
+    zeros = np.where(full, 0.0, np.maximum(1.0 - mean(stored), 0.0))
+    sd = np.sqrt(mean(dev) + m1 * m1 * zeros)
     tiny = sd <= 1e-7 * np.maximum(np.abs(m1), 1e-30)
     return np.where(tiny, 1.0, 1.0 / np.where(tiny, 1.0, sd))

@@ -64,6 +64,7 @@ class GLMWeights:
         one.updater_ = UPDATERS[self.updater](lrate=one.lrate)
         one.mixins_ = [L1Regularizer(mats=[0], l1=one.l1), L2Regularizer(mats=[0], l2=one.l2)]
         one.dtype_ = self.dtype_
+        one.scaling_ = self.__dict__.get("scaling_")  # the map the weights were trained through
         one.n_features_in_ = self.n_features_in_
         if hasattr(self, "feature_names_in_"):
             one.feature_names_in_ = self.feature_names_in_
