@@ -250,3 +250,11 @@ def test_an_inference_learner_refuses_learning_options_so_no_control_offers_them
     assert refusal(lr, "nsamps") and refusal(lr, "burn_in") is None
     learning = _bn().learner(_bn().sample(50))
     learning.set(alpha=2.0)  # learning takes it
+
+
+def test_kmeans_counts_centres_of_equal_rows_as_one_cluster():
+    rng = np.random.default_rng(0)
+    points = rng.standard_normal((40, 5)) * 10
+    X = points[rng.integers(0, 40, 20_000)]  # 40 distinct rows
+    with pytest.warns(UserWarning, match="found 40 distinct clusters"):
+        KMeans(n_clusters=50, random_state=0).fit(X)

@@ -297,7 +297,8 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
         with self._threads():
             self._fit(X, sample_weight)
         C = np.asarray(backend.to_host(self.cluster_centers_))
-        distinct = len(np.unique(C, axis=0))
+        scale = max(float(np.abs(C).max(initial=0.0)), 1e-300)  # centres of equal rows
+        distinct = len(np.unique(np.round(C / scale, 9), axis=0))  # differ in the last bits
         if distinct < self.n_clusters:
             warnings.warn(f"KMeans found {distinct} distinct clusters, fewer than "
                           f"n_clusters={self.n_clusters} (X has fewer distinct rows, or "
