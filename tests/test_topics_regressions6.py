@@ -218,3 +218,16 @@ def test_add_topic_refuses_a_weight_that_is_not_a_number(bad, corpus):
     with pytest.raises((ValueError, TypeError), match="weight"):
         est.model_.add_topic([0, 1], weight=bad)
     assert est.model_.opts.n_components == 3
+
+
+def test_quality_tools_check_their_counts_and_take_nested_lists():
+    topics = np.array([[0.6, 0.3, 0.1], [0.1, 0.3, 0.6]])
+    rows = [[1, 1, 0], [0, 1, 1], [1, 0, 1]]
+    assert coh.coherence(topics, rows, "u_mass", top_n=2) == coh.coherence(
+        topics, sp.csr_matrix(np.array(rows)), "u_mass", top_n=2)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="top_n must be a whole number"):
+            coh.topic_diversity(topics, top_n=bad)
+        with pytest.raises(ValueError, match="R .* must be a whole number"):
+            export.prepared_data(topics, np.full((3, 2), 0.5), sp.csr_matrix(np.array(rows)),
+                                 R=bad)

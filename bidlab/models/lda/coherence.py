@@ -139,6 +139,8 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
     >>> round(coherence(np.array([[0.5, 0.4, 0.1]]), X, "u_mass", top_n=2), 6)
     0.0
     """
+    if isinstance(X, (list, tuple)):  # rows of counts given as nested lists
+        X = np.asarray(X, dtype=np.float64)
     T = _check(topics, X, measure, convention, top_n)
     top = top_words(T, top_n)
     union, local = np.unique(top, return_inverse=True)
@@ -220,8 +222,16 @@ def topic_diversity(topics: Any, top_n: int = 25) -> float:
     >>> topic_diversity(np.array([[0.6, 0.3, 0.1], [0.1, 0.3, 0.6]]), top_n=1)
     1.0
     """
+    _whole_at_least_one("topic_diversity", "top_n", top_n)
     top = top_words(np.asarray(backend.to_host(topics)), top_n)
     return float(np.unique(top).size / top.size)
+
+
+def _whole_at_least_one(where: str, name: str, value: Any) -> None:
+    """A ValueError unless ``value`` is a whole number >= 1 (not a bool)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or value < 1:
+        raise ValueError(f"{where}: {name} must be a whole number >= 1; got {value!r}")
 
 
 def exclusivity(topics: Any, top_n: int = 10, per_topic: bool = False) -> float | np.ndarray:

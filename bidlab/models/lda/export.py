@@ -275,7 +275,10 @@ def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None =
     term_topic *= scale[None, :]
     share = term_freq / max(float(term_freq.sum()), 1e-300)
     m = intertopic_map(P, topic_freq)
-    R = max(1, min(int(R), V))
+    if isinstance(R, (bool, np.bool_)) or not isinstance(R, (int, np.integer)) or R < 1:
+        raise ValueError(f"prepared_data: R (terms listed per topic) must be a whole number "
+                         f">= 1; got {R!r}")
+    R = min(int(R), V)
     default = np.argsort(-term_freq, kind="stable")[:R]
     cols: dict[str, list[Any]] = {"Term": [], "Freq": [], "Total": [], "Category": [],
                                   "logprob": [], "loglift": []}
