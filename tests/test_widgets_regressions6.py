@@ -224,3 +224,11 @@ def test_static_picture_of_the_bayesnet_view_draws_its_bars():
         assert labels == ["a = no", "a = yes", "b = lo", "b = hi"]
     finally:
         view.close()
+
+
+def test_sfa_view_refuses_train_or_test_of_other_shapes():
+    X = _ratings()
+    with pytest.raises(ValueError, match="test has 31 items"):
+        _sfa_view(X, test=sp.csr_matrix((80, 31)))
+    with pytest.raises(ValueError, match="must have one shape"):
+        _sfa_view(X, train=X, test=X[:40])

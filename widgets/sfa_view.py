@@ -125,6 +125,14 @@ class SimilarItemsView(PumpedView):
                                  f"or more ratings in train (the most any has is "
                                  f"{int(counts.max(initial=0))}): lower min_ratings")
         self.test = None if test is None else sp.csr_matrix(test)
+        for name, M in (("train", train), ("test", self.test)):
+            if M is not None and M.shape[1] != n_items:
+                raise ValueError(f"SimilarItemsView: {name} has {M.shape[1]} items "
+                                 f"(columns) but the learner has {n_items}: give the users "
+                                 "x items matrix of the same items")
+        if train is not None and self.test is not None and train.shape != self.test.shape:
+            raise ValueError(f"SimilarItemsView: train {train.shape} and test "
+                             f"{self.test.shape} must have one shape (users x items)")
         self.users = (None if self.test is None
                       else np.flatnonzero(np.diff(self.test.indptr)))
         self._last_step, self._last_eval = -1, 0.0
