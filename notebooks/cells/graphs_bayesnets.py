@@ -77,7 +77,8 @@ print("evidence from the next sweep on:", learner.model.chains.evidence)'''),
 after = model.marginals()
 net = bn.network_
 print(f"evidence {model.chains.evidence}; {model.chains.kept} sweeps kept since it was set; "
-      f"max R-hat {model.chains.rhat():.3f}")
+      f"max R-hat {model.chains.rhat():.3f}, marginals within about "
+      f"{2 * model.chains.mcse():.3f} (2 Monte-Carlo standard errors)")
 print(f"{'variable':<14} {'state':<8} {'before':>7} {'after':>7}")
 for name in SHOW:
     v = net.index(name)
