@@ -90,7 +90,10 @@ def stop_engines(cluster: Any, client: Any, *learners: Any, timeout: float = 30.
     >>> stop_engines(cluster, client, lrn)   # doctest: +SKIP
     """
     for lrn in learners:
-        lrn.close()
+        try:
+            lrn.close()
+        except Exception:  # its engines already gone: the cluster is stopped all the same
+            pass
     try:
         client.shutdown(targets="all", block=True)
     except Exception:  # engines already gone: the cluster's stop ends what is left
@@ -130,6 +133,7 @@ class RankedLearner:
         self._lock = threading.RLock()  # one caller of the client at a time (it is not
         # thread-safe; the proxy polls from its own thread)
         self._proxy: Any = None
+        self._closed = False
         self._resumes = 0  # resumes sent: a pause carries it, so a later resume voids it
         ranks = self.view.apply_sync(_build, self.name, model, data, dict(params or {}),
                                      dict(options or {}), mode, elastic,
@@ -137,7 +141,14 @@ class RankedLearner:
         self.engine_of_rank = {r: e for e, r in zip(self.view.targets, ranks, strict=True)}
         self.size = len(ranks)
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"RankedLearner {self.name!r} is closed (its learners are gone "
+                               "from the engines): make a new RankedLearner to train again")
+
     def _all(self, verb: str, *args: Any) -> list[Any]:
+        if verb != "close":
+            self._check_open()
         with self._lock:
             out = self.view.apply_sync(_call, self.name, verb, *args)
         by_rank = self.engine_of_rank
@@ -145,6 +156,7 @@ class RankedLearner:
         return [out[order[by_rank[r]]] for r in range(self.size)]
 
     def _rank0(self, verb: str, *args: Any) -> Any:
+        self._check_open()
         with self._lock:
             return self.client[self.engine_of_rank[0]].apply_sync(_call, self.name, verb,
                                                                   *args)
@@ -234,17 +246,23 @@ class RankedLearner:
         return self._all("option", name)
 
     def close(self) -> None:
-        """Stop and forget the learner on every engine (its proxy stops polling)."""
+        """Stop and forget the learner on every engine (its proxy stops polling and shows
+        the ranks' final state). Closing again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         if self._proxy is not None:
             self._proxy.close()
-        self._all("close")
+        states = self._all("close")
+        if self._proxy is not None:
+            self._proxy.close(states)
 
 
 # ================================================================ on each engine
 def _build(name: str, model: str, data: Any, params: dict, options: dict, mode: str,
            elastic: float, nest: Any = None) -> int:
     import bidlab.models  # noqa: F401  (registers the models)
-    from bidlab.distributed.mpi_comm import MPIComm
+    from bidlab.distributed.mpi_comm import MPIComm, world
     from bidlab.distributed.sharding import (
         chosen_batch_size,
         rank_batch_size,
@@ -253,7 +271,9 @@ def _build(name: str, model: str, data: Any, params: dict, options: dict, mode: 
     )
     from bidlab.learn.model import MODELS
 
-    comm = MPIComm(mode=mode, elastic=elastic, nest=nest)
+    # a communicator of its own: learners on the same engines may train at the same time
+    # without their collectives meeting each other's
+    comm = MPIComm(world().Dup(), mode=mode, elastic=elastic, nest=nest)
     est = MODELS[model](**params)
     if isinstance(data, str):
         loaded, n = read_rank_data(comm, data)
@@ -278,7 +298,7 @@ def _checked_set(lrn: Any, comm: Any, values: dict) -> tuple[bool, Any]:
             if key in specs and not specs[key].live:
                 raise ValueError(f"the {key!r} option is not live: the ranks apply changes "
                                  "while they train, so give it when the ranked learner is "
-                                 f"made (RankedLearner(..., {key}=...))")
+                                 f"made (RankedLearner(..., options={{{key!r}: ...}}))")
         lrn.opts.check(**values)  # every check set() makes (vector lengths, validators)
     except ValueError as exc:
         return False, str(exc)
@@ -291,6 +311,8 @@ def _checked_set(lrn: Any, comm: Any, values: dict) -> tuple[bool, Any]:
 def _call(name: str, verb: str, *args: Any) -> Any:
     lrn, comm, est = _LEARNERS[name]
     if verb == "start":
+        with comm._lock:  # a pause the last run ended before taking is not this run's
+            comm._commands = [(v, a) for v, a in comm._commands if v != "pause"]
         lrn.start()
     elif verb == "resume":
         comm.resumed(args[0])
@@ -298,7 +320,8 @@ def _call(name: str, verb: str, *args: Any) -> Any:
     elif verb == "stop":
         lrn.stop(wait=False)
     elif verb == "request":
-        comm.request(args[0], **args[1])
+        if args[0] != "pause" or lrn.state in ("running", "paused"):
+            comm.request(args[0], **args[1])  # (as on one learner: no pause before a run)
     elif verb == "state":
         return lrn.state
     elif verb == "metrics":
@@ -328,4 +351,5 @@ def _call(name: str, verb: str, *args: Any) -> Any:
     elif verb == "close":
         lrn.stop(wait=True, timeout=30)
         del _LEARNERS[name]
+        return lrn.state
     return None

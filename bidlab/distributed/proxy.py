@@ -190,6 +190,12 @@ class ProxyLearner:
         self._fresh()
         return self._error
 
+    @property
+    def traceback(self) -> str | None:
+        """The first failed rank's traceback text (as ``error``), or None: what a
+        dashboard shows for a learner that failed before it watched."""
+        return self.error
+
     def summary(self) -> dict[str, Any]:
         """What the registry and the JupyterLab panel show."""
         m = self.metrics
@@ -272,10 +278,15 @@ class ProxyLearner:
             if sub in self._subs:
                 self._subs.remove(sub)
 
-    def close(self) -> None:
+    def close(self, states: list[str] | None = None) -> None:
         """Stop polling the ranks (before their engines stop): views keep the last
-        values."""
+        values; ``states``: the ranks' final states, the group's state from then on."""
         self._closed = True
+        if states is not None:
+            with self._lock:
+                self._state = group_state(list(states))
+                self._metrics = {**self._metrics, "state": self._state,
+                                 "rank_states": list(states)}
         with self._lock:
             self._subs.clear()
             poller = self._poller
