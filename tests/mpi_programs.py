@@ -348,7 +348,36 @@ def fail(out: str, how: str) -> None:
     guarded(comm, lambda: lrn.fit(progress=None))
 
 
-CASES = {"suite": suite, "suite4": suite4, "fail": fail}
+def fail_alone(out: str) -> None:
+    """Rank 1 raises in its 3rd minibatch with no job-wide abort (as on notebook engines):
+    each rank writes how its run ended and when."""
+    from bidlab.learn import Learner
+    from bidlab.learn.datasource import MemorySource
+    from bidlab.models.lsq import LeastSquares
+
+    comm = MPIComm(timeout=60)
+
+    class Faulty(LeastSquares):
+        def update(self, batch):
+            self.calls = getattr(self, "calls", 0) + 1
+            if comm.rank == 1 and self.calls == 3:
+                raise RuntimeError("rank 1 failed on purpose in its third minibatch")
+            time.sleep(0.01)
+            return super().update(batch)
+
+    X, Y = np.ones((1000, 2)), np.ones((1000, 1))
+    lrn = Learner(Faulty(), MemorySource(X, Y, batch_size=10), comm=comm, n_passes=1000)
+    t0 = time.time()
+    try:
+        lrn.fit(progress=None)
+        how = "finished"
+    except BaseException as exc:  # noqa: BLE001 - what ended the run is the result
+        how = f"{type(exc).__name__}: {exc}"
+    with open(f"{out}.rank{comm.rank}.txt", "w") as f:
+        f.write(f"{time.time() - t0}\n{how}")
+
+
+CASES = {"suite": suite, "suite4": suite4, "fail": fail, "fail_alone": fail_alone}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]](*sys.argv[2:])

@@ -273,6 +273,19 @@ def test_a_failing_rank_ends_the_job_with_its_message(tmp_path, how):
         assert "KILLED" in text or "signal 9" in text or "Killed" in text, text[-3000:]
 
 
+def test_a_rank_failing_without_a_job_abort_releases_the_others_at_once(tmp_path):
+    """On notebook engines nothing aborts the job: the failing rank tells the others,
+    whose waits end with its error instead of lasting the 60 s timeout."""
+    out = tmp_path / "alone"
+    done = _run(2, "fail_alone", str(out), timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    ends = [Path(f"{out}.rank{r}.txt").read_text().split("\n", 1) for r in range(2)]
+    assert "rank 1 failed on purpose" in ends[1][1]
+    assert ends[0][1].startswith("RuntimeError: rank 1 of 2 failed (RuntimeError: rank 1 "
+                                 "failed on purpose"), ends[0][1]
+    assert float(ends[0][0]) < FAULT_TIMEOUT
+
+
 def test_bidlab_train_on_two_ranks_then_resumed_on_one(tmp_path, shared_data, capsys):
     """The shell command on a9a: ``bidlab train glm --ranks 2`` writes one checkpoint (rank
     0's) at each pass end; ``bidlab train`` on one process resumes it."""

@@ -35,6 +35,7 @@ import numpy as np
 from bidlab.learn.comm import Communicator
 
 __all__ = ["MPIComm", "dense_allreduce_bytes", "world"]
+FAILED_TAG = 911  #: the tag of a failing rank's message (:meth:`MPIComm.rank_failed`)
 
 
 def world() -> Any:
@@ -278,6 +279,7 @@ class MPIComm(Communicator):
             if now < spin_end:
                 os.sched_yield()
                 continue
+            self._raise_if_a_rank_failed(what)
             if now - start > self.timeout:
                 raise TimeoutError(
                     f"rank {self.rank} of {self.size} waited {self.timeout:g} s in {what} "
@@ -286,6 +288,23 @@ class MPIComm(Communicator):
                     "longer waits)")
             time.sleep(nap)
             nap = min(nap * 2, 1e-4 if now - start < 0.05 else 1e-3)
+
+    def rank_failed(self, error: BaseException) -> None:
+        """Tell the other ranks, which would wait for this one until ``timeout``: their
+        waits end at once with this rank's error (a job mpiexec runs ends anyway)."""
+        text = f"{type(error).__name__}: {error}"[:2000]
+        self._failure_sends = [self.mpi.isend(text, dest=r, tag=FAILED_TAG)
+                               for r in range(self.size) if r != self.rank]
+
+    def _raise_if_a_rank_failed(self, what: str) -> None:
+        """Raise the error of a rank that said it failed (:meth:`rank_failed`)."""
+        from mpi4py import MPI
+        status = MPI.Status()
+        if self.mpi.Iprobe(source=MPI.ANY_SOURCE, tag=FAILED_TAG, status=status):
+            source = status.Get_source()
+            text = self.mpi.recv(source=source, tag=FAILED_TAG)
+            raise RuntimeError(f"rank {source} of {self.size} failed ({text}); rank "
+                               f"{self.rank} stops too, in {what}")
 
     # ------------------------------------------------------------------ sync points
     def combine(self, modelmats: Sequence[Any], how: Sequence[str]) -> None:
