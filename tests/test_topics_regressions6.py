@@ -93,15 +93,20 @@ def test_a_checkpoint_from_before_the_edits_rolls_them_back(cls, corpus, tmp_pat
     assert est.components_.shape == (4, V)
 
 
-@pytest.mark.parametrize("cls", [LDAGibbs, LDA])
-def test_an_estimator_follows_k_of_an_edited_checkpoint_its_learner_loads(cls, corpus,
-                                                                          tmp_path):
-    est = cls(n_components=4, random_state=0)
-    lr = est.learner(corpus, n_passes=1, batch_size=50)
+def _edited_checkpoint(cls, corpus, tmp_path):
+    """A learner of ``cls`` trained a pass, two topics merged and a word prior set, and the
+    checkpoint it then wrote."""
+    lr = cls(n_components=4, random_state=0).learner(corpus, n_passes=1, batch_size=50)
     lr.fit(progress=None)
     lr.merge_topics([0, 2]).wait()
     lr.set_word_prior(3, 1, 4.0).wait()
-    path = lr.save(str(tmp_path / "edited.ckpt"))
+    return lr, lr.save(str(tmp_path / "edited.ckpt"))
+
+
+@pytest.mark.parametrize("cls", [LDAGibbs, LDA])
+def test_an_estimator_follows_k_of_an_edited_checkpoint_its_learner_loads(cls, corpus,
+                                                                          tmp_path):
+    lr, path = _edited_checkpoint(cls, corpus, tmp_path)
     other = cls(n_components=4, random_state=0)
     lr2 = other.learner(corpus, n_passes=1, batch_size=50)
     lr2.load(path)
@@ -116,12 +121,7 @@ def test_an_estimator_follows_k_of_an_edited_checkpoint_its_learner_loads(cls, c
 
 
 def test_a_checkpoint_holding_the_edits_keeps_them_when_loaded_again(corpus, tmp_path):
-    est = LDAGibbs(n_components=4, random_state=0)
-    lr = est.learner(corpus, n_passes=1, batch_size=50)
-    lr.fit(progress=None)
-    lr.merge_topics([0, 2]).wait()
-    lr.set_word_prior(3, 1, 4.0).wait()
-    path = lr.save(str(tmp_path / "edited.ckpt"))
+    lr, path = _edited_checkpoint(LDAGibbs, corpus, tmp_path)
     lr.load(path)  # the same edits: kept
     assert len(lr.topic_edit_log) == 2 and lr.model.word_priors == {(3, 1): 4.0}
     lr.set_word_prior(3, 1, 5.0).wait()  # a document of the same length, other values
