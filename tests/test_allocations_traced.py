@@ -104,3 +104,22 @@ def test_kmeans_steps_grow_no_traced_memory(algorithm, traced_allocations):
         lrn.fit(progress=None)
     block = 4096 * 64 * 8  # one block's distances to the centres: 2 MB
     assert trace.peak_bytes < block // 8, trace
+
+
+@pytest.mark.parametrize("tol", [None, 1e-9])
+def test_bayesnet_inference_sweeps_grow_no_traced_memory(tol, traced_allocations):
+    from bidlab.models import BayesNet
+    from bidlab.models.bayesnet.network import Network
+
+    two = ["no", "yes"]
+    net = Network(["a", "b", "c"], [two] * 3, [[], [0], [0, 1]],
+                  [np.array([[0.4, 0.6]]), np.array([[0.7, 0.3], [0.2, 0.8]]),
+                   np.array([[0.9, 0.1], [0.5, 0.5], [0.3, 0.7], [0.05, 0.95]])])
+    lrn = BayesNet(net, n_chains=8000, burn_in=2, n_samples=5, tol=tol,
+                   random_state=0).learner(evidence={"c": "yes"})
+    lrn.fit(progress=None)
+    lrn.set(n_passes=40)  # with tol, the standard error is checked after every sweep
+    with traced_allocations() as trace:
+        lrn.fit(progress=None)
+    sums = lrn.model.chains.rb.nbytes  # the chains' marginal sums: 384 KB
+    assert trace.peak_bytes < sums // 4, trace

@@ -61,3 +61,11 @@ def test_tol_stops_inference_once_the_standard_error_is_small_enough():
     assert full.model_.chains.kept == kept + 50  # without tol every sweep is kept
     with pytest.raises(ValueError, match="tol"):
         BayesNet(net, tol=0.0).infer(evidence)
+
+
+def test_mcse_is_the_spread_of_the_chains_means():
+    bn = BayesNet(_net(), n_chains=300, burn_in=5, n_samples=40, random_state=3)
+    bn.infer({"wet": "yes"})
+    ch = bn.model_.chains
+    direct = (ch.rb / ch.kept).std(axis=0, ddof=1).max() / np.sqrt(ch.rb.shape[0])
+    assert bn.mcse_ == pytest.approx(direct, rel=1e-9)

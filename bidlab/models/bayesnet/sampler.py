@@ -108,6 +108,12 @@ class GibbsChains:
         self.cur = np.zeros((n_rows, self.t.n_states))
         self.rb = np.zeros_like(self.cur)
         self.rb2 = np.zeros_like(self.cur)
+        self._sq = np.zeros_like(self.cur)  # the sweeps' scratch (squares)
+        self._sq_mcse = np.zeros_like(self.cur)  # mcse's own (it may run on another thread)
+        self._rows = np.arange(n_rows)
+        self._ones = np.ones(n_rows)  # column sums as products (numpy's axis-0 sums buffer)
+        self._col = np.zeros(self.t.n_states)
+        self._col2 = np.zeros(self.t.n_states)
         self.kept = 0
         self.burn_in = 0  # sweeps after an evidence change before marginals are kept
         self.thin = 1
@@ -321,12 +327,13 @@ class GibbsChains:
         if record:
             self._clamped_marginals()
             self.rb += self.cur
-            self.rb2 += self.cur * self.cur
+            np.multiply(self.cur, self.cur, out=self._sq)
+            self.rb2 += self._sq
             self.kept += 1
 
     def _clamped_marginals(self) -> None:
         so = self.t.state_off
-        rows = np.arange(self.cur.shape[0])
+        rows = self._rows
         for v in np.flatnonzero(self.t.is_det):  # drawn with their parents: their value
             self.cur[:, so[v]:so[v + 1]] = 0.0
             self.cur[rows, so[v] + self.X[: rows.shape[0], v]] = 1.0
@@ -355,7 +362,16 @@ class GibbsChains:
         n, m = self.kept, self.rb.shape[0]
         if n < 1 or m < 2:
             return float("nan")
-        return float((self.rb / n).std(axis=0, ddof=1).max() / np.sqrt(m))
+        # the spread of the chains' sums, from their column sums and sums of squares (the
+        # kept scratch: checked every pass with tol; numpy's broadcast ops take a buffer)
+        s1 = np.dot(self._ones, self.rb, out=self._col)
+        s2 = np.dot(self._ones, np.multiply(self.rb, self.rb, out=self._sq_mcse),
+                    out=self._col2)
+        np.multiply(s1, s1, out=s1)
+        s1 /= m
+        np.subtract(s2, s1, out=s2)
+        var = max(float(s2.max()), 0.0) / (m - 1)
+        return float(np.sqrt(var) / n / np.sqrt(m))
 
     def rhat(self) -> float:
         """The largest potential scale reduction factor (Gelman-Rubin R-hat) over all
