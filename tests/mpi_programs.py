@@ -250,6 +250,20 @@ def steering(comm: MPIComm) -> dict:
                 steer_syncs=comm.syncs, steer_meetings=np.array(meetings, np.int64))
 
 
+def freed(n: int, nest: tuple[int, ...] | None = None) -> int:
+    """Make and free ``n`` communicators (a Dup, and its layers' Splits with ``nest``):
+    more than MPICH's 2,048 contexts of a process, so a leak fails. Returns ``n``."""
+    from mpi4py import MPI
+
+    for _ in range(n):
+        c = MPIComm(MPI.COMM_WORLD.Dup(), mode="sparse", nest=nest)
+        c.layers()
+        c.free()
+        c.free()  # again: nothing
+    assert c.mpi == MPI.COMM_NULL and MPI.COMM_WORLD != MPI.COMM_NULL
+    return n
+
+
 def suite(out: str) -> None:
     """Everything the 2-rank checks need, in one job (each job pays the imports)."""
     comm = MPIComm()
@@ -277,6 +291,7 @@ def suite(out: str) -> None:
     found["glm_ck"], _, _ = glm(MPIComm(), 2, checkpoint=f"{out}.ck.npz")
     found["syncs"] = syncs
     found.update(steering(MPIComm()))
+    found["freed"] = freed(2100)
     np.savez(f"{out}.rank{comm.rank}.npz", **found)
 
 
@@ -314,6 +329,7 @@ def suite4(out: str, checkpoint: str, a9a: str = "") -> None:
     comm = MPIComm()
     found = collectives(comm)
     found.update(nested_sparse(MPIComm(nest=(2, 2))))
+    found["freed"] = freed(750, nest=(2, 2))  # a Dup and two Splits each
     found["kmeans"] = kmeans(comm)
     (found["glm_resumed"], found["resumed_at"], found["resumed_step"],
      found["resumed_batches"]) = resume_glm(MPIComm(), checkpoint)

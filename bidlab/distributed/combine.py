@@ -167,3 +167,19 @@ def _rows(a: np.ndarray) -> np.ndarray:
 
 
 MODES = {"average": Average, "butterfly": Butterfly, "sparse": SparseRows}
+
+
+def check_nest(nest: Sequence[int] | None, size: int) -> tuple[int, ...]:
+    """The sparse allreduce's layer degrees, checked against the number of ranks."""
+    if nest is None:
+        return (size,)
+    try:
+        degrees = tuple(int(d) for d in nest)
+    except (TypeError, ValueError):
+        raise ValueError(f"nest must be a sequence of whole numbers (layer degrees); "
+                         f"got {nest!r}") from None
+    if not degrees or min(degrees) < 1 or int(np.prod(degrees)) != size:
+        raise ValueError(f"nest={list(degrees)}: the layer degrees must be positive and "
+                         f"multiply to the number of ranks, {size} (e.g. nest=[{size}] for "
+                         "one layer)")
+    return tuple(d for d in degrees if d > 1) or (1,)

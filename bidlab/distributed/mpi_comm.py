@@ -104,7 +104,7 @@ class MPIComm(Communicator):
     def __init__(self, comm: Any = None, mode: str = "average", elastic: float = 0.0,
                  timeout: float = 120.0, spin: float = 0.002,
                  nest: Sequence[int] | None = None) -> None:
-        from bidlab.distributed.combine import MODES
+        from bidlab.distributed.combine import MODES, check_nest
 
         self.mpi = world() if comm is None else comm
         self.rank, self.size = self.mpi.Get_rank(), self.mpi.Get_size()
@@ -117,7 +117,7 @@ class MPIComm(Communicator):
         if not 0.0 <= float(spin) <= self.timeout:
             raise ValueError(f"spin must be in [0, timeout] seconds; got {spin!r}")
         self.spin = float(spin)
-        self.nest = _check_nest(nest, self.size)
+        self.nest = check_nest(nest, self.size)
         self._layers: list[tuple[Any, int, int]] | None = None  # (comm, degree, stride)
         self._combiner = MODES[mode](self)
         self.changed_rows_only = mode == "sparse"
@@ -409,25 +409,20 @@ class MPIComm(Communicator):
         from their start)."""
         return path if (not write or self.rank == 0) else None
 
+    def free(self) -> None:
+        """Free the communicator and its layers' (every rank, once nothing uses them: a
+        learner made on it has stopped); COMM_WORLD and COMM_SELF stay. Again: nothing."""
+        from mpi4py import MPI
+        layers, self._layers = self._layers or [], None
+        for sub in {id(c): c for c, _, _ in layers}.values():
+            if sub is not self.mpi:
+                sub.Free()
+        if self.mpi not in (MPI.COMM_WORLD, MPI.COMM_SELF, MPI.COMM_NULL):
+            self.mpi.Free()
+
     def abort(self, code: int = 1) -> None:
         """End the whole job now (every rank), with exit status ``code``."""
         self.mpi.Abort(code)
-
-
-def _check_nest(nest: Sequence[int] | None, size: int) -> tuple[int, ...]:
-    """The sparse allreduce's layer degrees, checked against the number of ranks."""
-    if nest is None:
-        return (size,)
-    try:
-        degrees = tuple(int(d) for d in nest)
-    except (TypeError, ValueError):
-        raise ValueError(f"nest must be a sequence of whole numbers (layer degrees); "
-                         f"got {nest!r}") from None
-    if not degrees or min(degrees) < 1 or int(np.prod(degrees)) != size:
-        raise ValueError(f"nest={list(degrees)}: the layer degrees must be positive and "
-                         f"multiply to the number of ranks, {size} (e.g. nest=[{size}] for "
-                         "one layer)")
-    return tuple(d for d in degrees if d > 1) or (1,)
 
 
 def _contiguous(a: Any) -> np.ndarray:

@@ -351,5 +351,7 @@ def _call(name: str, verb: str, *args: Any) -> Any:
     elif verb == "close":
         lrn.stop(wait=True, timeout=30)
         del _LEARNERS[name]
+        if lrn.state not in ("running", "paused"):  # its thread has ended: nothing uses comm
+            comm.free()
         return lrn.state
     return None
