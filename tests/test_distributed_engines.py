@@ -98,3 +98,24 @@ def test_set_refuses_on_rank_0_what_every_rank_would_refuse(client: Any) -> None
     ranked.set(lrate=0.05)
     assert ranked.learner.join(timeout=60)
     assert ranked.states == ["done", "done"]
+
+
+def test_set_while_the_ranks_are_idle_takes_effect_at_once_on_every_rank(client: Any) -> None:
+    """Before a run and after one, no meeting would deliver a queued set: every rank sets
+    it now (as one stopped learner does), and the next run trains with it."""
+    ranked = _glm(client)
+    version = ranked.set(lrate=0.02)
+    assert ranked.option("lrate") == [0.02, 0.02]
+    ranked.set(n_passes=2)
+    ranked.start()
+    assert ranked.learner.join(timeout=60) and ranked.states == ["done", "done"]
+    assert ranked.option("lrate") == [0.02, 0.02]
+    after = ranked.set(lrate=0.07)
+    assert after > version and ranked.option("lrate") == [0.07, 0.07]
+    rows = ranked.records()
+    assert all(max(r["opts_version"]) < after for r in rows)
+    ranked.set(n_passes=4)
+    ranked.start()
+    assert ranked.learner.join(timeout=60)
+    assert ranked.option("lrate") == [0.07, 0.07]
+    assert [max(r["opts_version"]) for r in ranked.records()] == [after + 1, after + 1]

@@ -213,9 +213,13 @@ class RankedLearner:
         """Set learner options on every rank, from the same step on; the option-set
         version rank 0's record shows from that step on. Values are checked on rank 0
         first: a bad one raises ``ValueError`` with the learner's message."""
-        ok, answer = self._rank0("set", options)
-        if not ok:
-            raise ValueError(answer)
+        with self._lock:  # (the ranks' states, then the set: no start in between)
+            idle = all(s not in ("running", "paused") for s in self._all("state"))
+            ok, answer = self._rank0("set", options, not idle)
+            if not ok:
+                raise ValueError(answer)
+            if idle:  # no meeting will deliver it soon: every rank sets it now
+                return int(self._all("set_now", options)[0])
         return int(answer)
 
     def join(self, timeout: float = 60.0) -> list[str]:
@@ -289,9 +293,10 @@ def _build(name: str, model: str, data: Any, params: dict, options: dict, mode: 
     return comm.rank
 
 
-def _checked_set(lrn: Any, comm: Any, values: dict) -> tuple[bool, Any]:
-    """Check ``values`` against rank 0's options, then queue them for every rank; (True,
-    the version they will make) or (False, the learner's message)."""
+def _checked_set(lrn: Any, comm: Any, values: dict, queue: bool = True
+                 ) -> tuple[bool, Any]:
+    """Check ``values`` against rank 0's options, then (``queue``) queue them for every
+    rank; (True, the version they will make) or (False, the learner's message)."""
     specs = lrn.opts.specs
     try:
         for key in values:
@@ -302,10 +307,23 @@ def _checked_set(lrn: Any, comm: Any, values: dict) -> tuple[bool, Any]:
         lrn.opts.check(**values)  # every check set() makes (vector lengths, validators)
     except ValueError as exc:
         return False, str(exc)
+    if not queue:
+        return True, None
     with comm._lock:
         queued = sum(1 for verb, v in comm._commands if verb == "set" and v)
     comm.request("set", **values)
     return True, lrn.opts.version + queued + 1
+
+
+def _set_now(lrn: Any, comm: Any, values: dict) -> int:
+    """Set ``values`` on this rank's idle learner now (every rank does, so they agree);
+    rank 0's queued sets of the same options, which the next run would deliver after
+    this one, are dropped. The new option-set version."""
+    with comm._lock:
+        kept = [(verb, {k: x for k, x in v.items() if k not in values} if verb == "set"
+                 else v) for verb, v in comm._commands]
+        comm._commands = [(verb, v) for verb, v in kept if verb != "set" or v]
+    return lrn.set(**values)
 
 
 def _call(name: str, verb: str, *args: Any) -> Any:
@@ -345,7 +363,9 @@ def _call(name: str, verb: str, *args: Any) -> Any:
         specs = {n: dataclasses.replace(s, test=None) for n, s in lrn.opts.specs.items()}
         return specs, {**lrn.opts.as_dict(), "__version__": lrn.opts.version}
     elif verb == "set":
-        return _checked_set(lrn, comm, args[0])
+        return _checked_set(lrn, comm, *args)
+    elif verb == "set_now":
+        return _set_now(lrn, comm, args[0])
     elif verb == "estimator":
         return est
     elif verb == "close":
