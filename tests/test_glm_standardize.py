@@ -114,6 +114,40 @@ def test_partial_fit_and_learner_train_on_the_features_as_given():
     assert est.__dict__.get("scaling_") is None
 
 
+def test_fit_learner_trains_through_the_map_and_folds_it_at_the_end():
+    X, y = _raw(900)
+    est = GLM(random_state=0)
+    lrn, finish = est.fit_learner(X, y, n_passes=4)
+    lrn.fit(progress=None)
+    Xs = StandardScaler().fit_transform(X)
+    live = est.decision_function(Xs).ravel()  # until the end: the standardised features'
+    finish()
+    np.testing.assert_allclose(est.decision_function(X).ravel(), live, rtol=1e-5,
+                               atol=1e-5)
+    np.testing.assert_allclose(est.scaling_["scale"], 1 / X.std(axis=0))
+    raw = GLM(random_state=0)
+    raw.learner(X, y, n_passes=4).fit(progress=None)
+    assert est.score(X, y) > raw.score(X, y) + 0.05
+
+
+def test_bidlab_train_glm_on_raw_dense_features_trains_as_fit_does(tmp_path, capsys):
+    from bidlab.cli import main
+
+    X, y = _raw(1500, seed=3)
+    np.savez(tmp_path / "raw.npz", X=X, y=y.astype(float))
+    scores = {}
+    for flag in ("auto", "False"):
+        out = tmp_path / f"{flag}.bidlab"
+        assert main(["train", "glm", "--data", str(tmp_path / "raw.npz"), "--progress",
+                     "none", "--random_state", "0", "--standardize", flag, "--save",
+                     str(out)]) == 0
+        est = GLM.load(out)
+        scores[flag] = (est.score(X, y), est.__dict__.get("scaling_"))
+    capsys.readouterr()
+    assert scores["auto"][1] is not None and scores["False"][1] is None
+    assert scores["auto"][0] > 0.95 > scores["False"][0] + 0.03, scores
+
+
 @pytest.mark.parametrize("bad", ["yes", 1, None, "true"])
 def test_bad_standardize_values_are_refused(bad):
     X, y = _raw(100)

@@ -380,13 +380,19 @@ class _EstimatorJob(_Job):
             lopts["mask"] = sp.csr_matrix((np.ones(X.nnz, bool), X.indices, X.indptr),
                                           shape=X.shape)
         lopts = self.learner_options(est, lopts)
-        learner = est.learner(X, y, **lopts) if supervised else est.learner(X, **lopts)
+        finish = None
+        if callable(getattr(est, "fit_learner", None)):  # trains as fit does (GLM: scaled)
+            learner, finish = est.fit_learner(X, y, **lopts)
+        else:
+            learner = est.learner(X, y, **lopts) if supervised else est.learner(X, **lopts)
         self.resume(learner, {**params, **lopts}, params)
         with getattr(est, "_threads", contextlib.nullcontext)():  # n_jobs
             code = (self.train_with_coherence(learner, self.args.coherence)
                     if getattr(self.args, "coherence", None) else self.train(learner))
         if code != 0:
             return code
+        if finish is not None:
+            finish()
         vocab = getattr(data, "vocab", None)
         if vocab is not None and callable(getattr(est, "top_words", None)):
             est.vocab_ = list(vocab)  # kept in the saved model: top_words() shows words

@@ -33,6 +33,7 @@ returns self; ``clone``, ``Pipeline`` and ``GridSearchCV`` work; pandas DataFram
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import scipy.sparse as sp
@@ -55,7 +56,12 @@ from bidlab.models.glm.params import (
     unwrap,
 )
 from bidlab.models.glm.predict import GLMPredictions
-from bidlab.models.glm.standardize import Scaling, choose_scaling, standardize_ok
+from bidlab.models.glm.standardize import (
+    Scaling,
+    choose_scaling,
+    fit_learner,
+    standardize_ok,
+)
 from bidlab.models.glm.sweep import SweepResult, best_config, sweep_params
 from bidlab.models.glm.weights import GLMWeights
 from bidlab.models.sk_params import COMMON
@@ -111,7 +117,8 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         weights, so everything after ``fit`` takes the features as given; sparse input is
         used as given. True: sparse input scaled too; False: never
         (:mod:`~bidlab.models.glm.standardize`). ``l1`` / ``l2`` then apply to the
-        standardised features' weights. ``partial_fit`` and ``learner()`` do not scale.
+        standardised features' weights. ``partial_fit`` and ``learner()`` do not scale;
+        ``fit_learner()`` does.
     average
         the last fraction of ``fit``'s updates whose iterates are averaged into
         the final model (Polyak-Ruppert averaging; 0: keep the last iterate). One
@@ -175,7 +182,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
     (2, 2)
     """
 
-    FIT_ONLY = ("tol", "validation_fraction", "standardize")  # fit only
+    FIT_ONLY = ("tol", "validation_fraction")  # fit only
     PARAMS = (
         Option("link", str, "logistic", "the link of every target, or one per target",
                test=link_ok,
@@ -364,6 +371,13 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
             options.update(self._averaging(X, batch_size, int(options["n_passes"])))
         return self._make_learner(X, Y2, w, shuffle=self.shuffle, batch_size=batch_size,
                                   live=True, **options)
+
+    def fit_learner(self, X: Any, y: Any = None, **options: Any
+                    ) -> tuple[Learner, Callable[[], None]]:
+        """:meth:`learner` on the features ``fit`` trains on (``standardize``), and the
+        step to call once its training is over: it folds the scaling into the weights
+        (:func:`~bidlab.models.glm.standardize.fit_learner`). ``bidlab train`` runs this."""
+        return fit_learner(self, X, y, options)
 
     @classmethod
     def _upgrade_state(cls, state: dict[str, Any]) -> None:
