@@ -92,6 +92,41 @@ def cooccurrence(X: Any, words: np.ndarray) -> tuple[np.ndarray, int]:
     return co, int(Xh.shape[0])
 
 
+def _topic_matrix(where: str, topics: Any) -> np.ndarray:
+    """``topics`` as a host float64 k x vocabulary matrix (k >= 1) of finite weights; else
+    ValueError (a NaN weight would rank its word arbitrarily among the top words)."""
+    T = np.asarray(backend.to_host(topics), np.float64)
+    if T.ndim != 2 or T.shape[0] < 1:
+        raise ValueError(f"{where}: topics must be k x vocabulary; got shape {T.shape}")
+    if not np.isfinite(T).all():
+        raise ValueError(f"{where}: the topics hold NaN or infinite weights (first in topic "
+                         f"{int(np.argwhere(~np.isfinite(T))[0, 0])}): pass finite weights")
+    return T
+
+
+def _reference_counts(X: Any) -> sp.csr_matrix:
+    """The reference documents ``X`` as a host CSR matrix (documents x vocabulary): a
+    Corpus's counts, a 2-D array or sparse matrix; ValueError for another shape and for
+    negative, NaN or infinite counts (a negative count would count as the word held)."""
+    if hasattr(X, "X") and hasattr(X, "vocab"):
+        X = X.X
+    if not backend.is_sparse(X):
+        X = np.asarray(backend.to_host(X))
+        if X.ndim != 2 or X.dtype.kind not in "biuf":
+            raise ValueError(f"coherence: the reference documents must be a documents x "
+                             f"vocabulary matrix of counts; got shape {X.shape}, dtype "
+                             f"{X.dtype}: for one document use X.reshape(1, -1)")
+    Xh = sp.csr_matrix(backend.to_host(X))
+    bad = ~np.isfinite(Xh.data) | (Xh.data < 0)
+    if bad.any():
+        p = int(np.flatnonzero(bad)[0])
+        d = int(np.searchsorted(Xh.indptr, p, side="right") - 1)
+        raise ValueError(f"coherence: the reference documents hold a negative, NaN or "
+                         f"infinite count ({Xh.data[p]:g} at document {d}, word "
+                         f"{int(Xh.indices[p])}); counts must be finite and >= 0")
+    return Xh
+
+
 def _check(topics: Any, X: Any, measure: str, convention: str = "gensim",
            top_n: int = 10) -> np.ndarray:
     if measure not in MEASURES:
@@ -99,10 +134,8 @@ def _check(topics: Any, X: Any, measure: str, convention: str = "gensim",
     if convention not in CONVENTIONS:
         raise ValueError(f"coherence: unknown convention {convention!r}; choose one of "
                          f"{CONVENTIONS}")
-    T = np.asarray(backend.to_host(topics), np.float64)
-    if T.ndim != 2 or T.shape[0] < 1:
-        raise ValueError(f"coherence: topics must be k x vocabulary; got shape {T.shape}")
-    n_cols = X.X.shape[1] if hasattr(X, "X") and hasattr(X, "vocab") else X.shape[1]
+    T = _topic_matrix("coherence", topics)
+    n_cols = X.shape[1]
     if n_cols != T.shape[1]:
         raise ValueError(f"coherence: the reference documents have {n_cols} words "
                          f"(columns) but the topics have {T.shape[1]}: use documents over "
@@ -141,6 +174,7 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
     """
     if isinstance(X, (list, tuple)):  # rows of counts given as nested lists
         X = np.asarray(X, dtype=np.float64)
+    X = _reference_counts(X)
     T = _check(topics, X, measure, convention, top_n)
     top = top_words(T, top_n)
     union, local = np.unique(top, return_inverse=True)
@@ -223,7 +257,7 @@ def topic_diversity(topics: Any, top_n: int = 25) -> float:
     1.0
     """
     _whole_at_least_one("topic_diversity", "top_n", top_n)
-    top = top_words(np.asarray(backend.to_host(topics)), top_n)
+    top = top_words(_topic_matrix("topic_diversity", topics), top_n)
     return float(np.unique(top).size / top.size)
 
 
@@ -244,7 +278,8 @@ def exclusivity(topics: Any, top_n: int = 10, per_topic: bool = False) -> float 
     >>> exclusivity(np.array([[0.6, 0.4, 0.0], [0.0, 0.4, 0.6]]), top_n=1)
     1.0
     """
-    T = np.asarray(backend.to_host(topics), np.float64)
+    _whole_at_least_one("exclusivity", "top_n", top_n)
+    T = _topic_matrix("exclusivity", topics)
     P = T / np.maximum(T.sum(axis=1, keepdims=True), 1e-300)
     top = top_words(P, top_n)
     share = P / np.maximum(P.sum(axis=0, keepdims=True), 1e-300)

@@ -39,9 +39,10 @@ def as_counts(X: Any, *, owner: str, dtype: Any, integer: bool = False) -> Any:
     """A canonical CSR copy of the documents x vocabulary counts ``X`` on its own backend.
 
     Accepts scipy.sparse, numpy, CuPy / cupyx sparse, a ``bidlab.SMat`` or anything with
-    ``.X`` (a :class:`bidlab.datasets.Corpus`). Stored zeros are dropped and duplicates
-    summed. Raises ValueError naming the first (document, word) that is NaN, infinite,
-    negative, or -- when ``integer`` -- not a whole number.
+    ``.X`` (a :class:`bidlab.datasets.Corpus`). Duplicates are summed (before the checks,
+    which read the summed values) and stored zeros dropped. Raises ValueError naming the
+    first (document, word) that is NaN, infinite, negative, or -- when ``integer`` -- not a
+    whole number.
     """
     if hasattr(X, "X") and hasattr(X, "vocab"):
         X = X.X
@@ -68,6 +69,7 @@ def as_counts(X: Any, *, owner: str, dtype: Any, integer: bool = False) -> Any:
         X = backend.sparse_module(xp).csr_matrix(arr.astype(dtype, copy=False))
     if X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"{owner}: X is {X.shape[0]} x {X.shape[1]}; need at least 1 x 1")
+    X.sum_duplicates()  # the checks read the matrix's values: a duplicate's parts add up
     xp = backend.namespace(X.data)
     data = X.data
     bad = ~xp.isfinite(data)
@@ -95,7 +97,6 @@ def as_counts(X: Any, *, owner: str, dtype: Any, integer: bool = False) -> Any:
                 "them (X.data = np.rint(X.data)) or use bidlab.models.LDA, whose variational "
                 "update accepts fractional counts"
             )
-    X.sum_duplicates()
     X.eliminate_zeros()
     if not X.has_sorted_indices:
         X.sort_indices()

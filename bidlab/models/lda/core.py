@@ -280,9 +280,11 @@ class LDACore(Model):
     def transform(self, X: Any) -> Any:
         """Topic proportions of the documents ``X`` (canonical CSR in the model's dtype on
         its device): documents x k float64, rows sum to 1 (normalised in float64, so
-        they do to double precision), an empty document gets the prior mean."""
+        they do to double precision), an empty document gets the prior mean (uniform:
+        its gamma, alpha in the model's dtype, is 0 for an alpha below that range)."""
         gamma = common.infer_theta(self.topicsT(), bl.SMat(X), float(self.opts.alpha))
         theta = gamma.data.astype(np.float64)
+        theta = theta + (theta.sum(axis=1, keepdims=True) == 0)  # all zero: uniform
         return theta / theta.sum(axis=1, keepdims=True)
 
     def heldout_score(self, X: Any, random_state: int = 0) -> float:

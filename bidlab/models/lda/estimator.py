@@ -33,6 +33,7 @@ from bidlab.models.base import BidlabEstimator
 from bidlab.models.lda import common
 from bidlab.models.lda.continuation import continued_options, trained_params
 from bidlab.models.lda.core import LDACore
+from bidlab.models.lda.fit_guard import corpus_counts, kept_on_error
 from bidlab.models.lda.learner import LDALearner
 from bidlab.models.lda.steering import TopicSteering
 from bidlab.models.sk_params import COMMON
@@ -58,7 +59,6 @@ DTYPE = Option("dtype", str, np.float32, "the model's arithmetic", test=is_float
 SCHEDULE = ("tau0", "kappa")
 DEVICE = Option("device", str, None, "where the model lives (None: the data's device)",
                 choices=("cpu", "gpu"), none_ok=True)
-
 
 
 class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
@@ -131,10 +131,7 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
     def _validated(self, X: Any, reset: bool) -> tuple[Any, np.dtype, bool]:
         """(X checked by validate_data, the float dtype outputs take, X is on the GPU)."""
         name = type(self).__name__
-        if hasattr(X, "X") and hasattr(X, "vocab"):  # a bidlab.datasets.Corpus
-            if reset:
-                self.vocab_ = list(X.vocab)
-            X = X.X
+        X = corpus_counts(self, X, reset)  # a Corpus: its counts (and its vocabulary)
         X = getattr(X, "csr", None) if hasattr(X, "csr") and hasattr(X, "nnz") else X
         if hasattr(X, "guid") and hasattr(X, "data") and not hasattr(X, "indptr"):
             X = X.data  # a bidlab.Mat
@@ -242,14 +239,14 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
 
     def _fit_learner(self, X: Any) -> LDALearner:
         n_passes = int(self.n_passes)
-        if self.warm_start and self.__sklearn_is_fitted__() and self.model_.initialised:
-            self._validate_params()
-            Xv, _, _ = self._validated(X, reset=False)
-            return self._run(self._counts(Xv, self.model_), n_passes, n_passes, warm=True)
-        self._new_model()
-        Xv, _, _ = self._validated(X, reset=True)
-        C = self._counts(Xv, None)
-        return self._run(C, n_passes, n_passes, warm=True)
+        with kept_on_error(self):  # refused X: the fitted model (if any) stays
+            if self.warm_start and self.__sklearn_is_fitted__() and self.model_.initialised:
+                self._validate_params()
+                Xv, _, _ = self._validated(X, reset=False)
+                return self._run(self._counts(Xv, self.model_), n_passes, n_passes, warm=True)
+            self._new_model()
+            Xv, _, _ = self._validated(X, reset=True)
+            return self._run(self._counts(Xv, None), n_passes, n_passes, warm=True)
 
     def fit(self, X: Any, y: Any = None) -> LDAEstimator:
         """Train ``n_passes`` passes over the documents x vocabulary counts X: from scratch,
@@ -292,12 +289,12 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
         ``fit`` with ``n_passes=1`` on their concatenation.
         """
         del y
-        first = not self.__sklearn_is_fitted__()
-        if first:
-            self._new_model()
-        Xv, _, _ = self._validated(X, reset=first)
-        C = self._counts(Xv, self.model_)
-        lr = self._run(C, int(self.n_passes), 1, warm=False)
+        with kept_on_error(self):  # refused X: nothing of this call stays
+            first = not self.__sklearn_is_fitted__()
+            if first:
+                self._new_model()
+            Xv, _, _ = self._validated(X, reset=first)
+            lr = self._run(self._counts(Xv, self.model_), int(self.n_passes), 1, warm=False)
         with self._threads():
             lr.fit(progress=self._progress())
         self._done(lr)
@@ -316,16 +313,17 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
         del y
         n_passes = int(options.pop("n_passes", self.n_passes))
         batch_size = options.pop("batch_size", None)
-        first = not self.__sklearn_is_fitted__()
-        if first:
-            self._new_model()
-        Xv, _, _ = self._validated(X, reset=first)
-        C = self._counts(Xv, self.model_)
         options.setdefault("train_score", True)
-        # live: the model exists before start(), so temperatures, views and options can be
-        # set on it at once, without racing the training thread's first minibatch
-        return self._learner_for(C, n_passes, True, batch_size, n_passes=n_passes, live=True,
-                                 **options)
+        with kept_on_error(self):  # refused X or options: nothing of this call stays
+            first = not self.__sklearn_is_fitted__()
+            if first:
+                self._new_model()
+            Xv, _, _ = self._validated(X, reset=first)
+            C = self._counts(Xv, self.model_)
+            # live: the model exists before start(), so temperatures, views and options can
+            # be set on it at once, without racing the training thread's first minibatch
+            return self._learner_for(C, n_passes, True, batch_size, n_passes=n_passes,
+                                     live=True, **options)
 
     # -- topic steering (bidlab.models.lda.steering) -------------------------------------
     def _steer_model(self) -> Any:
