@@ -303,10 +303,24 @@ class TouchedStep:
         #: between a sparse exchange's syncs); False: by :data:`DEFER_BELOW`
         self.always_defer = False
 
-    def _check(self, X: Any, A: Any, M: Any) -> None:
+    def _check(self, X: Any, A: Any, M: Any, S: Any, *vectors: Any) -> None:
+        """Refuse operands the kernels would index out of bounds (they do not check): A
+        n x T for an n-row minibatch, M and S d x T, each per-column vector of length T (the
+        minibatch's width is checked by the column listing)."""
         if X.data.dtype != M.dtype or A.dtype != M.dtype:  # before fill(): nothing listed yet
             raise TypeError(f"minibatch values are {X.data.dtype} and its factor {A.dtype} "
                             f"but the model is {M.dtype}: convert the data to {M.dtype}")
+        d, T = self.d, self.T
+        n = X.shape[0]
+        if tuple(M.shape) != (d, T) or tuple(S.shape) != (d, T) or tuple(A.shape) != (n, T):
+            raise ValueError(f"TouchedStep for a {d} x {T} model: got the model {tuple(M.shape)}"
+                             f" (sums {tuple(S.shape)}) and, for a minibatch of {n} rows, the "
+                             f"factor {tuple(A.shape)}; need {d} x {T} and {n} x {T}")
+        for v in vectors:
+            if tuple(v.shape) != (T,):
+                raise ValueError(f"TouchedStep for a {d} x {T} model: a per-column "
+                                 f"hyperparameter vector has shape {tuple(v.shape)}; need "
+                                 f"({T},)")
 
     @property
     def deferring(self) -> bool:
@@ -352,7 +366,7 @@ class TouchedStep:
     def adagrad(self, X: Any, A: Any, M: Any, S: Any, lr: Any, l1: Any, l2: Any, eps: Any,
                 inv_t: float, scale: float, t: int = 0) -> None:
         """ADAGrad's step on M (and its sums of squares S) from ``X.T @ A``, in place."""
-        self._check(X, A, M)
+        self._check(X, A, M, S, lr, l1, l2, eps)
         reg = bool(l1.any() or l2.any())
         ty = M.dtype.type
 
@@ -366,7 +380,7 @@ class TouchedStep:
     def grad(self, X: Any, A: Any, M: Any, lr: Any, l1: Any, l2: Any, scale: float,
              t: int = 0) -> None:
         """Plain gradient ascent on M from ``X.T @ A``, in place."""
-        self._check(X, A, M)
+        self._check(X, A, M, M, lr, l1, l2)
         reg = bool(l1.any() or l2.any())
 
         def call(work: float, c: ColumnListing, dense_reg: bool, defer: bool) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 
 from bidlab import backend
 from bidlab.learn.datasource import DataInfo, DataSource
+from bidlab.learn.source_inputs import check_aligned
 from bidlab.learn.staging import MatSpec, Minibatch
 from bidlab.mat import Mat, SMat
 
@@ -33,18 +34,24 @@ class BlockSource(DataSource):
         *mats: aligned matrices (features first): C-ordered dense numpy / CuPy arrays or
             CSR matrices; a 1-D array becomes one column.
         batch_size: rows per block.
-        names: one name per matrix (default ``("X", "w", ...)``).
+        names: one name per matrix (default ``("X", "w", "m2", ...)``).
         n_passes: stop after this many passes (None: repeat forever).
     """
 
     def __init__(self, *mats: Any, batch_size: int, names: tuple[str, ...] | None = None,
                  n_passes: int | None = None) -> None:
         super().__init__(batch_size, n_passes, None)
-        raws = [m.reshape(-1, 1) if getattr(m, "ndim", 2) == 1 else raw(m) for m in mats]
-        n = int(raws[0].shape[0])
+        if not mats:
+            raise ValueError("BlockSource needs at least one data matrix (the features)")
+        names = tuple(names) if names is not None else (
+            ("X", "w") + tuple(f"m{i}" for i in range(2, len(mats))))[: len(mats)]
+        if len(names) != len(mats):
+            raise ValueError(f"got {len(names)} names for {len(mats)} data matrices")
+        raws = [_block_input(m, i, name)
+                for i, (name, m) in enumerate(zip(names, mats, strict=True))]
+        n = check_aligned(names, raws)
         if n == 0:
             raise ValueError("the data set is empty (0 samples): nothing to train on")
-        names = tuple(names) if names is not None else ("X", "w", "m2", "m3")[: len(raws)]
         specs = []
         for r in raws:
             sparse = backend.is_sparse(r)
@@ -72,6 +79,24 @@ class BlockSource(DataSource):
         else:
             self._index += 1
         return batch
+
+
+def _block_input(m: Any, i: int, name: str) -> Any:
+    """One aligned input as a 2-D array or a CSR matrix (a 1-D array becomes one column).
+
+    Another sparse format is converted to CSR once: the blocks slice row pointers, and a
+    CSC matrix's ``indptr`` points to columns (its "rows" would be columns, silently)."""
+    x = raw(m)
+    if backend.is_sparse(x):
+        return x if x.format == "csr" else x.tocsr()
+    if not hasattr(x, "shape") or not hasattr(x, "reshape"):
+        x = np.asarray(x)  # lists
+    if x.ndim == 1:
+        x = x.reshape(-1, 1)
+    if x.ndim != 2:
+        raise ValueError(f"data matrix {name!r} (argument {i}) must be 2-D (samples x "
+                         f"columns); got shape {tuple(x.shape)}")
+    return x
 
 
 def raw(X: Any) -> Any:

@@ -136,9 +136,21 @@ class Mat:
     def __len__(self) -> int:
         return self.shape[0]
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """numpy's conversion protocol: ``copy=True`` (``np.array(m)``) returns a copy,
+        never the wrapped array, ``copy=False`` refuses a conversion that must copy (a GPU
+        matrix, another dtype) and ``None`` (``np.asarray(m)``) copies only when it must."""
         arr = self.numpy()
-        return arr if dtype is None else arr.astype(dtype)
+        fresh = arr is not self._data  # moved from the GPU: already a copy
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            if copy is False:
+                raise ValueError(f"Mat of {arr.dtype} to {np.dtype(dtype)} needs a copy, but "
+                                 "copy=False was asked for")
+            return arr.astype(dtype)
+        if copy is False and fresh:
+            raise ValueError("a GPU Mat converts to numpy by a copy, but copy=False was asked "
+                             "for: use m.numpy()")
+        return arr.copy() if copy and not fresh else arr
 
     def __float__(self) -> float:
         if self.shape != (1, 1):

@@ -139,6 +139,11 @@ def copy_into(dst: Mat | SMat, src: Any) -> Mat | SMat:
         raise TypeError(f"copy_into writes into a Mat or SMat; got {type(dst).__name__}")
     if isinstance(src, SMat):
         raise TypeError("copying a sparse matrix into a dense Mat: use src.toarray() explicitly")
+    if isinstance(src, np.ndarray) and src.ndim == 0:
+        src = src[()]  # a 0-d array is a number, as a numpy scalar is
+    if isinstance(src, np.generic):  # a numpy number (shape ()): fills dst, cast as an array
+        dst.xp.copyto(dst.data, src, casting="same_kind")
+        return dst
     v, _ = _unwrap(src)
     if hasattr(v, "shape"):
         shape = tuple(v.shape)

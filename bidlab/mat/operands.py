@@ -16,7 +16,7 @@ import numpy as np
 from bidlab import backend
 from bidlab.mat.cache import CACHE, caching_enabled
 from bidlab.mat.dense import Mat
-from bidlab.mat.sparse import SMat
+from bidlab.mat.sparse import SMat, SparseTranspose
 
 _UNCACHED = object()
 
@@ -92,6 +92,9 @@ def _unwrap(x: Any) -> tuple[Any, Hashable]:
     """(array-or-number, cache key part) for one operand."""
     if isinstance(x, (Mat, SMat)):
         return x.data, x.guid
+    if isinstance(x, SparseTranspose):
+        raise TypeError("S.T of an SMat is understood by the products (@) only: for an "
+                        "element-wise op transpose a dense copy, Mat(S.toarray().T)")
     if isinstance(x, bool | numbers.Integral | numbers.Real) and not hasattr(x, "shape"):
         # a float keys by its bits: 0.0 == -0.0 (x / 0.0 and x / -0.0 differ) and nan != nan
         return x, ("scalar", type(x).__name__, x.hex() if isinstance(x, float) else x)

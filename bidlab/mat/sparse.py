@@ -40,15 +40,25 @@ def validate_csr(matrix: Any, what: str = "the sparse matrix") -> None:
     raises ``ValueError`` naming the first bad row (and column), instead of a kernel
     reading or writing out of bounds.
     """
-    n_rows, n_cols = (int(v) for v in matrix.shape)
-    indptr, indices = matrix.indptr, matrix.indices
-    data = matrix.data
+    shape = tuple(matrix.shape)
+    if len(shape) != 2:
+        raise ValueError(f"{what}: a sparse matrix of shape {shape} is not 2-D: reshape it "
+                         "first, e.g. x.reshape(1, -1) for one row")
+    validate_csr_parts(matrix.data, matrix.indices, matrix.indptr, shape, what, exact=True)
+
+
+def validate_csr_parts(data: Any, indices: Any, indptr: Any, shape: tuple[int, int],
+                       what: str = "the sparse matrix", exact: bool = False) -> None:
+    """:func:`validate_csr` on a CSR matrix's three arrays. ``data`` and ``indices`` may be
+    longer than the ``indptr[-1]`` entries stored (spare room) unless ``exact``."""
+    n_rows, n_cols = (int(v) for v in shape)
     fix = ("; the matrix is corrupt: rebuild it (e.g. scipy.sparse.csr_matrix(dense)) or "
            "repair its indptr / indices")
     if indptr.ndim != 1 or indptr.shape[0] != n_rows + 1:
         raise ValueError(f"{what}: indptr has {indptr.shape[0]} entries for {n_rows} rows "
                          f"(a CSR matrix needs rows + 1){fix}")
-    if indices.ndim != 1 or data.ndim != 1 or indices.shape[0] != data.shape[0]:
+    if indices.ndim != 1 or data.ndim != 1 or (
+            exact and indices.shape[0] != data.shape[0]):
         raise ValueError(f"{what}: {indices.shape[0]} column indices for {data.shape[0]} "
                          f"values{fix}")
     if n_rows == 0:
@@ -57,8 +67,9 @@ def validate_csr(matrix: Any, what: str = "the sparse matrix") -> None:
     first, last = int(indptr[0]), int(indptr[-1])
     if first != 0:
         raise ValueError(f"{what}: indptr starts at {first}, not 0{fix}")
-    if last != indices.shape[0]:
-        raise ValueError(f"{what}: indptr ends at {last} but {indices.shape[0]} entries are "
+    stored = min(indices.shape[0], data.shape[0])
+    if (last != indices.shape[0]) if exact else (last > stored):
+        raise ValueError(f"{what}: indptr ends at {last} but {stored} entries are "
                          f"stored{fix}")
     steps = xp.diff(indptr)
     if bool((steps < 0).any()):
@@ -67,6 +78,7 @@ def validate_csr(matrix: Any, what: str = "the sparse matrix") -> None:
                          f"{int(indptr[r])}, indptr[{r + 1}] = {int(indptr[r + 1])}){fix}")
     if last == 0:
         return
+    indices = indices[:last]
     lo, hi = int(indices.min()), int(indices.max())
     if lo < 0 or hi >= n_cols:
         bad = xp.flatnonzero((indices < 0) | (indices >= n_cols))
@@ -259,11 +271,18 @@ class SMat:
 
             a, b = X.indptr[r0], X.indptr[r1]
             s.copy_from_parts(X.data[a:b], X.indices[a:b], X.indptr[r0:r1 + 1] - a)
+
+        Host arrays are checked (:func:`validate_csr_parts`, against this matrix's shape)
+        before anything is copied: a corrupt minibatch raises ``ValueError`` and leaves
+        this matrix as it was, instead of a kernel later reading out of bounds.
         """
         backend.namespace(self._values, data)
         if indptr.shape[0] != self._shape[0] + 1:
             raise ValueError(f"indptr has {indptr.shape[0]} entries; this SMat has "
                              f"{self._shape[0]} rows, so it needs {self._shape[0] + 1}")
+        if isinstance(indices, np.ndarray):  # (device arrays: a check would sync the GPU
+            # every minibatch; the sources validated them when they were made)
+            validate_csr_parts(data, indices, indptr, self._shape, "SMat.copy_from")
         nnz = int(indptr[-1])
         old = self.nbytes
         owned = self._owned
