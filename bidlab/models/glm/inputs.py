@@ -17,6 +17,7 @@ from bidlab import backend
 from bidlab.models.glm.links import CLASSIFIER_LINKS
 from bidlab.models.glm.params import class_weights, first_bad, unwrap
 from bidlab.models.glm.targets import as_targets_2d
+from bidlab.models.validation import dense_to_csr
 
 __all__ = ["GLMInputs"]
 
@@ -67,7 +68,7 @@ class GLMInputs:
                 X = X.copy()
                 X.sum_duplicates()
         else:
-            X = sp.csr_matrix(np.asarray(X, dtype=dtype))
+            X = dense_to_csr(X, dtype)
         bad = ~np.isfinite(X.data)
         if bad.any():
             r, c = first_bad(X, bad)

@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from bidlab.models.validation import dense_to_csr
+
 __all__ = ["CENTRE_DENSITY", "Scaling", "choose_scaling", "fit_learner", "standardize_ok"]
 
 #: ``"auto"`` centres a dense array's features when at least this share of its entries
@@ -80,7 +82,7 @@ class Scaling:
         D = X.toarray()
         D -= self.mean.astype(dtype, copy=False)
         D *= self.scale.astype(dtype, copy=False)
-        return sp.csr_matrix(D)
+        return dense_to_csr(D, copy=False)
 
     def to_original(self, model: Any, updater: Any) -> None:
         """Fold the map into ``model``'s weights (and ``updater``'s per-weight state)."""
