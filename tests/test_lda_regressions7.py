@@ -150,3 +150,12 @@ def test_an_empty_document_is_uniform_under_an_alpha_below_float32s_range(cls, c
         theta = est.transform(Z)
     np.testing.assert_allclose(theta[2], np.full(3, 1 / 3))
     np.testing.assert_allclose(theta.sum(axis=1), 1.0)
+
+
+@pytest.mark.parametrize("X", [sp.csr_matrix((0, 10)), sp.csr_matrix(np.zeros((4, 10))),
+                               np.zeros((3, 10))])
+def test_coherence_refuses_reference_documents_without_a_word(X):
+    P = np.random.default_rng(0).random((3, 10))
+    for measure in ("u_mass", "c_npmi", "c_uci", "c_v"):
+        with pytest.raises(ValueError, match="hold no word"):
+            coh.coherence(P, X, measure, top_n=5)

@@ -107,7 +107,8 @@ def _topic_matrix(where: str, topics: Any) -> np.ndarray:
 def _reference_counts(X: Any) -> sp.csr_matrix:
     """The reference documents ``X`` as a host CSR matrix (documents x vocabulary): a
     Corpus's counts, a 2-D array or sparse matrix; ValueError for another shape and for
-    negative, NaN or infinite counts (a negative count would count as the word held)."""
+    negative, NaN or infinite counts (a negative count would count as the word held) and
+    for documents without a word."""
     if hasattr(X, "X") and hasattr(X, "vocab"):
         X = X.X
     if not backend.is_sparse(X):
@@ -124,6 +125,10 @@ def _reference_counts(X: Any) -> sp.csr_matrix:
         raise ValueError(f"coherence: the reference documents hold a negative, NaN or "
                          f"infinite count ({Xh.data[p]:g} at document {d}, word "
                          f"{int(Xh.indices[p])}); counts must be finite and >= 0")
+    if not Xh.data.any():  # every co-occurrence would be 0 / 0: no score to give
+        raise ValueError(f"coherence: the reference documents hold no word ({Xh.shape[0]} "
+                         "documents, 0 tokens): score the topics on documents with words, "
+                         "e.g. the training corpus")
     return Xh
 
 
