@@ -178,6 +178,12 @@ def run(args: argparse.Namespace) -> int:
     except SaveTargetError as exc:
         print(f"bidlab demo: --out: {exc}", file=sys.stderr)
         return 2
+    try:  # the model's own checks of --random_state, --n_passes, ..., before the data loads
+        make_model(args.method, args.n_components or 1, args.n_passes,
+                   args.random_state)._validate_params()
+    except ValueError as exc:
+        print(f"bidlab demo: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.data is None:
             corpus, why = default_corpus()

@@ -27,8 +27,8 @@ a topic model's score line adds its document-completion perplexity (``LDA.perple
 says how it compares with scikit-learn's and gensim's), and its topics follow, one line
 each. ``--seed`` is a deprecated spelling of ``--random_state``, ``--passes`` of
 ``--n_passes``. Both paths are checked before the data is read: each must be a new
-path or a regular file in a folder where a file can be created, else the command exits 2
-with one line naming the path and the reason.
+path or a regular file in a folder where a file can be created, and not the other's file,
+else the command exits 2 with one line naming the path and the reason.
 
 This module runs the command (build the learner, train, report);
 :mod:`bidlab.cli.train_options` declares its arguments, reads the options and writes
@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import sys
 from typing import Any
@@ -68,11 +67,11 @@ from bidlab.cli.train_options import (
     add_arguments,
     help_text,
 )
+from bidlab.cli.train_report import score_note, topics_text
 
 __all__ = ["ACCEPTS_EXTRA", "add_arguments", "run"]
 
 ACCEPTS_EXTRA = True
-_TOPIC_WORDS = 10  # words printed per topic for a model with top_words
 
 
 class _BadInput(Exception):
@@ -146,17 +145,14 @@ class _Job:
         raise NotImplementedError
 
     def check_outputs(self) -> None:
-        """Refuse ``--checkpoint`` / ``--save`` paths that cannot be written, before any
-        data is read or training starts (one line, exit status 2)."""
-        from bidlab.learn.save_target import SaveTargetError, check_writable
+        """Refuse ``--checkpoint`` / ``--save`` paths that cannot be written, or that name
+        one file, before any data is read or training starts (one line, exit status 2)."""
+        from bidlab.learn.save_target import SaveTargetError, check_outputs
 
-        for flag in ("checkpoint", "save"):
-            path = getattr(self.args, flag, None)
-            if path:
-                try:
-                    check_writable(path)
-                except SaveTargetError as exc:
-                    raise _BadInput(f"--{flag}: {exc}") from None
+        try:
+            check_outputs({f"--{f}": getattr(self.args, f, None) for f in ("checkpoint", "save")})
+        except SaveTargetError as exc:
+            raise _BadInput(str(exc)) from None
 
     def need_data(self) -> Any:
         if not self.args.data:
@@ -182,6 +178,7 @@ class _Job:
         if not ck or not os.path.exists(ck) or self.args.restart:
             return False
         from bidlab.learn.checkpoint import CheckpointError
+        from bidlab.learn.learner_state import SavedObjectError
         from bidlab.learn.options import OptionError
 
         # the learner's own options as this command made them (n_passes from --max_iter,
@@ -195,8 +192,10 @@ class _Job:
                       "anew")
         try:
             learner.load(ck)
-        except CheckpointError as exc:
-            raise _BadInput(f"cannot resume: {exc}. {again_hint}") from None
+        except CheckpointError as exc:  # a saved model there: never offer to replace it
+            hint = ("Give --checkpoint a path of its own" if isinstance(exc, SavedObjectError)
+                    else again_hint)
+            raise _BadInput(f"cannot resume: {exc}. {hint}") from None
         except ValueError as exc:  # the model rebuilt with the checkpoint's options failed
             raise _BadInput(f"cannot resume {ck} with these options: {exc}. "
                             f"{again_hint}") from None
@@ -225,9 +224,11 @@ class _Job:
             print("\ninterrupted: the learner stopped cleanly"
                   + (f"; checkpoint in {args.checkpoint}" if args.checkpoint else ""), file=err)
             return 130
-        except Exception as exc:
-            print(f"bidlab train: training failed: {type(exc).__name__}: {exc}\n"
-                  f"{learner.traceback or ''}", file=err)
+        except Exception as exc:  # a divergence names its fix: no traceback for it
+            from bidlab.learn.divergence import DivergedError
+            where = "" if isinstance(exc, DivergedError) else learner.traceback or ""
+            print(f"bidlab train: training failed: {type(exc).__name__}: {exc}"
+                  + (f"\n{where}" if where else ""), file=err)
             return 1
         finally:
             if source_close is not None:
@@ -396,7 +397,7 @@ class _EstimatorJob(_Job):
         vocab = getattr(data, "vocab", None)
         if vocab is not None and callable(getattr(est, "top_words", None)):
             est.vocab_ = list(vocab)  # kept in the saved model: top_words() shows words
-        notes = [_score_note(est, X_out, y_out if supervised else None, no_score)]
+        notes = [score_note(est, X_out, y_out if supervised else None, no_score)]
         if self.args.save:
             try:
                 notes.append(f"saved {est.save(self.args.save)}")
@@ -405,9 +406,8 @@ class _EstimatorJob(_Job):
                       f"{type(exc).__name__}: {exc}", file=sys.stderr)
                 return 1
         print(self.result(learner, "; ".join(n for n in notes if n)))
-        print(_topics_text(est), end="")
+        print(topics_text(est), end="")
         return 0
-
 
     def train_with_coherence(self, learner: Any, measure: str) -> int:
         """Train a pass at a time, printing the topics' coherence after each (stderr)."""
@@ -423,33 +423,3 @@ class _EstimatorJob(_Job):
             print(f"pass {p + 1}: coherence {measure} {learner.coherence(measure=measure):.6g}",
                   file=sys.stderr)
         return 0
-
-
-def _score_note(est: Any, X: Any, y: Any, no_score: str) -> str:
-    """``score S (ClassName.score on N held-out rows)``, or why there is none (``no_score``
-    when no rows were held out)."""
-    score = getattr(est, "score", None)
-    if score is None:
-        return ""
-    if X is None:
-        return no_score
-    try:
-        value = float(score(X) if y is None else score(X, y))
-    except Exception as exc:  # the run succeeded; say why there is no score
-        return f"no score ({type(exc).__name__}: {exc})"
-    note = f"score {value:.6g} ({type(est).__name__}.score on {X.shape[0]} held-out rows"
-    if callable(getattr(est, "perplexity", None)):
-        note += f"; perplexity {math.exp(-value):.6g}, document completion"
-    return note + ")"
-
-
-def _topics_text(est: Any) -> str:
-    """Each topic's top words, one line per topic ("" for a model without topics)."""
-    if not callable(getattr(est, "top_words", None)):
-        return ""
-    try:
-        topics = est.top_words(_TOPIC_WORDS)
-    except Exception as exc:  # the run succeeded; say why there are no topics
-        return f"no topics ({type(exc).__name__}: {exc})\n"
-    return "".join(f"topic {t:3d}: {' '.join(map(str, words))}\n"
-                   for t, words in enumerate(topics))

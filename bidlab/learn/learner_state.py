@@ -19,9 +19,13 @@ from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_check
 from bidlab.learn.model import Model
 from bidlab.learn.rowstate import row_state_keys
 
-__all__ = ["write", "restore"]
+__all__ = ["write", "restore", "SavedObjectError"]
 
 _LIMIT = 1 << 62
+
+
+class SavedObjectError(CheckpointError):
+    """The file given as a learner's checkpoint is a saved model (``est.save``)."""
 
 
 def write(path: str, name: str, opts: Any, model: Any, updater: Any, mixins: list[Any],
@@ -67,6 +71,10 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
     ck = load_checkpoint(path)
     meta = ck.meta
     want = type(model).__name__
+    if meta.get("kind") == "bidlab-object":  # what est.save writes, not a learner's file
+        raise SavedObjectError(f"{path} is a saved {meta.get('estimator') or 'object'} (written "
+                              "by save(path)), not a learner's checkpoint: read it with "
+                              "bidlab.models.load(path)")
     if meta.get("model") not in _model_names(type(model)):
         raise CheckpointError(f"checkpoint {path} holds a {meta.get('model')!r} model but "
                               f"this learner trains a {want!r}")

@@ -22,7 +22,8 @@ import stat
 import time
 from pathlib import Path
 
-__all__ = ["SaveTargetError", "check_save_target", "check_writable"]
+__all__ = ["SaveTargetError", "check_save_target", "check_writable", "check_outputs",
+           "same_file"]
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
@@ -72,3 +73,32 @@ def check_writable(path: str | os.PathLike) -> Path:
     os.close(fd)
     os.unlink(probe)
     return path
+
+
+def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    """Whether the paths ``a`` and ``b`` name one file: an existing file both reach, or
+    (one of them missing) the same absolute path once ``..`` and links are resolved."""
+    try:
+        if os.path.samefile(a, b):
+            return True
+    except OSError:  # one of them does not exist yet
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_outputs(paths: dict[str, str | os.PathLike | None]) -> None:
+    """:func:`check_writable` for each path given in ``paths`` (what names it, such as the
+    flag ``--save`` -> the path; None: not given), and that no two name one file (the one
+    written last would replace the other: a saved model a checkpoint); raise
+    :class:`SaveTargetError` naming the flag, the path and the reason otherwise."""
+    given = [(what, path) for what, path in paths.items() if path]
+    for i, (what, path) in enumerate(given):
+        for other, earlier in given[:i]:
+            if same_file(earlier, path):
+                raise SaveTargetError(f"{other} and {what} name one file ({path}): the one "
+                                      "written last would replace the other; give each its "
+                                      "own path")
+        try:
+            check_writable(path)
+        except SaveTargetError as exc:
+            raise SaveTargetError(f"{what}: {exc}") from None

@@ -208,9 +208,21 @@ class BayesNetModel(TableTemperatures, Model):
 
     def end_pass(self, pass_: int) -> None:
         if self.learn and self.modelmats:
-            self.network = self.network.with_tables(self.modelmats[0].data)
-            if self.chains is not None:
-                self.chains.set_tables(self.network)
+            self._tables_to_network()
+
+    def restored(self, earlier: dict[str, Any]) -> None:
+        """A checkpoint's tables were written into the model matrix: the network (what a
+        fitted estimator reports and saves) and the chains sample from them from here on,
+        not from the tables the run started with."""
+        super().restored(earlier)
+        if self.modelmats:
+            self._tables_to_network()
+
+    def _tables_to_network(self) -> None:
+        """``network`` and the chains' tables from the model matrix."""
+        self.network = self.network.with_tables(self.modelmats[0].data)
+        if self.chains is not None:
+            self.chains.set_tables(self.network)
 
     def evaluate(self, batch: Minibatch) -> Any:
         return None
