@@ -110,3 +110,17 @@ def test_a_diverged_run_is_one_line_naming_the_fix_without_a_traceback(tmp_path,
     assert code == 1, err
     assert "training failed: DivergedError" in err and "Lower the learning rate" in err
     assert "Traceback" not in err and err.count("the model diverged") == 1, err
+
+
+def test_nmf_on_a_wide_ratings_matrix_names_the_default_and_the_flag(tmp_path, capsys):
+    from bidlab.cli import main
+
+    rows = [f"{u},{i},{1 + (u * i) % 5}" for u in range(1, 6) for i in range(1, 13)]
+    data = tmp_path / "ratings.csv"
+    data.write_text("userId,movieId,rating\n" + "\n".join(rows) + "\n")
+    assert main(["train", "nmf", "--data", str(data), "--progress", "none"]) == 2
+    err = capsys.readouterr().err
+    assert "the default n_components (None: the 12 features)" in err
+    assert "--n_components 5" in err
+    assert main(["train", "nmf", "--data", str(data), "--progress", "none",
+                 "--n_components", "3", "--max_iter", "5"]) == 0

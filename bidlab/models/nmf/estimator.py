@@ -289,8 +289,12 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
                                  f"X: use n_components <= {d}")
             return k
         if k > min(n, d):
-            raise ValueError(f"NMF: n_components={k} is larger than X allows ({n} samples x "
-                             f"{d} features): use n_components <= {min(n, d)}")
+            given = (f"n_components={k}" if self.n_components is not None else
+                     f"the default n_components (None: the {d} features)")
+            raise ValueError(f"NMF: {given} is larger than X allows ({n} samples x {d} "
+                             f"features): give n_components <= {min(n, d)}, e.g. "
+                             f"NMF(n_components={min(20, n, d)}) (bidlab train: "
+                             f"--n_components {min(20, n, d)})")
         return k
 
     def _on_device(self, a: Any) -> Any:
