@@ -92,8 +92,9 @@ def read_head(path: Path) -> tuple[bytes, bool]:
 
 
 def _lines(head: bytes, complete: bool) -> list[bytes]:
-    """Non-empty lines of ``head``; the last one is dropped when ``head`` was cut short."""
-    lines = head.split(b"\n")
+    """Non-empty lines of ``head`` (a UTF-8 byte-order mark dropped); the last one is
+    dropped when ``head`` was cut short."""
+    lines = head.removeprefix(codecs.BOM_UTF8).split(b"\n")
     if not complete and len(lines) > 1:
         lines = lines[:-1]
     return [ln.rstrip(b"\r") for ln in lines if ln.strip()][:_SAMPLE_LINES]
@@ -136,12 +137,17 @@ def _looks_ratings(lines: list[bytes]) -> str | None:
         return None
     first = lines[0].removeprefix(codecs.BOM_UTF8)
     sep = "\t" if b"\t" in first else ","
-    rows = [next(csv.reader([ln.decode("latin-1")], delimiter=sep), [])
-            for ln in [first, *lines[1:]]]
+    try:
+        rows = [next(csv.reader([ln.decode("latin-1")], delimiter=sep), [])
+                for ln in [first, *lines[1:]]]
+    except csv.Error:  # e.g. a bare CR (old Mac line ends) inside a line
+        return None
     header = not _rating_row(rows[0], text_ids=False)
     if header:
         if b"user" not in first.lower() and b"rating" not in first.lower():
             return None
+        if len(rows) == 1 and len(rows[0]) in (3, 4):  # the reader says there are none
+            return f"header {sep.join(rows[0])[:40]!r} and no ratings"
         rows = rows[1:]
     if not rows or not all(_rating_row(r, text_ids=header) for r in rows):
         return None
@@ -167,7 +173,7 @@ def _npz_kind(path: Path) -> tuple[str | None, list[str]]:
         raise DataFormatError(f"{path}: a zip file that numpy cannot read as .npz ({exc}); "
                               "re-write it with numpy.savez or scipy.sparse.save_npz") from None
     names = set(keys)
-    if {"data", "indices", "indptr", "shape", "format"} <= names:
+    if {"data", "shape", "format"} <= names:  # csr / csc (indices, indptr), coo (row, col)
         return "scipy-npz", keys
     if "X" in names or "X__data" in names:
         return "npz", keys

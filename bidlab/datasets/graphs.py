@@ -135,12 +135,17 @@ def load_matrix_market(path: str | os.PathLike, *, dtype: Any = np.float64,
     """Read a Matrix Market file (``scipy.io.mmread``; plain or gzip) as a CSR matrix.
 
     A ``symmetric`` file comes back with both triangles; a ``pattern`` file has weights 1.
+    A ``complex`` file needs a complex ``dtype`` (a ValueError otherwise, rather than
+    dropping the imaginary parts).
     """
-    raw = read_data(path, cap, "Matrix Market file")
+    raw = read_data(path, cap, "Matrix Market file").removeprefix(codecs.BOM_UTF8)
     try:
         M = scipy.io.mmread(io.BytesIO(raw))
     except (ValueError, IndexError, TypeError) as exc:
         raise ValueError(f"{path}: not a Matrix Market file ({exc})") from None
+    if np.iscomplexobj(M) and not np.issubdtype(np.dtype(dtype), np.complexfloating):
+        raise ValueError(f"{path}: a complex Matrix Market matrix; pass dtype=np.complex128 "
+                         f"(dtype={np.dtype(dtype).name} would drop the imaginary parts)")
     if not sp.issparse(M):
         M = sp.csr_matrix(np.asarray(M))
     return sp.csr_matrix(M, dtype=dtype)

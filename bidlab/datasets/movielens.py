@@ -20,6 +20,7 @@ import codecs
 import csv
 import io
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ import scipy.sparse as sp
 
 from bidlab._bounded_io import check_budget, not_found, read_data, stat_path
 from bidlab.datasets.paths import resolve_shared
+
+_INTEGER = re.compile(r"[+-]?\d+")
 
 __all__ = ["Ratings", "RatingsSplit", "read_ratings_csv", "load_movielens"]
 
@@ -124,7 +127,9 @@ def _table(text: str, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     numbers, or any text (kept as strings when one is not a number; a field holding the
     separator must be quoted, as in any CSV); a first line whose rating is not a number, or
     whose user and item are not numbers while every later line's are, is a header."""
-    lines = text.splitlines()
+    # only line ends split (str.splitlines also splits at \x85, \x1c, \u2028, ..., which
+    # a Latin-1 or UTF-8 id may hold)
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     sep = "\t" if lines and "\t" in lines[0] else ","
     quoted = '"' in text
     start = 0
@@ -133,6 +138,10 @@ def _table(text: str, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         try:
             float(fields[2] if len(fields) > 2 else "")
         except ValueError:
+            if len(fields) in (3, 4) and _number(np.array(fields[:2])):
+                raise ValueError(  # numeric user and item: a rating row, not a header
+                    f"{path}: ratings row 1 holds {lines[0].strip()!r}: the rating (and "
+                    "time) must be numbers") from None
             start = 1  # a header line
     body = [ln for ln in lines[start:] if ln.strip()]
     if not body:
@@ -179,19 +188,25 @@ def _number(fields: np.ndarray) -> bool:
 
 
 def _id_column(a: np.ndarray, path: Path, what: str, start: int) -> np.ndarray:
-    """An id column as integers (exact, however large) when every id is one, else as
-    floats when every id is a number, else as the strings; an empty id is an error."""
+    """An id column as integers (int64, else uint64) when every id is one, else as floats
+    when every id is a number, else as the strings (also integers past uint64, which a
+    float would round together); an empty id is an error."""
     a = np.char.strip(a)
     empty = np.flatnonzero(a == "")
     if empty.size:
         raise ValueError(f"{path}: ratings row {int(empty[0]) + 1 + start} has no {what} id "
                          f"(an empty field): fill it in or drop the row")
-    for kind in (np.int64, np.float64):
+    for kind in (np.int64, np.uint64):
         try:
             return a.astype(kind)
         except (ValueError, OverflowError):
             pass
-    return a
+    if all(_INTEGER.fullmatch(v) for v in a.tolist()):
+        return a  # integers too large for 64 bits: exact as text
+    try:
+        return a.astype(np.float64)
+    except (ValueError, OverflowError):
+        return a
 
 
 def _decode(raw: bytes, path: Path) -> str:
@@ -252,8 +267,9 @@ def read_ratings_csv(path: str | os.PathLike, dtype: Any = np.float32) -> Rating
 
 def _ids(a: np.ndarray) -> np.ndarray:
     if a.dtype.kind != "f":
-        return a  # text ids
-    return a.astype(np.int64) if np.all(np.mod(a, 1) == 0) else a
+        return a  # integer or text ids
+    whole = np.all(np.mod(a, 1) == 0) and np.all(np.abs(a) < 2.0 ** 63)
+    return a.astype(np.int64) if whole else a
 
 
 def _titles(path: Path, item_ids: np.ndarray) -> list[str]:

@@ -43,7 +43,7 @@ def strip_footer(text: str) -> str:
 
 
 def _remover(remove: Iterable[str]):
-    remove = tuple(remove)
+    remove = (remove,) if isinstance(remove, str) else tuple(remove)
     unknown = set(remove) - set(_REMOVABLE)
     if unknown:
         raise ValueError(
@@ -96,7 +96,7 @@ def load_20newsgroups(
     if not archive.is_file():
         raise FileNotFoundError(f"{archive} not found: expected the rebuilt bydate tarball")
     if categories is not None:
-        categories = sorted(categories)
+        categories = sorted([categories] if isinstance(categories, str) else categories)
         vectorizer_options.setdefault("label_names", categories)
     return load_text_folder(
         archive,

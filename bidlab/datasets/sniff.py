@@ -236,11 +236,41 @@ def _npz_mats(arrays: dict[str, np.ndarray], path: Path) -> list[Any]:
             except KeyError as exc:
                 raise DataFormatError(f"{path}: CSR matrix {name!r} lacks the part {exc}; "
                                       f"expected {FORMATS['npz']}") from None
+            except (ValueError, TypeError) as exc:
+                raise DataFormatError(f"{path}: CSR matrix {name!r} is malformed ({exc}); "
+                                      f"expected {FORMATS['npz']}") from None
         elif name == "y" and "Y" in arrays:
             mats.append(arrays["Y"])
         else:
             break
     return mats
+
+
+def _check_npz_mats(X: Any, y: Any, w: Any, path: Path) -> None:
+    """A valid 2-D ``X`` (a sparse one's indices within its shape) and one ``y`` / ``w``
+    row per sample, else a DataFormatError saying what is wrong."""
+    if sp.issparse(X) and X.format in ("csr", "csc"):  # coo checks its indices itself
+        minor = X.shape[1] if X.format == "csr" else X.shape[0]
+        bad = np.flatnonzero((X.indices < 0) | (X.indices >= minor))
+        if bad.size:  # scipy does not look (and may crash on them later)
+            at = int(bad[0])
+            line = int(np.searchsorted(X.indptr, at, side="right")) - 1
+            major, inner = ("row", "column") if X.format == "csr" else ("column", "row")
+            raise DataFormatError(f"{path}: X {major} {line} has {inner} index "
+                                  f"{int(X.indices[at])}, outside [0, {minor}); re-write it "
+                                  "with scipy.sparse.save_npz")
+        try:
+            X.check_format(full_check=True)
+        except ValueError as exc:
+            raise DataFormatError(f"{path}: the sparse matrix X is malformed ({exc}); "
+                                  "re-write it with scipy.sparse.save_npz") from None
+    elif np.ndim(X) != 2:
+        raise DataFormatError(f"{path}: X has shape {np.shape(X)}, not samples x features; "
+                              "save a 2-D array (X.reshape(-1, 1) for one feature)")
+    for name, v in (("y", y), ("w", w)):
+        if v is not None and (np.ndim(v) == 0 or v.shape[0] != X.shape[0]):
+            raise DataFormatError(f"{path}: X has {X.shape[0]} rows but {name} has shape "
+                                  f"{np.shape(v)}: save one {name} entry per row of X")
 
 
 def _load_npz(path: Path, kind: str, cap: int | None = None) -> tuple[Any, Any, Any]:
@@ -250,23 +280,34 @@ def _load_npz(path: Path, kind: str, cap: int | None = None) -> tuple[Any, Any, 
         raise DataFormatError(f"{path}: a zip file that numpy cannot read as .npz ({exc}); "
                               "re-write it with numpy.savez or scipy.sparse.save_npz") from None
     with open_regular(path) as f, np.load(f, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
+        try:
+            arrays = {k: z[k] for k in z.files}
+        except ValueError as exc:  # an object array (pickled Python objects)
+            raise DataFormatError(f"{path}: {exc}; bidlab reads only numeric arrays (no "
+                                  "pickled objects): save X (and y, w) as numbers, e.g. "
+                                  "X.astype(float)") from None
     if kind == "scipy-npz":
         fmt = arrays["format"].item()
         fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
         cls = {"csr": sp.csr_matrix, "csc": sp.csc_matrix, "coo": None}.get(fmt, False)
-        if cls is None:
-            X = sp.coo_matrix((arrays["data"], (arrays["row"], arrays["col"])),
-                              shape=tuple(arrays["shape"]))
-        elif cls is False:
+        if cls is False:
             raise DataFormatError(f"{path}: scipy sparse format {fmt!r} is not supported "
                                   "(csr, csc or coo)")
-        else:
-            X = cls((arrays["data"], arrays["indices"], arrays["indptr"]),
-                    shape=tuple(arrays["shape"]))
+        try:
+            if cls is None:
+                X = sp.coo_matrix((arrays["data"], (arrays["row"], arrays["col"])),
+                                  shape=tuple(arrays["shape"]))
+            else:
+                X = cls((arrays["data"], arrays["indices"], arrays["indptr"]),
+                        shape=tuple(arrays["shape"]))
+        except (KeyError, ValueError, TypeError) as exc:
+            raise DataFormatError(f"{path}: a malformed scipy {fmt} matrix ({exc!s}); "
+                                  "re-write it with scipy.sparse.save_npz") from None
+        _check_npz_mats(X, None, None, path)
         return X.tocsr(), None, None
     mats = _npz_mats(arrays, path)
     mats += [None] * (3 - len(mats))
+    _check_npz_mats(*mats, path)
     return mats[0], mats[1], mats[2]
 
 

@@ -12,6 +12,7 @@ and a largest feature index whose columns would not fit the memory budget is ref
 
 from __future__ import annotations
 
+import codecs
 import os
 import re
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ W8A_FEATURES = 300
 _COLUMN_BYTES = 8  # one float64 per column: the least a model over the columns holds
 _CHUNK = 1 << 20
 _BLANK_RUN = re.compile(rb"\n[ \t\r\f\v\n]*\n")  # blank lines, whatever their spaces
+_MAX_INDEX = np.iinfo(np.int32).max  # scikit-learn's parser holds an index in a C int
 
 
 class _Lines:
@@ -50,7 +52,10 @@ class _Lines:
 
     def __iter__(self) -> Iterator[bytes]:
         parts: list[bytes] = []
+        first = True
         while chunk := self._f.read(_CHUNK):
+            if first:  # a UTF-8 byte-order mark (Windows editors) is not part of the label
+                chunk, first = chunk.removeprefix(codecs.BOM_UTF8), False
             lines = _BLANK_RUN.sub(b"\n", chunk).split(b"\n")
             if len(lines) == 1:
                 parts.append(lines[0])
@@ -113,11 +118,12 @@ def load_svmlight(
             )
     except InputTooLargeError:
         raise
-    except (ValueError, OSError, EOFError) as e:
-        where = (_first_bad_line(path, max_decompressed) if not isinstance(e, EOFError)
-                 else None)
+    except (ValueError, OverflowError, OSError, EOFError) as e:
+        where = (_first_bad_line(path, max_decompressed, zero_based)
+                 if not isinstance(e, EOFError) else None)
         at = f" at line {where[0]}: {where[1]!r}" if where else ""
-        raise ValueError(f"{path}: could not read as svmlight/LIBSVM{at} ({e})") from e
+        why = f"{where[2]}; " if where and where[2] else ""
+        raise ValueError(f"{path}: could not read as svmlight/LIBSVM{at} ({why}{e})") from e
     if n_features is None:
         check_budget(path, f"the largest feature index, which sets {X.shape[1]} columns "
                      f"({_COLUMN_BYTES} bytes each),",
@@ -136,34 +142,57 @@ def int32_indices(X: sp.csr_matrix) -> sp.csr_matrix:
     return X
 
 
-def _token_ok(tok: bytes) -> bool:
-    name, sep, value = tok.partition(b":")
-    if not sep or not name:
-        return False
+def _line_problem(line: bytes, zero_based: bool | str) -> str | None:
+    """What is wrong with one (comment-free, non-blank) svmlight line, or None: ``""``
+    when a token does not parse, else the problem and its fix in words."""
+    label, *feats = line.split()
+    if b"," in label:
+        return ("a multilabel line ('1,2 ...'); load_svmlight reads one label per line "
+                "(use sklearn.datasets.load_svmlight_file(path, multilabel=True))")
     try:
-        float(value)
-        return name == b"qid" or int(name) >= 0
+        float(label)
     except ValueError:
-        return False
+        return ""
+    if feats and feats[0].startswith(b"qid:"):
+        feats = feats[1:]
+    prev = -1
+    for tok in feats:
+        name, sep, value = tok.partition(b":")
+        try:
+            float(value)
+            index = int(name)
+        except ValueError:
+            return ""
+        if not sep or index < 0:
+            return ""
+        if index == 0 and zero_based is False:
+            return "feature index 0 in a 1-based file (pass zero_based=True or 'auto')"
+        if index > _MAX_INDEX:
+            return (f"feature index {index} is past the largest readable index, "
+                    f"{_MAX_INDEX}")
+        if index <= prev:
+            return (f"feature index {index} follows {prev}: indices must increase along a "
+                    "line (sort them, and sum or drop repeated ones)")
+        prev = index
+    return None
 
 
-def _first_bad_line(path: Path, cap: int | None) -> tuple[int, str] | None:
-    """(line number, its start) of the first line that is not ``<label> <index>:<value>
-    ...``, to say where a file is damaged; None when every line reads (or it cannot be
-    scanned)."""
+def _first_bad_line(path: Path, cap: int | None,
+                    zero_based: bool | str = "auto") -> tuple[int, str, str] | None:
+    """(line number, its start, the problem in words or "") of the first line that is not
+    ``<label> [qid:<n>] <index>:<value> ...`` with increasing indices, to say where a file
+    is damaged; None when every line reads (or it cannot be scanned)."""
     try:
         with open_data(path, cap) as f:
             for no, raw in enumerate(f, start=1):
+                if no == 1:
+                    raw = raw.removeprefix(codecs.BOM_UTF8)
                 line = raw.split(b"#", 1)[0].strip()
                 if not line:
                     continue
-                label, *feats = line.split()
-                try:
-                    [float(v) for v in label.split(b",")]
-                except ValueError:
-                    return no, raw[:80].decode(errors="replace").rstrip()
-                if not all(_token_ok(t) for t in feats):
-                    return no, raw[:80].decode(errors="replace").rstrip()
+                problem = _line_problem(line, zero_based)
+                if problem is not None:
+                    return no, raw[:80].decode(errors="replace").rstrip(), problem
     except (OSError, EOFError, InputTooLargeError):
         return None
     return None

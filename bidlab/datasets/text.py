@@ -163,6 +163,8 @@ def read_text_documents(
         raise FileNotFoundError(
             f"{path} not found: expected a folder of text files or a .tar/.tar.gz of them"
         )
+    if isinstance(categories, str):  # one label, not its letters
+        categories = [categories]
     wanted = None if categories is None else set(categories)
     texts, ids, labels, binary = [], [], [], []
     for parts, raw in items:
@@ -244,7 +246,7 @@ def load_text_folder(
     subset
         keep only documents under a top folder ``subset`` (or ``*-subset``).
     categories
-        keep only documents whose parent folder is one of these.
+        keep only documents whose parent folder is one of these (or this one name).
     min_df, max_df, max_features, stop_words, lowercase, token_pattern
         as in
         scikit-learn's ``CountVectorizer`` (ignored for pruning when ``vocabulary`` is
@@ -294,6 +296,12 @@ def load_text_folder(
     try:
         X = vectorizer.fit_transform(texts)
     except ValueError as e:
+        if vocabulary is not None:  # min_df / max_df play no part then
+            raise ValueError(
+                f"{source}: cannot count {len(texts)} documents in the given vocabulary "
+                f"({e}); pass vocabulary= as a non-empty list of distinct words, e.g. "
+                "train.vocab"
+            ) from e
         raise ValueError(
             f"{source}: could not build a vocabulary from {len(texts)} documents ({e}); "
             f"for a small corpus lower min_df (here {min_df!r}; e.g. 1) and raise max_df "

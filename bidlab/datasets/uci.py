@@ -14,6 +14,7 @@ refused rather than building 10^12 word names).
 
 from __future__ import annotations
 
+import codecs
 import io
 import os
 import re
@@ -30,6 +31,7 @@ _HEADER = ("D (number of documents)", "W (vocabulary size)", "NNZ (number of tri
 _NAME_BYTES = 64  # a generated word name "w123" as a Python str in a list
 _COLUMN_BYTES = 8  # one float64 per word: the least a model over the vocabulary holds
 _TRIPLE_BYTES = 3 * 8 + 4 + 8  # the int64 triple, then its CSR index and float64 value
+_INT64_MAX = int(np.iinfo(np.int64).max)
 
 
 def read_maybe_gzip(path: Path, max_decompressed: int | None = None) -> bytes:
@@ -92,7 +94,7 @@ def _locate(path: Path, name: str | None) -> tuple[Path, str]:
 def _parse_header(lines: list[bytes], source: Path) -> tuple[int, int, int]:
     values = []
     for i, what in enumerate(_HEADER):
-        text = lines[i].strip() if i < len(lines) else b""
+        text = lines[i].removeprefix(codecs.BOM_UTF8).strip() if i < len(lines) else b""
         try:
             value = int(text)
         except ValueError:
@@ -106,15 +108,18 @@ def _parse_header(lines: list[bytes], source: Path) -> tuple[int, int, int]:
     return values[0], values[1], values[2]
 
 
-def _first_bad_line(body: bytes) -> tuple[int, str]:
-    """1-based line number (within the body) and text of the first line not 3 integers."""
+def _first_bad_line(body: bytes) -> tuple[int, str, str]:
+    """1-based line number (within the body), text and problem (or "") of the first line
+    not 3 integers in the int64 range."""
     for i, line in enumerate(body.splitlines(), start=1):
         fields = line.split()
         if not fields:
             continue
         if len(fields) != 3 or not all(re.fullmatch(rb"[+-]?\d+", f) for f in fields):
-            return i, line[:60].decode("latin-1")
-    return 0, ""
+            return i, line[:60].decode("latin-1"), ""
+        if any(abs(int(f)) > _INT64_MAX for f in fields):
+            return i, line[:60].decode("latin-1"), f" (a number past {_INT64_MAX})"
+    return 0, "", ""
 
 
 def parse_docword(raw: bytes, source: Path | str = "<docword>", *,
@@ -126,7 +131,7 @@ def parse_docword(raw: bytes, source: Path | str = "<docword>", *,
     :func:`check_header_budget`). Errors name the file and line.
     """
     source = Path(source)
-    parts = raw.split(b"\n", 3)
+    parts = raw.removeprefix(codecs.BOM_UTF8).split(b"\n", 3)
     D, W, NNZ = _parse_header(parts[:3], source)
     check_header_budget(source, D, W, NNZ, memory_budget=memory_budget)
     body = parts[3] if len(parts) == 4 else b""
@@ -136,8 +141,8 @@ def parse_docword(raw: bytes, source: Path | str = "<docword>", *,
         try:
             triples = np.loadtxt(io.BytesIO(body), dtype=np.int64, ndmin=2)
         except ValueError as e:
-            line, text = _first_bad_line(body)
-            where = f"line {line + 3}: {text!r}" if line else str(e)
+            line, text, why = _first_bad_line(body)
+            where = f"line {line + 3}: {text!r}{why}" if line else str(e)
             raise ValueError(
                 f"{source}: malformed data at {where}; expected 'docID wordID count' "
                 "(three integers) on each line after the 3-line header"
@@ -175,7 +180,9 @@ def read_vocab(path: Path, expected: int | None = None,
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         text = raw.decode("latin-1")
-    words = text.splitlines()
+    # only line ends split (str.splitlines also splits at \x85, \x0c, \u2028, ..., which
+    # a Latin-1 or UTF-8 word may hold, and would shift every later word)
+    words = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     while words and not words[-1].strip():
         words.pop()
     words = [w.strip() for w in words]
