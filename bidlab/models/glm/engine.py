@@ -127,7 +127,7 @@ class GLMEngine:
         rates = {n: self._per_target_values(n, t.K) for n in ("lrate", "l1", "l2")}
         self.targets_ = t
         self.layout_ = layout
-        self._fit_link = self.link if isinstance(self.link, str) else list(self.link)
+        self._fit_link, self._fit_targmap = self._link_and_targmap()
         self.model_ = GLMModel(layout, t.enc_col)
         self.updater_ = UPDATERS[self.updater](lrate=rates["lrate"])
         self.mixins_ = [L1Regularizer(mats=[0], l1=rates["l1"]),
@@ -146,6 +146,36 @@ class GLMEngine:
             shared = _shared_binary_labels(t.links, per_target)
             self.multilabel_ = shared is not None
             self.classes_ = shared if shared is not None else per_target
+
+    def _link_and_targmap(self) -> tuple[Any, list[int] | None]:
+        """``link`` and ``targmap`` as comparable values (lists for sequences)."""
+        link = self.link if isinstance(self.link, str) else list(self.link)
+        tm = self.targmap
+        return link, None if tm is None else [int(v) for v in np.asarray(tm).reshape(-1)]
+
+    def _warm_rates(self) -> dict[str, Any] | None:
+        """With ``warm_start`` on a fitted GLM, the ``lrate`` / ``l1`` / ``l2`` that its
+        engine continues with: this GLM's, which ``set_params`` may have changed since
+        (``lrate="auto"`` keeps the fitted ``lrate_``). None when ``fit`` starts over: not
+        fitted, or built with other links, another target map or another updater, whose
+        weights and updater state cannot start this model."""
+        if not (self.warm_start and hasattr(self, "model_")):
+            return None
+        link, tm = self._link_and_targmap()
+        if (self.__dict__.get("_fit_link", link) != link
+                or self.__dict__.get("_fit_targmap", tm) != tm
+                or type(self.updater_) is not UPDATERS[self.updater]):
+            return None
+        return {n: self._per_target_values(n, self.targets_.K) for n in ("lrate", "l1", "l2")}
+
+    def _set_rates(self, rates: dict[str, Any]) -> None:
+        """Train on with ``rates`` (:meth:`_warm_rates`): the updater's and mixins'."""
+        for part, name in ((self.updater_, "lrate"), (self.mixins_[0], "l1"),
+                           (self.mixins_[1], "l2")):
+            part.opts.set(**{name: rates[name]})
+            if getattr(part, "model", None) is not None:  # built: refill its per-row values
+                part.apply_changes({name: rates[name]})
+        self.lrate_ = rates["lrate"]
 
     def _known_classes(self) -> list[Any] | None:
         """Each data column's classes as resolved (for the pilot's and the race's engines,

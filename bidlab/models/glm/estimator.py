@@ -275,10 +275,8 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         mean of its rows' gradients.
         """
         self._validate_params()
-        warm = bool(self.warm_start) and hasattr(self, "model_")
-        link = self.link if isinstance(self.link, str) else list(self.link)
-        if warm and self.__dict__.get("_fit_link", link) != link:
-            warm = False  # another link: the fitted weights cannot start this model
+        rates = self._warm_rates()  # None: start over
+        warm = rates is not None
         dense = not (sp.issparse(unwrap(X)) or hasattr(unwrap(X), "tocsr"))
         Xh = self._host_features(X, reset=not warm)
         Y2, y_1d = self._targets_2d(y, Xh.shape[0])
@@ -300,6 +298,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
                 self._choose_rates(X, Y2, w)
                 self._fit_passes(X, Y2, w, held)
             else:
+                self._set_rates(rates)
                 self.validation_loss_curve_ = []
                 self._run(X, Y2, w, shuffle=self.shuffle, n_passes=self.n_passes,
                           average=True)

@@ -16,7 +16,7 @@ from sklearn.utils.validation import _check_sample_weight, validate_data
 from bidlab import backend
 from bidlab.models.glm.links import CLASSIFIER_LINKS
 from bidlab.models.glm.params import class_weights, first_bad, unwrap
-from bidlab.models.glm.targets import as_targets_2d
+from bidlab.models.glm.targets import as_targets_2d, same_classes
 from bidlab.models.validation import dense_to_csr
 
 __all__ = ["GLMInputs"]
@@ -107,16 +107,19 @@ class GLMInputs:
     def _check_same_classes(self, classes: Any) -> None:
         """A later partial_fit's ``classes`` must be the first call's (as scikit-learn's
         SGD estimators require): the targets were encoded with those."""
-        known = getattr(self, "classes_", None)
-        if classes is None or known is None:
+        if classes is None or not hasattr(self, "targets_"):
             return
-        try:
-            same = np.array_equal(np.sort(np.asarray(classes).ravel()),
-                                  np.sort(np.asarray(known).ravel()))
-        except (TypeError, ValueError):  # several targets' label sets: not compared here
-            return
-        if not same:
-            raise ValueError(f"classes={np.asarray(classes).ravel().tolist()} differs from the "
-                             f"first partial_fit call's {np.asarray(known).ravel().tolist()}: "
+        if not same_classes(self.targets_, classes):
+            known = [c.tolist() for c in self.targets_.classes if c is not None]
+            given = _as_list(classes)
+            raise ValueError(f"classes={given} differs from the first partial_fit call's "
+                             f"{known[0] if self.targets_.q == 1 else known}: "
                              "pass the same classes every call (or leave classes out after "
                              "the first), or fit a new GLM")
+
+
+def _as_list(classes: Any) -> Any:
+    """``classes`` as given to ``partial_fit``, as (nested) lists for a message."""
+    if isinstance(classes, (list, tuple, np.ndarray)):
+        return [_as_list(c) for c in classes]
+    return classes.item() if isinstance(classes, np.generic) else classes

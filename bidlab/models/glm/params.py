@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bidlab.models.glm.links import LINKS
+from bidlab.models.glm.targets import class_index, own_labels
 from bidlab.models.validation import unwrap
 
 __all__ = ["unwrap", "first_bad", "link_ok", "rate_ok", "targmap_ok", "dtype_ok",
@@ -108,6 +109,10 @@ def class_weights(class_weight: Any, labels: np.ndarray, classes: np.ndarray,
         if unknown:
             raise ValueError(f"class_weight names labels {unknown[:5]} that are not classes "
                              f"of y (classes: {classes.tolist()[:10]}): use the labels of y")
+        # every class's weight, also of classes a partial_fit chunk lacks (weighing only
+        # the chunk's classes refused a dict naming one it lacks)
+        per = compute_class_weight(class_weight, classes=classes, y=classes)
+        return per[class_index(own_labels(labels), classes, "y")]
     present = np.unique(labels)
     per = compute_class_weight(class_weight, classes=present, y=labels)
     return per[np.searchsorted(present, labels)]

@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 import bidlab as bl
 from bidlab import backend
 from bidlab.models.glm.links import LinkStep
-from bidlab.models.glm.targets import as_targets_2d, class_index, encode
+from bidlab.models.glm.targets import as_targets_2d, class_index, encode, own_labels
 
 __all__ = ["GLMPredictions"]
 
@@ -160,8 +160,8 @@ class GLMPredictions:
             col = Y2[:, t.data_col[k]]
             if lk == "linear":
                 out.append(r2_score(col.astype(np.float64), pred, sample_weight=sample_weight))
-            else:
-                out.append(accuracy_score(col, pred, sample_weight=sample_weight))
+            else:  # an object column (of a mixed DataFrame) as its labels' own type
+                out.append(accuracy_score(own_labels(col), pred, sample_weight=sample_weight))
         return float(np.mean(out))
 
     def loss_targets(self, X: Any, y: Any) -> np.ndarray:

@@ -121,10 +121,9 @@ def resolve(
                 )
             continue
         if classes is not None:
-            given = classes[c] if _per_column(classes, q) else classes
-            cls[c] = np.unique(np.asarray(given))
+            cls[c] = _given_classes(classes, c, q, f"target {k} ({lk})", owner)
         else:
-            col = _labels(Y2[:, c])
+            col = own_labels(Y2[:, c])
             cls[c] = _zero_one_classes(col)
             if cls[c] is None:
                 try:
@@ -162,7 +161,7 @@ def resolve(
     return Targets(links, tm, enc_col, encodings, cls, q, y_1d)
 
 
-def _labels(col: np.ndarray) -> np.ndarray:
+def own_labels(col: np.ndarray) -> np.ndarray:
     """A label column as its own values' type: an object column (one column of a mixed
     DataFrame) holding only integers or booleans becomes an integer / boolean array, as
     that column alone would be; any other column is returned as it is."""
@@ -182,13 +181,47 @@ def _numbers(col: np.ndarray) -> bool:
 
 
 def _per_column(classes: Any, q: int) -> bool:
+    """Whether ``classes`` holds one entry per data column: an array of labels, or None
+    for a column no classifier target learns (a linear one)."""
     if isinstance(classes, np.ndarray):
         return classes.dtype == object and len(classes) == q
     return (
         isinstance(classes, (list, tuple))
         and len(classes) == q
-        and all(isinstance(c, (list, tuple, np.ndarray)) for c in classes)
+        and all(c is None or isinstance(c, (list, tuple, np.ndarray)) for c in classes)
+        and any(c is not None for c in classes)
     )
+
+
+def _given_classes(classes: Any, c: int, q: int, what: str, owner: str) -> np.ndarray:
+    """The sorted labels ``classes`` gives data column ``c`` (learned by ``what``)."""
+    given = classes[c] if _per_column(classes, q) else classes
+    if given is None:
+        raise ValueError(f"{owner}: classes gives no labels for Y column {c}, which {what} "
+                         "learns: give that column's labels")
+    try:
+        return np.unique(np.asarray(given))
+    except (TypeError, ValueError) as e:
+        raise ValueError(
+            f"{owner}: classes must be the labels of every classifier column, or one array "
+            f"of labels per Y column ({q}; None for a linear one); got {classes!r}") from e
+
+
+def same_classes(t: Targets, classes: Any) -> bool:
+    """Whether a later ``partial_fit`` call's ``classes`` (labels for every classifier
+    column, or one array per data column, as :func:`resolve` reads them) name each
+    classifier column's classes of ``t``, in any order."""
+    per = _per_column(classes, t.q)
+    for c, known in enumerate(t.classes):
+        if known is None:
+            continue
+        try:
+            given = np.unique(np.asarray(classes[c] if per else classes))
+            if given.shape != known.shape or not (given == known).all():
+                return False
+        except (TypeError, ValueError):  # labels of another type, or ragged
+            return False
+    return True
 
 
 def class_index(col: np.ndarray, classes: np.ndarray, what: str) -> np.ndarray:
@@ -229,7 +262,7 @@ def encode(t: Targets, Y2: np.ndarray, dtype: Any) -> np.ndarray:
         if fam == "value":
             out[:, j] = col
             continue
-        idx = class_index(_labels(col), t.classes[c], f"Y column {c}" if t.q > 1 else "y")
+        idx = class_index(own_labels(col), t.classes[c], f"Y column {c}" if t.q > 1 else "y")
         if fam == "pm1":
             out[:, j] = 2.0 * idx - 1.0
         else:  # bin01 and class: the class index

@@ -71,6 +71,7 @@ class GLMWeights:
         one.n_targets_ = 1
         one.multilabel_ = False
         one.model_.steps_done = self.model_.steps_done
+        one.model_.passes_done = self.model_.passes_done  # n_iter_: the passes it trained
         if t.classes[c] is not None:
             one.classes_ = t.classes[c]
         return one
