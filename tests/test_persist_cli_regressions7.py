@@ -113,8 +113,6 @@ def test_a_diverged_run_is_one_line_naming_the_fix_without_a_traceback(tmp_path,
 
 
 def test_nmf_on_a_wide_ratings_matrix_names_the_default_and_the_flag(tmp_path, capsys):
-    from bidlab.cli import main
-
     rows = [f"{u},{i},{1 + (u * i) % 5}" for u in range(1, 6) for i in range(1, 13)]
     data = tmp_path / "ratings.csv"
     data.write_text("userId,movieId,rating\n" + "\n".join(rows) + "\n")
@@ -124,3 +122,22 @@ def test_nmf_on_a_wide_ratings_matrix_names_the_default_and_the_flag(tmp_path, c
     assert "--n_components 5" in err
     assert main(["train", "nmf", "--data", str(data), "--progress", "none",
                  "--n_components", "3", "--max_iter", "5"]) == 0
+
+
+def test_bidlab_train_kmeans_saves_what_fit_reports(tmp_path, capsys):
+    from bidlab.models import KMeans
+
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(c, 0.3, (60, 2)) for c in ((0, 0), (5, 5), (0, 5))])
+    np.savez(tmp_path / "blobs.npz", X=X)
+    out = tmp_path / "km.bidlab"
+    assert main(["train", "kmeans", "--data", str(tmp_path / "blobs.npz"), "--n_clusters",
+                 "3", "--random_state", "0", "--holdout", "0", "--progress", "none",
+                 "--save", str(out)]) == 0
+    capsys.readouterr()
+    got = KMeans.load(out)
+    np.testing.assert_array_equal(got.labels_, got.predict(X))
+    assert got.inertia_ == pytest.approx(-got.score(X), rel=1e-9)
+    assert got.n_iter_ >= 1 and got.n_steps_ >= got.n_iter_
+    fit = KMeans(3, random_state=0).fit(X)
+    assert got.inertia_ == pytest.approx(fit.inertia_, rel=1e-6)

@@ -21,7 +21,6 @@ Scikit-learn conventions and names (``n_clusters``, ``n_jobs``, ``verbose``, ``w
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from typing import Any, ClassVar
 
@@ -37,6 +36,7 @@ from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.kmeans.distances import CHUNK_ENTRIES, nearest, sq_distances
 from bidlab.models.kmeans.inputs import KMeansInputs
+from bidlab.models.kmeans.live_fit import KMeansFitLearner, final_labels
 from bidlab.models.kmeans.lloyd import LloydKMeansModel
 from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
 from bidlab.models.kmeans.model import KMeansModel
@@ -73,8 +73,8 @@ def _valid_dtype(x: Any) -> bool:
         return False
 
 
-class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
-             BidlabEstimator):
+class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+             ClusterMixin, BidlabEstimator):
     """k-means clustering with distances by GEMM.
 
     Parameters
@@ -324,12 +324,7 @@ class KMeans(KMeansInputs, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cl
             src = self._source(X, w, self.algorithm, None, model.random_state)
             lrn = self._build_learner(model, src, n_passes=self.max_iter, val_every=0)
             lrn.fit(progress=self._progress())
-            final = src if isinstance(src, BlockSource) else self._source(
-                X, w, "lloyd", None, 0)
-            labels, inertia = model.label_pass(final)
-            model.forget_rows()
-            n_iter = (model.n_updates if isinstance(model, LloydKMeansModel)
-                      else math.ceil(lrn.samples / n))
+            labels, inertia, n_iter = final_labels(self, model, lrn, X, w)
             if best is None or inertia < best[1]:
                 best = (model, inertia, labels, n_iter, lrn.step)
         assert best is not None
