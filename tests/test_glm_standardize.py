@@ -130,6 +130,21 @@ def test_fit_learner_trains_through_the_map_and_folds_it_at_the_end():
     assert est.score(X, y) > raw.score(X, y) + 0.05
 
 
+def test_fit_learner_reports_the_rate_the_run_ended_with(tmp_path):
+    # a resumed run trains with its checkpoint's rate, not this process's pilot pick
+    X, y = _raw(600)
+    est = GLM(random_state=0)
+    lrn, finish = est.fit_learner(X, y, n_passes=2, checkpoint=str(tmp_path / "ck"))
+    lrn.set(lrate=0.0123)
+    lrn.fit(progress=None)
+    again = GLM(random_state=1)
+    lrn2, finish2 = again.fit_learner(X, y, n_passes=3, checkpoint=str(tmp_path / "ck"))
+    lrn2.load(str(tmp_path / "ck"))
+    lrn2.fit(progress=None)
+    finish2()
+    assert lrn2.opts.lrate == 0.0123 and again.lrate_ == 0.0123
+
+
 def test_bidlab_train_glm_on_raw_dense_features_trains_as_fit_does(tmp_path, capsys):
     from bidlab.cli import main
 

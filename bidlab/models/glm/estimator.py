@@ -45,6 +45,7 @@ from bidlab.models.base import BidlabEstimator, param_row
 from bidlab.models.glm.engine import UPDATER_CHOICES, GLMEngine
 from bidlab.models.glm.inputs import GLMInputs
 from bidlab.models.glm.links import CLASSIFIER_LINKS, LINKS
+from bidlab.models.glm.live_fit import fit_learner
 from bidlab.models.glm.params import (
     batch_ok,
     class_weight_ok,
@@ -56,12 +57,7 @@ from bidlab.models.glm.params import (
     unwrap,
 )
 from bidlab.models.glm.predict import GLMPredictions
-from bidlab.models.glm.standardize import (
-    Scaling,
-    choose_scaling,
-    fit_learner,
-    standardize_ok,
-)
+from bidlab.models.glm.standardize import Scaling, choose_scaling, standardize_ok
 from bidlab.models.glm.sweep import SweepResult, best_config, sweep_params
 from bidlab.models.glm.weights import GLMWeights
 from bidlab.models.sk_params import COMMON
@@ -375,7 +371,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
                     ) -> tuple[Learner, Callable[[], None]]:
         """:meth:`learner` on the features ``fit`` trains on (``standardize``), and the
         step to call once its training is over: it folds the scaling into the weights
-        (:func:`~bidlab.models.glm.standardize.fit_learner`). ``bidlab train`` runs this."""
+        (:func:`~bidlab.models.glm.live_fit.fit_learner`). ``bidlab train`` runs this."""
         return fit_learner(self, X, y, options)
 
     @classmethod

@@ -24,13 +24,12 @@ model of the raw features, and ``warm_start`` turns it back to continue.
 A constant feature keeps scale 1. The penalties (``l1``, ``l2``) apply to the weights of
 the standardised features, as in a ``StandardScaler`` pipeline. ``partial_fit`` and
 ``learner()`` train on the features as given: their model is live between calls.
-:func:`fit_learner` (``GLM.fit_learner``) is the live learner on the features ``fit``
-trains on, with the step that folds the map at the end (what ``bidlab train`` runs).
+``GLM.fit_learner`` (:mod:`~bidlab.models.glm.live_fit`) is the live learner on the
+features ``fit`` trains on, with the step that folds the map at the end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +38,7 @@ import scipy.sparse as sp
 
 from bidlab.models.validation import dense_to_csr
 
-__all__ = ["CENTRE_DENSITY", "Scaling", "choose_scaling", "fit_learner", "standardize_ok"]
+__all__ = ["CENTRE_DENSITY", "Scaling", "choose_scaling", "standardize_ok"]
 
 #: ``"auto"`` centres a dense array's features when at least this share of its entries
 #: is nonzero
@@ -170,26 +169,3 @@ def _scale(X: sp.csr_matrix, m1: np.ndarray, mean: Any) -> np.ndarray:
     sd = np.sqrt(mean(dev) + m1 * m1 * zeros)
     tiny = sd <= 1e-7 * np.maximum(np.abs(m1), 1e-30)
     return np.where(tiny, 1.0, 1.0 / np.where(tiny, 1.0, sd))
-
-
-def fit_learner(est: Any, X: Any, y: Any, options: dict[str, Any]
-                ) -> tuple[Any, Callable[[], None]]:
-    """``est.learner`` on the features ``est.fit`` trains on (``standardize``, rows
-    weighted alike), and the step that ends the training as ``fit`` does: it folds the
-    map into the weights and keeps it as ``scaling_``. Until then the live model takes
-    the standardised features (its checkpoints too: a resumed run makes the same map from
-    the same rows). Call the step once, after the last run."""
-    from bidlab.models.glm.params import unwrap
-
-    dense = not (sp.issparse(unwrap(X)) or hasattr(unwrap(X), "tocsr"))
-    est._validate_params()
-    Xh = est._host_features(X, reset=True)
-    scaling = choose_scaling(Xh, est.standardize, dense)
-    learner = est.learner(Xh if scaling is None else scaling.apply(Xh), y, **options)
-
-    def finish() -> None:
-        est.scaling_ = None if scaling is None else scaling.as_dict()
-        if scaling is not None:
-            scaling.to_original(est.model_, est.updater_)
-
-    return learner, finish

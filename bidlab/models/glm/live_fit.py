@@ -1,0 +1,58 @@
+"""``GLM.fit_learner``: the live learner that ``bidlab train glm`` runs, trained and ended
+as ``fit`` trains and ends, so a model trained from the command line is what ``fit``
+gives: on the standardised features (``standardize``, :mod:`~bidlab.models.glm.standardize`)
+with the map folded into the weights at the end, and ``lrate_`` the rate the run ended
+with (a run resumed from a checkpoint takes the checkpoint's, not a new pilot's pick).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from bidlab.models.glm.params import unwrap
+from bidlab.models.glm.standardize import choose_scaling
+
+__all__ = ["fit_learner"]
+
+
+def fit_learner(est: Any, X: Any, y: Any, options: dict[str, Any]
+                ) -> tuple[Any, Callable[[], None]]:
+    """``est.learner`` on the features ``est.fit`` trains on (``standardize``, rows
+    weighted alike), and the step that ends the training as ``fit`` does: it folds the
+    map into the weights, keeps it as ``scaling_`` and reports the run's final rate as
+    ``lrate_``. Until then the live model takes the standardised features (its
+    checkpoints too: a resumed run makes the same map from the same rows). Call the step
+    once, after the last run.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bidlab.models import GLM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(100.0, 20.0, (200, 3)); y = (X[:, 0] > 100).astype(int)
+    >>> est = GLM(random_state=0)
+    >>> lrn, finish = est.fit_learner(X, y)
+    >>> _ = lrn.fit(progress=None)
+    >>> finish()
+    >>> est.scaling_ is not None and est.score(X, y) > 0.9
+    True
+    """
+    dense = not (sp.issparse(unwrap(X)) or hasattr(unwrap(X), "tocsr"))
+    est._validate_params()
+    Xh = est._host_features(X, reset=True)
+    scaling = choose_scaling(Xh, est.standardize, dense)
+    learner = est.learner(Xh if scaling is None else scaling.apply(Xh), y, **options)
+
+    def finish() -> None:
+        est.scaling_ = None if scaling is None else scaling.as_dict()
+        if scaling is not None:
+            scaling.to_original(est.model_, est.updater_)
+        rate = learner.opts.lrate  # one, or one per target: what lrate_ reports
+        if np.size(rate) in (1, est.targets_.K):
+            est.lrate_ = rate if np.ndim(rate) == 0 else np.asarray(rate).tolist()
+
+    return learner, finish
