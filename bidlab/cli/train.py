@@ -22,7 +22,9 @@ every ``--checkpoint_every`` seconds and when the run ends; an existing one is r
 ``--save PATH`` writes the fitted estimator at the end (``est.save``; read it back with
 ``bidlab.models.load``), with the data's vocabulary when it has one, so a loaded topic
 model's ``top_words()`` shows words. An estimator trains on all but ``--holdout`` of the
-rows (10%, at most 10,000, chosen with a fixed seed) and is scored on those at the end;
+rows (10%, at most 10,000, chosen with a fixed seed) and is scored on those at the end
+(one with ``fit_learner``, GLM and KMeans, trains and ends as its ``fit`` does: scaled
+features, final labels);
 a topic model's score line adds its document-completion perplexity (``LDA.perplexity``
 says how it compares with scikit-learn's and gensim's), and its topics follow, one line
 each. ``--seed`` is a deprecated spelling of ``--random_state``, ``--passes`` of
@@ -32,7 +34,8 @@ else the command exits 2 with one line naming the path and the reason.
 
 This module runs the command (build the learner, train, report);
 :mod:`bidlab.cli.train_options` declares its arguments, reads the options and writes
-the help; :mod:`bidlab.cli.train_data` reads the data and holds rows out.
+the help; :mod:`bidlab.cli.train_data` reads the data and holds rows out;
+:mod:`bidlab.cli.train_report` writes the final score and topics.
 """
 
 from __future__ import annotations
