@@ -54,25 +54,16 @@ def test_sniffing_a_file_with_bare_cr_line_ends_is_a_format_error(tmp_path):
         sniff(path)
 
 
-def test_svmlight_feature_index_past_the_parser_limit_names_the_file(tmp_path):
-    path = tmp_path / "big.svm"
-    path.write_bytes(b"1 2:1\n-1 3000000000:1\n")
-    with pytest.raises(ValueError, match=r"big\.svm.*line 2.*3000000000"):
-        load_svmlight(path)
-
-
-@pytest.mark.parametrize("line", [b"1 3:0.5 3:2", b"1 4:0.5 2:2"])
-def test_svmlight_repeated_or_unsorted_indices_name_the_line(tmp_path, line):
-    path = tmp_path / "dup.svm"
-    path.write_bytes(b"-1 1:1\n" + line + b"\n")
-    with pytest.raises(ValueError, match=r"line 2.*indices must increase"):
-        load_svmlight(path)
-
-
-def test_svmlight_multilabel_line_says_what_reads_it(tmp_path):
-    path = tmp_path / "ml.svm"
-    path.write_bytes(b"1 1:1\n1,2 2:1\n")
-    with pytest.raises(ValueError, match=r"line 2.*multilabel=True"):
+@pytest.mark.parametrize("text, match", [
+    (b"1 2:1\n-1 3000000000:1\n", r"bad\.svm.*line 2.*3000000000"),  # past int32
+    (b"-1 1:1\n1 3:0.5 3:2\n", r"line 2.*indices must increase"),  # repeated
+    (b"-1 1:1\n1 4:0.5 2:2\n", r"line 2.*indices must increase"),  # unsorted
+    (b"1 1:1\n1,2 2:1\n", r"line 2.*multilabel=True"),
+])
+def test_svmlight_problems_name_the_file_and_line(tmp_path, text, match):
+    path = tmp_path / "bad.svm"
+    path.write_bytes(text)
+    with pytest.raises(ValueError, match=match):
         load_svmlight(path)
 
 
