@@ -58,6 +58,7 @@ __all__ = ["Learner", "STATES", "DivergedError"]
 STATES = ("created", "running", "paused", "stopped", "done", "failed")
 SUMMARIES_KEPT = 10_000  #: per-pass summaries a learner keeps (the oldest go first)
 _ACTIVE = ("running", "paused")
+_OWN = "bidlab-learner-"  #: how the name of each training thread start() makes begins
 
 
 class _SaveRequest:
@@ -189,10 +190,6 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         """The exception that failed the run (None otherwise)."""
         return self._error
 
-    def set(self, **options: Any) -> int:
-        """Validate and set options (all or nothing); return the option-set version."""
-        return self.opts.set(**options)
-
     def start(self) -> Learner:
         """Run the training loop in a background thread; return at once.
 
@@ -201,7 +198,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         """
         with self._cond:
             self._begin()
-            self._thread = threading.Thread(target=self._run, name=f"bidlab-learner-{self.name}",
+            self._thread = threading.Thread(target=self._run, name=f"{_OWN}{self.name}",
                                             daemon=True)
             self._thread.start()
         return self
@@ -213,8 +210,9 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
                 f"Learner {self.name!r} is already {self._state}: a learner runs one "
                 "training loop at a time. Call stop() (then start() to continue), "
                 "resume() a paused one, or join() to wait for it.")
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()  # a finished thread that is exiting
+        prev = self._thread  # a finished training thread exiting; never a fit() caller's
+        if prev not in (None, threading.current_thread()) and prev.name.startswith(_OWN):
+            prev.join()
         if self.guard is not None:
             self.guard.claim(self)  # refused while the estimator trains its model elsewhere
         self._stop_req = self._pause_req = False
@@ -267,7 +265,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
             thread = self._thread
         if thread is threading.current_thread():
             return True  # the loop's own thread: it has ended or is ending
-        if thread is not None and thread.name.startswith("bidlab-learner-"):
+        if thread is not None and thread.name.startswith(_OWN):
             thread.join(timeout)
             return not thread.is_alive()
         return self._done.wait(timeout)
@@ -319,8 +317,9 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
                     self._run()
                 finally:
                     self._tick = None
-                    with self._cond:
-                        self._thread = None
+                    with self._cond:  # a start() since has a thread of its own
+                        if self._thread is threading.current_thread():
+                            self._thread = None
                 if isinstance(self._error, KeyboardInterrupt):
                     raise self._error
             tick(final=True)
@@ -426,9 +425,9 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
 
     def _apply_changes(self) -> None:
         version, changes = self.opts.take_changes()
-        if changes:
-            for comp in self._components():
-                comp.apply_changes(changes)
+        for comp in self._components() if changes else ():
+            comp.apply_changes(changes)
+        self.updater.apply_own_changes()  # those set on a PerMatrix's updaters themselves
         self._opts_version = version
 
     def _save_now(self, path: str) -> None:

@@ -62,23 +62,39 @@ class TrainingLoop:
             self._score_buffer = self._sink.device_buffer
         self._sink = None  # its callback is this learner's method: no cycle left behind
         tb = format_error(err) if err is not None else None
-        now = time.perf_counter()
-        self._update_metrics(now, state=final)
-        self._hub.final(self.metrics | {"state": final}, self.model, final, self.step, tb)
-        with self._cond:
-            self.opts.set_running(False)
-            self._error = err
-            self.traceback = tb
-            self._state = final
-            self.model.run_ended(final, err)  # changes queued since: none waits
-            for req in self._saves:  # served by the caller now that nothing runs
-                req.retry = True
-                req.done.set()
-            self._saves = []
-            if self.guard is not None:
-                self.guard.release(self)
-            self._cond.notify_all()
-        self._done.set()
+        try:
+            now = time.perf_counter()
+            self._update_metrics(now, state=final)
+            self._hub.final(self.metrics | {"state": final}, self.model, final, self.step, tb)
+        finally:
+            self._settle(final, err, tb)
+
+    def _settle(self, final: str, err: BaseException | None, tb: str | None) -> None:
+        """Set the end state and free what waits on the run: whatever the model's
+        ``run_ended`` raises (a failure of its own, when the run had none), the saves
+        waiting are answered, the guard is released and ``join()`` / ``fit()`` return."""
+        try:
+            with self._cond:
+                self.opts.set_running(False)
+                self._error = err
+                self.traceback = tb
+                self._state = final
+                try:
+                    self.model.run_ended(final, err)  # changes queued since: none waits
+                except BaseException as exc:  # noqa: BLE001 - surfaces on join()
+                    if err is None:
+                        self._error, self.traceback = exc, format_error(exc)
+                        self._state = "failed"
+                finally:
+                    for req in self._saves:  # served by the caller now that nothing runs
+                        req.retry = True
+                        req.done.set()
+                    self._saves = []
+                    if self.guard is not None:
+                        self.guard.release(self)
+                    self._cond.notify_all()
+        finally:
+            self._done.set()
 
     def _sync_start(self) -> None:
         """The start sync point: every rank takes rank 0's model (a fresh run only)."""
@@ -91,8 +107,12 @@ class TrainingLoop:
             self.model.refresh()
 
     def _boundary(self) -> bool:
-        """Pause / stop / checkpoint requests / option changes; True means stop."""
+        """Pause / stop / checkpoint requests / option changes; True means stop.
+
+        While paused, every observer is sent one snapshot of the pause once its rate lets
+        it (one subscribed meanwhile too), so none keeps showing the run as running."""
         announced = False
+        tell_at = math.inf  # when the next observer not yet told of the pause is due
         while True:
             with self._cond:
                 saves, self._saves = self._saves, []
@@ -107,8 +127,9 @@ class TrainingLoop:
                     if self._state != "paused":
                         self._state = "paused"
                         self._cond.notify_all()
-                    if announced:
-                        self._cond.wait(0.5)
+                    wait = tell_at - time.perf_counter()
+                    if announced and wait > 0:
+                        self._cond.wait(min(wait, 0.5))
                         continue
             for req in saves:
                 try:
@@ -116,11 +137,13 @@ class TrainingLoop:
                 except BaseException as exc:  # noqa: BLE001 - handed to the caller
                     req.error = exc
                 req.done.set()
-            if not saves and not announced:
-                announced = True
+            if not saves:
                 now = time.perf_counter()
-                self._update_metrics(now, state="paused")
-                self._hub.publish(now, self.metrics, self.model, "paused", self.step)
+                if not announced:
+                    announced = True
+                    self._update_metrics(now, state="paused")
+                tell_at = min(now + 0.5, self._hub.announce(now, self.metrics, self.model,
+                                                            "paused", self.step))
         self._apply_changes()
         return False
 

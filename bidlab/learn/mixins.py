@@ -17,6 +17,8 @@ updater applies it inside its sparse step, or adds it once it forms the update.
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -34,7 +36,8 @@ class Mixin(Component):
     """Base class: implement :meth:`gradient` and :meth:`score`.
 
     Args:
-        mats: indices of the model matrices the term applies to (default: all).
+        mats: the model matrices the term applies to, by index or name (``[0]``,
+            ``["W"]``, or one of them alone; default: all).
     """
 
     kpi: str = "mixin"
@@ -42,9 +45,10 @@ class Mixin(Component):
     OPTIONS = (Option("mixin_kpis", bool, True, "report each mixin's value in the metrics "
                       "(a pass over its model matrices whenever metrics are published)"),)
 
-    def __init__(self, mats: list[int] | None = None, **options: Any) -> None:
+    def __init__(self, mats: Iterable[int | str] | int | str | None = None,
+                 **options: Any) -> None:
         super().__init__(**options)
-        self.mats = None if mats is None else [int(i) for i in mats]
+        self.mats = None if mats is None else _matrix_keys(mats, type(self).__name__)
         self.model: Any = None
 
     def init(self, model: Any) -> None:
@@ -52,11 +56,12 @@ class Mixin(Component):
         self.model = model
         mm = model.modelmats
         n = len(mm)
-        idx = list(range(n)) if self.mats is None else self.mats
-        bad = [i for i in idx if not 0 <= i < n]
+        keys = list(range(n)) if self.mats is None else self.mats
+        bad = [i for i in keys if isinstance(i, int) and not 0 <= i < n]
         if bad:
             raise ValueError(f"{type(self).__name__}: mats={self.mats} names matrices "
                              f"{bad}, but the model has {n} (0..{n - 1})")
+        idx = [model.mat_index(k) for k in keys]  # a name it lacks: ValueError naming them
         named = [i for i in idx if isinstance(model.updatemats[i], dict)]
         if named:
             raise ValueError(f"{type(self).__name__} adds a gradient term to an update "
@@ -195,6 +200,21 @@ class L1Regularizer(_Penalty):
 
     def _f(self, w: Any, out: Any) -> None:
         self.xp.abs(w, out=out)
+
+
+def _matrix_keys(mats: Any, owner: str) -> list[int | str]:
+    """``mats`` as a list of model matrix indices and names (one alone is a list of it);
+    TypeError naming the forms otherwise."""
+    one = isinstance(mats, (numbers.Integral, str)) and not isinstance(mats, bool)
+    try:
+        keys = [mats] if one else list(mats)
+    except TypeError:
+        keys = [None]
+    if not all(isinstance(k, str) or (isinstance(k, numbers.Integral)
+                                      and not isinstance(k, bool)) for k in keys):
+        raise TypeError(f"{owner}: mats must name model matrices by index or name, e.g. "
+                        f"mats=[0] or mats=['W']; got {mats!r}")
+    return [k if isinstance(k, str) else int(k) for k in keys]
 
 
 MIXINS: dict[str, type[Mixin]] = {"l1": L1Regularizer, "l2": L2Regularizer}

@@ -25,6 +25,7 @@ with ``state`` set and, on failure, ``error`` holding the traceback text.
 
 from __future__ import annotations
 
+import math
 import numbers
 import threading
 import time
@@ -110,6 +111,7 @@ class Subscription:
         for name, spec in self.views.items():
             _check_view(name, spec)
         self.next_due = 0.0
+        self.sent_state = ""  # the state of the last snapshot captured for it
         self.delivered = 0
         self.errors: list[BaseException] = []
         self.active = True
@@ -134,6 +136,7 @@ class Subscription:
             back = self._back
             back.metrics = dict(metrics)
             back.state, back.step, back.error = state, step, error
+            self.sent_state = state
             back.events = []
             for name, spec in self.views.items():
                 try:
@@ -290,6 +293,22 @@ class ObserverHub:
             if s.active and now >= s.next_due:
                 s.next_due = now + s.interval
                 s.capture(metrics, model, state, step)
+
+    def announce(self, now: float, metrics: dict[str, Any], model: Any, state: str,
+                 step: int) -> float:
+        """Capture for every subscription not yet sent ``state`` (a pause), each once it is
+        due, so its rate holds; return when the next of those still waiting is due (inf:
+        none waits)."""
+        later = math.inf
+        for s in list(self._subs):
+            if not s.active or s.sent_state == state:
+                continue
+            if now >= s.next_due:
+                s.next_due = now + s.interval
+                s.capture(metrics, model, state, step)
+            else:
+                later = min(later, s.next_due)
+        return later
 
     def final(self, metrics: dict[str, Any], model: Any, state: str, step: int,
               error: str | None) -> None:

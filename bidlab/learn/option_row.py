@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +39,8 @@ class Option:
 
     Attributes:
         name: the flat name (``lrate``); unique within a learner.
-        type: ``float``, ``int``, ``bool``, ``str`` or ``"path"`` (a str or None).
+        type: ``float``, ``int``, ``bool``, ``str`` or ``"path"`` (a str, kept as given,
+            or an ``os.PathLike`` such as ``pathlib.Path``, kept as its str).
         default: the value used when nobody sets it.
         doc: one line shown by :meth:`bidlab.learn.options.Options.what` and
             ``bidlab train --help``.
@@ -161,6 +163,8 @@ class Option:
                 return bool(v)
             raise self.error(whole)
         if t in ("path", str):
+            if t == "path" and isinstance(v, os.PathLike):
+                v = os.fspath(v)
             if not isinstance(v, str):
                 raise self.error(whole)
             if self.choices is not None and v not in self.choices:

@@ -312,6 +312,10 @@ class Configurable:
             self.opts.set(**options)
         self._given = dict(options)
 
+    def set(self, **options: Any) -> int:
+        """Validate and set options (all or nothing); return the option-set version."""
+        return self.opts.set(**options)
+
     @classmethod
     def option_table(cls) -> list[Option]:
         """This class's options with their owner filled in, base classes' first."""

@@ -135,6 +135,11 @@ class Updater(Component):
         """Apply ``model.updatemats`` to ``model.modelmats`` (one training minibatch)."""
         raise NotImplementedError
 
+    def apply_own_changes(self) -> None:
+        """Apply the option changes made on the updaters this one holds, which keep options
+        of their own outside the learner's set (a PerMatrix's); called by the training
+        thread at each minibatch boundary. None here."""
+
     def pass_statistics(self) -> list[Any]:
         """Arrays this updater accumulates over a pass and applies at its end (a full-batch
         updater's sums): learners that share the rows sum them across ranks just before

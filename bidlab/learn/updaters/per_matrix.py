@@ -63,6 +63,15 @@ class PerMatrix(Updater):
             upd.init(model)
         self._new_scratch()
 
+    def apply_own_changes(self) -> None:
+        """Refill the hyperparameter columns of each updater whose own options changed
+        (``upd.set(lrate=0.1)`` on it, in any thread): from the next minibatch on, as a
+        learner's options."""
+        for upd in self.updaters.values():
+            _, changes = upd.opts.take_changes()
+            if changes and upd.model is not None:
+                upd.apply_changes(changes)
+
     def update(self, step: int) -> None:
         for upd in self.updaters.values():
             upd.update(step)
