@@ -38,8 +38,9 @@ def launch(ranks: int, argv: list[str]) -> int:
 
 def not_on_ranks(args: argparse.Namespace) -> str | None:
     """Why ``bidlab train``'s arguments cannot run on ranks (None: they can): a held-out
-    share would make the ranks' minibatch counts differ, and per-pass coherence reads
-    every document, which no rank holds.
+    share would make the ranks' minibatch counts differ, per-pass coherence reads every
+    document, which no rank holds, and a plain learner model (``lsq``) is not sharded (each
+    rank would train alone on every row, all writing the one ``--checkpoint``).
 
     Examples
     --------
@@ -54,6 +55,15 @@ def not_on_ranks(args: argparse.Namespace) -> str | None:
     if getattr(args, "coherence", None):
         return ("--coherence is not available with --ranks (no rank holds every document): "
                 "compute it afterwards from --save, or leave --ranks out")
+    model = getattr(args, "model", None)
+    if model and not getattr(args, "help", False):
+        from bidlab.cli.train_options import _is_estimator, _registry
+
+        factory = _registry()[0].get(model)
+        if factory is not None and not _is_estimator(factory):
+            return (f"{model} is a plain learner Model, which --ranks does not run (each "
+                    "rank would train alone on every row): leave --ranks out, or train an "
+                    "estimator model (e.g. glm) on ranks")
     return None
 
 

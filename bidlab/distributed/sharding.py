@@ -26,7 +26,8 @@ import scipy.sparse as sp
 
 from bidlab.learn.comm import shard_range
 
-__all__ = ["shard_range", "rank_batch_size", "shard", "read_rank_data", "chosen_batch_size"]
+__all__ = ["shard_range", "rank_batch_size", "shard", "read_rank_data", "chosen_batch_size",
+           "even_batch_size"]
 
 
 def chosen_batch_size(est: Any, given: Any, n: int, size: int, default: int = 1000) -> int:
@@ -60,13 +61,27 @@ def rank_batch_size(n: int, rank: int, size: int, batch_size: int) -> int:
     bs = _even_batch_size(shares, shares[rank], batch_size)
     if bs is None:
         batches = math.ceil(max(shares) / max(1, int(batch_size)))
-        fits = next(b for d in range(1, max(shares) + 1) for b in (batch_size - d,
-                    batch_size + d) if b >= 1 and all(_even_batch_size(shares, m, b)
-                                                      for m in shares))
+        fits = even_batch_size(n, size, batch_size)
         raise ValueError(f"{n} rows on {size} ranks cannot make {batches} minibatches of "
                          f"batch_size {batch_size} on every rank: choose a batch_size that does "
                          f"(the nearest is {fits})")
     return bs
+
+
+def even_batch_size(n: int, size: int, batch_size: int) -> int:
+    """``batch_size`` when :func:`rank_batch_size` takes it on every rank, else the nearest
+    one that it takes (what a batch size nobody asked for, a default or a rule such as
+    GLM's ``"auto"``, becomes on ranks).
+
+    Examples
+    --------
+    >>> even_batch_size(41, 2, 2), even_batch_size(41, 2, 5)
+    (3, 5)
+    """
+    shares = [b - a for a, b in (shard_range(n, r, size) for r in range(size))]
+    batch_size = max(1, int(batch_size))
+    return next(b for d in range(max(shares) + 1) for b in (batch_size - d, batch_size + d)
+                if b >= 1 and all(_even_batch_size(shares, m, b) for m in shares))
 
 
 def _even_batch_size(shares: list[int], mine: int, batch_size: int) -> int | None:

@@ -8,10 +8,11 @@ Its own options:
 * ``--comm-mode average|butterfly|sparse`` (default ``average``) and ``--elastic A``:
   how the models are combined (:mod:`bidlab.distributed.combine`); ``--sync_every K`` (a
   learner option) how often;
-* ``--sync-timeout S`` (default 120): the longest a rank waits for the others at a sync
-  point before the job ends;
-* ``--nest D1,D2,...``: the sparse mode's layers (degrees multiplying to N; see
-  :class:`~bidlab.distributed.MPIComm`), e.g. ``--nest 4,8`` on 32 ranks;
+* ``--sync-timeout S`` (seconds > 0, default 120): the longest a rank waits for the
+  others at a sync point before the job ends;
+* ``--nest D1,D2,...`` (with ``--comm-mode sparse``): the sparse mode's layers (degrees
+  multiplying to N; see :class:`~bidlab.distributed.MPIComm`), e.g. ``--nest 4,8`` on 32
+  ranks;
 * ``--comm mpi|nccl`` (default ``mpi``): ``nccl`` combines GPU models (``--device gpu``)
   over NCCL, one rank per GPU (:class:`~bidlab.distributed.NCCLComm`; needs CuPy with
   NCCL).
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import traceback
@@ -76,15 +78,38 @@ def _nest(text: str | None) -> list[int] | None:
                          "by commas, e.g. --nest 2,2") from None
 
 
+def _seconds(text: str) -> float:
+    """``--sync-timeout``'s value: seconds > 0 (``inf``: wait for ever)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0; got {text!r}")
+    return value
+
+
+class _RankParser(argparse.ArgumentParser):
+    """Its errors are the same on every rank: rank 0 prints the usage and the error, the
+    others end quietly (with the same exit status)."""
+
+    def error(self, message: str) -> Any:
+        from bidlab.distributed.mpi_comm import world
+
+        if world().Get_rank() != 0:
+            self.exit(2)
+        super().error(message)
+
+
 def _parser() -> argparse.ArgumentParser:
     from bidlab.cli.train_options import add_arguments
 
-    p = argparse.ArgumentParser(prog="mpiexec -n N python -m bidlab.distributed.train",
-                                add_help=False, allow_abbrev=False)
+    p = _RankParser(prog="mpiexec -n N python -m bidlab.distributed.train", add_help=False,
+                    allow_abbrev=False)
     add_arguments(p)
     p.add_argument("--comm-mode", default="average", choices=["average", "butterfly", "sparse"])
     p.add_argument("--elastic", type=float, default=0.0)
-    p.add_argument("--sync-timeout", type=float, default=120.0)
+    p.add_argument("--sync-timeout", type=_seconds, default=120.0)
     p.add_argument("--nest", default=None, help="the sparse allreduce's layer degrees, "
                    "comma-separated, multiplying to the number of ranks (e.g. 4,8)")
     p.add_argument("--comm", default="mpi", choices=["mpi", "nccl"],
@@ -102,6 +127,9 @@ def _communicator(args: argparse.Namespace) -> Any:
         from bidlab.distributed.nccl_comm import NCCLComm
 
         return NCCLComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout)
+    if args.nest and args.comm_mode != "sparse":
+        raise ValueError(f"--nest layers the sparse mode, and --comm-mode is "
+                         f"{args.comm_mode}: add --comm-mode sparse, or leave --nest out")
     return MPIComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout,
                    nest=_nest(args.nest))
 
@@ -170,9 +198,19 @@ def _run(cli: Any, args: argparse.Namespace, comm: Any) -> int:
                 return super().resume(learner, again, params)
 
         def learner_options(self, est: Any, lopts: dict[str, Any]) -> dict[str, Any]:
-            from bidlab.distributed.sharding import chosen_batch_size, rank_batch_size
+            from bidlab.distributed.sharding import (
+                chosen_batch_size,
+                even_batch_size,
+                rank_batch_size,
+            )
 
             bs = chosen_batch_size(est, lopts.get("batch_size"), self.n_total, comm.size)
+            named = {t[2:].partition("=")[0].replace("-", "_") for t in self.extra
+                     if t.startswith("--")}
+            if not lopts.get("batch_size") and ("batch_size" not in named or isinstance(
+                    getattr(est, "batch_size", None), str)):
+                # nobody asked for this size: take the nearest that evens the ranks' counts
+                bs = even_batch_size(self.n_total, comm.size, bs)
             return {**lopts, "comm": comm,
                     "batch_size": rank_batch_size(self.n_total, comm.rank, comm.size, bs)}
 

@@ -19,8 +19,8 @@ plans the next ``prefetch`` minibatches while the model trains, so training runs
 speed; the training thread only copies the planned rows into its reused containers.
 
 A missing shard is reported when the source is made; a corrupt or truncated one (a bad
-zip, a wrong shape, a size that disagrees with the manifest) when it is read -- each
-error names the file. A manifest names files inside its folder only: a ``"file"`` that is
+zip, a wrong shape or dtype, a size that disagrees with the manifest) when it is read --
+each error names the file. A manifest names files inside its folder only: a ``"file"`` that is
 absolute, holds ``..`` or resolves (through a symlink) outside the folder is refused, as
 is one that is not a regular file. Each shard's ``.npz`` members are checked against the
 decompressed-size cap (:mod:`bidlab._bounded_io`) before numpy inflates them.
@@ -51,6 +51,7 @@ from bidlab._bounded_io import (
 )
 from bidlab.learn.checkpoint import atomic_write_bytes
 from bidlab.learn.datasource import DataInfo, DataSource
+from bidlab.learn.shard_checks import check_matrices, check_names, check_stored
 from bidlab.learn.source_inputs import _as_matrix, _clamp_batch, check_aligned, default_names
 from bidlab.learn.staging import MatSpec, Piece, Plan
 from bidlab.mat import validate_csr
@@ -74,7 +75,7 @@ def write_shards(folder: str | os.PathLike, *mats: Any, rows_per_shard: int = 10
         *mats: features first, then targets, weights, ... (numpy arrays, 1-D becomes one
             column; scipy sparse matrices, stored as CSR). All must have the same rows.
         rows_per_shard: rows in each shard (the last may have fewer).
-        names: one per matrix (default ``("X", "y", "w")``).
+        names: one per matrix, distinct strings (default ``("X", "y", "w")``).
         compress: zip-deflate the shards (smaller, slower to read).
     """
     if not mats:
@@ -93,6 +94,7 @@ def write_shards(folder: str | os.PathLike, *mats: Any, rows_per_shard: int = 10
             raise TypeError(f"write_shards takes host (numpy/scipy) data; {name!r} is on the GPU")
         raws.append(raw)
         specs.append(spec)
+    check_names(names, [s.sparse for s in specs])
     n = check_aligned(names, raws)
     if n == 0:
         raise ValueError("the data set is empty (0 samples): nothing to write")
@@ -162,7 +164,7 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
     try:
         rows = [int(s["rows"]) for s in manifest["shards"]]
         total = sum(rows)
-        _check_matrices(manifest["matrices"])
+        check_matrices(manifest["matrices"])
         if min(rows, default=0) < 0:
             raise ValueError("a shard has a negative row count")
         if not isinstance(manifest.get("n_samples"), int):
@@ -187,25 +189,6 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
                          "shards with write_shards(...)")
     manifest["_folder"] = str(folder)
     return manifest
-
-
-def _check_matrices(mats: Any) -> None:
-    """Raise ValueError / TypeError / KeyError unless ``mats`` describes >= 1 matrix, each
-    with a name, a kind (csr or dense), cols >= 0, a numeric dtype, an integer index dtype
-    and a well-formed row-length histogram."""
-    if not isinstance(mats, list) or not mats:
-        raise ValueError("it lists no matrices")
-    for m in mats:
-        if not isinstance(m["name"], str) or m["kind"] not in ("csr", "dense"):
-            raise ValueError(f"matrix entry {m!r:.80} needs a name and kind 'csr' or 'dense'")
-        if int(m["cols"]) < 0 or np.dtype(m["dtype"]).kind not in "biuf":
-            raise ValueError(f"matrix {m['name']!r} has cols {m['cols']!r} and dtype "
-                             f"{m['dtype']!r}: it needs cols >= 0 and a numeric dtype")
-        if m["kind"] == "csr":
-            if np.dtype(m.get("index_dtype", "int32")).kind not in "iu":
-                raise ValueError(f"matrix {m['name']!r} has index_dtype {m['index_dtype']!r}")
-            for length, count in m.get("row_nnz_hist", []):
-                int(length), int(count)
 
 
 def _shard_path(folder: Path, entry: Any, manifest: Path | str) -> Path:
@@ -241,6 +224,7 @@ def _load_shard(folder: Path, entry: dict[str, Any], mspecs: list[dict[str, Any]
                 if m["kind"] == "csr":
                     data, indices, indptr = (z[f"{name}__data"], z[f"{name}__indices"],
                                              z[f"{name}__indptr"])
+                    check_stored(m, (data, indices, indptr))
                     if indptr.shape != (rows + 1,) or data.shape != indices.shape or (
                             int(indptr[-1]) != data.shape[0]):
                         raise ValueError(f"{name!r} is not a valid {rows}-row CSR matrix")
@@ -249,6 +233,7 @@ def _load_shard(folder: Path, entry: dict[str, Any], mspecs: list[dict[str, Any]
                     out.append(csr)
                 else:
                     a = z[name]
+                    check_stored(m, (a,))
                     if a.shape != (rows, cols):
                         raise ValueError(f"{name!r} has shape {a.shape}, expected {(rows, cols)}")
                     out.append(a)
@@ -351,6 +336,9 @@ class ShardSource(DataSource):
         super().__init__(batch_size, n_passes, device)
         if not isinstance(prefetch, int) or prefetch < 1:
             raise ValueError(f"prefetch must be an int >= 1; got {prefetch!r}")
+        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+            raise ValueError(f"seed must be an int >= 0 (it seeds the shuffled orders of each "
+                             f"pass); got {seed!r}")
         self.manifest = read_manifest(folder)
         self.folder = Path(self.manifest["_folder"])
         n = int(self.manifest["n_samples"])
