@@ -87,8 +87,6 @@ def make_control(spec: Option, value: Any) -> W.ValueWidget | None:
     """The widget for one option (None when it has no sensible widget, e.g. a vector)."""
     desc = spec.name
     style = {"description_width": "90px"}
-    layout = W.Layout(width="360px")
-    common = dict(description=desc, style=style, layout=layout, continuous_update=False)
     if isinstance(value, tuple) or spec.type in ("path",):
         return None
     if spec.type is bool:
@@ -100,11 +98,18 @@ def make_control(spec: Option, value: Any) -> W.ValueWidget | None:
                           style=style)
     if value is None:
         return None
+
+    def slider(cls: type[W.ValueWidget], **kw: Any) -> W.ValueWidget:
+        # its own Layout, made here: a Layout is a widget (a comm) of its own, so one made
+        # for a text box that does not use it would stay open for the life of the kernel
+        return cls(description=desc, style=style, layout=W.Layout(width="360px"),
+                   continuous_update=False, **kw)
+
     if spec.type is int:
         lo = int(spec.low) if spec.low is not None else None
         hi = int(spec.high) if spec.high is not None else None
         if lo is not None and hi is not None and hi - lo <= 1000:
-            return W.IntSlider(value=int(value), min=lo, max=hi, **common)
+            return slider(W.IntSlider, value=int(value), min=lo, max=hi)
         lo = lo if lo is not None else -(2**31)
         hi = hi if hi is not None else max(4 * int(value), lo + 100)
         return W.BoundedIntText(value=int(value), min=lo, max=hi, description=desc,
@@ -117,11 +122,11 @@ def make_control(spec: Option, value: Any) -> W.ValueWidget | None:
             lo_e = max(lo_e, math.ceil(math.log10(spec.low)))
         if spec.high is not None and spec.high > 0:
             hi_e = min(hi_e, math.floor(math.log10(spec.high)))
-        return W.FloatLogSlider(value=value, base=10, min=lo_e, max=hi_e, step=0.05,
-                                readout_format=".3g", **common)
+        return slider(W.FloatLogSlider, value=value, base=10, min=lo_e, max=hi_e, step=0.05,
+                      readout_format=".3g")
     if spec.low is not None and spec.high is not None:
-        return W.FloatSlider(value=value, min=float(spec.low), max=float(spec.high),
-                             step=(spec.high - spec.low) / 200, readout_format=".3g", **common)
+        return slider(W.FloatSlider, value=value, min=float(spec.low), max=float(spec.high),
+                      step=(spec.high - spec.low) / 200, readout_format=".3g")
     return W.FloatText(value=value, description=desc, style=style,
                        layout=W.Layout(width="220px"))
 
@@ -176,11 +181,12 @@ class OptionControls:
         self.applied: list[Applied] = []
         self.message = ""  # the last error or confirmation, shown by the dashboard
         self._lock = threading.Lock()
-        self._syncing = False
+        self._quiet = threading.local()  # set while this thread shows a learner's value
+        self._synced_version = learner.opts.version
 
     # -- shell thread -------------------------------------------------------------------
     def _changed(self, change: dict[str, Any]) -> None:
-        if self._syncing:
+        if getattr(self._quiet, "on", False):  # this thread is showing the learner's value
             return
         w = change["owner"]
         name = w.description
@@ -188,6 +194,7 @@ class OptionControls:
             version = self.learner.set(**{name: change["new"]})
         except ValueError as exc:  # OptionError: tell the user why, keep the old value
             self.message = f"{exc}"
+            self._show(w, self.learner.opts.get(name))  # ... in the control too
             return
         with self._lock:
             self.pending.append(Applied(name, change["new"], version, time.perf_counter()))
@@ -228,20 +235,49 @@ class OptionControls:
         return done
 
     def sync_from_learner(self) -> None:
-        """Show values set elsewhere (e.g. ``learner.opts.x = ...`` in a cell)."""
-        self._syncing = True
+        """Show values set elsewhere (``learner.opts.x = ...`` or ``learner.set`` in a
+        cell); cheap when no option changed since the last call (the pump calls it every
+        tick). A value outside a control's range widens the range; a vector (one value per
+        row: no scalar control can show it) disables the control until a scalar is set
+        again; None, or a value a log slider cannot show (<= 0), leaves it as it is."""
+        version = self.learner.opts.version
+        if version == self._synced_version:
+            return
+        self._synced_version = version
+        for name, w in self.widgets.items():
+            self._show(w, self.learner.opts.get(name))
+
+    def _show(self, w: W.ValueWidget, value: Any) -> None:
+        """Put the learner's ``value`` in control ``w`` without sending it back to the
+        learner (only this thread's change is held back: a user's change made meanwhile in
+        the shell thread still reaches the learner, and the next sync shows it)."""
+        vector = isinstance(value, (tuple, list, np.ndarray))
+        if w.disabled != vector:
+            w.disabled = vector
+        if value is None or vector:
+            return
+        if isinstance(w, W.FloatLogSlider):
+            if not value > 0:
+                return
+            e = math.log10(value)
+            bounds = {"min": min(w.min, math.floor(e)), "max": max(w.max, math.ceil(e))}
+        elif hasattr(w, "min") and hasattr(w, "max") and not isinstance(value, bool):
+            bounds = {"min": min(w.min, value), "max": max(w.max, value)}
+        else:
+            bounds = {}
+        if w.value == value and all(getattr(w, k) == v for k, v in bounds.items()):
+            return
+        self._quiet.on = True
         try:
-            for name, w in self.widgets.items():
-                v = self.learner.opts.get(name)
-                if isinstance(v, tuple) or v is None:
-                    continue
-                if w.value != v:
-                    try:
-                        w.value = v
-                    except Exception:  # outside the slider's range: leave it
-                        pass
+            with w.hold_sync():
+                for k, v in bounds.items():  # widen first: a bounded widget clamps
+                    if getattr(w, k) != v:
+                        setattr(w, k, v)
+                w.value = value
+        except Exception:  # a value this widget cannot hold (e.g. not a dropdown choice)
+            pass
         finally:
-            self._syncing = False
+            self._quiet.on = False
 
     def box(self) -> W.Box:
         return W.VBox(list(self.widgets.values()))

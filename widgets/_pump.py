@@ -82,10 +82,12 @@ def _closed_render(snap: Snapshot | None) -> None:
 
 
 def close_widgets(*widgets: Any) -> None:
-    """Close ``widgets`` and every widget inside them (a box's children, recursively).
+    """Close ``widgets`` and every widget inside them (a box's children, recursively, and
+    each widget's ``layout`` and ``style``, which ``close()`` leaves open).
 
     A widget left open stays in ipywidgets' registry for the life of the kernel, with its
-    callbacks (a button's ``on_click``) and through them the view and its learner.
+    callbacks (a button's ``on_click``) and through them the view and its learner; a
+    layout or style left open is one more comm per widget each time a cell is re-run.
 
     Examples
     --------
@@ -93,9 +95,11 @@ def close_widgets(*widgets: Any) -> None:
     >>> inner = W.Button()
     >>> box = W.VBox([W.HBox([inner])])
     >>> close_widgets(box)
-    >>> inner.comm is None
-    True
+    >>> inner.comm is None, inner.layout.comm is None, inner.style.comm is None
+    (True, True, True)
     """
+    import ipywidgets as W
+
     seen: set[int] = set()
     stack = [w for w in widgets if w is not None]
     while stack:
@@ -104,6 +108,8 @@ def close_widgets(*widgets: Any) -> None:
             continue
         seen.add(id(w))
         stack.extend(getattr(w, "children", None) or ())
+        stack.extend(part for part in (getattr(w, "layout", None), getattr(w, "style", None))
+                     if isinstance(part, W.Widget))
         w.close()
 
 

@@ -10,6 +10,7 @@ bars are ``patch``-ed in place at most ten times a second by the pump thread.
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import ipywidgets as W
@@ -21,7 +22,7 @@ from bokeh.plotting import figure
 from bidlab.learn import Snapshot
 
 from ._bokeh import LiveBokeh
-from ._pump import MAX_RATE, PumpedView, View, pump_for
+from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for
 
 __all__ = ["BayesNetView"]
 
@@ -131,7 +132,8 @@ class BayesNetView(PumpedView):
             patch["color"] = [(full, colors)]
         self.source.patch(patch)
         model = self.learner.model
-        given = ", ".join(f"{k} = {v}" for k, v in model.chains.evidence.items()) or "none"
+        given = html.escape(", ".join(f"{k} = {v}" for k, v in model.chains.evidence.items())
+                            or "none")
         rhat = model.chains.rhat()
         self.status.value = (f"sweep {snap.step} · {snap.state} · kept "
                              f"{model.chains.kept} · max R-hat {rhat:.3f} · evidence: "
@@ -139,5 +141,4 @@ class BayesNetView(PumpedView):
 
     def _close_widgets(self) -> None:
         self._closed = True
-        for w in (self.widget, self.chart, self.status):
-            w.close()
+        close_widgets(self.widget, self.chart, self.status)

@@ -130,15 +130,18 @@ class Dashboard(PumpedView):
 
     # -- pump thread ------------------------------------------------------------------------
     def render(self, snap: Snapshot | None) -> None:
-        """One tick: state, progress, stats, a new chart row, control confirmations."""
+        """One tick: state, progress, stats, a new chart row, control confirmations, and
+        option values set outside the controls."""
         self.controls.poll()
+        self.controls.sync_from_learner()
         metrics = snap.metrics if snap is not None else self.learner.metrics
         if snap is not None:
             metrics = {**metrics, "state": snap.state or metrics.get("state")}
         with self.widget.hold_sync():
             self._render_metrics(metrics)
-            if self.message.value != self.controls.message:
-                self.message.value = self.controls.message
+            message = html.escape(self.controls.message)  # it quotes values and names
+            if self.message.value != message:
+                self.message.value = message
             self._render_error(snap.error if snap is not None else None, metrics)
         step = int(metrics.get("step", 0))
         if snap is not None and step != self._last_step and step > 0:

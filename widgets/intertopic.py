@@ -30,6 +30,7 @@ BokehJS would measure again on every repaint.
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -183,7 +184,7 @@ class IntertopicMap(PumpedView):
             else:
                 raise ValueError(f"unknown edit {kind!r}: merge, split or delete")
         except (ValueError, IndexError, TypeError, RuntimeError) as exc:
-            self.status.value = f"<span style='color:#b00'>{exc}</span>"
+            self.status.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
             return None
         self.requests.append(ticket)
         self.selected = []
@@ -297,7 +298,7 @@ class IntertopicMap(PumpedView):
         rel = export.relevance(P[t : t + 1], share, float(self.lam.value))[0]
         best = np.argsort(-rel, kind="stable")[: self.n_words]
         self.words.value = (f"<b>topic {t}</b> (λ = {self.lam.value:.2f}): "
-                            + ", ".join(self.vocab[j] for j in best))
+                            + html.escape(", ".join(str(self.vocab[j]) for j in best)))
 
     def _close_widgets(self) -> None:
         self._closed = True

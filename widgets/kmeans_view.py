@@ -23,7 +23,7 @@ from bidlab.models.kmeans.model import KMeansModel
 
 from ._bokeh import LiveBokeh
 from ._charts import legend_html, palette, score_figure, stream_row
-from ._pump import MAX_RATE, PumpedView, View, pump_for
+from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for
 
 __all__ = ["KMeansView"]
 
@@ -92,5 +92,4 @@ class KMeansView(PumpedView):
 
     def _close_widgets(self) -> None:
         self._closed = True
-        for w in (self.widget, self.chart, self.legend, self.status):
-            w.close()
+        close_widgets(self.widget, self.chart, self.legend, self.status)

@@ -25,7 +25,7 @@ from bidlab.models.sfa.metrics import precision_at_k, top_k
 
 from ._bokeh import LiveBokeh
 from ._charts import legend_html, score_figure, stream_row
-from ._pump import MAX_RATE, PumpedView, View, pump_for
+from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for
 
 __all__ = ["SimilarItemsView", "similar_titles"]
 
@@ -175,7 +175,7 @@ class SimilarItemsView(PumpedView):
         if lists != self.lists:
             self.lists = lists
             rows = "".join(
-                f"<tr><td><b>{html.escape(self.titles[i])}</b></td><td>"
+                f"<tr><td><b>{html.escape(str(self.titles[i]))}</b></td><td>"
                 f"{html.escape(' · '.join(sim))}</td></tr>" for i, sim in zip(
                     self.items, lists, strict=True))
             self.table.value = (f"<table><tr><th>similar items to ...</th><th>{self.n} "
@@ -195,5 +195,4 @@ class SimilarItemsView(PumpedView):
 
     def _close_widgets(self) -> None:
         self._closed = True
-        for w in (self.widget, self.chart, self.table, self.legend, self.status):
-            w.close()
+        close_widgets(self.widget, self.chart, self.table, self.legend, self.status)

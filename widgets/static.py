@@ -70,6 +70,13 @@ def _column(spec: Any, data: dict[str, Any], n: int) -> Any:
     return [spec] * n
 
 
+def _plain(text: Any) -> str:
+    """``text`` as matplotlib should print it: each ``$`` escaped, so a word such as
+    ``$\\w$`` or ``$5 to $10`` is printed as it is, not parsed as math text (which
+    raises on an unknown symbol such as ``\\w`` and sets the rest in italics)."""
+    return str(text).replace("$", r"\$")
+
+
 def _color(c: Any) -> Any:
     if c is None or (isinstance(c, str) and c.startswith("#") and len(c) == 9 and
                      c.endswith("00")):
@@ -93,7 +100,7 @@ def _draw(ax: Any, fig: Any) -> None:
             x = [factors.index(v) if v in factors else np.nan for v in x]
         if kind == "Line":
             ax.plot(np.asarray(x, float), np.asarray(_column(g.y, data, n), float),
-                    color=_color(g.line_color), lw=1.5, label=r.name)
+                    color=_color(g.line_color), lw=1.5, label=_plain(r.name or ""))
             labelled |= bool(r.name)
         elif kind == "VBar":
             ax.bar(x, np.asarray(_column(g.top, data, n), float), width=0.8,
@@ -120,23 +127,23 @@ def _draw(ax: Any, fig: Any) -> None:
         elif kind == "Text":
             y = _column(g.y, data, n)
             for xi, yi, t in zip(x, y, _column(g.text, data, n), strict=False):
-                ax.text(xi, yi, str(t), ha="right", va="center", fontsize=8, color="#444444")
+                ax.text(xi, yi, _plain(t), ha="right", va="center", fontsize=8, color="#444444")
     if factors is not None:
-        ax.set_xticks(range(len(factors)), factors)
+        ax.set_xticks(range(len(factors)), [_plain(f) for f in factors])
     labels = fig.yaxis[0].major_label_overrides if fig.yaxis else None
     if labels and fig.yaxis[0].visible:  # bars named by their ticks (a bar per state)
         ticks = sorted(k for k in labels if isinstance(k, (int, float)))
-        ax.set_yticks(ticks, [str(labels[k]) for k in ticks])
+        ax.set_yticks(ticks, [_plain(labels[k]) for k in ticks])
     for rng, setter in ((fig.x_range, ax.set_xlim), (fig.y_range, ax.set_ylim)):
         start, end = getattr(rng, "start", None), getattr(rng, "end", None)
         if (isinstance(start, (int, float)) and isinstance(end, (int, float))
                 and np.isfinite([start, end]).all() and start != end and factors is None):
             setter(start, end)
     title = getattr(fig.title, "text", "") or ""
-    ax.set_title(title, fontsize=9)
+    ax.set_title(_plain(title), fontsize=9)
     for axis, setter in ((fig.xaxis, ax.set_xlabel), (fig.yaxis, ax.set_ylabel)):
         if axis and axis[0].axis_label and axis[0].visible:
-            setter(axis[0].axis_label, fontsize=8)
+            setter(_plain(axis[0].axis_label), fontsize=8)
     if fig.xaxis and not fig.xaxis[0].visible:
         ax.set_xticks([])
     if fig.yaxis and not fig.yaxis[0].visible:

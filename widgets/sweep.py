@@ -14,6 +14,7 @@ cost their share of the shared products). Build a new sweep of the winners to sa
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -27,7 +28,7 @@ from bidlab.learn.hyper import expand_hyper
 
 from ._bokeh import LiveBokeh
 from ._charts import legend_html, score_figure, stream_row
-from ._pump import MAX_RATE, PumpedView, View, pump_for
+from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for
 
 __all__ = ["SweepView", "FROZEN_LRATE"]
 
@@ -140,7 +141,9 @@ class SweepView(PumpedView):
         stream_row(self.source, {"step": step, **{f"c{i}": float(v)
                                                   for i, v in enumerate(self.scores)}})
         self.points += 1
-        self.best = int(np.nanargmax(self.scores))
+        # no best while every score is NaN (a loss that overflowed): nanargmax would raise
+        self.best = (int(np.nanargmax(self.scores)) if not np.isnan(self.scores).all()
+                     else None)
         shown = (self.best, frozenset(self.frozen))
         if shown != self._shown:
             self._shown = shown
@@ -148,12 +151,13 @@ class SweepView(PumpedView):
                 r.glyph.line_width = 4 if i == self.best else 1.5
                 r.glyph.line_alpha = 1.0 if i == self.best else 0.45
                 r.glyph.line_dash = "dashed" if i in self.frozen else "solid"
-        text = (f"best: <b>{self.labels[self.best]}</b> ({self.scores[self.best]:.4g})"
-                + (f" · frozen: {len(self.frozen)}" if self.frozen else ""))
+        best = ("none yet (no finite score)" if self.best is None else
+                f"<b>{html.escape(str(self.labels[self.best]))}</b> "
+                f"({self.scores[self.best]:.4g})")
+        text = f"best: {best}" + (f" · frozen: {len(self.frozen)}" if self.frozen else "")
         if self.status.value != text:
             self.status.value = text
 
     def _close_widgets(self) -> None:
         self._closed = True
-        for w in (self.widget, self.legend, self.chart, self.keep, self.freeze, self.status):
-            w.close()
+        close_widgets(self.widget, self.legend, self.chart, self.keep, self.freeze, self.status)

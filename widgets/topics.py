@@ -24,6 +24,7 @@ temperature log confirms it. For variational LDA the chart works without tempera
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -314,12 +315,12 @@ class TopicBubbles(PumpedView):
         now = time.monotonic()
         if sets == self._list_sets and now - self._list_time < LIST_REORDER_S:
             return
-        html = "".join(f"<div><b style='color:{c}'>topic {t}</b>: "
-                       f"{', '.join(self.vocab[j] for j in top[t])}</div>"
+        text = "".join(f"<div><b style='color:{c}'>topic {t}</b>: "
+                       f"{html.escape(', '.join(str(self.vocab[j]) for j in top[t]))}</div>"
                        for t, c in zip(range(self.k), palette(self.k), strict=True))
         self._list_sets, self._list_time = sets, now
-        if self.top_words.value != html:
-            self.top_words.value = html
+        if self.top_words.value != text:
+            self.top_words.value = text
 
     def _assign_rows(self, top: np.ndarray, near: np.ndarray) -> None:
         """Give every word of ``top`` (topics x n_top) a row; a word already shown keeps its
@@ -345,7 +346,8 @@ class TopicBubbles(PumpedView):
         if sel is None:
             return
         topic, word = sel
-        text = f"selected: topic <b>{topic}</b>, word <b>{self.vocab[word]}</b> (#{word})"
+        text = (f"selected: topic <b>{topic}</b>, word <b>{html.escape(str(self.vocab[word]))}</b> "
+                f"(#{word})")
         if self.temperatures:
             value = self.heated.get(sel, 1.0)
             self._syncing = True

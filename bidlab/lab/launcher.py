@@ -26,6 +26,7 @@ import socket
 import sys
 import threading
 from pathlib import Path
+from urllib.parse import quote
 
 from bidlab._source_checkout import CHECKOUT_DIR, PACKAGE_DIR
 from bidlab.lab.access import (
@@ -145,7 +146,10 @@ def lab_command(notebook: Path | None, port: int, token: str, open_browser: bool
     notebook at (with it); run the command with :func:`lab_environment`.
 
     The server root is the working directory when the notebook lies below it, else the
-    notebook's folder.
+    notebook's folder. The notebook's path and the token are percent-encoded in the URL:
+    a ``#``, ``?``, ``%`` or space in a file name would otherwise end the path early (the
+    browser then opens another page, and the token after a ``#`` never reaches the
+    server).
     """
     root = (root_dir or Path.cwd()).resolve()
     cmd = [
@@ -161,10 +165,10 @@ def lab_command(notebook: Path | None, port: int, token: str, open_browser: bool
     if notebook is not None:
         if not notebook.is_relative_to(root):
             root = notebook.parent
-        path = "tree/" + notebook.relative_to(root).as_posix()
+        path = "tree/" + quote(notebook.relative_to(root).as_posix())
         cmd.append(str(notebook))
     cmd.append(f"--ServerApp.root_dir={root}")
-    return cmd, f"http://{HOST}:{port}/lab/{path}?token={token}"
+    return cmd, f"http://{HOST}:{port}/lab/{path}?token={quote(token, safe='')}"
 
 
 def lab_environment(token: str, base: dict[str, str] | None = None,

@@ -53,7 +53,7 @@ def _number(value: Any) -> float | None:
     """A finite float, or None (JSON has no NaN/inf and the kernel session rejects them)."""
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # an int past 1e308 too
         return None
     return x if math.isfinite(x) else None
 
