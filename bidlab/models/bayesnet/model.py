@@ -35,7 +35,7 @@ from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import Batch, Updater
 from bidlab.mat import Mat
 from bidlab.models.bayesnet.network import Network
-from bidlab.models.bayesnet.sampler import GibbsChains
+from bidlab.models.bayesnet.sampler import GibbsChains, evidence_vector
 from bidlab.models.bayesnet.temperature import TableTemperatures, replica_weights
 from bidlab.models.lda.gibbs_params import ANNEAL, ANNEAL_PASSES, NSAMPS, NSAMPS0, anneal_nsamps
 
@@ -147,10 +147,14 @@ class BayesNetModel(TableTemperatures, Model):
         self._seen = np.zeros(info.n_samples, bool)
 
     def set_evidence(self, evidence: dict[str, Any] | None) -> None:
-        """Clamp ``evidence`` (``{variable: state}``; None clears) from the next sweep on."""
-        self._evidence = evidence
+        """Clamp ``evidence`` (``{variable: state}``; None clears) from the next sweep on.
+        Evidence that names no variable or state, or has probability zero, raises
+        :class:`~bidlab.models.bayesnet.network.BayesNetError` and changes nothing."""
         if self.chains is not None:
             self.chains.set_evidence(evidence)
+        else:
+            evidence_vector(self.network, evidence)
+        self._evidence = None if evidence is None else dict(evidence)
 
     def update(self, batch: Minibatch) -> float | None:
         ch = self.chains

@@ -17,6 +17,7 @@ options and the learner go on.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,9 @@ def evidence_vector(net: Network, evidence: dict[str, Any] | None) -> np.ndarray
             net.index(name)
         if not 0 <= int(v) < net.n_vars:
             raise BayesNetError(f"unknown variable index {v}: the network has {net.n_vars}")
+        if ev[int(v)] >= 0:  # by its name and by its index
+            raise BayesNetError(f"the evidence gives {net.names[int(v)]!r} twice (by name "
+                                "and by index): give each variable once")
         ev[int(v)] = net.state_index(int(v), state)
     return ev
 
@@ -119,15 +123,34 @@ class GibbsChains:
         self.thin = 1
         self._bad = np.zeros(self.X.shape[0], np.uint8)
         self._lj = np.zeros(self.X.shape[0])
+        self._lock = threading.RLock()  # a sweep, or a check of new evidence, at a time
+        self._pool: tuple[np.ndarray, int, np.ndarray, np.ndarray] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
 
     # -- evidence -------------------------------------------------------------------------
     def set_evidence(self, evidence: dict[str, Any] | None) -> None:
-        """Evidence for the next sweep on (checked now, applied then)."""
-        self._pending = evidence_vector(self.net, evidence)
+        """Evidence for the next sweep on (checked now, applied then). Running chains also
+        check now, between two sweeps, that some start agrees with it: evidence of
+        probability zero raises :class:`BayesNetError` here and leaves the chains (and a
+        learner sweeping them) as they were."""
+        ev = evidence_vector(self.net, evidence)
+        with self._lock:
+            if self.m_init and self.chains_only and not np.array_equal(ev, self.ev):
+                self._start_pool(ev)
+            self._pending = ev
 
     def _apply_evidence(self) -> None:
         ev, self._pending = self._pending, None
         if ev is None or np.array_equal(ev, self.ev):
+            self._pool = None  # a checked start it no longer needs
             return
         old = self.ev
         self.ev = ev
@@ -150,7 +173,8 @@ class GibbsChains:
 
     @property
     def evidence(self) -> dict[str, str]:
-        ev = self.ev if self._pending is None else self._pending
+        pending = self._pending  # read once: a sweep may take it meanwhile
+        ev = self.ev if pending is None else pending
         return {self.net.names[v]: self.net.states[v][ev[v]] for v in np.flatnonzero(ev >= 0)}
 
     # -- state ----------------------------------------------------------------------------
@@ -201,10 +225,12 @@ class GibbsChains:
         if todo.size:
             self._zero_probability(int(todo[0] % self.n_obs))
 
-    def _zero_probability(self, i: int) -> None:
-        """Raise the error for clamped values (the evidence, with observation ``i``'s)
-        that none of ``init_tries`` rounds of ancestral draws agreed with."""
-        ev = {k: v for k, v in self.evidence.items()}
+    def _zero_probability(self, i: int, evidence: np.ndarray | None = None) -> None:
+        """Raise the error for clamped values (the evidence, ``evidence`` or the chains',
+        with observation ``i``'s) that none of ``init_tries`` rounds of ancestral draws
+        agreed with."""
+        e = self.ev if evidence is None else evidence
+        ev = {self.net.names[v]: self.net.states[v][e[v]] for v in np.flatnonzero(e >= 0)}
         seen = {self.net.names[v]: self.net.states[v][self.obs[i, v]]
                 for v in np.flatnonzero(self.obs[i] >= 0)}
         what = f"the evidence {ev}" if ev else "observation"
@@ -228,35 +254,49 @@ class GibbsChains:
         ``init_tries`` more rounds of one draw per chain look for some that do; none at
         all means the evidence has probability zero."""
         n = self.n_obs
-        pool = min(POOL * n, max(n, 200_000))
-        P, lw = self._likelihood_draws(pool, _INIT_STEP - 1 - self.sweeps)
-        if not np.isfinite(lw.max()):
-            P, lw = self._agreeing_draws(n)
+        P, lw = self._start_pool(self.ev)
+        self._pool = None  # used: its memory goes
         top = lw.max()
         w = np.exp(lw - top)
         c = np.cumsum(w / w.sum())
         u = (np.random.default_rng([self.seed, self.sweeps]).random() + np.arange(n)) / n
         self.X[:n] = P[np.minimum(np.searchsorted(c, u), P.shape[0] - 1)]
 
-    def _likelihood_draws(self, size: int, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """``size`` ancestral draws with the evidence clamped (the streams of sweep key
-        ``step``) and each one's log-likelihood of the evidence (``-inf``: disagrees)."""
+    def _start_pool(self, ev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The draws :meth:`_weighted_start` resamples under evidence ``ev`` at this sweep,
+        and their log-likelihoods (raises when none agrees with it). Kept for that sweep:
+        a check of new evidence draws the pool its start then uses."""
+        kept = self._pool
+        if kept is not None and kept[1] == self.sweeps and np.array_equal(kept[0], ev):
+            return kept[2], kept[3]
+        n = self.n_obs
+        pool = min(POOL * n, max(n, 200_000))
+        P, lw = self._likelihood_draws(pool, _INIT_STEP - 1 - self.sweeps, ev)
+        if not np.isfinite(lw.max()):
+            P, lw = self._agreeing_draws(n, ev)
+        self._pool = (ev.copy(), self.sweeps, P, lw)
+        return P, lw
+
+    def _likelihood_draws(self, size: int, step: int,
+                          ev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``size`` ancestral draws with the evidence ``ev`` clamped (the streams of sweep
+        key ``step``) and each one's log-likelihood of it (``-inf``: disagrees)."""
         t = self.t
         P = np.zeros((size, t.card.size), np.int32)
         free = np.full((1, t.card.size), -1, np.int32)
         key = np.uint64(stream_key(self.seed, step))
-        bn_gibbs.forward_fill(P.size, P, np.arange(size, dtype=np.int64), free, self.ev, 1,
+        bn_gibbs.forward_fill(P.size, P, np.arange(size, dtype=np.int64), free, ev, 1,
                               t.order, t.cpt, t.off, t.card, *t.parents, key)
         lw = np.zeros(size)
         with np.errstate(divide="ignore"):
-            for v in np.flatnonzero(self.ev >= 0):
+            for v in np.flatnonzero(ev >= 0):
                 cfg = np.zeros(size, np.int64)
                 for q in range(t.par_ptr[v], t.par_ptr[v + 1]):
                     cfg += P[:, t.par_idx[q]].astype(np.int64) * t.par_stride[q]
-                lw += np.log(t.cpt[t.off[v] + cfg * t.card[v] + self.ev[v]])
+                lw += np.log(t.cpt[t.off[v] + cfg * t.card[v] + ev[v]])
         return P, lw
 
-    def _agreeing_draws(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+    def _agreeing_draws(self, n: int, ev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Draws that agree with the evidence (and their log-likelihoods of it) from up to
         ``init_tries`` rounds of ``n`` likelihood draws: the rounds stop once ``n`` agree;
         none agreeing raises the evidence's zero-probability error."""
@@ -264,7 +304,8 @@ class GibbsChains:
         keep_lw: list[np.ndarray] = []
         found = 0
         for attempt in range(self.init_tries):
-            P, lw = self._likelihood_draws(n, 2 * _INIT_STEP + self.sweeps * 1024 + attempt)
+            P, lw = self._likelihood_draws(n, 2 * _INIT_STEP + self.sweeps * 1024 + attempt,
+                                           ev)
             ok = np.isfinite(lw)
             if ok.any():
                 keep_P.append(P[ok])
@@ -273,13 +314,17 @@ class GibbsChains:
                 if found >= n:
                     break
         if not found:
-            self._zero_probability(0)
+            self._zero_probability(0, ev)
         return np.concatenate(keep_P), np.concatenate(keep_lw)
 
     def activate(self, m: int) -> None:
         """Make replicas ``0..m-1`` live: new ones start as copies of replica 0. The first
         call takes pending evidence first, so the chains start from it."""
         m = min(int(m), self.m_max)
+        with self._lock:
+            self._activate(m)
+
+    def _activate(self, m: int) -> None:
         if self.m_init == 0:
             if self._pending is not None:
                 self._apply_evidence()
@@ -299,6 +344,10 @@ class GibbsChains:
         """One sweep of every block over observations ``lo..hi`` of ``m_active`` replicas;
         ``record`` adds the Rao-Blackwellised marginals to the sums (chains only); None:
         when ``burn_in`` sweeps have passed since the evidence changed, every ``thin``-th."""
+        with self._lock:
+            self._sweep(m_active, record, lo, hi)
+
+    def _sweep(self, m_active: int, record: bool | None, lo: int, hi: int | None) -> None:
         if self._pending is not None:
             self._apply_evidence()
         if record is None:
