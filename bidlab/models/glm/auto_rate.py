@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from bidlab.learn.divergence import DivergedError
+from bidlab.models.validation import take_rows
 
 __all__ = ["PILOT_SAMPLE_STEPS", "PILOT_STEPS", "RACE_SIZE", "RATE_GRID", "is_auto",
            "no_rate_trains", "pick_rates", "pilot_batch", "pilot_rows", "race_rates",
@@ -162,7 +163,7 @@ def _choose(loss: np.ndarray, links: tuple[str, ...]) -> np.ndarray:
 def _take(X: Any, rows: np.ndarray) -> Any:
     """Rows of a CSR matrix on its own device."""
     if isinstance(X, np.ndarray) or type(X).__module__.startswith("scipy"):
-        return X[rows]
+        return take_rows(X, rows)
     from bidlab import backend
 
     return X[backend.cupy().asarray(rows)]

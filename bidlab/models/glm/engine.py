@@ -224,7 +224,7 @@ class GLMEngine:
         Ye = encode(self.targets_, Y2, self.dtype_)
         if shuffle:  # one seeded order for all passes; minibatches are then row ranges
             perm = np.random.default_rng(self._seed()).permutation(X.shape[0])
-            X = X[perm] if xp is np else X[xp.asarray(perm)]
+            X = _take(X, perm)
             Ye = Ye[perm]
             w = None if w is None else w[perm]
         mats = [X, xp.asarray(Ye)]

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from bidlab.models.validation import dense_to_csr
+from bidlab.models.validation import dense_to_csr, stores_every_entry
 
 __all__ = ["CENTRE_DENSITY", "Scaling", "choose_scaling", "standardize_ok"]
 
@@ -78,6 +78,11 @@ class Scaling:
             out = X.copy()
             out.data *= self.scale.astype(dtype, copy=False)[out.indices]
             return out
+        if stores_every_entry(X):  # dense input: the same pattern, new values
+            D = X.data.reshape(X.shape) - self.mean.astype(dtype, copy=False)
+            D *= self.scale.astype(dtype, copy=False)
+            return sp.csr_matrix((D.reshape(-1), X.indices.copy(), X.indptr.copy()),
+                                 shape=X.shape, copy=False)
         D = X.toarray()
         D -= self.mean.astype(dtype, copy=False)
         D *= self.scale.astype(dtype, copy=False)
@@ -160,12 +165,15 @@ def _scale(X: sp.csr_matrix, m1: np.ndarray, mean: Any) -> np.ndarray:
     weighted column means); 1 where a feature is constant. The variance is the mean
     squared deviation from ``m1`` (not ``E[x^2] - m1^2``, whose rounding leaves a constant
     feature of many rows a deviation of 1e-7 of its value, and a scale near 1e7)."""
-    dev = sp.csr_matrix((np.square(X.data - m1[X.indices], dtype=np.float64), X.indices,
-                         X.indptr), shape=X.shape)
-    # the rows a feature has no entry in are 0, m1 from its mean
-    stored = sp.csr_matrix((np.ones(X.nnz), X.indices, X.indptr), shape=X.shape)
-    full = np.bincount(X.indices, minlength=X.shape[1]) == X.shape[0]
-    zeros = np.where(full, 0.0, np.maximum(1.0 - mean(stored), 0.0))
-    sd = np.sqrt(mean(dev) + m1 * m1 * zeros)
+    if stores_every_entry(X):  # dense input: its values are the matrix
+        sd = np.sqrt(mean(np.square(X.data.reshape(X.shape) - m1, dtype=np.float64)))
+    else:
+        dev = sp.csr_matrix((np.square(X.data - m1[X.indices], dtype=np.float64),
+                             X.indices, X.indptr), shape=X.shape)
+        # the rows a feature has no entry in are 0, m1 from its mean
+        stored = sp.csr_matrix((np.ones(X.nnz), X.indices, X.indptr), shape=X.shape)
+        full = np.bincount(X.indices, minlength=X.shape[1]) == X.shape[0]
+        zeros = np.where(full, 0.0, np.maximum(1.0 - mean(stored), 0.0))
+        sd = np.sqrt(mean(dev) + m1 * m1 * zeros)
     tiny = sd <= 1e-7 * np.maximum(np.abs(m1), 1e-30)
     return np.where(tiny, 1.0, 1.0 / np.where(tiny, 1.0, sd))
