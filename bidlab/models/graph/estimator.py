@@ -170,10 +170,18 @@ class PageRank(FittedByModel, BidlabEstimator):
     # -- fitted state ---------------------------------------------------------------------
     @property
     def scores_(self) -> np.ndarray:
-        """The PageRank of each vertex (n,), summing to 1 (a host copy)."""
+        """The PageRank of each vertex (n,), summing to 1 (a host copy). Gauss-Seidel
+        sweeps leave the total free until the run ends (the model's doc): the scores of
+        a learner stopped or paused before that are scaled here."""
         check_is_fitted(self)
-        return np.array(backend.to_host(self.model_.modelmats[0].data), dtype=np.float64,
-                        copy=True).reshape(-1)
+        model = self.model_
+        s = np.array(backend.to_host(model.modelmats[0].data), dtype=np.float64,
+                     copy=True).reshape(-1)
+        if getattr(model, "sweeping", False) and not model.converged:
+            total = float(s.sum())
+            if total > 0:
+                s /= total
+        return s
 
     @property
     def n_iter_(self) -> int:

@@ -8,6 +8,7 @@ dangling vertex. Everything is xp-generic: a scipy / CuPy CSR matrix stays where
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -61,11 +62,13 @@ def as_adjacency(G: Any, dtype: Any, *, square: bool = True, directed: bool = Tr
         dense = xp.asarray(G)
         if dense.dtype.kind not in "biuf":
             raise TypeError(f"PageRank: edge weights must be numbers; got {dense.dtype}")
-        G = csp.csr_matrix(dense.astype(np.float64) if dense.dtype.kind != "f" else dense)
+        # (float64 for integers, booleans and float16, which scipy.sparse does not hold)
+        G = csp.csr_matrix(dense if dense.dtype.kind == "f" and dense.dtype.itemsize >= 4
+                           else dense.astype(np.float64))
     if sp.issparse(G) and G.dtype.kind not in "biuf":
         raise TypeError(f"PageRank: edge weights must be numbers; got {G.dtype}")
     if G.dtype != dtype:
-        G = G.astype(dtype)
+        G = _cast(G, dtype)
     xp = backend.namespace(G.data)
     vals = G.data
     if vals.size:
@@ -91,10 +94,44 @@ def as_adjacency(G: Any, dtype: Any, *, square: bool = True, directed: bool = Tr
         G = G.copy()
         G.sum_duplicates()
     _check_out_weights(G)
+    G = _scale_tiny_rows(G)
     if device == "gpu" and not on_gpu:
         G = backend.to_device(G)
     elif device == "cpu" and on_gpu:
         G = backend.to_host(G)
+    return G
+
+
+def _cast(G: Any, dtype: Any) -> Any:
+    """``G`` as ``dtype``, refusing a cast to a narrower float type that would change the
+    graph: a finite weight past the type's range (it would read as inf), or a vertex all
+    of whose positive out-weights round to 0 (it would turn dangling, silently)."""
+    src = G.data
+    with np.errstate(over="ignore", under="ignore"):
+        G = G.astype(dtype)
+    if src.dtype.kind != "f" or src.dtype.itemsize <= G.dtype.itemsize or not src.size:
+        return G
+    xp = backend.namespace(src)
+    info = np.finfo(G.dtype)
+    if bool((xp.isfinite(src) & ~xp.isfinite(G.data)).any()):
+        raise ValueError(f"PageRank: some edge weights are past the largest {G.dtype} "
+                         f"({float(info.max):.3g}): scale the edge weights down (PageRank "
+                         "reads only each vertex's weights relative to its out-weight) or "
+                         "use dtype=float64")
+    if not bool(((src > 0) & (G.data == 0)).any()):
+        return G
+    csp = backend.sparse_module(xp)
+    count = [xp.asarray(csp.csr_matrix(((v > 0).astype(np.float64), G.indices, G.indptr),
+                                       shape=G.shape).sum(axis=1)).reshape(-1)
+             for v in (src, G.data)]
+    emptied = (count[0] > 0) & (count[1] == 0)
+    if bool(emptied.any()):
+        v = int(backend.to_host(xp.flatnonzero(emptied)[:1])[0])
+        raise ValueError(f"PageRank: the out-weights of vertex {v} are all below the "
+                         f"smallest {G.dtype} ({float(info.smallest_subnormal):.3g}) and "
+                         "round to 0 (it would turn dangling): scale the edge weights up "
+                         "(PageRank reads only each vertex's weights relative to its "
+                         "out-weight) or use dtype=float64")
     return G
 
 
@@ -116,6 +153,29 @@ def _check_out_weights(G: Any) -> None:
         raise ValueError(f"PageRank: the out-weights of vertex {v} sum past the largest "
                          f"{G.dtype} ({top:.3g}): scale the edge weights down (PageRank "
                          "reads only each vertex's weights relative to its out-weight)")
+
+
+def _scale_tiny_rows(G: Any) -> Any:
+    """``G`` with each row whose out-weight is so small (subnormal) that its inverse
+    overflows to inf scaled up by a power of 2 (exact): PageRank reads only each vertex's
+    weights relative to its out-weight. A copy where a row is scaled, else ``G`` itself;
+    only a graph with such a tiny weight is summed."""
+    if not G.nnz:
+        return G
+    xp = backend.namespace(G.data)
+    small = 1.0 / float(np.finfo(G.dtype).max)
+    vals = G.data
+    if not bool(((vals > 0) & (vals < small)).any()):
+        return G
+    out = xp.asarray(G.sum(axis=1, dtype=np.float64)).reshape(-1)
+    tiny = (out > 0) & (out < small)
+    if not bool(tiny.any()):
+        return G
+    up = float(np.ldexp(1.0, int(np.finfo(G.dtype).maxexp) // 2))
+    row = xp.searchsorted(G.indptr, xp.arange(G.nnz, dtype=G.indptr.dtype), side="right") - 1
+    G = G.copy()
+    G.data[...] = xp.where(tiny[row], vals * G.dtype.type(up), vals)
+    return G
 
 
 def transition(A: Any) -> tuple[Any, Any]:
@@ -156,17 +216,28 @@ def vertex_weights(v: Any, n: int, what: str) -> np.ndarray | None:
                 raise ValueError(f"PageRank: {what} names vertex {int(key)}, out of range for "
                                  f"a graph of {n} vertices (indices 0..{n - 1}); map "
                                  "original ids with EdgeList.index_of()")
-            w[int(key)] = float(val)
+            w[int(key)] = _weight(val, what)
     else:
-        w = np.asarray(backend.to_host(v), dtype=np.float64).reshape(-1)
+        w = np.asarray(backend.to_host(v))
+        if w.dtype.kind not in "biuf":
+            w = np.array([_weight(x, what) for x in w.reshape(-1).tolist()], dtype=np.float64)
+        w = w.astype(np.float64).reshape(-1)
         if w.shape[0] != n:
             raise ValueError(f"PageRank: {what} has {w.shape[0]} entries but the graph has "
                              f"{n} vertices: give one weight per vertex, or a dict "
                              "{vertex index: weight}")
     if not np.isfinite(w).all() or (w < 0).any():
         raise ValueError(f"PageRank: {what} weights must be finite and >= 0")
-    total = float(w.sum())
-    if total <= 0:
+    top = float(w.max())
+    if top <= 0:
         raise ValueError(f"PageRank: {what} weights are all 0: give some vertex a positive "
                          "weight")
-    return w / total
+    w = w / top  # (the largest is 1 first: a sum of huge weights would overflow to inf)
+    return w / w.sum()
+
+
+def _weight(val: Any, what: str) -> float:
+    """One personalisation / dangling weight as a float (a real number only)."""
+    if isinstance(val, (numbers.Real, np.bool_)):
+        return float(val)
+    raise ValueError(f"PageRank: {what} weights must be real numbers; got {val!r}")
