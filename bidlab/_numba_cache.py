@@ -10,7 +10,9 @@ editable install), else ``numba/`` in the user cache folder (``$XDG_CACHE_HOME``
 ``~/.cache``), keyed by the package's path. That covers a read-only ``site-packages``.
 When none of them is writable numba refuses to define a cached kernel, which would make
 ``import bidlab`` fail; :func:`configure` then sets ``NUMBA_CACHE_DIR`` to a per-user
-folder in the temporary directory. An explicit ``NUMBA_CACHE_DIR`` is always respected.
+folder in the temporary directory. An explicit ``NUMBA_CACHE_DIR`` is always respected
+(numba passes over it when it cannot be written to; when nothing else can be either,
+:func:`configure` raises an error that says so).
 Importing this module (the second thing :mod:`bidlab` imports) runs :func:`configure`.
 """
 
@@ -60,9 +62,11 @@ def configure() -> str | None:
 
     Returns the ``NUMBA_CACHE_DIR`` this call set, or None when it left numba's own choice
     (an explicit ``NUMBA_CACHE_DIR``, the package's ``__pycache__`` or the user cache
-    folder). Must run before the kernel modules are imported.
+    folder). Must run before the kernel modules are imported. Raises RuntimeError when an
+    explicit ``NUMBA_CACHE_DIR`` cannot be written to and neither can numba's other folders.
     """
-    if os.environ.get("NUMBA_CACHE_DIR"):
+    explicit = os.environ.get("NUMBA_CACHE_DIR")
+    if explicit and _writable(Path(explicit)):
         return None
     if all(_writable(d / "__pycache__") for d in KERNEL_DIRS):
         return None
@@ -71,6 +75,12 @@ def configure() -> str | None:
             return None
     except RuntimeError:  # no home folder to expand
         pass
+    if explicit:  # numba would fail on the first kernel, naming no folder
+        raise RuntimeError(
+            f"bidlab: NUMBA_CACHE_DIR={explicit!r} is not a folder that can be written to "
+            "(and neither is the package's __pycache__ nor the user cache folder), so numba "
+            "cannot cache bidlab's kernels: point NUMBA_CACHE_DIR at a writable folder, or "
+            "unset it to use a temporary one")
     folder = fallback_dir()
     if not _writable(folder):
         return None  # nothing writable: numba reports it when a kernel is defined

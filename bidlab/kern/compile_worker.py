@@ -146,7 +146,10 @@ def main() -> int:
 class Worker:
     """The training process's handle on one background compile process.
 
-    ``on_result(job_id, ok, seconds)`` is called from a reader thread as jobs finish.
+    ``on_result(job_id, ok, seconds)`` is called from a reader thread as jobs finish. When
+    the worker's output ends (it exited, crashed or was killed) every job it had not
+    reported is reported failed, so no kernel waits for ever for a compile that will not
+    come (its caller compiles it itself).
     """
 
     def __init__(self, on_result: Callable[[int, bool, float | None], None]) -> None:
@@ -157,6 +160,7 @@ class Worker:
             text=True, bufsize=1, start_new_session=True)
         self._on_result = on_result
         self._lock = threading.Lock()
+        self._unreported: set[int] = set()  # jobs sent, no result read back yet
         self._reader = threading.Thread(target=self._read, name="bidlab-compile-reader",
                                         daemon=True)
         self._reader.start()
@@ -175,21 +179,33 @@ class Worker:
         with self._lock:
             if self._proc.stdin is None or self._proc.stdin.closed:
                 return False
+            self._unreported.add(job_id)
             try:
                 self._proc.stdin.write(line + "\n")
                 self._proc.stdin.flush()
             except OSError:
+                self._unreported.discard(job_id)
                 return False
         return True
 
     def _read(self) -> None:
         assert self._proc.stdout is not None
-        for line in self._proc.stdout:
-            try:
-                result = json.loads(line)
-            except ValueError:
-                continue
-            self._on_result(int(result["id"]), bool(result.get("ok")), result.get("seconds"))
+        try:
+            for line in self._proc.stdout:
+                try:
+                    result = json.loads(line)
+                    job_id = int(result["id"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+                with self._lock:
+                    self._unreported.discard(job_id)
+                self._on_result(job_id, bool(result.get("ok")), result.get("seconds"))
+        except (OSError, ValueError):  # the pipe broke: as if the output ended
+            pass
+        with self._lock:  # the worker is gone: what it did not report, it will not
+            lost, self._unreported = sorted(self._unreported), set()
+        for job_id in lost:
+            self._on_result(job_id, False, None)
 
     def close(self, timeout: float | None = None) -> bool:
         """No more jobs; wait up to ``timeout`` s (None: for ever) for the queued ones.
@@ -208,6 +224,24 @@ class Worker:
             return False
         self._reader.join(timeout=5.0)
         return True
+
+    def disown(self) -> None:
+        """In a process forked from the one that started the worker: let go of the child's
+        copies of the worker's pipes, so that the parent closing the worker's input still
+        ends it (:meth:`close`, the parent's exit) and the child reads none of its results.
+        The descriptors are pointed at the null device, not closed: the parent's reader
+        thread, which did not come along, may hold the output's lock."""
+        try:
+            null = os.open(os.devnull, os.O_RDWR)
+        except OSError:
+            return
+        try:
+            for stream in (self._proc.stdin, self._proc.stdout):
+                if stream is not None:
+                    with contextlib.suppress(OSError, ValueError):
+                        os.dup2(null, stream.fileno())
+        finally:
+            os.close(null)
 
     def alive(self) -> bool:
         """Whether the worker process is still running."""

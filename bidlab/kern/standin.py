@@ -161,10 +161,22 @@ class _Hook:
                 if state is None and _submit(self, sig):
                     self.state[sig] = state = "pending"
         except Exception:  # numba's internals moved, or no worker: compile here
-            return self.compile_here(*args)
+            return self._compile(args)
         if state == "pending":
             return self._run_fallback
-        return self.compile_here(*args)  # the worker failed or could not write the cache
+        return self._compile(args)  # the worker failed or could not write the cache
+
+    def _compile(self, args: tuple[Any, ...]) -> Any:
+        """numba's own compile for ``args``, in this process. When the machine code cannot
+        be written to the disk cache (a full disk, a folder made read-only since), it is
+        used all the same: numba has added it to the dispatcher before it tried to save."""
+        try:
+            return self.compile_here(*args)
+        except OSError:
+            cres = self.disp.overloads.get(self.signature(args))
+            if cres is None:
+                raise
+            return cres.entry_point
 
     def ready(self, args: tuple[Any, ...]) -> bool:
         """Whether a call with ``args`` would run machine code (compiled or in the disk
@@ -233,6 +245,28 @@ def prestart(idle_s: float | None = None) -> bool:
     timer.daemon = True
     timer.start()
     return True
+
+
+_disowned: list[Worker] = []  # a forked child's handles on its parent's workers (kept)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child lets its parent's worker go (:meth:`Worker.disown`: else the worker
+    would not see its input end while the child lives, and the parent's :func:`wait`
+    would wait for the child) and forgets the jobs that worker reports to the parent only,
+    so its next calls find them in the disk cache or send them to a worker of its own."""
+    global _lock, _worker
+    _lock = threading.RLock()  # another of the parent's threads may have held it
+    if _worker is not None:
+        _worker.disown()
+        _disowned.append(_worker)
+        _worker = None
+    for hook in _hooks:
+        hook.state = {sig: s for sig, s in hook.state.items() if s != "pending"}
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _close_if_unused(worker: Worker) -> None:
@@ -376,8 +410,7 @@ def wait(timeout: float | None = None) -> bool:
     if worker is None:
         return True
     finished = worker.close(timeout)
-    if finished:
-        with _lock:
-            if _worker is worker:
-                _worker = None
+    with _lock:  # closed, finished or not: it takes no more jobs, the next starts another
+        if _worker is worker:
+            _worker = None
     return finished
