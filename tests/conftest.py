@@ -196,3 +196,32 @@ def clamped_chains(path, rows, seed, monkeypatch, tabled=True):
         return ch
 
     return make
+
+
+def drain(src) -> list[list[np.ndarray]]:
+    """Every minibatch a data source gives until it ends, each matrix as a dense copy."""
+    out = []
+    while (b := src.next()) is not None:
+        out.append([m.toarray().copy() if hasattr(m, "toarray") else m.numpy().copy()
+                    for m in b.mats])
+    return out
+
+
+def mpi_ready() -> bool:
+    """Whether mpi4py and an mpiexec are installed (the multi-process tests' skip)."""
+    import importlib.util
+
+    if importlib.util.find_spec("mpi4py") is None:
+        return False
+    from bidlab.distributed.launch import mpiexec_path
+
+    try:
+        mpiexec_path()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+#: skip a test that runs MPI processes where mpi4py or mpiexec is missing
+needs_mpi = pytest.mark.skipif(not mpi_ready(), reason="mpi4py and mpiexec are needed: pip "
+                               "install 'bidlab[mpi]'")

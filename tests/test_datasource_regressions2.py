@@ -10,24 +10,17 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from conftest import drain
 
 from bidlab.learn.datasource import BlendedSource, MemorySource
 from bidlab.learn.shards import ShardError, ShardSource, write_shards
 
 
-def _drain(src):
-    out = []
-    while (b := src.next()) is not None:
-        out.append([m.toarray().copy() if hasattr(m, "toarray") else m.numpy().copy()
-                    for m in b.mats])
-    return out
-
-
 def test_memory_source_takes_a_dataframe_and_a_series():
     df = pd.DataFrame({"a": [1.0, 2.0, 3.0, 4.0, 5.0], "b": [0, 1, 0, 1, 1]})
     y = pd.Series([0, 1, 0, 1, 1])
-    got = _drain(MemorySource(df, y, batch_size=2, n_passes=1))
-    ref = _drain(MemorySource(df.to_numpy(), y.to_numpy(), batch_size=2, n_passes=1))
+    got = drain(MemorySource(df, y, batch_size=2, n_passes=1))
+    ref = drain(MemorySource(df.to_numpy(), y.to_numpy(), batch_size=2, n_passes=1))
     assert len(got) == len(ref) == 3
     for g, r in zip(got, ref, strict=True):
         for u, v in zip(g, r, strict=True):
@@ -42,13 +35,13 @@ def test_a_text_column_names_the_matrix_and_the_fix():
 def test_write_shards_takes_pandas_and_numpy_ints(tmp_path):
     df = pd.DataFrame(np.arange(10.0).reshape(5, 2))
     write_shards(tmp_path, df, pd.Series(np.arange(5)), rows_per_shard=np.int64(2))
-    got = _drain(ShardSource(tmp_path, batch_size=np.int64(2), n_passes=np.int64(1)))
+    got = drain(ShardSource(tmp_path, batch_size=np.int64(2), n_passes=np.int64(1)))
     np.testing.assert_array_equal(np.vstack([g[0] for g in got]), df.to_numpy())
 
 
 def test_numpy_int_n_passes_is_accepted():
     src = MemorySource(np.ones((4, 2)), batch_size=2, n_passes=np.int64(2))
-    assert len(_drain(src)) == 4
+    assert len(drain(src)) == 4
 
 
 def test_blended_size_counts_the_rows_a_small_second_source_gives():
@@ -57,7 +50,7 @@ def test_blended_size_counts_the_rows_a_small_second_source_gives():
         warnings.simplefilter("ignore", UserWarning)
         src = BlendedSource(MemorySource(x, batch_size=4), MemorySource(x[:1], batch_size=1),
                             frac=0.5, n_passes=1)
-    assert src.info.n_samples == sum(len(b[0]) for b in _drain(src)) == 15
+    assert src.info.n_samples == sum(len(b[0]) for b in drain(src)) == 15
 
 
 @pytest.mark.parametrize("edit, match", [
@@ -80,5 +73,5 @@ def test_crafted_manifest_is_refused_naming_it(tmp_path, edit, match):
     edit(manifest)
     path.write_text(json.dumps(manifest))
     with pytest.raises(ShardError, match=match) as err:
-        _drain(ShardSource(tmp_path, batch_size=2, n_passes=1))
+        drain(ShardSource(tmp_path, batch_size=2, n_passes=1))
     assert "manifest.json is malformed" in str(err.value)

@@ -5,7 +5,6 @@ histogram, a negative shuffle seed, a plain learner model under ``--ranks``, bad
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,18 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import drain, needs_mpi
 
 from bidlab.learn.shards import ShardError, ShardSource, write_shards
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _drain(src):
-    out = []
-    while (b := src.next()) is not None:
-        out.append([m.toarray().copy() if hasattr(m, "toarray") else m.numpy().copy()
-                    for m in b.mats])
-    return out
 
 
 def _edit(folder: Path, edit) -> None:
@@ -51,7 +43,7 @@ def test_a_declared_dtype_that_is_not_the_stored_one_is_refused(tmp_path, sparse
                  rows_per_shard=3)
     _edit(tmp_path, edit)
     with pytest.raises(ShardError, match=f"{member}.*but the manifest declares"):
-        _drain(ShardSource(tmp_path, batch_size=2, n_passes=1))
+        drain(ShardSource(tmp_path, batch_size=2, n_passes=1))
 
 
 @pytest.mark.parametrize("mats, names", [
@@ -73,7 +65,7 @@ def test_a_negative_row_length_histogram_is_refused_as_malformed(tmp_path):
                  rows_per_shard=3)
     _edit(tmp_path, lambda m: m["matrices"][0].__setitem__("row_nnz_hist", [[-5, 7]]))
     with pytest.raises(ShardError, match="malformed.*row lengths and counts are >= 0"):
-        _drain(ShardSource(tmp_path, batch_size=2, n_passes=1))
+        drain(ShardSource(tmp_path, batch_size=2, n_passes=1))
 
 
 def test_a_negative_seed_is_refused_when_the_source_is_made(tmp_path):
@@ -107,18 +99,6 @@ def test_a_batch_size_nobody_asked_for_is_evened_over_the_ranks():
         assert len(counts) == 1 and abs(fits - bs) <= 1
 
 
-def _mpi_ready() -> bool:
-    if importlib.util.find_spec("mpi4py") is None:
-        return False
-    from bidlab.distributed.launch import mpiexec_path
-
-    try:
-        mpiexec_path()
-    except FileNotFoundError:
-        return False
-    return True
-
-
 def _ranks(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     from bidlab.datasets import blobs
 
@@ -130,10 +110,6 @@ def _ranks(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "bidlab.cli", "train", *args, "--ranks", "2", "--data",
          str(tmp_path / "x.npz"), "--progress", "none", "--n_passes", "1"],
         env=env, capture_output=True, text=True, timeout=120)
-
-
-needs_mpi = pytest.mark.skipif(not _mpi_ready(), reason="mpi4py and mpiexec are needed: "
-                               "pip install 'bidlab[mpi]'")
 
 
 @needs_mpi

@@ -5,7 +5,6 @@ by default (the ranks' minibatch counts must agree)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needs_mpi
 
 from bidlab.learn import ADAGrad, CheckpointError, Grad, Learner, MemorySource
 
@@ -100,20 +100,7 @@ def test_ranks_below_one_are_refused(tmp_path, capsys, ranks):
     assert "--ranks: must be a whole number of MPI ranks >= 1" in capsys.readouterr().err
 
 
-def _mpi_ready() -> bool:
-    if importlib.util.find_spec("mpi4py") is None:
-        return False
-    from bidlab.distributed.launch import mpiexec_path
-
-    try:
-        mpiexec_path()
-    except FileNotFoundError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _mpi_ready(), reason="mpi4py and mpiexec are needed: pip install "
-                    "'bidlab[mpi]'")
+@needs_mpi
 def test_ranks_hold_no_rows_out_by_default(tmp_path):
     """Each rank held out 10% of its own share by default, after its batch size had been
     chosen for the whole share: on 41 rows with batch_size 5 rank 0 ran 5 minibatches a
