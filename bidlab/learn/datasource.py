@@ -38,6 +38,7 @@ from bidlab.learn.source_inputs import (
     _as_matrix,
     _clamp_batch,
     check_aligned,
+    check_seed,
     default_names,
 )
 from bidlab.learn.staging import MatSpec, Minibatch, Piece, Plan, Stager
@@ -260,10 +261,7 @@ class MemorySource(DataSource):
                              "it with bidlab.backend.to_host first")
         self.batch_size = _clamp_batch(self.batch_size, n)
         self.shuffle = bool(shuffle)
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
-            raise ValueError(f"seed must be an int >= 0 (it seeds the shuffled order of each "
-                             f"pass); got {seed!r}")
-        self.seed = int(seed)
+        self.seed = check_seed(seed)
         self._order_pass: int | None = None
         self._top_nnz: dict[int, np.ndarray] = {}
         self._order: Any = None

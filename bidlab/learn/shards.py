@@ -51,8 +51,14 @@ from bidlab._bounded_io import (
 )
 from bidlab.learn.checkpoint import atomic_write_bytes
 from bidlab.learn.datasource import DataInfo, DataSource
-from bidlab.learn.shard_checks import check_matrices, check_names, check_stored
-from bidlab.learn.source_inputs import _as_matrix, _clamp_batch, check_aligned, default_names
+from bidlab.learn.shard_checks import check_matrices, check_names, check_stored, members
+from bidlab.learn.source_inputs import (
+    _as_matrix,
+    _clamp_batch,
+    check_aligned,
+    check_seed,
+    default_names,
+)
 from bidlab.learn.staging import MatSpec, Piece, Plan
 from bidlab.mat import validate_csr
 
@@ -113,9 +119,9 @@ def write_shards(folder: str | os.PathLike, *mats: Any, rows_per_shard: int = 10
             part = raw[a:b]
             if spec.sparse:
                 part = sp.csr_matrix(part)
-                arrays[f"{name}__data"] = part.data
-                arrays[f"{name}__indices"] = part.indices.astype(spec.index_dtype, copy=False)
-                arrays[f"{name}__indptr"] = part.indptr.astype(spec.index_dtype, copy=False)
+                arrays.update(zip(members(name, True), (
+                    part.data, part.indices.astype(spec.index_dtype, copy=False),
+                    part.indptr.astype(spec.index_dtype, copy=False)), strict=True))
                 lengths, counts = np.unique(np.diff(part.indptr), return_counts=True)
                 h = hists[name]
                 for ln, c in zip(lengths.tolist(), counts.tolist(), strict=True):
@@ -222,8 +228,7 @@ def _load_shard(folder: Path, entry: dict[str, Any], mspecs: list[dict[str, Any]
             for m in mspecs:
                 name, cols = m["name"], int(m["cols"])
                 if m["kind"] == "csr":
-                    data, indices, indptr = (z[f"{name}__data"], z[f"{name}__indices"],
-                                             z[f"{name}__indptr"])
+                    data, indices, indptr = (z[k] for k in members(name, True))
                     check_stored(m, (data, indices, indptr))
                     if indptr.shape != (rows + 1,) or data.shape != indices.shape or (
                             int(indptr[-1]) != data.shape[0]):
@@ -336,9 +341,7 @@ class ShardSource(DataSource):
         super().__init__(batch_size, n_passes, device)
         if not isinstance(prefetch, int) or prefetch < 1:
             raise ValueError(f"prefetch must be an int >= 1; got {prefetch!r}")
-        if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
-            raise ValueError(f"seed must be an int >= 0 (it seeds the shuffled orders of each "
-                             f"pass); got {seed!r}")
+        check_seed(seed)
         self.manifest = read_manifest(folder)
         self.folder = Path(self.manifest["_folder"])
         n = int(self.manifest["n_samples"])

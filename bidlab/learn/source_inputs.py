@@ -20,7 +20,7 @@ from bidlab import backend
 from bidlab.learn.staging import MatSpec
 from bidlab.mat import Mat, SMat, validate_csr
 
-__all__ = ["DEFAULT_NAMES", "default_names", "check_aligned"]
+__all__ = ["DEFAULT_NAMES", "default_names", "check_aligned", "check_seed"]
 
 DEFAULT_NAMES = ("X", "y", "w")
 
@@ -36,6 +36,21 @@ def default_names(k: int) -> tuple[str, ...]:
     ('X', 'y', 'w', 'm3')
     """
     return tuple(DEFAULT_NAMES[i] if i < len(DEFAULT_NAMES) else f"m{i}" for i in range(k))
+
+
+def check_seed(seed: Any) -> int:
+    """A data source's ``seed`` (of its shuffled orders) as an int, or a ValueError when it
+    is not an int >= 0 (refused when the source is made, not at its first pass).
+
+    Examples
+    --------
+    >>> check_seed(3)
+    3
+    """
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be an int >= 0 (it seeds the shuffled order of each "
+                         f"pass); got {seed!r}")
+    return int(seed)
 
 
 def _clamp_batch(batch_size: int, n: int) -> int:
