@@ -211,15 +211,14 @@ def same_classes(t: Targets, classes: Any) -> bool:
     """Whether a later ``partial_fit`` call's ``classes`` (labels for every classifier
     column, or one array per data column, as :func:`resolve` reads them) name each
     classifier column's classes of ``t``, in any order."""
-    per = _per_column(classes, t.q)
     for c, known in enumerate(t.classes):
         if known is None:
             continue
         try:
-            given = np.unique(np.asarray(classes[c] if per else classes))
+            given = _given_classes(classes, c, t.q, "", "")
             if given.shape != known.shape or not (given == known).all():
                 return False
-        except (TypeError, ValueError):  # labels of another type, or ragged
+        except (TypeError, ValueError):  # none, labels of another type, or ragged
             return False
     return True
 
