@@ -36,8 +36,6 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import scipy.sparse as sp
-
 from bidlab.learn import Grad, L1Regularizer, L2Regularizer, Learner
 from bidlab.learn.model import register_model
 from bidlab.learn.options import Option
@@ -54,10 +52,14 @@ from bidlab.models.glm.params import (
     per_target,
     rate_ok,
     targmap_ok,
-    unwrap,
 )
 from bidlab.models.glm.predict import GLMPredictions
-from bidlab.models.glm.standardize import Scaling, choose_scaling, standardize_ok
+from bidlab.models.glm.standardize import (
+    Scaling,
+    choose_scaling,
+    dense_input,
+    standardize_ok,
+)
 from bidlab.models.glm.sweep import SweepResult, best_config, sweep_params
 from bidlab.models.glm.weights import GLMWeights
 from bidlab.models.sk_params import COMMON
@@ -273,7 +275,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         self._validate_params()
         rates = self._warm_rates()  # None: start over
         warm = rates is not None
-        dense = not (sp.issparse(unwrap(X)) or hasattr(unwrap(X), "tocsr"))
+        dense = dense_input(X)
         Xh = self._host_features(X, reset=not warm)
         Y2, y_1d = self._targets_2d(y, Xh.shape[0])
         w = self._weights(sample_weight, Xh)

@@ -11,10 +11,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
-from bidlab.models.glm.params import unwrap
-from bidlab.models.glm.standardize import choose_scaling
+from bidlab.models.glm.standardize import choose_scaling, dense_input
 
 __all__ = ["fit_learner"]
 
@@ -41,10 +39,9 @@ def fit_learner(est: Any, X: Any, y: Any, options: dict[str, Any]
     >>> est.scaling_ is not None and est.score(X, y) > 0.9
     True
     """
-    dense = not (sp.issparse(unwrap(X)) or hasattr(unwrap(X), "tocsr"))
     est._validate_params()
     Xh = est._host_features(X, reset=True)
-    scaling = choose_scaling(Xh, est.standardize, dense)
+    scaling = choose_scaling(Xh, est.standardize, dense_input(X))
     learner = est.learner(Xh if scaling is None else scaling.apply(Xh), y, **options)
 
     def finish() -> None:

@@ -38,11 +38,20 @@ import scipy.sparse as sp
 
 from bidlab.models.validation import dense_to_csr, stores_every_entry
 
-__all__ = ["CENTRE_DENSITY", "Scaling", "choose_scaling", "standardize_ok"]
+__all__ = ["CENTRE_DENSITY", "Scaling", "choose_scaling", "dense_input", "standardize_ok"]
 
 #: ``"auto"`` centres a dense array's features when at least this share of its entries
 #: is nonzero
 CENTRE_DENSITY = 0.5
+
+
+def dense_input(X: Any) -> bool:
+    """Whether ``X`` is given dense (an array, a DataFrame), not as a sparse matrix: what
+    ``standardize="auto"`` scales."""
+    from bidlab.models.glm.params import unwrap
+
+    X = unwrap(X)
+    return not (sp.issparse(X) or hasattr(X, "tocsr"))
 
 
 def standardize_ok(value: Any) -> bool:
