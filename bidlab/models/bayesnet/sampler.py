@@ -112,8 +112,7 @@ class GibbsChains:
         self.cur = np.zeros((n_rows, self.t.n_states))
         self.rb = np.zeros_like(self.cur)
         self.rb2 = np.zeros_like(self.cur)
-        self._sq = np.zeros_like(self.cur)  # the sweeps' scratch (squares)
-        self._sq_mcse = np.zeros_like(self.cur)  # mcse's own (it may run on another thread)
+        self._sq = np.zeros_like(self.cur)  # scratch of squares (sweeps and mcse, locked)
         self._rows = np.arange(n_rows)
         self._ones = np.ones(n_rows)  # column sums as products (numpy's axis-0 sums buffer)
         self._col = np.zeros(self.t.n_states)
@@ -413,13 +412,14 @@ class GibbsChains:
             return float("nan")
         # the spread of the chains' sums, from their column sums and sums of squares (the
         # kept scratch: checked every pass with tol; numpy's broadcast ops take a buffer)
-        s1 = np.dot(self._ones, self.rb, out=self._col)
-        s2 = np.dot(self._ones, np.multiply(self.rb, self.rb, out=self._sq_mcse),
-                    out=self._col2)
-        np.multiply(s1, s1, out=s1)
-        s1 /= m
-        np.subtract(s2, s1, out=s2)
-        var = max(float(s2.max()), 0.0) / (m - 1)
+        with self._lock:  # (the scratch is the sweeps')
+            s1 = np.dot(self._ones, self.rb, out=self._col)
+            s2 = np.dot(self._ones, np.multiply(self.rb, self.rb, out=self._sq),
+                        out=self._col2)
+            np.multiply(s1, s1, out=s1)
+            s1 /= m
+            np.subtract(s2, s1, out=s2)
+            var = max(float(s2.max()), 0.0) / (m - 1)
         return float(np.sqrt(var) / n / np.sqrt(m))
 
     def rhat(self) -> float:
