@@ -17,7 +17,7 @@ from sklearn.utils import check_random_state
 
 __all__ = ["SEED_TEXT", "seed_ok", "seed_from", "drawn_seed", "RANDOM_STATE", "random_state_row",
            "float_dtype_ok", "dtype_row", "device_row", "float_dtype", "start_matrix", "unwrap",
-           "dense_to_csr", "stores_every_entry", "take_rows"]
+           "dense_to_csr", "stores_every_entry", "take_rows", "whole_at_least_one"]
 
 #: how a parameter table names what ``random_state`` takes
 SEED_TEXT = "None, an int in [0, 2**32) or a numpy random generator"
@@ -151,6 +151,21 @@ def unwrap(X: Any) -> Any:
     if hasattr(X, "ids") and hasattr(X, "A"):  # an EdgeList ("ids" first: CuPy's .A warns)
         return X.A
     return X
+
+
+def whole_at_least_one(where: str, name: str, value: Any, what: str = "") -> int:
+    """``value`` as an int when it is a whole number >= 1 (a numpy integer too, not a
+    bool); else a ValueError naming ``where``, ``name`` and (``what``) what it counts.
+
+    Examples
+    --------
+    >>> whole_at_least_one("f", "top_n", np.int64(3))
+    3
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or value < 1:
+        raise ValueError(f"{where}: {name} must be a whole number >= 1{what}; got {value!r}")
+    return int(value)
 
 
 def dense_to_csr(D: Any, dtype: Any = None, copy: bool = True) -> Any:

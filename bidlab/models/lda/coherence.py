@@ -47,6 +47,7 @@ import scipy.sparse as sp
 
 from bidlab import backend
 from bidlab.kern.cooccur import document_cooccurrence
+from bidlab.models.validation import whole_at_least_one
 
 __all__ = ["coherence", "cooccurrence", "top_words", "topic_diversity", "exclusivity",
            "MEASURES", "CONVENTIONS"]
@@ -261,16 +262,9 @@ def topic_diversity(topics: Any, top_n: int = 25) -> float:
     >>> topic_diversity(np.array([[0.6, 0.3, 0.1], [0.1, 0.3, 0.6]]), top_n=1)
     1.0
     """
-    _whole_at_least_one("topic_diversity", "top_n", top_n)
+    whole_at_least_one("topic_diversity", "top_n", top_n)
     top = top_words(_topic_matrix("topic_diversity", topics), top_n)
     return float(np.unique(top).size / top.size)
-
-
-def _whole_at_least_one(where: str, name: str, value: Any) -> None:
-    """A ValueError unless ``value`` is a whole number >= 1 (not a bool)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
-            or value < 1:
-        raise ValueError(f"{where}: {name} must be a whole number >= 1; got {value!r}")
 
 
 def exclusivity(topics: Any, top_n: int = 10, per_topic: bool = False) -> float | np.ndarray:
@@ -283,7 +277,7 @@ def exclusivity(topics: Any, top_n: int = 10, per_topic: bool = False) -> float 
     >>> exclusivity(np.array([[0.6, 0.4, 0.0], [0.0, 0.4, 0.6]]), top_n=1)
     1.0
     """
-    _whole_at_least_one("exclusivity", "top_n", top_n)
+    whole_at_least_one("exclusivity", "top_n", top_n)
     T = _topic_matrix("exclusivity", topics)
     P = T / np.maximum(T.sum(axis=1, keepdims=True), 1e-300)
     top = top_words(P, top_n)

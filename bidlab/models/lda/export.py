@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from scipy.special import rel_entr, xlogy
 
 from bidlab import backend
+from bidlab.models.validation import whole_at_least_one
 
 __all__ = ["js_distances", "js_divergences", "intertopic_map", "stress_steps",
            "prepared_data", "map_html", "topic_diff", "relevance"]
@@ -275,10 +276,7 @@ def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None =
     term_topic *= scale[None, :]
     share = term_freq / max(float(term_freq.sum()), 1e-300)
     m = intertopic_map(P, topic_freq)
-    if isinstance(R, (bool, np.bool_)) or not isinstance(R, (int, np.integer)) or R < 1:
-        raise ValueError(f"prepared_data: R (terms listed per topic) must be a whole number "
-                         f">= 1; got {R!r}")
-    R = min(int(R), V)
+    R = min(whole_at_least_one("prepared_data", "R (terms listed per topic)", R), V)
     default = np.argsort(-term_freq, kind="stable")[:R]
     cols: dict[str, list[Any]] = {"Term": [], "Freq": [], "Total": [], "Category": [],
                                   "logprob": [], "loglift": []}

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from bidlab.models.validation import whole_at_least_one
+
 __all__ = ["rmse", "precision_at_k", "map_at_k", "ndcg_at_k", "ranking_metrics",
            "top_k"]
 
@@ -193,10 +195,7 @@ def ranking_metrics(score_users: Callable[[np.ndarray], np.ndarray], train: sp.c
         raise ValueError(f"ranking_metrics: train and test must have one shape (users x "
                          f"items); got {train.shape} and {test.shape}")
     k = _check_k("ranking_metrics", k, test.shape[1])
-    if isinstance(chunk, (bool, np.bool_)) or not isinstance(chunk, (int, np.integer)) \
-            or chunk < 1:
-        raise ValueError(f"ranking_metrics: chunk must be a whole number of users >= 1 "
-                         f"scored at a time; got {chunk!r}")
+    whole_at_least_one("ranking_metrics", "chunk", chunk, " (users scored at a time)")
     ids = np.flatnonzero(np.diff(test.indptr)) if users is None else _user_ids(users,
                                                                               test.shape[0])
     recs, rels = [], []
