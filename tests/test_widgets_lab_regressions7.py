@@ -65,92 +65,83 @@ def _sweep(k: int = 2):
                      random_state=0).learner(X, y)
 
 
+@pytest.fixture
+def glm_dash():
+    """A GLM learner and its Dashboard, the pump stopped (each render is the test's own);
+    closed after the test."""
+    lr = _glm()
+    dash = Dashboard(lr)
+    dash.pump.stop()
+    yield lr, dash
+    dash.close()
+
+
 # -- controls -------------------------------------------------------------------------------
 
 
-def test_controls_follow_options_set_from_python_and_send_nothing_back():
-    lr = _glm()
-    dash = Dashboard(lr)
-    try:
-        dash.pump.stop()
-        w = dash.controls.widgets
-        v0 = lr.opts.version
-        lr.opts.lrate = 0.05
-        lr.set(val_every=500, momentum=0.5)  # 500: beyond the text box's first max (100)
-        dash.render(None)  # was: the controls kept showing 0.3, 11 and 0.0
-        assert w["lrate"].value == pytest.approx(0.05)
-        assert w["val_every"].value == 500 and w["momentum"].value == 0.5
-        lr.opts.lrate = 50.0  # beyond the log slider's first range (10^-4 .. 10^2): 10^2 ok
-        lr.opts.epsilon = 0.5  # epsilon's slider ended at 10^-3
-        dash.render(None)
-        assert w["lrate"].value == pytest.approx(50.0)
-        assert w["epsilon"].value == pytest.approx(0.5)
-        # showing them set nothing on the learner: only the four sets above
-        assert lr.opts.version == v0 + 4 and dash.controls.pending == []
-        # a control moved by the user still reaches the learner
-        w["momentum"].value = 0.25
-        assert lr.opts.momentum == 0.25 and lr.opts.version == v0 + 5
-        dash.render(None)
-        assert lr.opts.version == v0 + 5
-    finally:
-        dash.close()
+def test_controls_follow_options_set_from_python_and_send_nothing_back(glm_dash):
+    lr, dash = glm_dash
+    w = dash.controls.widgets
+    v0 = lr.opts.version
+    lr.opts.lrate = 0.05
+    lr.set(val_every=500, momentum=0.5)  # 500: beyond the text box's first max (100)
+    dash.render(None)  # was: the controls kept showing 0.3, 11 and 0.0
+    assert w["lrate"].value == pytest.approx(0.05)
+    assert w["val_every"].value == 500 and w["momentum"].value == 0.5
+    lr.opts.lrate = 50.0  # beyond the log slider's first range (10^-4 .. 10^2): 10^2 ok
+    lr.opts.epsilon = 0.5  # epsilon's slider ended at 10^-3
+    dash.render(None)
+    assert w["lrate"].value == pytest.approx(50.0)
+    assert w["epsilon"].value == pytest.approx(0.5)
+    # showing them set nothing on the learner: only the four sets above
+    assert lr.opts.version == v0 + 4 and dash.controls.pending == []
+    # a control moved by the user still reaches the learner
+    w["momentum"].value = 0.25
+    assert lr.opts.momentum == 0.25 and lr.opts.version == v0 + 5
+    dash.render(None)
+    assert lr.opts.version == v0 + 5
 
 
-def test_a_refused_value_is_taken_back_in_the_control():
-    lr = _glm()
-    dash = Dashboard(lr)
-    try:
-        dash.pump.stop()
-        box = dash.controls.widgets["texp"]  # a FloatText: any number can be typed
-        box.value = -1.0
-        assert lr.opts.texp == 0.5
-        assert box.value == 0.5  # was: -1 stayed in the box while the learner kept 0.5
-        assert "texp" in dash.controls.message and ">= 0" in dash.controls.message
-        box.value = 0.75  # the control still works afterwards
-        assert lr.opts.texp == 0.75
-    finally:
-        dash.close()
+def test_a_refused_value_is_taken_back_in_the_control(glm_dash):
+    lr, dash = glm_dash
+    box = dash.controls.widgets["texp"]  # a FloatText: any number can be typed
+    box.value = -1.0
+    assert lr.opts.texp == 0.5
+    assert box.value == 0.5  # was: -1 stayed in the box while the learner kept 0.5
+    assert "texp" in dash.controls.message and ">= 0" in dash.controls.message
+    box.value = 0.75  # the control still works afterwards
+    assert lr.opts.texp == 0.75
 
 
-def test_a_vector_value_disables_the_scalar_control_until_a_scalar_is_set():
-    lr = _glm()
-    dash = Dashboard(lr)
-    try:
-        dash.pump.stop()
-        slider = dash.controls.widgets["lrate"]
-        lr.set(lrate=[0.1, 0.2])  # one value per row group: no slider can show it
-        dash.render(None)
-        assert slider.disabled and lr.opts.lrate == (0.1, 0.2)
-        lr.set(lrate=0.2)
-        dash.render(None)
-        assert not slider.disabled and slider.value == pytest.approx(0.2)
-    finally:
-        dash.close()
+def test_a_vector_value_disables_the_scalar_control_until_a_scalar_is_set(glm_dash):
+    lr, dash = glm_dash
+    slider = dash.controls.widgets["lrate"]
+    lr.set(lrate=[0.1, 0.2])  # one value per row group: no slider can show it
+    dash.render(None)
+    assert slider.disabled and lr.opts.lrate == (0.1, 0.2)
+    lr.set(lrate=0.2)
+    dash.render(None)
+    assert not slider.disabled and slider.value == pytest.approx(0.2)
 
 
-def test_a_change_in_the_shell_thread_is_not_held_back_by_a_sync_in_another_thread():
-    lr = _glm()
-    dash = Dashboard(lr)
-    try:
-        dash.pump.stop()
-        controls = dash.controls
-        holding, release = threading.Event(), threading.Event()
+def test_a_change_in_the_shell_thread_is_not_held_back_by_a_sync_in_another_thread(glm_dash):
+    lr, dash = glm_dash
+    controls = dash.controls
+    holding, release = threading.Event(), threading.Event()
 
-        def pump_side() -> None:  # what the pump thread holds while it shows a value
-            controls._quiet.on = True
-            holding.set()
-            release.wait(5)
-            controls._quiet.on = False
+    def pump_side() -> None:  # what the pump thread holds while it shows a value
+        controls._quiet.on = True
+        holding.set()
+        release.wait(5)
+        controls._quiet.on = False
 
-        t = threading.Thread(target=pump_side, daemon=True)
-        t.start()
-        assert holding.wait(5)
-        controls.widgets["momentum"].value = 0.5
-        release.set()
-        t.join(5)
-        assert lr.opts.momentum == 0.5
-    finally:
-        dash.close()
+    t = threading.Thread(target=pump_side, daemon=True)
+    t.start()
+    assert holding.wait(5)
+    controls.widgets["momentum"].value = 0.5
+    release.set()
+    t.join(5)
+    assert lr.opts.momentum == 0.5
 
 
 # -- HTML written by the views ----------------------------------------------------------------
