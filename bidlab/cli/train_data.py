@@ -65,9 +65,12 @@ def _word_bounds(min_df: int | float | None, max_df: int | float | None
 def read_shards(folder: Path) -> Any:
     """A shard folder read whole (for estimators, which train on data in memory)."""
     from bidlab.datasets.sniff import LoadedData
-    from bidlab.learn.shards import _load_shard, read_manifest
+    from bidlab.learn.shards import ShardError, _load_shard, read_manifest
 
     manifest = read_manifest(folder)
+    if not manifest["shards"]:
+        raise ShardError(f"shard folder {folder} holds no rows (its manifest lists no "
+                         "shards): write the data with bidlab.learn.write_shards(folder, X, y)")
     parts = [_load_shard(folder, entry, manifest["matrices"]) for entry in manifest["shards"]]
     mats = []
     for j in range(len(manifest["matrices"])):

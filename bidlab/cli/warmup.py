@@ -329,11 +329,23 @@ def warmup(models: tuple[str, ...] = MODELS, dtypes: tuple[str, ...] | None = No
 
     ``processes`` > 1 runs the jobs in that many worker processes at once (numba compiles
     under the GIL, so threads would not overlap); the biggest jobs start first. A kernel
-    two jobs need may then be compiled twice, once in each worker.
+    two jobs need may then be compiled twice, once in each worker. The background compiler
+    (:mod:`bidlab.kern.standin`) is off meanwhile: everything compiles in the foreground.
     """
-    from bidlab._numba_cache import cache_dir
+    from bidlab.kern import standin
 
     jobs(models, dtypes or DTYPES)  # checks the names
+    # the kernels compile in the foreground here: importing a kernel module whose cache is
+    # cold would otherwise start the background compiler, which nothing here sends a job
+    with standin.enabled(False):
+        return _warmup(models, dtypes, echo, processes, everything)
+
+
+def _warmup(models: tuple[str, ...], dtypes: tuple[str, ...] | None,
+            echo: Callable[[str], None] | None, processes: int, everything: bool) -> Report:
+    """:func:`warmup`, with the background compiler off."""
+    from bidlab._numba_cache import cache_dir
+
     todo = sorted(((m, dt) for m in models for dt in (dtypes or MODEL_DTYPES.get(m, DTYPES))),
                   key=lambda job: -_WEIGHT.get(job[0], 1))
     report = Report()

@@ -22,8 +22,9 @@ A missing shard is reported when the source is made; a corrupt or truncated one 
 zip, a wrong shape or dtype, a size that disagrees with the manifest) when it is read --
 each error names the file. A manifest names files inside its folder only: a ``"file"`` that is
 absolute, holds ``..`` or resolves (through a symlink) outside the folder is refused, as
-is one that is not a regular file. Each shard's ``.npz`` members are checked against the
-decompressed-size cap (:mod:`bidlab._bounded_io`) before numpy inflates them.
+is one that is not a regular file, and one file listed twice (under any two names). Each
+shard's ``.npz`` members are checked against the decompressed-size cap
+(:mod:`bidlab._bounded_io`) before numpy inflates them.
 """
 
 from __future__ import annotations
@@ -181,13 +182,23 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
     if total != manifest.get("n_samples"):
         raise ShardError(f"shard manifest {path} lists {total} rows in its shards but "
                          f"n_samples={manifest.get('n_samples')}")
+    seen: dict[Any, str] = {}
     for entry in manifest["shards"]:
         shard = _shard_path(folder, entry, path)
+        real = os.path.realpath(shard)
+        key: Any = real
         if shard.exists():
             try:
-                require_regular(shard, "shard file")
+                st = require_regular(shard, "shard file")
             except NotRegularFileError as exc:
                 raise ShardError(str(exc)) from None
+            key = (st.st_dev, st.st_ino)
+        if key in seen:
+            raise ShardError(f"shard manifest {path} lists the shard file {real} "
+                             f"twice (as {seen[key]!r} and {entry['file']!r}), so its rows "
+                             "would be read twice: list each file once (or re-write the "
+                             "shards with write_shards(...))")
+        seen[key] = entry["file"]
     missing = [s["file"] for s in manifest["shards"] if not (folder / s["file"]).exists()]
     if missing:
         raise ShardError(f"shard folder {folder} is missing {len(missing)} shard file(s): "
