@@ -171,3 +171,40 @@ def test_the_rank_trainer_reads_the_argv_it_is_given_not_sys_argv(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     # rank 0's 20 rows in minibatches of 10, one pass (sys.argv: 5 of 4 rows, 3 passes)
     assert "done: 2 minibatches, 20 samples" in done.stdout, done.stdout
+
+
+# ------------------------------------------------------------------ bidlab train --ranks
+@pytest.mark.parametrize("args, said", [
+    (("--data", "{tmp}/missing.svm"), "missing.svm"),
+    (("--data", "{tmp}/x.npz", "--bogus", "1"), "unknown option 'bogus'"),
+    (("--data", "{tmp}/x.npz", "--l2", "-1"), "l2"),
+    (("--data", "{tmp}/x.npz", "--save", "{tmp}"), "--save"),
+])
+def test_bad_input_on_ranks_is_said_once_before_any_rank_starts(tmp_path, capsys, args,
+                                                                 said):
+    """Every rank printed the same error (two copies could run into one line), each
+    followed by MPI's abort lines; now the command checks the options and --data's format
+    first, says it once and starts no rank."""
+    from bidlab.cli import main
+
+    np.savez(tmp_path / "x.npz", X=np.ones((8, 2)), y=np.ones(8))
+    code = main(["train", "glm", "--ranks", "2", "--progress", "none",
+                 *(a.format(tmp=tmp_path) for a in args)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert said in err and err.count("bidlab train:") == 1 and "Abort" not in err, err
+
+
+@pytest.mark.parametrize("args, said", [
+    (("--sync-timeout", "0"), "argument --sync-timeout: must be a number of seconds > 0"),
+    (("--comm-mode", "ring"), "argument --comm-mode: invalid choice: 'ring'"),
+    (("--nest", "2"), "--nest layers the sparse mode, and --comm-mode is average"),
+    (("--comm-mode", "sparse", "--nest", "2,x"), "--nest 2,x: give the layer degrees"),
+])
+def test_bad_rank_options_are_said_once_before_any_rank_starts(tmp_path, capsys, args, said):
+    from bidlab.cli import main
+
+    np.savez(tmp_path / "x.npz", X=np.ones((8, 2)), y=np.ones(8))
+    code = main(["train", "glm", "--ranks", "2", "--data", str(tmp_path / "x.npz"), *args])
+    err = capsys.readouterr().err
+    assert code == 2 and said in err and err.count("bidlab train:") == 1, err

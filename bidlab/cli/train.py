@@ -56,6 +56,7 @@ from bidlab.cli.train_data import (
     load_data,
     ratings_mask,
     read_shards,
+    sniff_data,
 )
 from bidlab.cli.train_options import (
     _is_estimator,
@@ -70,7 +71,7 @@ from bidlab.cli.train_options import (
     add_arguments,
     help_text,
 )
-from bidlab.cli.train_report import score_note, topics_text
+from bidlab.cli.train_report import result_line, score_note, topics_text
 
 __all__ = ["ACCEPTS_EXTRA", "add_arguments", "run"]
 
@@ -81,6 +82,13 @@ class _BadInput(Exception):
     """A command-line or data problem: printed as one line, exit code 2."""
 
 
+def _input_errors() -> tuple[type[BaseException], ...]:
+    """The errors ``run`` prints as one line of bad input (exit code 2)."""
+    from bidlab.learn.options import OptionError
+    from bidlab.learn.shards import ShardError
+    return (_BadInput, OptionError, ShardError, ValueError, TypeError, FileNotFoundError)
+
+
 # ============================================================================= running
 def run(args: argparse.Namespace, estimator_job: type | None = None) -> int:
     """Train; exit 0 when done, 1 on a training error, 2 on bad input, 130 on Ctrl-C.
@@ -88,9 +96,6 @@ def run(args: argparse.Namespace, estimator_job: type | None = None) -> int:
     ``--ranks N`` (N > 1) runs the same command on N MPI ranks
     (:mod:`bidlab.distributed.train`); ``estimator_job`` replaces the job class of an
     estimator model (the distributed command's, which shards the data)."""
-    from bidlab.learn.options import OptionError
-    from bidlab.learn.shards import ShardError
-
     models, problem = _registry()
     err = sys.stderr
     if args.model is None:
@@ -111,17 +116,23 @@ def run(args: argparse.Namespace, estimator_job: type | None = None) -> int:
     extra = rename_extra(list(getattr(args, "extra", [])), "bidlab train")
     if (getattr(args, "ranks", None) or 1) > 1:
         from bidlab.distributed.launch import launch, not_on_ranks, rebuild_argv
+        from bidlab.distributed.train import without_rank_options
 
         why = not_on_ranks(args)
         if why:
             print(f"bidlab train: {why}", file=err)
             return 2
+        if not args.help:  # bad options or --data: said once here, not once per rank
+            try:
+                _EstimatorJob(args, factory, without_rank_options(extra)).preflight()
+            except _input_errors() as exc:
+                print(f"bidlab train: {exc}", file=err)
+                return 2
         return launch(args.ranks, rebuild_argv(args))
     job = (estimator_job or _EstimatorJob) if _is_estimator(factory) else _ModelJob
     try:
         return job(args, factory, extra).run()
-    except (_BadInput, OptionError, ShardError, ValueError, TypeError,
-            FileNotFoundError) as exc:
+    except _input_errors() as exc:
         print(f"bidlab train: {exc}", file=err)
         return 2
     except KeyboardInterrupt:
@@ -239,18 +250,7 @@ class _Job:
         return 0
 
     def result(self, learner: Any, extra: str = "") -> str:
-        m = learner.metrics
-        parts = [f"done: {learner.step} minibatches, {learner.samples} samples"]
-        scores = [f"{what} {m[key]:.6g}" for what, key in
-                  (("train", "pass_train_score"), ("val", "pass_val_score"))
-                  if m[key] == m[key]]
-        if scores:
-            parts.append(", ".join(scores) + f" ({learner.model.score_name})")
-        if extra:
-            parts.append(extra)
-        if self.args.checkpoint:
-            parts.append(f"checkpoint {self.args.checkpoint}")
-        return "; ".join(parts) if len(parts) > 1 else parts[0]
+        return result_line(learner, self.args.checkpoint, extra)
 
 
 class _ModelJob(_Job):
@@ -326,20 +326,17 @@ class _ModelJob(_Job):
 class _EstimatorJob(_Job):
     """A scikit-learn estimator with ``PARAMS`` and ``learner(X, y=None, **options)``."""
 
-    def run(self) -> int:
+    def tables(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(the estimator's parameter table, the learner's options but those names)."""
         cls = self.factory
         params_table = {s.name: _owned(s, cls.__name__) for s in getattr(cls, "PARAMS", ())}
-        learner_table = _learner_table(exclude=set(params_table))
-        if self.args.help:
-            shown = {k: v for k, v in learner_table.items() if k not in params_table}
-            fit_only = set(getattr(cls, "FIT_ONLY", ()))
-            params_table = {k: v for k, v in params_table.items() if k not in fit_only}
-            print(help_text(self.name, cls, [
-                (f"parameters of {cls.__name__}:", params_table),
-                ("learner options (a parameter above of the same name goes to the learner "
-                 "too):", shown)]))
-            return 0
-        params, lopts = _parse_extra(self.extra, [params_table, learner_table], self.name)
+        return params_table, _learner_table(exclude=set(params_table))
+
+    def checked_options(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(estimator parameters, learner options) from the command line, with the checks
+        that need no data: fit-only parameters, ``--save`` support, the output paths."""
+        cls = self.factory
+        params, lopts = _parse_extra(self.extra, list(self.tables()), self.name)
         fit_only = sorted(set(params) & set(getattr(cls, "FIT_ONLY", ())))
         if fit_only:
             flags = ", ".join(f"--{n}" for n in fit_only)
@@ -350,6 +347,31 @@ class _EstimatorJob(_Job):
             raise _BadInput(f"--save: {cls.__name__} has no save(path) method, so it cannot "
                             "be saved; keep its state with --checkpoint PATH")
         self.check_outputs()
+        return params, lopts
+
+    def preflight(self) -> None:
+        """Before ``--ranks N`` starts its processes, the checks every rank would make
+        alike on the options and ``--data`` (its format, not its rows), so a mistake is
+        said once rather than by every rank, followed by MPI's abort lines."""
+        params, _ = self.checked_options()
+        if not self.args.data:
+            self.need_data()  # its message
+        sniff_data(self.args.data, self.name, self.args.min_df, self.args.max_df)
+        self.factory(**params)
+
+    def run(self) -> int:
+        cls = self.factory
+        params_table, learner_table = self.tables()
+        if self.args.help:
+            shown = {k: v for k, v in learner_table.items() if k not in params_table}
+            fit_only = set(getattr(cls, "FIT_ONLY", ()))
+            params_table = {k: v for k, v in params_table.items() if k not in fit_only}
+            print(help_text(self.name, cls, [
+                (f"parameters of {cls.__name__}:", params_table),
+                ("learner options (a parameter above of the same name goes to the learner "
+                 "too):", shown)]))
+            return 0
+        params, lopts = self.checked_options()
         data = self.need_data()
         if getattr(data, "format", None) == "shards":
             data = read_shards(data.path)

@@ -39,3 +39,20 @@ def topics_text(est: Any) -> str:
         return f"no topics ({type(exc).__name__}: {exc})\n"
     return "".join(f"topic {t:3d}: {' '.join(map(str, words))}\n"
                    for t, words in enumerate(topics))
+
+
+def result_line(learner: Any, checkpoint: str | None, extra: str = "") -> str:
+    """The run's last line: minibatches and samples, the pass's train and validation
+    scores, ``extra`` (held-out score, saved file) and the checkpoint's path."""
+    m = learner.metrics
+    parts = [f"done: {learner.step} minibatches, {learner.samples} samples"]
+    scores = [f"{what} {m[key]:.6g}" for what, key in
+              (("train", "pass_train_score"), ("val", "pass_val_score"))
+              if m[key] == m[key]]
+    if scores:
+        parts.append(", ".join(scores) + f" ({learner.model.score_name})")
+    if extra:
+        parts.append(extra)
+    if checkpoint:
+        parts.append(f"checkpoint {checkpoint}")
+    return "; ".join(parts) if len(parts) > 1 else parts[0]

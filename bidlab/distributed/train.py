@@ -45,7 +45,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["main", "guarded"]
+__all__ = ["main", "guarded", "without_rank_options"]
 
 
 def guarded(comm: Any, fn: Callable[[], Any]) -> Any:
@@ -107,6 +107,12 @@ def _parser() -> argparse.ArgumentParser:
     p = _RankParser(prog="mpiexec -n N python -m bidlab.distributed.train", add_help=False,
                     allow_abbrev=False)
     add_arguments(p)
+    _add_rank_arguments(p)
+    return p
+
+
+def _add_rank_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of a run on ranks that ``bidlab train`` itself has not."""
     p.add_argument("--comm-mode", default="average", choices=["average", "butterfly", "sparse"])
     p.add_argument("--elastic", type=float, default=0.0)
     p.add_argument("--sync-timeout", type=_seconds, default=120.0)
@@ -114,22 +120,46 @@ def _parser() -> argparse.ArgumentParser:
                    "comma-separated, multiplying to the number of ranks (e.g. 4,8)")
     p.add_argument("--comm", default="mpi", choices=["mpi", "nccl"],
                    help="nccl: GPU models combined over NCCL, one rank per GPU")
-    return p
+
+
+def _check_comm_options(args: argparse.Namespace) -> None:
+    """ValueError when the communicator options contradict each other."""
+    if args.comm == "nccl" and args.nest:
+        raise ValueError("--nest layers the sparse mode, which --comm nccl does not run")
+    if args.nest and args.comm_mode != "sparse":
+        raise ValueError(f"--nest layers the sparse mode, and --comm-mode is "
+                         f"{args.comm_mode}: add --comm-mode sparse, or leave --nest out")
+    _nest(args.nest)
+
+
+def without_rank_options(extra: list[str]) -> list[str]:
+    """``extra`` without the options of a run on ranks, each checked first (ValueError
+    names a bad one): what ``bidlab train --ranks N`` checks before it starts the ranks.
+
+    Examples
+    --------
+    >>> without_rank_options(["--comm-mode", "sparse", "--l2", "1e-4"])
+    ['--l2', '1e-4']
+    """
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    _add_rank_arguments(p)
+    try:
+        args, rest = p.parse_known_args(extra)
+    except argparse.ArgumentError as exc:
+        raise ValueError(str(exc)) from None
+    _check_comm_options(args)
+    return rest
 
 
 def _communicator(args: argparse.Namespace) -> Any:
     """The rank's communicator (ValueError / ImportError: the job cannot start)."""
     from bidlab.distributed.mpi_comm import MPIComm
 
+    _check_comm_options(args)
     if args.comm == "nccl":
-        if args.nest:
-            raise ValueError("--nest layers the sparse mode, which --comm nccl does not run")
         from bidlab.distributed.nccl_comm import NCCLComm
 
         return NCCLComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout)
-    if args.nest and args.comm_mode != "sparse":
-        raise ValueError(f"--nest layers the sparse mode, and --comm-mode is "
-                         f"{args.comm_mode}: add --comm-mode sparse, or leave --nest out")
     return MPIComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout,
                    nest=_nest(args.nest))
 
