@@ -32,6 +32,7 @@ from bidlab.models.bayesnet.bif import read_bif, write_bif
 from bidlab.models.bayesnet.model import BayesNetModel, _clamps
 from bidlab.models.bayesnet.network import Network
 from bidlab.models.bayesnet.sampler import GibbsChains
+from bidlab.models.bayesnet.support import check_evidence_support
 from bidlab.models.lda.gibbs_params import ANNEAL_SCHEDULES
 from bidlab.models.sk_params import N_JOBS, VERBOSE
 from bidlab.models.validation import SEED_TEXT, device_row, seed_from, seed_ok
@@ -75,6 +76,10 @@ class BayesNet(BidlabEstimator):
     R-hat over all states), ``mcse_`` (the largest Monte-Carlo standard error of a
     marginal, from the spread of the chains' means: the marginals are within about 2
     ``mcse_`` of the exact ones; raise ``n_chains`` or ``n_samples`` to shrink it),
+    ``evidence_support_`` (the least probability, given its parents in the chains' last
+    states, that the chains give a clamped variable's state at best: at most
+    :data:`~bidlab.models.bayesnet.support.NEARLY_IMPOSSIBLE` means nearly impossible
+    evidence or stuck chains, which R-hat and ``mcse_`` cannot show, and ``infer`` warns),
     ``model_`` (the engine of the last run).
 
     Examples:
@@ -147,7 +152,7 @@ class BayesNet(BidlabEstimator):
         super().set_params(**params)
         if "network" in params:
             for name in ("_path_from_file", "_network", "model_", "marginals_", "rhat_",
-                         "mcse_"):
+                         "mcse_", "evidence_support_"):
                 self.__dict__.pop(name, None)
         return self
 
@@ -242,9 +247,12 @@ class BayesNet(BidlabEstimator):
 
     def _keep_results(self) -> None:
         model = self.model_
+        ch = model.chains
         self.marginals_ = model.marginals()
-        self.rhat_ = model.chains.rhat()
-        self.mcse_ = model.chains.mcse()
+        self.rhat_ = ch.rhat()
+        self.mcse_ = ch.mcse()
+        self.evidence_support_ = check_evidence_support(ch.net, ch.X[: ch.n_obs], ch.ev,
+                                                        stacklevel=4)
 
     # -- per-parameter temperatures -------------------------------------------------------
     def _temp_model(self) -> BayesNetModel:

@@ -424,7 +424,9 @@ class GibbsChains:
 
     def rhat(self) -> float:
         """The largest potential scale reduction factor (Gelman-Rubin R-hat) over all
-        states' Rao-Blackwellised marginals; NaN before 2 kept sweeps or with 1 chain."""
+        states' Rao-Blackwellised marginals; NaN before 2 kept sweeps or with 1 chain;
+        inf when the chains hold a state's marginal fixed at different values (they never
+        move between the modes they started in)."""
         n, m = self.kept, self.rb.shape[0]
         if n < 2 or m < 2:
             return float("nan")
@@ -433,6 +435,8 @@ class GibbsChains:
         W = w.mean(axis=0)
         B = n * mean.var(axis=0, ddof=1)
         ok = W > 1e-10
+        if bool(np.any(~ok & (B > 1e-10 * n))):
+            return float("inf")
         if not ok.any():
             return 1.0
         var = (n - 1) / n * W[ok] + B[ok] / n

@@ -5,6 +5,11 @@ of rows (BLAS / cuBLAS; ``kern.sparse_dense`` for CSR) and a fused nearest-centr
 (:mod:`bidlab.kern.kmeans`). The k-means engine (:mod:`bidlab.models.kmeans.model`),
 its initialisation and the estimator's ``predict`` / ``transform`` all measure distances
 here, on dense or CSR rows, numpy or CuPy alike.
+
+A fitted estimator's ``labels_`` and ``predict`` both come from :func:`labels_inertia`
+(one computation, so ``fit(X).labels_ == predict(X)`` to the bit, as in scikit-learn), and
+a row tied between equal centres goes to the lowest index of them, whatever rounding the
+GEMM gives each column (:func:`first_equal`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from bidlab import backend, kern
 from bidlab.kern.kmeans import assign, assigned_sq_dist, row_norms_sq
 from bidlab.mat import Mat, SMat
 
-__all__ = ["CHUNK_ENTRIES", "sq_distances", "nearest", "raw", "xp_of", "cross", "dense_rows"]
+__all__ = ["CHUNK_ENTRIES", "sq_distances", "nearest", "labels_inertia", "first_equal", "raw",
+           "xp_of", "cross", "dense_rows"]
 
 CHUNK_ENTRIES = 1 << 22  # distances per GEMM block (16 MiB of float32)
 
@@ -58,7 +64,37 @@ def sq_distances(X: Any, C: Any, xx: Any = None) -> Any:
     D += xx[:, None]
     D += xp.einsum("ij,ij->i", C, C)[None, :]
     xp.maximum(D, 0.0, out=D)
+    first = first_equal(C)
+    if first is not None:  # equal centres: equal columns (the GEMM may round them apart)
+        D[:, :] = D[:, xp.asarray(first)]
     return D
+
+
+def first_equal(C: Any) -> np.ndarray | None:
+    """For each centre, the lowest index of a centre equal to it (k,), or None when all
+    ``k`` centres differ.
+
+    BLAS rounds the columns of one product differently (edge kernels), so a row's
+    distances to two equal centres may differ in the last bit; mapping a label through this
+    sends a row to the first of equal centres, as scikit-learn's ties do.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> first_equal(np.array([[0.0, 1.0], [2.0, 3.0], [0.0, 1.0]])).tolist()
+    [0, 1, 0]
+    >>> first_equal(np.eye(3)) is None
+    True
+    """
+    Ch = np.ascontiguousarray(backend.to_host(C))
+    k = Ch.shape[0]
+    if k < 2:
+        return None
+    rows = Ch.view(np.dtype((np.void, Ch.dtype.itemsize * Ch.shape[1]))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    if first.shape[0] == k:
+        return None
+    return first[inverse.reshape(-1)].astype(np.int64)
 
 
 def nearest(X: Any, C: Any, w: Any = None) -> tuple[Any, Any]:
@@ -84,4 +120,16 @@ def nearest(X: Any, C: Any, w: Any = None) -> tuple[Any, Any]:
         cross(Xc, CT, D[: b - a])
         assign(D[: b - a], cc, row_norms_sq(Xc), labels[a:b], d1[: b - a], d2[: b - a])
         assigned_sq_dist(Xc, labels[a:b], C, dist[a:b])
+    first = first_equal(C)
+    if first is not None:
+        labels = xp.asarray(first)[labels]  # equal centres: equal distances (dist stands)
     return labels, dist
+
+
+def labels_inertia(X: Any, C: Any, w: Any = None) -> tuple[Any, float]:
+    """(labels, inertia) of the rows of ``X`` by the centres ``C``: :func:`nearest`, with
+    the (``w``-weighted) sum of the squared distances. ``fit``'s ``labels_`` and
+    ``inertia_`` and ``predict`` / ``score`` all come from here, so they agree."""
+    labels, dist = nearest(X, C)
+    total = dist.sum(dtype=np.float64) if w is None else (w * dist).sum(dtype=np.float64)
+    return labels, float(total)

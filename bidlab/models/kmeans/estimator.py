@@ -34,7 +34,7 @@ from bidlab import backend
 from bidlab.learn import BlockSource, Learner, MemorySource, Option
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
-from bidlab.models.kmeans.distances import CHUNK_ENTRIES, nearest, sq_distances
+from bidlab.models.kmeans.distances import CHUNK_ENTRIES, labels_inertia, nearest, sq_distances
 from bidlab.models.kmeans.inputs import KMeansInputs
 from bidlab.models.kmeans.live_fit import KMeansFitLearner, final_labels
 from bidlab.models.kmeans.lloyd import LloydKMeansModel
@@ -324,7 +324,7 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
             src = self._source(X, w, self.algorithm, None, model.random_state)
             lrn = self._build_learner(model, src, n_passes=self.max_iter, val_every=0)
             lrn.fit(progress=self._progress())
-            labels, inertia, n_iter = final_labels(self, model, lrn, X, w)
+            labels, inertia, n_iter = final_labels(model, lrn, X, w)
             if best is None or inertia < best[1]:
                 best = (model, inertia, labels, n_iter, lrn.step)
         assert best is not None
@@ -370,8 +370,8 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         model.stop_early = False
         lrn = self._build_learner(model, src, n_passes=1, val_every=0)
         lrn.fit(progress=self._progress())
-        labels, inertia = model.label_pass(self._source(X, w, "lloyd", None, 0))
         model.forget_rows()
+        labels, inertia = model.labels_of(X, w)
         self.labels_ = np.asarray(backend.to_host(labels))
         self.inertia_ = float(inertia)
         self.n_steps_ = int(getattr(self, "n_steps_", 0)) + lrn.step
@@ -435,10 +435,12 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
     def score(self, X: Any, y: Any = None, sample_weight: Any = None) -> float:
         """Minus the (weighted) sum of squared distances of ``X``'s rows to their nearest
         centre."""
-        _, dist = self._nearest(X)
-        w = self._weights(sample_weight, dist.shape[0])
-        total = dist.sum(dtype=np.float64) if w is None else (w * dist).sum(dtype=np.float64)
-        return -float(total)
+        check_is_fitted(self)
+        X = self._data(X, reset=False)
+        w = self._weights(sample_weight, X.shape[0])
+        with self._threads():
+            _, inertia = labels_inertia(X, self.model_.modelmats[0].data, w)
+        return -inertia
 
 
 register_model("kmeans", KMeans)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.learn import BlockSource, Learner
+from bidlab.learn import Learner
 from bidlab.models.kmeans.lloyd import LloydKMeansModel
 
 __all__ = ["KMeansFitLearner", "final_labels"]
@@ -45,7 +45,8 @@ class KMeansFitLearner:
             Xv = self._data(X, reset=False)  # type: ignore[attr-defined]
             w = self._weights(sample_weight, Xv.shape[0])  # type: ignore[attr-defined]
             model = self.model_  # type: ignore[attr-defined]
-            labels, inertia, n_iter = final_labels(self, model, lrn, Xv, w)
+            with self._threads():  # type: ignore[attr-defined]
+                labels, inertia, n_iter = final_labels(model, lrn, Xv, w)
             self.labels_ = np.asarray(backend.to_host(labels))
             self.inertia_ = float(inertia)
             self.n_iter_ = int(n_iter)
@@ -55,14 +56,13 @@ class KMeansFitLearner:
         return lrn, finish
 
 
-def final_labels(est: Any, model: Any, lrn: Learner, X: Any, w: Any) -> tuple[Any, float, int]:
-    """Every row of ``X`` labelled by ``model``'s final centres (its per-row training
-    state then freed), the inertia, and the iterations ``lrn`` trained (Lloyd updates,
-    or passes of minibatch steps): what ``fit`` reports."""
-    src = lrn.source if isinstance(lrn.source, BlockSource) else est._source(
-        X, w, "lloyd", None, 0)
-    labels, inertia = model.label_pass(src)
+def final_labels(model: Any, lrn: Learner, X: Any, w: Any) -> tuple[Any, float, int]:
+    """Every row of ``X`` labelled by ``model``'s final centres as ``predict`` labels them
+    (:meth:`~bidlab.models.kmeans.model.KMeansModel.labels_of`; its per-row training state
+    freed first), the inertia, and the iterations ``lrn`` trained (Lloyd updates, or
+    passes of minibatch steps): what ``fit`` reports."""
     model.forget_rows()
+    labels, inertia = model.labels_of(X, w)
     n_iter = (model.n_updates if isinstance(model, LloydKMeansModel)
               else math.ceil(lrn.samples / X.shape[0]))
     return labels, float(inertia), int(n_iter)

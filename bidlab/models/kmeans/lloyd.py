@@ -41,7 +41,7 @@ import numpy as np
 
 from bidlab import backend
 from bidlab.kern.kmeans import assigned_sq_dist
-from bidlab.learn.datasource import DataInfo, DataSource
+from bidlab.learn.datasource import DataInfo
 from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import Batch, Updater
@@ -203,33 +203,6 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
 
     def end_pass(self, pass_: int) -> None:
         self._lloyd_end(pass_)
-
-    # -- after training -------------------------------------------------------------------
-    def label_pass(self, source: DataSource) -> tuple[Any, float]:
-        """Labels of every row of one pass of ``source`` (the training rows, unshuffled)
-        and the inertia: the final assignment to the final centres, pruned by the bounds
-        as in training (nothing to assign when the labels stopped changing). Rows the
-        model holds no bounds for are labelled from every distance."""
-        rows = self._rows
-        if rows is None or rows.n != source.n_samples or not rows.xx_ok:
-            return super().label_pass(source)
-        ps = {"pruned": bool(self.opts.bounds and rows.bounds_pass is not None
-                             and self._pass_bounds is not None),
-              "labels_ok": True, "changed": 0}
-        total = 0.0
-        source.seek(0, 0)
-        for _ in range(source.batches_per_pass):
-            batch = source.next()
-            X, w = self._batch_data(batch)
-            m = batch.n
-            buf = self._buffers(m)
-            lab, u, lo, xx = rows.block(batch)
-            if not rows.current:
-                self._set_centers(buf)
-                self._assign_rows(X, lab, u, lo, xx, buf, ps, m, count=False)
-            total += self._inertia(X, lab, w, buf, m)
-            rows.done(batch)
-        return rows.column("labels").copy(), total
 
     def _prepare_pass(self, pass_: int, at_start: bool) -> dict[str, Any]:
         """Per-pass state: centres for the GEMM, whether the bounds hold, counters."""

@@ -12,7 +12,7 @@ sums kept by checkpoints) and :class:`~bidlab.models.kmeans.minibatch.MinibatchK
 (Sculley's steps through :class:`~bidlab.learn.updaters.RunningMean`, scikit-learn's early
 stop); their module docs give the rules. This module holds what both share: the start
 centres, the buffers, the nearest-centre pass of a minibatch, pickling, and the final
-labelling (:meth:`KMeansModel.label_pass`). Files and pickles of the single class of
+labelling (:meth:`KMeansModel.labels_of`). Files and pickles of the single class of
 earlier versions (``KMeansModel`` with an ``algorithm`` option) load as the subclass that
 option named (:func:`subclass_for`).
 
@@ -28,14 +28,14 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.kern.kmeans import CenterWork, assign, assigned_sq_dist, center_sums, row_norms_sq
+from bidlab.kern.kmeans import CenterWork, assign, center_sums, row_norms_sq
 from bidlab.kern.kmeans_lloyd import lloyd_block
-from bidlab.learn.datasource import DataInfo, DataSource
+from bidlab.learn.datasource import DataInfo
 from bidlab.learn.model import Model
 from bidlab.learn.persistable import UPGRADES
 from bidlab.learn.staging import Minibatch
 from bidlab.mat import Mat
-from bidlab.models.kmeans.distances import cross, nearest, raw
+from bidlab.models.kmeans.distances import cross, labels_inertia, nearest, raw
 
 __all__ = ["KMeansModel", "subclass_for"]
 
@@ -238,31 +238,15 @@ class KMeansModel(Model):
                 and self._work.cpu)
 
     # -- after training -------------------------------------------------------------------
-    def label_pass(self, source: DataSource) -> tuple[Any, float]:
-        """Labels of every row of one pass of ``source`` (unshuffled) and the inertia,
-        every distance computed (Lloyd's engine prunes with its bounds instead)."""
-        n = source.n_samples
-        labels = backend.empty((n,), np.int64, self.xp)
-        total = 0.0
-        source.seek(0, 0)
-        for _ in range(source.batches_per_pass):
-            batch = source.next()
-            X, w = self._batch_data(batch)
-            m, a = batch.n, batch.start
-            lab = labels[a : a + m]
-            buf = self._buffers(m)
-            self._set_centers(buf)
-            self._nearest_rows(X, lab, buf, m)
-            total += self._inertia(X, lab, w, buf, m)
-        return labels.copy(), total
-
-    def _inertia(self, X: Any, lab: Any, w: Any, buf: dict[str, Any], m: int) -> float:
-        """The (weighted) sum of the rows' squared distances to their centres ``lab``,
-        measured directly."""
-        dist = buf["dist"][:m]
-        assigned_sq_dist(X, lab, self.modelmats[0].data, dist)
-        return float(dist.sum(dtype=np.float64) if w is None
-                     else (w * dist).sum(dtype=np.float64))
+    def labels_of(self, X: Any, w: Any = None) -> tuple[Any, float]:
+        """Labels of every row of ``X`` (n x d, the training data as the estimator checked
+        it) by the current centres, and the (``w``-weighted) inertia: every distance
+        computed by :func:`~bidlab.models.kmeans.distances.labels_inertia`, the computation
+        ``predict`` makes, so ``fit``'s labels are those ``predict`` gives on the same rows
+        (bounds or a fused kernel's other GEMM blocking would round near-ties apart)."""
+        C = self.modelmats[0].data
+        self.distance_evaluations += X.shape[0] * C.shape[0]
+        return labels_inertia(X, C, w)
 
 
 def subclass_for(cls: type, state: Any) -> type | None:
