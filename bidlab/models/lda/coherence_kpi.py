@@ -13,8 +13,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
+
 from bidlab.learn.mixins import Mixin
 from bidlab.models.lda import coherence as coh
+from bidlab.models.validation import whole_at_least_one
 
 __all__ = ["CoherenceKPI"]
 
@@ -24,10 +27,11 @@ class CoherenceKPI(Mixin):
 
     Args:
         measure: ``"u_mass"``, ``"c_uci"``, ``"c_npmi"`` or ``"c_v"``.
-        X: reference documents x vocabulary counts (default: the learner's documents).
-        top_n: top words per topic.
+        X: reference documents x vocabulary counts: scipy / CuPy sparse, numpy, nested
+            lists or a :class:`bidlab.datasets.Corpus` (default: the learner's documents).
+        top_n: top words per topic (2 or more).
         every: seconds between recomputations.
-        max_docs: reference documents used (the first ones).
+        max_docs: reference documents used (the first ones; 1 or more).
 
     Examples
     --------
@@ -41,8 +45,18 @@ class CoherenceKPI(Mixin):
         if measure not in coh.MEASURES:
             raise ValueError(f"CoherenceKPI: unknown measure {measure!r}; choose one of "
                              f"{coh.MEASURES}")
+        if isinstance(top_n, (bool, np.bool_)) or not isinstance(
+                top_n, (int, np.integer)) or top_n < 2:
+            raise ValueError(f"CoherenceKPI: top_n must be an int >= 2 (coherence compares "
+                             f"pairs of a topic's top words); got {top_n!r}: pass e.g. "
+                             "top_n=10")
+        if X is not None:  # checked here: a refusal at every score would only show as NaN
+            if isinstance(X, (list, tuple)):
+                X = np.asarray(X, dtype=np.float64)
+            X = coh._reference_counts(X)  # a Corpus's counts too, as host CSR
         self.measure, self.X, self.top_n = measure, X, int(top_n)
-        self.every, self.max_docs = float(every), int(max_docs)
+        self.every = float(every)
+        self.max_docs = whole_at_least_one("CoherenceKPI", "max_docs", max_docs)
         self.kpi = f"coherence_{measure}"
         self._value = float("nan")
         self._when = -float("inf")

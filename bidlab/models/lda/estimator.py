@@ -197,6 +197,7 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
     def _new_model(self) -> None:
         self._validate_params()
         model = self._make_model()
+        model.set_owner(self)  # edits through model_ change n_components here too
         self.model_ = model
         self.updater_ = model.default_updater(tau0=self.tau0, kappa=self.kappa)
         self.n_empty_docs_ = 0

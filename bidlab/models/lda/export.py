@@ -32,7 +32,7 @@ from bidlab import backend
 from bidlab.models.validation import whole_at_least_one
 
 __all__ = ["js_distances", "js_divergences", "intertopic_map", "stress_steps",
-           "prepared_data", "map_html", "topic_diff", "relevance"]
+           "prepared_data", "map_html", "topic_diff", "relevance", "saliency"]
 
 
 def _rows(topics: Any) -> np.ndarray:
@@ -236,10 +236,24 @@ def relevance(topics: Any, term_share: np.ndarray, lam: float) -> np.ndarray:
     return lam * logp + (1.0 - lam) * lift
 
 
+def saliency(topics: Any, topic_freq: np.ndarray, term_share: np.ndarray) -> np.ndarray:
+    """Each word's saliency (Chuang et al. 2012; the order of pyLDAvis's default term list):
+    ``p(w) sum_t p(t|w) log(p(t|w) / p(t))``, with ``p(t|w)`` the word's probabilities in
+    the topics normalised over the topics and ``p(t)`` the topics' shares of the tokens."""
+    P = _rows(topics)
+    given = P / np.maximum(P.sum(axis=0, keepdims=True), 1e-300)  # p(t | w)
+    pt = np.asarray(topic_freq, np.float64) / max(float(np.sum(topic_freq)), 1e-300)
+    ratio = given / np.maximum(pt, 1e-300)[:, None]
+    return np.asarray(term_share, np.float64) * xlogy(given, np.maximum(ratio, 1e-300)
+                                                      ).sum(axis=0)
+
+
 def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None = None,
                   lambda_step: float = 0.01, R: int = 30) -> dict[str, Any]:
     """pyLDAvis's prepared data for the topics (k x vocabulary), the documents' topic
-    proportions ``theta`` (documents x k) and their counts ``X``; JSON-ready.
+    proportions ``theta`` (documents x k) and their counts ``X``; JSON-ready. The default
+    term list (no topic selected) holds the ``R`` most salient words (:func:`saliency`),
+    as pyLDAvis's does.
 
     Examples
     --------
@@ -277,7 +291,7 @@ def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None =
     share = term_freq / max(float(term_freq.sum()), 1e-300)
     m = intertopic_map(P, topic_freq)
     R = min(whole_at_least_one("prepared_data", "R (terms listed per topic)", R), V)
-    default = np.argsort(-term_freq, kind="stable")[:R]
+    default = np.argsort(-saliency(P, topic_freq, share), kind="stable")[:R]
     cols: dict[str, list[Any]] = {"Term": [], "Freq": [], "Total": [], "Category": [],
                                   "logprob": [], "loglift": []}
     for rank, j in enumerate(default):

@@ -50,10 +50,12 @@ class TopicPlan:
             return int(src[1])
         return None
 
-    def apply_words(self, C: np.ndarray, additive: bool = True, fill: float = 1.0) -> np.ndarray:
+    def apply_words(self, C: np.ndarray, additive: bool = True, fill: float = 1.0,
+                    seeded: bool = True) -> np.ndarray:
         """The V x k_new host matrix made from the V x k_old host matrix ``C``: counts
-        (``additive``) or values copied from the first source (temperatures; ``fill`` for
-        a new topic)."""
+        (``additive``; a new topic gets its seed counts, or zeros when not ``seeded``: an
+        updater's state, which a new topic has none of yet) or values copied from the
+        first source (temperatures; ``fill`` for a new topic)."""
         V = C.shape[0]
         out = np.empty((V, self.k), C.dtype)
         for j, src in enumerate(self.sources):
@@ -61,8 +63,10 @@ class TopicPlan:
                 out[:, j] = C[:, src[1]].sum(axis=1) if additive else C[:, src[1][0]]
             elif src[0] == "part":
                 out[:, j] = C[:, src[1]] * src[2] if additive else C[:, src[1]]
+            elif additive:
+                out[:, j] = src[1] if seeded else 0.0
             else:
-                out[:, j] = src[1] if additive else fill
+                out[:, j] = fill
         return out
 
     def apply_docs(self, T: np.ndarray) -> np.ndarray:
@@ -141,7 +145,10 @@ def reshape_model(model: Any, plan: TopicPlan, learner: Any = None,
     temp = _host(model.temp) if is_gibbs(model) else None
     ups = []
     for up in dict.fromkeys(u for u in updaters if u is not None and u.model is model):
-        state = {name: plan.apply_words(_host(m).T).T for name, m in up.state().items()}
+        # a new topic's seed is the model's counts, not statistics the updater gathered
+        # (a batch pass's sums would keep the seed on top of the pass's counts)
+        state = {name: plan.apply_words(_host(m).T, seeded=False).T
+                 for name, m in up.state().items()}
         ups.append((up, up.counters(), state))
     write_counts(model, plan.apply_words(C))
     if temp is not None:

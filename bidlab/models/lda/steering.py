@@ -60,6 +60,18 @@ class TopicSteering:
     >>> est.coherence(corpus, measure="c_npmi")                       # doctest: +SKIP
     """
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Loaded or copied: a fitted model (``model_``) again tells this face of the topic
+        edits made through it (its link here is not saved), so ``n_components`` follows k."""
+        parent = getattr(super(), "__setstate__", None)
+        if parent is None:
+            self.__dict__.update(state)
+        else:
+            parent(state)
+        model = self.__dict__.get("model_")
+        if model is not None and hasattr(model, "set_owner"):
+            model.set_owner(self)
+
     # -- the parts each face supplies -----------------------------------------------------
     def _steer_model(self) -> Any:
         raise NotImplementedError

@@ -136,7 +136,12 @@ def _must(R: np.ndarray) -> np.ndarray:
 
 def _cannot(R: np.ndarray) -> np.ndarray:
     """In each topic both words use, the one with the smaller share of its own counts
-    there moves that count to its other topics (in proportion)."""
+    there moves that count to its other topics (in proportion; evenly when it has no
+    count elsewhere).
+
+    >>> _cannot(np.array([[0.0, 5.0, 0.0], [0.0, 3.0, 0.0]])).tolist()
+    [[0.0, 5.0, 0.0], [1.5, 0.0, 1.5]]
+    """
     R = R.copy()
     tot = R.sum(axis=1, keepdims=True)
     p = R / np.maximum(tot, 1e-300)
@@ -147,8 +152,10 @@ def _cannot(R: np.ndarray) -> np.ndarray:
         others = R[loser].copy()
         others[t] = 0.0
         s = others.sum()
-        if s <= 0:
-            continue
+        if s <= 0:  # no count elsewhere (nor has the other word): evenly to the others
+            others, s = (np.arange(R.shape[1]) != t).astype(np.float64), R.shape[1] - 1.0
+            if s <= 0:  # a single topic: nowhere to go
+                continue
         R[loser] += moved * others / s
         R[loser, t] = 0.0
     return R
