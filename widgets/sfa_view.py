@@ -133,6 +133,11 @@ class SimilarItemsView(PumpedView):
         if train is not None and self.test is not None and train.shape != self.test.shape:
             raise ValueError(f"SimilarItemsView: train {train.shape} and test "
                              f"{self.test.shape} must have one shape (users x items)")
+        n_users = int(model.W.n_rows)  # p@10 scores test's rows with these users' factors
+        if self.test is not None and self.test.shape[0] != n_users:
+            raise ValueError(f"SimilarItemsView: test has {self.test.shape[0]} users (rows) "
+                             f"but the learner has {n_users}: give the held-out users x "
+                             "items matrix of the learner's users")
         self.users = (None if self.test is None
                       else np.flatnonzero(np.diff(self.test.indptr)))
         self._last_step, self._last_eval = -1, 0.0

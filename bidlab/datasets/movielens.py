@@ -111,7 +111,7 @@ class Ratings:
         held = np.zeros(X.nnz, bool)
         for u in np.flatnonzero(counts > 1):
             n = int(counts[u])
-            take = min(int(n * test_size), n - 1)
+            take = min(int(n * test_size + 1e-9), n - 1)  # 0.29 * 100 is 28.99...96
             if take:
                 held[X.indptr[u] + rng.choice(n, take, replace=False)] = True
         return RatingsSplit(_keep(X, ~held), _keep(X, held))

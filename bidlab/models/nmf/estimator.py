@@ -36,7 +36,7 @@ from bidlab import backend
 from bidlab.learn import Learner, MemorySource, Option
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator, FittedByModel
-from bidlab.models.nmf.inputs import Prepared, prepare, unwrap
+from bidlab.models.nmf.inputs import Prepared, prepare, ratings_input, unwrap
 from bidlab.models.nmf.model import LOSSES, NMFModel
 from bidlab.models.nmf.seeding import start
 from bidlab.models.nmf.serve import NMFServe, one_blas_thread
@@ -258,7 +258,7 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
 
     # -- input ------------------------------------------------------------------------------
     def _data(self, X: Any, mask: Any, reset: bool, columns: bool = True) -> Prepared:
-        X = unwrap(X)
+        X, mask = ratings_input(unwrap(X), mask)
         self._check_structure(X)
         if backend.is_cupy_array(getattr(X, "data", X)):
             X = backend.to_host(X)
@@ -347,8 +347,10 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
     # -- training ---------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None, W: Any = None, H: Any = None,
             mask: Any = None) -> NMF:
-        """Factorise ``X`` (n x d, dense with NaN where missing, or CSR; ``mask``: True
-        where observed); ``y`` is ignored; ``W`` and ``H``: the start of ``init="custom"``."""
+        """Factorise ``X`` (n x d, dense with NaN where missing, or CSR, or a
+        ``bidlab.datasets`` Ratings, whose stored entries are the observed ones; ``mask``:
+        True where observed); ``y`` is ignored; ``W`` and ``H``: the start of
+        ``init="custom"``."""
         self._fit(X, W, H, mask)
         return self
 

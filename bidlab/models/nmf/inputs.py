@@ -19,7 +19,7 @@ import scipy.sparse as sp
 
 from bidlab.models.validation import unwrap
 
-__all__ = ["Prepared", "prepare", "unwrap"]
+__all__ = ["Prepared", "prepare", "unwrap", "ratings_input"]
 
 
 @dataclass
@@ -33,6 +33,20 @@ class Prepared:
     @property
     def shape(self) -> tuple[int, int]:
         return tuple(self.mats[0].shape)  # type: ignore[return-value]
+
+
+def ratings_input(X: Any, mask: Any) -> tuple[Any, Any]:
+    """A :class:`bidlab.datasets.Ratings` (``load_movielens``, ``read_ratings_csv``) as its
+    users x items CSR with its stored entries, the ratings, as the observed ones (unless a
+    ``mask`` is given), as ``bidlab train nmf`` reads a ratings file; anything else as it
+    is."""
+    if not (hasattr(X, "user_ids") and hasattr(X, "item_ids")
+            and sp.issparse(getattr(X, "X", None))):
+        return X, mask
+    R = sp.csr_matrix(X.X)
+    if mask is None:
+        mask = sp.csr_matrix((np.ones(R.nnz, bool), R.indices, R.indptr), shape=R.shape)
+    return R, mask
 
 
 def _bad_position(name: str, what: str, rows: np.ndarray, cols: np.ndarray, fix: str) -> None:

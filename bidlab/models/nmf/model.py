@@ -50,6 +50,7 @@ from bidlab.learn.updaters.multiplicative import OnlineMult
 from bidlab.mat import Mat
 from bidlab.models.nmf.pass_sums import PassSums
 from bidlab.models.nmf.steps import Block, h_stats, objective, penalised, w_cd_step, w_step
+from bidlab.models.pass_history import history_counters, history_from_counters
 from bidlab.models.validation import float_dtype, start_matrix
 
 __all__ = ["NMFModel", "LOSSES", "SOLVERS", "data_kind"]
@@ -211,6 +212,16 @@ class NMFModel(RowStatePickling, Model):
         state = self.W.state("W") if self.W is not None else {}
         sums = self._pass_sums()
         return state if sums is None else state | sums.state()
+
+    def counters(self) -> dict[str, int]:
+        """The passes done and the errors of this source's passes (the stopping rule's),
+        so a resumed run counts and stops as the run it resumes."""
+        return {"n_passes_done": int(self.n_passes_done)} | history_counters("errors",
+                                                                           self.errors)
+
+    def set_counters(self, values: dict[str, int]) -> None:
+        self.n_passes_done = int(values.get("n_passes_done", self.n_passes_done))
+        self.errors = history_from_counters("errors", values, self.errors)
 
     def refresh(self) -> None:
         self._h_changed()

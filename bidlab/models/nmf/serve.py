@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
@@ -82,7 +83,10 @@ class NMFServe:
     def inverse_transform(self, X: Any) -> np.ndarray:
         """``W @ components_``: the data the factors ``X`` (n x k) reconstruct."""
         check_is_fitted(self)
-        W = np.asarray(backend.to_host(unwrap(X)), dtype=self.model_.dtype)
+        W = backend.to_host(unwrap(X))
+        if sp.issparse(W):  # factors kept sparse (scikit-learn's takes them too)
+            W = W.toarray()
+        W = np.asarray(W, dtype=self.model_.dtype)
         if W.ndim != 2 or W.shape[1] != self.n_components_:
             raise ValueError(f"NMF: inverse_transform needs n x {self.n_components_} factors "
                              f"(one column per component); got shape {W.shape}")

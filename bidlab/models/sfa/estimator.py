@@ -35,7 +35,7 @@ from bidlab.models.sfa.inputs import check_counts, check_ids, ratings_csr
 from bidlab.models.sfa.model import FEEDBACK, SFAModel
 from bidlab.models.sfa.serve import ServeMixin
 from bidlab.models.sk_params import N_JOBS, factor_rows
-from bidlab.models.validation import drawn_seed
+from bidlab.models.validation import drawn_seed, unwrap
 
 __all__ = ["AUTO_L2", "SFA"]
 
@@ -158,7 +158,13 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
             return self.model_.dtype
         if self.dtype is not None:
             return np.dtype(self.dtype)
+        if hasattr(X, "user_ids") and sp.issparse(getattr(X, "X", None)):
+            X = X.X  # a bidlab.datasets Ratings (load_movielens): its matrix's type
+        X = unwrap(X)
         dt = getattr(X, "dtype", None)
+        if dt is None and getattr(X, "ndim", 0) == 2 and hasattr(X, "dtypes"):  # a frame
+            kinds = {np.dtype(getattr(d, "subtype", d)) for d in X.dtypes}
+            dt = kinds.pop() if len(kinds) == 1 else None
         return np.dtype(np.float32) if dt == np.float32 else np.dtype(np.float64)
 
     def _ratings(self, X: Any) -> sp.csr_matrix:

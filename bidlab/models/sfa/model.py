@@ -36,6 +36,7 @@ from bidlab.learn.rowstate import RowState, RowStatePickling
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import Batch, Updater
 from bidlab.mat import Mat
+from bidlab.models.pass_history import history_counters, history_from_counters
 from bidlab.models.validation import float_dtype, start_matrix
 
 __all__ = ["SFAModel", "FEEDBACK", "ROTATE_MIN_F"]
@@ -182,6 +183,19 @@ class SFAModel(RowStatePickling, Model):
 
     def extra_state(self) -> dict[str, Mat]:
         return self.W.state("W") if self.W is not None else {}
+
+    def counters(self) -> dict[str, int]:
+        """The sweeps done and their training RMSEs, so a resumed run goes on counting."""
+        return {"n_passes_done": int(self.n_passes_done)} | history_counters("rmse", self.rmse)
+
+    def set_counters(self, values: dict[str, int]) -> None:
+        self.n_passes_done = int(values.get("n_passes_done", self.n_passes_done))
+        self.rmse = history_from_counters("rmse", values, self.rmse)
+
+    def restored(self, earlier: dict[str, Any]) -> None:
+        """New item factors were written: their Gram matrix (and its rotation) are formed
+        again on next use."""
+        self._gram_key = self._rot_key = None
 
     def start_pass(self, pass_: int) -> None:
         self._pass = [0.0, 0.0]
