@@ -89,7 +89,9 @@ def as_adjacency(G: Any, dtype: Any, *, square: bool = True, directed: bool = Tr
         if not square:
             raise ValueError("PageRank: directed=False needs the whole graph (a square "
                              "adjacency), not a block of its rows")
-        G = G.maximum(G.T).tocsr()
+        # G.T as CSR: CuPy before 14.2 takes only a CSR operand in maximum (a CSC one
+        # raises NotImplementedError); scipy converts it to CSR all the same
+        G = G.maximum(G.T.tocsr()).tocsr()
     if not G.has_canonical_format:
         G = G.copy()
         G.sum_duplicates()
