@@ -32,8 +32,12 @@ def test_kmeans_labels_equal_predict_in_float32(d: int, k: int, algorithm: str,
         km = KMeans(k, random_state=seed, algorithm=algorithm, bounds=bounds, max_iter=30,
                     batch_size=512).fit(X)
         np.testing.assert_array_equal(km.labels_, km.predict(X))
-        np.testing.assert_array_equal(km.transform(X).argmin(axis=1), km.labels_)
         assert km.inertia_ == -km.score(X)
+        # transform's distances come from another product: its argmin may round a near-tie
+        # the other way (as scikit-learn's), but not by more than that rounding
+        D = km.transform(X).astype(np.float64) ** 2
+        gap = D[np.arange(len(X)), km.labels_] - D.min(axis=1)
+        assert gap.max() <= 1e-5 * (X.astype(np.float64) ** 2).sum(axis=1).max()
 
 
 def test_kmeans_fit_learner_and_partial_fit_labels_equal_predict() -> None:

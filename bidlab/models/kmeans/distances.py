@@ -130,6 +130,31 @@ def labels_inertia(X: Any, C: Any, w: Any = None) -> tuple[Any, float]:
     """(labels, inertia) of the rows of ``X`` by the centres ``C``: :func:`nearest`, with
     the (``w``-weighted) sum of the squared distances. ``fit``'s ``labels_`` and
     ``inertia_`` and ``predict`` / ``score`` all come from here, so they agree."""
-    labels, dist = nearest(X, C)
+    if isinstance(X, np.ndarray) and isinstance(C, np.ndarray):
+        labels, dist = _nearest_fused(X, C)
+    else:
+        labels, dist = nearest(X, C)
     total = dist.sum(dtype=np.float64) if w is None else (w * dist).sum(dtype=np.float64)
     return labels, float(total)
+
+
+def _nearest_fused(X: np.ndarray, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`nearest` for dense CPU rows by the fused Lloyd kernel (every row computed,
+    no sums: all threads, BLAS on one thread inside), the distances then measured
+    directly."""
+    from bidlab.kern.kmeans import CenterWork
+    from bidlab.kern.kmeans_lloyd import lloyd_block
+
+    X = np.ascontiguousarray(X)
+    C = np.ascontiguousarray(C, dtype=X.dtype)
+    n, k = X.shape[0], C.shape[0]
+    labels = np.empty(n, np.int64)
+    near, second = np.empty(n, X.dtype), np.empty(n, X.dtype)
+    cc = np.einsum("ij,ij->i", C, C)
+    lloyd_block(X, C, cc, row_norms_sq(X), labels, near, second, CenterWork(k, X.shape[1]),
+                sums=False, root=False)
+    first = first_equal(C)
+    if first is not None:
+        labels = first[labels]
+    assigned_sq_dist(X, labels, C, near)
+    return labels, near

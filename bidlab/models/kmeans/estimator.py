@@ -34,7 +34,7 @@ from bidlab import backend
 from bidlab.learn import BlockSource, Learner, MemorySource, Option
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
-from bidlab.models.kmeans.distances import CHUNK_ENTRIES, labels_inertia, nearest, sq_distances
+from bidlab.models.kmeans.distances import CHUNK_ENTRIES, labels_inertia, sq_distances
 from bidlab.models.kmeans.inputs import KMeansInputs
 from bidlab.models.kmeans.live_fit import KMeansFitLearner, final_labels
 from bidlab.models.kmeans.lloyd import LloydKMeansModel
@@ -407,16 +407,13 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         return lrn
 
     # -- using the model --------------------------------------------------------------------
-    def _nearest(self, X: Any) -> tuple[Any, Any]:
-        check_is_fitted(self)
-        X = self._data(X, reset=False)
-        with self._threads():
-            return nearest(X, self.model_.modelmats[0].data)
-
     def predict(self, X: Any, sample_weight: Any = None) -> np.ndarray:
         """The nearest centre of each row of ``X`` (``sample_weight`` does not change it)."""
-        labels, _ = self._nearest(X)
-        self._weights(sample_weight, labels.shape[0])
+        check_is_fitted(self)
+        X = self._data(X, reset=False)
+        self._weights(sample_weight, X.shape[0])
+        with self._threads():
+            labels, _ = labels_inertia(X, self.model_.modelmats[0].data)
         return np.asarray(backend.to_host(labels))
 
     def fit_predict(self, X: Any, y: Any = None, sample_weight: Any = None) -> np.ndarray:
@@ -424,7 +421,9 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         return self.fit(X, sample_weight=sample_weight).labels_
 
     def transform(self, X: Any) -> np.ndarray:
-        """Euclidean distance from each row of ``X`` to each centre (n x k)."""
+        """Euclidean distance from each row of ``X`` to each centre (n x k). Its argmin is
+        ``predict``'s label but for rows within rounding of two centres (another product
+        computes these distances, as in scikit-learn)."""
         check_is_fitted(self)
         X = self._data(X, reset=False)
         with self._threads():

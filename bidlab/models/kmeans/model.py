@@ -29,7 +29,7 @@ import numpy as np
 
 from bidlab import backend
 from bidlab.kern.kmeans import CenterWork, assign, center_sums, row_norms_sq
-from bidlab.kern.kmeans_lloyd import lloyd_block
+from bidlab.kern.kmeans_lloyd import lloyd_block, one_blas_thread
 from bidlab.learn.datasource import DataInfo
 from bidlab.learn.model import Model
 from bidlab.learn.persistable import UPGRADES
@@ -246,7 +246,10 @@ class KMeansModel(Model):
         (bounds or a fused kernel's other GEMM blocking would round near-ties apart)."""
         C = self.modelmats[0].data
         self.distance_evaluations += X.shape[0] * C.shape[0]
-        return labels_inertia(X, C, w)
+        if self.xp is not np:
+            return labels_inertia(X, C, w)
+        with one_blas_thread():  # BLAS threads left spinning slow the next fit's kernels
+            return labels_inertia(X, C, w)
 
 
 def subclass_for(cls: type, state: Any) -> type | None:
