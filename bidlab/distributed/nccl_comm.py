@@ -124,8 +124,10 @@ class NCCLComm(MPIComm):
             self.nccl.allReduce(buf.data.ptr, buf.data.ptr, buf.size,
                                 _nccl_type(self._nccl, buf.dtype), self._nccl.NCCL_SUM,
                                 self._stream())
-            if op == "mean":
+            if op == "mean" and buf.dtype.kind in "fc":
                 buf *= buf.dtype.type(1.0 / self.size)
+            elif op == "mean":  # integers: as the other communicators (dtype(1/size) is 0)
+                buf[...] = (buf * (1.0 / self.size)).astype(buf.dtype)
             if buf is not a:
                 a[...] = buf
             self.bytes_sent += dense_allreduce_bytes(buf.nbytes, self.size)

@@ -323,14 +323,17 @@ class SMat:
             or (root._rows.shape[0] < root._nnz)
         ):
             xp = self.xp
-            counts = xp.diff(root._indptr)
             if root._rows is None or root._rows.shape[0] < root._nnz:
                 root._rows = backend.empty(
                     (math.ceil(max(root._nnz, 1) * root.growth),), root._indices.dtype, xp
                 )
-            root._rows[: root._nnz] = xp.repeat(
-                xp.arange(root._shape[0], dtype=root._indices.dtype), counts
-            )
+            if xp is np:
+                root._rows[: root._nnz] = np.repeat(
+                    np.arange(root._shape[0], dtype=root._indices.dtype), np.diff(root._indptr)
+                )
+            else:  # CuPy before 14.1 takes no array of repeats: each entry's row by search
+                at = xp.arange(root._nnz, dtype=root._indptr.dtype)
+                root._rows[: root._nnz] = xp.searchsorted(root._indptr, at, side="right") - 1
             root._rows_version = root._version
         return root._rows[: root._nnz]
 
