@@ -146,11 +146,14 @@ class Applied:
 class OptionControls:
     """Widgets for a learner's live options; changes go to ``learner.set``.
 
-    Args:
-        learner: a :class:`bidlab.learn.Learner`.
-        names: the options to show (default: every live scalar option but :data:`HIDDEN`
-            and those the learner refuses to change, see :func:`refusal`; naming one of
-            those is a ValueError that gives the learner's reason).
+    Parameters
+    ----------
+    learner
+        a :class:`bidlab.learn.Learner`.
+    names
+        the options to show (default: every live scalar option but :data:`HIDDEN`
+        and those the learner refuses to change, see :func:`refusal`; naming one of
+        those is a ValueError that gives the learner's reason).
     """
 
     def __init__(self, learner: Any, names: Iterable[str] | None = None) -> None:

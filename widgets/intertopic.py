@@ -69,13 +69,20 @@ WORDS_EVERY = 1.0
 class IntertopicMap(PumpedView):
     """Live intertopic map of an LDA learner (display it as a cell's last value).
 
-    Args:
-        learner: ``LDA(...).learner(X)`` or ``LDAGibbs(...).learner(X)``.
-        vocab: the word of each column of X.
-        rate: updates per second, at most 10.
-        n_words: relevant words listed for the selected topic.
-        coherence_every: seconds between recomputations of the topics' coherence.
-        key: pump slot.
+    Parameters
+    ----------
+    learner
+        ``LDA(...).learner(X)`` or ``LDAGibbs(...).learner(X)``.
+    vocab
+        the word of each column of X.
+    rate
+        updates per second, at most 10.
+    n_words
+        relevant words listed for the selected topic.
+    coherence_every
+        seconds between recomputations of the topics' coherence.
+    key
+        pump slot.
 
     Examples
     --------

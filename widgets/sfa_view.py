@@ -62,21 +62,32 @@ def _user_rows(model: Any) -> Any:
 class SimilarItemsView(PumpedView):
     """Live view of an SFA learner (display it as a cell's last value).
 
-    Args:
-        learner: ``SFA(...).learner(X)``.
-        titles: one title per item (column of ``X``).
-        items: the items to watch (default: the ``watch`` most rated in ``train``, else
-            the first ``watch``).
-        n: similar items listed for each.
-        train: the training users x items (``X``): its items are left out of the p@10
-            lists, and it picks the default items.
-        test: held-out users x items (CSR of ``X``'s shape) for the p@10 curve, or None.
-        watch: how many items to watch when ``items`` is not given.
-        rate: updates per second at most.
-        key: the pump's key for this kind of view (a new view replaces the old one).
-        min_ratings: list only items with at least this many ratings in ``train`` (as
-            :meth:`bidlab.models.SFA.similar_items`: the default 1 leaves out items never
-            rated, 0 keeps every item).
+    Parameters
+    ----------
+    learner
+        ``SFA(...).learner(X)``.
+    titles
+        one title per item (column of ``X``).
+    items
+        the items to watch (default: the ``watch`` most rated in ``train``, else
+        the first ``watch``).
+    n
+        similar items listed for each.
+    train
+        the training users x items (``X``): its items are left out of the p@10
+        lists, and it picks the default items.
+    test
+        held-out users x items (CSR of ``X``'s shape) for the p@10 curve, or None.
+    watch
+        how many items to watch when ``items`` is not given.
+    rate
+        updates per second at most.
+    key
+        the pump's key for this kind of view (a new view replaces the old one).
+    min_ratings
+        list only items with at least this many ratings in ``train`` (as
+        :meth:`bidlab.models.SFA.similar_items`: the default 1 leaves out items never
+        rated, 0 keeps every item).
 
     Examples
     --------

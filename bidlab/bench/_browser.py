@@ -151,11 +151,15 @@ def start_lab(root: Path, workdir: Path, labextensions: dict[str, Path] | None =
               ipython_startup: list[str] | None = None, timeout: float = 90.0) -> LabServer:
     """Start JupyterLab on 127.0.0.1 serving ``root``; its private dirs go in ``workdir``.
 
-    Args:
-        labextensions: ``{name: built extension dir}`` to load before installed ones (a
-            checkout's fresh build wins over an older installed copy).
-        settings: ``{"@jupyterlab/plugin:id": {...}}`` user settings to write.
-        ipython_startup: Python snippets every kernel runs at start (IPython startup files).
+    Parameters
+    ----------
+    labextensions
+        ``{name: built extension dir}`` to load before installed ones (a
+        checkout's fresh build wins over an older installed copy).
+    settings
+        ``{"@jupyterlab/plugin:id": {...}}`` user settings to write.
+    ipython_startup
+        Python snippets every kernel runs at start (IPython startup files).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     dirs = {name: workdir / name for name in

@@ -18,15 +18,24 @@ import scipy.sparse as sp
 class Corpus:
     """A bag-of-words corpus: ``X[d, w]`` is how often word ``vocab[w]`` occurs in document d.
 
-    Attributes:
-        X: documents x vocabulary counts, canonical CSR.
-        vocab: the column names (``len(vocab) == X.shape[1]``).
-        labels: one integer class per document (an index into ``label_names``), or None.
-        label_names: the class names, or None.
-        doc_ids: one id per document (UCI document numbers, file paths), or None.
-        name: a short name for printing.
-        topics: planted topics (k x vocabulary, rows sum to 1), synthetic corpora only.
-        theta: planted document-topic proportions (documents x k), synthetic corpora only.
+    Attributes
+    ----------
+    X
+        documents x vocabulary counts, canonical CSR.
+    vocab
+        the column names (``len(vocab) == X.shape[1]``).
+    labels
+        one integer class per document (an index into ``label_names``), or None.
+    label_names
+        the class names, or None.
+    doc_ids
+        one id per document (UCI document numbers, file paths), or None.
+    name
+        a short name for printing.
+    topics
+        planted topics (k x vocabulary, rows sum to 1), synthetic corpora only.
+    theta
+        planted document-topic proportions (documents x k), synthetic corpora only.
     """
 
     X: sp.csr_matrix

@@ -31,11 +31,14 @@ __all__ = ["EdgeList", "load_snap_edges", "load_matrix_market"]
 class EdgeList:
     """A graph read from an edge list.
 
-    Attributes:
-        A: the n x n adjacency matrix (``scipy.sparse.csr_matrix``, rows = source vertices);
-            an edge listed twice has weight 2 (duplicates are summed), a self-loop is kept.
-        ids: the original id of each of the n vertices (``ids[i]`` is vertex ``i``'s id in
-            the file), sorted.
+    Attributes
+    ----------
+    A
+        the n x n adjacency matrix (``scipy.sparse.csr_matrix``, rows = source vertices);
+        an edge listed twice has weight 2 (duplicates are summed), a self-loop is kept.
+    ids
+        the original id of each of the n vertices (``ids[i]`` is vertex ``i``'s id in
+        the file), sorted.
     """
 
     A: sp.csr_matrix
@@ -77,11 +80,10 @@ def load_snap_edges(path: str | os.PathLike, *, directed: bool = True,
     cap
         decompressed-size cap in bytes (default: :func:`bidlab._bounded_io.max_decompressed`).
 
-    Notes
-    -----
-
-    Returns:
-        :class:`EdgeList` (``A``: n x n CSR, ``ids``: original ids).
+    Returns
+    -------
+    EdgeList
+        ``A``: n x n CSR, ``ids``: original ids.
     """
     raw = read_data(path, cap, "SNAP edge list").removeprefix(codecs.BOM_UTF8)
     # a '#' starts a comment, on a line of its own or after an edge (as networkx reads it)

@@ -48,13 +48,19 @@ class RatingsSplit:
 class Ratings:
     """A users x items CSR of ratings with its id maps (see the module doc).
 
-    Attributes:
-        X: users x items ``scipy.sparse.csr_matrix`` (one stored entry per rating).
-        user_ids, item_ids: the raw id of each row and each column.
-        titles: the title of each column (MovieLens), or None.
-        times: the time of each stored entry (aligned with ``X.data``), or None.
-        duplicates: (user, item) pairs rated more than once whose earlier ratings were
-            dropped.
+    Attributes
+    ----------
+    X
+        users x items ``scipy.sparse.csr_matrix`` (one stored entry per rating).
+    user_ids, item_ids
+        the raw id of each row and each column.
+    titles
+        the title of each column (MovieLens), or None.
+    times
+        the time of each stored entry (aligned with ``X.data``), or None.
+    duplicates
+        (user, item) pairs rated more than once whose earlier ratings were
+        dropped.
 
     Examples
     --------

@@ -57,14 +57,21 @@ def _nccl_type(nccl: Any, dtype: Any) -> int:
 class NCCLComm(MPIComm):
     """One rank of an MPI job whose CuPy arrays are combined over NCCL.
 
-    Args:
-        comm: an ``mpi4py.MPI.Comm`` (default ``COMM_WORLD``).
-        mode: ``"average"`` or ``"butterfly"`` (see :class:`MPIComm`).
-        elastic, timeout, spin: as :class:`MPIComm` (``timeout`` bounds the MPI
-            exchanges only).
-        device: the GPU this rank uses; None: ``rank % number of GPUs`` (one rank per
-            GPU of each node when ranks are placed node by node).
+    Parameters
+    ----------
+    comm
+        an ``mpi4py.MPI.Comm`` (default ``COMM_WORLD``).
+    mode
+        ``"average"`` or ``"butterfly"`` (see :class:`MPIComm`).
+    elastic, timeout, spin
+        as :class:`MPIComm` (``timeout`` bounds the MPI
+        exchanges only).
+    device
+        the GPU this rank uses; None: ``rank % number of GPUs`` (one rank per
+        GPU of each node when ranks are placed node by node).
 
+    Notes
+    -----
     Numpy arrays go through MPI as in :class:`MPIComm`; CuPy arrays through NCCL.
 
     Examples

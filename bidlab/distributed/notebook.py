@@ -109,15 +109,21 @@ def stop_engines(cluster: Any, client: Any, *learners: Any, timeout: float = 30.
 class RankedLearner:
     """An estimator's learner on every engine of ``client``, steered as one.
 
-    Args:
-        client: an ``ipyparallel.Client`` whose engines are the ranks of one MPI job.
-        model: a registered model name (``bidlab.learn.MODELS``: ``"glm"``, ``"lda"``,
-            ``"kmeans"``, ...).
-        data: a path every engine reads its rows of (:func:`read_rank_data`), or a tuple of
-            aligned matrices sent to every engine and cut there (``(X,)`` or ``(X, y)``).
-        params: the estimator's parameters; ``options``: the learner's (``n_passes``,
-            ``sync_every``, ``batch_size``: the rows per minibatch on the largest rank).
-        mode, elastic, nest: how models are combined (:class:`MPIComm`).
+    Parameters
+    ----------
+    client
+        an ``ipyparallel.Client`` whose engines are the ranks of one MPI job.
+    model
+        a registered model name (``bidlab.learn.MODELS``: ``"glm"``, ``"lda"``,
+        ``"kmeans"``, ...).
+    data
+        a path every engine reads its rows of (:func:`read_rank_data`), or a tuple of
+        aligned matrices sent to every engine and cut there (``(X,)`` or ``(X, y)``).
+    params
+        the estimator's parameters; ``options``: the learner's (``n_passes``,
+        ``sync_every``, ``batch_size``: the rows per minibatch on the largest rank).
+    mode, elastic, nest
+        how models are combined (:class:`MPIComm`).
 
     Examples
     --------

@@ -114,8 +114,10 @@ class _Subscription:
 class ProxyLearner:
     """The ranks of a :class:`RankedLearner` as one learner in this process (module doc).
 
-    Args:
-        ranked: the :class:`bidlab.distributed.notebook.RankedLearner` it stands for.
+    Parameters
+    ----------
+    ranked
+        the :class:`bidlab.distributed.notebook.RankedLearner` it stands for.
 
     Examples
     --------

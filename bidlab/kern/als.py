@@ -250,21 +250,33 @@ def solve_rows(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int, gram: Any = N
                bias: bool = False, diagonal: bool = False) -> None:
     """``steps`` conjugate-gradient steps on each row of ``X`` (in place, from its values).
 
-    Args:
-        S: ratings, rows x others (scipy or CuPy CSR, ``X``'s dtype).
-        O: the other side's factors (others x f; with ``bias``, its last column is its
-            bias and reads as 1 in the products).
-        X: this side's factors (rows x f), updated in place.
-        sc: :class:`Scratch` of ``X``'s rows.
-        steps: conjugate-gradient steps.
-        gram: ``O' O + l2 I`` (implicit feedback), or None (explicit ratings).
-        l2: the L2 weight (explicit; the implicit one is in ``gram``).
-        alpha: the implicit confidence slope.
-        mu: the global mean (explicit).
-        bias: the last columns are biases (explicit).
-        diagonal: ``gram`` is the 1 x f diagonal of a diagonal Gram matrix: ``O`` and
-            ``X`` are in the eigenvector basis of ``O' O + l2 I`` (:func:`rotation`), where
-            each step's Gram product costs f instead of f^2 per row.
+    Parameters
+    ----------
+    S
+        ratings, rows x others (scipy or CuPy CSR, ``X``'s dtype).
+    O
+        the other side's factors (others x f; with ``bias``, its last column is its
+        bias and reads as 1 in the products).
+    X
+        this side's factors (rows x f), updated in place.
+    sc
+        :class:`Scratch` of ``X``'s rows.
+    steps
+        conjugate-gradient steps.
+    gram
+        ``O' O + l2 I`` (implicit feedback), or None (explicit ratings).
+    l2
+        the L2 weight (explicit; the implicit one is in ``gram``).
+    alpha
+        the implicit confidence slope.
+    mu
+        the global mean (explicit).
+    bias
+        the last columns are biases (explicit).
+    diagonal
+        ``gram`` is the 1 x f diagonal of a diagonal Gram matrix: ``O`` and
+        ``X`` are in the eigenvector basis of ``O' O + l2 I`` (:func:`rotation`), where
+        each step's Gram product costs f instead of f^2 per row.
 
     Examples
     --------

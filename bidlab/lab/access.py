@@ -68,10 +68,13 @@ def private_runtime_dir(path: str | os.PathLike) -> Path:
     """``path`` (symbolic links resolved) once it is a private folder; create it (``0700``)
     when it does not exist.
 
-    Raises:
-        PermissionError: the folder belongs to another user, or its group or others have
-            any permission on it; the message names the problem and the fix.
-        NotADirectoryError: ``path`` is not a folder.
+    Raises
+    ------
+    PermissionError
+        the folder belongs to another user, or its group or others have
+        any permission on it; the message names the problem and the fix.
+    NotADirectoryError
+        ``path`` is not a folder.
     """
     path = Path(path).expanduser()
     if not os.path.lexists(path):
@@ -119,11 +122,16 @@ def _is_terminal(stream: TextIO) -> bool:
 def announce(url: str, token: str, where: Path, stream: TextIO | None = None) -> str:
     """Print how to open JupyterLab on ``stream`` (default: stderr); return the line.
 
-    Args:
-        url: the URL, ending in ``?token=<token>``.
-        token: the access token.
-        where: the private file that holds the token (see :func:`token_file`).
-        stream: where to print; the token is included only when it is a terminal.
+    Parameters
+    ----------
+    url
+        the URL, ending in ``?token=<token>``.
+    token
+        the access token.
+    where
+        the private file that holds the token (see :func:`token_file`).
+    stream
+        where to print; the token is included only when it is a terminal.
     """
     stream = sys.stderr if stream is None else stream
     if _is_terminal(stream):

@@ -69,14 +69,19 @@ def _open_comm(data: dict[str, Any]) -> Any:
 class LearnerBridge:
     """Publishes the learners of this process on a comm and runs the panel's commands.
 
-    Args:
-        learners: returns the live learners (default: :func:`bidlab.learn.registry.learners`).
-        open_comm: opens the comm with its first message as data and returns it (an object
-            with ``send(data)``, ``on_msg(callback)``, ``on_close(callback)``); tests pass a
-            fake.
-        interval: seconds between ticks of the pump thread (0.25: at most 4 snapshots/s).
-        settle: seconds a command waits, in total, for the learners it asks to change state
-            (they are asked at once, not one after another).
+    Parameters
+    ----------
+    learners
+        returns the live learners (default: :func:`bidlab.learn.registry.learners`).
+    open_comm
+        opens the comm with its first message as data and returns it (an object
+        with ``send(data)``, ``on_msg(callback)``, ``on_close(callback)``); tests pass a
+        fake.
+    interval
+        seconds between ticks of the pump thread (0.25: at most 4 snapshots/s).
+    settle
+        seconds a command waits, in total, for the learners it asks to change state
+        (they are asked at once, not one after another).
     """
 
     def __init__(

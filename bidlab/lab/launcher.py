@@ -190,18 +190,26 @@ def launch(notebook: str | None = None, port: int | None = None, token: str | No
            open_browser: bool = True) -> int:
     """Run JupyterLab on 127.0.0.1 with a token, opening ``notebook``; return its exit code.
 
-    Args:
-        notebook: the notebook to open (default: the LDA demo, see
-            :func:`resolve_notebook`).
-        port: TCP port (default: the first free one from 8888).
-        token: the access token (default: ``$JUPYTER_TOKEN`` when set, else a random
-            48-hex-digit one).
-        open_browser: open the notebook in the default web browser.
+    Parameters
+    ----------
+    notebook
+        the notebook to open (default: the LDA demo, see
+        :func:`resolve_notebook`).
+    port
+        TCP port (default: the first free one from 8888).
+    token
+        the access token (default: ``$JUPYTER_TOKEN`` when set, else a random
+        48-hex-digit one).
+    open_browser
+        open the notebook in the default web browser.
 
-    Raises:
-        PermissionError: the Jupyter runtime folder is not private (see
-            :func:`bidlab.lab.access.private_runtime_dir`).
-        ValueError: ``port`` is not a TCP port number (1 to 65535).
+    Raises
+    ------
+    PermissionError
+        the Jupyter runtime folder is not private (see
+        :func:`bidlab.lab.access.private_runtime_dir`).
+    ValueError
+        ``port`` is not a TCP port number (1 to 65535).
     """
     if port is not None:
         check_port(port)

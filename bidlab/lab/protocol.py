@@ -32,11 +32,16 @@ _SHAPE = ('{"action": one of ' + ", ".join(repr(c) for c in COMMANDS)
 class Command:
     """One checked panel command.
 
-    Attributes:
-        action: the command, one of :data:`COMMANDS`; None when it was missing or invalid.
-        learner: the learner's name, None for "every learner" (or when invalid).
-        request: the request id to echo in the reply ("" when missing or invalid).
-        error: what was wrong with the message and how to fix it; None when it is valid.
+    Attributes
+    ----------
+    action
+        the command, one of :data:`COMMANDS`; None when it was missing or invalid.
+    learner
+        the learner's name, None for "every learner" (or when invalid).
+    request
+        the request id to echo in the reply ("" when missing or invalid).
+    error
+        what was wrong with the message and how to fix it; None when it is valid.
     """
 
     action: str | None
@@ -73,10 +78,14 @@ def _field(data: dict[str, Any], key: str, required: bool, nullable: bool,
 def parse_command(data: Any) -> Command:
     """Check one command from the panel; never raises.
 
-    Args:
-        data: the ``data`` of a ``comm_msg`` (any JSON value, or anything at all).
+    Parameters
+    ----------
+    data
+        the ``data`` of a ``comm_msg`` (any JSON value, or anything at all).
 
-    Returns:
+    Returns
+    -------
+    Command
         The command; its ``error`` is None when the message is a valid command, else a
         sentence naming every problem and the expected shape.
     """

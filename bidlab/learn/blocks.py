@@ -30,12 +30,17 @@ class BlockSource(DataSource):
     """Consecutive row blocks of in-memory matrices as views (no copy), the same blocks in
     the same order every pass: per-row state stays in place, at no copying cost.
 
-    Args:
-        *mats: aligned matrices (features first): C-ordered dense numpy / CuPy arrays or
-            CSR matrices; a 1-D array becomes one column.
-        batch_size: rows per block.
-        names: one name per matrix (default ``("X", "w", "m2", ...)``).
-        n_passes: stop after this many passes (None: repeat forever).
+    Parameters
+    ----------
+    *mats
+        aligned matrices (features first): C-ordered dense numpy / CuPy arrays or
+        CSR matrices; a 1-D array becomes one column.
+    batch_size
+        rows per block.
+    names
+        one name per matrix (default ``("X", "w", "m2", ...)``).
+    n_passes
+        stop after this many passes (None: repeat forever).
     """
 
     def __init__(self, *mats: Any, batch_size: int, names: tuple[str, ...] | None = None,

@@ -51,12 +51,18 @@ __all__ = ["DataInfo", "DataSource", "MemorySource", "BlendedSource", "Minibatch
 class DataInfo:
     """The shape of a source's data: what a model needs to initialise itself.
 
-    Attributes:
-        n_samples: rows per pass (None when unknown).
-        names: one name per aligned matrix (``("X", "y")`` by default).
-        specs: one :class:`MatSpec` (columns, dtype, sparse) per matrix.
-        device: ``"cpu"`` or ``"gpu"``: where minibatch containers live.
-        batch_size: rows per full minibatch.
+    Attributes
+    ----------
+    n_samples
+        rows per pass (None when unknown).
+    names
+        one name per aligned matrix (``("X", "y")`` by default).
+    specs
+        one :class:`MatSpec` (columns, dtype, sparse) per matrix.
+    device
+        ``"cpu"`` or ``"gpu"``: where minibatch containers live.
+    batch_size
+        rows per full minibatch.
     """
 
     n_samples: int | None
@@ -220,18 +226,25 @@ class DataSource:
 class MemorySource(DataSource):
     """Minibatches of in-memory matrices (samples as rows), optionally shuffled per pass.
 
-    Args:
-        *mats: aligned matrices -- features first, then targets, weights, ... Each is a
-            numpy array (1-D becomes one column), a pandas DataFrame / Series or a list
-            (converted with ``numpy.asarray``), a scipy sparse matrix (converted to CSR
-            once), a CuPy array / cupyx sparse matrix, or a bidlab ``Mat`` / ``SMat``.
-        batch_size: rows per minibatch (clamped to the number of samples, with a warning).
-        shuffle: visit the rows in a new random order each pass (seeded by ``seed`` and
-            the pass number, so a resumed run sees the same order).
-        n_passes: stop after this many passes (None: repeat forever).
-        device: ``"cpu"`` or ``"gpu"`` for the minibatch containers (default: where the
-            data lives).
-        names: one name per matrix (default ``("X", "y", "w")``).
+    Parameters
+    ----------
+    *mats
+        aligned matrices -- features first, then targets, weights, ... Each is a
+        numpy array (1-D becomes one column), a pandas DataFrame / Series or a list
+        (converted with ``numpy.asarray``), a scipy sparse matrix (converted to CSR
+        once), a CuPy array / cupyx sparse matrix, or a bidlab ``Mat`` / ``SMat``.
+    batch_size
+        rows per minibatch (clamped to the number of samples, with a warning).
+    shuffle
+        visit the rows in a new random order each pass (seeded by ``seed`` and
+        the pass number, so a resumed run sees the same order).
+    n_passes
+        stop after this many passes (None: repeat forever).
+    device
+        ``"cpu"`` or ``"gpu"`` for the minibatch containers (default: where the
+        data lives).
+    names
+        one name per matrix (default ``("X", "y", "w")``).
     """
 
     def __init__(self, *mats: Any, batch_size: int = 1000, shuffle: bool = False,

@@ -29,8 +29,10 @@ _SUSPENDED = -1  # the holder of a non-reentrant entry (no thread has this ident
 class FitGuard:
     """Lets one training call or one running learner at a time at an estimator's model.
 
-    Args:
-        owner: the estimator's class name, used in messages (e.g. ``"GLM"``).
+    Parameters
+    ----------
+    owner
+        the estimator's class name, used in messages (e.g. ``"GLM"``).
     """
 
     def __init__(self, owner: str) -> None:

@@ -66,10 +66,14 @@ def expand_hyper(name: str, value: Any, rows: list[int],
 class Hyper:
     """The column matrices of one hyperparameter option, one per model matrix.
 
-    Attributes:
-        name: the option's name.
-        cols: ``rows_i x 1`` Mats (on the model's device, in its dtype).
-        scalar: the value as a Python float when it is one number, else None.
+    Attributes
+    ----------
+    name
+        the option's name.
+    cols
+        ``rows_i x 1`` Mats (on the model's device, in its dtype).
+    scalar
+        the value as a Python float when it is one number, else None.
     """
 
     def __init__(self, name: str, value: Any, shapes: list[tuple[int, int]], xp: Any,

@@ -35,9 +35,11 @@ __all__ = ["Mixin", "L1Regularizer", "L2Regularizer", "MIXINS"]
 class Mixin(Component):
     """Base class: implement :meth:`gradient` and :meth:`score`.
 
-    Args:
-        mats: the model matrices the term applies to, by index or name (``[0]``,
-            ``["W"]``, or one of them alone; default: all).
+    Parameters
+    ----------
+    mats
+        the model matrices the term applies to, by index or name (``[0]``,
+        ``["W"]``, or one of them alone; default: all).
     """
 
     kpi: str = "mixin"

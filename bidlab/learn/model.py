@@ -66,21 +66,30 @@ __all__ = ["Model", "MODELS", "register_model", "hold_out_none"]
 class Model(Component):
     """Subclass and implement :meth:`init`, :meth:`update` and :meth:`evaluate`.
 
-    Attributes:
-        modelmats: the learned matrices (checkpointed, observable), set by :meth:`init`.
-        updatemats: one entry per model matrix: a Mat of its shape (the update direction
-            of the current minibatch) or a dict of the named statistics its updater
-            declares (``Updater.STATS``; the updater checks them and names what is missing).
-        score_name: what the score is (shown in progress lines), e.g. ``"-mse"``.
-        row_groups: None, or one group number per row of the model matrices (which then
-            all have that many rows): a vector hyperparameter with one value per group is
-            read per group (a GLM's targets: a sweep's rates, one per configuration).
-        converged: set it (e.g. in :meth:`end_pass`) when training has nothing left to
-            do; the learner then stops as if ``n_passes`` were reached.
-        combine: how learners that share the rows (a communicator of several ranks)
-            combine each model matrix at their step sync point: ``"mean"``, ``"sum"`` or
-            ``"local"`` (kept per rank); one word for all or one per matrix; None: mean.
+    Attributes
+    ----------
+    modelmats
+        the learned matrices (checkpointed, observable), set by :meth:`init`.
+    updatemats
+        one entry per model matrix: a Mat of its shape (the update direction
+        of the current minibatch) or a dict of the named statistics its updater
+        declares (``Updater.STATS``; the updater checks them and names what is missing).
+    score_name
+        what the score is (shown in progress lines), e.g. ``"-mse"``.
+    row_groups
+        None, or one group number per row of the model matrices (which then
+        all have that many rows): a vector hyperparameter with one value per group is
+        read per group (a GLM's targets: a sweep's rates, one per configuration).
+    converged
+        set it (e.g. in :meth:`end_pass`) when training has nothing left to
+        do; the learner then stops as if ``n_passes`` were reached.
+    combine
+        how learners that share the rows (a communicator of several ranks)
+        combine each model matrix at their step sync point: ``"mean"``, ``"sum"`` or
+        ``"local"`` (kept per rank); one word for all or one per matrix; None: mean.
 
+    Notes
+    -----
     The contract's optional parts, each with a default (override what the model needs):
 
         mat_names: names of the model matrices, in order (``("W", "H")``), the keys of a

@@ -91,9 +91,12 @@ class _Buffer:
 class Subscription:
     """One observer: its callback, rate, views and double buffer.
 
-    Attributes:
-        delivered: snapshots handed to the callback so far.
-        errors: exceptions the callback raised (the last 10); it stays subscribed.
+    Attributes
+    ----------
+    delivered
+        snapshots handed to the callback so far.
+    errors
+        exceptions the callback raised (the last 10); it stays subscribed.
     """
 
     def __init__(self, hub: ObserverHub, callback: Callable[[Snapshot], Any], rate: float,

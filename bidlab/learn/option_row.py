@@ -37,27 +37,41 @@ class OptionError(ValueError):
 class Option:
     """One declared option.
 
-    Attributes:
-        name: the flat name (``lrate``); unique within a learner.
-        type: ``float``, ``int``, ``bool``, ``str`` or ``"path"`` (a str, kept as given,
-            or an ``os.PathLike`` such as ``pathlib.Path``, kept as its str).
-        default: the value used when nobody sets it.
-        doc: one line shown by :meth:`bidlab.learn.options.Options.what` and
-            ``bidlab train --help``.
-        low, high: inclusive bounds for numbers (None: unbounded).
-        low_open, high_open: make the matching bound exclusive (``> 0`` rather than ``>= 0``).
-        choices: the allowed values of a ``str`` option.
-        live: True when the option may change while training runs (taking effect at the
-            next minibatch boundary); False means it is fixed once training has started.
-        vector: a float option that also takes a vector (one value per row of a model
-            matrix, or one value per model matrix): a hyperparameter.
-        none_ok: None is an allowed value (e.g. "no checkpoint").
-        test: a custom check ``test(value) -> bool`` for values no type/range row can
-            describe (e.g. "a link name or a list of link names"); with ``text``, the
-            allowed values in words. The value is kept as given.
-        text: the allowed values in words for ``test`` (completes "must be ...").
-        owner: the component class that declared it (filled in by
-            :class:`bidlab.learn.options.Configurable`).
+    Attributes
+    ----------
+    name
+        the flat name (``lrate``); unique within a learner.
+    type
+        ``float``, ``int``, ``bool``, ``str`` or ``"path"`` (a str, kept as given,
+        or an ``os.PathLike`` such as ``pathlib.Path``, kept as its str).
+    default
+        the value used when nobody sets it.
+    doc
+        one line shown by :meth:`bidlab.learn.options.Options.what` and
+        ``bidlab train --help``.
+    low, high
+        inclusive bounds for numbers (None: unbounded).
+    low_open, high_open
+        make the matching bound exclusive (``> 0`` rather than ``>= 0``).
+    choices
+        the allowed values of a ``str`` option.
+    live
+        True when the option may change while training runs (taking effect at the
+        next minibatch boundary); False means it is fixed once training has started.
+    vector
+        a float option that also takes a vector (one value per row of a model
+        matrix, or one value per model matrix): a hyperparameter.
+    none_ok
+        None is an allowed value (e.g. "no checkpoint").
+    test
+        a custom check ``test(value) -> bool`` for values no type/range row can
+        describe (e.g. "a link name or a list of link names"); with ``text``, the
+        allowed values in words. The value is kept as given.
+    text
+        the allowed values in words for ``test`` (completes "must be ...").
+    owner
+        the component class that declared it (filled in by
+        :class:`bidlab.learn.options.Configurable`).
 
     Examples
     --------

@@ -47,12 +47,19 @@ class RowState:
     """``width`` numbers for each of ``n_rows`` data rows, read and written a minibatch at
     a time by the rows' global ids.
 
-    Args:
-        n_rows: rows in the data set (ids run from 0 to ``n_rows - 1``).
-        width: numbers kept per row.
-        dtype: their dtype.
-        xp: numpy or cupy (where the values live).
+    Parameters
+    ----------
+    n_rows
+        rows in the data set (ids run from 0 to ``n_rows - 1``).
+    width
+        numbers kept per row.
+    dtype
+        their dtype.
+    xp
+        numpy or cupy (where the values live).
 
+    Notes
+    -----
     ``values`` (``n_rows`` x ``width``) and ``seen`` (``n_rows`` x 1, 1 where a row was
     written) are :class:`~bidlab.Mat` objects, so they checkpoint like model matrices.
     Reading and writing allocate nothing after the first minibatch of each size.

@@ -87,19 +87,28 @@ class Minibatch:
     The same ``Minibatch`` object and the same containers come back every time a minibatch of
     this size is produced; copy what must outlive the step.
 
-    Attributes:
-        mats: the containers (``Mat`` or ``SMat``), each ``n`` rows.
-        n: rows (samples) in this minibatch; the last one of a pass may be shorter.
-        pass_: the pass it belongs to (0-based).
-        index: its index within the pass (0-based).
-        last: True for the last minibatch of the pass.
-        start: position of its first row in the pass's (possibly shuffled) order.
-        ids: the global ids of its ``n`` rows (a host int64 array; the row's index in the
-            whole data set, the same every pass however the source shuffles; -1 where a
-            row has none): what :class:`~bidlab.learn.rowstate.RowState` keys rows by.
-        run: ``ids[0]`` when the source knows its ids are one ascending run
-            (``ids[0], ids[0] + 1, ...``: :class:`~bidlab.learn.blocks.BlockSource`),
-            -1 when unknown; spares RowState the check.
+    Attributes
+    ----------
+    mats
+        the containers (``Mat`` or ``SMat``), each ``n`` rows.
+    n
+        rows (samples) in this minibatch; the last one of a pass may be shorter.
+    pass_
+        the pass it belongs to (0-based).
+    index
+        its index within the pass (0-based).
+    last
+        True for the last minibatch of the pass.
+    start
+        position of its first row in the pass's (possibly shuffled) order.
+    ids
+        the global ids of its ``n`` rows (a host int64 array; the row's index in the
+        whole data set, the same every pass however the source shuffles; -1 where a
+        row has none): what :class:`~bidlab.learn.rowstate.RowState` keys rows by.
+    run
+        ``ids[0]`` when the source knows its ids are one ascending run
+        (``ids[0], ids[0] + 1, ...``: :class:`~bidlab.learn.blocks.BlockSource`),
+        -1 when unknown; spares RowState the check.
     """
 
     mats: tuple[Any, ...]
@@ -338,13 +347,18 @@ class MatSpec:
 class Stager:
     """Allocates one container set per minibatch size and fills it from a :class:`Plan`.
 
-    Args:
-        specs: one :class:`MatSpec` per aligned matrix.
-        device: ``"cpu"`` or ``"gpu"``: where the containers live.
-        host_data: True when the source matrices live on the host (numpy/scipy).
-        nnz_bound: ``f(j, n)`` -> the most stored entries ``n`` rows of sparse matrix ``j``
-            can hold (or None). Sparse containers are sized for it up front, so shuffled
-            minibatches with more entries than any before never make them grow.
+    Parameters
+    ----------
+    specs
+        one :class:`MatSpec` per aligned matrix.
+    device
+        ``"cpu"`` or ``"gpu"``: where the containers live.
+    host_data
+        True when the source matrices live on the host (numpy/scipy).
+    nnz_bound
+        ``f(j, n)`` -> the most stored entries ``n`` rows of sparse matrix ``j``
+        can hold (or None). Sparse containers are sized for it up front, so shuffled
+        minibatches with more entries than any before never make them grow.
     """
 
     def __init__(self, specs: list[MatSpec], device: str, host_data: bool,

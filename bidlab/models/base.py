@@ -143,21 +143,29 @@ class BidlabEstimator(BaseEstimator):
         """The one way an estimator makes the :class:`~bidlab.learn.Learner` that trains
         its model (``fit``, ``partial_fit`` and ``learner`` all call it).
 
-        Args:
-            model: the estimator's :class:`~bidlab.learn.Model`.
-            data: a :class:`~bidlab.learn.DataSource`, or the matrices (samples as rows)
-                served ``batch_size`` rows at a time.
-            updater: an Updater or a mapping per model matrix; None: the model's
-                ``default_updater()``.
-            mixins: extra loss terms (L1, L2, ...).
-            learner_class: a Learner subclass (LDA's reaches the Gibbs temperatures).
-            live: return it initialised (the model made from the data), as ``learner()``
-                does, so options, observers and views can be set before ``start()``.
-            **options: the learner's, model's and updater's options; ``name`` defaults to
-                the estimator's class name in lower case; ``record_size``, for a run that
-                is not live, to one record per minibatch of its ``n_passes`` (at most
-                :data:`RECORDS`; a live learner may be run on, so it keeps the learner's
-                default).
+        Parameters
+        ----------
+        model
+            the estimator's :class:`~bidlab.learn.Model`.
+        data
+            a :class:`~bidlab.learn.DataSource`, or the matrices (samples as rows)
+            served ``batch_size`` rows at a time.
+        updater
+            an Updater or a mapping per model matrix; None: the model's
+            ``default_updater()``.
+        mixins
+            extra loss terms (L1, L2, ...).
+        learner_class
+            a Learner subclass (LDA's reaches the Gibbs temperatures).
+        live
+            return it initialised (the model made from the data), as ``learner()``
+            does, so options, observers and views can be set before ``start()``.
+        **options
+            the learner's, model's and updater's options; ``name`` defaults to
+            the estimator's class name in lower case; ``record_size``, for a run that
+            is not live, to one record per minibatch of its ``n_passes`` (at most
+            :data:`RECORDS`; a live learner may be run on, so it keeps the learner's
+            default).
 
         Examples
         --------

@@ -34,14 +34,17 @@ class _Scratch:
 class Updater(Component):
     """Base class. Subclasses implement :meth:`init` (allocate state) and :meth:`update`.
 
-    Attributes:
-        STATS: the statistics read for each model matrix ``i`` it moves. ``()`` (the
-            default): ``updatemats[i]`` is one Mat of ``modelmats[i]``'s shape (a gradient,
-            sufficient statistics). Names (e.g. ``("num", "den")``): ``updatemats[i]`` is a
-            dict holding at least those entries, of shapes the updater checks in
-            :meth:`check_stats`.
-        mats: the indices of the model matrices this updater moves (all of them unless a
-            :class:`~bidlab.learn.updaters.per_matrix.PerMatrix` gave it some).
+    Attributes
+    ----------
+    STATS
+        the statistics read for each model matrix ``i`` it moves. ``()`` (the
+        default): ``updatemats[i]`` is one Mat of ``modelmats[i]``'s shape (a gradient,
+        sufficient statistics). Names (e.g. ``("num", "den")``): ``updatemats[i]`` is a
+        dict holding at least those entries, of shapes the updater checks in
+        :meth:`check_stats`.
+    mats
+        the indices of the model matrices this updater moves (all of them unless a
+        :class:`~bidlab.learn.updaters.per_matrix.PerMatrix` gave it some).
     """
 
     STATS: tuple[str, ...] = ()

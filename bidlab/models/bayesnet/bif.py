@@ -121,11 +121,12 @@ class _Tokens:
 def parse_bif(text: str, where: str = "BIF text") -> Network:
     """The :class:`Network` a BIF text describes (see the module doc).
 
-    Examples:
-        >>> net = parse_bif('''variable A { type discrete [ 2 ] { y, n }; }
-        ... probability ( A ) { table 0.3, 0.7; }''')
-        >>> net.names, net.cpts[0].tolist()
-        (['A'], [[0.3, 0.7]])
+    Examples
+    --------
+    >>> net = parse_bif('''variable A { type discrete [ 2 ] { y, n }; }
+    ... probability ( A ) { table 0.3, 0.7; }''')
+    >>> net.names, net.cpts[0].tolist()
+    (['A'], [[0.3, 0.7]])
     """
     tk = _Tokens(text, where)
     net_name = "unknown"
@@ -271,12 +272,13 @@ def _table(where: str, child: str, st: list[str], pst: list[list[str]], body: An
 def read_bif(path: str | os.PathLike, max_decompressed: int | None = None) -> Network:
     """Read a BIF file (plain or gzip, told by content) into a :class:`Network`.
 
-    Examples:
-        >>> from bidlab.datasets.paths import find_shared_data_dir
-        >>> folder = find_shared_data_dir()
-        >>> if folder is not None:
-        ...     net = read_bif(folder / "bnlearn" / "asia.bif.gz")
-        ...     assert net.n_vars == 8
+    Examples
+    --------
+    >>> from bidlab.datasets.paths import find_shared_data_dir
+    >>> folder = find_shared_data_dir()
+    >>> if folder is not None:
+    ...     net = read_bif(folder / "bnlearn" / "asia.bif.gz")
+    ...     assert net.n_vars == 8
     """
     raw = read_data(path, max_decompressed, what="BIF file")
     try:
@@ -293,11 +295,12 @@ def _num(x: float) -> str:
 def format_bif(net: Network) -> str:
     """The BIF text of ``net`` (:func:`parse_bif` reads it back to the same network).
 
-    Examples:
-        >>> net = parse_bif('variable A { type discrete [ 2 ] { y, n }; } '
-        ...                 'probability ( A ) { table 0.3, 0.7; }')
-        >>> parse_bif(format_bif(net)).cpts[0].tolist()
-        [[0.3, 0.7]]
+    Examples
+    --------
+    >>> net = parse_bif('variable A { type discrete [ 2 ] { y, n }; } '
+    ...                 'probability ( A ) { table 0.3, 0.7; }')
+    >>> parse_bif(format_bif(net)).cpts[0].tolist()
+    [[0.3, 0.7]]
     """
     for name in [net.name, *net.names, *(x for st in net.states for x in st)]:
         if '"' in name:
@@ -327,13 +330,14 @@ def format_bif(net: Network) -> str:
 def write_bif(net: Network, path: str | os.PathLike) -> Path:
     """Write ``net`` as a BIF file (gzip when ``path`` ends in ``.gz``); returns the path.
 
-    Examples:
-        >>> import tempfile, os
-        >>> net = parse_bif('variable A { type discrete [ 2 ] { y, n }; } '
-        ...                 'probability ( A ) { table 0.3, 0.7; }')
-        >>> p = write_bif(net, os.path.join(tempfile.mkdtemp(), "a.bif"))
-        >>> read_bif(p).cpts[0].tolist()
-        [[0.3, 0.7]]
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> net = parse_bif('variable A { type discrete [ 2 ] { y, n }; } '
+    ...                 'probability ( A ) { table 0.3, 0.7; }')
+    >>> p = write_bif(net, os.path.join(tempfile.mkdtemp(), "a.bif"))
+    >>> read_bif(p).cpts[0].tolist()
+    [[0.3, 0.7]]
     """
     import gzip
 

@@ -19,9 +19,10 @@ __all__ = ["moral_graph", "greedy_colouring", "colour_blocks", "colour_blocks_of
 def moral_graph(parents: list[list[int]]) -> list[set[int]]:
     """The moral graph's neighbour sets: parent-child links undirected, co-parents joined.
 
-    Examples:
-        >>> sorted(moral_graph([[], [], [0, 1]])[0])
-        [1, 2]
+    Examples
+    --------
+    >>> sorted(moral_graph([[], [], [0, 1]])[0])
+    [1, 2]
     """
     n = len(parents)
     adj: list[set[int]] = [set() for _ in range(n)]
@@ -39,9 +40,10 @@ def moral_graph(parents: list[list[int]]) -> list[set[int]]:
 def greedy_colouring(adj: list[set[int]]) -> np.ndarray:
     """A proper colouring of the graph ``adj`` (int64 colour per node), balanced greedily.
 
-    Examples:
-        >>> greedy_colouring([{1}, {0, 2}, {1}]).tolist()
-        [1, 0, 1]
+    Examples
+    --------
+    >>> greedy_colouring([{1}, {0, 2}, {1}]).tolist()
+    [1, 0, 1]
     """
     n = len(adj)
     colour = np.full(n, -1, dtype=np.int64)
@@ -62,9 +64,10 @@ def greedy_colouring(adj: list[set[int]]) -> np.ndarray:
 def colour_blocks(parents: list[list[int]]) -> list[np.ndarray]:
     """The variables split into blocks that may be drawn together (one per colour).
 
-    Examples:
-        >>> [b.tolist() for b in colour_blocks([[], [0], [1]])]
-        [[1], [0, 2]]
+    Examples
+    --------
+    >>> [b.tolist() for b in colour_blocks([[], [0], [1]])]
+    [[1], [0, 2]]
     """
     return colour_blocks_of(moral_graph(parents))
 
@@ -73,9 +76,10 @@ def colour_blocks_of(adj: list[set[int]]) -> list[np.ndarray]:
     """The nodes of graph ``adj`` split into blocks, one per colour of
     :func:`greedy_colouring`.
 
-    Examples:
-        >>> [b.tolist() for b in colour_blocks_of([{1}, {0}])]
-        [[0], [1]]
+    Examples
+    --------
+    >>> [b.tolist() for b in colour_blocks_of([{1}, {0}])]
+    [[0], [1]]
     """
     colour = greedy_colouring(adj)
     k = int(colour.max()) + 1 if colour.size else 0

@@ -47,26 +47,41 @@ def _network_ok(x: Any) -> bool:
 class BayesNet(BidlabEstimator):
     """A discrete Bayesian network: Gibbs marginals with evidence, SAME Gibbs-EM learning.
 
-    Args:
-        network: a :class:`Network` or the path of a BIF file (plain or gzip).
-        n_chains: chains sampled at once for inference.
-        burn_in: sweeps discarded before marginals are kept (and after each evidence
-            change).
-        tol: inference stops as soon as ``mcse_`` (below) is at most ``tol``, after at
-            least 20 kept sweeps; ``n_samples`` is then a cap. None (default): every
-            sweep of ``n_samples``. ``tol=0.004`` keeps the marginals within about 0.01.
-        n_samples: kept sweeps (inference; each adds every chain's Rao-Blackwellised
-            marginals).
-        thin: keep every ``thin``-th sweep.
-        n_passes: Gibbs-EM passes when learning.
-        nsamps, nsamps0, anneal: SAME replicas ``m`` of each observation, annealed from
-            ``nsamps0`` to ``nsamps`` by the schedule ``anneal``.
-        alpha: Dirichlet prior, a pseudo-count added to every table entry's expected count.
-        random_state: seed (None, an int or a numpy generator).
-        n_jobs, verbose: CPU threads; progress output.
-        device: ``"cpu"`` or ``"gpu"`` (the sweeps' kernel on the GPU, with CuPy: the same
-            draws as on the CPU, so the same marginals and learned tables).
+    Parameters
+    ----------
+    network
+        a :class:`Network` or the path of a BIF file (plain or gzip).
+    n_chains
+        chains sampled at once for inference.
+    burn_in
+        sweeps discarded before marginals are kept (and after each evidence
+        change).
+    tol
+        inference stops as soon as ``mcse_`` (below) is at most ``tol``, after at
+        least 20 kept sweeps; ``n_samples`` is then a cap. None (default): every
+        sweep of ``n_samples``. ``tol=0.004`` keeps the marginals within about 0.01.
+    n_samples
+        kept sweeps (inference; each adds every chain's Rao-Blackwellised
+        marginals).
+    thin
+        keep every ``thin``-th sweep.
+    n_passes
+        Gibbs-EM passes when learning.
+    nsamps, nsamps0, anneal
+        SAME replicas ``m`` of each observation, annealed from
+        ``nsamps0`` to ``nsamps`` by the schedule ``anneal``.
+    alpha
+        Dirichlet prior, a pseudo-count added to every table entry's expected count.
+    random_state
+        seed (None, an int or a numpy generator).
+    n_jobs, verbose
+        CPU threads; progress output.
+    device
+        ``"cpu"`` or ``"gpu"`` (the sweeps' kernel on the GPU, with CuPy: the same
+        draws as on the CPU, so the same marginals and learned tables).
 
+    Notes
+    -----
     Per-parameter temperatures (learning, as in ``LDAGibbs``): :meth:`set_temperature`,
     :meth:`temperature`, ``temperature_log_``, :meth:`reset_temperature`; they carry over
     to the next ``fit`` or ``learner(X)``.
@@ -82,14 +97,15 @@ class BayesNet(BidlabEstimator):
     evidence or stuck chains, which R-hat and ``mcse_`` cannot show, and ``infer`` warns),
     ``model_`` (the engine of the last run).
 
-    Examples:
-        >>> import numpy as np
-        >>> net = Network(["rain", "wet"], [["no", "yes"], ["no", "yes"]], [[], [0]],
-        ...               [np.array([[0.8, 0.2]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
-        >>> bn = BayesNet(net, n_chains=200, n_samples=300, random_state=0)
-        >>> m = bn.infer({"wet": "yes"})
-        >>> round(float(m["rain"]["yes"]), 1)   # 0.16 / (0.16 + 0.08)
-        0.7
+    Examples
+    --------
+    >>> import numpy as np
+    >>> net = Network(["rain", "wet"], [["no", "yes"], ["no", "yes"]], [[], [0]],
+    ...               [np.array([[0.8, 0.2]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
+    >>> bn = BayesNet(net, n_chains=200, n_samples=300, random_state=0)
+    >>> m = bn.infer({"wet": "yes"})
+    >>> round(float(m["rain"]["yes"]), 1)   # 0.16 / (0.16 + 0.08)
+    0.7
     """
 
     PARAMS = (

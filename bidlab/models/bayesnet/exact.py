@@ -23,12 +23,13 @@ MAX_JOINT = 4_000_000
 def joint_table(net: Network) -> np.ndarray:
     """The joint distribution as an array with one axis per variable.
 
-    Examples:
-        >>> import numpy as np
-        >>> net = Network(["a", "b"], [["0", "1"], ["0", "1"]], [[], [0]],
-        ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
-        >>> joint_table(net).round(2).tolist()
-        [[0.45, 0.05], [0.1, 0.4]]
+    Examples
+    --------
+    >>> import numpy as np
+    >>> net = Network(["a", "b"], [["0", "1"], ["0", "1"]], [[], [0]],
+    ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
+    >>> joint_table(net).round(2).tolist()
+    [[0.45, 0.05], [0.1, 0.4]]
     """
     cards = [int(k) for k in net.cards]
     size = int(np.prod(cards, dtype=np.float64))
@@ -52,12 +53,13 @@ def exact_marginals(net: Network, evidence: dict[str, Any] | None = None) -> lis
 
     Raises :class:`BayesNetError` when the evidence has probability zero.
 
-    Examples:
-        >>> import numpy as np
-        >>> net = Network(["a", "b"], [["0", "1"], ["0", "1"]], [[], [0]],
-        ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
-        >>> exact_marginals(net, {"b": "1"})[0].round(3).tolist()
-        [0.111, 0.889]
+    Examples
+    --------
+    >>> import numpy as np
+    >>> net = Network(["a", "b"], [["0", "1"], ["0", "1"]], [[], [0]],
+    ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
+    >>> exact_marginals(net, {"b": "1"})[0].round(3).tolist()
+    [0.111, 0.889]
     """
     joint = joint_table(net)
     ev = evidence_vector(net, evidence)

@@ -52,15 +52,25 @@ MIN_KEPT_FOR_TOL = 20
 class BayesNetModel(TableTemperatures, Model):
     """Gibbs inference or SAME Gibbs-EM learning on a network (see the module doc).
 
-    Args:
-        network: the :class:`Network` (its tables are the starting point when learning).
-        learn: False: estimate marginals with fixed tables; True: learn the tables.
-        evidence: ``{variable: state}`` clamped in every row (inference).
-        seed: the key of every random stream.
-        device: ``"cpu"`` or ``"gpu"`` (the sweeps' kernel; the same draws).
+    Parameters
+    ----------
+    network
+        the :class:`Network` (its tables are the starting point when learning).
+    learn
+        False: estimate marginals with fixed tables; True: learn the tables.
+    evidence
+        ``{variable: state}`` clamped in every row (inference).
+    seed
+        the key of every random stream.
+    device
+        ``"cpu"`` or ``"gpu"`` (the sweeps' kernel; the same draws).
 
-    Attributes: ``chains`` (the :class:`GibbsChains`, after ``init``), ``network`` (with
-    the current tables).
+    Attributes
+    ----------
+    chains
+        the :class:`GibbsChains`, after ``init``.
+    network
+        with the current tables.
     """
 
     OPTIONS = (

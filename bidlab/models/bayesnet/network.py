@@ -41,20 +41,27 @@ class BayesNetError(ValueError):
 class Network:
     """A discrete Bayesian network (see the module doc).
 
-    Args:
-        names: one name per variable.
-        states: per variable, the names of its states (at least 1).
-        parents: per variable, the indices of its parents (no cycle).
-        cpts: per variable, its table, shape ``(prod of the parents' state counts,
-            number of states)``; rows sum to 1 within :data:`ROW_SUM_TOL`.
-        name: the network's name (BIF's ``network`` block).
+    Parameters
+    ----------
+    names
+        one name per variable.
+    states
+        per variable, the names of its states (at least 1).
+    parents
+        per variable, the indices of its parents (no cycle).
+    cpts
+        per variable, its table, shape ``(prod of the parents' state counts,
+        number of states)``; rows sum to 1 within :data:`ROW_SUM_TOL`.
+    name
+        the network's name (BIF's ``network`` block).
 
-    Examples:
-        >>> import numpy as np
-        >>> net = Network(["rain", "wet"], [["no", "yes"], ["no", "yes"]], [[], [0]],
-        ...               [np.array([[0.8, 0.2]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
-        >>> net.order, net.cards.tolist()
-        ([0, 1], [2, 2])
+    Examples
+    --------
+    >>> import numpy as np
+    >>> net = Network(["rain", "wet"], [["no", "yes"], ["no", "yes"]], [[], [0]],
+    ...               [np.array([[0.8, 0.2]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
+    >>> net.order, net.cards.tolist()
+    ([0, 1], [2, 2])
     """
 
     def __init__(self, names: list[str], states: list[list[str]], parents: list[list[int]],

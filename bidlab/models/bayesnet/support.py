@@ -36,16 +36,17 @@ def evidence_support(net: Network, X: np.ndarray, ev: np.ndarray) -> tuple[float
     Returns ``(probability, variable, parent configuration of the chain that gave it)``;
     ``(1.0, -1, -1)`` when nothing is clamped or there are no chains.
 
-    Examples:
-        >>> import numpy as np
-        >>> net = Network(["a", "b"], [["0", "1"], ["0", "1"]], [[], [0]],
-        ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [1e-12, 1 - 1e-12]])])
-        >>> X = np.array([[0, 0], [0, 0]], np.int32)
-        >>> evidence_support(net, X, np.array([-1, 0], np.int32))
-        (0.9, 1, 0)
-        >>> X[:, 0] = 1   # both chains in the state that makes b = 0 nearly impossible
-        >>> evidence_support(net, X, np.array([-1, 0], np.int32))
-        (1e-12, 1, 1)
+    Examples
+    --------
+    >>> import numpy as np
+    >>> net = Network(["a", "b"], [["0", "1"], ["0", "1"]], [[], [0]],
+    ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [1e-12, 1 - 1e-12]])])
+    >>> X = np.array([[0, 0], [0, 0]], np.int32)
+    >>> evidence_support(net, X, np.array([-1, 0], np.int32))
+    (0.9, 1, 0)
+    >>> X[:, 0] = 1   # both chains in the state that makes b = 0 nearly impossible
+    >>> evidence_support(net, X, np.array([-1, 0], np.int32))
+    (1e-12, 1, 1)
     """
     best = (1.0, -1, -1)
     if X.shape[0] == 0:

@@ -29,13 +29,14 @@ _CACHE_LOCK = threading.Lock()
 class Tables:
     """Flat, kernel-ready view of a :class:`Network` (see :mod:`bidlab.kern.bn_gibbs`).
 
-    Examples:
-        >>> import numpy as np
-        >>> net = Network(["a", "b"], [["0", "1"], ["0", "1"]], [[], [0]],
-        ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
-        >>> t = Tables.of(net)
-        >>> t.off.tolist(), t.n_blocks, t.unit_b.tolist()
-        ([0, 2, 6], 2, [-1, -1])
+    Examples
+    --------
+    >>> import numpy as np
+    >>> net = Network(["a", "b"], [["0", "1"], ["0", "1"]], [[], [0]],
+    ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
+    >>> t = Tables.of(net)
+    >>> t.off.tolist(), t.n_blocks, t.unit_b.tolist()
+    ([0, 2, 6], 2, [-1, -1])
     """
 
     cpt: np.ndarray

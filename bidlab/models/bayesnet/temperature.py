@@ -47,10 +47,13 @@ class TableTemperatures(QueuedWhileTraining):
     The host class provides ``network`` and ``learn``; :meth:`init_temperatures` makes the
     flat temperature vector ``temp`` (aligned with :meth:`Network.flat_tables`).
 
-    Attributes:
-        temperature_log: the last ``TEMPERATURE_LOG_KEPT`` changes, oldest first, each a
-            dict with the pass and minibatch it took effect at, variable, row, state, value.
-        temperature_log_dropped: how many older changes the log let go.
+    Attributes
+    ----------
+    temperature_log
+        the last ``TEMPERATURE_LOG_KEPT`` changes, oldest first, each a
+        dict with the pass and minibatch it took effect at, variable, row, state, value.
+    temperature_log_dropped
+        how many older changes the log let go.
     """
 
     temperature_log_dropped: int = 0

@@ -47,10 +47,13 @@ _SCRATCH = ("_links", "_targets", "_sparse", "_sparse_map", "sparse_updates", "_
 class GLMModel(Model):
     """Multi-target GLM: links and target map fixed at construction.
 
-    Args:
-        layout: where each model target's weight columns sit (links and widths).
-        targmap: for each model target, the column of the (encoded) target matrix it
-            learns (BIDMach's ``targmap``).
+    Parameters
+    ----------
+    layout
+        where each model target's weight columns sit (links and widths).
+    targmap
+        for each model target, the column of the (encoded) target matrix it
+        learns (BIDMach's ``targmap``).
     """
 
     score_name = "-loss/sample"

@@ -75,13 +75,19 @@ class _Sums:
 class HeldOut:
     """The held-out rows of one ``fit`` and its stopping rule (see the module doc).
 
-    Args:
-        est: the fitted-to-be GLM (its engine built: ``targets_``, ``layout_``).
-        X: the held-out rows (CSR on the model's device), ``Y2`` their targets (n x q),
-            ``w`` their weights or None.
-        tol: the improvement of the held-out loss per target a pass must make.
-        average: ``fit``'s averaged fraction (0: the candidate is the last iterate).
-        last_pass: the passes ``fit`` makes at most (counting any made before this run).
+    Parameters
+    ----------
+    est
+        the fitted-to-be GLM (its engine built: ``targets_``, ``layout_``).
+    X
+        the held-out rows (CSR on the model's device), ``Y2`` their targets (n x q),
+        ``w`` their weights or None.
+    tol
+        the improvement of the held-out loss per target a pass must make.
+    average
+        ``fit``'s averaged fraction (0: the candidate is the last iterate).
+    last_pass
+        the passes ``fit`` makes at most (counting any made before this run).
 
     Examples
     --------

@@ -69,29 +69,44 @@ _SCRATCH = ("_views", "_in", "_own")
 class PageRankModel(Model):
     """PageRank by power iteration or Gauss-Seidel sweeps on the Learner (the module doc).
 
-    Args:
-        n: vertices of the whole graph (the transition's columns).
-        first_row: the global index of the first row this learner's data holds (0 for the
-            whole graph; a rank holding rows ``a..b`` of the transition passes ``a``).
-        personalization: the teleport distribution, a host (n,) array summing to 1, or
-            None (uniform).
-        dangling: where a dangling vertex's score goes, likewise; None: ``personalization``.
-        pull: the data are the adjacency (not the transition), ranked by the in-edge engine
-            (the module doc): CPU, one block of all rows, one learner.
-        gauss_seidel: the in-edge engine runs Gauss-Seidel sweeps, not power iterations
-            (the module doc; only with ``pull``).
-        pass_seconds: the in-edge engine runs further iterations within a pass until the
-            pass has taken this long (0, the default: one iteration a pass, one residual
-            per iteration in the learner's history); ``PageRank.fit``, whose learner
-            nobody watches, sets it so that a small graph's iterations do not each pay
-            for a learner step. The scores and ``residuals`` are the same either way.
-        damping, tol, max_iter: the options below.
+    Besides ``modelmats`` (the 1 x n scores), it has the attributes below.
 
-    Attributes (besides ``modelmats``, the 1 x n scores):
-        residuals: host float64 array; ``residuals[t - 1]`` is the L1 change of iteration
-            ``t`` (NaN where not yet measured).
-        n_iter: iterations whose change was measured.
-        reached_tol: whether the last measured change was below ``tol * n``.
+    Parameters
+    ----------
+    n
+        vertices of the whole graph (the transition's columns).
+    first_row
+        the global index of the first row this learner's data holds (0 for the
+        whole graph; a rank holding rows ``a..b`` of the transition passes ``a``).
+    personalization
+        the teleport distribution, a host (n,) array summing to 1, or
+        None (uniform).
+    dangling
+        where a dangling vertex's score goes, likewise; None: ``personalization``.
+    pull
+        the data are the adjacency (not the transition), ranked by the in-edge engine
+        (the module doc): CPU, one block of all rows, one learner.
+    gauss_seidel
+        the in-edge engine runs Gauss-Seidel sweeps, not power iterations
+        (the module doc; only with ``pull``).
+    pass_seconds
+        the in-edge engine runs further iterations within a pass until the
+        pass has taken this long (0, the default: one iteration a pass, one residual
+        per iteration in the learner's history); ``PageRank.fit``, whose learner
+        nobody watches, sets it so that a small graph's iterations do not each pay
+        for a learner step. The scores and ``residuals`` are the same either way.
+    damping, tol, max_iter
+        the options below.
+
+    Attributes
+    ----------
+    residuals
+        host float64 array; ``residuals[t - 1]`` is the L1 change of iteration
+        ``t`` (NaN where not yet measured).
+    n_iter
+        iterations whose change was measured.
+    reached_tol
+        whether the last measured change was below ``tol * n``.
     """
 
     OPTIONS = (

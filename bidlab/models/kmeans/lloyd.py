@@ -62,16 +62,24 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     """Lloyd's k-means on the Learner, started from the given k x d centres (see the module
     doc); train it with a source that yields every row once a pass.
 
-    Attributes (besides :class:`~bidlab.models.kmeans.model.KMeansModel`'s):
-        n_updates: centre updates that moved a centre (scikit-learn's ``n_iter_``).
+    Besides :class:`~bidlab.models.kmeans.model.KMeansModel`'s, it has the attributes below.
 
+    Attributes
+    ----------
+    n_updates
+        centre updates that moved a centre (scikit-learn's ``n_iter_``).
+
+    Notes
+    -----
     Scratch state, rebuilt on demand and not pickled: the per-row labels and bounds
     ``_rows``, the pass's cluster sums ``_work`` and their checkpoint copy ``_pending``,
     the farthest rows ``_res`` and the pass's counters ``_pass_state``; Hamerly's per-pass
     quantities ``_pass_bounds`` and the absolute tolerance ``_tol_abs`` are kept with the
     model.
 
-    Example::
+    Examples
+    --------
+    ::
 
         from bidlab.learn import BlockSource, Learner
 

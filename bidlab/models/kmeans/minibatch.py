@@ -43,12 +43,19 @@ class MinibatchKMeansModel(KMeansModel):
     """Minibatch k-means on the Learner, started from the given k x d centres (see the
     module doc).
 
-    Attributes (besides :class:`~bidlab.models.kmeans.model.KMeansModel`'s):
-        stop_early: minibatch steps may set ``converged`` (True by default;
-            ``partial_fit`` turns it off, as scikit-learn's does not stop early).
-        steps: minibatch steps taken.
+    Besides :class:`~bidlab.models.kmeans.model.KMeansModel`'s, it has the attributes below.
 
-    Example::
+    Attributes
+    ----------
+    stop_early
+        minibatch steps may set ``converged`` (True by default;
+        ``partial_fit`` turns it off, as scikit-learn's does not stop early).
+    steps
+        minibatch steps taken.
+
+    Examples
+    --------
+    ::
 
         from bidlab.learn import Learner, MemorySource
 

@@ -43,12 +43,19 @@ __all__ = ["KMeansModel", "subclass_for"]
 class KMeansModel(Model):
     """What both k-means engines share (see the module doc); train one of its subclasses.
 
-    Attributes (besides ``modelmats``):
-        converged: set when the algorithm has nothing left to do; the learner stops.
-        distance_evaluations: row-centre distances computed by GEMM so far (Lloyd's bounds
-            skip some).
+    Besides ``modelmats``, it has the attributes below.
 
-    Example::
+    Attributes
+    ----------
+    converged
+        set when the algorithm has nothing left to do; the learner stops.
+    distance_evaluations
+        row-centre distances computed by GEMM so far (Lloyd's bounds
+        skip some).
+
+    Examples
+    --------
+    ::
 
         from bidlab.learn import BlockSource, Learner
         from bidlab.models.kmeans.lloyd import LloydKMeansModel

@@ -50,11 +50,16 @@ def local_trials(k: int) -> int:
 class Seeding:
     """Initial centres and, when the seeding measured them, the rows' first assignment.
 
-    Attributes:
-        centers: k x d initial centres.
-        labels: (n,) each row's nearest centre (None: not known).
-        upper: (n,) the distance to it (exact).
-        lower: (n,) a lower bound on the distance to the second-nearest centre.
+    Attributes
+    ----------
+    centers
+        k x d initial centres.
+    labels
+        (n,) each row's nearest centre (None: not known).
+    upper
+        (n,) the distance to it (exact).
+    lower
+        (n,) a lower bound on the distance to the second-nearest centre.
     """
 
     centers: Any

@@ -109,18 +109,27 @@ def greedy_seeds(k: int, first: int, closest: Any, candidates: Any, distances: A
     :func:`~bidlab.models.kmeans.plusplus.local_trials` candidates a step, the one of
     lowest potential kept): the rows of ``k`` seeds.
 
-    Args:
-        k: seeds wanted.
-        first: the first seed's row.
-        closest: (n,) each row's squared distance to it (numpy or CuPy).
-        candidates: ``candidates(mass, size)`` -> ``size`` rows drawn with probability
-            proportional to ``mass`` (n,), each row's weighted squared distance to its
-            nearest seed so far (all zero when every row is a seed's duplicate).
-        distances: ``distances(rows)`` -> (n, len(rows)) squared distances of every row to
-            the given rows.
-        weights: (n,) row weights (None: all 1).
+    Parameters
+    ----------
+    k
+        seeds wanted.
+    first
+        the first seed's row.
+    closest
+        (n,) each row's squared distance to it (numpy or CuPy).
+    candidates
+        ``candidates(mass, size)`` -> ``size`` rows drawn with probability
+        proportional to ``mass`` (n,), each row's weighted squared distance to its
+        nearest seed so far (all zero when every row is a seed's duplicate).
+    distances
+        ``distances(rows)`` -> (n, len(rows)) squared distances of every row to
+        the given rows.
+    weights
+        (n,) row weights (None: all 1).
 
-    Example::
+    Examples
+    --------
+    ::
 
         D = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)   # all squared distances
         rng = np.random.default_rng(0)

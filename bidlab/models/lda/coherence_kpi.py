@@ -25,13 +25,19 @@ __all__ = ["CoherenceKPI"]
 class CoherenceKPI(Mixin):
     """The topics' coherence in the learner's metrics (see the module doc).
 
-    Args:
-        measure: ``"u_mass"``, ``"c_uci"``, ``"c_npmi"`` or ``"c_v"``.
-        X: reference documents x vocabulary counts: scipy / CuPy sparse, numpy, nested
-            lists or a :class:`bidlab.datasets.Corpus` (default: the learner's documents).
-        top_n: top words per topic (2 or more).
-        every: seconds between recomputations.
-        max_docs: reference documents used (the first ones; 1 or more).
+    Parameters
+    ----------
+    measure
+        ``"u_mass"``, ``"c_uci"``, ``"c_npmi"`` or ``"c_v"``.
+    X
+        reference documents x vocabulary counts: scipy / CuPy sparse, numpy, nested
+        lists or a :class:`bidlab.datasets.Corpus` (default: the learner's documents).
+    top_n
+        top words per topic (2 or more).
+    every
+        seconds between recomputations.
+    max_docs
+        reference documents used (the first ones; 1 or more).
 
     Examples
     --------

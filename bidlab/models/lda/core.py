@@ -90,16 +90,24 @@ def _renamed_options(component: Any) -> None:
 class LDACore(Model):
     """What the LDA models share; subclasses implement the step (see the module doc).
 
-    Args:
-        dtype: float32 or float64, the model's arithmetic.
-        **options: the options below (``n_components``, ``alpha``, ...), also settable on a learner.
+    Parameters
+    ----------
+    dtype
+        float32 or float64, the model's arithmetic.
+    **options
+        the options below (``n_components``, ``alpha``, ...), also settable on a learner.
 
-    Attributes:
-        n_batches: training minibatches so far (t of the step-size schedule).
-        n_docs_seen: documents trained on so far.
-        n_passes_done: passes finished so far.
-        step_weight: documents / batch rows of the last minibatch (a short minibatch's
-            share of :class:`~bidlab.learn.IncNorm`'s step).
+    Attributes
+    ----------
+    n_batches
+        training minibatches so far (t of the step-size schedule).
+    n_docs_seen
+        documents trained on so far.
+    n_passes_done
+        passes finished so far.
+    step_weight
+        documents / batch rows of the last minibatch (a short minibatch's
+        share of :class:`~bidlab.learn.IncNorm`'s step).
     """
 
     score_name = "ll/word"

@@ -22,8 +22,10 @@ __all__ = ["LDALearner"]
 class LDALearner(TopicSteering, Learner):
     """A :class:`bidlab.learn.Learner` for LDA, with the Gibbs model's temperatures.
 
-    Attributes:
-        estimator: the estimator whose ``learner()`` made it (None when built directly).
+    Attributes
+    ----------
+    estimator
+        the estimator whose ``learner()`` made it (None when built directly).
     """
 
     def __init__(self, *args: Any, estimator: Any = None, **kwargs: Any) -> None:

@@ -30,9 +30,11 @@ __all__ = ["TopicPlan", "reshape_model", "topic_counts", "is_gibbs"]
 class TopicPlan:
     """Where each new topic comes from (see the module doc).
 
-    Attributes:
-        sources: one entry per new topic: ``("sum", [old topics])``, ``("part", old topic,
-            word weights (V,), document fraction)`` or ``("new", seed counts (V,))``.
+    Attributes
+    ----------
+    sources
+        one entry per new topic: ``("sum", [old topics])``, ``("part", old topic,
+        word weights (V,), document fraction)`` or ``("new", seed counts (V,))``.
     """
 
     sources: list[tuple[Any, ...]] = field(default_factory=list)

@@ -54,10 +54,13 @@ class Temperatures(QueuedWhileTraining):
     """Temperature changes of a Gibbs LDA model (mixed into ``LDAGibbsModel``, which
     provides ``temp``, ``_pending``, ``_temp_lock``, ``_learner_ref`` and the counters).
 
-    Attributes:
-        temperature_log: the last ``TEMPERATURE_LOG_KEPT`` changes, oldest first, each a
-            dict with the pass and minibatch it took effect at, topic, word and value.
-        temperature_log_dropped: how many older changes the log let go.
+    Attributes
+    ----------
+    temperature_log
+        the last ``TEMPERATURE_LOG_KEPT`` changes, oldest first, each a
+        dict with the pass and minibatch it took effect at, topic, word and value.
+    temperature_log_dropped
+        how many older changes the log let go.
     """
 
     temperature_log_dropped: int = 0

@@ -73,15 +73,21 @@ def data_kind(info: DataInfo) -> str:
 class NMFModel(RowStatePickling, Model):
     """NMF by multiplicative updates on the Learner (see the module doc).
 
-    Args:
-        H0: the initial components (k x features), or None: random ones (the absolute
-            values of normal draws times ``w_start``, scikit-learn's random start).
-        W0: initial row factors (rows x k) of the data the first learner trains on, or
-            None (every row starts at ``w_start``).
-        w_start: the value new rows of ``W`` start at; None: ``sqrt(mean(X) / k)`` of the
-            first minibatch's observed entries.
-        dtype: the arithmetic's float type (None: the data's).
-        **options: the options below, also settable on a learner.
+    Parameters
+    ----------
+    H0
+        the initial components (k x features), or None: random ones (the absolute
+        values of normal draws times ``w_start``, scikit-learn's random start).
+    W0
+        initial row factors (rows x k) of the data the first learner trains on, or
+        None (every row starts at ``w_start``).
+    w_start
+        the value new rows of ``W`` start at; None: ``sqrt(mean(X) / k)`` of the
+        first minibatch's observed entries.
+    dtype
+        the arithmetic's float type (None: the data's).
+    **options
+        the options below, also settable on a learner.
     """
 
     OPTIONS = (

@@ -58,30 +58,46 @@ def _l2_ok(value: Any) -> bool:
 class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
     """Matrix factorisation of ratings or implicit feedback by ALS with conjugate gradient.
 
-    Args:
-        n_components: k, the number of factors.
-        feedback: ``"explicit"`` (squared loss on the observed ratings, with a global
-            mean, user and item biases and L2) or ``"implicit"`` (Hu-Koren-Volinsky: every
-            user-item pair counts, with preference 1 and confidence ``1 + alpha r`` where
-            stored, preference 0 and confidence 1 elsewhere).
-        l2: L2 penalty weight of the factors (and biases), or ``"auto"`` (the default):
-            :data:`AUTO_L2` of the feedback, 10 for explicit ratings (each bias and
-            factor held back as by ten ratings at the mean, the damping of Koren's
-            baseline estimates; 0.1 left MovieLens-small's held-out RMSE at 1.24, worse
-            than predicting the mean) and 0.1 for implicit feedback.
-        alpha: the implicit confidence slope.
-        n_cg: conjugate-gradient steps of each side per sweep, warm-started from the last
-            sweep.
-        max_iter: sweeps (passes) of ``fit``.
-        batch_size: users per minibatch (None: all of them; a sweep's item step runs once,
-            after its last minibatch, whatever the size).
-        init_scale: the standard deviation of the random initial item factors.
-        random_state: seed (None, an int, a numpy ``RandomState`` or ``Generator``).
-        verbose: print progress while fitting (0: silent).
-        dtype: float32 or float64; None follows the input.
-        device: ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
-        n_jobs: CPU threads of the kernels (None: leave the limits alone; -1: every core).
+    Parameters
+    ----------
+    n_components
+        k, the number of factors.
+    feedback
+        ``"explicit"`` (squared loss on the observed ratings, with a global
+        mean, user and item biases and L2) or ``"implicit"`` (Hu-Koren-Volinsky: every
+        user-item pair counts, with preference 1 and confidence ``1 + alpha r`` where
+        stored, preference 0 and confidence 1 elsewhere).
+    l2
+        L2 penalty weight of the factors (and biases), or ``"auto"`` (the default):
+        :data:`AUTO_L2` of the feedback, 10 for explicit ratings (each bias and
+        factor held back as by ten ratings at the mean, the damping of Koren's
+        baseline estimates; 0.1 left MovieLens-small's held-out RMSE at 1.24, worse
+        than predicting the mean) and 0.1 for implicit feedback.
+    alpha
+        the implicit confidence slope.
+    n_cg
+        conjugate-gradient steps of each side per sweep, warm-started from the last
+        sweep.
+    max_iter
+        sweeps (passes) of ``fit``.
+    batch_size
+        users per minibatch (None: all of them; a sweep's item step runs once,
+        after its last minibatch, whatever the size).
+    init_scale
+        the standard deviation of the random initial item factors.
+    random_state
+        seed (None, an int, a numpy ``RandomState`` or ``Generator``).
+    verbose
+        print progress while fitting (0: silent).
+    dtype
+        float32 or float64; None follows the input.
+    device
+        ``"cpu"`` or ``"gpu"`` (CuPy; needs ``bidlab[gpu]``).
+    n_jobs
+        CPU threads of the kernels (None: leave the limits alone; -1: every core).
 
+    Notes
+    -----
     X is users x items: a sparse matrix of the observed entries (or a dense one with NaN
     where unobserved). A (user, item) pair stored twice is refused, in a COO matrix too;
     ``scipy.sparse.csr_matrix((r, (u, i)))`` sums such pairs before SFA sees them, so

@@ -58,16 +58,22 @@ def _csr_on(xp: Any, S: sp.csr_matrix) -> Any:
 class SFAModel(RowStatePickling, Model):
     """ALS by conjugate gradient on the Learner (see the module doc).
 
-    Args:
-        V0: initial item factors (items x f), or None: normal draws of ``init_scale``
-            (bias column 0).
-        mu: the global mean of the ratings (explicit); None: the first minibatch's.
-        mu_count: the number of ratings ``mu`` is the mean of: on several ranks, each
-            holding some users, ``mu`` becomes the ranks' means weighted by it (None: 0,
-            the rank's ``mu`` does not count unless every rank's count is 0).
-        dtype: the arithmetic's float type (None: the data's).
-        **options: the options below, also settable on a learner (``l2``, ``alpha``,
-            ``n_cg`` live).
+    Parameters
+    ----------
+    V0
+        initial item factors (items x f), or None: normal draws of ``init_scale``
+        (bias column 0).
+    mu
+        the global mean of the ratings (explicit); None: the first minibatch's.
+    mu_count
+        the number of ratings ``mu`` is the mean of: on several ranks, each
+        holding some users, ``mu`` becomes the ranks' means weighted by it (None: 0,
+        the rank's ``mu`` does not count unless every rank's count is 0).
+    dtype
+        the arithmetic's float type (None: the data's).
+    **options
+        the options below, also settable on a learner (``l2``, ``alpha``,
+        ``n_cg`` live).
 
     Examples
     --------
