@@ -70,25 +70,30 @@ def dense_allreduce_bytes(nbytes: int, size: int) -> int:
 class MPIComm(Communicator):
     """One rank of an MPI job as a learner's communicator.
 
-    Args:
-        comm: an ``mpi4py.MPI.Comm`` (default ``COMM_WORLD``).
-        mode: how the model matrices are combined at a step sync point: ``"average"``
-            (allreduce; BIDMach's ParLearner), ``"butterfly"`` (average with one partner,
-            a full mix every log2(size) syncs; size a power of 2) or ``"sparse"`` (each
-            rank's changed rows only, summed by :meth:`sparse_allreduce`; the result is the
-            average's).
-        elastic: with ``mode="average"``, elastic averaging: each rank moves this fraction
-            of the way to the average instead of taking it (0: plain averaging).
-        timeout: seconds a rank waits at a sync point for the others before it raises
-            ``TimeoutError`` (which ends the job).
-        nest: the sparse allreduce's layers (Kylix's nesting): degrees whose product is
-            the number of ranks, e.g. ``(4, 8)`` for 32 ranks: rows are summed within
-            groups of 4, then across the groups (8 ranks with the same place in theirs),
-            so a rank exchanges with 4 + 8 others instead of 31. None: one layer of
-            every rank.
-        spin: seconds a rank polls an exchange without sleeping (yielding its core between
-            polls) before it naps between polls, once every rank has arrived at the
-            meeting; a rank waiting for the others to arrive naps (see :meth:`_wait`).
+    Parameters
+    ----------
+    comm
+        an ``mpi4py.MPI.Comm`` (default ``COMM_WORLD``).
+    mode
+        how the model matrices are combined at a step sync point: ``"average"``
+        (allreduce; BIDMach's ParLearner), ``"butterfly"`` (average with one partner, a
+        full mix every log2(size) syncs; size a power of 2) or ``"sparse"`` (each rank's
+        changed rows only, summed by :meth:`sparse_allreduce`; the result is the average's).
+    elastic
+        with ``mode="average"``, elastic averaging: each rank moves this fraction of the
+        way to the average instead of taking it (0: plain averaging).
+    timeout
+        seconds a rank waits at a sync point for the others before it raises
+        ``TimeoutError`` (which ends the job).
+    nest
+        the sparse allreduce's layers (Kylix's nesting): degrees whose product is the
+        number of ranks, e.g. ``(4, 8)`` for 32 ranks: rows are summed within groups of 4,
+        then across the groups (8 ranks with the same place in theirs), so a rank
+        exchanges with 4 + 8 others instead of 31. None: one layer of every rank.
+    spin
+        seconds a rank polls an exchange without sleeping (yielding its core between
+        polls) before it naps between polls, once every rank has arrived at the meeting;
+        a rank waiting for the others to arrive naps (see :meth:`_wait`).
 
     Examples
     --------

@@ -61,29 +61,27 @@ _ACTIVE = ("running", "paused")
 _OWN = "bidlab-learner-"  #: how the name of each training thread start() makes begins
 
 
-class _SaveRequest:
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.done = threading.Event()
-        self.error: BaseException | None = None
-        self.retry = False
-
-
 class Learner(TrainingLoop, LearnerMetrics, Configurable):
     """Trains ``model`` on ``data`` with ``updater`` (default the model's) and ``mixins``.
 
-    Args:
-        model: a :class:`~bidlab.learn.model.Model` (initialised from the data on start).
-        data: a :class:`~bidlab.learn.datasource.DataSource`, or a matrix / tuple of
-            aligned matrices (samples as rows), wrapped in a ``MemorySource``.
-        updater: how the model moves: an Updater, or a mapping of model matrix (name or
-            index) -> Updater to move each matrix its own way (default
-            ``model.default_updater()``).
-        mixins: extra loss terms (``L1Regularizer``, ``L2Regularizer``, ...).
-        name: shown in progress output and the registry (made unique).
-        batch_size: rows per minibatch when ``data`` is not already a source.
-        **options: any option of the learner, model, updater or mixins (see
-            ``learner.opts.what()``).
+    Parameters
+    ----------
+    model
+        a :class:`~bidlab.learn.model.Model` (initialised from the data on start).
+    data
+        a :class:`~bidlab.learn.datasource.DataSource`, or a matrix / tuple of aligned
+        matrices (samples as rows), wrapped in a ``MemorySource``.
+    updater
+        how the model moves: an Updater, or a mapping of model matrix (name or index) ->
+        Updater to move each matrix its own way (default ``model.default_updater()``).
+    mixins
+        extra loss terms (``L1Regularizer``, ``L2Regularizer``, ...).
+    name
+        shown in progress output and the registry (made unique).
+    batch_size
+        rows per minibatch when ``data`` is not already a source.
+    **options
+        any option of the learner, model, updater or mixins (see ``learner.opts.what()``).
     """
 
     OPTIONS = (
@@ -152,7 +150,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         self._done.set()
         self._error: BaseException | None = None
         self.traceback: str | None = None
-        self._saves: list[_SaveRequest] = []
+        self._saves: list[learner_state.SaveRequest] = []
         self._tick: Any = None  # fit()'s progress display, called from the loop
         self._combine: tuple[str, ...] = ()  # each model matrix's combination across ranks
         #: a :class:`~bidlab.learn.exclusive.FitGuard` shared with the estimator that made
@@ -351,7 +349,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         with self._cond:
             active = self._state in _ACTIVE
             if active:
-                req = _SaveRequest(str(path))
+                req = learner_state.SaveRequest(str(path))
                 self._saves.append(req)
                 self._cond.notify_all()
         if active:

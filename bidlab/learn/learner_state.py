@@ -10,6 +10,7 @@ learner writes stays the learner's own choice, whatever a (crafted) file says.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -19,9 +20,21 @@ from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_check
 from bidlab.learn.model import Model
 from bidlab.learn.rowstate import row_state_keys
 
-__all__ = ["write", "restore", "SavedObjectError"]
+__all__ = ["write", "restore", "SavedObjectError", "SaveRequest"]
 
 _LIMIT = 1 << 62
+
+
+class SaveRequest:
+    """A checkpoint a caller asked the training thread to write (:meth:`Learner.save`
+    while it runs): ``done`` is set once written, with ``error`` or ``retry`` (the run
+    ended first: the caller writes it)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self.retry = False
 
 
 class SavedObjectError(CheckpointError):

@@ -1,9 +1,10 @@
 """Data sets larger than memory: ``.npz`` shards plus a JSON manifest, read with prefetch.
 
-Samples are rows. :func:`write_shards` splits aligned matrices (features, targets, ...)
-row-wise into shard files ``shard-00000.npz``, ... (dense arrays as is, CSR matrices as
-their ``data`` / ``indices`` / ``indptr`` arrays; never pickled) and writes
-``manifest.json`` last, each file atomically (temporary name, fsync, rename)::
+Samples are rows. :func:`write_shards` (:mod:`bidlab.learn.shard_writer`) splits aligned
+matrices (features, targets, ...) row-wise into shard files ``shard-00000.npz``, ... (dense
+arrays as is, CSR matrices as their ``data`` / ``indices`` / ``indptr`` arrays; never
+pickled) and writes ``manifest.json`` last, each file atomically (temporary name, fsync,
+rename)::
 
     {"format": "bidlab-shards", "version": 1, "n_samples": 10000,
      "matrices": [{"name": "X", "kind": "csr", "cols": 500, "dtype": "float32",
@@ -50,105 +51,22 @@ from bidlab._bounded_io import (
     open_regular,
     require_regular,
 )
-from bidlab.learn.checkpoint import atomic_write_bytes
 from bidlab.learn.datasource import DataInfo, DataSource
-from bidlab.learn.shard_checks import check_matrices, check_names, check_stored, members
+from bidlab.learn.shard_checks import check_matrices, check_stored, members
+from bidlab.learn.shard_writer import FORMAT, MANIFEST, write_shards
 from bidlab.learn.source_inputs import (
-    _as_matrix,
     _clamp_batch,
-    check_aligned,
     check_seed,
-    default_names,
 )
 from bidlab.learn.staging import MatSpec, Piece, Plan
 from bidlab.mat import validate_csr
 
 __all__ = ["write_shards", "ShardSource", "ShardError", "read_manifest"]
 
-MANIFEST = "manifest.json"
-FORMAT = "bidlab-shards"
 
 
 class ShardError(OSError):
     """A shard folder is incomplete or a shard file is corrupt (the message names it)."""
-
-
-def write_shards(folder: str | os.PathLike, *mats: Any, rows_per_shard: int = 100_000,
-                 names: tuple[str, ...] | None = None, compress: bool = False) -> Path:
-    """Split aligned matrices (samples as rows) into ``.npz`` shards; return the manifest path.
-
-    Args:
-        folder: created if needed; existing shards of an earlier write are replaced.
-        *mats: features first, then targets, weights, ... (numpy arrays, 1-D becomes one
-            column; scipy sparse matrices, stored as CSR). All must have the same rows.
-        rows_per_shard: rows in each shard (the last may have fewer).
-        names: one per matrix, distinct strings (default ``("X", "y", "w")``).
-        compress: zip-deflate the shards (smaller, slower to read).
-    """
-    if not mats:
-        raise ValueError("write_shards needs at least one matrix (the features)")
-    if not isinstance(rows_per_shard, (int, np.integer)) or isinstance(
-            rows_per_shard, bool) or rows_per_shard < 1:
-        raise ValueError(f"rows_per_shard must be an int >= 1; got {rows_per_shard!r}")
-    rows_per_shard = int(rows_per_shard)
-    names = tuple(names) if names is not None else default_names(len(mats))
-    if len(names) != len(mats):
-        raise ValueError(f"got {len(names)} names for {len(mats)} matrices")
-    raws, specs = [], []
-    for i, (name, m) in enumerate(zip(names, mats, strict=True)):
-        raw, spec, host = _as_matrix(m, i, name)
-        if not host:
-            raise TypeError(f"write_shards takes host (numpy/scipy) data; {name!r} is on the GPU")
-        raws.append(raw)
-        specs.append(spec)
-    check_names(names, [s.sparse for s in specs])
-    n = check_aligned(names, raws)
-    if n == 0:
-        raise ValueError("the data set is empty (0 samples): nothing to write")
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("shard-*.npz"):
-        old.unlink()
-    save = np.savez_compressed if compress else np.savez
-    shards = []
-    hists: dict[str, dict[int, int]] = {nm: {} for nm, s in zip(names, specs, strict=True)
-                                         if s.sparse}
-    for k, a in enumerate(range(0, n, rows_per_shard)):
-        b = min(a + rows_per_shard, n)
-        arrays: dict[str, np.ndarray] = {}
-        for name, raw, spec in zip(names, raws, specs, strict=True):
-            part = raw[a:b]
-            if spec.sparse:
-                part = sp.csr_matrix(part)
-                arrays.update(zip(members(name, True), (
-                    part.data, part.indices.astype(spec.index_dtype, copy=False),
-                    part.indptr.astype(spec.index_dtype, copy=False)), strict=True))
-                lengths, counts = np.unique(np.diff(part.indptr), return_counts=True)
-                h = hists[name]
-                for ln, c in zip(lengths.tolist(), counts.tolist(), strict=True):
-                    h[ln] = h.get(ln, 0) + c
-            else:
-                arrays[name] = np.ascontiguousarray(part)
-        fname = f"shard-{k:05d}.npz"
-        atomic_write_bytes(folder / fname, lambda f, arrays=arrays: save(f, **arrays))
-        shards.append({"file": fname, "rows": b - a, "bytes": (folder / fname).stat().st_size})
-    manifest = {
-        "format": FORMAT,
-        "version": 1,
-        "n_samples": n,
-        "matrices": [
-            {"name": nm, "kind": "csr" if s.sparse else "dense", "cols": s.cols,
-             "dtype": s.dtype.name,
-             **({"index_dtype": s.index_dtype.name,
-                 # row lengths (nnz per row) -> how many rows have it: sizes containers
-                 "row_nnz_hist": sorted(([ln, c] for ln, c in hists[nm].items()),
-                                        reverse=True)} if s.sparse else {})}
-            for nm, s in zip(names, specs, strict=True)],
-        "shards": shards,
-    }
-    path = folder / MANIFEST
-    atomic_write_bytes(path, lambda f: f.write(json.dumps(manifest, indent=1).encode()))
-    return path
 
 
 def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
@@ -334,15 +252,24 @@ def _produce(folder: Path, manifest: dict[str, Any], batch_size: int, shuffle_sh
 class ShardSource(DataSource):
     """Minibatches read from a shard folder written by :func:`write_shards`.
 
-    Args:
-        folder: the folder (or its ``manifest.json``).
-        batch_size: rows per minibatch (clamped to the number of samples, with a warning).
-        shuffle_shards: visit the shards in a new random order each pass.
-        shuffle_rows: visit each shard's rows in a new random order each pass.
-        seed: seeds both shuffles (with the pass number: a resumed run sees the same order).
-        prefetch: minibatches planned ahead by the background thread.
-        n_passes: stop after this many passes (None: repeat forever).
-        device: ``"cpu"`` (default) or ``"gpu"`` for the minibatch containers.
+    Parameters
+    ----------
+    folder
+        the folder (or its ``manifest.json``).
+    batch_size
+        rows per minibatch (clamped to the number of samples, with a warning).
+    shuffle_shards
+        visit the shards in a new random order each pass.
+    shuffle_rows
+        visit each shard's rows in a new random order each pass.
+    seed
+        seeds both shuffles (with the pass number: a resumed run sees the same order).
+    prefetch
+        minibatches planned ahead by the background thread.
+    n_passes
+        stop after this many passes (None: repeat forever).
+    device
+        ``"cpu"`` (default) or ``"gpu"`` for the minibatch containers.
     """
 
     def __init__(self, folder: str | os.PathLike, batch_size: int = 1000,

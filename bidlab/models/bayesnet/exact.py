@@ -11,8 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from bidlab.models.bayesnet.network import BayesNetError, Network
-from bidlab.models.bayesnet.sampler import evidence_vector
+from bidlab.models.bayesnet.network import BayesNetError, Network, evidence_vector
 
 __all__ = ["exact_marginals", "joint_table", "MAX_JOINT"]
 

@@ -34,8 +34,8 @@ from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import Batch, Updater
 from bidlab.mat import Mat
-from bidlab.models.bayesnet.network import Network
-from bidlab.models.bayesnet.sampler import GibbsChains, evidence_vector
+from bidlab.models.bayesnet.network import Network, evidence_vector
+from bidlab.models.bayesnet.sampler import GibbsChains
 from bidlab.models.bayesnet.temperature import TableTemperatures, replica_weights
 from bidlab.models.lda.gibbs_params import ANNEAL, ANNEAL_PASSES, NSAMPS, NSAMPS0, anneal_nsamps
 

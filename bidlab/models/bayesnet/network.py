@@ -20,7 +20,7 @@ import numpy as np
 
 from bidlab.learn.persistable import persistable
 
-__all__ = ["Network", "ROW_SUM_TOL", "BayesNetError"]
+__all__ = ["Network", "ROW_SUM_TOL", "BayesNetError", "evidence_vector"]
 
 #: a CPT row may differ from 1 by at most this much (absolute) before it is refused
 ROW_SUM_TOL = 1e-3
@@ -315,3 +315,31 @@ def _saved_fields(state: Any) -> dict[str, Any]:
         cpts.append(np.array(t, dtype=np.float64))
     return {"name": state["name"], "names": names, "states": states, "parents": parents,
             "cpts": cpts}
+
+
+def evidence_vector(net: Network, evidence: dict[str, Any] | None) -> np.ndarray:
+    """``{variable: state}`` (names or indices) as an int32 vector, -1 where free.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> net = Network(["a"], [["no", "yes"]], [[]], [np.array([[0.5, 0.5]])])
+    >>> evidence_vector(net, {"a": "yes"}).tolist()
+    [1]
+    """
+    ev = np.full(net.n_vars, -1, np.int32)
+    if evidence is None:
+        return ev
+    if not isinstance(evidence, dict):
+        raise BayesNetError(f"evidence must be a dict {{variable: state}}; got "
+                            f"{type(evidence).__name__}")
+    for name, state in evidence.items():
+        v = name if isinstance(name, (int, np.integer)) and not isinstance(name, bool) else \
+            net.index(name)
+        if not 0 <= int(v) < net.n_vars:
+            raise BayesNetError(f"unknown variable index {v}: the network has {net.n_vars}")
+        if ev[int(v)] >= 0:  # by its name and by its index
+            raise BayesNetError(f"the evidence gives {net.names[int(v)]!r} twice (by name "
+                                "and by index): give each variable once")
+        ev[int(v)] = net.state_index(int(v), state)
+    return ev

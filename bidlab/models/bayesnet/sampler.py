@@ -24,65 +24,46 @@ import numpy as np
 
 from bidlab.kern import bn_gibbs
 from bidlab.kern.random import stream_key
-from bidlab.models.bayesnet.network import BayesNetError, Network
+from bidlab.models.bayesnet.network import BayesNetError, Network, evidence_vector
 from bidlab.models.bayesnet.tables import Tables
 
-__all__ = ["GibbsChains", "evidence_vector"]
+__all__ = ["GibbsChains"]
 
 _INIT_STEP = 1 << 40  # init draws use sweep keys far from the sweeps'
 POOL = 16  # ancestral draws per chain when the chains start from the evidence
 
 
-def evidence_vector(net: Network, evidence: dict[str, Any] | None) -> np.ndarray:
-    """``{variable: state}`` (names or indices) as an int32 vector, -1 where free.
-
-    Examples:
-        >>> import numpy as np
-        >>> net = Network(["a"], [["no", "yes"]], [[]], [np.array([[0.5, 0.5]])])
-        >>> evidence_vector(net, {"a": "yes"}).tolist()
-        [1]
-    """
-    ev = np.full(net.n_vars, -1, np.int32)
-    if evidence is None:
-        return ev
-    if not isinstance(evidence, dict):
-        raise BayesNetError(f"evidence must be a dict {{variable: state}}; got "
-                            f"{type(evidence).__name__}")
-    for name, state in evidence.items():
-        v = name if isinstance(name, (int, np.integer)) and not isinstance(name, bool) else \
-            net.index(name)
-        if not 0 <= int(v) < net.n_vars:
-            raise BayesNetError(f"unknown variable index {v}: the network has {net.n_vars}")
-        if ev[int(v)] >= 0:  # by its name and by its index
-            raise BayesNetError(f"the evidence gives {net.names[int(v)]!r} twice (by name "
-                                "and by index): give each variable once")
-        ev[int(v)] = net.state_index(int(v), state)
-    return ev
-
-
 class GibbsChains:
     """Chains (or replicated observations) of a blocked Gibbs sampler over ``net``.
 
-    Args:
-        net: the network.
-        obs: int32 (n_obs, n_vars) clamped values of each observation, -1 where free.
-        m_max: replicas of each observation kept (rows = ``m_max * n_obs``).
-        seed: the key of every random stream.
-        init_tries: rounds of ancestral draws before evidence counts as impossible.
-        device: ``"cpu"``, or ``"gpu"``: each sweep's kernel on the GPU (the same draws;
-            :mod:`bidlab.models.bayesnet.device`).
+    Parameters
+    ----------
+    net
+        the network.
+    obs
+        int32 (n_obs, n_vars) clamped values of each observation, -1 where free.
+    m_max
+        replicas of each observation kept (rows = ``m_max * n_obs``).
+    seed
+        the key of every random stream.
+    init_tries
+        rounds of ancestral draws before evidence counts as impossible.
+    device
+        ``"cpu"``, or ``"gpu"``: each sweep's kernel on the GPU (the same draws;
+        :mod:`bidlab.models.bayesnet.device`).
 
-    Examples:
-        >>> import numpy as np
-        >>> net = Network(["a", "b"], [["0", "1"], ["0", "1"]], [[], [0]],
-        ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
-        >>> ch = GibbsChains(net, np.full((500, 2), -1, np.int32), seed=1)
-        >>> ch.set_evidence({"b": "1"})
-        >>> ch.burn_in = 50
-        >>> for _ in range(300):
-        ...     ch.sweep()
-        >>> bool(abs(ch.marginals()[1] - 0.4 / 0.45) < 0.02)   # P(a=1 | b=1)
-        True
+    Examples
+    --------
+    >>> import numpy as np
+    >>> net = Network(["a", "b"], [["0", "1"], ["0", "1"]], [[], [0]],
+    ...               [np.array([[0.5, 0.5]]), np.array([[0.9, 0.1], [0.2, 0.8]])])
+    >>> ch = GibbsChains(net, np.full((500, 2), -1, np.int32), seed=1)
+    >>> ch.set_evidence({"b": "1"})
+    >>> ch.burn_in = 50
+    >>> for _ in range(300):
+    ...     ch.sweep()
+    >>> bool(abs(ch.marginals()[1] - 0.4 / 0.45) < 0.02)   # P(a=1 | b=1)
+    True
     """
 
     def __init__(self, net: Network, obs: np.ndarray, m_max: int = 1, seed: int = 0,
