@@ -55,6 +55,13 @@ def similar_titles(V: np.ndarray, items: Sequence[int], titles: Sequence[str], n
     return out
 
 
+def _whole(x: Any) -> bool:
+    """Whether ``x`` is a whole number: an int, a numpy integer or an integral float (not a
+    bool, as ``True`` is no item id)."""
+    return (not isinstance(x, (bool, np.bool_)) and isinstance(x, numbers.Real)
+            and float(x).is_integer())
+
+
 def _user_rows(model: Any) -> Any:
     return model.W.values if model.W is not None else None
 
@@ -115,16 +122,21 @@ class SimilarItemsView(PumpedView):
                 or not float(n).is_integer() or n < 1):
             raise ValueError(f"SimilarItemsView: n is the number of similar items to list, "
                              f"an integer >= 1; got {n!r}")
+        if not _whole(watch) or watch < 1:
+            raise ValueError(f"SimilarItemsView: watch is how many items to watch, a whole "
+                             f"number >= 1; got {watch!r}")
         train = None if train is None else sp.csr_matrix(train)
         if items is None:
             counts = (np.bincount(train.indices, minlength=n_items) if train is not None
                       else np.zeros(n_items))
-            items = np.argsort(-counts, kind="stable")[:watch]
-        self.items = [int(i) for i in items]
-        bad = [i for i in self.items if not 0 <= i < n_items]
+            items = np.argsort(-counts, kind="stable")[:int(watch)]
+        bad = [i for i in items if not _whole(i) or not 0 <= i < n_items]
         if bad:
-            raise ValueError(f"SimilarItemsView: item {bad[0]} is not an item id: the "
-                             f"learner has {n_items} items (0 to {n_items - 1})")
+            shown = bad[0].item() if isinstance(bad[0], np.generic) else bad[0]
+            raise ValueError(f"SimilarItemsView: item {shown!r} is not an item id: give "
+                             f"whole numbers from 0 to {n_items - 1} (the learner has "
+                             f"{n_items} items)")
+        self.items = [int(i) for i in items]
         self.n, self.k = int(n), int(model.opts.k)
         self.train = train
         self.keep = None

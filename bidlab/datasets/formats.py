@@ -185,12 +185,16 @@ def looks_binary(head: bytes) -> bool:
     return b"\x00" in head[:4096]
 
 
-def looks_table(head: bytes) -> bool:
+def looks_table(head: bytes, complete: bool | None = None) -> bool:
     """A CSV / TSV table: at least two lines, each with the same number (>= 1) of commas,
-    or each with the same number of tabs."""
+    or each with the same number of tabs. ``complete``: whether ``head`` is the whole file
+    (default: when it is shorter than :func:`read_head` reads); the last line is left out
+    only when it is not, as it may be cut short."""
     if looks_binary(head):
         return False
-    lines = [ln for ln in head.split(b"\n")[:_SAMPLE_LINES + 1][:-1] if ln.strip()]
+    if complete is None:
+        complete = len(head) < _HEAD_BYTES
+    lines = _lines(head, complete)
     if len(lines) < 2:
         return False
     return any(len({ln.count(sep) for ln in lines}) == 1 and lines[0].count(sep) >= 1
@@ -269,4 +273,5 @@ def sniff_file(path: Path) -> Sniffed:
         f"{tried(tuple(k for k in FORMATS if k != 'text-folder'))} (any of them plain or "
         "gzip). Convert the data to one of these, e.g. with "
         "sklearn.datasets.dump_svmlight_file or numpy.savez(path, X=X, y=y)"
-        + (f". It looks like a CSV / TSV table: {CSV_HINT}" if looks_table(head) else ""))
+        + (f". It looks like a CSV / TSV table: {CSV_HINT}" if looks_table(head, complete)
+           else ""))

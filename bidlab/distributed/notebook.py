@@ -291,7 +291,8 @@ def _build(name: str, model: str, data: Any, params: dict, options: dict, mode: 
     else:
         data = tuple(data)
         mats, n = list(shard(comm, *data)), data[0].shape[0]
-    bs = chosen_batch_size(est, options.pop("batch_size", None), n, comm.size)
+    bs = chosen_batch_size(est, options.pop("batch_size", None), n, comm.size, rows=mats[0],
+                           comm=comm)
     bs = rank_batch_size(n, comm.rank, comm.size, bs)
     mats = [m for m in mats if m is not None]
     lrn = est.learner(*mats, comm=comm, batch_size=bs, **options)

@@ -30,11 +30,16 @@ __all__ = ["shard_range", "rank_batch_size", "shard", "read_rank_data", "chosen_
            "even_batch_size"]
 
 
-def chosen_batch_size(est: Any, given: Any, n: int, size: int, default: int = 1000) -> int:
+def chosen_batch_size(est: Any, given: Any, n: int, size: int, default: int = 1000, *,
+                      rows: Any = None, comm: Any = None) -> int:
     """The rows per minibatch of one rank, before :func:`rank_batch_size` evens the counts:
     ``given`` (a learner option), else the estimator's ``batch_size``, resolved against a
     rank's share of the ``n`` rows when it is a rule such as GLM's ``"auto"`` (the
-    estimator's ``_batch_rows``), else ``default``.
+    estimator's ``_batch_rows``). A ``batch_size`` of None is resolved as the estimator
+    resolves it in single-process training (its ``_default_batch``: SFA's all users,
+    LDA's default per device) on this rank's ``rows``, the largest answer of ``comm``'s
+    ranks (a collective: every rank calls this alike), so that they agree; ``default``
+    without ``rows`` or such a method.
 
     Examples
     --------
@@ -42,10 +47,33 @@ def chosen_batch_size(est: Any, given: Any, n: int, size: int, default: int = 10
     >>> chosen_batch_size(GLM(), None, 2000, 2), chosen_batch_size(GLM(), 64, 2000, 2)
     (63, 64)
     """
-    bs = given or getattr(est, "batch_size", None) or default
+    bs = given or getattr(est, "batch_size", None)
+    if not bs:
+        bs = _estimator_default(est, rows, size, comm) or default
     if isinstance(bs, str) and hasattr(est, "_batch_rows"):
         bs = est._batch_rows(-(-int(n) // max(1, int(size))))
     return int(bs)
+
+
+def _estimator_default(est: Any, rows: Any, size: int, comm: Any) -> int | None:
+    """The rows per minibatch ``est`` takes for ``batch_size=None`` on ``rows``, the largest
+    over ``comm``'s ranks; None when it has no such rule or no ``rows`` are given."""
+    ask = getattr(est, "_default_batch", None)
+    if ask is None or rows is None:
+        return None
+    if size > 1 and comm is None:
+        raise ValueError(f"chosen_batch_size: rows on {size} ranks need comm, the ranks' "
+                         "communicator, to agree on one batch size: pass comm=")
+    counts = getattr(est, "_counts", None)
+    if callable(counts):  # LDA: asked on the counts it trains on, on its device
+        rows = counts(rows, None)
+    mine = int(ask(rows))
+    if comm is None or comm.size == 1:
+        return mine
+    every = np.zeros(comm.size, np.int64)
+    every[comm.rank] = mine
+    comm.allreduce([every], "sum")
+    return int(every.max())
 
 
 def rank_batch_size(n: int, rank: int, size: int, batch_size: int) -> int:

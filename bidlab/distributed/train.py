@@ -212,6 +212,7 @@ def _run(cli: Any, args: argparse.Namespace, comm: Any) -> int:
                 return super().need_data()  # its message
             data, self.n_total = read_rank_data(comm, self.args.data, self.name,
                                                 self.args.min_df, self.args.max_df)
+            self.rank_rows = data.X  # what an estimator's batch_size=None is resolved on
             if comm.rank == 0:
                 print(f"data {self.args.data}: {self.n_total} rows on {comm.size} ranks "
                       f"(rank 0: {data.describe()})", file=sys.stderr)
@@ -234,7 +235,8 @@ def _run(cli: Any, args: argparse.Namespace, comm: Any) -> int:
                 rank_batch_size,
             )
 
-            bs = chosen_batch_size(est, lopts.get("batch_size"), self.n_total, comm.size)
+            bs = chosen_batch_size(est, lopts.get("batch_size"), self.n_total, comm.size,
+                                   rows=getattr(self, "rank_rows", None), comm=comm)
             named = {t[2:].partition("=")[0].replace("-", "_") for t in self.extra
                      if t.startswith("--")}
             if not lopts.get("batch_size") and ("batch_size" not in named or isinstance(

@@ -16,8 +16,9 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 __all__ = ["SEED_TEXT", "seed_ok", "seed_from", "drawn_seed", "RANDOM_STATE", "random_state_row",
-           "float_dtype_ok", "dtype_row", "device_row", "float_dtype", "start_matrix", "unwrap",
-           "dense_to_csr", "stores_every_entry", "take_rows", "whole_at_least_one"]
+           "float_dtype_ok", "dtype_row", "frame_dtype", "device_row", "float_dtype",
+           "start_matrix", "unwrap", "dense_to_csr", "stores_every_entry", "take_rows",
+           "whole_at_least_one"]
 
 #: how a parameter table names what ``random_state`` takes
 SEED_TEXT = "None, an int in [0, 2**32) or a numpy random generator"
@@ -95,6 +96,19 @@ def dtype_row(what: str, text: str = "None (follow the input), float32 or float6
 
     return Option("dtype", str, None, f"float type of the {what}", test=float_dtype_ok,
                   none_ok=True, text=text)
+
+
+def frame_dtype(X: Any) -> np.dtype | None:
+    """The one type of a pandas DataFrame's columns, a sparse column's by its values
+    (``Sparse[float32, 0]`` is float32), so that ``dtype=None`` follows a frame as it
+    follows an array; None when the columns' types differ or ``X`` is not a frame."""
+    if hasattr(X, "dtype") or getattr(X, "ndim", 0) != 2 or not hasattr(X, "dtypes"):
+        return None
+    try:
+        kinds = {np.dtype(getattr(d, "subtype", d)) for d in X.dtypes}
+    except TypeError:  # a pandas-only column type (categories, strings)
+        return None
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def device_row(default: str | None = "cpu") -> Any:

@@ -41,7 +41,7 @@ from bidlab.models.nmf.model import LOSSES, NMFModel
 from bidlab.models.nmf.seeding import start
 from bidlab.models.nmf.serve import NMFServe, one_blas_thread
 from bidlab.models.sk_params import N_JOBS, factor_rows
-from bidlab.models.validation import drawn_seed
+from bidlab.models.validation import drawn_seed, frame_dtype
 
 __all__ = ["NMF"]
 
@@ -267,6 +267,8 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
             want: Any = self.model_.dtype
         elif self.dtype is not None:
             want = np.dtype(self.dtype)
+        elif frame_dtype(X) == np.float32:  # a sparse frame: validate_data would give float64
+            want = np.dtype(np.float32)
         else:
             want = [np.float64, np.float32]
         X = validate_data(self, X, accept_sparse="csr", dtype=want, ensure_all_finite=False,

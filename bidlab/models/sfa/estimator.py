@@ -35,7 +35,7 @@ from bidlab.models.sfa.inputs import check_counts, check_ids, ratings_csr
 from bidlab.models.sfa.model import FEEDBACK, SFAModel
 from bidlab.models.sfa.serve import ServeMixin
 from bidlab.models.sk_params import N_JOBS, factor_rows
-from bidlab.models.validation import drawn_seed, unwrap
+from bidlab.models.validation import drawn_seed, frame_dtype, unwrap
 
 __all__ = ["AUTO_L2", "SFA"]
 
@@ -178,9 +178,7 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
             X = X.X  # a bidlab.datasets Ratings (load_movielens): its matrix's type
         X = unwrap(X)
         dt = getattr(X, "dtype", None)
-        if dt is None and getattr(X, "ndim", 0) == 2 and hasattr(X, "dtypes"):  # a frame
-            kinds = {np.dtype(getattr(d, "subtype", d)) for d in X.dtypes}
-            dt = kinds.pop() if len(kinds) == 1 else None
+        dt = frame_dtype(X) if dt is None else dt
         return np.dtype(np.float32) if dt == np.float32 else np.dtype(np.float64)
 
     def _ratings(self, X: Any) -> sp.csr_matrix:
@@ -203,9 +201,14 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
                         init_scale=float(self.init_scale),
                         random_state=drawn_seed(self.random_state))
 
+    def _default_batch(self, S: Any) -> int:
+        """Users per minibatch when ``batch_size`` is None: all of ``S``'s (a sweep is
+        one minibatch), which ranks ask for too (:mod:`bidlab.distributed.sharding`)."""
+        return int(S.shape[0])
+
     def _source(self, S: sp.csr_matrix, batch_size: int | None) -> MemorySource:
         X = S if self.device == "cpu" else backend.to_device(S)
-        bs = batch_size or self.batch_size or S.shape[0]
+        bs = batch_size or self.batch_size or self._default_batch(S)
         return MemorySource(X, batch_size=min(int(bs), S.shape[0]), shuffle=False,
                             names=("X",))
 
