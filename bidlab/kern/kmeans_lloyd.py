@@ -11,7 +11,6 @@ numpy oracles and the per-thread buffers (:class:`~bidlab.kern.kmeans.CenterWork
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numba
@@ -21,8 +20,9 @@ from bidlab.kern import arrays
 from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.kmeans import _NO_WEIGHTS, CenterWork, _add_to_sums, _bounds_fail
 from bidlab.kern.standin import stand_in
+from bidlab.kern.threads import one_blas_thread
 
-__all__ = ["farthest", "lloyd_block", "one_blas_thread", "rows_first"]
+__all__ = ["farthest", "lloyd_block", "rows_first"]
 
 @numba.njit(fastmath={"reassoc", "contract", "arcp", "nsz"}, cache=True, nogil=True,
             inline="always")
@@ -207,23 +207,6 @@ def rows_first(k: int, d: int) -> bool:
     return k <= 16 and 2 * k <= d
 
 
-@functools.cache
-def _blas() -> Any:
-    """The BLAS libraries' thread controls (numba's ``np.dot`` calls SciPy's BLAS)."""
-    import scipy.linalg.cython_blas  # noqa: F401 - load it before listing the libraries
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController().select(user_api="blas")
-
-
-def one_blas_thread() -> Any:
-    """Context manager: BLAS (NumPy's and SciPy's) on the calling thread only.
-
-    For the small products between :func:`lloyd_block` calls: a multi-threaded BLAS call
-    leaves its worker threads spinning for a while, and they take the cores from the next
-    kernel's threads.
-    """
-    return _blas().limit(limits=1)
 
 
 def lloyd_block(X: np.ndarray, C: np.ndarray, cc: np.ndarray, xx: np.ndarray,

@@ -26,6 +26,7 @@ a ``prange`` one (the SAME Gibbs sampler's E-step, :mod:`bidlab.kern.lda_sampler
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -34,7 +35,7 @@ from typing import Any
 
 import numba
 
-__all__ = ["register", "NUMBA_USER_API", "max_threads", "run_together"]
+__all__ = ["register", "NUMBA_USER_API", "max_threads", "run_together", "one_blas_thread"]
 
 #: threadpoolctl's ``user_api`` name of numba's thread pool
 NUMBA_USER_API = "numba"
@@ -138,3 +139,22 @@ def run_together(kernel: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -
             error = exc
     if error is not None:
         raise error
+
+
+@functools.cache
+def _blas() -> Any:
+    """The BLAS libraries' thread controls (numba's ``np.dot`` calls SciPy's BLAS)."""
+    import scipy.linalg.cython_blas  # noqa: F401 - load it before listing the libraries
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController().select(user_api="blas")
+
+
+def one_blas_thread() -> Any:
+    """Context manager: BLAS (NumPy's and SciPy's) on the calling thread only.
+
+    For small products between bidlab's own kernels (k-means' between Lloyd blocks, NMF's
+    k x k Gram matrices): a multi-threaded BLAS call leaves its worker threads spinning
+    for a while, and they take the cores from the next kernel's threads.
+    """
+    return _blas().limit(limits=1)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.kern.kmeans_lloyd import one_blas_thread
+from bidlab.kern.threads import one_blas_thread
 from bidlab.learn.rowstate import RowState
 from bidlab.learn.staging import Minibatch
 from bidlab.mat import Mat

@@ -27,7 +27,7 @@ centre. Dense CPU blocks go through :func:`~bidlab.kern.kmeans_lloyd.lloyd_block
 GEMM of the rows left, nearest two centres and cluster sums in one cache-blocked kernel; a
 row the bounds clear costs no GEMM work, so the bounds are kept whatever they skip. Small
 BLAS products between passes run single-threaded
-(:func:`~bidlab.kern.kmeans_lloyd.one_blas_thread`).
+(:func:`~bidlab.kern.threads.one_blas_thread`).
 
 The block's assignment is :mod:`~bidlab.models.kmeans.lloyd_assign`'s, the pass's cluster
 sums and their checkpoint copy :mod:`~bidlab.models.kmeans.lloyd_sums`'.

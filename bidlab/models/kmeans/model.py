@@ -29,7 +29,8 @@ import numpy as np
 
 from bidlab import backend
 from bidlab.kern.kmeans import CenterWork, assign, center_sums, row_norms_sq
-from bidlab.kern.kmeans_lloyd import lloyd_block, one_blas_thread
+from bidlab.kern.kmeans_lloyd import lloyd_block
+from bidlab.kern.threads import one_blas_thread
 from bidlab.learn.datasource import DataInfo
 from bidlab.learn.model import Model
 from bidlab.learn.persistable import UPGRADES

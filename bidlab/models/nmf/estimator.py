@@ -33,13 +33,14 @@ from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import validate_data
 
 from bidlab import backend
+from bidlab.kern.threads import one_blas_thread
 from bidlab.learn import Learner, MemorySource, Option
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator, FittedByModel
 from bidlab.models.nmf.inputs import Prepared, prepare, ratings_input, unwrap
 from bidlab.models.nmf.model import LOSSES, NMFModel
 from bidlab.models.nmf.seeding import start
-from bidlab.models.nmf.serve import NMFServe, one_blas_thread
+from bidlab.models.nmf.serve import NMFServe
 from bidlab.models.sk_params import N_JOBS, factor_rows
 from bidlab.models.validation import drawn_seed, frame_dtype
 

@@ -10,21 +10,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
 import bidlab as bl
 from bidlab import backend
+from bidlab.kern.threads import one_blas_thread
 from bidlab.models.nmf.inputs import Prepared, unwrap
 from bidlab.models.nmf.steps import Block, objective, w_cd_step, w_step
 
-__all__ = ["NMFServe", "one_blas_thread"]
-
-
-def one_blas_thread() -> Any:
-    """A context running BLAS on one thread: NMF's dense products are small (k x k Gram
-    matrices, k x n_features statistics) and the sparse work runs in bidlab's kernels,
-    while BLAS threads that spin for work slow every such call down on a busy machine."""
-    return threadpool_limits(limits=1, user_api="blas")
+__all__ = ["NMFServe"]
 
 
 class NMFServe:
