@@ -39,10 +39,11 @@ import numpy as np
 
 import bidlab as bl
 from bidlab.models.lda import common, reshape
+from bidlab.models.lda.edit_plans import topic_plan
 from bidlab.models.lda.edit_requests import EditTicket, topic_id, word_id
 from bidlab.models.lda.reshape import TopicPlan, topic_counts
 from bidlab.models.lda.word_constraints import WordConstraints, contradicting_pair
-from bidlab.models.lda.word_groups import topic_words, two_groups
+from bidlab.models.lda.word_groups import topic_words
 
 __all__ = ["TopicEdits", "EditTicket"]
 
@@ -52,11 +53,16 @@ _LOG_KEPT = 10_000
 class TopicEdits(WordConstraints):
     """Topic edits of an LDA model (see the module doc). Mixed into the model classes.
 
-    Attributes:
-        topic_edit_log: the applied edits, oldest first (the last 10,000).
-        word_priors: (word, topic) -> pseudo-counts, kept in the counts while training.
-        must_links: groups of words that share one distribution over topics.
-        cannot_links: pairs of words kept out of the same topics.
+    Attributes
+    ----------
+    topic_edit_log
+        the applied edits, oldest first (the last 10,000).
+    word_priors
+        (word, topic) -> pseudo-counts, kept in the counts while training.
+    must_links
+        groups of words that share one distribution over topics.
+    cannot_links
+        pairs of words kept out of the same topics.
     """
 
     def __init__(self, **options: Any) -> None:
@@ -68,7 +74,6 @@ class TopicEdits(WordConstraints):
         self.word_priors: dict[tuple[int, int], float] = {}
         self.must_links: list[list[int]] = []
         self.cannot_links: list[list[int]] = []
-        self._prior_pass = -1
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
@@ -87,8 +92,7 @@ class TopicEdits(WordConstraints):
         self._edit_queue = deque()
         self._edit_lock = threading.RLock()  # views hold it too (steering)
         self.word_priors = {(int(w), int(t)): float(v) for w, t, v in priors}
-        for name, empty in (("topic_edit_log", []), ("must_links", []), ("cannot_links", []),
-                            ("_prior_pass", -1)):
+        for name, empty in (("topic_edit_log", []), ("must_links", []), ("cannot_links", [])):
             self.__dict__.setdefault(name, empty)
 
     def set_owner(self, estimator: Any) -> None:
@@ -154,18 +158,24 @@ class TopicEdits(WordConstraints):
     def merge_topics(self, topics: Any) -> EditTicket:
         """Merge ``topics`` (two or more different ids) into one, at the lowest id."""
         self._ready("merge_topics")
-        k = self._k_planned()
         if isinstance(topics, (str, bytes)) or not hasattr(topics, "__iter__"):
             raise TypeError(f"merge_topics takes a list of two or more topic ids; got "
                             f"{topics!r}: pass e.g. merge_topics([2, 5])")
-        ids = [topic_id(t, k, "merge_topics") for t in list(topics)]
-        if len(set(ids)) < 2 or len(set(ids)) != len(ids):
-            raise ValueError(f"merge_topics needs two or more different topics; got {ids}: "
-                             "list each topic once, e.g. merge_topics([2, 5])")
-        return self._queue("merge", topics=sorted(ids))
+        with self._edit_lock:  # no edit lands between the check and the queuing
+            ids = [topic_id(t, self._k_planned(), "merge_topics") for t in list(topics)]
+            if len(set(ids)) < 2 or len(set(ids)) != len(ids):
+                raise ValueError(f"merge_topics needs two or more different topics; got "
+                                 f"{ids}: list each topic once, e.g. merge_topics([2, 5])")
+            ticket = self._queue("merge", topics=sorted(ids))
+        return self._submit(ticket)
 
     def split_topic(self, topic: int, X: Any = None) -> EditTicket:
         """Split ``topic`` in two, seeded by its two most distinct word groups.
+
+        Each word's counts go to the half of its group (a word outside the topic's
+        leading ones is shared by its co-occurrence with each group), and a word prior on
+        the topic follows them: the half that took the word takes its prior, each half
+        the share of it it took of a shared word.
 
         Parameters
         ----------
@@ -187,21 +197,27 @@ class TopicEdits(WordConstraints):
                 raise ValueError(f"split_topic: topic {t} has {n} word(s) above the uniform "
                                  "probability, so there is nothing to split it into: split "
                                  "a topic with at least two words of its own")
-            return self._queue("split", topic=t, X=X)
+            ticket = self._queue("split", topic=t, X=X)
+        return self._submit(ticket)
 
     def delete_topic(self, topic: int) -> EditTicket:
         """Delete ``topic``; its documents' weight goes to the other topics."""
         self._ready("delete_topic")
-        k = self._k_planned()
-        t = topic_id(topic, k, "delete_topic")
-        if k <= 1:
-            raise ValueError("delete_topic: this is the last topic; a model needs at least "
-                             "one: add_topic(seed_words=[...]) first, or train a new model")
-        return self._queue("delete", topic=t)
+        with self._edit_lock:  # no edit lands between the check and the queuing
+            k = self._k_planned()
+            t = topic_id(topic, k, "delete_topic")
+            if k <= 1:
+                raise ValueError("delete_topic: this is the last topic; a model needs at "
+                                 "least one: add_topic(seed_words=[...]) first, or train a "
+                                 "new model")
+            ticket = self._queue("delete", topic=t)
+        return self._submit(ticket)
 
     def add_topic(self, seed_words: Any, weight: float | None = None) -> EditTicket:
         """Add a topic seeded with ``seed_words`` (vocabulary indices); with ``weight``
-        each seed word also gets a lasting prior of that many pseudo-counts in it."""
+        each seed word also gets a lasting prior of that many pseudo-counts in it. The
+        seed is an average topic's share of the counts, taken from the other topics in
+        proportion (the total stays; see :mod:`bidlab.models.lda.edit_plans`)."""
         self._ready("add_topic")
         words = sorted({word_id(w, int(self.vocab_size), "add_topic")
                         for w in list(seed_words)})
@@ -212,22 +228,24 @@ class TopicEdits(WordConstraints):
             raise ValueError(f"add_topic: weight must be finite and > 0 pseudo-counts; got "
                              f"{weight}: pass a positive number such as weight=50.0, or "
                              "weight=None for no lasting prior")
-        return self._queue("add", words=words, weight=None if weight is None else
-                           float(weight))
+        return self._submit(self._queue("add", words=words, weight=None if weight is None
+                                        else float(weight)))
 
     def set_word_prior(self, word: int, topic: int, weight: float) -> EditTicket:
         """Keep ``weight`` pseudo-counts of ``word`` in ``topic`` (0 removes the prior)."""
         self._ready("set_word_prior")
         w = word_id(word, int(self.vocab_size), "set_word_prior")
-        t = topic_id(topic, self._k_planned(), "set_word_prior")
-        if isinstance(weight, (bool, np.bool_)) or not isinstance(
-                weight, (int, float, np.integer, np.floating)):
-            raise TypeError(f"set_word_prior: weight must be a number of pseudo-counts; got "
-                            f"{weight!r} ({type(weight).__name__}): pass e.g. 5.0")
-        if not np.isfinite(weight) or float(weight) < 0:
-            raise ValueError(f"set_word_prior: weight must be finite and >= 0 pseudo-counts; "
-                             f"got {weight}")
-        return self._queue("prior", word=w, topic=t, weight=float(weight))
+        with self._edit_lock:  # no edit lands between the check and the queuing
+            t = topic_id(topic, self._k_planned(), "set_word_prior")
+            if isinstance(weight, (bool, np.bool_)) or not isinstance(
+                    weight, (int, float, np.integer, np.floating)):
+                raise TypeError(f"set_word_prior: weight must be a number of pseudo-counts; "
+                                f"got {weight!r} ({type(weight).__name__}): pass e.g. 5.0")
+            if not np.isfinite(weight) or float(weight) < 0:
+                raise ValueError(f"set_word_prior: weight must be finite and >= 0 "
+                                 f"pseudo-counts; got {weight}")
+            ticket = self._queue("prior", word=w, topic=t, weight=float(weight))
+        return self._submit(ticket)
 
     def must_link(self, words: Any) -> EditTicket:
         """Make ``words`` (two or more vocabulary indices) share their topics."""
@@ -254,11 +272,20 @@ class TopicEdits(WordConstraints):
                 raise ValueError(f"{kind}({ids}): words {clash[0]} and {clash[1]} would be "
                                  "both must-linked and cannot-linked; keep one of the two "
                                  "links")
-            return self._queue(kind, words=ids)
+            ticket = self._queue(kind, words=ids)
+        return self._submit(ticket)
 
     def _queue(self, kind: str, **args: Any) -> EditTicket:
-        ticket = EditTicket(kind, args)
-        self._edit_queue.append(ticket)
+        """Queue a checked edit; the asker holds the edit lock from its checks of the planned
+        topics to here (an edit landing between would change them)."""
+        with self._edit_lock:
+            ticket = EditTicket(kind, args)
+            self._edit_queue.append(ticket)
+        return ticket
+
+    def _submit(self, ticket: EditTicket) -> EditTicket:
+        """Apply the queued edits at once when no learner trains the model; called with the
+        edit lock let go (a learner ending its run takes it while holding its own)."""
         self._apply_if_idle()
         return ticket
 
@@ -369,41 +396,16 @@ class TopicEdits(WordConstraints):
         self._remap_priors(plan)
 
     def _do(self, kind: str, a: dict[str, Any], k: int) -> dict[str, Any]:
-        if kind == "merge":
-            topics = [topic_id(t, k, "merge_topics") for t in a["topics"]]
-            keep = [t for t in range(k) if t not in topics[1:]]
-            plan = TopicPlan([("sum", topics) if t == topics[0] else ("sum", [t])
-                              for t in keep])
+        if kind in ("merge", "delete", "split", "add"):
+            plan, result = topic_plan(kind, a, k, topic_counts(self), self._documents)
             self._reshape(plan)
-            return {"topic": topics[0]}
-        if kind == "delete":
-            t = topic_id(a["topic"], k, "delete_topic")
-            if k <= 1:
-                raise ValueError("delete_topic: this is the last topic")
-            self._reshape(TopicPlan([("sum", [j]) for j in range(k) if j != t]))
-            return {}
-        if kind == "split":
-            t = topic_id(a["topic"], k, "split_topic")
-            X = a.get("X")
-            if X is None:
-                X = self._documents()
-            weights, _ = two_groups(X, topic_counts(self)[:, t])
-            srcs: list[tuple[Any, ...]] = [("sum", [j]) for j in range(k)]
-            srcs[t] = ("part", t, weights, 0.5)
-            srcs.append(("part", t, 1.0 - weights, 0.5))
-            self._reshape(TopicPlan(srcs))
-            return {"topics": [t, k]}
-        if kind == "add":
-            C = topic_counts(self)
-            V = C.shape[0]
-            mass = float(C.sum()) / max(k, 1)
-            seed = np.full(V, 0.1 * mass / V)
-            seed[a["words"]] += 0.9 * mass / len(a["words"])
-            self._reshape(TopicPlan([*[("sum", [j]) for j in range(k)], ("new", seed)]))
-            if a.get("weight"):
+            if plan.kept != 1.0 and self.word_priors:  # the priors' pseudo-counts stay whole
+                words, topics, values = self._prior_arrays()
+                self._add_counts(words, topics, values * (1.0 - plan.kept))
+            if kind == "add" and a.get("weight"):
                 for w in a["words"]:
                     self._set_prior(w, k, a["weight"])
-            return {"topic": k}
+            return result
         if kind == "prior":
             self._set_prior(a["word"], topic_id(a["topic"], k, "set_word_prior"),
                             a["weight"])

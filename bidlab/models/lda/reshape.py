@@ -35,9 +35,13 @@ class TopicPlan:
     sources
         one entry per new topic: ``("sum", [old topics])``, ``("part", old topic,
         word weights (V,), document fraction)`` or ``("new", seed counts (V,))``.
+    kept
+        the share of its counts each old topic keeps in the model (a new topic's seed
+        taken from them; an updater's statistics keep all of theirs).
     """
 
     sources: list[tuple[Any, ...]] = field(default_factory=list)
+    kept: float = 1.0
 
     @property
     def k(self) -> int:
@@ -57,8 +61,11 @@ class TopicPlan:
         """The V x k_new host matrix made from the V x k_old host matrix ``C``: counts
         (``additive``; a new topic gets its seed counts, or zeros when not ``seeded``: an
         updater's state, which a new topic has none of yet) or values copied from the
-        first source (temperatures; ``fill`` for a new topic)."""
+        first source (temperatures; ``fill`` for a new topic). Seeded counts are the
+        model's: the old topics' scaled by ``kept``."""
         V = C.shape[0]
+        if additive and seeded and self.kept != 1.0:
+            C = C * self.kept
         out = np.empty((V, self.k), C.dtype)
         for j, src in enumerate(self.sources):
             if src[0] == "sum":

@@ -54,31 +54,33 @@ class WordConstraints:
         self._add_counts(np.array([w]), np.array([t]), delta)
 
     def _remap_priors(self, plan: TopicPlan) -> None:
+        """The priors on the topics of ``plan``: merged topics' add up, a deleted topic's
+        go, and a split topic's follow the word's counts (each half takes the share of
+        the word it took, all of it for the words that went wholly to one half)."""
         old, self.word_priors = self.word_priors, {}
         for j in range(plan.k):
             src = plan.sources[j]
             olds = src[1] if src[0] == "sum" else [src[1]] if src[0] == "part" else []
             for (w, t), v in old.items():
-                if t in olds and (src[0] != "part" or j == plan.first_source(j) == t):
-                    self.word_priors[(w, j)] = self.word_priors.get((w, j), 0.0) + v
+                share = v * float(src[2][w]) if src[0] == "part" else v
+                if t in olds and share > 0:
+                    self.word_priors[(w, j)] = self.word_priors.get((w, j), 0.0) + share
+
+    def _prior_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The priors as (words, topics, pseudo-counts) arrays."""
+        keys = list(self.word_priors)
+        return (np.array([w for w, _ in keys], np.int64), np.array([t for _, t in keys],
+                np.int64), np.array([self.word_priors[key] for key in keys], np.float64))
 
     def _keep_priors(self) -> None:
-        """Put back the share of the priors the next step will decay (an online step), or
-        add them once a pass to the sums a batch pass replaces the counts with."""
+        """Put back the share of the priors the next online step will decay. (A batch pass
+        gets them at its end, in the sums it replaced the counts with: :meth:`end_pass`.)"""
         lr = self._learner()
         up = lr.updater if lr is not None else None
-        keys = list(self.word_priors)
-        words = np.array([w for w, _ in keys])
-        topics = np.array([t for _, t in keys])
-        values = np.array([self.word_priors[key] for key in keys])
         if isinstance(up, IncNorm):
+            words, topics, values = self._prior_arrays()
             rho = min(up.next_step(), 0.999)
             self._add_counts(words, topics, values * (rho / (1.0 - rho)))
-        elif up is not None and getattr(up, "sums", None) and up.sums[0] is not None:
-            if int(self.n_passes_done) != self._prior_pass:  # the pass's first minibatch
-                self._prior_pass = int(self.n_passes_done)
-                sums = up.sums[0]  # topics x vocabulary, as the model matrix
-                sums[topics, words] += self.xp.asarray(values.astype(sums.dtype))
 
     def _keep_links(self, after_batch_pass: bool = False) -> None:
         """Rewrite the linked words' counts so that the must-link and cannot-link groups
@@ -117,10 +119,20 @@ class WordConstraints:
                 and getattr(getattr(up, "opts", None), "batch_mode", None) == "replace")
 
     def end_pass(self, pass_: int) -> None:
-        """After a batch pass replaced the counts with its sums, make the links hold in
-        them again, as the minibatches did in the counts they trained on."""
+        """After a batch pass replaced the counts with its sums, add the priors to them
+        (those set now: once, whenever in the pass they were set, and whatever
+        checkpoint the pass resumed from) and make the links hold in them again, as the
+        minibatches did in the counts they trained on."""
         super().end_pass(pass_)  # type: ignore[misc]
-        if (self.must_links or self.cannot_links) and self._batch_replaced():
+        if not (self.word_priors or self.must_links or self.cannot_links):
+            return
+        if not self._batch_replaced():
+            return
+        if self.word_priors:
+            words, topics, values = self._prior_arrays()
+            self.lamT.data[words, topics] += self.xp.asarray(values.astype(self.dtype))
+            self._stale = True  # the model refreshes exp E[log phi] once it adds beta
+        if self.must_links or self.cannot_links:
             self._keep_links(after_batch_pass=True)
 
 
