@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Average", "Butterfly", "SparseRows", "MODES"]
+__all__ = ["Average", "Butterfly", "SparseRows", "MODES", "dense_allreduce_bytes"]
 
 
 class _Mode:
@@ -183,3 +183,16 @@ def check_nest(nest: Sequence[int] | None, size: int) -> tuple[int, ...]:
                          f"multiply to the number of ranks, {size} (e.g. nest=[{size}] for "
                          "one layer)")
     return tuple(d for d in degrees if d > 1) or (1,)
+
+
+def dense_allreduce_bytes(nbytes: int, size: int) -> int:
+    """Bytes one rank sends in a dense allreduce of ``nbytes`` over ``size`` ranks by
+    reduce-scatter + allgather (the schedule MPI libraries use for large messages):
+    ``2 (size - 1) / size * nbytes``.
+
+    Examples
+    --------
+    >>> dense_allreduce_bytes(1000, 2), dense_allreduce_bytes(1000, 1)
+    (1000, 0)
+    """
+    return 0 if size == 1 else int(2 * (size - 1) * nbytes // size)

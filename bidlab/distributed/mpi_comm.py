@@ -18,7 +18,7 @@ from a pass end's.
 
 Every rank must make the same calls in the same order. Bytes a rank sends are counted in
 ``bytes_sent`` (by the schedule each operation's algorithm uses; see
-:func:`dense_allreduce_bytes`).
+:func:`~bidlab.distributed.combine.dense_allreduce_bytes`).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from bidlab.distributed.combine import dense_allreduce_bytes
 from bidlab.learn.comm import Communicator
 
 __all__ = ["MPIComm", "dense_allreduce_bytes", "world"]
@@ -52,19 +53,6 @@ def world() -> Any:
         raise ImportError("bidlab.distributed needs mpi4py and an MPI library: pip install "
                           "'bidlab[mpi]' (mpi4py, the mpich wheel and ipyparallel)") from exc
     return MPI.COMM_WORLD
-
-
-def dense_allreduce_bytes(nbytes: int, size: int) -> int:
-    """Bytes one rank sends in a dense allreduce of ``nbytes`` over ``size`` ranks by
-    reduce-scatter + allgather (the schedule MPI libraries use for large messages):
-    ``2 (size - 1) / size * nbytes``.
-
-    Examples
-    --------
-    >>> dense_allreduce_bytes(1000, 2), dense_allreduce_bytes(1000, 1)
-    (1000, 0)
-    """
-    return 0 if size == 1 else int(2 * (size - 1) * nbytes // size)
 
 
 class MPIComm(Communicator):
@@ -348,9 +336,9 @@ class MPIComm(Communicator):
         self._deliver(learner, int(n[0]), blob)
 
     def meet(self, learner: Any, stop: bool) -> tuple[bool, bool]:
-        """The minibatch boundary's meeting in one allreduce of three numbers: a stop on any
-        rank, convergence on any rank, and the size of rank 0's commands (then broadcast
-        and delivered, when there are any)."""
+        """The minibatch boundary's meeting in one allreduce of a few numbers: a stop on any
+        rank, convergence on any rank, the size of rank 0's commands (then broadcast and
+        delivered, when there are any) and the ranks' steps (RuntimeError unless equal)."""
         stop, converged, _ = self._end_meeting(learner, self._post_meeting(learner, stop))
         return stop, converged
 
@@ -374,13 +362,19 @@ class MPIComm(Communicator):
         from mpi4py import MPI
 
         blob = self._take_commands()
-        flags = np.array([bool(stop), bool(learner.model.converged), len(blob)], np.int64)
+        step = int(learner.step)  # with -step: the ranks' largest and smallest step
+        flags = np.array([bool(stop), bool(learner.model.converged), len(blob), step, -step],
+                         np.int64)
         return self.mpi.Iallreduce(MPI.IN_PLACE, flags, op=MPI.MAX), flags, blob
 
     def _end_meeting(self, learner: Any, pending: tuple[Any, np.ndarray, bytes],
                      ) -> tuple[bool, bool, bool]:
         req, flags, blob = pending
         self._wait(req, "the minibatch boundary's meeting", spin=0.0)
+        if flags[3] != -flags[4]:
+            raise RuntimeError(f"the ranks met at different minibatches (steps {-flags[4]} "
+                               f"to {flags[3]}): each rank must make as many minibatches a "
+                               "pass as the others (rank_batch_size evens them)")
         n = int(flags[2])
         self.delivered = n > 0
         self._deliver(learner, n, blob)

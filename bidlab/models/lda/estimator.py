@@ -179,14 +179,14 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
                             "bidlab.backend.to_host(X) or fit a model with device='gpu'")
         return C
 
-    def _drop_empty(self, C: Any) -> Any:
+    def _drop_empty(self, C: Any, ranks: int = 1) -> Any:
         mask = common.nonempty_rows(C)
         empty = int(mask.shape[0] - mask.sum())
         self.n_empty_docs_ += empty
-        if empty == mask.shape[0]:
+        if empty == mask.shape[0] and ranks == 1:
             raise ValueError(f"{type(self).__name__}: every document of X is empty (no "
                              "counts): there is nothing to learn from")
-        if empty == 0:
+        if empty == 0 or ranks > 1:  # ranks keep theirs: equal minibatches on every rank
             return C
         idx = np.flatnonzero(mask)
         if backend.is_cupy_array(C.data):
@@ -223,7 +223,7 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
         if self.model_.initialised:  # parameters set since the model trained reach it
             options = {**continued_options(self), **options}
         self._trained_params = trained_params(self)
-        C = self._drop_empty(C)
+        C = self._drop_empty(C, getattr(options.get("comm"), "size", 1))
         self.model_.prepare(C, n_passes=plan_passes, warm=warm)
         return self._build_learner(self.model_, C, self.updater_, learner_class=LDALearner,
                                    batch_size=self._batch_rows(C, batch_size),
