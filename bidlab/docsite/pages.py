@@ -17,17 +17,19 @@ NOTEBOOK_GLOB = "notebooks/*.ipynb"
 #: API reference: page name -> (title, module, public names documented on it)
 API: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "models": ("Models", "bidlab.models",
-               ("LDA", "LDAGibbs", "GLM", "KMeans", "NMF", "PageRank", "LeastSquares",
-                "glm_sweep", "best_config", "load")),
+               ("LDA", "LDAGibbs", "GLM", "KMeans", "NMF", "SFA", "PageRank", "BayesNet",
+                "LeastSquares", "glm_sweep", "best_config", "load")),
     "datasets": ("Data sets", "bidlab.datasets",
                  ("load_kos", "load_uci_bow", "load_20newsgroups", "load_a9a", "load_w8a",
                   "load_svmlight", "load_text_folder", "load_snap_edges",
-                  "load_matrix_market", "synthetic_lda_corpus", "synthetic_glm", "blobs",
-                  "sparse_blobs", "Corpus")),
+                  "load_matrix_market", "load_movielens", "read_ratings_csv",
+                  "shared_data_dir", "synthetic_lda_corpus", "block_diagonal_corpus",
+                  "synthetic_glm", "blobs", "sparse_blobs", "Corpus")),
     "core": ("Matrix core", "bidlab", ("Mat", "SMat", "caching", "cache_stats", "scalar",
                                        "sddmm", "expdigamma", "dense_sparse_t")),
     "widgets": ("Live views", "bidlab.widgets",
-                ("Dashboard", "TopicBubbles", "SweepView", "KMeansView")),
+                ("Dashboard", "TopicBubbles", "IntertopicMap", "SweepView", "KMeansView",
+                 "SimilarItemsView", "BayesNetView")),
 }
 
 

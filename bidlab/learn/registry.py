@@ -4,7 +4,7 @@ Dashboards and the JupyterLab extension list what is training in this kernel::
 
     from bidlab.learn import registry
     registry.info()          # [{name, model, state, progress, train_score, ...}, ...]
-    registry.get("lda-1").pause()
+    registry.get("lda-2").pause()  # the second LDA learner (the first is "lda")
     registry.stop_all()
 
 Every :class:`~bidlab.learn.learner.Learner` registers itself under a unique name (a

@@ -40,11 +40,24 @@ def caching_enabled() -> bool:
 def caching(enabled: bool = True) -> Iterator[None]:
     """Switch result caching on (or off) for the calling thread inside a ``with`` block.
 
-    Example::
+    A result is cached under its operands' GUIDs, so a loop allocates only on its first
+    step when each step refills the same matrices (``copy_from``, ``<<=``; a
+    :class:`bidlab.learn.MemorySource` refills one minibatch matrix); a new matrix each
+    step is a new key, and a new result.
 
-        with bidlab.caching():
-            for batch in batches:
-                preds = bidlab.sddmm(mm, user, batch)   # allocates only on the first step
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp, bidlab
+    >>> user = bidlab.Mat(np.ones((4, 3), np.float32))      # k x documents
+    >>> mm = bidlab.Mat(np.ones((4, 5), np.float32))        # k x words
+    >>> batch = bidlab.SMat(sp.eye(3, 5, format="csr", dtype=np.float32))  # docs x words
+    >>> results = []
+    >>> with bidlab.caching():
+    ...     for step in range(3):
+    ...         _ = batch.copy_from(sp.eye(3, 5, k=step, format="csr", dtype=np.float32))
+    ...         results.append(bidlab.sddmm(user, mm, batch))   # allocates at step 0 only
+    >>> results[0] is results[1] is results[2]
+    True
     """
     previous = caching_enabled()
     _state.enabled = enabled

@@ -5,6 +5,8 @@
 * :class:`GLM`: linear / logistic / softmax / SVM, many targets (or a sweep) in one pass;
   :func:`glm_sweep` builds a sweep, :func:`best_config` picks its winner;
 * :class:`KMeans`: Lloyd's algorithm by GEMM distances, and a minibatch variant;
+* :class:`NMF`: nonnegative matrix factorisation, over the observed entries only where
+  some are missing;
 * :class:`SFA`: matrix factorisation by ALS with conjugate gradient (ratings, implicit
   feedback);
 * :class:`PageRank`: PageRank by power iteration, one sparse mat-vec per pass;
