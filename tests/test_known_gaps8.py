@@ -208,3 +208,15 @@ def test_bad_rank_options_are_said_once_before_any_rank_starts(tmp_path, capsys,
     code = main(["train", "glm", "--ranks", "2", "--data", str(tmp_path / "x.npz"), *args])
     err = capsys.readouterr().err
     assert code == 2 and said in err and err.count("bidlab train:") == 1, err
+
+
+@needs_mpi
+def test_the_rank_trainers_help_lists_the_rank_options():
+    """--help printed bidlab train's help only: --comm-mode, --elastic, --sync-timeout,
+    --nest and --comm, which the module's own example uses, were nowhere."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-m", "bidlab.distributed.train", "glm", "--help"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for flag in ("--comm-mode", "--elastic", "--sync-timeout", "--nest", "--comm "):
+        assert flag in done.stdout, done.stdout[-2000:]

@@ -43,7 +43,7 @@ def test_a_rank_of_mostly_empty_documents_trains_with_the_others(tmp_path, model
          "--n_passes", "2", "--progress", "none"],
         env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "done: 20 minibatches, 400 samples" in done.stdout, done.stdout
+    assert "done: 20 minibatches, 400 samples on rank 0 of 2" in done.stdout, done.stdout
 
 
 OUT_OF_STEP = """

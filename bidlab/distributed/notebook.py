@@ -127,7 +127,7 @@ class RankedLearner:
 
     Examples
     --------
-    >>> lrn = RankedLearner(client, "lda", "kos.docword.txt.gz",           # doctest: +SKIP
+    >>> lrn = RankedLearner(client, "lda", "docword.kos.txt.gz",           # doctest: +SKIP
     ...                     params={"n_components": 20}, options={"n_passes": 5})
     """
 

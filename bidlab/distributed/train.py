@@ -113,9 +113,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _add_rank_arguments(p: argparse.ArgumentParser) -> None:
     """The options of a run on ranks that ``bidlab train`` itself has not."""
-    p.add_argument("--comm-mode", default="average", choices=["average", "butterfly", "sparse"])
-    p.add_argument("--elastic", type=float, default=0.0)
-    p.add_argument("--sync-timeout", type=_seconds, default=120.0)
+    p.add_argument("--comm-mode", default="average", choices=["average", "butterfly", "sparse"],
+                   help="how the ranks' models are combined at each sync point")
+    p.add_argument("--elastic", type=float, default=0.0, help="with average: the fraction of "
+                   "the way each rank moves to the average (0: plain averaging)")
+    p.add_argument("--sync-timeout", type=_seconds, default=120.0, help="seconds a rank "
+                   "waits for the others at a sync point before the job ends ('inf': ever)")
     p.add_argument("--nest", default=None, help="the sparse allreduce's layer degrees, "
                    "comma-separated, multiplying to the number of ranks (e.g. 4,8)")
     p.add_argument("--comm", default="mpi", choices=["mpi", "nccl"],
@@ -195,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     with open(os.devnull, "w") as null, contextlib.redirect_stdout(
             null if quiet else sys.stdout):
         code = _run(cli, args, comm)
+        if args.help:
+            rank_options = argparse.ArgumentParser(prog="ranks", add_help=False)
+            _add_rank_arguments(rank_options)
+            print("options of a run on ranks:\n" + rank_options.format_help().partition(
+                "options:\n")[2])
     if code != 0 and comm.size > 1:
         sys.stderr.flush()
         comm.abort(code)
@@ -245,6 +253,10 @@ def _run(cli: Any, args: argparse.Namespace, comm: Any) -> int:
                 bs = even_batch_size(self.n_total, comm.size, bs)
             return {**lopts, "comm": comm,
                     "batch_size": rank_batch_size(self.n_total, comm.rank, comm.size, bs)}
+
+        def result(self, learner: Any, extra: str = "") -> str:
+            line = super().result(learner, extra)  # the counts are rank 0's
+            return line.replace(" samples", f" samples on rank 0 of {comm.size}", 1)
 
         def train(self, learner: Any, source_close: Any = None) -> int:
             code = super().train(learner, source_close)
