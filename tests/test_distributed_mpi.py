@@ -370,11 +370,11 @@ def test_nest_degrees_must_multiply_to_the_ranks():
             check_nest(bad, 4)
     with pytest.raises(ValueError, match="whole numbers"):
         check_nest("ab", 4)
-    from bidlab.distributed.train import _nest
+    from bidlab.distributed.rank_options import nest_degrees
 
-    assert _nest(None) is None and _nest("4,8") == [4, 8]
+    assert nest_degrees(None) is None and nest_degrees("4,8") == [4, 8]
     with pytest.raises(ValueError, match="--nest 2,x: give the layer degrees as whole"):
-        _nest("2,x")
+        nest_degrees("2,x")
 
 
 def test_lloyd_kmeans_on_four_ranks_equals_one_process(suite4):

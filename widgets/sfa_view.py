@@ -133,9 +133,9 @@ class SimilarItemsView(PumpedView):
         bad = [i for i in items if not _whole(i) or not 0 <= i < n_items]
         if bad:
             shown = bad[0].item() if isinstance(bad[0], np.generic) else bad[0]
-            raise ValueError(f"SimilarItemsView: item {shown!r} is not an item id: give "
-                             f"whole numbers from 0 to {n_items - 1} (the learner has "
-                             f"{n_items} items)")
+            raise ValueError(f"SimilarItemsView: item {shown!r} is not an item id: the "
+                             f"learner has {n_items} items; give whole numbers from 0 to "
+                             f"{n_items - 1}")
         self.items = [int(i) for i in items]
         self.n, self.k = int(n), int(model.opts.k)
         self.train = train

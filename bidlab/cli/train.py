@@ -116,7 +116,7 @@ def run(args: argparse.Namespace, estimator_job: type | None = None) -> int:
     extra = rename_extra(list(getattr(args, "extra", [])), "bidlab train")
     if (getattr(args, "ranks", None) or 1) > 1:
         from bidlab.distributed.launch import launch, not_on_ranks, rebuild_argv
-        from bidlab.distributed.train import without_rank_options
+        from bidlab.distributed.rank_options import without_rank_options
 
         why = not_on_ranks(args)
         if why:

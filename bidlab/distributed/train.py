@@ -38,14 +38,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["main", "guarded", "without_rank_options"]
+from bidlab.distributed.rank_options import (
+    add_rank_arguments,
+    check_comm_options,
+    nest_degrees,
+)
+
+__all__ = ["main", "guarded"]
 
 
 def guarded(comm: Any, fn: Callable[[], Any]) -> Any:
@@ -67,28 +72,6 @@ def guarded(comm: Any, fn: Callable[[], Any]) -> Any:
         raise
 
 
-def _nest(text: str | None) -> list[int] | None:
-    """``--nest``'s comma-separated layer degrees."""
-    if text is None:
-        return None
-    try:
-        return [int(d) for d in text.split(",")]
-    except ValueError:
-        raise ValueError(f"--nest {text}: give the layer degrees as whole numbers separated "
-                         "by commas, e.g. --nest 2,2") from None
-
-
-def _seconds(text: str) -> float:
-    """``--sync-timeout``'s value: seconds > 0 (``inf``: wait for ever)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0; got {text!r}")
-    return value
-
-
 class _RankParser(argparse.ArgumentParser):
     """Its errors are the same on every rank: rank 0 prints the usage and the error, the
     others end quietly (with the same exit status)."""
@@ -107,64 +90,21 @@ def _parser() -> argparse.ArgumentParser:
     p = _RankParser(prog="mpiexec -n N python -m bidlab.distributed.train", add_help=False,
                     allow_abbrev=False)
     add_arguments(p)
-    _add_rank_arguments(p)
+    add_rank_arguments(p)
     return p
-
-
-def _add_rank_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of a run on ranks that ``bidlab train`` itself has not."""
-    p.add_argument("--comm-mode", default="average", choices=["average", "butterfly", "sparse"],
-                   help="how the ranks' models are combined at each sync point")
-    p.add_argument("--elastic", type=float, default=0.0, help="with average: the fraction of "
-                   "the way each rank moves to the average (0: plain averaging)")
-    p.add_argument("--sync-timeout", type=_seconds, default=120.0, help="seconds a rank "
-                   "waits for the others at a sync point before the job ends ('inf': ever)")
-    p.add_argument("--nest", default=None, help="the sparse allreduce's layer degrees, "
-                   "comma-separated, multiplying to the number of ranks (e.g. 4,8)")
-    p.add_argument("--comm", default="mpi", choices=["mpi", "nccl"],
-                   help="nccl: GPU models combined over NCCL, one rank per GPU")
-
-
-def _check_comm_options(args: argparse.Namespace) -> None:
-    """ValueError when the communicator options contradict each other."""
-    if args.comm == "nccl" and args.nest:
-        raise ValueError("--nest layers the sparse mode, which --comm nccl does not run")
-    if args.nest and args.comm_mode != "sparse":
-        raise ValueError(f"--nest layers the sparse mode, and --comm-mode is "
-                         f"{args.comm_mode}: add --comm-mode sparse, or leave --nest out")
-    _nest(args.nest)
-
-
-def without_rank_options(extra: list[str]) -> list[str]:
-    """``extra`` without the options of a run on ranks, each checked first (ValueError
-    names a bad one): what ``bidlab train --ranks N`` checks before it starts the ranks.
-
-    Examples
-    --------
-    >>> without_rank_options(["--comm-mode", "sparse", "--l2", "1e-4"])
-    ['--l2', '1e-4']
-    """
-    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
-    _add_rank_arguments(p)
-    try:
-        args, rest = p.parse_known_args(extra)
-    except argparse.ArgumentError as exc:
-        raise ValueError(str(exc)) from None
-    _check_comm_options(args)
-    return rest
 
 
 def _communicator(args: argparse.Namespace) -> Any:
     """The rank's communicator (ValueError / ImportError: the job cannot start)."""
     from bidlab.distributed.mpi_comm import MPIComm
 
-    _check_comm_options(args)
+    check_comm_options(args)
     if args.comm == "nccl":
         from bidlab.distributed.nccl_comm import NCCLComm
 
         return NCCLComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout)
     return MPIComm(mode=args.comm_mode, elastic=args.elastic, timeout=args.sync_timeout,
-                   nest=_nest(args.nest))
+                   nest=nest_degrees(args.nest))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         code = _run(cli, args, comm)
         if args.help:
             rank_options = argparse.ArgumentParser(prog="ranks", add_help=False)
-            _add_rank_arguments(rank_options)
+            add_rank_arguments(rank_options)
             print("options of a run on ranks:\n" + rank_options.format_help().partition(
                 "options:\n")[2])
     if code != 0 and comm.size > 1:
