@@ -235,6 +235,9 @@ def test_cli_train_reports_coherence_per_pass(corpus, tmp_path, capsys):
     values = [float(line.rsplit(" ", 1)[1]) for line in out.err.splitlines()
               if line.startswith("pass ") and "coherence c_npmi" in line]
     assert len(values) == 2 and all(-1.0 <= v <= 1.0 for v in values)
+    # each pass of all of them (one run a pass used to print them as 1/1, 2/2)
+    assert [line.split(":")[0] for line in out.err.splitlines()
+            if "coherence c_npmi" in line] == ["pass 1/2", "pass 2/2"], out.err
     assert out.out.startswith("done: ")
     from bidlab.models.base import load
 

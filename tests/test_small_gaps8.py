@@ -33,6 +33,7 @@ def _ratings(seed: int = 0, n_users: int = 40) -> sp.csr_matrix:
     ({"items": [1.5]}, "item 1.5 is not an item id"),
     ({"items": [0, True]}, "item True is not an item id"),
     ({"items": ["3"]}, "item '3' is not an item id"),
+    ({"items": 5}, "items is a list of item ids (e.g. [5] for one)"),
     ({"watch": -1}, "watch is how many items to watch, a whole number >= 1; got -1"),
     ({"watch": 0}, "watch is how many items to watch, a whole number >= 1; got 0"),
     ({"watch": 2.5}, "watch is how many items to watch, a whole number >= 1; got 2.5"),

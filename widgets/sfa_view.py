@@ -130,6 +130,9 @@ class SimilarItemsView(PumpedView):
             counts = (np.bincount(train.indices, minlength=n_items) if train is not None
                       else np.zeros(n_items))
             items = np.argsort(-counts, kind="stable")[:int(watch)]
+        elif np.ndim(items) != 1:
+            raise ValueError(f"SimilarItemsView: items is a list of item ids (e.g. [{items!r}] "
+                             f"for one); got {items!r}")
         bad = [i for i in items if not _whole(i) or not 0 <= i < n_items]
         if bad:
             shown = bad[0].item() if isinstance(bad[0], np.generic) else bad[0]

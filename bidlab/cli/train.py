@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from bidlab.cli.train_coherence import train_pass_by_pass
 from bidlab.cli.train_data import (
     describe_data,
     hold_out,
@@ -435,16 +436,9 @@ class _EstimatorJob(_Job):
         return 0
 
     def train_with_coherence(self, learner: Any, measure: str) -> int:
-        """Train a pass at a time, printing the topics' coherence after each (stderr)."""
+        """Train a pass at a time, printing the topics' coherence after each (stderr):
+        :func:`bidlab.cli.train_coherence.train_pass_by_pass`."""
         if not callable(getattr(learner, "coherence", None)):
             raise _BadInput(f"--coherence applies to topic models (lda, ldagibbs); "
                             f"{self.name} has no topics")
-        total = int(learner.opts.n_passes)
-        for p in range(int(learner.metrics["pass"]), total):
-            learner.set(n_passes=p + 1)
-            code = self.train(learner)
-            if code != 0:
-                return code
-            print(f"pass {p + 1}: coherence {measure} {learner.coherence(measure=measure):.6g}",
-                  file=sys.stderr)
-        return 0
+        return train_pass_by_pass(self, learner, measure)
