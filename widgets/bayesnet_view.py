@@ -11,6 +11,7 @@ bars are ``patch``-ed in place at most ten times a second by the pump thread.
 from __future__ import annotations
 
 import html
+import time
 from typing import Any
 
 import ipywidgets as W
@@ -20,6 +21,7 @@ from bokeh.models import ColumnDataSource, HoverTool, TapTool
 from bokeh.plotting import figure
 
 from bidlab.learn import Snapshot
+from bidlab.models.bayesnet.network import BayesNetError
 
 from ._bokeh import LiveBokeh
 from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for
@@ -29,6 +31,9 @@ __all__ = ["BayesNetView"]
 FREE = "#1f77b4"
 CLAMPED = "#d62728"
 ROW_PX = 14
+#: a tap on a bar reaches the kernel twice, as the bar's selection and as a Tap event (in
+#: either order): the second within this many seconds is the same click
+SAME_CLICK_S = 1.0
 
 
 def _marginals(model: Any) -> np.ndarray:
@@ -88,6 +93,8 @@ class BayesNetView(PumpedView):
         self.status = W.HTML(value="")
         self.widget = W.VBox([self.chart, self.status])
         self.clicks = 0
+        self.refused = ""  # why the last click's evidence was refused (shown in the status)
+        self._page_click: tuple[str, int, float] | None = None
         self._closed = False
         self._shown_ev: np.ndarray | None = None
         self.pump = pump_for(learner, rate)
@@ -97,12 +104,28 @@ class BayesNetView(PumpedView):
     # -- shell thread: clicks -------------------------------------------------------------
     def _on_select(self, _attr: str, _old: Any, new: list[int]) -> None:
         if new:
-            self.click(int(new[0]))
+            self._from_page("select", int(new[0]))
 
     def _on_tap(self, event: Any) -> None:
         i = int(round(event.y))
         if 0 <= i < self.row_var.shape[0] and 0 <= event.x <= 1:
+            self._from_page("tap", i)
+
+    def _from_page(self, channel: str, i: int) -> None:
+        """One click on the page: its selection and its Tap event are one click, so the
+        second of the pair (the other channel, the same bar, soon after) is dropped."""
+        now = time.monotonic()
+        last = self._page_click
+        if (last is not None and last[0] != channel and last[1] == i
+                and now - last[2] < SAME_CLICK_S):
+            self._page_click = None
+            return
+        self._page_click = (channel, i, now)
+        try:
             self.click(i)
+        except BayesNetError as exc:  # evidence of probability zero: said, not raised
+            self.refused = f"refused: {exc}"
+            self.status.value = html.escape(self.refused)
 
     def click(self, i: int) -> None:
         """A click on bar ``i``: clamp its variable to its state at the next sweep, or clear
@@ -110,6 +133,7 @@ class BayesNetView(PumpedView):
         self.clicks += 1
         v, s = int(self.row_var[i]), int(self.row_state[i])
         model = self.learner.model
+        self.refused = ""
         ev = dict(model.chains.evidence)
         name, state = self.net.names[v], self.net.states[v][s]
         if ev.get(name) == state:
@@ -137,7 +161,8 @@ class BayesNetView(PumpedView):
         rhat = model.chains.rhat()
         self.status.value = (f"sweep {snap.step} · {snap.state} · kept "
                              f"{model.chains.kept} · max R-hat {rhat:.3f} · evidence: "
-                             f"{given}")
+                             f"{given}"
+                             + (f" · {html.escape(self.refused)}" if self.refused else ""))
 
     def _close_widgets(self) -> None:
         self._closed = True

@@ -367,6 +367,12 @@ def _rows(X: Any, net: Network) -> np.ndarray:
                              f"{missing[:5]}: rename the columns, or pass X.to_numpy() "
                              "with the columns in the network's order")
         X = X[net.names]
+    to_numpy = getattr(X, "to_numpy", None)
+    if cols is not None and callable(to_numpy):
+        try:  # pandas' nullable columns (Int64, Float64): pd.NA is a missing entry
+            X = to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            pass  # entries that are not numbers: the message below
     try:
         data = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError):

@@ -188,10 +188,17 @@ class GibbsChains:
     def _repair(self, rows: np.ndarray) -> None:
         """Draw ``rows`` afresh until each has a positive probability under the tables,
         the evidence and the observations (live rows first get the clamped values: a row
-        that then has probability zero is drawn afresh)."""
+        that then has probability zero is drawn afresh). A row of observations with
+        nothing free (learning from a complete row) is its clamped values whatever the
+        tables give them: no draw could change it, and the M-step counts it as it is."""
         t = self.t
-        if self.m_init:
+        if not self.chains_only:
             self._clamp(rows)
+            free = (self.obs[rows % self.n_obs] < 0) & (self.ev[None, :] < 0)
+            rows = rows[free.any(axis=1)]
+        if self.m_init:
+            if self.chains_only:
+                self._clamp(rows)
             todo = rows[np.isneginf(self._log_joint(rows))]
         else:
             todo = rows
