@@ -24,6 +24,7 @@ from bidlab import backend
 from bidlab.kern import arrays
 from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.standin import stand_in
+from bidlab.kern.threads import max_threads
 
 __all__ = ["assign", "center_sums", "assigned_sq_dist", "CenterWork", "chunk_rows", "hamerly",
            "row_norms_sq"]
@@ -89,11 +90,16 @@ class CenterWork:
     then :meth:`add` per block (no zeroing, no reduction), then :meth:`total` once, so a
     pass pays for the k x d partials once instead of once per block. On the GPU (``xp``
     CuPy) there is one partial, added to with the generic ``xp`` code.
+
+    The rows are split into ``nparts`` shares, one per thread numba can run
+    (``NUMBA_NUM_THREADS``), whatever thread limit (``n_jobs``, ``threadpool_limits``) is
+    set: the shares fix the GEMM blocks and the order of the sums, so a limit changes the
+    time, never a label or a bit of the centres.
     """
 
     def __init__(self, k: int, d: int, xp: Any = np) -> None:
         self.cpu = xp is np
-        self.nparts = max(1, numba.get_num_threads()) if self.cpu else 1
+        self.nparts = max(1, max_threads()) if self.cpu else 1
         self.part = backend.zeros((self.nparts, k, d), np.float64, xp)
         self.pc = backend.zeros((self.nparts, k), np.float64, xp)
         self._blocks: tuple[Any, ...] | None = None

@@ -86,10 +86,11 @@ def first_equal(C: Any) -> np.ndarray | None:
     >>> first_equal(np.eye(3)) is None
     True
     """
-    Ch = np.ascontiguousarray(backend.to_host(C))
+    Ch = np.asarray(backend.to_host(C))
     k = Ch.shape[0]
     if k < 2:
         return None
+    Ch = np.ascontiguousarray(Ch + Ch.dtype.type(0))  # -0.0 + 0.0 is 0.0: equal bytes
     rows = Ch.view(np.dtype((np.void, Ch.dtype.itemsize * Ch.shape[1]))).ravel()
     _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
     if first.shape[0] == k:
@@ -141,12 +142,14 @@ def labels_inertia(X: Any, C: Any, w: Any = None) -> tuple[Any, float]:
 def _nearest_fused(X: np.ndarray, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`nearest` for dense CPU rows by the fused Lloyd kernel (every row computed,
     no sums: all threads, BLAS on one thread inside), the distances then measured
-    directly."""
+    directly. Rows and centres of different types meet in the wider float type (integer
+    rows with float32 centres in float64), never by rounding the centres to the rows'."""
     from bidlab.kern.kmeans import CenterWork
     from bidlab.kern.kmeans_lloyd import lloyd_block
 
-    X = np.ascontiguousarray(X)
-    C = np.ascontiguousarray(C, dtype=X.dtype)
+    dtype = np.result_type(X.dtype, C.dtype, np.float32)
+    X = np.ascontiguousarray(X, dtype=dtype)
+    C = np.ascontiguousarray(C, dtype=dtype)
     n, k = X.shape[0], C.shape[0]
     labels = np.empty(n, np.int64)
     near, second = np.empty(n, X.dtype), np.empty(n, X.dtype)
