@@ -30,6 +30,7 @@ the model, or a model growing by orders of magnitude, fails it with :class:`Dive
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import threading
 import time
@@ -46,7 +47,7 @@ from bidlab.learn.learner_loop import TrainingLoop
 from bidlab.learn.learner_metrics import LearnerMetrics
 from bidlab.learn.mixins import Mixin
 from bidlab.learn.model import Model, hold_out_none
-from bidlab.learn.observers import ObserverHub, Subscription
+from bidlab.learn.observers import ObserverHub, Subscription, close_hub
 from bidlab.learn.options import Configurable, Option, Options
 from bidlab.learn.progress import PassLines, format_summary, make_progress
 from bidlab.learn.record import PassStats, RunRecord
@@ -151,6 +152,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         self._error: BaseException | None = None
         self.traceback: str | None = None
         self._saves: list[learner_state.SaveRequest] = []
+        self._busy: str | None = None  # what a caller's thread does to the idle learner
         self._tick: Any = None  # fit()'s progress display, called from the loop
         self._combine: tuple[str, ...] = ()  # each model matrix's combination across ranks
         #: a :class:`~bidlab.learn.exclusive.FitGuard` shared with the estimator that made
@@ -174,7 +176,8 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         self._metrics: dict[str, Any] = {}
         self._metrics_lock = threading.Lock()
         self._hub = ObserverHub(self.name)
-        weakref.finalize(self, self._hub.close)
+        # weakly: the hub's callbacks may refer to this learner
+        weakref.finalize(self, close_hub, weakref.ref(self._hub))
         self._update_metrics(time.perf_counter())
 
     # ======================================================================= public API
@@ -202,7 +205,9 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         return self
 
     def _begin(self) -> None:
-        """Move to ``running`` (caller holds the lock)."""
+        """Move to ``running`` (caller holds the lock), once a load, save or init done in
+        another thread has ended: the loop never runs beside it."""
+        self._cond.wait_for(lambda: self._busy is None)
         if self._state in _ACTIVE:
             raise RuntimeError(
                 f"Learner {self.name!r} is already {self._state}: a learner runs one "
@@ -342,26 +347,32 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
 
     def save(self, path: str | None = None, timeout: float = 120.0) -> str:
         """Write a checkpoint atomically to a new path or a regular file (a link, folder, FIFO
-        or device is refused). While running, the training thread writes it; this waits."""
-        path = path or self.opts.checkpoint
+        or device is refused). While running, the training thread writes it; this waits (in
+        that thread, e.g. a model's hook, it is written at once)."""
+        path = str(path or self.opts.checkpoint or "")
         if not path:
             raise ValueError("save() needs a path (or set the 'checkpoint' option)")
-        with self._cond:
-            active = self._state in _ACTIVE
-            if active:
-                req = learner_state.SaveRequest(str(path))
-                self._saves.append(req)
-                self._cond.notify_all()
-        if active:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._busy is None)
+                idle, req = self._state not in _ACTIVE, None
+                if idle:
+                    self._busy = "saving"
+                elif self._thread is not threading.current_thread():  # else: from the loop
+                    req = learner_state.SaveRequest(path)
+                    self._saves.append(req)
+                    self._cond.notify_all()
+            if req is None:
+                with self._held() if idle else contextlib.nullcontext():
+                    self._save_now(path)
+                return path
             if not req.done.wait(timeout):
                 raise TimeoutError(f"the training thread did not write the checkpoint within "
                                    f"{timeout} s")
             if req.error is not None:
                 raise req.error
-            if not req.retry:
-                return str(path)
-        self._save_now(str(path))
-        return str(path)
+            if not req.retry:  # else the run ended first: written here, unless one started
+                return path
 
     def load(self, path: str) -> Learner:
         """Restore model matrices, updater state, options and progress from a checkpoint.
@@ -371,9 +382,16 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         the checkpoint left off. All is checked first (:func:`bidlab.learn.learner_state.restore`).
         """
         with self._cond:
+            self._cond.wait_for(lambda: self._busy is None)
             if self._state in _ACTIVE:
                 raise RuntimeError(f"Learner {self.name!r} is {self._state}: stop() it "
                                    "before loading a checkpoint")
+            self._busy = "loading"
+        with self._held():
+            self._load(path)
+        return self
+
+    def _load(self, path: str) -> None:
         progress = learner_state.restore(
             self.comm.checkpoint_file(str(path), write=False), self.opts, self.model, self.updater,
             self.source.batches_per_pass, self._ensure_initialised, rows=self.comm.file_keeps_rows)
@@ -384,14 +402,16 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         self._watch.reset()  # the loaded model is the new reference
         self.source.seek(*self._pos)
         self._update_metrics(time.perf_counter())
-        return self
 
     def init(self) -> Learner:
         """Initialise the model (and updater, mixins) from the data now, without training."""
         with self._cond:
+            self._cond.wait_for(lambda: self._busy is None)
             if self._state in _ACTIVE:
                 return self
-        self._ensure_initialised()
+            self._busy = "initialising"
+        with self._held():
+            self._ensure_initialised()
         return self
 
     def __repr__(self) -> str:
@@ -427,20 +447,3 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
             comp.apply_changes(changes)
         self.updater.apply_own_changes()  # those set on a PerMatrix's updaters themselves
         self._opts_version = version
-
-    def _save_now(self, path: str) -> None:
-        if not self.model.initialised:
-            raise RuntimeError("nothing to save yet: the model has not been initialised (call "
-                               "learner.init() or train first)")
-        if threading.current_thread() is self._thread:
-            self._scores_flush()  # scores of the minibatches up to here, into the record
-        self.updater.sync()  # the saved matrices hold every deferred term
-        self._check_finite("saving a checkpoint")  # the last finite checkpoint stays
-        target = self.comm.checkpoint_file(path, write=True)
-        if target is None:  # another rank writes the group's checkpoint
-            return
-        learner_state.write(target, self.name, self.opts, self.model,
-                            self.updater, self.mixins,
-                            {"pass": self._pos[0], "index": self._pos[1], "step": self.step,
-                             "samples": self.samples, "elapsed": self._elapsed},
-                            rows=self.comm.file_keeps_rows)

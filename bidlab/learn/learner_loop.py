@@ -7,10 +7,14 @@ learner's parts (``source``, ``model``, ``updater``, ``mixins``, ``opts``, ``com
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 import time
+from collections.abc import Iterator
 
 from bidlab import backend
+from bidlab.learn import learner_state
 from bidlab.learn.comm import check_combine, combine_models
 from bidlab.learn.divergence import AFTER, DivergedError, options_in_force
 from bidlab.learn.observers import format_error
@@ -95,6 +99,34 @@ class TrainingLoop:
                     self._cond.notify_all()
         finally:
             self._done.set()
+
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[None]:
+        """Around a load, save or init done in the caller's thread to the idle learner (the
+        caller set ``_busy``): ``start()``, ``fit()`` and the others wait until it ends."""
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._busy = None
+                self._cond.notify_all()
+
+    def _save_now(self, path: str) -> None:
+        if not self.model.initialised:
+            raise RuntimeError("nothing to save yet: the model has not been initialised (call "
+                               "learner.init() or train first)")
+        if threading.current_thread() is self._thread:
+            self._scores_flush()  # scores of the minibatches up to here, into the record
+        self.updater.sync()  # the saved matrices hold every deferred term
+        self._check_finite("saving a checkpoint")  # the last finite checkpoint stays
+        target = self.comm.checkpoint_file(path, write=True)
+        if target is None:  # another rank writes the group's checkpoint
+            return
+        learner_state.write(target, self.name, self.opts, self.model,
+                            self.updater, self.mixins,
+                            {"pass": self._pos[0], "index": self._pos[1], "step": self.step,
+                             "samples": self.samples, "elapsed": self._elapsed},
+                            rows=self.comm.file_keeps_rows)
 
     def _sync_start(self) -> None:
         """The start sync point: every rank takes rank 0's model (a fresh run only)."""

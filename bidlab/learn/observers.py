@@ -30,6 +30,7 @@ import numbers
 import threading
 import time
 import traceback
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -250,6 +251,10 @@ class ObserverHub:
         self._closed = False
         self._delivering = False  # the publisher holds taken snapshots it has not delivered
         self._stream = None
+        # the publisher holds the hub weakly between deliveries (a callback that refers to
+        # its learner must not keep the learner, the hub and the thread alive for good):
+        # once the hub is collected it is woken up to end
+        weakref.finalize(self, _wake, self._cond)
 
     def copy_stream(self) -> Any:
         if self._stream is None:
@@ -277,7 +282,8 @@ class ObserverHub:
     def _ensure_thread(self) -> None:
         if self._thread is None or not self._thread.is_alive():
             self._closed = False
-            self._thread = threading.Thread(target=self._publish_loop, daemon=True,
+            self._thread = threading.Thread(target=_publish_loop,
+                                            args=(weakref.ref(self), self._cond), daemon=True,
                                             name=f"bidlab-observers-{self.name}")
             self._thread.start()
 
@@ -320,30 +326,6 @@ class ObserverHub:
             if s.active:
                 s.capture(metrics, model, state, step, error, final=True)
 
-    # -- publisher thread -----------------------------------------------------------------
-    def _publish_loop(self) -> None:
-        while True:
-            with self._lock:
-                work = []
-                while not self._closed:
-                    work = [(s, s._take()) for s in self._subs if s.active and s._ready]
-                    if work:
-                        self._delivering = True
-                        break
-                    self._cond.wait(timeout=1.0)
-                if self._closed and not work:
-                    return
-            try:
-                for sub, buf in work:
-                    if buf is not None and sub.active:
-                        sub._deliver(buf)
-            finally:
-                # drop the delivered subscriptions: a cancelled one (a closed view) must
-                # not stay reachable from this thread until the next delivery
-                work = sub = buf = None  # type: ignore[assignment]
-                with self._lock:
-                    self._delivering = False
-
     def close(self) -> None:
         """Stop the publisher thread (after it delivered what is ready)."""
         with self._lock:
@@ -359,6 +341,58 @@ class ObserverHub:
                     return True
             time.sleep(0.005)
         return False
+
+
+def close_hub(ref: weakref.ref[ObserverHub]) -> None:
+    """Close the hub ``ref`` refers to, if it is still there (a learner's finalizer: held
+    weakly, as the hub's callbacks may refer to the learner)."""
+    hub = ref()
+    if hub is not None:
+        hub._closed = True
+        _wake(hub._cond)
+
+
+def _wake(cond: threading.Condition) -> None:
+    """Wake the publisher of a hub closed or collected, so that it ends. Never blocks: a
+    finalizer runs in whatever thread collects, maybe one holding ``cond``; a publisher not
+    woken sees it at the end of its wait (a second at most)."""
+    if cond.acquire(blocking=False):
+        try:
+            cond.notify_all()
+        finally:
+            cond.release()
+
+
+def _publish_loop(ref: weakref.ref[ObserverHub], cond: threading.Condition) -> None:
+    """The publisher thread: deliver what is ready; end when the hub is closed or gone.
+
+    It holds the hub (``ref``) only while it takes or delivers snapshots, never while it
+    waits, so the hub, its subscriptions and what their callbacks refer to can be
+    collected."""
+    while True:
+        with cond:
+            work = []
+            while True:
+                hub = ref()
+                if hub is None or hub._closed:
+                    return
+                work = [(s, s._take()) for s in hub._subs if s.active and s._ready]
+                if work:
+                    hub._delivering = True
+                    break
+                hub = None  # not held while waiting
+                cond.wait(timeout=1.0)
+        try:
+            for sub, buf in work:
+                if buf is not None and sub.active:
+                    sub._deliver(buf)
+        finally:
+            # drop the delivered subscriptions: a cancelled one (a closed view) must
+            # not stay reachable from this thread until the next delivery
+            work = sub = buf = None  # type: ignore[assignment]
+            with cond:
+                hub._delivering = False
+            hub = None
 
 
 def format_error(exc: BaseException) -> str:
