@@ -198,6 +198,23 @@ def clamped_chains(path, rows, seed, monkeypatch, tabled=True):
     return make
 
 
+def in_thread(fn, timeout: float = 10.0) -> tuple[bool, object]:
+    """Run ``fn`` in a daemon thread; (finished, its result or exception) after
+    ``timeout`` seconds, so a call that hangs fails a test instead of blocking it."""
+    out: dict = {}
+
+    def target():
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            out["value"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(timeout)
+    return not t.is_alive(), out.get("value")
+
+
 def drain(src) -> list[list[np.ndarray]]:
     """Every minibatch a data source gives until it ends, each matrix as a dense copy."""
     out = []

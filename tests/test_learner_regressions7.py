@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from conftest import in_thread
 
 from bidlab.learn import Grad, L2Regularizer, Learner
 from bidlab.learn.options import OptionError
@@ -20,22 +21,6 @@ def _data(n=400, f=4, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, f)).astype(np.float32)
     return X, X @ np.arange(1, f + 1, dtype=np.float32)[:, None]
-
-
-def _in_thread(fn, timeout=10.0):
-    """Run ``fn`` in a thread; (finished, result or exception) after ``timeout``."""
-    out: dict = {}
-
-    def target():
-        try:
-            out["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            out["value"] = exc
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout)
-    return not t.is_alive(), out.get("value")
 
 
 class _EndBreaks(LeastSquares):
@@ -49,11 +34,11 @@ def test_a_model_whose_run_ended_raises_fails_the_run_and_nothing_hangs(backgrou
     after the model's run_ended; one that raised left fit(background=True) waiting
     forever and join() returning False."""
     lr = Learner(_EndBreaks(), _data(), Grad(lrate=0.05), batch_size=100, n_passes=2)
-    finished, got = _in_thread(lambda: lr.fit(progress=None, background=background))
+    finished, got = in_thread(lambda: lr.fit(progress=None, background=background))
     assert finished, "fit() hung after run_ended raised"
     assert isinstance(got, RuntimeError) and "run_ended broke" in str(got)
     assert lr.state == "failed"
-    finished, got = _in_thread(lambda: lr.join(2.0))
+    finished, got = in_thread(lambda: lr.join(2.0))
     assert finished and isinstance(got, RuntimeError)
 
 
@@ -114,7 +99,7 @@ def test_start_beside_a_fit_that_is_returning_does_not_wait_for_its_thread():
     lr._thread = caller
     lr.set(n_passes=2)
     try:
-        finished, got = _in_thread(lambda: lr.start().join(10), timeout=5)
+        finished, got = in_thread(lambda: lr.start().join(10), timeout=5)
         assert finished, "start() waited for the thread of a fit() caller"
         assert got is True and lr.state == "done"
     finally:

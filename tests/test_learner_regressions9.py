@@ -10,6 +10,7 @@ import weakref
 
 import numpy as np
 import pytest
+from conftest import in_thread
 
 from bidlab.learn import Grad, Learner, registry
 from bidlab.models.lsq import LeastSquares
@@ -19,22 +20,6 @@ def _data(n=1000, f=4, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, f)).astype(np.float32)
     return X, X @ np.arange(1, f + 1, dtype=np.float32)[:, None]
-
-
-def _in_thread(fn, timeout=10.0):
-    """Run ``fn`` in a thread; (finished, result or exception) after ``timeout``."""
-    out: dict = {}
-
-    def target():
-        try:
-            out["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            out["value"] = exc
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(timeout)
-    return not t.is_alive(), out.get("value")
 
 
 def _observer_threads(name):
@@ -139,7 +124,7 @@ def test_start_waits_for_a_load_in_another_thread(tmp_path):
         _start_beside(lr, model, lambda: lr.load(str(tmp_path / "ck.npz")))
         assert model.overlap == 0, "the loop trained while the checkpoint was loading"
         assert lr.state == "running"
-        finished, got = _in_thread(lr.start, 5.0)
+        finished, got = in_thread(lr.start, 5.0)
         assert finished, "a second start() hung"
         assert isinstance(got, RuntimeError) and "already running" in str(got)
     finally:
@@ -180,7 +165,7 @@ def test_save_from_the_training_thread_writes_at_once(tmp_path, background):
     lr = Learner(model, _data(400), Grad(lrate=0.05), batch_size=100, n_passes=2)
     model.learner_ref = lr
     t0 = time.monotonic()
-    finished, got = _in_thread(lambda: lr.fit(progress=None, background=background), 20.0)
+    finished, got = in_thread(lambda: lr.fit(progress=None, background=background), 20.0)
     assert finished and got is lr, got
     assert time.monotonic() - t0 < 2.5, "the run waited on itself"
     assert model.saved == model.path
