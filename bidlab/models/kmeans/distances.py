@@ -86,10 +86,16 @@ def first_equal(C: Any) -> np.ndarray | None:
     >>> first_equal(np.eye(3)) is None
     True
     """
-    Ch = np.asarray(backend.to_host(C))
-    k = Ch.shape[0]
+    xp = backend.namespace(C)
+    k = C.shape[0]
     if k < 2:
         return None
+    # equal centres have equal squared norms: only then compare whole rows (a sort of k
+    # rows of d bytes each, a tenth of a sparse Lloyd pass at d = 25,000)
+    norms = np.sort(np.asarray(backend.to_host(xp.einsum("ij,ij->i", C, C))))
+    if not (norms[1:] == norms[:-1]).any():
+        return None
+    Ch = np.asarray(backend.to_host(C))
     Ch = np.ascontiguousarray(Ch + Ch.dtype.type(0))  # -0.0 + 0.0 is 0.0: equal bytes
     rows = Ch.view(np.dtype((np.void, Ch.dtype.itemsize * Ch.shape[1]))).ravel()
     _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
@@ -121,9 +127,6 @@ def nearest(X: Any, C: Any, w: Any = None) -> tuple[Any, Any]:
         cross(Xc, CT, D[: b - a])
         assign(D[: b - a], cc, row_norms_sq(Xc), labels[a:b], d1[: b - a], d2[: b - a])
         assigned_sq_dist(Xc, labels[a:b], C, dist[a:b])
-    first = first_equal(C)
-    if first is not None:
-        labels = xp.asarray(first)[labels]  # equal centres: equal distances (dist stands)
     return labels, dist
 
 
@@ -135,6 +138,9 @@ def labels_inertia(X: Any, C: Any, w: Any = None) -> tuple[Any, float]:
         labels, dist = _nearest_fused(X, C)
     else:
         labels, dist = nearest(X, C)
+    first = first_equal(C)
+    if first is not None:  # equal centres: equal distances (dist stands)
+        labels = backend.namespace(labels).asarray(first)[labels]
     total = dist.sum(dtype=np.float64) if w is None else (w * dist).sum(dtype=np.float64)
     return labels, float(total)
 
@@ -156,8 +162,5 @@ def _nearest_fused(X: np.ndarray, C: np.ndarray) -> tuple[np.ndarray, np.ndarray
     cc = np.einsum("ij,ij->i", C, C)
     lloyd_block(X, C, cc, row_norms_sq(X), labels, near, second, CenterWork(k, X.shape[1]),
                 sums=False, root=False)
-    first = first_equal(C)
-    if first is not None:
-        labels = first[labels]
     assigned_sq_dist(X, labels, C, near)
     return labels, near
