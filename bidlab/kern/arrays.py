@@ -160,6 +160,30 @@ def _add_sums(P: Any, pc: Any, X: Any, labels: Any, w: Any) -> None:
     pc += np.bincount(labels, weights=weights, minlength=k)
 
 
+def sums_csr(indptr: Any, indices: Any, data: Any, labels: Any, w: Any, sums: Any,
+             counts: Any, nparts: int = 0, sorted_: bool = False) -> None:
+    """Add each cluster's (weighted) CSR row sum to ``sums`` and its weight to ``counts``."""
+    k, n = sums.shape[0], indptr.shape[0] - 1
+    weights = w if w.shape[0] else np.ones(n)
+    onehot = sp.csr_matrix((weights, (labels, np.arange(n))), shape=(k, n))
+    sums += (onehot @ _csr(indptr, indices, data, sums.shape[1])).toarray()
+    counts += np.bincount(labels, weights=weights, minlength=k)
+
+
+def centre_drift(S: Any, prev: Any, out: Any) -> None:
+    """``out[j] = ||S[j] - prev[j]||`` in float64."""
+    diff = S.astype(np.float64) - prev
+    out[...] = np.sqrt((diff * diff).sum(axis=1))
+
+
+def centre_means(S: Any, N: Any, prev: Any, out: Any) -> None:
+    """``S[j] /= N[j]`` (``prev[j]`` where ``N[j] <= 0``), then ``out`` = the drift."""
+    empty = N <= 0
+    np.divide(S, np.where(empty, 1, N)[:, None], out=S, casting="unsafe")
+    S[empty] = prev[empty]
+    centre_drift(S, prev, out)
+
+
 def lloyd(X: Any, C: Any, cc: Any, xx: Any, xx_ready: bool, labels: Any, u: Any,
           lo: Any, w: Any, part: Any, pc: Any, nparts: int, D: Any, E: Any, G: Any, idx: Any,
           B1: Any, B2: Any, J1: Any, pruned: bool, drift: Any, s: Any, top: int, m1: float,

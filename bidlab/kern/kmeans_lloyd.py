@@ -243,5 +243,7 @@ def lloyd_block(X: np.ndarray, C: np.ndarray, cc: np.ndarray, xx: np.ndarray,
             bool(sums), bool(root), rows_first(k, d), stats)
     with one_blas_thread():
         _lloyd_cpu(X.shape[0] * C.shape[0] * C.shape[1], *args)
+    if sums:
+        work.written()
     changed, computed = stats.sum(axis=0).tolist()
     return int(changed), int(computed)

@@ -23,7 +23,7 @@ from bidlab.kern.kmeans import assign, assigned_sq_dist, row_norms_sq
 from bidlab.mat import Mat, SMat
 
 __all__ = ["CHUNK_ENTRIES", "sq_distances", "nearest", "labels_inertia", "first_equal", "raw",
-           "xp_of", "cross", "dense_rows"]
+           "xp_of", "cross", "dense_rows", "distinct_rows"]
 
 CHUNK_ENTRIES = 1 << 22  # distances per GEMM block (16 MiB of float32)
 
@@ -59,7 +59,8 @@ def sq_distances(X: Any, C: Any, xx: Any = None) -> Any:
     if xx is None:
         xx = row_norms_sq(X)
     D = backend.empty((X.shape[0], C.shape[0]), C.dtype, xp)
-    cross(X, xp.ascontiguousarray(C.T), D)
+    # CSR products take a contiguous C.T; BLAS multiplies by the transposed view as it is
+    cross(X, xp.ascontiguousarray(C.T) if backend.is_sparse(X) else C.T, D)
     D *= -2.0
     D += xx[:, None]
     D += xp.einsum("ij,ij->i", C, C)[None, :]
@@ -68,6 +69,22 @@ def sq_distances(X: Any, C: Any, xx: Any = None) -> Any:
     if first is not None:  # equal centres: equal columns (the GEMM may round them apart)
         D[:, :] = D[:, xp.asarray(first)]
     return D
+
+
+def distinct_rows(C: np.ndarray) -> int:
+    """How many rows of ``C`` differ beyond their last bits (centres of equal rows may
+    differ there): rows rounded to 9 digits of the largest entry, compared as bytes (a
+    sort of k keys; ``np.unique(axis=0)`` took 0.2 s on 64 x 56,123 centres).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> distinct_rows(np.array([[1.0, 0.0], [1.0 + 1e-12, -0.0], [0.0, 1.0]]))
+    2
+    """
+    scale = max(float(np.abs(C).max(initial=0.0)), 1e-300)
+    R = np.ascontiguousarray(np.round(C / scale, 9) + 0.0)  # -0.0 + 0.0 is 0.0: equal bytes
+    return len(np.unique(R.view(np.dtype((np.void, R.dtype.itemsize * R.shape[1]))).ravel()))
 
 
 def first_equal(C: Any) -> np.ndarray | None:

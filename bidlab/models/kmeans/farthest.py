@@ -2,8 +2,11 @@
 cluster left empty at its end takes one of them.
 
 The reservoir holds, for the ``R`` rows farthest from their centres so far, their squared
-distance ``d``, row id ``row``, label ``lab``, weight ``w`` and data ``x`` (float64). Only
-a block's rows beyond the nearest kept one are ranked (after the first block, a handful).
+distance ``d``, row id ``row``, label ``lab``, weight ``w`` and data ``x``: a list of
+float64 rows, dense or (for CSR input) 1-row CSR matrices, so keeping and dropping rows
+moves references, never an ``R x d`` block (on 56,000-column TF-IDF rows, 14 MB a block).
+Only a block's rows beyond the nearest kept one are ranked (after the first block, a
+handful).
 """
 
 from __future__ import annotations
@@ -51,13 +54,23 @@ def keep_farthest(res: dict[str, Any] | None, X: Any, lab: Any, dist: Any, w: An
     rows = ids[cand] if xp is np else xp.asarray(ids[backend.to_host(cand)])
     new = {"d": score, "row": rows, "lab": lab[cand],
            "w": (xp.ones(take, np.float64) if w is None else w[cand].astype(np.float64)),
-           "x": dense_rows(X, cand).astype(np.float64)}
+           "x": _rows(X, cand)}
     if res is not None:
-        new = {key: xp.concatenate([res[key], new[key]]) for key in new}
+        new = {key: (res[key] + new[key] if key == "x" else xp.concatenate([res[key], new[key]]))
+               for key in new}
     if new["d"].shape[0] > R:
         keep = xp.argpartition(-new["d"], R - 1)[:R]
-        new = {key: v[keep] for key, v in new.items()}
+        kept = backend.to_host(keep).tolist()
+        new = {key: ([v[i] for i in kept] if key == "x" else v[keep]) for key, v in new.items()}
     return new
+
+
+def _rows(X: Any, cand: Any) -> list[Any]:
+    """Rows ``cand`` of ``X`` as float64: 1-D arrays, or 1-row CSR matrices of CSR rows."""
+    if backend.is_sparse(X):
+        rows = X[cand].astype(np.float64)
+        return [rows[i] for i in range(rows.shape[0])]
+    return list(dense_rows(X, cand).astype(np.float64))
 
 
 def reseed_empty(res: dict[str, Any] | None, S: Any, N: Any, rows: RowBounds) -> int:
@@ -80,6 +93,8 @@ def reseed_empty(res: dict[str, Any] | None, S: Any, N: Any, rows: RowBounds) ->
         else:
             break
         x = res["x"][q]
+        if backend.is_sparse(x):
+            x = x.toarray()[0]
         S[old] -= (wq * x).astype(S.dtype)
         N[old] -= wq
         S[j] = (wq * x).astype(S.dtype)

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.kern.kmeans import assigned_sq_dist
+from bidlab.kern.kmeans import assigned_sq_dist, centre_means
 from bidlab.learn.datasource import DataInfo
 from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
@@ -230,6 +230,7 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
             "pruned": pruned,
             "labels_ok": at_start and rows.labels_pass == pass_,
             "changed": 0,
+            "work": 0.0,  # the pass's assignment work: stored entries x k
             "sxx": 0.0,
             "prev": C.copy(),
             "prev_n": self.modelmats[1].data.copy(),
@@ -250,6 +251,7 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
             self._set_centers(buf)
             ps["centers_set"] = True
         lab, u, lo, xx = rows.block(batch)
+        ps["work"] += float(X.nnz if backend.is_sparse(X) else X.size) * self.modelmats[0].shape[0]
         self._begin_sums(ps, batch)
         if not self._assign_rows(X, lab, u, lo, xx, buf, ps, m, count=True, w=w, add=True):
             self._work.add(X, lab, w)
@@ -301,12 +303,7 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
             rows.current = True
             self._generation += 1
             return
-        empty = N <= 0
-        xp.divide(S, xp.where(empty, 1, N)[:, None], out=S)
-        if bool(empty.any()):
-            S[empty] = prev[empty]
-        diff = S.astype(np.float64) - prev
-        drift = xp.sqrt((diff * diff).sum(axis=1))
+        drift = centre_means(S, N, prev)
         shift = float((drift * drift).sum())
         self.n_updates += 1
         tol_abs = self._tol_abs
@@ -314,6 +311,8 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
             self.converged = True
         rows.labels_pass = pass_ + 1 if ps["complete"] else None
         rows.bounds_pass = pass_ + 1 if ps["complete"] else None
-        self._pass_bounds = pass_bounds(S, drift.astype(S.dtype), xp)
+        self._pass_bounds = pass_bounds(S, drift.astype(S.dtype), xp,
+                                        self._pass_bounds if ps["pruned"] else None,
+                                        ps["work"])
         rows.current = False
         self._generation += 1

@@ -46,11 +46,8 @@ class LloydPassSums:
         and never the other blocks' update matrices)."""
         ps["sums_next"] = batch.index + 1
         if batch.last:
-            S, N = buf["S"], buf["N"]
-            S.fill(0)
-            N.fill(0)
-            self._work.total(S, N)
-            self.updatemats[0].data[...] = S
+            N = buf["N"]
+            self._work.total_into(self.updatemats[0].data, N)
             self.updatemats[1].data[:, 0] = N
 
     def _pass_sums_state(self) -> Mat:
