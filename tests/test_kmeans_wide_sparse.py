@@ -215,3 +215,19 @@ def test_pass_bounds_carried_over_stay_below_the_measured_distances():
     assert (carried["lb"] <= dist + 1e-9).all()
     assert (carried["s"] <= exact["s"] + 1e-9).all() and (carried["s"] < exact["s"]).any()
     assert (carried["top"], carried["m1"]) == (exact["top"], exact["m1"])
+
+
+def test_farthest_rows_of_csr_input_come_back_dense_with_repeats_added():
+    from bidlab.models.kmeans import farthest
+
+    X = sp.csr_matrix((np.array([1.0, 2.0, 3.0, 4.0, 5.0], np.float32),
+                       np.array([3, 3, 0, 7, 1]), np.array([0, 2, 4, 5])), shape=(3, 9))
+    assert not X.has_canonical_format  # row 0 stores column 3 twice
+    dist = np.array([9.0, 4.0, 1.0], np.float32)
+    res = farthest.keep_farthest(None, X, np.zeros(3, np.int64), dist, None,
+                                 np.arange(3), 2, np)
+    got = {int(r): farthest._dense(x, 9, np) for r, x in zip(res["row"], res["x"],
+                                                               strict=True)}
+    assert sorted(got) == [0, 1]  # the two farthest
+    for r, x in got.items():
+        np.testing.assert_array_equal(x, X[r].toarray()[0])
