@@ -73,17 +73,32 @@ class BlockSource(DataSource):
             nbytes = sum(_nbytes(v) for v in views)
             self._batches.append(Minibatch(views, z - a, 0, i, z >= n, a, nbytes,
                                            np.arange(a, z, dtype=np.int64), run=a))
+        self._raws = raws
+
+    _row_seek = True
 
     def next(self) -> Minibatch | None:
         if self.n_passes is not None and self._pass >= self.n_passes:
             return None
-        batch = self._batches[self._index]
+        a = self._first_row(self._pass, self._index)
+        if a != self._index * self.batch_size:  # a pass resumed at a row of another batch size
+            batch = self._block(a, self._index)
+        else:
+            batch = self._batches[self._index]
         batch.pass_ = self._pass
         if batch.last:
             self._pass, self._index = self._pass + 1, 0
         else:
             self._index += 1
         return batch
+
+    def _block(self, a: int, index: int) -> Minibatch:
+        """Minibatch ``index``: ``batch_size`` rows from row ``a`` on (views, made now)."""
+        n = self._info.n_samples
+        z = min(n, a + self.batch_size)
+        views = tuple(_view(r, a, z) for r in self._raws)
+        return Minibatch(views, z - a, self._pass, index, z >= n, a,
+                         sum(_nbytes(v) for v in views), np.arange(a, z, dtype=np.int64), run=a)
 
 
 def _block_input(m: Any, i: int, name: str) -> Any:

@@ -19,11 +19,13 @@ Any failure is a :class:`CheckpointError` naming the file and the reason.
 
 Writing is atomic: a temporary file in the same folder is written, flushed and fsynced,
 then renamed over the target (and the folder fsynced), so a writer killed at any moment
-leaves either the previous checkpoint or the new one, never a torn file. The temporary
-files of writers that died are removed by the next save to the same path. The target must
-be missing or a regular file (:mod:`bidlab.learn.save_target`, checked before writing and
-again just before the rename): a directory, FIFO, socket, device or symbolic link there is
-refused with :class:`~bidlab.learn.save_target.SaveTargetError`, never replaced.
+leaves either the previous checkpoint or the new one, never a torn file. A missing folder
+is made, also when it is removed while the file is written (the write starts over, so a
+training run outlives a folder deleted under it). The temporary files of writers that
+died are removed by the next save to the same path. The target must be missing or a
+regular file (:mod:`bidlab.learn.save_target`, checked before writing and again just
+before the rename): a directory, FIFO, socket, device or symbolic link there is refused
+with :class:`~bidlab.learn.save_target.SaveTargetError`, never replaced.
 """
 
 from __future__ import annotations
@@ -54,6 +56,8 @@ __all__ = ["save_checkpoint", "load_checkpoint", "Checkpoint", "CheckpointError"
 
 FORMAT = "bidlab-checkpoint"
 VERSION = 1
+#: how many times a write starts over when its folder is removed while it writes
+WRITE_ATTEMPTS = 3
 #: the largest checkpoint (file, and sum of its declared members) read, in bytes; None:
 #: the memory budget (``bidlab._bounded_io.memory_budget()``)
 MAX_BYTES: int | None = None
@@ -134,27 +138,42 @@ def atomic_write_bytes(path: str | os.PathLike, write: Any) -> Path:
 
     ``path`` must be missing or a regular file; anything else there (a directory, FIFO,
     socket, device or symbolic link) raises
-    :class:`~bidlab.learn.save_target.SaveTargetError` and is left as it was.
+    :class:`~bidlab.learn.save_target.SaveTargetError` and is left as it was. The folder is
+    made when it is missing, and made again when it (or the temporary file) is removed
+    while the file is written: ``write`` is then called again, up to
+    :data:`WRITE_ATTEMPTS` times in all.
     """
     path = check_save_target(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
-    try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        check_save_target(path)  # nothing else appeared there while the file was written
-        os.replace(tmp, path)
-    except BaseException:
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(path)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
         try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
+            with open(tmp, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            check_save_target(path)  # nothing else appeared there while the file was written
+            os.replace(tmp, path)
+            break
+        except FileNotFoundError:  # the folder (so the temporary file) vanished: again
+            if os.path.lexists(tmp):  # something else is missing: not ours to mend
+                _unlink(tmp)
+                raise
+            if attempt == WRITE_ATTEMPTS:
+                raise
+        except BaseException:
+            _unlink(tmp)
+            raise
     _fsync_dir(path.parent)
     return path
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 def save_checkpoint(path: str | os.PathLike, arrays: dict[str, Any],

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
+from bidlab.learn.resume_position import resume_row
 from bidlab.learn.source_inputs import (
     _as_matrix,
     _clamp_batch,
@@ -123,6 +124,7 @@ class DataSource:
         self._device = device
         self._pass = 0
         self._index = 0
+        self._skew: tuple[int, int] | None = None  # (pass, first row - index * batch_size)
         self._stager: Stager | None = None
 
     # -- description ----------------------------------------------------------------------
@@ -144,9 +146,34 @@ class DataSource:
         """(pass, index) of the minibatch :meth:`next` returns next."""
         return self._pass, self._index
 
+    @property
+    def row(self) -> int:
+        """The first row (in the pass's order) of the minibatch :meth:`next` returns next: a
+        checkpoint records it, so a run resumed with another batch size goes on from it."""
+        return self._first_row(self._pass, self._index)
+
+    _row_seek = False  # whether seek() can start a pass's minibatches at any row
+
+    def _first_row(self, pass_: int, index: int) -> int:
+        skew = self._skew[1] if self._skew is not None and self._skew[0] == pass_ else 0
+        return index * self.batch_size + skew
+
     # -- streaming ------------------------------------------------------------------------
-    def seek(self, pass_: int = 0, index: int = 0) -> None:
-        """Make minibatch ``index`` of pass ``pass_`` the next one (used to resume)."""
+    def seek(self, pass_: int = 0, index: int = 0, row: int | None = None) -> None:
+        """Make minibatch ``index`` of pass ``pass_`` the next one (used to resume).
+
+        ``row``: its first row in the pass's order (:attr:`row`), when that is not
+        ``index * batch_size`` -- a pass checkpointed by a run with another batch size. The
+        rest of that pass is then cut into ``batch_size`` rows from ``row`` on (numbered on
+        from ``index``; the last one shorter), so no row is skipped or seen twice.
+        """
+        self._skew = None
+        if row is not None and row != index * self.batch_size:
+            index, skew = resume_row(self, index, int(row))
+            if skew:
+                self._pass, self._index = int(pass_), index
+                self._skew = (self._pass, skew)
+                return
         bpp = self.batches_per_pass
         if bpp is not None and index >= bpp:
             pass_, index = pass_ + index // bpp, index % bpp
@@ -282,6 +309,8 @@ class MemorySource(DataSource):
         self._perm: np.ndarray | None = None
         self._info = DataInfo(n, names, tuple(specs), dev, self.batch_size)
 
+    _row_seek = True
+
     def use_rank(self, fold_seed: Any) -> None:
         self.seed = fold_seed(self.seed)
         self._order_pass = None
@@ -315,7 +344,7 @@ class MemorySource(DataSource):
 
     def _plan(self, pass_: int, index: int) -> Plan:
         n, b = self._info.n_samples, self.batch_size
-        start = index * b
+        start = self._first_row(pass_, index)
         stop = min(start + b, n)
         rows: Any = slice(start, stop)
         if self.shuffle:
@@ -378,8 +407,14 @@ class BlendedSource(DataSource):
         bb = self.b.nnz_bound(j, self._nb) if self._nb else 0
         return None if ba is None or bb is None else ba + bb
 
-    def seek(self, pass_: int = 0, index: int = 0) -> None:
-        self.a.seek(pass_, index)
+    @property
+    def row(self) -> int:
+        """The first row of the first source (which sets the passes) in the next minibatch."""
+        return self.a.row
+
+    def seek(self, pass_: int = 0, index: int = 0, row: int | None = None) -> None:
+        """:meth:`DataSource.seek`, ``row`` being the first source's (:attr:`row`)."""
+        self.a.seek(pass_, index, row)
         self._pass, self._index = self.a.position
         done = pass_ * (self.a.batches_per_pass or 0) + index
         self.b.seek(0, done)  # b has served one piece per blended minibatch so far

@@ -38,7 +38,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from bidlab.learn import learner_state, registry
+from bidlab.learn import learner_state, registry, save_target
 from bidlab.learn.comm import Communicator, SingleProcess
 from bidlab.learn.datasource import DataSource, as_source
 from bidlab.learn.divergence import DivergedError, DivergenceWatch
@@ -136,6 +136,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
             comp.attach(merged)
         if model.full_batch:  # every pass is one step over the whole data: none held out
             hold_out_none(model, merged, options)
+        save_target.guard_path_option(merged, "checkpoint", self.comm.checkpoint_file)
         if options:
             merged.set(**options)
         self.name = registry.register(self, name or type(model).__name__.lower())
@@ -160,7 +161,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         self.guard: Any = None
 
         self._watch = DivergenceWatch()  # growth by orders of magnitude is divergence too
-        self._pos = (0, 0)  # (pass, index) of the next minibatch
+        self._pos, self._row = (0, 0), 0  # (pass, index) of the next minibatch, its first row
         self.step = 0  # minibatches processed so far (train + validation)
         self.samples = 0  # rows processed so far
         self._elapsed = 0.0
@@ -392,15 +393,13 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         return self
 
     def _load(self, path: str) -> None:
-        progress = learner_state.restore(
-            self.comm.checkpoint_file(str(path), write=False), self.opts, self.model, self.updater,
-            self.source.batches_per_pass, self._ensure_initialised, rows=self.comm.file_keeps_rows)
-        self._pos = (progress["pass"], progress["index"])
+        progress = self._restore(path)  # the position checked against this source first
+        self._pos, self._row = (progress["pass"], progress["index"]), progress["row"]
         self.step = progress["step"]
         self.samples, self._elapsed = progress["samples"], progress["elapsed"]
         self._state, self._error, self.traceback = "stopped", None, None  # a fresh start point
         self._watch.reset()  # the loaded model is the new reference
-        self.source.seek(*self._pos)
+        self._seek_source()
         self._update_metrics(time.perf_counter())
 
     def init(self) -> Learner:

@@ -12,10 +12,12 @@ import math
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from bidlab import backend
-from bidlab.learn import learner_state
+from bidlab.learn import learner_state, resume_position
 from bidlab.learn.comm import check_combine, combine_models
+from bidlab.learn.datasource import BlendedSource
 from bidlab.learn.divergence import AFTER, DivergedError, options_in_force
 from bidlab.learn.observers import format_error
 from bidlab.learn.record import ScoreSink
@@ -39,7 +41,7 @@ class TrainingLoop:
             with caching():
                 self._ensure_initialised()
                 self._apply_changes()  # values set while it was not running
-                self.source.seek(*self._pos)
+                self._seek_source()
                 self._sync_start()
                 final = self._loop()
         except KeyboardInterrupt as exc:  # Ctrl-C in fit(): stopped at a clean point
@@ -124,9 +126,32 @@ class TrainingLoop:
             return
         learner_state.write(target, self.name, self.opts, self.model,
                             self.updater, self.mixins,
-                            {"pass": self._pos[0], "index": self._pos[1], "step": self.step,
-                             "samples": self.samples, "elapsed": self._elapsed},
+                            {"pass": self._pos[0], "index": self._pos[1], "row": self._row,
+                             "step": self.step, "samples": self.samples,
+                             "elapsed": self._elapsed},
                             rows=self.comm.file_keeps_rows)
+
+    def _restore(self, path: str) -> dict[str, Any]:
+        """Load checkpoint ``path`` into the learner's parts (:func:`learner_state.restore`),
+        its position checked against this source before anything is written; return its
+        progress, with the row it resumes at (None: by minibatch index, for a file that
+        kept none)."""
+        target = self.comm.checkpoint_file(str(path), write=False)
+        src = self.source
+        while isinstance(src, BlendedSource):  # the row is one of its first source's
+            src = src.a
+        return learner_state.restore(
+            target, self.opts, self.model, self.updater, self.source.batches_per_pass,
+            self._ensure_initialised, rows=self.comm.file_keeps_rows,
+            check_progress=lambda p: resume_position.check_row(target, p, src))
+
+    def _seek_source(self) -> None:
+        """Make the source's next minibatch the learner's (:attr:`DataSource.row` too)."""
+        src, (pass_, index) = self.source, self._pos
+        src.seek(pass_, index)
+        if self._row is not None and (src.position, src.row) != (self._pos, self._row):
+            src.seek(pass_, index, self._row)  # a row of another batch size
+        self._pos, self._row = src.position, src.row
 
     def _sync_start(self) -> None:
         """The start sync point: every rank takes rank 0's model (a fresh run only)."""
@@ -280,7 +305,7 @@ class TrainingLoop:
             self._elapsed += t1 - t0
             self.step += 1
             self.samples += batch.n
-            self._pos = src.position
+            self._pos, self._row = src.position, src.row
             if watch.trained >= watch.next_check and not batch.last:
                 watch.check(self, f"pass {batch.pass_ + 1}")
             if batch.last:

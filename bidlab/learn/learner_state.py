@@ -6,10 +6,16 @@ counters, the option values and the progress counters into one checkpoint
 only after checking all of it -- model type, shapes, counters, progress -- so a file that
 does not fit changes nothing. A checkpoint carries option values, never paths: where the
 learner writes stays the learner's own choice, whatever a (crafted) file says.
+
+A model made with something no option records (a GLM's links) says what in
+``made_with()`` (name -> JSON-able value); the file keeps it, and a file whose values differ
+from the model's is refused rather than loaded into a model that would read its matrices
+another way.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -67,13 +73,19 @@ def write(path: str, name: str, opts: Any, model: Any, updater: Any, mixins: lis
         "updater_counters": updater.counters(),
         "model_counters": model.counters(),
         "shapes": [list(m.shape) for m in model.modelmats],
+        "made_with": _made_with(model),
     }
     save_checkpoint(path, arrays, meta)
 
 
 def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: int | None,
-            ensure_initialised: Callable[..., None], rows: bool = True) -> dict[str, Any]:
-    """Load ``path`` into the learner's parts; return its checked progress counters.
+            ensure_initialised: Callable[..., None], rows: bool = True,
+            check_progress: Callable[[dict[str, Any]], None] | None = None
+            ) -> dict[str, Any]:
+    """Load ``path`` into the learner's parts; return its checked progress counters
+    (``"row"``: the first row of the next minibatch in its pass, None in a file written
+    before checkpoints kept it). ``check_progress(progress)`` may refuse the position
+    (raising) before anything is written.
 
     Options are restored first (they may shape the model), then ``ensure_initialised``
     makes the model (``ensure_initialised(rebuild=True)`` makes it again when it was built
@@ -91,6 +103,7 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
     if meta.get("model") not in _model_names(type(model)):
         raise CheckpointError(f"checkpoint {path} holds a {meta.get('model')!r} model but "
                               f"this learner trains a {want!r}")
+    _check_made_with(path, meta, model)
     try:
         mats = ck.modelmats
     except KeyError:
@@ -110,9 +123,12 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
             isinstance(v, int) and not isinstance(v, bool) and abs(v) < _LIMIT
             for v in model_counters.values()):
         raise CheckpointError(f"checkpoint {path}: model counters are not whole numbers")
-    if batches_per_pass is not None and progress["index"] > batches_per_pass:
+    if (batches_per_pass is not None and progress["row"] is None
+            and progress["index"] > batches_per_pass):
         raise CheckpointError(f"checkpoint {path}: minibatch index {progress['index']} is "
                               f"beyond this data's {batches_per_pass} minibatches per pass")
+    if check_progress is not None:
+        check_progress(progress)
     fixed = {k for k, spec in opts.specs.items() if not spec.live and spec.owner != "Learner"}
     before = {k: opts.get(k) for k in fixed & set(carried)}
     previous = {k: opts.get(k) for k in carried}
@@ -173,6 +189,34 @@ def _checked_state(path: str, ck: Any, model: Any, updater: Any, rows: bool
     return extra, extra_saved, upd_saved, fresh
 
 
+def _made_with(model: Any) -> dict[str, Any]:
+    """The model's ``made_with()`` as the file keeps it (JSON's lists; {} without one)."""
+    made = getattr(model, "made_with", None)
+    return json.loads(json.dumps(made())) if callable(made) else {}
+
+
+def _check_made_with(path: str, meta: dict[str, Any], model: Any) -> None:
+    """CheckpointError when the file's model was made with other values than ``model``
+    (a file without them, written before models kept them, is not checked)."""
+    saved, now = meta.get("made_with"), _made_with(model)
+    if not isinstance(saved, dict):
+        return
+    for key in sorted(set(saved) & set(now)):
+        if saved[key] != now[key]:
+            was, has = _shown(saved[key]), _shown(now[key])
+            raise CheckpointError(
+                f"checkpoint {path} holds a {meta.get('model')} made with {key} {was}, but "
+                f"this learner's is made with {key} {has}: its matrices would be read with "
+                f"the wrong {key}. Load it into a model made with {key} {was} (an "
+                f"estimator's {key}={was}), or train this one afresh with a checkpoint path "
+                "of its own")
+
+
+def _shown(value: Any) -> str:
+    """A file's value in a message: a list of one as that one (``'logistic'``)."""
+    return repr(value[0] if isinstance(value, list) and len(value) == 1 else value)
+
+
 def _model_names(cls: type) -> set[str]:
     """The model class names a checkpoint may hold for a ``cls`` model: its own and its
     model bases' (a class since split into subclasses wrote the base's name)."""
@@ -200,6 +244,14 @@ def _checked_progress(path: str, prog: Any) -> dict[str, Any]:
             raise CheckpointError(f"checkpoint {path}: progress {key!r} must be a whole "
                                   f"number >= 0; got {v!r}")
         out[key] = v
+    row = prog.get("row")
+    if row is not None and (isinstance(row, bool) or not isinstance(row, int)
+                            or not 0 <= row < _LIMIT):
+        raise CheckpointError(f"checkpoint {path}: progress 'row' must be a whole number "
+                              f">= 0; got {row!r}")
+    if row is not None and (out["index"] > row or (row == 0) != (out["index"] == 0)):
+        row = None  # no run writes this pair: resumed by the minibatch index, checked
+    out["row"] = row
     e = prog.get("elapsed", 0.0)
     if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 <= e < 1e12:
         raise CheckpointError(f"checkpoint {path}: progress 'elapsed' must be seconds >= 0; "

@@ -12,7 +12,9 @@ name, so the target is checked first (and again just before the rename):
 
 :func:`check_writable` adds what a command line wants before a long run: that the folder
 exists (or can be made) and a file can be created in it, so an unwritable checkpoint path
-is reported before training rather than after.
+is reported before training rather than after. :func:`guard_path_option` makes a learner's
+file option (``checkpoint``) refuse such a path when it is set, live or not, so the run
+keeps its old path instead of failing at its next write.
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ from __future__ import annotations
 import os
 import stat
 import time
+import weakref
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 __all__ = ["SaveTargetError", "check_save_target", "check_writable", "check_outputs",
-           "same_file"]
+           "same_file", "guard_path_option"]
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
@@ -102,3 +107,35 @@ def check_outputs(paths: dict[str, str | os.PathLike | None]) -> None:
             check_writable(path)
         except SaveTargetError as exc:
             raise SaveTargetError(f"{what}: {exc}") from None
+
+
+def guard_path_option(opts: Any, name: str,
+                      target: Callable[[str, bool], str | None] | None = None) -> None:
+    """Make the option set ``opts`` refuse a new value of its file option ``name`` that
+    :func:`check_writable` refuses (a directory, link, FIFO or device there, or no
+    folder a file can be created in), with :class:`SaveTargetError` naming the path, the
+    reason and the fix; the option keeps its value.
+
+    ``target(path, True)``: the file actually written for ``path`` (a rank's own, as
+    :meth:`bidlab.learn.comm.Communicator.checkpoint_file` says), None when this process
+    writes none (then nothing is checked). Only a value that differs from the current one
+    is checked, so setting other options never fails on a path set earlier.
+    """
+    ref = weakref.ref(opts)  # the option set holds this check: no cycle through it
+
+    def check(values: dict[str, Any]) -> None:
+        value, owner = values.get(name), ref()
+        if not value or owner is None or value == owner.get(name):
+            return
+        path = target(str(value), True) if target is not None else str(value)
+        if path is None:
+            return
+        try:
+            check_writable(path)
+        except SaveTargetError as exc:
+            hint = (f" (e.g. {Path(path) / 'checkpoint.npz'}, a file in that folder)"
+                    if os.path.isdir(path) and not os.path.islink(path) else "")
+            raise SaveTargetError(f"the {name!r} option must name a file bidlab can write; "
+                                  f"{exc}{hint}. It stays {owner.get(name)!r}") from None
+
+    opts.add_validator(check)

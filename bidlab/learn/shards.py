@@ -31,7 +31,6 @@ shard's ``.npz`` members are checked against the decompressed-size cap
 from __future__ import annotations
 
 import json
-import math
 import os
 import queue
 import threading
@@ -189,8 +188,10 @@ class _Stop:
 
 def _produce(folder: Path, manifest: dict[str, Any], batch_size: int, shuffle_shards: bool,
              shuffle_rows: bool, seed: int, n_passes: int | None, pass0: int, index0: int,
-             out: queue.Queue, stop: threading.Event) -> None:
-    """The prefetch thread: load shards ahead and plan minibatches into ``out``.
+             skew0: int, out: queue.Queue, stop: threading.Event) -> None:
+    """The prefetch thread: load shards ahead and plan minibatches into ``out``, from
+    minibatch ``index0`` of pass ``pass0`` on, that pass's minibatches starting ``skew0``
+    rows after the multiples of ``batch_size`` (a pass resumed at a row of another one).
 
     It holds no reference to the source object, so an abandoned source can be collected
     (its finaliser sets ``stop``).
@@ -199,7 +200,6 @@ def _produce(folder: Path, manifest: dict[str, Any], batch_size: int, shuffle_sh
     mspecs = manifest["matrices"]
     sizes = np.array([int(s["rows"]) for s in shards], dtype=np.int64)
     n = int(sizes.sum())
-    bpp = math.ceil(n / batch_size)
     first_row = np.cumsum(sizes) - sizes  # each shard's first global row id
 
     def put(item: Any) -> bool:
@@ -219,8 +219,9 @@ def _produce(folder: Path, manifest: dict[str, Any], batch_size: int, shuffle_sh
                      if shuffle_shards else np.arange(len(shards)))
             ends = np.cumsum(sizes[order])
             starts = ends - sizes[order]
-            while index < bpp:
-                a = index * batch_size
+            b = 0
+            while b < n:
+                a = index * batch_size + (skew0 if pass_ == pass0 else 0)
                 b = min(a + batch_size, n)
                 pieces = []
                 k = int(np.searchsorted(ends, a, side="right"))
@@ -307,7 +308,7 @@ class ShardSource(DataSource):
             target=_produce, name=f"bidlab-shards-{self.folder.name}", daemon=True,
             args=(self.folder, self.manifest, self.batch_size, self.shuffle_shards,
                   self.shuffle_rows, self.seed, self.n_passes, self._pass, self._index,
-                  self._queue, self._stop_event))
+                  self.row - self._index * self.batch_size, self._queue, self._stop_event))
         self._thread.start()
         self._finalizer = weakref.finalize(self, _halt, self._stop_event, self._thread)
 
@@ -317,8 +318,10 @@ class ShardSource(DataSource):
             _halt(self._stop_event, self._thread)
             self._thread = None
 
-    def seek(self, pass_: int = 0, index: int = 0) -> None:
-        super().seek(pass_, index)
+    _row_seek = True
+
+    def seek(self, pass_: int = 0, index: int = 0, row: int | None = None) -> None:
+        super().seek(pass_, index, row)
         self._halt_thread()  # the next _next_plan restarts it at the new position
 
     def _set_batch_size(self, n: int) -> None:

@@ -44,6 +44,9 @@ class Batch(Updater):
             lambda i: None if model.full_batch else backend.zeros_as(mm[i].data))
         self.count = 0
         self._count = np.zeros(1)  # the count as an array, summed with the sums
+        #: whether the last pass end applied the pass's sums (False: no minibatch of the
+        #: pass was trained -- all held out -- and the model matrices were left as they were)
+        self.applied = False
         self.lrate = self._hyper("lrate")
 
     def update(self, step: int) -> None:
@@ -66,6 +69,7 @@ class Batch(Updater):
         self.count = int(round(float(self._count[0])))
 
     def end_pass(self, pass_: int) -> None:
+        self.applied = self.count > 0
         if self.count == 0:
             return
         xp, full = self.xp, self.model.full_batch

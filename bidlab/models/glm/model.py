@@ -136,6 +136,11 @@ class GLMModel(Model):
         if score == score:
             self.pass_losses.append(-score)
 
+    def made_with(self) -> dict[str, Any]:
+        """Each target's link: a learner's checkpoint of a model with other links is
+        refused (:mod:`bidlab.learn.learner_state`), the matrices being read per link."""
+        return {"link": list(self.layout.links)}
+
     def default_updater(self, **options: Any) -> Updater:
         """ADAGrad (``options``: its options, e.g. lrate), GLM's default."""
         return ADAGrad(**options)

@@ -155,7 +155,7 @@ class LDAModel(TopicEdits, LDACore):
 
     def end_pass(self, pass_: int) -> None:
         super().end_pass(pass_)
-        if self.opts.method == "batch":  # the Batch updater replaced lambda with the sums
+        if self.opts.method == "batch" and self._sums_applied():  # lambda is the pass's sums
             self.lamT <<= self.lamT + self.beta_m
             self.refresh()
 

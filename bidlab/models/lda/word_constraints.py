@@ -116,7 +116,15 @@ class WordConstraints:
         lr = self._learner()
         up = lr.updater if lr is not None else None
         return (up is not None and getattr(up, "sums", None) is not None
-                and getattr(getattr(up, "opts", None), "batch_mode", None) == "replace")
+                and getattr(getattr(up, "opts", None), "batch_mode", None) == "replace"
+                and self._sums_applied())
+
+    def _sums_applied(self) -> bool:
+        """Whether the updater's pass end just put the pass's sums in the topic-word counts:
+        not after a pass that trained no minibatch (every one held out for validation),
+        which leaves the counts, priors included, as they were."""
+        lr = self._learner()
+        return bool(getattr(lr.updater if lr is not None else None, "applied", True))
 
     def end_pass(self, pass_: int) -> None:
         """After a batch pass replaced the counts with its sums, add the priors to them
