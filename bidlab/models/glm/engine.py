@@ -135,6 +135,7 @@ class GLMEngine:
         self.n_targets_ = t.K
         self.validation_loss_curve_: list[float] = []
         self.scaling_ = None  # a fresh model takes the features as given (fit sets its map)
+        self.target_scale_ = None  # and the targets (fit sets their scales)
         self.multilabel_ = False
         if t.K == 1:
             if t.classes[t.data_col[0]] is not None:

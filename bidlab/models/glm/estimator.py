@@ -61,6 +61,7 @@ from bidlab.models.glm.standardize import (
     standardize_ok,
 )
 from bidlab.models.glm.sweep import SweepResult, best_config, sweep_params
+from bidlab.models.glm.target_scale import target_scale
 from bidlab.models.glm.weights import GLMWeights
 from bidlab.models.sk_params import COMMON
 from bidlab.models.validation import RANDOM_STATE
@@ -115,8 +116,10 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         weights, so everything after ``fit`` takes the features as given; sparse input is
         used as given. True: sparse input scaled too; False: never
         (:mod:`~bidlab.models.glm.standardize`). ``l1`` / ``l2`` then apply to the
-        standardised features' weights. ``partial_fit`` and ``learner()`` do not scale;
-        ``fit_learner()`` does.
+        standardised features' weights. Unless False, a linear target of large spread trains
+        on its values over their deviation (:mod:`~bidlab.models.glm.target_scale`; an L2
+        fit's solution is unchanged). ``partial_fit`` and ``learner()`` do not scale;
+        ``fit_learner()`` scales the features.
     average
         the last fraction of ``fit``'s updates whose iterates are averaged into
         the final model (Polyak-Ruppert averaging; 0: keep the last iterate). One
@@ -155,7 +158,8 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
     with one array per target),
     ``n_features_in_``, ``feature_names_in_`` (DataFrame input), ``scaling_`` (the
     features' ``mean`` and ``scale`` ``fit`` trained through, see ``standardize``; None:
-    as given), ``n_targets_``, ``lrate_``
+    as given), ``target_scale_`` (each target column's divisor in ``fit``, or None),
+    ``n_targets_``, ``lrate_``
     (the learning rates trained with: one, or one per model target),
     ``n_steps_``, ``average_every_``, ``n_iter_`` (passes over the data, adding up over
     warm-started fits and partial fits), ``validation_loss_curve_`` (``fit``'s held-out
@@ -288,8 +292,12 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
                    else choose_scaling(Xh, self.standardize, dense, w))
         X = self._on_device(Xh if scaling is None else scaling.apply(Xh))
         self.scaling_ = None if scaling is None else scaling.as_dict()
+        tscale = target_scale(self, Y2, w, warm)  # linear targets' values on the unit scale
+        Y2 = Y2 if tscale is None else tscale.apply(Y2)
         if scaling is not None and warm:
             scaling.to_standardized(self.model_, self.updater_)
+        if tscale is not None and warm:
+            tscale.turn(self, forward=False)
         try:
             if not warm:
                 X, Y2, w, held = self._hold_out(X, Y2, w)
@@ -303,6 +311,8 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         finally:
             if scaling is not None:
                 scaling.to_original(self.model_, self.updater_)
+            if tscale is not None:
+                tscale.turn(self, forward=True)
         return self
 
     def partial_fit(self, X: Any, y: Any, classes: Any = None,

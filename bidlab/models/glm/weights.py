@@ -65,6 +65,8 @@ class GLMWeights:
         one.mixins_ = [L1Regularizer(mats=[0], l1=one.l1), L2Regularizer(mats=[0], l2=one.l2)]
         one.dtype_ = self.dtype_
         one.scaling_ = self.__dict__.get("scaling_")  # the map the weights were trained through
+        kept = self.__dict__.get("target_scale_")
+        one.target_scale_ = None if kept is None or kept[c] == 1.0 else np.array([kept[c]])
         one.n_features_in_ = self.n_features_in_
         if hasattr(self, "feature_names_in_"):
             one.feature_names_in_ = self.feature_names_in_
