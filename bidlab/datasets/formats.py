@@ -143,14 +143,21 @@ def _looks_ratings(lines: list[bytes]) -> str | None:
     except csv.Error:  # e.g. a bare CR (old Mac line ends) inside a line
         return None
     header = not _rating_row(rows[0], text_ids=False)
+    width = len(rows[0])
     if header:
         if b"user" not in first.lower() and b"rating" not in first.lower():
             return None
         if len(rows) == 1 and len(rows[0]) in (3, 4):  # the reader says there are none
             return f"header {sep.join(rows[0])[:40]!r} and no ratings"
         rows = rows[1:]
-    if not rows or not all(_rating_row(r, text_ids=header) for r in rows):
+    if not rows:
         return None
+    if not all(_rating_row(r, text_ids=header) for r in rows):
+        # a named header, then rows of its width, some rating a number but not all of
+        # them fine: the reader names the line that is not
+        if not (header and width in (3, 4) and all(len(r) == width for r in rows)
+                and any(_NUMBER_TEXT.fullmatch(r[2].strip()) for r in rows)):
+            return None
     return f"first rating {sep.join(rows[0])[:40]!r}"
 
 
@@ -178,6 +185,15 @@ def _npz_kind(path: Path) -> tuple[str | None, list[str]]:
     if "X" in names or "X__data" in names:
         return "npz", keys
     return None, keys
+
+
+def _holds_npy(path: Path) -> bool:
+    """Whether the zip file ``path`` holds a ``.npy`` member (an .npz does)."""
+    try:
+        with open_regular(path) as f, zipfile.ZipFile(f) as z:
+            return any(n.endswith(".npy") for n in z.namelist())
+    except (zipfile.BadZipFile, OSError, EOFError):
+        return True  # unreadable: let the .npz messages say so
 
 
 def looks_binary(head: bytes) -> bool:
@@ -250,6 +266,14 @@ def sniff_file(path: Path) -> Sniffed:
         magic = f.read(4)
     if magic == _ZIP_MAGIC:
         kind, keys = _npz_kind(path)
+        if kind is None and not _holds_npy(path):
+            files = [k for k in keys if not k.endswith("/")]
+            raise DataFormatError(
+                f"{path} is a zip archive of {len(files)} files"
+                + (f" (e.g. {files[0]})" if files else "")
+                + ", not a numpy .npz (whose members are .npy arrays): bidlab reads text "
+                "documents from a folder or a tar archive (unzip it and pass the folder, or "
+                "tar czf docs.tar.gz FOLDER), and arrays from numpy.savez(path, X=X, y=y)")
         if kind is None:
             raise DataFormatError(
                 f"{path}: an .npz without features: it holds {sorted(keys)}; expected "
@@ -259,6 +283,11 @@ def sniff_file(path: Path) -> Sniffed:
         return Sniffed("text-archive", path, magic[:2] == _GZIP_MAGIC)
     head, was_gzip = read_head(path)
     complete = len(head) < _HEAD_BYTES
+    if was_gzip and head.startswith(_ZIP_MAGIC):
+        raise DataFormatError(
+            f"{path} is a gzip-compressed zip file (an .npz?), which numpy cannot read: "
+            f"decompress it first (gunzip -c {path.name} > data.npz) and pass that; "
+            "numpy.savez_compressed writes a compressed .npz that loads as it is")
     if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         return _sniff_utf16(path, head, was_gzip, complete)
     if not looks_binary(head):
@@ -270,8 +299,8 @@ def sniff_file(path: Path) -> Sniffed:
                 return Sniffed(kind, path, was_gzip, detail, also)
     raise DataFormatError(
         f"cannot tell the format of {path}: it is {appearance(head, was_gzip)}. Tried: "
-        f"{tried(tuple(k for k in FORMATS if k != 'text-folder'))} (any of them plain or "
-        "gzip). Convert the data to one of these, e.g. with "
+        f"{tried(tuple(k for k in FORMATS if k != 'text-folder'))} (the text formats and "
+        "tar archives plain or gzip). Convert the data to one of these, e.g. with "
         "sklearn.datasets.dump_svmlight_file or numpy.savez(path, X=X, y=y)"
         + (f". It looks like a CSV / TSV table: {CSV_HINT}" if looks_table(head, complete)
            else ""))

@@ -98,7 +98,7 @@ def load_snap_edges(path: str | os.PathLike, *, directed: bool = True,
                          "weight'")
     odd = next((r for r, ln in enumerate(rows) if len(ln.split()) != ncol), None)
     if odd is not None:  # else a weight column would be read for some edges only, or none
-        raise ValueError(f"{path}: not a SNAP edge list: edge line {odd + 1} "
+        raise ValueError(f"{path}: not a SNAP edge list: line {_file_line(raw, odd)} "
                          f"({rows[odd][:80]!r}) has {len(rows[odd].split())} fields but "
                          "the first edge line has "
                          f"{ncol}: give every edge a weight, or none")
@@ -110,13 +110,16 @@ def load_snap_edges(path: str | os.PathLike, *, directed: bool = True,
         w = (np.loadtxt(io.BytesIO(body), dtype=np.float64, usecols=(2,), ndmin=1)
              if ncol == 3 else np.ones(len(rows)))
     except ValueError as exc:
-        raise ValueError(f"{path}: not a SNAP edge list ({exc}); every non-comment line must "
+        bad = _unreadable_edge(rows, ncol)
+        at = (f"line {_file_line(raw, bad)} holds {rows[bad].strip()[:80]!r}" if bad is not None
+              else str(exc))
+        raise ValueError(f"{path}: not a SNAP edge list ({at}); every non-comment line must "
                          f"hold {ncol} fields: two integer vertex ids"
                          + (" and a weight" if ncol == 3 else "")) from None
     if (ends < 0).any():
         bad = int(np.flatnonzero((ends < 0).any(axis=1))[0])
-        raise ValueError(f"{path}: edge line {bad + 1} ({rows[bad][:80]!r}) has a negative "
-                         "vertex id: ids must be non-negative integers")
+        raise ValueError(f"{path}: line {_file_line(raw, bad)} ({rows[bad][:80]!r}) has a "
+                         "negative vertex id: ids must be non-negative integers")
     if not np.isfinite(w).all():
         raise ValueError(f"{path}: some edge weights are NaN or infinite")
     src, dst = ends[:, 0], ends[:, 1]
@@ -130,6 +133,32 @@ def load_snap_edges(path: str | os.PathLike, *, directed: bool = True,
     A = sp.csr_matrix((w.astype(dtype), (i, j)), shape=(n, n))
     A.sum_duplicates()
     return EdgeList(A, ids)
+
+
+def _file_line(raw: bytes, edge: int) -> int:
+    """The 1-based line of the file that holds edge line ``edge`` (0-based; comment and
+    blank lines skipped, as :func:`load_snap_edges` reads them)."""
+    for no, ln in enumerate(raw.splitlines(), start=1):
+        if ln.split(b"#", 1)[0].strip():
+            if edge == 0:
+                return no
+            edge -= 1
+    return 0
+
+
+def _unreadable_edge(rows: list[bytes], ncol: int) -> int | None:
+    """The index of the first edge line whose ids are not int64 integers or whose weight is
+    not a number, or None."""
+    for r, ln in enumerate(rows):
+        fields = ln.split()
+        try:
+            if any(not -2**63 <= int(f) < 2**63 for f in fields[:2]):
+                return r
+            if ncol == 3:
+                float(fields[2])
+        except ValueError:
+            return r
+    return None
 
 
 def load_matrix_market(path: str | os.PathLike, *, dtype: Any = np.float64,

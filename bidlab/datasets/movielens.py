@@ -22,6 +22,7 @@ import io
 import os
 import re
 from dataclasses import dataclass, field
+from itertools import compress
 from pathlib import Path
 from typing import Any
 
@@ -128,43 +129,49 @@ def _keep(X: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
     return sp.csr_matrix((X.data[keep], (rows[keep], X.indices[keep])), shape=X.shape)
 
 
-def _table(text: str, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(user ids, item ids, ratings and times as an n x 1 or n x 2 float table). The ids are
-    numbers, or any text (kept as strings when one is not a number; a field holding the
-    separator must be quoted, as in any CSV); a first line whose rating is not a number, or
-    whose user and item are not numbers while every later line's are, is a header."""
+def _table(text: str, path: Path
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(user ids, item ids, ratings and times as an n x 1 or n x 2 float table, the file
+    line of each rating). The ids are numbers, or any text (kept as strings when one is not
+    a number; a field holding the separator must be quoted, as in any CSV); the first
+    non-blank line is a header when its rating is not a number, or when its user and item
+    are not numbers while every later line's are. Errors name the line of the file."""
     # only line ends split (str.splitlines also splits at \x85, \x1c, \u2028, ..., which
     # a Latin-1 or UTF-8 id may hold)
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    sep = "\t" if lines and "\t" in lines[0] else ","
+    filled = np.fromiter((bool(ln.strip()) for ln in lines), bool, len(lines))
+    line_no = np.flatnonzero(filled) + 1  # the file line of each non-blank line
+    body = list(compress(lines, filled))
+    sep = "\t" if body and "\t" in body[0] else ","
     quoted = '"' in text
-    start = 0
-    if lines:
-        fields = next(csv.reader(lines[:1], delimiter=sep)) if quoted else lines[0].split(sep)
+    start = 0  # 1 when the first non-blank line is a header
+    if body:
+        no, first = int(line_no[0]), body[0]
+        fields = next(csv.reader([first], delimiter=sep)) if quoted else first.split(sep)
         try:
             float(fields[2] if len(fields) > 2 else "")
         except ValueError:
             if len(fields) in (3, 4) and _number(np.array(fields[:2])):
                 raise ValueError(  # numeric user and item: a rating row, not a header
-                    f"{path}: ratings row 1 holds {lines[0].strip()!r}: the rating (and "
+                    f"{path}: ratings row {no} holds {first.strip()!r}: the rating (and "
                     "time) must be numbers") from None
             start = 1  # a header line
-    body = [ln for ln in lines[start:] if ln.strip()]
+    body, line_no = body[start:], line_no[start:]
     if not body:
         raise ValueError(f"{path}: no ratings (expected lines of user{sep}item{sep}rating"
                          f"[{sep}time])")
     try:
         if quoted:  # quoted fields: the csv module's rules (a slower, general path)
             rows = list(csv.reader(body, delimiter=sep))
-            width = len(rows[0])
-            bad = next((r for r, row in enumerate(rows) if len(row) != width), None)
-            if bad is not None:
-                raise ValueError(f"the number of columns changed from {width} to "
-                                 f"{len(rows[bad])} at row {bad + 1}")
-            cells = np.array(rows, dtype=str).reshape(len(rows), width)
+            _same_width([len(row) for row in rows], body, line_no)
+            cells = np.array(rows, dtype=str).reshape(len(rows), len(rows[0]))
         else:
-            cells = np.loadtxt(io.StringIO("\n".join(body)), delimiter=sep, dtype=str,
-                               ndmin=2, comments=None)
+            try:
+                cells = np.loadtxt(io.StringIO("\n".join(body)), delimiter=sep, dtype=str,
+                                   ndmin=2, comments=None)
+            except ValueError:  # say which line of the file, rather than numpy's row
+                _same_width([ln.count(sep) + 1 for ln in body], body, line_no)
+                raise
     except (ValueError, csv.Error) as exc:
         raise ValueError(f"{path}: not a ratings file user{sep}item{sep}rating[{sep}time] "
                          f"({exc})") from None
@@ -173,16 +180,25 @@ def _table(text: str, path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
                          "rating and optionally time")
     if (not start and len(cells) > 1 and not any(_number(f) for f in cells[0, :2])
             and _number(cells[1:, :2])):
-        cells, start = cells[1:], 1  # a header whose rating column's name is a number
+        cells, line_no = cells[1:], line_no[1:]  # a header whose rating column is a number
     try:
         values = cells[:, 2:].astype(np.float64)
     except ValueError:
         row = next(r for r in range(len(cells)) if not _number(cells[r, 2:]))
-        raise ValueError(f"{path}: ratings row {row + 1 + start} holds "
+        raise ValueError(f"{path}: ratings row {line_no[row]} holds "
                          f"{sep.join(cells[row])!r}: the rating (and time) must be numbers"
                          ) from None
-    return (_id_column(cells[:, 0], path, "user", start),
-            _id_column(cells[:, 1], path, "item", start), values)
+    return (_id_column(cells[:, 0], path, "user", line_no),
+            _id_column(cells[:, 1], path, "item", line_no), values, line_no)
+
+
+def _same_width(widths: list[int], body: list[str], line_no: np.ndarray) -> None:
+    """A ValueError naming the first line whose number of fields differs from the first's."""
+    bad = next((r for r, w in enumerate(widths) if w != widths[0]), None)
+    if bad is not None:
+        raise ValueError(f"the number of columns changed from {widths[0]} to {widths[bad]} "
+                         f"at line {line_no[bad]}, {body[bad].strip()[:60]!r}: give every "
+                         "rating the same fields (user, item, rating and optionally time)")
 
 
 def _number(fields: np.ndarray) -> bool:
@@ -193,14 +209,14 @@ def _number(fields: np.ndarray) -> bool:
     return True
 
 
-def _id_column(a: np.ndarray, path: Path, what: str, start: int) -> np.ndarray:
+def _id_column(a: np.ndarray, path: Path, what: str, line_no: np.ndarray) -> np.ndarray:
     """An id column as integers (int64, else uint64) when every id is one, else as floats
     when every id is a number, else as the strings (also integers past uint64, which a
     float would round together); an empty id is an error."""
     a = np.char.strip(a)
     empty = np.flatnonzero(a == "")
     if empty.size:
-        raise ValueError(f"{path}: ratings row {int(empty[0]) + 1 + start} has no {what} id "
+        raise ValueError(f"{path}: ratings row {line_no[empty[0]]} has no {what} id "
                          f"(an empty field): fill it in or drop the row")
     for kind in (np.int64, np.uint64):
         try:
@@ -248,14 +264,15 @@ def read_ratings_csv(path: str | os.PathLike, dtype: Any = np.float32) -> Rating
         raise not_found(path, "ratings file (user,item,rating[,time] per line)") from None
     check_budget(path, "ratings", size * 6)  # text, table and matrix
     raw = read_data(path, what="ratings file")
-    uid, iid, t = _table(_decode(raw, path), path)
+    uid, iid, t, line_no = _table(_decode(raw, path), path)
     bad = ~np.isfinite(t[:, :1])
     for col in (uid, iid):
         if col.dtype.kind == "f":
             bad |= ~np.isfinite(col)[:, None]
     if bad.any():
-        line = int(np.flatnonzero(bad.any(axis=1))[0])
-        raise ValueError(f"{path}: ratings row {line + 1} holds NaN or infinity")
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        raise ValueError(f"{path}: ratings row {line_no[row]} holds NaN or infinity: "
+                         "fix or drop that row")
     users, u = np.unique(uid, return_inverse=True)
     items, i = np.unique(iid, return_inverse=True)
     timed = t.shape[1] == 2

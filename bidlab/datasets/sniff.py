@@ -318,7 +318,8 @@ def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float
     """Read the data at ``data`` (a path, or what :func:`sniff` returned) into memory.
 
     svmlight gives ``X, y``; a UCI docword file ``X`` and its vocabulary; a text folder or
-    archive word counts, and labels when the documents sit in one sub-folder per label;
+    archive word counts (each document read as UTF-8, else Latin-1), and labels when the
+    documents sit in one sub-folder per label;
     an ``.npz`` its ``X`` (and ``y``, ``w``); a SNAP edge list its n x n adjacency
     matrix as ``X`` (rows = source vertices; ``extra["ids"]``: the original vertex ids); a
     ratings CSV its users x items ratings (``extra["user_ids"]``, ``extra["item_ids"]``;
@@ -362,7 +363,7 @@ def load(data: str | os.PathLike | Sniffed, *, dtype: np.dtype | type = np.float
                           extra={"name": corpus.name})
     if s.format in ("text-folder", "text-archive"):
         corpus = load_text_folder(s.path, dtype=dtype, max_decompressed=max_decompressed,
-                                  **bounds)
+                                  encoding="auto", **bounds)
         y = None if corpus.labels is None else corpus.labels.astype(dtype)
         return LoadedData(corpus.X, y, vocab=list(corpus.vocab),
                           label_names=corpus.label_names, sniffed=s,

@@ -136,7 +136,8 @@ def read_text_documents(
     for files at the top level). ``categories`` keeps only those labels. A gzip file in a
     folder (``doc.txt.gz``, told by its content) is read decompressed. A binary file (a
     NUL byte in its first 4 KiB: an ``.npz``, an image, another compressed file) is not a
-    document: it is skipped with a warning naming it.
+    document: it is skipped with a warning naming it. ``encoding="auto"`` decodes each
+    document as UTF-8 when it is valid UTF-8, else as Latin-1.
     ``max_decompressed`` caps how far into an archive's decompressed content members are
     read, and what a gzip file in a folder may expand to (see the module docstring).
     """
@@ -176,7 +177,7 @@ def read_text_documents(
             binary.append(name)
             continue
         try:
-            texts.append(raw.decode(encoding))
+            texts.append(_decode(raw, encoding))
         except UnicodeDecodeError as e:
             raise ValueError(
                 f"{path}: {name} is not valid {encoding} ({e}); pass encoding='latin-1', "
@@ -200,6 +201,17 @@ def read_text_documents(
             f"{', '.join(tops) if tops else 'none'}"
         )
     return texts, ids, labels
+
+
+def _decode(raw: bytes, encoding: str) -> str:
+    """``raw`` as text: ``encoding="auto"`` reads UTF-8 (a byte-order mark dropped), else
+    Latin-1 (which decodes any bytes)."""
+    if encoding != "auto":
+        return raw.decode(encoding)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
 
 
 def _encode_labels(
@@ -252,7 +264,8 @@ def load_text_folder(
         scikit-learn's ``CountVectorizer`` (ignored for pruning when ``vocabulary`` is
         given).
     encoding
-        text encoding of the files (Latin-1 decodes any bytes).
+        text encoding of the files (Latin-1 decodes any bytes; ``"auto"``: UTF-8 where
+        a document is valid UTF-8, else Latin-1).
     vocabulary
         fixed column words, e.g. ``train.vocab`` to count a test split the same.
     label_names

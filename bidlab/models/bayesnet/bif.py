@@ -128,7 +128,7 @@ def parse_bif(text: str, where: str = "BIF text") -> Network:
     >>> net.names, net.cpts[0].tolist()
     (['A'], [[0.3, 0.7]])
     """
-    tk = _Tokens(text, where)
+    tk = _Tokens(text.removeprefix("\ufeff"), where)  # a byte-order mark (Windows editors)
     net_name = "unknown"
     names: list[str] = []
     states: list[list[str]] = []
