@@ -124,9 +124,11 @@ def pass_bounds(C: Any, drift: Any, xp: Any, last: dict[str, Any] | None = None,
     ``pass_work`` the pass's assignment work (stored entries x k). When measuring the
     centres' distances would cost more than a tenth of that, the last lower bounds on them
     (``lb``, k x k) less both centres' drifts are kept instead (triangle inequality: they
-    still bound the new distances). On sparse rows the product costs k d / nnz times a
-    full assignment: 12x on 20 Newsgroups' TF-IDF rows at k = 256 (45 ms a pass), and the
-    measured ``s`` pruned no row that the bound on the second-nearest centre did not.
+    still bound the new distances); where measuring is cheap, ``lb`` is None (each pass
+    measures them: no k x k float64 matrix is held between passes). On sparse rows the
+    product costs k d / nnz times a full assignment: 12x on 20 Newsgroups' TF-IDF rows at
+    k = 256 (45 ms a pass), and the measured ``s`` pruned no row that the bound on the
+    second-nearest centre did not.
 
     Example::
 
@@ -137,8 +139,9 @@ def pass_bounds(C: Any, drift: Any, xp: Any, last: dict[str, Any] | None = None,
     if k > 1:
         top = xp.argsort(-drift)[:2]
         t0, m1, m2 = int(top[0]), float(drift[top[0]]), float(drift[top[1]])
-        if (last is not None and last.get("lb") is not None and last["lb"].shape == (k, k)
-                and float(k) * k * C.shape[1] > _CHEAP * pass_work):
+        dear = float(k) * k * C.shape[1] > _CHEAP * pass_work
+        if (dear and last is not None and last.get("lb") is not None
+                and last["lb"].shape == (k, k)):
             dd = drift.astype(np.float64)
             lb = last["lb"] - dd[:, None] - dd[None, :]
         else:
@@ -147,9 +150,12 @@ def pass_bounds(C: Any, drift: Any, xp: Any, last: dict[str, Any] | None = None,
                     cd = sq_distances(C, C)
             else:
                 cd = sq_distances(C, C)
-            lb = xp.sqrt(cd.astype(np.float64))
+            lb = cd.astype(np.float64)
+            xp.sqrt(lb, out=lb)
             lb[xp.arange(k), xp.arange(k)] = xp.inf
         s = xp.maximum(0.5 * lb.min(axis=1), 0.0).astype(C.dtype)
+        if not dear:
+            lb = None  # the next pass measures them too: no k x k float64 matrix kept
     else:
         t0, m1, m2 = 0, 0.0, 0.0
         s = xp.full((1,), xp.inf, dtype=C.dtype)

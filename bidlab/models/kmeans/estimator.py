@@ -86,7 +86,7 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         ``"k-means++"`` (default: greedy k-means++, 2 + int(2 ln k) candidates a step; on
         dense CPU rows its assignment of the rows starts the first Lloyd pass),
         ``"k-means||"`` (5 oversampling rounds, then k-means++ on the weighted
-        candidates), ``"random"`` (n_clusters distinct rows) or an n_clusters x d array.
+        candidates), ``"random"`` (n_clusters distinct rows) or k x d centres (dense or sparse).
     n_init
         runs from different seeds; the lowest inertia wins.
     max_iter

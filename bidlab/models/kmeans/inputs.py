@@ -111,12 +111,14 @@ class KMeansInputs:
         if k > n:
             raise ValueError(f"KMeans needs at least n_clusters={k} samples but got "
                              f"n_samples={n}: use n_clusters <= {n} or give more data")
-        if not isinstance(self.init, str) and tuple(np.shape(self.init)) != (k, d):
-            raise ValueError(f"init has shape {tuple(np.shape(self.init))} but n_clusters={k} "
+        # sparse centres (rows of a CSR X) are taken as their dense k x d array
+        init = self.init.toarray() if backend.is_sparse(self.init) else self.init
+        if not isinstance(init, str) and tuple(np.shape(init)) != (k, d):
+            raise ValueError(f"init has shape {tuple(np.shape(init))} but n_clusters={k} "
                              f"centres of {d} features need shape ({k}, {d})")
-        if not isinstance(self.init, str):
-            C = np.asarray(backend.to_host(self.init)) if backend.is_cupy_array(
-                self.init) else np.asarray(self.init)
+        if not isinstance(init, str):
+            C = np.asarray(backend.to_host(init)) if backend.is_cupy_array(
+                init) else np.asarray(init)
             if C.dtype.kind not in "biuf":
                 raise TypeError(f"init must hold numbers (the starting centres); got dtype "
                                 f"{C.dtype}")

@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.kern.kmeans import assigned_sq_dist, centre_means
+from bidlab.kern.kmeans import assigned_sq_dist
+from bidlab.kern.kmeans_centres import centre_means
 from bidlab.learn.datasource import DataInfo
 from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
@@ -73,9 +74,10 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     -----
     Scratch state, rebuilt on demand and not pickled: the per-row labels and bounds
     ``_rows``, the pass's cluster sums ``_work`` and their checkpoint copy ``_pending``,
-    the farthest rows ``_res`` and the pass's counters ``_pass_state``; Hamerly's per-pass
-    quantities ``_pass_bounds`` and the absolute tolerance ``_tol_abs`` are kept with the
-    model.
+    the farthest rows ``_res``, the pass's counters ``_pass_state`` and the lower bounds
+    on the centres' distances ``_centre_lb`` (k x k, carried between passes with the rows'
+    bounds); Hamerly's per-pass quantities ``_pass_bounds`` and the absolute tolerance
+    ``_tol_abs`` are kept with the model.
 
     Examples
     --------
@@ -97,9 +99,10 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     full_batch = True  # its pass sums are its own, handed over at the last block
     algorithm = "lloyd"
     _SCRATCH = ("_buf", "_work", "_rows", "_res", "_pending", "_pass_state", "_drift",
-                "_seeded")
+                "_seeded", "_centre_lb")
     _generation = 0  # centre updates so far; tags a pass's checkpointed sums
     _pass_bounds: dict[str, Any] | None = None
+    _centre_lb: Any = None
     _tol_abs: float | None = None
     _drift: Mat | None = None
     _seeded: Seeding | None = None
@@ -117,6 +120,7 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         self._res: dict[str, Any] | None = None  # the pass's farthest rows
         self._pending: Mat | None = None  # the pass's sums so far, checkpointed
         self._pass_state: dict[str, Any] | None = None
+        self._centre_lb: Any = None  # lower bounds on the centres' distances (k x k)
 
     def default_updater(self, **options: Any) -> Updater:
         """Batch: the pass's sums replace the model matrices (``options``: Batch's)."""
@@ -144,7 +148,9 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
             rows.column(name)[...] = values
         rows.bounds_pass = 0  # the bounds hold for the first pass; the labels are not means'
         C = self.modelmats[0].data
-        self._pass_bounds = pass_bounds(C, np.zeros(C.shape[0], C.dtype), np)
+        # a pass over its dense rows costs n k d: the centres' bounds are kept if dear
+        self._set_pass_bounds(C, np.zeros(C.shape[0], C.dtype),
+                              work=float(seeded.labels.shape[0]) * C.size)
 
     def rebind(self, info: DataInfo) -> None:
         super().rebind(info)
@@ -200,7 +206,21 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         if rows.bounds_pass is None or self._drift is None:
             return
         drift = self.xp.ascontiguousarray(self._drift.data[:, 0])
-        self._pass_bounds = pass_bounds(self.modelmats[0].data, drift, self.xp)
+        self._set_pass_bounds(self.modelmats[0].data, drift)
+
+    def _set_pass_bounds(self, C: Any, drift: Any, carry: bool = False,
+                         work: float = 0.0) -> None:
+        """Hamerly's quantities for the centres ``C`` that moved by ``drift``
+        (:func:`~bidlab.models.kmeans.bounds.pass_bounds`; with ``carry``, from the last
+        ones and the pass's assignment ``work``). Their k x k lower bounds on the centres'
+        distances go to the scratch ``_centre_lb``: they serve the next pass's rows only,
+        so a fitted or pickled model does not hold them."""
+        last = None
+        if carry and self._pass_bounds is not None:
+            last = {**self._pass_bounds, "lb": self._centre_lb}
+        b = pass_bounds(C, drift, self.xp, last, work)
+        self._centre_lb = b.pop("lb")
+        self._pass_bounds = b
 
     # -- the Learner's hooks --------------------------------------------------------------
     def start_pass(self, pass_: int) -> None:
@@ -274,7 +294,6 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         ps = self._pass_state
         if ps is None or ps["pass"] != pass_:
             return
-        xp = self.xp
         S, Nm = self.modelmats[0].data, self.modelmats[1].data  # the pass's totals
         N = Nm[:, 0]
         prev = ps["prev"]
@@ -311,8 +330,6 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
             self.converged = True
         rows.labels_pass = pass_ + 1 if ps["complete"] else None
         rows.bounds_pass = pass_ + 1 if ps["complete"] else None
-        self._pass_bounds = pass_bounds(S, drift.astype(S.dtype), xp,
-                                        self._pass_bounds if ps["pruned"] else None,
-                                        ps["work"])
+        self._set_pass_bounds(S, drift.astype(S.dtype), ps["pruned"], ps["work"])
         rows.current = False
         self._generation += 1

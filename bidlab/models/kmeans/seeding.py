@@ -73,6 +73,8 @@ def _centers(X: Any, k: int, method: Any, rng: np.random.Generator, w: Any = Non
     dtype = X.dtype
     n = X.shape[0]
     if not isinstance(method, str):
+        if backend.is_sparse(method):  # k x d sparse centres (rows of a CSR X)
+            method = method.toarray()
         return xp.array(backend.to_host(method) if xp is np else method, dtype=dtype, copy=True)
     weights = xp.ones(n, np.float64) if w is None else xp.asarray(w, np.float64).reshape(-1)
     order = _canonical_order(X)
