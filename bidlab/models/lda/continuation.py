@@ -8,7 +8,7 @@ were made with (``n_components``, ``method``, ``dtype``) cannot change, and is r
 rather than silently ignored. A value the user tuned on the running learner instead
 (``learner.set(alpha=...)``, a dashboard slider) stays: only parameters that differ from
 their values when the model last trained (:func:`trained_params`, kept on the estimator)
-count as changed.
+count as changed. :func:`online_updater` is the updater ``partial_fit`` steps with.
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["continued_options", "trained_params"]
+from bidlab.learn import Batch, IncNorm
+
+__all__ = ["continued_options", "online_updater", "trained_params"]
 
 #: parameters the fitted model's matrices were made with
 FIXED = ("n_components", "method")
@@ -87,3 +89,20 @@ def trained_params(est: Any) -> dict[str, Any]:
     names = {spec.name for comp in (est.model_, est.updater_)
              for spec in comp.option_table() if spec.live}
     return {name: params[name] for name in sorted(names) if name in params}
+
+
+def online_updater(est: Any) -> Any:
+    """The updater ``partial_fit`` steps with: online, as scikit-learn's
+    ``LatentDirichletAllocation.partial_fit`` is whatever its ``learning_method``.
+
+    The estimator's own updater, unless that is batch VB's :class:`~bidlab.learn.Batch`
+    (``method="batch"``), whose pass would replace the topics with the statistics of the
+    given documents alone and so forget what was learnt before: then an
+    :class:`~bidlab.learn.IncNorm` with the estimator's ``tau0`` and ``kappa``, its
+    schedule going on from the minibatches the model has trained on.
+    """
+    if not isinstance(est.updater_, Batch):
+        return est.updater_
+    updater = IncNorm(tau0=est.tau0, kappa=est.kappa)
+    updater.t = int(est.model_.n_batches) if est.model_.initialised else 0
+    return updater

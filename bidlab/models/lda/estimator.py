@@ -31,7 +31,7 @@ from bidlab import backend
 from bidlab.learn import Option
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.lda import common
-from bidlab.models.lda.continuation import continued_options, trained_params
+from bidlab.models.lda.continuation import continued_options, online_updater, trained_params
 from bidlab.models.lda.core import LDACore
 from bidlab.models.lda.fit_guard import corpus_counts, kept_on_error
 from bidlab.models.lda.learner import LDALearner
@@ -225,14 +225,15 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self._trained_params = trained_params(self)
         C = self._drop_empty(C, getattr(options.get("comm"), "size", 1))
         self.model_.prepare(C, n_passes=plan_passes, warm=warm)
-        return self._build_learner(self.model_, C, self.updater_, learner_class=LDALearner,
+        return self._build_learner(self.model_, C, options.pop("updater", self.updater_),
                                    batch_size=self._batch_rows(C, batch_size),
-                                   estimator=self, **options)
+                                   estimator=self, learner_class=LDALearner, **options)
 
-    def _run(self, C: Any, plan_passes: int, n_passes: int, warm: bool) -> LDALearner:
+    def _run(self, C: Any, plan_passes: int, n_passes: int, warm: bool,
+             **options: Any) -> LDALearner:
         """A learner over C for ``n_passes`` passes, every document trained on."""
         return self._learner_for(C, plan_passes, warm, n_passes=n_passes, val_every=0,
-                                 train_score=False)
+                                 train_score=False, **options)
 
     def _done(self, lr: LDALearner) -> None:
         self._detach_run_options()
@@ -281,13 +282,13 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
         self._done(lr)
 
     def partial_fit(self, X: Any, y: Any = None) -> LDAEstimator:
-        """One online pass over X, continuing from the current state (streams / shards).
-
-        Set ``total_docs`` to the size of the whole stream: the online update scales each
-        minibatch by total_docs / batch documents (default: the documents of the first
-        call). With shards whose sizes are multiples of ``batch_size``, the first holding
-        the documents the initialisation looks at (8 per topic, 256 to 1024), this equals
-        ``fit`` with ``n_passes=1`` on their concatenation.
+        """One online pass over X (whatever ``method``, as in scikit-learn), continuing
+        from the current state (streams / shards). Set ``total_docs`` to the size of the
+        whole stream: the online update scales each minibatch by total_docs / batch
+        documents (default: the documents of the first call). With shards whose sizes are
+        multiples of ``batch_size``, the first holding the documents the initialisation
+        looks at (8 per topic, 256 to 1024), this equals an online ``fit`` with
+        ``n_passes=1`` on their concatenation.
         """
         del y
         with kept_on_error(self):  # refused X: nothing of this call stays
@@ -295,7 +296,8 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
             if first:
                 self._new_model()
             Xv, _, _ = self._validated(X, reset=first)
-            lr = self._run(self._counts(Xv, self.model_), int(self.n_passes), 1, warm=False)
+            lr = self._run(self._counts(Xv, self.model_), int(self.n_passes), 1, warm=False,
+                           updater=online_updater(self))
         with self._threads():
             lr.fit(progress=self._progress())
         self._done(lr)
@@ -423,11 +425,7 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
         """
         comp = self.components_
         if vocab is None:
-            vocab = getattr(self, "vocab_", None)
-        if vocab is None:
-            names = getattr(self, "feature_names_in_", None)
-            vocab = list(names) if names is not None else [str(i) for i in
-                                                            range(comp.shape[1])]
+            vocab = self._steer_vocab() or [str(i) for i in range(comp.shape[1])]
         if len(vocab) != comp.shape[1]:
             raise ValueError(f"vocab has {len(vocab)} words while the model was trained with "
                              f"{comp.shape[1]}")

@@ -270,7 +270,13 @@ class LDAGibbsModel(TopicEdits, Temperatures, LDACore):
         representation: on the CPU a decays and only the minibatch's words' rows move)."""
         step = rho * self._upd_scale
         rows = self._rows_touched
-        if rows is not None:
+        if rows is not None and rho >= 1.0:  # a full step (tau0=0's first) replaces N
+            self.NT.data.fill(0)
+            self._colsum.fill(0)
+            self._a = 1.0
+            lda_sampler.rows_step(self.NT.data, self._colsum, self.phi_hat.data, rows, step)
+            self._update_params()
+        elif rows is not None:
             self._a *= 1.0 - rho
             lda_sampler.rows_step(self.NT.data, self._colsum, self.phi_hat.data, rows,
                                   step / self._a)

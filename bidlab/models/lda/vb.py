@@ -138,7 +138,7 @@ class LDAModel(TopicEdits, LDACore):
         self.step_weight = min(1.0, n / self.batch_rows)
         sstats = self.estep(sb, n)
         score = self.score_with(sb, self.scratch()["gamma"]) if self.opts.train_score else None
-        if self.opts.method == "batch":
+        if self._batch_step():
             self.upd <<= sstats
         else:
             self.scale_m.set(self.total_docs / max(n, 1))
@@ -148,6 +148,13 @@ class LDAModel(TopicEdits, LDACore):
         self.n_docs_seen += n
         return score
 
+    def _batch_step(self) -> bool:
+        """Whether the learner steps with batch VB's :class:`~bidlab.learn.Batch` (the
+        method's updater, but ``partial_fit`` steps online whatever the method)."""
+        lr = self._learner()
+        up = lr.updater if lr is not None else None
+        return isinstance(up, Batch) if up is not None else self.opts.method == "batch"
+
     def sweep_flops(self) -> float:
         """Each E-step iteration is an SDDMM and a sparse x dense product (2 flops per topic
         and nonzero each), plus the sufficient statistics and the score."""
@@ -155,7 +162,7 @@ class LDAModel(TopicEdits, LDACore):
 
     def end_pass(self, pass_: int) -> None:
         super().end_pass(pass_)
-        if self.opts.method == "batch" and self._sums_applied():  # lambda is the pass's sums
+        if self._batch_step() and self._sums_applied():  # lambda is the pass's sums
             self.lamT <<= self.lamT + self.beta_m
             self.refresh()
 
