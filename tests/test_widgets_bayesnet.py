@@ -35,6 +35,7 @@ def test_bars_clicks_and_evidence_colours():
                            n_samples=10, random_state=0)
     lrn = bn.learner()
     view = BayesNetView(lrn)
+    view.pump.stop()  # the renders below are the test's own, not the pump thread's
     sent: list[dict[str, Any]] = []
 
     def on_change(event: Any) -> None:

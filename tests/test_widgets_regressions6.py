@@ -41,10 +41,12 @@ def _ratings(n_users: int = 80, n_items: int = 30, unrated: tuple[int, ...] = ()
 def _sfa_view(X: sp.csr_matrix, feedback: str = "explicit", **kw):
     est = SFA(3, max_iter=4, random_state=0, feedback=feedback)
     lrn = est.learner(abs(X) if feedback == "implicit" else X)
-    lrn.fit(progress=None)
     titles = [f"m{j}" for j in range(X.shape[1])]
     view = SimilarItemsView(lrn, titles, **kw)
-    view.pump.stop()  # the renders below are the test's own
+    # the renders below are the test's own: the pump stops before fit (the view of a
+    # trained learner draws its model at the pump's first tick)
+    view.pump.stop()
+    lrn.fit(progress=None)
     return est, titles, view
 
 

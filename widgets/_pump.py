@@ -12,6 +12,11 @@ bokeh documents are not thread-safe). So:
   closes the old one, so re-running a notebook cell never leaves two loops behind;
 * the pump thread is a daemon with a ``threading.Event``; :meth:`Pump.stop` joins it, and
   it stops by itself when its last view is closed;
+* a view made with ``idle=True`` is also drawn from the model itself while the learner is
+  not training (a trained model, or one edited or loaded since its last run sends no
+  snapshot): whenever its step or the shapes of the asked-for views differ from the
+  picture the view last drew (a model that never trained is left as the view drew it
+  when it was made, until its shapes change).
 """
 
 from __future__ import annotations
@@ -23,8 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from bidlab import backend
 from bidlab.learn import Snapshot
-from bidlab.learn.observers import call_keeping_errors
+from bidlab.learn.observers import _resolve_view, call_keeping_errors
 
 from ._bokeh import DOC_LOCK
 from ._iopub import batched_iopub
@@ -128,11 +136,17 @@ class View:
     views: dict[str, Any] = field(default_factory=dict)
     close: Callable[[], Any] | None = None
     observer_rate: float = 2 * MAX_RATE
+    idle: bool = False
     renders: int = 0
     errors: list[BaseException] = field(default_factory=list)
     _latest: Snapshot | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _sub: Any = None
+    _drawn: Any = None  # (step, view shapes) of the last snapshot rendered
+    _idle_sig: Any = None  # (step, model matrix shapes) last looked at while idle
+
+    def _key(self, snap: Snapshot) -> tuple[Any, ...]:
+        return (snap.step, tuple(sorted((k, np.shape(v)) for k, v in snap.views.items())))
 
     def _store(self, snap: Snapshot) -> None:
         """Observer callback (publisher thread): keep a private copy of the newest snapshot."""
@@ -236,9 +250,46 @@ class Pump:
         with DOC_LOCK, batched_iopub():
             for view in list(self.views().values()):
                 snap = view._take()
+                if snap is None and view.idle:
+                    snap = self._idle_snapshot(view)
+                if snap is not None:
+                    view._drawn = view._key(snap)
                 if call_keeping_errors(view.errors, view.render, snap):
                     view.renders += 1
         self.ticks += 1
+
+    def _idle_snapshot(self, view: View) -> Snapshot | None:
+        """The model as it is now, for a view whose picture is not of it, while the learner
+        is not training (else None: a running or paused learner sends snapshots)."""
+        learner = self._learner()
+        if learner is None or learner.state in ("running", "paused"):
+            return None
+        model = learner.model
+        if not getattr(model, "initialised", bool(getattr(model, "modelmats", None))):
+            return None
+        # a cheap look first: the views are resolved (a k x V topic table, ...) only when
+        # the step or a model matrix's shape moved since the last look, not 10 times a
+        # second while the learner sits idle
+        sig = (int(learner.step), tuple(np.shape(m.data) for m in model.modelmats))
+        if sig == view._idle_sig:
+            return None
+        view._idle_sig = sig
+        try:
+            arrays = {name: _resolve_view(spec, model) for name, spec in view.views.items()}
+        except Exception as exc:  # noqa: BLE001 - shown as the view's error, as a render's
+            view.errors.append(exc)
+            del view.errors[:-10]
+            return None
+        if any(a is None for a in arrays.values()):
+            return None
+        step = int(learner.step)
+        shapes = tuple(sorted((k, np.shape(a)) for k, a in arrays.items()))
+        if view._drawn is None and step == 0:  # never trained: as the view was made
+            view._drawn = (step, shapes)
+        if (step, shapes) == view._drawn:
+            return None
+        views = {k: np.array(backend.to_host(a)) for k, a in arrays.items()}
+        return Snapshot(dict(learner.metrics), views, learner.state, step, None)
 
     def _loop(self) -> None:
         due = time.monotonic()

@@ -99,7 +99,8 @@ class BayesNetView(PumpedView):
         self._shown_ev: np.ndarray | None = None
         self.pump = pump_for(learner, rate)
         self.view = self.pump.attach(View(key, self.render, views={
-            "marginals": _marginals, "evidence": _evidence}, close=self._close_widgets))
+            "marginals": _marginals, "evidence": _evidence}, idle=True,
+            close=self._close_widgets))
 
     # -- shell thread: clicks -------------------------------------------------------------
     def _on_select(self, _attr: str, _old: Any, new: list[int]) -> None:

@@ -157,7 +157,7 @@ class IntertopicMap(PumpedView):
         self.header = W.HTML(f"<b>{TITLE}</b>")
         self.widget = W.VBox([self.header, W.HBox([self.chart, side])])
         self.pump = pump_for(learner, rate)
-        self.view = self.pump.attach(View(key, self.render, views={"topics": 0},
+        self.view = self.pump.attach(View(key, self.render, views={"topics": 0}, idle=True,
                                           close=self._close_widgets))
 
     @staticmethod

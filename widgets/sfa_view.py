@@ -181,7 +181,7 @@ class SimilarItemsView(PumpedView):
         if self.test is not None:
             views["users"] = _user_rows
         self.pump = pump_for(learner, rate)
-        self.view = self.pump.attach(View(key, self.render, views=views,
+        self.view = self.pump.attach(View(key, self.render, views=views, idle=True,
                                           close=self._close_widgets))
 
     def p_at_10(self, U: np.ndarray, V: np.ndarray) -> float:

@@ -154,7 +154,7 @@ class TopicBubbles(PumpedView):
         side.append(self.top_words)
         self.widget = W.HBox([self.chart, W.VBox(side, layout=W.Layout(width="420px"))])
         self.pump = pump_for(learner, rate)
-        self.view = self.pump.attach(View(key, self.render, views={"topics": 0},
+        self.view = self.pump.attach(View(key, self.render, views={"topics": 0}, idle=True,
                                           close=self._close_widgets))
 
     def _bubble_data(self) -> dict[str, Any]:
