@@ -8,9 +8,9 @@ does not fit changes nothing. A checkpoint carries option values, never paths: w
 learner writes stays the learner's own choice, whatever a (crafted) file says.
 
 A model made with something no option records (a GLM's links) says what in
-``made_with()`` (name -> JSON-able value); the file keeps it, and a file whose values differ
-from the model's is refused rather than loaded into a model that would read its matrices
-another way.
+:meth:`~bidlab.learn.model.Model.made_with` (name -> JSON-able value); the file keeps it,
+and a file whose values differ from the model's is refused rather than loaded into a model
+that would read its matrices another way.
 """
 
 from __future__ import annotations
@@ -190,9 +190,8 @@ def _checked_state(path: str, ck: Any, model: Any, updater: Any, rows: bool
 
 
 def _made_with(model: Any) -> dict[str, Any]:
-    """The model's ``made_with()`` as the file keeps it (JSON's lists; {} without one)."""
-    made = getattr(model, "made_with", None)
-    return json.loads(json.dumps(made())) if callable(made) else {}
+    """The model's ``made_with()`` as the file keeps it (JSON's lists)."""
+    return json.loads(json.dumps(model.made_with()))
 
 
 def _check_made_with(path: str, meta: dict[str, Any], model: Any) -> None:

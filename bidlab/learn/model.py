@@ -194,6 +194,12 @@ class Model(Component):
         """Integer counters to checkpoint beside the matrices (name -> int)."""
         return {}
 
+    def made_with(self) -> dict[str, Any]:
+        """What the model was built with that no option records (name -> JSON-able value,
+        e.g. a GLM's links): a checkpoint keeps it, and one whose values differ is refused
+        rather than read into a model that would take its matrices another way."""
+        return {}
+
     def set_counters(self, values: dict[str, int]) -> None:
         """Take back a checkpoint's :meth:`counters` (a name it lacks keeps its value)."""
 
