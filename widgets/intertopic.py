@@ -11,8 +11,9 @@ counts and its colour the topic's NPMI coherence on the learner's documents (rec
 every ``coherence_every`` seconds). Selecting a topic lists its most relevant words for
 the λ of the slider (pyLDAvis's relevance). Box-select (or shift-click) two or more topics
 and press *merge*, or select one and press *split* or *delete*: the edit goes to the
-learner, which applies it at its next minibatch, and the map shows the new set of topics
-from the next snapshot on.
+learner, which applies it at its next minibatch (at once when it is not training; the
+status line says which), and the map shows the new set of topics from the next snapshot
+on.
 
 The page is sent only what it shows differently, as ``patch``-es of the columns that
 changed (a whole new data source only when k changes):
@@ -195,8 +196,22 @@ class IntertopicMap(PumpedView):
             return None
         self.requests.append(ticket)
         self.selected = []
-        self.status.value = f"{kind} {sel}: sent (applied at the next minibatch)"
+        self.status.value = self._edit_status(kind, sel, ticket)
         return ticket
+
+    def _edit_status(self, kind: str, sel: list[int], ticket: Any) -> str:
+        """What became of an edit just asked for: applied at once (an idle learner's model),
+        refused when applied, or queued for the next minibatch (running) or the resume
+        (paused)."""
+        if getattr(ticket, "done", False):
+            if ticket.error is not None:
+                return (f"<span style='color:#b00'>{kind} {sel}: not applied: "
+                        f"{html.escape(str(ticket.error))}</span>")
+            k = (ticket.entry or {}).get("k_after")
+            return f"{kind} {sel}: applied" + (f" (now {k} topics)" if k is not None else "")
+        if getattr(self.learner, "state", None) == "paused":
+            return f"{kind} {sel}: sent (applied when the learner resumes)"
+        return f"{kind} {sel}: sent (applied at the next minibatch)"
 
     # -- pump thread --------------------------------------------------------------------
     def render(self, snap: Snapshot | None) -> None:

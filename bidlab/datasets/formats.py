@@ -22,7 +22,8 @@ from bidlab._bounded_io import (
 )
 
 __all__ = ["FORMATS", "DataFormatError", "Sniffed", "sniff_file", "read_head", "looks_binary",
-           "looks_table", "appearance", "tried", "CSV_HINT", "DOCWORD_NAME"]
+           "looks_table", "appearance", "tried", "CSV_HINT", "DOCWORD_NAME",
+           "ratings_separator"]
 
 
 #: format name -> what it is, in words (the order in which :func:`sniff` tries them).
@@ -35,8 +36,9 @@ FORMATS: dict[str, str] = {
     "text-folder": "folder of text files, one document per file (label = sub-folder)",
     "text-archive": "tar archive of text files, one document per file",
     "edge-list": "SNAP edge list ('# ...' comments, then 'source target [weight]' per line)",
-    "ratings": "ratings CSV ('user,item,rating[,time]' per line, or tab-separated; a header "
-               "line, if any, names a user or a rating column)",
+    "ratings": "ratings CSV ('user,item,rating[,time]' per line, or tab- or '::'-separated "
+               "as MovieLens 1M / 10M's ratings.dat; a header line, if any, names a user or "
+               "a rating column)",
 }
 
 _HEAD_BYTES = 1 << 16
@@ -129,17 +131,29 @@ def _looks_edge_list(lines: list[bytes]) -> str | None:
     return f"first edge {rows[0].strip()[:40].decode('latin-1')!r}"
 
 
+def ratings_separator(line: str) -> str:
+    """The field separator of a ratings file, told from its first line: a tab, ``::``
+    (MovieLens 1M / 10M's ``ratings.dat``, ``user::item::rating::time``) when the line
+    holds more of them than commas, else a comma."""
+    if "\t" in line:
+        return "\t"
+    if "::" in line and line.count("::") > line.count(","):
+        return "::"
+    return ","
+
+
 def _looks_ratings(lines: list[bytes]) -> str | None:
-    """Lines of 'user,item,rating[,time]' (or tab-separated, fields maybe quoted, as
-    :func:`~bidlab.datasets.movielens.read_ratings_csv` reads them). A header line must
+    """Lines of 'user,item,rating[,time]' (or tab- or '::'-separated, fields maybe quoted,
+    as :func:`~bidlab.datasets.movielens.read_ratings_csv` reads them). A header line must
     name a user or a rating; only after one may the ids be text rather than numbers."""
     if not lines:
         return None
     first = lines[0].removeprefix(codecs.BOM_UTF8)
-    sep = "\t" if b"\t" in first else ","
+    sep = ratings_separator(first.decode("latin-1"))
+    texts = [ln.decode("latin-1") for ln in [first, *lines[1:]]]
     try:
-        rows = [next(csv.reader([ln.decode("latin-1")], delimiter=sep), [])
-                for ln in [first, *lines[1:]]]
+        rows = ([ln.split(sep) for ln in texts] if sep == "::"  # no quoting in ratings.dat
+                else [next(csv.reader([ln], delimiter=sep), []) for ln in texts])
     except csv.Error:  # e.g. a bare CR (old Mac line ends) inside a line
         return None
     header = not _rating_row(rows[0], text_ids=False)

@@ -1,8 +1,10 @@
 """Ratings: MovieLens and any ratings CSV (user, item, rating[, time]) as a users x items CSR.
 
-:func:`read_ratings_csv` reads a ratings file (comma- or tab-separated, with or without a
-header line) through :mod:`bidlab._bounded_io`; :func:`load_movielens` reads the shared
-``movielens-latest-small`` folder with its movie titles. Users and items are numbered in
+:func:`read_ratings_csv` reads a ratings file (comma-, tab- or ``::``-separated as
+MovieLens 1M / 10M's ``ratings.dat``, with or without a header line) through
+:mod:`bidlab._bounded_io`; :func:`load_movielens` reads a MovieLens folder (the shared
+``movielens-latest-small``, or ``ml-1m`` / ``ml-10M100K`` with their ``.dat`` files) with
+its movie titles. Users and items are numbered in
 the order of their raw ids (``user_ids[row]``, ``item_ids[column]`` give them back).
 
 **Duplicate (user, item) pairs**: the latest rating counts (largest time; without a time
@@ -30,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bidlab._bounded_io import check_budget, not_found, read_data, stat_path
+from bidlab.datasets.formats import ratings_separator
 from bidlab.datasets.paths import resolve_shared
 
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -142,8 +145,8 @@ def _table(text: str, path: Path
     filled = np.fromiter((bool(ln.strip()) for ln in lines), bool, len(lines))
     line_no = np.flatnonzero(filled) + 1  # the file line of each non-blank line
     body = list(compress(lines, filled))
-    sep = "\t" if body and "\t" in body[0] else ","
-    quoted = '"' in text
+    sep = ratings_separator(body[0]) if body else ","
+    quoted = '"' in text and sep != "::"  # MovieLens' '::' files quote nothing
     start = 0  # 1 when the first non-blank line is a header
     if body:
         no, first = int(line_no[0]), body[0]
@@ -166,8 +169,9 @@ def _table(text: str, path: Path
             _same_width([len(row) for row in rows], body, line_no)
             cells = np.array(rows, dtype=str).reshape(len(rows), len(rows[0]))
         else:
+            joined, delim = _one_char_fields("\n".join(body), sep)
             try:
-                cells = np.loadtxt(io.StringIO("\n".join(body)), delimiter=sep, dtype=str,
+                cells = np.loadtxt(io.StringIO(joined), delimiter=delim, dtype=str,
                                    ndmin=2, comments=None)
             except ValueError:  # say which line of the file, rather than numpy's row
                 _same_width([ln.count(sep) + 1 for ln in body], body, line_no)
@@ -190,6 +194,16 @@ def _table(text: str, path: Path
                          ) from None
     return (_id_column(cells[:, 0], path, "user", line_no),
             _id_column(cells[:, 1], path, "item", line_no), values, line_no)
+
+
+def _one_char_fields(text: str, sep: str) -> tuple[str, str]:
+    """``text`` with its separator made one character (numpy's reader takes no longer
+    one): ``::`` becomes the unit separator, or a private-use character, that the text
+    does not hold."""
+    if len(sep) == 1:
+        return text, sep
+    free = next(c for c in ("\x1f", *map(chr, range(0xE000, 0xF900))) if c not in text)
+    return text.replace(sep, free), free
 
 
 def _same_width(widths: list[int], body: list[str], line_no: np.ndarray) -> None:
@@ -296,18 +310,36 @@ def _ids(a: np.ndarray) -> np.ndarray:
 
 
 def _titles(path: Path, item_ids: np.ndarray) -> list[str]:
+    """The title of each item from a movies file: ``movies.csv`` (``id,title,genres``,
+    quoted as CSV) or MovieLens 1M / 10M's ``movies.dat`` (``id::title::genres``, ML-1M's
+    in Latin-1)."""
     text = _decode(read_data(path, what="movies file"), path)
     names: dict[int, str] = {}
-    for row in csv.reader(io.StringIO(text)):
-        if len(row) >= 2 and row[0].isdigit():
+    lines = text.replace("\r\n", "\n").split("\n")  # not splitlines: see _table
+    if ratings_separator(lines[0]) == "::":
+        rows: Any = ([r[0], "::".join(r[1:-1]) if len(r) > 2 else r[1]]
+                     for r in (ln.split("::") for ln in lines) if len(r) >= 2)
+    else:
+        rows = csv.reader(io.StringIO(text))
+    for row in rows:
+        if len(row) >= 2 and row[0].strip().isdigit():
             names[int(row[0])] = row[1]
     return [names.get(int(m), f"movie {int(m)}") for m in item_ids]
+
+
+def _first_file(base: Path, names: tuple[str, ...]) -> Path:
+    """The first of ``names`` that is a file in ``base`` (else the first name's path)."""
+    return next((base / n for n in names if (base / n).is_file()), base / names[0])
 
 
 def load_movielens(shared: str | os.PathLike | None = None, dtype: Any = np.float32,
                    folder: str = "movielens-latest-small") -> Ratings:
     """MovieLens ``latest-small`` (610 users x 9,724 movies, 100,836 ratings of 0.5-5
     stars) from the shared data folder, with the movies' titles.
+
+    ``folder`` may name another MovieLens folder there: ``ratings.csv`` and ``movies.csv``
+    are read, else ``ratings.dat`` and ``movies.dat`` (``::``-separated, as in ``ml-1m``
+    and ``ml-10M100K``).
 
     Examples
     --------
@@ -316,8 +348,8 @@ def load_movielens(shared: str | os.PathLike | None = None, dtype: Any = np.floa
     'Toy Story (1995)'
     """
     base = resolve_shared(shared, folder)
-    ratings = read_ratings_csv(base / "ratings.csv", dtype=dtype)
-    movies = base / "movies.csv"
+    ratings = read_ratings_csv(_first_file(base, ("ratings.csv", "ratings.dat")), dtype=dtype)
+    movies = _first_file(base, ("movies.csv", "movies.dat"))
     if movies.is_file():
         ratings.titles = _titles(movies, ratings.item_ids)
     return ratings

@@ -196,8 +196,10 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         """Run the training loop in a background thread; return at once.
 
         Continues from where the last run (or a loaded checkpoint) stopped. Refused while
-        the learner is running or paused.
+        the learner is running or paused; with its ``n_passes`` (or ``max_steps``) reached
+        it ends at once, warning which option to raise (``learner.set(n_passes=...)``).
         """
+        self._warn_nothing_left()
         with self._cond:
             self._begin()
             self._thread = threading.Thread(target=self._run, name=f"{_OWN}{self.name}",

@@ -11,6 +11,7 @@ import contextlib
 import math
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -152,6 +153,27 @@ class TrainingLoop:
         if self._row is not None and (src.position, src.row) != (self._pos, self._row):
             src.seek(pass_, index, self._row)  # a row of another batch size
         self._pos, self._row = src.position, src.row
+
+    def _warn_nothing_left(self) -> None:
+        """Warn (a UserWarning) when an idle learner's next run would train nothing: its
+        position has reached ``n_passes``, or its step count ``max_steps``."""
+        if self._state in _ACTIVE:
+            return  # start() refuses it with its own message
+        n, max_steps = self.opts.n_passes, self.opts.max_steps
+        made, steps = self._pos[0], self.step
+        if made >= n:
+            why, fix = (f"has made {made} passes (n_passes={n})",
+                        "raise n_passes (which counts the passes already made) to continue: "
+                        f"learner.set(n_passes={made + n}) trains {n} more")
+        elif max_steps is not None and steps >= max_steps:
+            why, fix = (f"has made {steps} minibatches (max_steps={max_steps})",
+                        "raise max_steps (which counts the minibatches already made) or set "
+                        f"it to None to continue: learner.set(max_steps={steps + max_steps})"
+                        f" makes {max_steps} more")
+        else:
+            return
+        warnings.warn(f"Learner {self.name!r} {why}, so start() trains nothing and it ends at "
+                      f"once: {fix}, then start() again", UserWarning, stacklevel=3)
 
     def _sync_start(self) -> None:
         """The start sync point: every rank takes rank 0's model (a fresh run only)."""

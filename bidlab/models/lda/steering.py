@@ -85,7 +85,8 @@ class TopicSteering:
 
     # -- edits ----------------------------------------------------------------------------
     def merge_topics(self, topics: Sequence[int]) -> EditTicket:
-        """Merge two or more topics into one (at the lowest id), at the next minibatch."""
+        """Merge two or more topics into one (at the lowest id): at the next minibatch of a
+        running learner, else at once (the ticket is then done)."""
         return self._steer_model().merge_topics(topics)
 
     def split_topic(self, topic: int, X: Any = None) -> EditTicket:

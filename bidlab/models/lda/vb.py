@@ -221,13 +221,26 @@ class LDA(LDAEstimator):
     verbose
         0 silent, 1 a progress bar with the pass summaries, 2 a line per pass (on
         stderr; plain lines when it is not a terminal).
-    Attributes
-        ``components_`` (n_components x vocabulary, rows sum to 1), ``model_`` (the
 
-    Notes
-    -----
-    :class:`LDAModel`), ``n_features_in_``, ``n_empty_docs_``, ``n_batches_``,
-    ``n_passes_done_``.
+    Attributes
+    ----------
+    components_
+        the topics: n_components x vocabulary, each row sums to 1.
+    model_
+        the trained :class:`LDAModel`.
+    updater_
+        the updater kept with the model (``partial_fit`` continues its step-size
+        schedule).
+    n_features_in_
+        the vocabulary size seen in ``fit``.
+    n_empty_docs_
+        documents without any word, skipped in training.
+    n_batches_
+        training minibatches so far.
+    n_passes_done_
+        passes finished so far.
+    n_docs_seen_
+        documents trained on so far (counting each pass).
 
     Examples
     --------
