@@ -388,6 +388,12 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
         data = self._data(X, mask, reset=first)
         if first:
             k = self._k(data.shape, streaming=True)
+            if not data.mean > 0:
+                raise ValueError("NMF: the first partial_fit's observed entries are all "
+                                 "zero: the start of the row factors (and of random "
+                                 "components) is sqrt(mean / k) of these entries, so it "
+                                 "would be 0, which multiplicative updates never leave; "
+                                 "pass rows with a nonzero entry to the first partial_fit")
             self.model_ = self._model(data, k, None, None, "online")
             self.model_.W0 = None  # the rows' factors start from w_start, not random
             self.updater_ = self.model_.default_updater()

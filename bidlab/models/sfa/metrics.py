@@ -9,17 +9,19 @@ when ``r_i`` is in ``T``):
 * ``NDCG@k = sum_i rel_i / log2(i + 1)`` divided by the same sum for ``min(|T|, k)``
   relevant items at the top.
 
-Each ranking metric is the mean over the users with at least one held-out item. A
-recommended list names each item at most once: a list that repeats one is refused (the
-repeats would count one held-out item as several hits, p@k and MAP@k above 1). A list
-shorter than ``k`` counts its missing places as misses.
+The lists are given per user, in one user order (a list of lists, or of arrays; a held-out
+set may be a Python set, a recommended list may not, having no order; a dict of either is
+refused: pass ``[d[u] for u in users]``). Each ranking metric is the mean over the users
+with at least one held-out item. A recommended list names each item at most once: a list
+that repeats one is refused (the repeats would count one held-out item as several hits,
+p@k and MAP@k above 1). A list shorter than ``k`` counts its missing places as misses.
 :func:`ranking_metrics` scores a fitted model's top-k lists (training items left out).
 """
 
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,14 +59,22 @@ def _list_length(k: Any) -> int:
 
 def _hits(recommended: Sequence[Any], relevant: Sequence[Any], k: int
           ) -> list[tuple[np.ndarray, int]]:
+    for what, given in (("recommended", recommended), ("relevant", relevant)):
+        if isinstance(given, Mapping):  # zip would pair up the keys, not the lists
+            raise ValueError(f"{what} is a mapping; give one list per user, in one user "
+                             f"order for both, e.g. [{what}[u] for u in users]")
     if len(recommended) != len(relevant):
         raise ValueError(f"one recommended list per user: {len(recommended)} lists for "
                          f"{len(relevant)} users")
     out = []
     for j, (rec, rel) in enumerate(zip(recommended, relevant, strict=True)):
+        if isinstance(rec, (set, frozenset)):
+            raise ValueError(f"recommended list {j} is a set, which has no order: give "
+                             "each user's items best first (a list or an array)")
         rec = np.asarray(rec).ravel()
         _refuse_repeats(j, rec)
-        rel = set(np.asarray(rel).ravel().tolist())
+        rel = set(rel) if isinstance(rel, (set, frozenset)) else set(
+            np.asarray(rel).ravel().tolist())
         if rel:
             top = rec[:k]
             out.append((np.array([x in rel for x in top.tolist()], np.float64), len(rel)))

@@ -124,8 +124,9 @@ class ServeMixin:
         itself left out), best first, and the cosines. ``min_ratings``: leave out items
         with fewer training ratings (the L2 penalty shrinks a rarely rated item's factors
         towards 0, so its direction, all a cosine sees, is mostly noise); the default 1
-        leaves out items never rated in training, 0 keeps every item. ``item`` is one id,
-        checked as by :meth:`predict`.
+        leaves out items never rated in training, 0 keeps every item; with
+        ``min_ratings >= 1`` an ``item`` never rated in training is refused (its factors
+        have no direction to compare). ``item`` is one id, checked as by :meth:`predict`.
 
         Examples
         --------
@@ -141,6 +142,12 @@ class ServeMixin:
         why = None
         if min_ratings >= 1:  # items with no training rating have no direction to compare
             counts = np.bincount(self.train_.indices, minlength=V.shape[0])
+            if counts[i] == 0:
+                raise ValueError(f"{type(self).__name__}: item {i} has no training "
+                                 "rating: its factors are only the L2 penalty's pull "
+                                 "towards 0, with no direction a cosine could compare; "
+                                 "fit on data with its ratings, or pass min_ratings=0 "
+                                 "to compare it anyway")
             few = counts < min_ratings
             cos[few] = -np.inf
             available = int(np.isfinite(cos).sum())
