@@ -15,8 +15,9 @@ bokeh documents are not thread-safe). So:
 * a view made with ``idle=True`` is also drawn from the model itself while the learner is
   not training (a trained model, or one edited or loaded since its last run sends no
   snapshot): whenever its step or the shapes of the asked-for views differ from the
-  picture the view last drew (a model that never trained is left as the view drew it
-  when it was made, until its shapes change).
+  picture the view last drew, or when an edit was applied to the model since (an LDA
+  model's topic edits; a model that never trained is left as the view drew it when it was
+  made, until its shapes change or it is edited).
 """
 
 from __future__ import annotations
@@ -83,6 +84,13 @@ def pump_for(learner: Any, rate: float = MAX_RATE) -> Pump:
             pump = _PUMPS[learner] = Pump(learner, rate)
         pump.rate = rate
         return pump
+
+
+def _edit_stamp(model: Any) -> Any:
+    """What changes with each edit applied to ``model`` (an LDA model's topic edits), so an
+    idle model edited in place is drawn again; None for a model without edits."""
+    log = getattr(model, "topic_edit_log", None)
+    return (len(log), id(log[-1])) if log else None
 
 
 def _closed_render(snap: Snapshot | None) -> None:
@@ -268,11 +276,15 @@ class Pump:
         if not getattr(model, "initialised", bool(getattr(model, "modelmats", None))):
             return None
         # a cheap look first: the views are resolved (a k x V topic table, ...) only when
-        # the step or a model matrix's shape moved since the last look, not 10 times a
-        # second while the learner sits idle
-        sig = (int(learner.step), tuple(np.shape(m.data) for m in model.modelmats))
+        # the step, a model matrix's shape or the model's edits moved since the last look,
+        # not 10 times a second while the learner sits idle
+        stamp = _edit_stamp(model)
+        sig = (int(learner.step), tuple(np.shape(m.data) for m in model.modelmats), stamp)
         if sig == view._idle_sig:
             return None
+        # an edit applied to the idle model (a word prior, a merge and a split) may leave
+        # the step and the shapes as they were: drawn again all the same
+        edited = view._idle_sig is not None and view._idle_sig[2] != stamp
         view._idle_sig = sig
         try:
             arrays = {name: _resolve_view(spec, model) for name, spec in view.views.items()}
@@ -286,7 +298,7 @@ class Pump:
         shapes = tuple(sorted((k, np.shape(a)) for k, a in arrays.items()))
         if view._drawn is None and step == 0:  # never trained: as the view was made
             view._drawn = (step, shapes)
-        if (step, shapes) == view._drawn:
+        if (step, shapes) == view._drawn and not edited:
             return None
         views = {k: np.array(backend.to_host(a)) for k, a in arrays.items()}
         return Snapshot(dict(learner.metrics), views, learner.state, step, None)

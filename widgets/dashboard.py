@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import math
 import time
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -82,6 +83,7 @@ class Dashboard(PumpedView):
         self._stats_time = -math.inf  # time.monotonic() of the throughput line's last write
         self._stats_state = ""  # the state when it was written
         self._closed = False
+        self._start_said = ""  # what the last click on start warned (shown as the message)
 
         self.buttons = {name: W.Button(description=name, layout=W.Layout(width="80px"))
                         for name in ("start", "pause", "resume", "stop")}
@@ -117,7 +119,16 @@ class Dashboard(PumpedView):
             lr = self.learner
             try:
                 if name == "start":
-                    lr.start()
+                    # start() warns when the run would train nothing (its n_passes or
+                    # max_steps reached): from a button that text would go to a log the
+                    # notebook never shows, so it goes to the message area
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        lr.start()
+                    said = " ".join(str(w.message) for w in caught)
+                    if said or self.controls.message == self._start_said:
+                        self.controls.message = said  # a run that trains clears the last
+                    self._start_said = said
                 elif name == "pause":
                     lr.pause()
                 elif name == "resume":

@@ -45,17 +45,20 @@ class LDAGibbs(LDAEstimator):
         that a minibatch holds about 16,384 tokens at most, and at least 8 documents, or
         more for short documents, so that it holds at least about 4,096 tokens; on a GPU
         up to 8192, as long as a pass keeps at least 16 minibatches).
-    n_passes, e_iters, e_iters_warm
-        passes of ``fit``; sampling sweeps per minibatch, and
-        once warm-started (``fit``'s passes after the first).
+    n_passes
+        passes over the data made by ``fit``.
+    e_iters
+        sampling sweeps per minibatch.
+    e_iters_warm
+        sampling sweeps per minibatch once warm-started (``fit``'s passes after the
+        first; None: ``e_iters``).
     tau0, kappa
         the moving average's step rho_t = (tau0 + t)^-kappa.
+    total_docs, warm_docs, init, random_state, dtype, device, warm_start, n_jobs, verbose
+        as for :class:`bidlab.models.LDA`.
 
     Notes
     -----
-    total_docs, warm_docs, init, random_state, dtype, device, warm_start, n_jobs,
-        verbose: as for :class:`bidlab.models.LDA`.
-
     Counts must be whole numbers: fractional counts are refused (ValueError), not rounded.
     So scikit-learn's checks that feed uniform or Gaussian floats fail, by design; they are
     listed in :attr:`EXPECTED_FAILED_CHECKS`, which ``check_estimator`` takes:
