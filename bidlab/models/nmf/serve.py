@@ -23,6 +23,29 @@ __all__ = ["NMFServe"]
 class NMFServe:
     """NMF's methods on a fitted model (mixed into the estimator)."""
 
+    #: which entries counted in the loss, by the kind of data trained on
+    #: (:func:`bidlab.models.nmf.model.data_kind`)
+    _OBSERVED = {"dense": "all", "sparse": "all (unstored ones as 0)",
+                 "masked": "those neither NaN nor masked out by mask=",
+                 "stored": "the stored ones (the rest missing)"}
+
+    def _facts(self) -> list[tuple[str, Any]]:
+        """The fitted shape, how it was trained and how far, for ``summary()``."""
+        model = self.model_
+        if not model.initialised:
+            return [("trained", "not yet")]
+        o = model.opts
+        k, d = model.modelmats[0].shape
+        try:
+            err: Any = f"{self.reconstruction_err_:.6g}"
+        except AttributeError:  # no pass finished yet
+            err = "- (no pass done yet)"
+        passes = f"{self.n_iter_}" + (" (tol reached)" if model.converged else "")
+        return [("components_", f"{k} components x {d} features"),
+                ("loss", o.loss), ("solver", f"{o.solver} ({o.method})"),
+                ("observed entries", self._OBSERVED.get(model.kind, model.kind)),
+                ("n_iter_", passes), ("reconstruction_err_", err)]
+
     def _block(self, data: Prepared) -> Block:
         mats = [self._on_device(m) for m in data.mats]
         wrap = [bl.SMat(m) if backend.is_sparse(m) else bl.Mat(m) for m in mats]

@@ -14,6 +14,7 @@ user's bias).
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -154,23 +155,37 @@ def check_ids(name: str, what: str, ids: Any, n: int) -> np.ndarray:
         When an id is not an integer, or out of range (naming the first such id).
     """
     a = np.asarray(ids)
-    if a.dtype.kind not in "iuf":
+    if a.dtype.kind in "fO" and not isinstance(ids, np.ndarray):
+        exact = np.asarray(ids, dtype=object)  # a list mixing small ints and ints >= 2**63
+        if exact.size and _python_ints(exact):  # becomes floats: keep the ints as given
+            a = exact
+    if a.dtype.kind == "O" and _python_ints(a):  # ints beyond int64 and uint64
+        flat = a.reshape(-1)
+        out = np.array([x < 0 or x >= n for x in flat], bool)
+    elif a.dtype.kind not in "iuf":
         raise ValueError(f"{name}: {what} ids must be integers; got {a.dtype} "
                          f"({_short(ids)})")
-    if a.dtype.kind not in "iu":
-        with np.errstate(invalid="ignore"):
-            bad = (np.mod(a, 1) != 0).reshape(-1)
-        if bad.any():
-            raise ValueError(f"{name}: {what} ids must be integers; got {a.dtype} "
-                             f"{float(a.reshape(-1)[bad][0])}")
-        a = a.astype(np.int64)
-    a = a.astype(np.int64).reshape(-1) if a.ndim else a.astype(np.int64).reshape(1)
-    out = (a < 0) | (a >= n)
+    else:
+        if a.dtype.kind == "f":
+            with np.errstate(invalid="ignore"):
+                bad = (np.mod(a, 1) != 0).reshape(-1)
+            if bad.any():
+                raise ValueError(f"{name}: {what} ids must be integers; got {a.dtype} "
+                                 f"{float(a.reshape(-1)[bad][0])}")
+        flat = a.reshape(-1)
+        out = (flat < 0) | (flat >= n)  # before the int64 conversion: ids >= 2**63
+        # (uint64, floats) would wrap to other numbers
     if out.any():
-        raise ValueError(f"{name}: {what} id {int(a[out][0])} is out of range: the model "
-                         f"has {n} {what}s (ids 0..{n - 1}); fold new {what}s in with "
-                         f"partial_fit_{what}s")
-    return a
+        raise ValueError(f"{name}: {what} id {int(flat[out][0])} is out of range: the "
+                         f"model has {n} {what}s (ids 0..{n - 1}); fold new {what}s in "
+                         f"with partial_fit_{what}s")
+    return flat.astype(np.int64)
+
+
+def _python_ints(a: np.ndarray) -> bool:
+    """Whether the object array ``a`` holds only Python (or numpy) integers, no bools."""
+    return all(isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_))
+               for x in a.reshape(-1))
 
 
 def _short(x: Any) -> str:

@@ -32,27 +32,35 @@ class ServeMixin:
     def _k(self) -> int:
         return int(self.model_.opts.k)
 
+    def _live(self) -> tuple[Any, Any]:
+        """The model's user and item factors as they are now (users x f and items x f,
+        where the model keeps them, not copied): each read takes only the rows and columns
+        it needs, so it sees the latest sweep, fold-in or live learner's pass at the cost
+        of what it reads."""
+        m = self.model_
+        return m.W.values.data, m.modelmats[0].data
+
     @property
     def user_factors_(self) -> np.ndarray:
         """users x k (host copy)."""
-        return self.model_.user_factors()[:, : self._k]
+        return _host_copy(self._live()[0][:, : self._k])
 
     @property
     def item_factors_(self) -> np.ndarray:
         """items x k (host copy)."""
-        return self.model_.item_factors()[:, : self._k]
+        return _host_copy(self._live()[1][:, : self._k])
 
     @property
     def user_bias_(self) -> np.ndarray:
         """Each user's bias (explicit; zeros for implicit feedback)."""
-        U = self.model_.user_factors()
-        return U[:, -1].copy() if self.model_.bias else np.zeros(U.shape[0], U.dtype)
+        U = self._live()[0]
+        return _host_copy(U[:, -1]) if self.model_.bias else np.zeros(U.shape[0], U.dtype)
 
     @property
     def item_bias_(self) -> np.ndarray:
         """Each item's bias (explicit; zeros for implicit feedback)."""
-        V = self.model_.item_factors()
-        return V[:, -1].copy() if self.model_.bias else np.zeros(V.shape[0], V.dtype)
+        V = self._live()[1]
+        return _host_copy(V[:, -1]) if self.model_.bias else np.zeros(V.shape[0], V.dtype)
 
     @property
     def global_mean_(self) -> float:
@@ -76,9 +84,15 @@ class ServeMixin:
         if u.shape != i.shape:
             raise ValueError(f"{name}: predict needs one item per user; got {u.size} users "
                              f"and {i.size} items")
-        U, V = self.user_factors_, self.item_factors_
-        out = np.einsum("ij,ij->i", U[u], V[i])
-        return out + self.global_mean_ + self.user_bias_[u] + self.item_bias_[i]
+        U, V = self._live()  # only the asked-for rows are read
+        xp, k = backend.namespace(U), self._k
+        du, di = xp.asarray(u), xp.asarray(i)
+        out = backend.to_host(xp.einsum("ij,ij->i", U[du, :k], V[di, :k]))
+        if self.model_.bias:
+            ub, ib = backend.to_host(U[du, -1]), backend.to_host(V[di, -1])
+        else:
+            ub = ib = np.zeros(out.shape[0], out.dtype)
+        return out + self.global_mean_ + ub + ib
 
     def _one_id(self, what: str, id_: Any, method: str) -> int:
         """One checked user or item id (``predict``'s rules: integral floats pass)."""
@@ -91,8 +105,15 @@ class ServeMixin:
         return int(a[0])
 
     def _scores(self, u: int) -> np.ndarray:
-        s = self.item_factors_ @ self.user_factors_[u]
-        return s + self.item_bias_ + (self.global_mean_ + self.user_bias_[u])
+        """Every item's score for user ``u``, from the factors as they are now: the item
+        matrix is read in place (one product), not copied."""
+        U, V = self._live()
+        k = self._k
+        s = backend.to_host(V[:, :k] @ U[u, :k])
+        if not self.model_.bias:
+            return s
+        ub = backend.to_host(U[u, -1:])[0]
+        return s + backend.to_host(V[:, -1]) + (self.global_mean_ + ub)
 
     def recommend(self, user: int, n: int = 10, filter_seen: bool = True
                   ) -> tuple[np.ndarray, np.ndarray]:
@@ -134,8 +155,9 @@ class ServeMixin:
         """
         check_is_fitted(self)
         i = self._one_id("item", item, "similar_items")
-        V = self.item_factors_.astype(np.float64)
-        norms = np.linalg.norm(V, axis=1)
+        # the item factors in float64, read in place (a float64 model) or converted once
+        V = np.asarray(backend.to_host(self._live()[1][:, : self._k]), np.float64)
+        norms = np.sqrt(np.einsum("ij,ij->i", V, V))  # no items x k temporary
         norms[norms == 0] = np.inf
         cos = (V @ V[i]) / (norms * (norms[i] if np.isfinite(norms[i]) else np.inf))
         cos[i] = -np.inf
@@ -245,6 +267,12 @@ class ServeMixin:
         self.train_ = sp.hstack([self.train_, Xc], format="csr")
         self.n_items_ = int(self.train_.shape[1])
         return np.arange(d, self.n_items_)
+
+
+def _host_copy(x: Any) -> np.ndarray:
+    """A host copy of ``x`` (a numpy or CuPy array) that its reader may change."""
+    h = backend.to_host(x)
+    return np.array(h, copy=True) if h is x else h
 
 
 def _top(name: str, scores: np.ndarray, n: int, what: str, available: int,
