@@ -192,8 +192,10 @@ def open_regular(path: os.PathLike | str, what: str = "data file") -> BinaryIO:
 class _Capped(io.RawIOBase):
     """A readable stream over ``inner`` that raises once more than ``cap`` bytes came out."""
 
-    def __init__(self, inner: BinaryIO, cap: int, path: os.PathLike | str) -> None:
+    def __init__(self, inner: BinaryIO, cap: int, path: os.PathLike | str,
+                 source: BinaryIO | None = None) -> None:
         self._inner, self._cap, self._path, self._total = inner, cap, path, 0
+        self._source = source  # the file under ``inner``, closed with it (GzipFile does not)
 
     def readable(self) -> bool:
         return True
@@ -206,8 +208,12 @@ class _Capped(io.RawIOBase):
         return n
 
     def close(self) -> None:
-        self._inner.close()
-        super().close()
+        try:
+            self._inner.close()
+        finally:
+            if self._source is not None:
+                self._source.close()
+            super().close()
 
 
 def open_data(path: os.PathLike | str, cap: int | None = None,
@@ -223,7 +229,7 @@ def open_data(path: os.PathLike | str, cap: int | None = None,
         raise
     if not gzipped:
         return f
-    raw = _Capped(gzip.GzipFile(fileobj=f, mode="rb"), max_decompressed(cap), path)
+    raw = _Capped(gzip.GzipFile(fileobj=f, mode="rb"), max_decompressed(cap), path, f)
     return io.BufferedReader(raw, 1 << 20)
 
 

@@ -74,6 +74,10 @@ class BayesNet(BidlabEstimator):
         Dirichlet prior, a pseudo-count added to every table entry's expected count.
     random_state
         seed (None, an int or a numpy generator).
+    init_tries
+        rounds of ancestral draws that look for chain starts agreeing with the evidence
+        (or a row's observed values) before it is reported as having probability zero;
+        raise it for evidence that is possible but very unlikely.
     n_jobs, verbose
         CPU threads; progress output.
     device
@@ -124,15 +128,19 @@ class BayesNet(BidlabEstimator):
         Option("alpha", float, 1.0, "Dirichlet pseudo-count per table entry", low=0.0),
         Option("random_state", int, None, "seed", test=seed_ok, none_ok=True,
                text=SEED_TEXT),
+        Option("init_tries", int, 1000, "rounds of ancestral draws before evidence is "
+               "reported as having probability zero", low=1),
         N_JOBS, VERBOSE, device_row("cpu"),
     )
+
+    init_tries = 1000  # (what an estimator saved before the parameter reads)
 
     def __init__(self, network: Any = None, *, n_chains: int = 200, burn_in: int = 100,
                  n_samples: int = 500, thin: int = 1, tol: float | None = None,
                  n_passes: int = 30,
                  nsamps: float = 5.0, nsamps0: float = 1.0, anneal: str = "linear",
-                 alpha: float = 1.0, random_state: Any = None, n_jobs: int | None = None,
-                 verbose: int = 0, device: str = "cpu") -> None:
+                 alpha: float = 1.0, random_state: Any = None, init_tries: int = 1000,
+                 n_jobs: int | None = None, verbose: int = 0, device: str = "cpu") -> None:
         self._keep_params(locals())
 
     @classmethod
@@ -231,7 +239,7 @@ class BayesNet(BidlabEstimator):
                               burn_in=self.burn_in, thin=self.thin, tol=self.tol,
                               nsamps=self.nsamps,
                               nsamps0=self.nsamps0, anneal=self.anneal, alpha=self.alpha,
-                              device=self.device)
+                              init_tries=self.init_tries, device=self.device)
         old = self.__dict__.get("model_")
         if old is not None and old.temp.shape == model.temp.shape:  # temperatures carry over
             old.apply_pending_if_idle()

@@ -33,6 +33,11 @@ _INIT_STEP = 1 << 40  # init draws use sweep keys far from the sweeps'
 POOL = 16  # ancestral draws per chain when the chains start from the evidence
 
 
+def _pool_size(n: int) -> int:
+    """The ancestral draws a start of ``n`` chains resamples from."""
+    return min(POOL * n, max(n, 200_000))
+
+
 class GibbsChains:
     """Chains (or replicated observations) of a blocked Gibbs sampler over ``net``.
 
@@ -210,12 +215,13 @@ class GibbsChains:
                                   self.n_obs, t.order, t.cpt, t.off, t.card, *t.parents, key)
             todo = todo[np.isneginf(self._log_joint(todo))]
         if todo.size:
-            self._zero_probability(int(todo[0] % self.n_obs))
+            self._zero_probability(int(todo[0] % self.n_obs), draws=self.init_tries)
 
-    def _zero_probability(self, i: int, evidence: np.ndarray | None = None) -> None:
+    def _zero_probability(self, i: int, evidence: np.ndarray | None = None, *,
+                          draws: int) -> None:
         """Raise the error for clamped values (the evidence, ``evidence`` or the chains',
-        with observation ``i``'s) that none of ``init_tries`` rounds of ancestral draws
-        agreed with."""
+        with observation ``i``'s) that none of ``draws`` ancestral draws (``init_tries``
+        rounds) agreed with: they may also be merely too unlikely for that many."""
         e = self.ev if evidence is None else evidence
         ev = {self.net.names[v]: self.net.states[v][e[v]] for v in np.flatnonzero(e >= 0)}
         seen = {self.net.names[v]: self.net.states[v][self.obs[i, v]]
@@ -223,9 +229,10 @@ class GibbsChains:
         what = f"the evidence {ev}" if ev else "observation"
         raise BayesNetError(
             f"{what}{f' with row {i} {seen}' if seen else ''} has probability zero "
-            f"under the network (none of {self.init_tries} ancestral draws agreed with "
-            "it): remove or change a clamped value; if it is merely very unlikely, raise "
-            "init_tries")
+            f"under the network, or too small for sampling to start from: none of "
+            f"{draws:,} ancestral draws agreed with it. Remove or change a clamped value; "
+            f"if it is merely very unlikely, raise init_tries (BayesNet(init_tries=...), "
+            f"now {self.init_tries}: rounds of draws)")
 
     @property
     def chains_only(self) -> bool:
@@ -257,8 +264,7 @@ class GibbsChains:
         if kept is not None and kept[1] == self.sweeps and np.array_equal(kept[0], ev):
             return kept[2], kept[3]
         n = self.n_obs
-        pool = min(POOL * n, max(n, 200_000))
-        P, lw = self._likelihood_draws(pool, _INIT_STEP - 1 - self.sweeps, ev)
+        P, lw = self._likelihood_draws(_pool_size(n), _INIT_STEP - 1 - self.sweeps, ev)
         if not np.isfinite(lw.max()):
             P, lw = self._agreeing_draws(n, ev)
         self._pool = (ev.copy(), self.sweeps, P, lw)
@@ -301,7 +307,7 @@ class GibbsChains:
                 if found >= n:
                     break
         if not found:
-            self._zero_probability(0, ev)
+            self._zero_probability(0, ev, draws=_pool_size(n) + self.init_tries * n)
         return np.concatenate(keep_P), np.concatenate(keep_lw)
 
     def activate(self, m: int) -> None:

@@ -172,12 +172,13 @@ class PageRank(FittedByModel, BidlabEstimator):
     def scores_(self) -> np.ndarray:
         """The PageRank of each vertex (n,), summing to 1 (a host copy). Gauss-Seidel
         sweeps leave the total free until the run ends (the model's doc): the scores of
-        a learner stopped or paused before that are scaled here."""
+        a learner stopped or paused before that (or one that loaded a checkpoint of such
+        a run, before its first pass) are scaled here."""
         check_is_fitted(self)
         model = self.model_
         s = np.array(backend.to_host(model.modelmats[0].data), dtype=np.float64,
                      copy=True).reshape(-1)
-        if getattr(model, "sweeping", False) and not model.converged:
+        if getattr(model, "gauss_seidel", False) and not model.converged:
             total = float(s.sum())
             if total > 0:
                 s /= total
@@ -229,6 +230,12 @@ class PageRank(FittedByModel, BidlabEstimator):
         if first < 0 or first + A.shape[0] > n:
             raise ValueError(f"PageRank: first_row={first_row} puts the block's {A.shape[0]} "
                              f"rows outside the graph's {n} vertices")
+        if A.shape[0] < n and (comm is None or int(comm.size) < 2):
+            raise ValueError(f"PageRank: a block of {A.shape[0]} rows of a graph of {n} "
+                             "vertices needs the ranks holding the other rows (comm=): "
+                             "alone, the other vertices' out-edges are missing and the "
+                             "scores leak away; give the whole graph, or each rank its "
+                             "block with comm=")
         p = vertex_weights(self.personalization, n, "personalization")
         u = vertex_weights(self.dangling, n, "dangling")
         batch = options.pop("batch_size", None) or A.shape[0]
