@@ -338,6 +338,11 @@ def evidence_vector(net: Network, evidence: dict[str, Any] | None) -> np.ndarray
             net.index(name)
         if not 0 <= int(v) < net.n_vars:
             raise BayesNetError(f"unknown variable index {v}: the network has {net.n_vars}")
+        if v is name and str(int(v)) in net.names and net.names[int(v)] != str(int(v)):
+            raise BayesNetError(
+                f"evidence key {int(v)} is ambiguous: variable {int(v)} is "
+                f"{net.names[int(v)]!r}, while another variable is named '{int(v)}'; give "
+                f"names as strings ({net.names[int(v)]!r} or '{int(v)}')")
         if ev[int(v)] >= 0:  # by its name and by its index
             raise BayesNetError(f"the evidence gives {net.names[int(v)]!r} twice (by name "
                                 "and by index): give each variable once")
