@@ -29,7 +29,12 @@ from bidlab.learn.blocks import BlockSource
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.bayesnet.bif import read_bif, write_bif
-from bidlab.models.bayesnet.model import BayesNetModel, _clamps
+from bidlab.models.bayesnet.model import (
+    LEARNING_ONLY,
+    BayesNetModel,
+    _clamps,
+    refuse_learning_options,
+)
 from bidlab.models.bayesnet.network import Network
 from bidlab.models.bayesnet.sampler import GibbsChains
 from bidlab.models.bayesnet.support import check_evidence_support
@@ -233,6 +238,7 @@ class BayesNet(BidlabEstimator):
             _clamps(data, net)  # bad entries fail here, before any learner exists
             passes = self.n_passes
         else:
+            refuse_learning_options([k for k in options if k in LEARNING_ONLY])
             data = np.full((self.n_chains, net.n_vars), -1.0)
             passes = self.burn_in + self.n_samples * self.thin
         model = BayesNetModel(net, learn=learn, evidence=evidence, seed=self._seed(),

@@ -49,6 +49,14 @@ LEARNING_ONLY = ("nsamps", "nsamps0", "anneal", "anneal_passes", "alpha", "lrate
 MIN_KEPT_FOR_TOL = 20
 
 
+def refuse_learning_options(names: list[str]) -> None:
+    """A ValueError naming ``names`` (of :data:`LEARNING_ONLY`), if any, given to a learner
+    that infers marginals."""
+    if names:
+        raise ValueError(f"{', '.join(names)}: learning options (BayesNet.fit), and this "
+                         "learner infers marginals; set burn_in, thin or tol instead")
+
+
 class BayesNetModel(TableTemperatures, Model):
     """Gibbs inference or SAME Gibbs-EM learning on a network (see the module doc).
 
@@ -121,11 +129,8 @@ class BayesNetModel(TableTemperatures, Model):
             kept = {k: opts.get(k) for k in LEARNING_ONLY if k in opts.specs}
 
             def check(values: dict[str, Any]) -> None:
-                changed = [k for k, v in kept.items() if values.get(k, v) != v]
-                if changed:
-                    raise ValueError(f"{', '.join(changed)}: learning options (BayesNet.fit), "
-                                     "and this learner infers marginals; set burn_in, thin "
-                                     "or tol instead")
+                refuse_learning_options([k for k, v in kept.items()
+                                         if values.get(k, v) != v])
 
             opts.add_validator(check)
 
