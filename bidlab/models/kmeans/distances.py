@@ -21,6 +21,7 @@ import numpy as np
 from bidlab import backend, kern
 from bidlab.kern.kmeans import assign, assigned_sq_dist, row_norms_sq
 from bidlab.mat import Mat, SMat
+from bidlab.models.kmeans.shift import centre_shift
 
 __all__ = ["CHUNK_ENTRIES", "sq_distances", "nearest", "labels_inertia", "first_equal", "raw",
            "xp_of", "cross", "dense_rows", "distinct_rows"]
@@ -54,9 +55,17 @@ def dense_rows(X: Any, idx: Any) -> Any:
 
 def sq_distances(X: Any, C: Any, xx: Any = None) -> Any:
     """n x m squared distances from every row of ``X`` (dense or CSR) to the rows of ``C``
-    (GEMM formula, clipped at 0), in ``C``'s dtype."""
+    (GEMM formula, clipped at 0), in ``C``'s dtype. Without ``xx`` (the rows' squared
+    norms), dense rows and centres far from the origin are first moved near it
+    (:func:`~bidlab.models.kmeans.shift.centre_shift`, a copy of ``X``), and then each
+    row's distance to its nearest centre is measured directly (a row on a centre is at 0,
+    not at the GEMM's rounding of the offset)."""
     xp = backend.namespace(C)
+    exact = False
     if xx is None:
+        shift = centre_shift(X, C)
+        if shift is not None:  # far from the origin: move them near it (a copy of X)
+            X, C, exact = X - shift, C - shift, True
         xx = row_norms_sq(X)
     D = backend.empty((X.shape[0], C.shape[0]), C.dtype, xp)
     # CSR products take a contiguous C.T; BLAS multiplies by the transposed view as it is
@@ -66,6 +75,11 @@ def sq_distances(X: Any, C: Any, xx: Any = None) -> Any:
     D += xp.einsum("ij,ij->i", C, C)[None, :]
     xp.maximum(D, 0.0, out=D)
     first = first_equal(C)
+    if exact and D.shape[0] and D.shape[1]:
+        lab = xp.ascontiguousarray(D.argmin(axis=1))
+        near = backend.empty((D.shape[0],), C.dtype, xp)
+        assigned_sq_dist(X, lab, xp.ascontiguousarray(C), near)
+        D[xp.arange(D.shape[0]), lab] = near
     if first is not None:  # equal centres: equal columns (the GEMM may round them apart)
         D[:, :] = D[:, xp.asarray(first)]
     return D
@@ -124,8 +138,9 @@ def first_equal(C: Any) -> np.ndarray | None:
 def nearest(X: Any, C: Any, w: Any = None) -> tuple[Any, Any]:
     """(labels, squared distances) of every row of ``X`` to its nearest centre in ``C``.
 
-    Chunked GEMM + fused argmin; the distances are then measured directly (no GEMM
-    cancellation), so their (weighted) sum is the inertia.
+    Chunked GEMM + fused argmin (dense rows and centres far from the origin moved near it
+    first, :func:`~bidlab.models.kmeans.shift.centre_shift`); the distances are then
+    measured directly (no GEMM cancellation), so their (weighted) sum is the inertia.
     """
     xp = backend.namespace(C)
     n, k = X.shape[0], C.shape[0]
@@ -136,11 +151,14 @@ def nearest(X: Any, C: Any, w: Any = None) -> tuple[Any, Any]:
     D = backend.empty((rows, k), C.dtype, xp)
     d1 = backend.empty((rows,), C.dtype, xp)
     d2 = backend.empty((rows,), C.dtype, xp)
+    shift = centre_shift(X, C)
+    if shift is not None:  # far from the origin: each block and the centres moved near it
+        C = C - shift
     CT = xp.ascontiguousarray(C.T)
     cc = xp.einsum("ij,ij->i", C, C)
     for a in range(0, n, chunk):
         b = min(n, a + chunk)
-        Xc = X[a:b]
+        Xc = X[a:b] if shift is None else X[a:b] - shift
         cross(Xc, CT, D[: b - a])
         assign(D[: b - a], cc, row_norms_sq(Xc), labels[a:b], d1[: b - a], d2[: b - a])
         assigned_sq_dist(Xc, labels[a:b], C, dist[a:b])
@@ -165,19 +183,29 @@ def labels_inertia(X: Any, C: Any, w: Any = None) -> tuple[Any, float]:
 def _nearest_fused(X: np.ndarray, C: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`nearest` for dense CPU rows by the fused Lloyd kernel (every row computed,
     no sums: all threads, BLAS on one thread inside), the distances then measured
-    directly. Rows and centres of different types meet in the wider float type (integer
+    directly (rows and centres far from the origin moved near it first, a block of rows at a
+    time). Rows and centres of different types meet in the wider float type (integer
     rows with float32 centres in float64), never by rounding the centres to the rows'."""
     from bidlab.kern.kmeans import CenterWork
     from bidlab.kern.kmeans_lloyd import lloyd_block
 
     dtype = np.result_type(X.dtype, C.dtype, np.float32)
-    X = np.ascontiguousarray(X, dtype=dtype)
     C = np.ascontiguousarray(C, dtype=dtype)
-    n, k = X.shape[0], C.shape[0]
+    shift = centre_shift(X, C)
+    if shift is None:
+        X = np.ascontiguousarray(X, dtype=dtype)
+    else:  # far from the origin: the centres and each block of rows moved near it
+        C = C - shift
+    n, (k, d) = X.shape[0], C.shape
     labels = np.empty(n, np.int64)
-    near, second = np.empty(n, X.dtype), np.empty(n, X.dtype)
+    near, second = np.empty(n, dtype), np.empty(n, dtype)
     cc = np.einsum("ij,ij->i", C, C)
-    lloyd_block(X, C, cc, row_norms_sq(X), labels, near, second, CenterWork(k, X.shape[1]),
-                sums=False, root=False)
-    assigned_sq_dist(X, labels, C, near)
+    work = CenterWork(k, d)
+    step = n if shift is None else max(1024, CHUNK_ENTRIES // max(d, 1))
+    for a in range(0, n, step):
+        b = min(n, a + step)
+        Xb = X[a:b] if shift is None else np.subtract(X[a:b], shift, dtype=dtype)
+        lloyd_block(Xb, C, cc, row_norms_sq(Xb), labels[a:b], near[a:b], second[a:b], work,
+                    sums=False, root=False)
+        assigned_sq_dist(Xb, labels[a:b], C, near[a:b])
     return labels, near

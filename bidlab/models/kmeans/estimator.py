@@ -36,12 +36,13 @@ from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.kmeans import distances
 from bidlab.models.kmeans.distances import CHUNK_ENTRIES, labels_inertia, sq_distances
-from bidlab.models.kmeans.inputs import KMeansInputs
+from bidlab.models.kmeans.inputs import KMeansInputs, valid_dtype, valid_init
 from bidlab.models.kmeans.live_fit import KMeansFitLearner, final_labels
 from bidlab.models.kmeans.lloyd import LloydKMeansModel
 from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
 from bidlab.models.kmeans.model import KMeansModel
 from bidlab.models.kmeans.seeding import init_seeding
+from bidlab.models.kmeans.shift import data_shift, moved, unshift
 from bidlab.models.sk_params import COMMON
 from bidlab.models.validation import RANDOM_STATE
 
@@ -59,19 +60,6 @@ _ENGINE_PARAMS: dict[str, type[KMeansModel]] = {
 def _engine_param(name: str) -> Option:
     """The parameter row ``name``: its engine's option row."""
     return next(s for s in _ENGINE_PARAMS[name].option_table() if s.name == name)
-
-
-def _valid_init(x: Any) -> bool:
-    if isinstance(x, str):
-        return x in ("k-means++", "k-means||", "random")
-    return len(np.shape(x)) == 2
-
-
-def _valid_dtype(x: Any) -> bool:
-    try:
-        return np.dtype(x) in (np.float32, np.float64)
-    except TypeError:
-        return False
 
 
 class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
@@ -162,7 +150,7 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
     FIT_ONLY = ("n_init",)  # held-out stopping / restarts: fit only
     PARAMS = (
         Option("n_clusters", int, 8, "number of clusters", low=1),
-        Option("init", str, "k-means++", "initial centres", test=_valid_init,
+        Option("init", str, "k-means++", "initial centres", test=valid_init,
                text="one of 'k-means++', 'k-means||', 'random' or an n_clusters x d array "
                "of centres"),
         Option("n_init", int, 1, "runs from different seeds (the best is kept)", low=1),
@@ -175,7 +163,7 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         _engine_param("bounds"),
         dataclasses.replace(RANDOM_STATE, default=None, doc="seed of the initialisation, "
                             "the re-seedings and the minibatch order"),
-        Option("dtype", str, None, "float type of the centres", test=_valid_dtype,
+        Option("dtype", str, None, "float type of the centres", test=valid_dtype,
                none_ok=True, text="None (follow the input), float32 or float64"),
         Option("device", str, "cpu", "where to compute", choices=("cpu", "gpu")),
         *COMMON,
@@ -300,6 +288,9 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
 
         ``sample_weight``: one non-negative weight per row (a row of weight 2 counts as two
         copies of it). With ``warm_start`` a fitted estimator starts from its centres.
+        Dense rows farther from the origin than they spread are trained on less their mean
+        (a copy of ``X``, as scikit-learn's ``KMeans`` does), so their GEMM distances keep
+        their digits.
         """
         with self._threads():
             self._fit(X, sample_weight)
@@ -323,17 +314,23 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         w = self._weights(sample_weight, n)
         self._check_k(n, d)
         rng = self._rng()
+        shift = data_shift(X)  # rows far from the origin: train on them less their mean
+        Xf = X if shift is None else X - shift.astype(X.dtype)
+        init = moved(start if warm else self.init, shift)
         best: tuple | None = None
         for _ in range(1 if warm or not isinstance(self.init, str) else self.n_init):
-            model = self._model(X, w, rng, self.algorithm, start)
-            src = self._source(X, w, self.algorithm, None, model.random_state)
+            model = self._model(Xf, w, rng, self.algorithm, init)
+            src = self._source(Xf, w, self.algorithm, None, model.random_state)
             lrn = self._build_learner(model, src, n_passes=self.max_iter, val_every=0)
             lrn.fit(progress=self._progress())
-            labels, inertia, n_iter = final_labels(model, lrn, X, w)
+            labels, inertia, n_iter = final_labels(model, lrn, Xf, w)
             if best is None or inertia < best[1]:
                 best = (model, inertia, labels, n_iter, lrn.step)
         assert best is not None
         model, inertia, labels, n_iter, steps = best
+        if shift is not None:  # back to the rows as given: labels as predict gives them
+            unshift(model, shift)
+            labels, inertia = model.labels_of(X, w)
         self.model_ = model
         self.labels_ = np.asarray(backend.to_host(labels))
         self.inertia_ = float(inertia)

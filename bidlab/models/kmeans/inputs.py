@@ -15,7 +15,22 @@ from sklearn.utils.validation import validate_data
 from bidlab import backend
 from bidlab.models.validation import unwrap
 
-__all__ = ["KMeansInputs"]
+__all__ = ["KMeansInputs", "valid_init", "valid_dtype"]
+
+
+def valid_init(x: Any) -> bool:
+    """Whether ``x`` is an ``init`` KMeans takes: a method's name or k x d centres."""
+    if isinstance(x, str):
+        return x in ("k-means++", "k-means||", "random")
+    return len(np.shape(x)) == 2
+
+
+def valid_dtype(x: Any) -> bool:
+    """Whether ``x`` names float32 or float64."""
+    try:
+        return np.dtype(x) in (np.float32, np.float64)
+    except TypeError:
+        return False
 
 
 class KMeansInputs:

@@ -1,0 +1,99 @@
+"""Moving dense rows near the origin before their k-means distances are taken.
+
+Distances by GEMM, ``||x||^2 - 2 x.c + ||c||^2``, lose what the rows' and centres' common
+offset holds: float32 rows around 10,000 that spread by 1 keep no digit of their distances
+(scikit-learn's ``KMeans`` centres the data for this reason). Distances do not change when
+rows and centres move together, so ``fit`` trains on dense rows less their mean when they
+lie farther from the origin than they spread (:func:`data_shift`, a copy of ``X``), and
+``predict`` / ``score`` / ``transform`` move each block of rows and the centres by the
+centres' mean when the centres lie farther from the origin than they spread
+(:func:`centre_shift`). CSR rows are taken as they are (a shift would fill them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bidlab import backend
+from bidlab.kern.kmeans import row_norms_sq
+
+__all__ = ["data_shift", "centre_shift"]
+
+
+def _mean_if_far(A: Any, sq_norms: Any) -> Any:
+    """The column mean of dense ``A`` (float64, on its device; each entry rounded to half
+    ``A``'s mantissa bits) when its squared norm exceeds the rows' total variance
+    (``sq_norms``: the rows' squared norms); else None."""
+    xp = backend.namespace(A)
+    n = A.shape[0]
+    if n == 0:
+        return None
+    mean = A.mean(axis=0, dtype=np.float64)
+    mm = float((mean * mean).sum())
+    spread = float(sq_norms.sum(dtype=np.float64)) / n - mm
+    if not mm > max(spread, 0.0):
+        return None
+    # half the mantissa's bits kept: rows near the shift move exactly (a cluster of equal
+    # rows comes back as that row to the bit), and 2 ** -half of the offset is left
+    half = np.finfo(A.dtype).nmant // 2
+    mean = np.asarray(backend.to_host(mean))
+    _, e = np.frexp(mean)
+    q = np.ldexp(1.0, e - half)
+    return xp.asarray(np.round(mean / q) * q)
+
+
+def data_shift(X: Any) -> Any:
+    """What ``fit`` subtracts from the rows of ``X`` (float64, (d,)), or None.
+
+    The column mean of dense ``X`` (to half its mantissa bits) when its rows lie farther
+    from the origin than they spread (the squared norm of their mean above their total
+    variance); None for CSR rows and for rows around the origin (no copy is made then).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[1e4, 0.0], [1e4 + 2, 2.0]], np.float32)
+    >>> data_shift(X).tolist(), data_shift(X - X.mean(axis=0))
+    ([10000.0, 1.0], None)
+    """
+    if backend.is_sparse(X):
+        return None
+    return _mean_if_far(X, row_norms_sq(X))
+
+
+def centre_shift(X: Any, C: Any) -> Any:
+    """The point, in ``C``'s dtype, that ``X``'s rows and the centres ``C`` are moved by
+    before their distances are taken (the centres' mean, when they lie farther from the
+    origin than they spread), or None (CSR rows, centres around the origin).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> C = np.array([[1e4, 0.0], [1e4 + 2, 2.0]], np.float32)
+    >>> centre_shift(C, C).tolist(), centre_shift(C, C - C.mean(axis=0))
+    ([10000.0, 1.0], None)
+    """
+    if backend.is_sparse(X):
+        return None
+    s = _mean_if_far(C, backend.namespace(C).einsum("ij,ij->i", C, C))
+    return None if s is None else s.astype(C.dtype)
+
+
+def moved(init: Any, shift: Any) -> Any:
+    """``init`` for rows moved by ``shift``: given centres less ``shift`` (a float64 host
+    array), a method name (or no shift) as it is."""
+    if shift is None or isinstance(init, str):
+        return init
+    C = init.toarray() if backend.is_sparse(init) else init
+    return np.asarray(backend.to_host(C), np.float64) - np.asarray(backend.to_host(shift))
+
+
+def unshift(model: Any, shift: Any) -> None:
+    """Move a k-means model trained on rows less ``shift`` back to the rows as given: its
+    centres and start centres plus ``shift``."""
+    C = model.modelmats[0].data
+    C += backend.namespace(C).asarray(shift).astype(C.dtype)
+    S = model.start_centers
+    S += np.asarray(backend.to_host(shift)).astype(S.dtype)
