@@ -313,10 +313,12 @@ def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
                 W, S, done = W0.copy(), S0.copy(), done0.copy()
                 if sums:
                     version(W, S, *state, lr + 1e-8, dtype(0.5), dtype(0.9), dense_reg, defer,
-                            done, 5, rates, 0, step.work, step.scalars, step.powers)
+                            done, 5, rates, 0, step.work, step.scalars, step.powers,
+                            cols.touched, cols.n_touched)
                 else:
                     version(W, *state, dtype(0.9), dense_reg, defer, done, 5, rates, 0,
-                            step.work, step.scalars, step.powers)
+                            step.work, step.scalars, step.powers, cols.touched,
+                            cols.n_touched)
                 runs.append((W, S, done))
             for a, b in zip(*runs, strict=True):
                 np.testing.assert_array_equal(a, b)

@@ -5,8 +5,9 @@ GLM's gradient -- either sum per-thread private copies of the whole output (each
 zeroes and fills d x k, then one pass adds them: at k = 640 and d = 39,115 that is ~0.5 GB
 moved for a 28,000-nonzero minibatch) or need the nonzeros in column order, so that each
 output row is one thread's sum of the input rows that hold its feature. Listing a
-minibatch's nonzeros by column is a counting sort, O(nnz + d); scipy's ``tocsc`` does the
-same but allocates a new matrix every call.
+minibatch's nonzeros by column is a counting sort, O(nnz + d) (O(nnz + nu log nu) when its
+nu touched columns are few against d); scipy's ``tocsc`` does the same but allocates a
+new matrix every call.
 
 :class:`ColumnListing` keeps: ``pos`` (d: a column's index among the touched ones, -1 if
 untouched; reset after each use in O(touched)), ``touched`` (d), ``colptr`` (d + 1) and,
@@ -47,16 +48,27 @@ def _by_column(indptr, indices, pos, touched, colptr, perm, row_of):  # pragma: 
     """
     n = indptr.shape[0] - 1
     d = pos.shape[0]
+    nu = 0
     for i in range(n):
         for p in range(indptr[i], indptr[i + 1]):
-            pos[indices[p]] = 0
+            j = indices[p]
+            if pos[j] < 0:
+                pos[j] = 0
+                touched[nu] = j
+                nu += 1
             row_of[p] = i
-    nu = 0
-    for j in range(d):  # increasing feature order: the update then walks W front to back
-        if pos[j] == 0:
-            pos[j] = nu
-            touched[nu] = j
-            nu += 1
+    # increasing feature order (the update then walks W front to back): a sort of the few
+    # touched columns of a wide model, else a pass over pos
+    if nu * 16 < d:
+        touched[:nu].sort()
+    else:
+        nu = 0
+        for j in range(d):
+            if pos[j] == 0:
+                touched[nu] = j
+                nu += 1
+    for u in range(nu):
+        pos[touched[u]] = u
     for u in range(nu + 1):
         colptr[u] = 0
     for p in range(indptr[n]):

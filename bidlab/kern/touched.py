@@ -220,13 +220,16 @@ def _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, de
 
 @adaptive_kernel(**_VECTOR)
 def _adagrad_touched(M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, inv_t, scale,
-                     dense_reg, defer, done, t, rates, base, work, scalars, powers):
+                     dense_reg, defer, done, t, rates, base, work, scalars, powers, touched,
+                     nu):
     d, T = M.shape  # pragma: no cover - compiled
     nparts = work.shape[0]
+    rows = d if dense_reg else nu  # a sweep visits every row, else the touched ones only
     for p in prange(nparts):
-        lo, hi = _rows_of_part(d, p, nparts)
+        lo, hi = _rows_of_part(rows, p, nparts)
         buf = work[p]
-        for i in range(lo, hi):
+        for j in range(lo, hi):
+            i = j if dense_reg else touched[j]
             if _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps,
                            dense_reg, defer, done, t, rates, base, True, buf, scalars[p],
                            powers[p]):
@@ -240,13 +243,15 @@ def _adagrad_touched(M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, 
 
 @adaptive_kernel(**_VECTOR)
 def _grad_touched(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, scale, dense_reg, defer,
-                  done, t, rates, base, work, scalars, powers):
+                  done, t, rates, base, work, scalars, powers, touched, nu):
     d, T = M.shape  # pragma: no cover - compiled
     nparts = work.shape[0]
+    rows = d if dense_reg else nu
     for p in prange(nparts):
-        lo, hi = _rows_of_part(d, p, nparts)
+        lo, hi = _rows_of_part(rows, p, nparts)
         buf = work[p]
-        for i in range(lo, hi):
+        for j in range(lo, hi):
+            i = j if dense_reg else touched[j]
             if _row_update(i, M, M, pos, colptr, perm, row_of, data, A, lr, l1, l2, lr,
                            dense_reg, defer, done, t, rates, base, False, buf, scalars[p],
                            powers[p]):
@@ -265,9 +270,22 @@ def _catch_up_all(M, S, lr, l1, l2, eps, done, t, rates, base, adagrad, work, sc
         buf = work[p]
         for i in range(lo, hi):
             if done[i] < t:
-                _catch_up_row(M, S, i, lr, l1, l2, eps, done[i], t, rates, base, adagrad, buf,
-                              scalars[p], powers[p])
+                if _any_weight(M, i):  # an all-zero row stays as it is (its u is 0)
+                    _catch_up_row(M, S, i, lr, l1, l2, eps, done[i], t, rates, base,
+                                  adagrad, buf, scalars[p], powers[p])
                 done[i] = t
+
+
+@numba.njit(inline="always")
+def _any_weight(M, i):  # pragma: no cover - compiled
+    """Row i has a nonzero weight. The catch-up leaves an all-zero row unchanged (its
+    regulariser updates and ADAGrad's added squares are 0), so the sweep at each pass's
+    end skips it: a wide model (hashed features) is mostly such rows, and their
+    arithmetic made that sweep cost more than the pass's steps."""
+    for c in range(M.shape[1]):
+        if M[i, c] != 0:
+            return True
+    return False
 
 
 # Array-level forms run while a kernel compiles in the background (bidlab.kern.standin).
@@ -373,7 +391,8 @@ class TouchedStep:
         def call(work: float, c: ColumnListing, dense_reg: bool, defer: bool) -> None:
             _adagrad_touched(work, M, S, c.pos, c.colptr, c.perm, c.row_of, X.data, A, lr, l1,
                              l2, eps, ty(inv_t), ty(scale), dense_reg, defer, self.done, t,
-                             self.rates, self.base, self.work, self.scalars, self.powers)
+                             self.rates, self.base, self.work, self.scalars, self.powers,
+                             c.touched, c.n_touched)
 
         self._run(X, reg, t, scale, (M, S, lr, l1, l2, eps, True), call)
 
@@ -386,7 +405,8 @@ class TouchedStep:
         def call(work: float, c: ColumnListing, dense_reg: bool, defer: bool) -> None:
             _grad_touched(work, M, c.pos, c.colptr, c.perm, c.row_of, X.data, A, lr, l1, l2,
                           M.dtype.type(scale), dense_reg, defer, self.done, t, self.rates,
-                          self.base, self.work, self.scalars, self.powers)
+                          self.base, self.work, self.scalars, self.powers, c.touched,
+                          c.n_touched)
 
         self._run(X, reg, t, scale, (M, M, lr, l1, l2, lr, False), call)
 

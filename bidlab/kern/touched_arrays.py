@@ -6,7 +6,8 @@ Same arguments and outputs as :mod:`bidlab.kern.touched`'s ``_adagrad_touched``,
 ``_forget``; the arithmetic is in the model's dtype as there, but a row's L2 decay is one
 ``power`` call where the kernels square and multiply, and the sums come in another order,
 so the results agree to float tolerance. The thread-split scratch (``work``, ``scalars``,
-``powers``) is not used.
+``powers``) and the column listing's ``touched`` / ``nu`` (the kernels' way to the touched
+rows without a pass over all of them) are not used.
 """
 
 from __future__ import annotations
@@ -217,7 +218,8 @@ def _step(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any, A: A
 def adagrad_touched(M: Any, S: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any,
                     A: Any, lr: Any, l1: Any, l2: Any, eps: Any, inv_t: Any, scale: Any,
                     dense_reg: bool, defer: bool, done: Any, t: int, rates: Any, base: int,
-                    work: Any, scalars: Any, powers: Any) -> None:
+                    work: Any, scalars: Any, powers: Any, touched: Any = None,
+                    nu: int = 0) -> None:
     """ADAGrad's step on the rows a minibatch touches (all rows when ``dense_reg``)."""
     _step(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, dense_reg, defer, done, t, rates,
           base, S, eps, inv_t, scale, True)
@@ -226,7 +228,7 @@ def adagrad_touched(M: Any, S: Any, pos: Any, colptr: Any, perm: Any, row_of: An
 def grad_touched(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any, A: Any,
                  lr: Any, l1: Any, l2: Any, scale: Any, dense_reg: bool, defer: bool, done: Any,
                  t: int, rates: Any, base: int, work: Any, scalars: Any,
-                 powers: Any) -> None:
+                 powers: Any, touched: Any = None, nu: int = 0) -> None:
     """Plain gradient ascent on the rows a minibatch touches (all when ``dense_reg``)."""
     _step(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, dense_reg, defer, done, t, rates,
           base, M, lr, 1.0, scale, False)
