@@ -51,9 +51,11 @@ import scipy.sparse as sp
 
 from bidlab.cli.train_coherence import train_pass_by_pass
 from bidlab.cli.train_data import (
+    check_inputs,
     describe_data,
     hold_out,
     is_ratings,
+    is_scored,
     load_data,
     ratings_mask,
     read_shards,
@@ -344,6 +346,7 @@ class _EstimatorJob(_Job):
             raise _BadInput(f"{flags}: only {cls.__name__}.fit uses it, and bidlab train "
                             "trains the live learner (its passes, then a score on the "
                             "--holdout rows): leave it out, or call fit from Python")
+        check_inputs(self.name, cls, params, self.args.holdout)
         if self.args.save and not callable(getattr(cls, "save", None)):
             raise _BadInput(f"--save: {cls.__name__} has no save(path) method, so it cannot "
                             "be saved; keep its state with --checkpoint PATH")
@@ -389,7 +392,7 @@ class _EstimatorJob(_Job):
                     "no held-out score (the rows are users or vertices: none held out)")
         rows_are_samples = est.ROWS_ARE_SAMPLES and not is_ratings(data)
         if holdout is None:  # a graph's vertices, a ratings file's users: none held out
-            holdout = 0.1 if rows_are_samples else 0.0
+            holdout = 0.1 if rows_are_samples and is_scored(est) else 0.0
         elif holdout > 0 and not rows_are_samples:
             raise _BadInput(f"--holdout {holdout:g}: {self.name}'s rows are not samples "
                             "(a graph's vertices, or users who each need their factors), so "

@@ -7,14 +7,16 @@ fixed, seeded share of the rows out of training to score the fitted estimator on
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["MAX_HELD_OUT", "PREFERRED_FORMAT", "describe_data", "hold_out", "is_ratings",
-           "load_data", "ratings_mask", "read_shards", "sniff_data"]
+__all__ = ["MAX_HELD_OUT", "PREFERRED_FORMAT", "check_inputs", "describe_data", "hold_out",
+           "is_ratings", "is_scored", "load_data", "ratings_mask", "read_shards",
+           "sniff_data"]
 
 MAX_HELD_OUT = 10_000  # rows held out for the final score at most (keeps it quick)
 
@@ -31,10 +33,15 @@ def sniff_data(path: str, model: str | None = None, min_df: int | float | None =
     None) for data that is not a text folder or archive."""
     from dataclasses import replace
 
+    from bidlab.datasets.formats import DataFormatError
     from bidlab.datasets.sniff import FORMATS, sniff
 
     bounds = _word_bounds(min_df, max_df)
-    s = sniff(path)
+    try:
+        s = sniff(path)
+    except DataFormatError:
+        _refuse_network_file(Path(path), model)
+        raise
     pick = PREFERRED_FORMAT.get(model or "")
     if pick in s.also:
         s = replace(s, format=pick, detail="", also=(s.format, *(k for k in s.also
@@ -55,6 +62,47 @@ def load_data(path: str, model: str | None = None, min_df: int | float | None = 
 
     s = sniff_data(path, model, min_df, max_df)
     return s if s.format == "shards" else load(s, min_df=min_df, max_df=max_df)
+
+
+def _refuse_network_file(path: Path, model: str | None) -> None:
+    """ValueError when ``path``, a file no data format fits, is a BIF network: the
+    network is ``bidlab train bayesnet``'s ``--network``, not its ``--data``."""
+    from bidlab.datasets.formats import read_head
+
+    try:
+        head = read_head(path)[0].lstrip()
+    except (OSError, ValueError):
+        return
+    while head.startswith(b"//"):  # BIF comment lines before the network block
+        head = head.partition(b"\n")[2].lstrip()
+    if not re.match(rb"network\s+[^\s{]*\s*\{", head):
+        return
+    run = (f"give it as --network {path}" if model == "bayesnet" else
+           f"train it with bidlab train bayesnet --network {path}")
+    raise ValueError(f"{path} is a Bayesian network (BIF), not rows of data: {run}, and "
+                     "--data the rows to learn its tables from (an .npz whose X holds each "
+                     "row's state indices, -1 or NaN where not observed)")
+
+
+def is_scored(est: Any) -> bool:
+    """Whether the estimator has a ``score`` method, so held-out rows can score it."""
+    return callable(getattr(est, "score", None))
+
+
+def check_inputs(name: str, cls: type, params: dict[str, Any], holdout: float | None
+                 ) -> None:
+    """ValueError when model ``name`` (estimator class ``cls``, given ``params``) lacks the
+    network it trains (``--network``, BayesNet), or when ``--holdout`` asks to hold rows
+    out for an estimator that cannot score them: they would only be left out of training.
+    """
+    names = {spec.name for spec in getattr(cls, "PARAMS", ())}
+    if "network" in names and params.get("network") is None:
+        raise ValueError(f"{name} needs --network PATH: the network's BIF file (plain or "
+                         "gzip; --data holds the rows that train its tables)")
+    if holdout and not is_scored(cls):
+        raise ValueError(f"--holdout {holdout:g}: {cls.__name__} has no score method, so "
+                         "held-out rows would only be left out of training: leave --holdout "
+                         "out (it trains on every row)")
 
 
 def _word_bounds(min_df: int | float | None, max_df: int | float | None

@@ -183,6 +183,8 @@ def _learner_table(exclude: set[str]) -> dict[str, Any]:
 def _show(value: Any) -> str:
     if isinstance(value, tuple):
         return ",".join(_show(v) for v in value)
+    if isinstance(value, type):  # a dtype such as numpy.float32: as it is typed
+        return value.__name__
     return repr(value) if isinstance(value, str) else str(value)
 
 

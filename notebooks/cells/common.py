@@ -63,9 +63,10 @@ finished = wait_for_passes(learner, MAX_WAIT_S)
 m = learner.metrics
 print(f"state: {m['state']}, passes: {m['pass']}/{m['n_passes']}, minibatches: {m['step']}, "
       f"progress: {learner.progress:.0%}")
-print(f"last {m['score_name']}: " + ", ".join(
-    f"{part} {m[part + '_score']:.4f}" for part in ("train", "val")
-    if math.isfinite(m[part + "_score"])))
+scores = [f"{part} {m[part + '_score']:.5g}" for part in ("train", "val")
+          if math.isfinite(m[part + "_score"])]
+if scores:  # sampling a posterior (BayesNet inference) has no score
+    print(f"last {m['score_name']}: " + ", ".join(scores))
 if not finished:
     print(f"not waiting: the passes take longer than MAX_WAIT_S = {MAX_WAIT_S} s; the learner "
           "keeps training, and the cells below show the model so far")'''
