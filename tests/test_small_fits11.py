@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from bidlab.kern import standin
 from bidlab.kern.columns import ColumnListing
 from bidlab.kern.touched import TouchedStep
 from bidlab.models import GLM
@@ -34,11 +35,13 @@ def test_a_default_glm_on_hashed_documents_fits_in_well_under_a_second() -> None
     """Before: 1.4-2.2 s a fit on 2 cores (the step's walk over every row, the pass-end
     catch-up's arithmetic on all-zero rows); now ~0.15 s. The bound leaves 5x of room."""
     X, y = _hashed_docs()
-    with warnings.catch_warnings():
+    # the kernels compiled here (or loaded), not run as numpy stand-ins while a background
+    # worker compiles them: the timed fits are the kernels'
+    with warnings.catch_warnings(), standin.enabled(False):
         warnings.simplefilter("ignore")
-        GLM(random_state=0).fit(X, y)  # compiles (or loads) the kernels
+        GLM(random_state=0).fit(X, y)
         best = np.inf
-        for _ in range(2):
+        for _ in range(3):
             t0 = time.perf_counter()
             est = GLM(random_state=0).fit(X, y)
             best = min(best, time.perf_counter() - t0)
