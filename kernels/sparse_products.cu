@@ -33,23 +33,32 @@ __device__ __forceinline__ T warp_sum(T v) {
 }  // namespace bidlab_sparse
 
 // out[p] = sum_c A[i, c] * B[j, c] for the p-th stored entry (i, j) of the CSR pattern.
-template <typename T, typename I>
+// G lanes (a power of two up to WARP) share one entry: a warp works on WARP / G entries of
+// its row at once, each lane summing k / G products, and each group's partial sums meet in
+// log2(G) shuffles. With G = WARP every entry costs a whole warp's five shuffles for a few
+// multiply-adds each (k = 64: two), which bounds the kernel well below the memory system.
+template <typename T, typename I, int G>
 __global__ void bidlab_sddmm(const I* __restrict__ indptr, const I* __restrict__ indices,
                              long long m, int k, const T* __restrict__ A, long long a_rs,
                              long long a_cs, const T* __restrict__ B, long long b_rs,
                              long long b_cs, T* __restrict__ out) {
   using namespace bidlab_sparse;
+  static_assert(G > 0 && G <= WARP && (G & (G - 1)) == 0, "G: a power of two up to 32");
   const long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) / WARP;
   const int lane = threadIdx.x % WARP;
-  if (warp >= m) return;
+  if (warp >= m) return;  // whole warps leave together: the shuffles below see all lanes
+  const int group = lane / G, glane = lane % G;
   const T* a = A + warp * a_rs;
   const I lo = indptr[warp], hi = indptr[warp + 1];
-  for (I p = lo; p < hi; ++p) {
-    const T* b = B + (long long)indices[p] * b_rs;
+  for (I base = lo; base < hi; base += WARP / G) {
+    const I p = base + group;
     T s = 0;
-    for (int c = lane; c < k; c += WARP) s += a[c * a_cs] * b[c * b_cs];
-    s = warp_sum(s);
-    if (lane == 0) out[p] = s;
+    if (p < hi) {
+      const T* b = B + (long long)indices[p] * b_rs;
+      for (int c = glane; c < k; c += G) s += a[c * a_cs] * b[c * b_cs];
+    }
+    for (int off = G / 2; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off, G);
+    if (glane == 0 && p < hi) out[p] = s;
   }
 }
 
@@ -116,10 +125,15 @@ __global__ void bidlab_csr_col_sums(const I* __restrict__ indices, const T* __re
 #ifdef BIDLAB_NVCC_CHECK
 // Explicit instantiations so that `nvcc -ptx -DBIDLAB_NVCC_CHECK` compiles every body (the
 // tests do this on every run, GPU or not); CuPy instantiates through name_expressions.
+#define BIDLAB_SDDMM(T, I, G)                                                                 \
+  template __global__ void bidlab_sddmm<T, I, G>(const I*, const I*, long long, int, const T*, \
+                                                 long long, long long, const T*, long long,   \
+                                                 long long, T*);
 #define BIDLAB_INSTANTIATE(T, I)                                                              \
-  template __global__ void bidlab_sddmm<T, I>(const I*, const I*, long long, int, const T*,    \
-                                              long long, long long, const T*, long long,      \
-                                              long long, T*);                                 \
+  BIDLAB_SDDMM(T, I, 4)                                                                       \
+  BIDLAB_SDDMM(T, I, 8)                                                                       \
+  BIDLAB_SDDMM(T, I, 16)                                                                      \
+  BIDLAB_SDDMM(T, I, 32)                                                                      \
   template __global__ void bidlab_gather<T, I>(const I*, const I*, const T*, long long, int,   \
                                                const T*, long long, long long, T*, long long,  \
                                                long long);                                    \
@@ -133,6 +147,7 @@ BIDLAB_INSTANTIATE(float, long long)
 BIDLAB_INSTANTIATE(double, int)
 BIDLAB_INSTANTIATE(double, long long)
 #undef BIDLAB_INSTANTIATE
+#undef BIDLAB_SDDMM
 #endif
 
 #endif  // BIDLAB_SPARSE_PRODUCTS_CU

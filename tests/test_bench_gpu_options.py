@@ -53,7 +53,9 @@ def test_gpu_shapes_of_the_pagerank_and_sfa_runs(numpy_device: SimpleNamespace,
     monkeypatch.setattr(SFA, "set_params", lambda self, **kw: cpu_params(
         self, **{k: v for k, v in kw.items() if k != "device"}))
     case = sfa.gpu_case("generated", sfa.generated(0.001), 4, 2)
-    assert case["gpu_s_per_iter"] > 0 and 0 <= case["bidlab_gpu"]["p@10"] <= 1
+    assert np.isfinite(case["gpu_s_per_iter"]) and 0 <= case["bidlab_gpu"]["p@10"] <= 1
+    assert case["gpu_fit_s"] > 0 and case["gpu_one_iteration_fit_s"] > 0
+    assert case["iterations"] == 3
     assert np.isfinite(case["bidlab_gpu"]["ndcg@10"])
 
 
@@ -71,3 +73,25 @@ def test_gpu_kernels_run_reports_rates_against_its_roofline(numpy_device: Simple
         assert r["max_rel_err"] < 1e-5 and _positive(r["rate"]) and _positive(r["seconds"])
         assert r["roofline_ratio"] == pytest.approx(r["rate"] / res["roofline_gflops"])
     assert len(res["targets"]) == 5
+
+
+def test_kernels_gpu_only_leaves_the_cpu_part_out(numpy_device: SimpleNamespace,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """``--gpu-only``: the GPU figures and targets alone, no CPU kernels or peers timed."""
+    import json
+
+    from bidlab.bench import kernels
+
+    assert kernels.main(["--scale", "0.0005", "--gpu", "--gpu-only", "--repeats", "1",
+                         "--triad-mib", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["kernels"] == {} and set(doc["gpu"]["kernels"]) == {
+        "sddmm", "sparse_dense", "sparse_t_dense", "dense_sparse", "dense_sparse_t"}
+    assert [t["name"].startswith("GPU ") for t in doc["targets"]] == [True] * 5
+    assert kernels.main(["--scale", "0.0005", "--gpu", "--gpu-only", "--repeats", "1",
+                         "--triad-mib", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "GPU (" in text and "1-thread" not in text
+    with pytest.raises(SystemExit) as exc:
+        kernels.main(["--scale", "0.0005", "--gpu-only"])
+    assert exc.value.code == 2 and "--gpu-only goes with --gpu" in capsys.readouterr().err

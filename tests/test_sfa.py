@@ -366,6 +366,7 @@ def test_bidlab_train_sfa_reads_a_ratings_csv(tmp_path):
     assert ratings_mask(loaded, NMF()) and not ratings_mask(loaded, SFA())
 
 
+@pytest.mark.gpu
 def test_sfa_on_the_gpu_matches_the_cpu():
     from bidlab import backend
 

@@ -191,7 +191,7 @@ def test_a_rank_takes_ldas_gpu_batch_size():
 
     if not backend.gpu_available():
         pytest.skip("no CUDA device")
-    C = _docs(40000)
+    C = _docs(40000) * 64  # 64 tokens a document or more: the token floor stays below
     want = LDA(2, device="gpu").learner(C).source.batch_size
     assert want != LDA(2).learner(C).source.batch_size
     assert chosen_batch_size(LDA(2, device="gpu"), None, 40000, 1, rows=C) == want

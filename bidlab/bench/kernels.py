@@ -197,7 +197,22 @@ def print_report(res: dict[str, Any]) -> None:
     """The readable table: rate, roofline share, the numpy/scipy ways and the ratios."""
     w, mach = res["workload"], res["machine"]
     print(f"== kernels: {w['rows']:,} x {w['cols']:,} CSR, nnz {w['nnz']:,}, K={w['k']}, "
-          f"{w['dtype']}; {mach['cpu']}, {mach['numba_threads']} threads")
+          f"{w['dtype']}; {mach['cpu']}"
+          + (f", {mach['numba_threads']} threads" if "numba_threads" in mach else ""))
+    if res["kernels"]:
+        _print_cpu(res)
+    g = res.get("gpu")
+    if g:
+        print(f"   GPU ({g['device']}): triad {g['triad']['bandwidth_GBps']:.1f} GB/s -> "
+              f"roofline {g['roofline_gflops']:.1f} GFLOP/s")
+        for name, r in g["kernels"].items():
+            print(f"   {name:<15}{r['rate']:>9.1f} GFLOP/s {r['roofline_ratio']:>6.2f} of roof;"
+                  f" {r['library']['how']} {r['library']['rate']:.1f} (x"
+                  f"{r['speedup_vs_library']:.2f}); rel err {r['max_rel_err']:.1e}")
+    print_targets(res["targets"], indent="   ")
+
+
+def _print_cpu(res: dict[str, Any]) -> None:
     print(f"   triad bandwidth {res['triad']['bandwidth_GBps']:.2f} GB/s -> roofline "
           f"{res['roofline_gflops']:.2f} GFLOP/s (2/8 flop/byte)")
     head = (f"   {'kernel':<15}{'bidlab':>9}{'unit':>9}{'of roof':>9}{'1-thread':>10}"
@@ -210,15 +225,6 @@ def print_report(res: dict[str, Any]) -> None:
               f"{r['speedup_vs_best']:>8.2f}{r['max_rel_err']:>10.1e}")
     print("   (1-thread / blocked: the numpy/scipy way in one thread / in row blocks on all "
           "threads; x = bidlab's speed-up)")
-    g = res.get("gpu")
-    if g:
-        print(f"   GPU ({g['device']}): triad {g['triad']['bandwidth_GBps']:.1f} GB/s -> "
-              f"roofline {g['roofline_gflops']:.1f} GFLOP/s")
-        for name, r in g["kernels"].items():
-            print(f"   {name:<15}{r['rate']:>9.1f} GFLOP/s {r['roofline_ratio']:>6.2f} of roof;"
-                  f" {r['library']['how']} {r['library']['rate']:.1f} (x"
-                  f"{r['speedup_vs_library']:.2f}); rel err {r['max_rel_err']:.1e}")
-    print_targets(res["targets"], indent="   ")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,10 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu", action="store_true",
                     help="also run the sparse kernels on the GPU against its roofline "
                          "(needs CuPy and a CUDA device)")
+    ap.add_argument("--gpu-only", action="store_true",
+                    help="with --gpu: leave the CPU kernels and their numpy/scipy peers out "
+                         "(the GPU figures alone, for a short loan of a GPU machine)")
     ap.add_argument("--threads", choices=("parallel", "adaptive", "serial"), default="parallel",
                     help="kernel thread policy (default parallel: the roofline figures are "
                          "for all cores; adaptive is what models use)")
     args = ap.parse_args(argv)
+    if args.gpu_only and not args.gpu:
+        ap.error("--gpu-only goes with --gpu (it leaves the CPU kernels out)")
     require_gpu(ap, args.gpu)
     from bidlab.kern import adaptive as policy
 
@@ -258,12 +269,22 @@ def main(argv: list[str] | None = None) -> int:
     n = max(64, round(FULL_COLS * args.scale))
     nnz = max(m, round(FULL_NNZ * args.scale))
     triad_elements = max(1 << 16, int(args.triad_mib * 2**20 / 8))
-    res = run(m, n, nnz, args.k, max(1, args.repeats), max(1, args.baseline_repeats),
-              max(1, args.numpy_sddmm_repeats), max(1, args.chunk), triad_elements, args.seed)
+    if args.gpu_only:
+        S = power_law_csr(m, n, nnz, args.seed)
+        res = {"benchmark": "kernels", "machine": machine(),
+               "workload": {"rows": m, "cols": n, "nnz": int(S.nnz), "k": args.k,
+                            "dtype": "float32", "format": "csr", "columns": "Zipf ~1/(j+1)",
+                            "rows_length": "log-normal"},
+               "kernels": {}, "targets": []}
+    else:
+        res = run(m, n, nnz, args.k, max(1, args.repeats), max(1, args.baseline_repeats),
+                  max(1, args.numpy_sddmm_repeats), max(1, args.chunk), triad_elements,
+                  args.seed)
     if args.gpu:
         from bidlab.bench._kernels_gpu import gpu_run
 
-        S = power_law_csr(m, n, nnz, args.seed)
+        if not args.gpu_only:
+            S = power_law_csr(m, n, nnz, args.seed)
         res["gpu"] = gpu_run(S, args.k, max(1, args.repeats), 4 * triad_elements)
         res["targets"] += res["gpu"]["targets"]
     passed = sys.argv[1:] if argv is None else argv

@@ -116,9 +116,11 @@ def implicit_case(name: str, X: sp.csr_matrix, k: int, iters: int, l2: float = 0
 
 
 def gpu_case(name: str, X: sp.csr_matrix, k: int, iters: int, l2: float = 0.01,
-              alpha: float = 1.0) -> dict[str, Any]:
-    """``SFA(device="gpu")`` on one implicit workload: seconds per iteration (whole fit,
-    device synchronised) and the ranking metrics of :func:`implicit_case`."""
+             alpha: float = 1.0) -> dict[str, Any]:
+    """``SFA(device="gpu")`` on one implicit workload: seconds an iteration past the first
+    (fits of 1 and ``1 + iters`` iterations, device synchronised; the first holds the
+    setup: validation, the copy to the device, the item-major ratings), the whole fit, and
+    the ranking metrics of :func:`implicit_case`."""
     from bidlab import backend
     from bidlab.models.sfa.metrics import ranking_metrics
 
@@ -130,16 +132,24 @@ def gpu_case(name: str, X: sp.csr_matrix, k: int, iters: int, l2: float = 0.01,
     users = np.flatnonzero(np.diff(test.indptr))
     users = np.sort(np.random.default_rng(1).choice(users, min(3000, users.size), False))
     _ours(train, k, l2, alpha, 1).set_params(device="gpu").fit(train)  # compiles, pool
-    cp.cuda.Device().synchronize()
-    t0 = time.perf_counter()
-    est = _ours(train, k, l2, alpha, iters).set_params(device="gpu").fit(train)
-    cp.cuda.Device().synchronize()
-    t = (time.perf_counter() - t0) / iters
+
+    def timed(n: int) -> tuple[float, Any]:
+        cp.cuda.Device().synchronize()
+        t0 = time.perf_counter()
+        est = _ours(train, k, l2, alpha, n).set_params(device="gpu").fit(train)
+        cp.cuda.Device().synchronize()
+        return time.perf_counter() - t0, est
+
+    first, _ = timed(1)
+    whole, est = timed(1 + iters)
+    t = (whole - first) / iters
     U, V = backend.to_host(est.user_factors_), backend.to_host(est.item_factors_)
     m = ranking_metrics(lambda u: U[u] @ V.T, train, test, 10, users)
-    log(f"{name} on the GPU: k={k}, {iters} iterations: {t:.3f} s/iter {m}")
+    log(f"{name} on the GPU: k={k}: {t:.3f} s an iteration past the first; a fit of "
+        f"{1 + iters} iterations {whole:.3f} s, of 1 {first:.3f} s; {m}")
     return {"workload": name, "shape": list(X.shape), "train_nnz": int(train.nnz), "k": k,
-            "iterations": iters, "gpu_s_per_iter": t, "bidlab_gpu": m}
+            "iterations": 1 + iters, "gpu_s_per_iter": t, "gpu_fit_s": whole,
+            "gpu_one_iteration_fit_s": first, "bidlab_gpu": m}
 
 
 def biases_only(train: sp.csr_matrix, l2: float, sweeps: int = 20) -> Any:
@@ -215,7 +225,7 @@ def run(quick: bool, scale: float, factors: list[int], iters: int,
             g["cpu_s_per_iter"] = cpu["bidlab_s_per_iter"]
             g["gpu_over_cpu"] = g["gpu_s_per_iter"] / cpu["bidlab_s_per_iter"]
         if g["k"] == 256 and scale >= 1.0:
-            targets.append(target(f"{g['workload']} k=256 on the GPU: s/iter",
+            targets.append(target(f"{g['workload']} k=256 on the GPU: s/iter past the first",
                                   g["gpu_s_per_iter"], 0.3, at_most=True))
     out = {"benchmark": "sfa", "machine": machine(), "implicit_cases": cases,
            "explicit": explicit, "targets": targets}
@@ -236,7 +246,8 @@ def _report(r: dict[str, Any]) -> None:
         if "skipped" in g:
             print(f"GPU {g['workload']} k={g['k']}: skipped ({g['skipped']})")
         else:
-            print(f"GPU {g['workload']} k={g['k']}: {g['gpu_s_per_iter']:.3f} s/iter "
+            print(f"GPU {g['workload']} k={g['k']}: {g['gpu_s_per_iter']:.3f} s/iter past the "
+                  f"first (fit {g['gpu_fit_s']:.3f} s) "
                   f"(CPU {g.get('cpu_s_per_iter', float('nan')):.3f}), "
                   f"p@10 {g['bidlab_gpu']['p@10']:.4f}")
     e = r["explicit"]

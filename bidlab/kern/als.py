@@ -45,6 +45,7 @@ from numba import prange
 
 from bidlab import backend
 from bidlab.kern.adaptive import adaptive_kernel
+from bidlab.kern.als_entries import entry_products
 from bidlab.kern.standin import stand_in
 
 __all__ = ["Scratch", "blas_threads", "rotation", "solve_rows", "solve_rows_reference"]
@@ -331,11 +332,6 @@ def blas_threads(work: int) -> Any:
     return _BLAS[0].limit(limits=1)
 
 
-def _entry_rows(S: Any, xp: Any) -> Any:
-    """The row of each stored entry (CuPy's ``repeat`` takes no array of counts)."""
-    return xp.searchsorted(S.indptr, xp.arange(S.nnz), side="right") - 1
-
-
 def _solve_arrays(indptr, indices, data, O, X, G, R, P, AP, rs, err, steps, block, bias,  # noqa: ANN001
                   implicit, diag, alpha, mu, l2, tiny, zero, one) -> None:
     """``_solve``'s array-level form (:mod:`bidlab.kern.standin` runs it while the kernel
@@ -372,8 +368,7 @@ def solve_rows_reference(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int,
     Zf = O.copy()
     if bias:
         Zf[:, -1] = 1
-    Z = Zf[S.indices]  # each stored entry's z_j, gathered once for every step
-    rows = _entry_rows(S, xp)
+    dots, pull, row_sums = entry_products(S, Zf, xp)
     if implicit:
         target = 1 + alpha * v
         weights = alpha * v
@@ -381,15 +376,12 @@ def solve_rows_reference(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int,
         target = v - mu - O[S.indices, -1]
         weights = None
 
-    def csr(values: Any) -> Any:
-        return type(S)((values, S.indices, S.indptr), shape=S.shape)
-
-    B = csr(target) @ Zf
+    B = pull(target)
 
     def entries(V: Any) -> Any:
         """``sum_j w_uj (z_j . V[u]) z_j`` over the stored entries."""
-        d = xp.einsum("ij,ij->i", Z, V[rows])
-        return csr(d * weights if implicit else d) @ Zf
+        d = dots(V)
+        return pull(d * weights if implicit else d)
 
     def regular(V: Any) -> Any:
         """The Gram (implicit) or L2 (explicit) part of ``A V``."""
@@ -404,9 +396,9 @@ def solve_rows_reference(S: Any, O: Any, X: Any, sc: Scratch, *, steps: int,
             allreduce([share])
         return share + regular(V)
 
-    pred = xp.einsum("ij,ij->i", Z, X[rows])
+    pred = dots(X)
     e = (1 - pred) ** 2 if implicit else (target - pred) ** 2
-    sc.err[...] = csr(e).sum(axis=1).ravel()
+    sc.err[...] = row_sums(e)
     R = B - entries(X)
     if allreduce is not None:
         allreduce([R])

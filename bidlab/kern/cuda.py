@@ -34,9 +34,17 @@ def _module(device_id: int, source: str, names: tuple[str, ...]) -> Any:
     return cp.RawModule(code=code, options=("--std=c++17",), name_expressions=list(names))
 
 
+#: lanes per stored entry that the SDDMM kernel is built for (powers of two up to a warp)
+SDDMM_LANES = (4, 8, 16, 32)
+
 _SPARSE_NAMES = tuple(
+    f"bidlab_sddmm<{t}, {i}, {g}>"
+    for t in ("float", "double")
+    for i in ("int", "long long")
+    for g in SDDMM_LANES
+) + tuple(
     f"bidlab_{k}<{t}, {i}>"
-    for k in ("sddmm", "gather", "scatter")
+    for k in ("gather", "scatter")
     for t in ("float", "double")
     for i in ("int", "long long")
 ) + tuple(
@@ -77,13 +85,29 @@ def _warp_grid(rows: int) -> tuple[int]:
     return ((rows * WARP + THREADS - 1) // THREADS,)
 
 
-def sddmm_rows(indptr: Any, indices: Any, R: Any, C: Any, out: Any) -> None:
-    """out[p] = R[i] . C[indices[p]] (one warp per CSR row, shuffle reduction)."""
+def sddmm_lanes(k: int) -> int:
+    """Lanes of a warp that share one stored entry of SDDMM with ``k``-vectors: about eight
+    products per lane, within :data:`SDDMM_LANES`.
+
+    >>> [sddmm_lanes(k) for k in (1, 16, 64, 100, 256, 1024)]
+    [4, 4, 8, 16, 32, 32]
+    """
+    want = max(1, -(-int(k) // 8))
+    return next((g for g in SDDMM_LANES if g >= want), SDDMM_LANES[-1])
+
+
+def sddmm_rows(indptr: Any, indices: Any, R: Any, C: Any, out: Any,
+               lanes: int | None = None) -> None:
+    """out[p] = R[i] . C[indices[p]] (one warp per CSR row; ``lanes`` lanes per entry,
+    :func:`sddmm_lanes` by default, their sums met by shuffles)."""
     m, k = R.shape
     if m == 0 or out.size == 0:
         return
+    g = sddmm_lanes(k) if lanes is None else int(lanes)
+    if g not in SDDMM_LANES:
+        raise ValueError(f"sddmm_rows: lanes={lanes} is not one of {SDDMM_LANES}")
     t, i = _types(out, indices)
-    fn = _function("sparse_products.cu", _SPARSE_NAMES, f"bidlab_sddmm<{t}, {i}>")
+    fn = _function("sparse_products.cu", _SPARSE_NAMES, f"bidlab_sddmm<{t}, {i}, {g}>")
     fn(_warp_grid(m), (THREADS,),
        (indptr, indices, np.int64(m), np.int32(k), R, *_strides(R), C, *_strides(C), out))
 

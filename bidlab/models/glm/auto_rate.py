@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from bidlab import backend
 from bidlab.learn.divergence import DivergedError
 from bidlab.models.validation import take_rows
 
@@ -126,7 +127,8 @@ def pick_rates(est: Any, X: Any, Y2: np.ndarray, w: np.ndarray | None, targmap: 
                 raise no_rate_trains(est) from None
             grid = grid[:-1]
             continue
-        loss = pilot.loss_targets(Xe, Ye).reshape(K, G)
+        # scored as the estimator scores any X: host rows, validated, then moved
+        loss = pilot.loss_targets(backend.to_host(Xe), Ye).reshape(K, G)
         loss = np.where(np.isfinite(loss), loss, np.inf)
         if np.isinf(loss).all(axis=1).any():  # a target that no candidate trains
             raise no_rate_trains(est)

@@ -55,6 +55,25 @@ def _csr_on(xp: Any, S: sp.csr_matrix) -> Any:
     return csp.csr_matrix(S)
 
 
+def _sorted_csr(M: Any) -> Any:
+    """``M`` as CSR with sorted column indices (host or device)."""
+    M = M.tocsr()
+    M.sort_indices()
+    return M
+
+
+def _transposed(xp: Any, parts: list[Any]) -> Any:
+    """The item-major CSR of the user rows ``parts`` (every user once, in order), built
+    where they live: on a GPU by cuSPARSE, with no trip through the host."""
+    if xp is np:
+        rows = parts[0] if len(parts) == 1 else sp.vstack(parts, format="csr")
+        return _sorted_csr(rows.T)
+    import cupyx.scipy.sparse as csp  # a GPU model: CuPy is there
+
+    rows = parts[0] if len(parts) == 1 else csp.vstack(parts, format="csr")
+    return _sorted_csr(rows.T)
+
+
 class SFAModel(RowStatePickling, Model):
     """ALS by conjugate gradient on the Learner (see the module doc).
 
@@ -280,9 +299,8 @@ class SFAModel(RowStatePickling, Model):
             self.mu_count = int(S.nnz)
         if self._comm is not None and not self._mu_summed:
             self._sum_mu()
-        if self._by_item is None:
-            self._gather.append((np.array(batch.ids[: batch.n], copy=True),
-                                 sp.csr_matrix(backend.to_host(S), copy=True)))
+        if self._by_item is None:  # a copy where S lives: the source reuses its buffers
+            self._gather.append((np.array(batch.ids[: batch.n], copy=True), S.copy()))
         X, sc = self._rows(batch.n)
         self.W.get(batch, X)
         V = self.modelmats[0].data
@@ -312,17 +330,21 @@ class SFAModel(RowStatePickling, Model):
         middle of a pass: the gathering goes on through the next pass)."""
         if self._by_item is None:
             n = int(self.info.n_samples)
-            ids, first = np.unique(np.concatenate([g[0] for g in self._gather]),
-                                  return_index=True)
-            if ids.size < n:
-                return None
-            rows = sp.vstack([g[1] for g in self._gather], format="csr")[first]
-            perm = sp.csr_matrix((np.ones(ids.size, rows.dtype), (ids, np.arange(ids.size))),
-                                 shape=(n, ids.size))
-            by_user = (perm @ rows).tocsr()
-            by_item = sp.csr_matrix(by_user.T)
-            by_item.sort_indices()
-            self._by_item = _csr_on(self.modelmats[0].xp, by_item.astype(self.dtype))
+            seen = np.concatenate([g[0] for g in self._gather])
+            if seen.size == n and np.array_equal(seen, np.arange(n)):
+                by_item = _transposed(self.modelmats[0].xp, [g[1] for g in self._gather])
+            else:
+                ids, first = np.unique(seen, return_index=True)
+                if ids.size < n:
+                    return None
+                rows = sp.vstack([backend.to_host(g[1]) for g in self._gather],
+                                 format="csr")[first]
+                perm = sp.csr_matrix((np.ones(ids.size, rows.dtype),
+                                      (ids, np.arange(ids.size))), shape=(n, ids.size))
+                by_user = (perm @ rows).tocsr()
+                by_item = _csr_on(self.modelmats[0].xp, _sorted_csr(by_user.T))
+            self._by_item = by_item if by_item.dtype == self.dtype else by_item.astype(
+                self.dtype)
             self._gather = []
         return self._by_item
 
