@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from bokeh.document.events import ColumnsPatchedEvent
 
 pytest.importorskip("ipywidgets", reason="bidlab.widgets needs the viz extra")
 pytest.importorskip("jupyter_bokeh", reason="bidlab.widgets needs the viz extra")
 
 from bidlab.widgets import BayesNetView  # noqa: E402
 from bidlab.widgets.bayesnet_view import CLAMPED, FREE  # noqa: E402
+from bokeh.document.events import ColumnsPatchedEvent  # noqa: E402
 
 from bidlab.datasets.paths import find_shared_data_dir  # noqa: E402
 from bidlab.learn import Snapshot  # noqa: E402

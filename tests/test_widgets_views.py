@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from bokeh.document.events import ColumnsPatchedEvent
 
 pytest.importorskip("ipywidgets", reason="bidlab.widgets needs the viz extra")
 pytest.importorskip("jupyter_bokeh", reason="bidlab.widgets needs the viz extra")
 
 from bidlab.widgets import Dashboard, TopicBubbles  # noqa: E402
+from bokeh.document.events import ColumnsPatchedEvent  # noqa: E402
 
 from bidlab.datasets import synthetic_lda_corpus  # noqa: E402
 from bidlab.models import LDAGibbs  # noqa: E402
