@@ -3,8 +3,9 @@
 The pilot is a sweep (:mod:`bidlab.models.glm.sweep`'s mechanism: every model target
 replicated once per candidate rate through the target map, so all candidates share each
 sparse product) trained for one pass over a seeded sample of the rows, and scored by each
-candidate's mean loss on rows of the sample it did not train on. Each model target keeps
-the candidate with the lowest loss (summed over the targets of one link, which share a rate).
+candidate's mean loss on rows of the sample it did not train on, weighted as the fit
+weighs its rows (``sample_weight`` times ``class_weight``). Each model target keeps the
+candidate with the lowest loss (summed over the targets of one link, which share a rate).
 ``partial_fit`` and ``learner`` train with that pick; ``fit`` races it against the next
 larger rates through its first pass (:mod:`bidlab.models.glm.race`, :func:`race_rates`).
 
@@ -128,7 +129,8 @@ def pick_rates(est: Any, X: Any, Y2: np.ndarray, w: np.ndarray | None, targmap: 
             grid = grid[:-1]
             continue
         # scored as the estimator scores any X: host rows, validated, then moved
-        loss = pilot.loss_targets(backend.to_host(Xe), Ye).reshape(K, G)
+        loss = pilot.loss_targets(backend.to_host(Xe), Ye,
+                                  None if w is None else w[ev]).reshape(K, G)
         loss = np.where(np.isfinite(loss), loss, np.inf)
         if np.isinf(loss).all(axis=1).any():  # a target that no candidate trains
             raise no_rate_trains(est)

@@ -164,21 +164,25 @@ class GLMPredictions:
                 out.append(accuracy_score(own_labels(col), pred, sample_weight=sample_weight))
         return float(np.mean(out))
 
-    def loss_targets(self, X: Any, y: Any) -> np.ndarray:
+    def loss_targets(self, X: Any, y: Any, sample_weight: Any = None) -> np.ndarray:
         """Per model target, the mean loss on (X, y): log loss for logistic / softmax,
-        hinge for svm, half the squared error for linear. Shape (K,)."""
+        hinge for svm, half the squared error for linear; with ``sample_weight`` (one
+        weight >= 0 per row), the weighted mean, as training weighs the rows. Shape (K,)."""
         E = self._margins(X)
         Y2, _ = as_targets_2d(y, E.shape[0], "GLM")
         self._check_target_columns(Y2)
+        w = None if sample_weight is None else self._weights(sample_weight, E)
         Ye = encode(self.targets_, Y2, E.dtype)[:, self.targets_.enc_col]
         loss = np.zeros((1, self.targets_.K), dtype=np.float64)
         step = max(1, _PREDICT_CHUNK // max(E.shape[1], 1))
         for a in range(0, E.shape[0], step):
             e, yy = E[a : a + step], np.ascontiguousarray(Ye[a : a + step])
+            wc = None if w is None else np.ascontiguousarray(w[a : a + step, None], E.dtype)
             part = np.zeros((1, self.targets_.K), dtype=E.dtype)
-            LinkStep(self.layout_, e.shape[0], E.dtype, np)(e, yy, part)
+            LinkStep(self.layout_, e.shape[0], E.dtype, np)(e, yy, part, wc)
             loss += part
-        return loss[0] / E.shape[0]
+        total = E.shape[0] if w is None else max(float(np.sum(w, dtype=np.float64)), 1e-300)
+        return loss[0] / total
 
     def _check_target_columns(self, Y2: np.ndarray) -> None:
         if Y2.shape[1] != self.targets_.q:

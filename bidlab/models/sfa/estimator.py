@@ -124,6 +124,7 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
     """
 
     ROWS_ARE_SAMPLES = False  # rows are users
+    TRANSIENT = (*BidlabEstimator.TRANSIENT, "_counts_of")  # (a cache of train_'s counts)
     PARAMS = (
         Option("n_components", int, 10, "number of factors k", low=1),
         Option("feedback", str, "explicit", "explicit ratings or implicit feedback",

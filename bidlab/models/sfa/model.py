@@ -223,7 +223,22 @@ class SFAModel(RowStatePickling, Model):
         self._gram_key = self._rot_key = None
 
     def start_pass(self, pass_: int) -> None:
+        self.check_data()
         self._pass = [0.0, 0.0]
+
+    def check_data(self) -> None:
+        """Refuse to train on when the model's users or items are no longer those of the
+        learner's data: ``SFA.partial_fit_users`` / ``partial_fit_items`` folded in rows
+        the data lacks (the item step would read past the data's arrays)."""
+        users, items = self.W.n_rows, int(self.modelmats[0].shape[0])
+        n, d = int(self.info.n_samples), int(self.info.n_features)
+        if (users, items) != (n, d):
+            raise ValueError(
+                f"SFA: the model has {users} users x {items} items but this learner's data "
+                f"has {n} x {d}: users or items were folded in (partial_fit_users / "
+                "partial_fit_items) after the learner was made, and it cannot train them. "
+                "Make a new learner on ratings that hold them (the estimator's train_ holds "
+                "every rating so far: est.learner(est.train_)), or fold in after training")
 
     def _rows(self, n: int) -> tuple[Any, als.Scratch]:
         got = self._buf.get(n)
@@ -351,6 +366,7 @@ class SFAModel(RowStatePickling, Model):
     def item_step(self) -> None:
         """``n_cg`` steps of every item's system with the users fixed, into
         ``updatemats[0]``."""
+        self.check_data()  # (a run resumed within a pass has not met start_pass)
         T = self.updatemats[0].data
         V = self.modelmats[0].data
         xp = backend.namespace(V)

@@ -3,7 +3,9 @@ similar items, and the fold-in of new users or items with the other side fixed."
 
 from __future__ import annotations
 
+import contextlib
 import numbers
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -163,7 +165,7 @@ class ServeMixin:
         cos[i] = -np.inf
         why = None
         if min_ratings >= 1:  # items with no training rating have no direction to compare
-            counts = np.bincount(self.train_.indices, minlength=V.shape[0])
+            counts = self._item_counts()
             if counts[i] == 0:
                 raise ValueError(f"{type(self).__name__}: item {i} has no training "
                                  "rating: its factors are only the L2 penalty's pull "
@@ -175,8 +177,7 @@ class ServeMixin:
             available = int(np.isfinite(cos).sum())
             few[i] = False
             if few.any() and int(n) > available:
-                counts[i] = 0
-                most = int(counts.max())
+                most = int(np.delete(counts, i).max())
                 if available == 0:
                     why = (f"no item other than item {i} has min_ratings={min_ratings} or "
                            f"more training ratings (the most any has is {most}): lower "
@@ -188,7 +189,32 @@ class ServeMixin:
         return _top(type(self).__name__, cos, n, "similar_items", int(np.isfinite(cos).sum()),
                     why)
 
+    def _item_counts(self) -> np.ndarray:
+        """Each item's number of training ratings (read-only), counted once per ``train_``:
+        a fit, a new learner and each fold-in make a new ``train_``, so the count is kept
+        until then (more sweeps do not change the ratings)."""
+        S = self.train_
+        kept = self.__dict__.get("_counts_of")
+        if kept is None or kept[0] is not S:
+            counts = np.bincount(S.indices, minlength=S.shape[1])
+            counts.flags.writeable = False
+            kept = self._counts_of = (S, counts)
+        return kept[1]
+
     # -- fold-in ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _folding(self, method: str) -> Iterator[None]:
+        """Hold the estimator's training guard while a fold-in changes the model's shape:
+        refused while a learner of this estimator runs (or is paused) on the model. A
+        learner made before a fold-in refuses to train on afterwards (its data lacks the
+        folded-in rows: :meth:`~bidlab.models.sfa.model.SFAModel.check_data`)."""
+        guard = self._training_guard()
+        guard.enter(f"{type(self).__name__}.{method}")
+        try:
+            yield
+        finally:
+            guard.exit()
+
     def _fold(self, S: Any, other: np.ndarray) -> np.ndarray:
         """Solve the rows of ``S`` with the ``other`` side fixed, to convergence."""
         m = self.model_
@@ -218,6 +244,10 @@ class ServeMixin:
         >>> new_ids = sfa.partial_fit_users(new_rows)  # doctest: +SKIP
         """
         check_is_fitted(self)
+        with self._folding("partial_fit_users"):
+            return self._fold_users(X)
+
+    def _fold_users(self, X: Any) -> np.ndarray:
         S = ratings_csr(type(self).__name__, X, self.model_.dtype, n_items=self.n_items_)
         m = self.model_
         check_counts(type(self).__name__, S, m.opts.feedback)
@@ -243,6 +273,10 @@ class ServeMixin:
         >>> new_ids = sfa.partial_fit_items(new_columns)  # doctest: +SKIP
         """
         check_is_fitted(self)
+        with self._folding("partial_fit_items"):
+            return self._fold_items(X)
+
+    def _fold_items(self, X: Any) -> np.ndarray:
         name = type(self).__name__
         Xc = ratings_csr(name, X, self.model_.dtype, allow_empty_rows=True)
         check_counts(name, Xc, self.model_.opts.feedback)
