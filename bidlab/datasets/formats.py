@@ -23,7 +23,7 @@ from bidlab._bounded_io import (
 
 __all__ = ["FORMATS", "DataFormatError", "Sniffed", "sniff_file", "read_head", "looks_binary",
            "looks_table", "appearance", "tried", "CSV_HINT", "DOCWORD_NAME",
-           "ratings_separator"]
+           "ratings_separator", "ratings_header_order"]
 
 
 #: format name -> what it is, in words (the order in which :func:`sniff` tries them).
@@ -38,7 +38,8 @@ FORMATS: dict[str, str] = {
     "edge-list": "SNAP edge list ('# ...' comments, then 'source target [weight]' per line)",
     "ratings": "ratings CSV ('user,item,rating[,time]' per line, or tab- or '::'-separated "
                "as MovieLens 1M / 10M's ratings.dat; a header line, if any, names a user or "
-               "a rating column)",
+               "a rating column, or starts with a user and an item column such as u,i,r or "
+               "uid,iid,score, in either order)",
 }
 
 _HEAD_BYTES = 1 << 16
@@ -145,7 +146,9 @@ def ratings_separator(line: str) -> str:
 def _looks_ratings(lines: list[bytes]) -> str | None:
     """Lines of 'user,item,rating[,time]' (or tab- or '::'-separated, fields maybe quoted,
     as :func:`~bidlab.datasets.movielens.read_ratings_csv` reads them). A header line must
-    name a user or a rating; only after one may the ids be text rather than numbers."""
+    name a user or a rating, or start with a user and an item column (``u,i,r``, or
+    ``i,u,r``: see :func:`ratings_header_order`); only after one may the ids be text rather
+    than numbers."""
     if not lines:
         return None
     first = lines[0].removeprefix(codecs.BOM_UTF8)
@@ -159,7 +162,8 @@ def _looks_ratings(lines: list[bytes]) -> str | None:
     header = not _rating_row(rows[0], text_ids=False)
     width = len(rows[0])
     if header:
-        if b"user" not in first.lower() and b"rating" not in first.lower():
+        if (b"user" not in first.lower() and b"rating" not in first.lower()
+                and ratings_header_order(rows[0]) is None):
             return None
         if len(rows) == 1 and len(rows[0]) in (3, 4):  # the reader says there are none
             return f"header {sep.join(rows[0])[:40]!r} and no ratings"
@@ -173,6 +177,32 @@ def _looks_ratings(lines: list[bytes]) -> str | None:
                 and any(_NUMBER_TEXT.fullmatch(r[2].strip()) for r in rows)):
             return None
     return f"first rating {sep.join(rows[0])[:40]!r}"
+
+
+#: the header names of a ratings file's user and item columns, lower case without ``_``,
+#: ``-``, spaces or dots: a user (``u``, ``uid``, ``user_id``, ``customerId``, ...) and an
+#: item (``i``, ``iid``, ``item_id``, ``movieId``, ``ISBN``, ...), each maybe ending in an id
+#: word
+_ID_END = r"(?:id|ids|no|num|number|idx|index|key|code)?"
+_USER_NAME = re.compile(r"(?:u|user|users|customer|cust|client|reviewer|rater|member|viewer"
+                        r"|listener|reader|player|buyer|visitor|person|account)" + _ID_END)
+_ITEM_NAME = re.compile(r"(?:i|item|items|movie|film|product|prod|book|isbn|asin|song|track"
+                        r"|artist|album|business|game|anime|recipe|article|video|app|course"
+                        r"|restaurant|hotel|beer|joke|page|doc|document|m|p)" + _ID_END)
+
+
+def ratings_header_order(fields: list[str]) -> str | None:
+    """How a ratings header line's ``fields`` (3 or 4 of them) name its first two columns:
+    ``"user-item"`` (``u,i,r``, ``uid,iid,score``, ``customer_id,product_id,stars``),
+    ``"item-user"`` (``movieId,userId,rating``), else None."""
+    if len(fields) not in (3, 4):
+        return None
+    a, b = (re.sub(r"[\s_.\-]+", "", f.strip().strip('"').lower()) for f in fields[:2])
+    if _USER_NAME.fullmatch(a) and _ITEM_NAME.fullmatch(b):
+        return "user-item"
+    if _ITEM_NAME.fullmatch(a) and _USER_NAME.fullmatch(b):
+        return "item-user"
+    return None
 
 
 def _rating_row(fields: list[str], text_ids: bool) -> bool:
@@ -233,7 +263,8 @@ def looks_table(head: bytes, complete: bool | None = None) -> bool:
 
 CSV_HINT = ("bidlab reads a CSV / TSV table only as ratings (user, item, rating and optionally "
             "time per line, numbers or ids; a header line, if any, naming a user or a rating "
-            "column); for any other table, load it (e.g. with pandas) and save the matrix with "
+            "column, or starting with a user and an item column such as u,i,r); for any "
+            "other table, load it (e.g. with pandas) and save the matrix with "
             "numpy.savez(path, X=X, y=y) or sklearn.datasets.dump_svmlight_file")
 
 

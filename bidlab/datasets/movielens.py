@@ -5,7 +5,9 @@ MovieLens 1M / 10M's ``ratings.dat``, with or without a header line) through
 :mod:`bidlab._bounded_io`; :func:`load_movielens` reads a MovieLens folder (the shared
 ``movielens-latest-small``, or ``ml-1m`` / ``ml-10M100K`` with their ``.dat`` files) with
 its movie titles. Users and items are numbered in
-the order of their raw ids (``user_ids[row]``, ``item_ids[column]`` give them back).
+the order of their raw ids (``user_ids[row]``, ``item_ids[column]`` give them back). The
+user comes first on a line unless a header line names the item column first
+(``movieId,userId,rating``, ``i,u,r``).
 
 **Duplicate (user, item) pairs**: the latest rating counts (largest time; without a time
 column, or at equal times, the one later in the file); :attr:`Ratings.duplicates` says
@@ -32,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bidlab._bounded_io import check_budget, not_found, read_data, stat_path
-from bidlab.datasets.formats import ratings_separator
+from bidlab.datasets.formats import ratings_header_order, ratings_separator
 from bidlab.datasets.paths import resolve_shared
 
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -138,7 +140,9 @@ def _table(text: str, path: Path
     line of each rating). The ids are numbers, or any text (kept as strings when one is not
     a number; a field holding the separator must be quoted, as in any CSV); the first
     non-blank line is a header when its rating is not a number, or when its user and item
-    are not numbers while every later line's are. Errors name the line of the file."""
+    are not numbers while every later line's are. A header naming the item column first
+    (``movieId,userId,rating``; :func:`~bidlab.datasets.formats.ratings_header_order`)
+    is read in that order. Errors name the line of the file."""
     # only line ends split (str.splitlines also splits at \x85, \x1c, \u2028, ..., which
     # a Latin-1 or UTF-8 id may hold)
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -148,6 +152,7 @@ def _table(text: str, path: Path
     sep = ratings_separator(body[0]) if body else ","
     quoted = '"' in text and sep != "::"  # MovieLens' '::' files quote nothing
     start = 0  # 1 when the first non-blank line is a header
+    header: list[str] = []
     if body:
         no, first = int(line_no[0]), body[0]
         fields = next(csv.reader([first], delimiter=sep)) if quoted else first.split(sep)
@@ -158,7 +163,7 @@ def _table(text: str, path: Path
                 raise ValueError(  # numeric user and item: a rating row, not a header
                     f"{path}: ratings row {no} holds {first.strip()!r}: the rating (and "
                     "time) must be numbers") from None
-            start = 1  # a header line
+            start, header = 1, fields  # a header line
     body, line_no = body[start:], line_no[start:]
     if not body:
         raise ValueError(f"{path}: no ratings (expected lines of user{sep}item{sep}rating"
@@ -184,7 +189,8 @@ def _table(text: str, path: Path
                          "rating and optionally time")
     if (not start and len(cells) > 1 and not any(_number(f) for f in cells[0, :2])
             and _number(cells[1:, :2])):
-        cells, line_no = cells[1:], line_no[1:]  # a header whose rating column is a number
+        header = cells[0].tolist()  # a header whose rating column is a number
+        cells, line_no = cells[1:], line_no[1:]
     try:
         values = cells[:, 2:].astype(np.float64)
     except ValueError:
@@ -192,8 +198,9 @@ def _table(text: str, path: Path
         raise ValueError(f"{path}: ratings row {line_no[row]} holds "
                          f"{sep.join(cells[row])!r}: the rating (and time) must be numbers"
                          ) from None
-    return (_id_column(cells[:, 0], path, "user", line_no),
-            _id_column(cells[:, 1], path, "item", line_no), values, line_no)
+    u, i = (1, 0) if ratings_header_order(header) == "item-user" else (0, 1)
+    return (_id_column(cells[:, u], path, "user", line_no),
+            _id_column(cells[:, i], path, "item", line_no), values, line_no)
 
 
 def _one_char_fields(text: str, sep: str) -> tuple[str, str]:

@@ -87,7 +87,9 @@ def load_20newsgroups(
         keep only these newsgroups (labels index their sorted order).
     **vectorizer_options
         passed to :func:`load_text_folder` (``min_df``,
-        ``vocabulary=train.vocab`` for the test split, ...).
+        ``vocabulary=train.vocab`` for the test split, ...); ``encoding`` defaults to
+        ``"latin-1"`` here, the posts' encoding, as in scikit-learn's
+        ``fetch_20newsgroups``.
     """
     if subset not in ("train", "test", "all"):
         raise ValueError(f"subset must be 'train', 'test' or 'all', got {subset!r}")
@@ -98,6 +100,7 @@ def load_20newsgroups(
     if categories is not None:
         categories = sorted([categories] if isinstance(categories, str) else categories)
         vectorizer_options.setdefault("label_names", categories)
+    vectorizer_options.setdefault("encoding", "latin-1")  # the 1993 posts' encoding
     return load_text_folder(
         archive,
         subset=None if subset == "all" else subset,

@@ -5,7 +5,8 @@ the folder that holds it, and ``subset="train"`` keeps the documents whose top f
 ``train`` or ends in ``-train`` / ``_train`` / ``.train``. Archives are read member by
 member with :mod:`tarfile`; nothing is extracted to disk. Counting is scikit-learn's
 ``CountVectorizer``; pass ``vocabulary=train.vocab`` to count a test split in the training
-split's columns.
+split's columns. Each document is decoded as UTF-8 where it is valid UTF-8, else as
+Latin-1 (``encoding="auto"``, the default; ``encoding=`` names one codec for all).
 
 Reading is bounded (:mod:`bidlab._bounded_io`): a FIFO, device or socket in a folder (or
 given as the path) is refused by its type before anything is opened, and an archive's
@@ -127,7 +128,7 @@ def read_text_documents(
     *,
     subset: str | None = None,
     categories: Iterable[str] | None = None,
-    encoding: str = "latin-1",
+    encoding: str = "auto",
     max_decompressed: int | None = None,
 ) -> tuple[list[str], list[str], list[str | None]]:
     """Read every file of a folder or tar archive: ``(texts, doc_ids, label_strings)``.
@@ -136,8 +137,10 @@ def read_text_documents(
     for files at the top level). ``categories`` keeps only those labels. A gzip file in a
     folder (``doc.txt.gz``, told by its content) is read decompressed. A binary file (a
     NUL byte in its first 4 KiB: an ``.npz``, an image, another compressed file) is not a
-    document: it is skipped with a warning naming it. ``encoding="auto"`` decodes each
-    document as UTF-8 when it is valid UTF-8, else as Latin-1.
+    document: it is skipped with a warning naming it. ``encoding="auto"`` (the default)
+    decodes each document as UTF-8 when it is valid UTF-8 (a byte-order mark dropped),
+    else as Latin-1, which decodes any bytes; any other codec name decodes every document
+    with that codec.
     ``max_decompressed`` caps how far into an archive's decompressed content members are
     read, and what a gzip file in a folder may expand to (see the module docstring).
     """
@@ -180,8 +183,9 @@ def read_text_documents(
             texts.append(_decode(raw, encoding))
         except UnicodeDecodeError as e:
             raise ValueError(
-                f"{path}: {name} is not valid {encoding} ({e}); pass encoding='latin-1', "
-                "which decodes any bytes"
+                f"{path}: {name} is not valid {encoding} ({e}); pass encoding='auto' "
+                "(UTF-8 where valid, else Latin-1) or encoding='latin-1', which decodes any "
+                "bytes"
             ) from None
         ids.append(name)
         labels.append(label)
@@ -240,7 +244,7 @@ def load_text_folder(
     max_features: int | None = None,
     stop_words: str | list[str] | None = "english",
     lowercase: bool = True,
-    encoding: str = "latin-1",
+    encoding: str = "auto",
     token_pattern: str = DEFAULT_TOKEN_PATTERN,
     vocabulary: Sequence[str] | None = None,
     label_names: Sequence[str] | None = None,
@@ -262,10 +266,16 @@ def load_text_folder(
     min_df, max_df, max_features, stop_words, lowercase, token_pattern
         as in
         scikit-learn's ``CountVectorizer`` (ignored for pruning when ``vocabulary`` is
-        given).
+        given). The default ``token_pattern`` is scikit-learn's, ``(?u)\\b\\w\\w+\\b``:
+        runs of two or more letters, digits or underscores, so numbers (``1993``) and
+        runs such as ``___`` are words too unless ``min_df`` / ``max_df`` drop them;
+        ``token_pattern=r"(?u)\\b(?=\\w*[^\\W\\d_])\\w\\w+\\b"`` keeps only the words that
+        hold a letter.
     encoding
-        text encoding of the files (Latin-1 decodes any bytes; ``"auto"``: UTF-8 where
-        a document is valid UTF-8, else Latin-1).
+        text encoding of the files: ``"auto"`` (default) reads each document as UTF-8
+        where it is valid UTF-8, else as Latin-1 (which decodes any bytes, so no file
+        stops the load); a codec name (``"utf-8"``, ``"latin-1"``, ...) reads every
+        document with it, and a document that is not valid in it is an error naming it.
     vocabulary
         fixed column words, e.g. ``train.vocab`` to count a test split the same.
     label_names

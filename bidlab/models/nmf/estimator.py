@@ -258,7 +258,8 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
         return tags
 
     # -- input ------------------------------------------------------------------------------
-    def _data(self, X: Any, mask: Any, reset: bool, columns: bool = True) -> Prepared:
+    def _data(self, X: Any, mask: Any, reset: bool, columns: bool = True,
+              need_rows: bool = True) -> Prepared:
         X, mask = ratings_input(unwrap(X), mask)
         self._check_structure(X)
         if backend.is_cupy_array(getattr(X, "data", X)):
@@ -274,7 +275,7 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
             want = [np.float64, np.float32]
         X = validate_data(self, X, accept_sparse="csr", dtype=want, ensure_all_finite=False,
                           reset=reset)
-        return prepare(type(self).__name__, X, mask, X.dtype, columns)
+        return prepare(type(self).__name__, X, mask, X.dtype, columns, need_rows)
 
     def _k(self, shape: tuple[int, int], streaming: bool = False) -> int:
         """k for data of ``shape``; ``streaming`` (``partial_fit``'s first minibatch): the

@@ -71,9 +71,11 @@ def _check_values(name: str, rows: np.ndarray, cols: np.ndarray, vals: np.ndarra
                       "mark those entries missing")
 
 
-def _check_coverage(name: str, row_counts: np.ndarray, col_counts: np.ndarray | None) -> None:
-    """Refuse rows (and, unless ``col_counts`` is None, columns) with no observed entry."""
-    for what, counts in (("row", row_counts), ("column", col_counts)):
+def _check_coverage(name: str, row_counts: np.ndarray, col_counts: np.ndarray | None,
+                    need_rows: bool = True) -> None:
+    """Refuse rows (unless ``need_rows`` is False) and columns (unless ``col_counts`` is
+    None) with no observed entry, and always an ``X`` with no observed entry at all."""
+    for what, counts in (("row", row_counts if need_rows else None), ("column", col_counts)):
         if counts is None:
             continue
         empty = np.flatnonzero(counts == 0)
@@ -83,6 +85,10 @@ def _check_coverage(name: str, row_counts: np.ndarray, col_counts: np.ndarray | 
                              f"(the first is {what} {int(empty[0])}): nothing can be learned "
                              f"about them; drop those {plural} or observe some of their "
                              "entries")
+    if not row_counts.any():
+        raise ValueError(f"{name}: X has no observed entry (every entry is NaN or masked "
+                         "out), so there is nothing to score; pass rows with observed "
+                         "entries")
 
 
 def _dense_mask(name: str, mask: Any, shape: tuple[int, int]) -> np.ndarray:
@@ -98,13 +104,16 @@ def _dense_mask(name: str, mask: Any, shape: tuple[int, int]) -> np.ndarray:
     return m
 
 
-def prepare(name: str, X: Any, mask: Any, dtype: np.dtype, columns: bool = True) -> Prepared:
+def prepare(name: str, X: Any, mask: Any, dtype: np.dtype, columns: bool = True,
+            need_rows: bool = True) -> Prepared:
     """Check ``X`` (n x d, host dense or sparse, converted to ``dtype``) and its ``mask``;
     return what to stream (see the module doc). Errors name the problem and the fix.
     ``columns``: refuse columns with no observed entry (training learns each column's
-    components; ``transform`` and ``score`` keep the components and take any column)."""
+    components; ``transform`` and ``score`` keep the components and take any column).
+    ``need_rows``: refuse rows with no observed entry (``score`` takes them: they add
+    nothing to its loss); an ``X`` with no observed entry at all is always refused."""
     if sp.issparse(X):
-        return _prepare_sparse(name, sp.csr_matrix(X, dtype=dtype), mask, columns)
+        return _prepare_sparse(name, sp.csr_matrix(X, dtype=dtype), mask, columns, need_rows)
     X = np.asarray(X, dtype=dtype)
     if X.ndim != 2 or X.size == 0:
         raise ValueError(f"{name}: X must be a non-empty 2-D array (samples x features); got "
@@ -114,7 +123,8 @@ def prepare(name: str, X: Any, mask: Any, dtype: np.dtype, columns: bool = True)
         observed &= _dense_mask(name, mask, X.shape)
     rows, cols = np.nonzero(observed)
     _check_values(name, rows, cols, X[rows, cols])
-    _check_coverage(name, observed.sum(axis=1), observed.sum(axis=0) if columns else None)
+    _check_coverage(name, observed.sum(axis=1), observed.sum(axis=0) if columns else None,
+                    need_rows)
     total = float(X[rows, cols].sum(dtype=np.float64))
     mean = total / max(rows.size, 1)
     if observed.all():
@@ -123,7 +133,8 @@ def prepare(name: str, X: Any, mask: Any, dtype: np.dtype, columns: bool = True)
     return Prepared((X0, observed.astype(dtype)), "masked", mean)
 
 
-def _prepare_sparse(name: str, X: sp.csr_matrix, mask: Any, columns: bool) -> Prepared:
+def _prepare_sparse(name: str, X: sp.csr_matrix, mask: Any, columns: bool,
+                    need_rows: bool = True) -> Prepared:
     X = X.copy()
     X.sum_duplicates()
     X.sort_indices()
@@ -160,7 +171,7 @@ def _prepare_sparse(name: str, X: sp.csr_matrix, mask: Any, columns: bool) -> Pr
                       cols[bad], "mark them missing (False in mask) or give their values")
     _check_values(name, rows, cols, vals)
     _check_coverage(name, np.diff(M.indptr),
-                    np.bincount(cols, minlength=d) if columns else None)
+                    np.bincount(cols, minlength=d) if columns else None, need_rows)
     indptr, indices = M.indptr.astype(np.int64), cols.astype(np.int32)
     O = sp.csr_matrix((vals.astype(X.dtype), indices, indptr), shape=X.shape)
     ones = sp.csr_matrix((np.ones(vals.size, X.dtype), indices.copy(), indptr.copy()),

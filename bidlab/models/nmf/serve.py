@@ -111,9 +111,10 @@ class NMFServe:
     def score(self, X: Any, y: Any = None, mask: Any = None) -> float:
         """Minus the mean loss per observed entry of ``X`` (squared error, or the
         generalised KL divergence), its factors found by :meth:`transform`: higher is
-        better, so ``GridSearchCV`` can pick ``n_components``."""
+        better, so ``GridSearchCV`` can pick ``n_components``. Rows with no observed entry
+        add nothing (a ValueError when no entry of ``X`` is observed)."""
         check_is_fitted(self)
-        data = self._data(X, mask, reset=False, columns=False)
+        data = self._data(X, mask, reset=False, columns=False, need_rows=False)
         W = self._factors(data)
         _, H, Ht = self._mats(backend.to_host(W.data))
         loss = self.model_.opts.loss
