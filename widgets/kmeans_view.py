@@ -39,6 +39,7 @@ class KMeansView(PumpedView):
             learner.init()
         self.learner = learner
         C, weights = learner.model.host_modelmats()
+        C = self._in_data_coordinates(C)
         self.k = C.shape[0]
         self.points = 0
         self._prev = C.astype(np.float64)
@@ -74,7 +75,7 @@ class KMeansView(PumpedView):
         if snap is None or "centers" not in snap.views or snap.step == self._last_step:
             return
         self._last_step = int(snap.step)
-        C = np.asarray(snap.views["centers"], dtype=np.float64)
+        C = self._in_data_coordinates(np.asarray(snap.views["centers"], dtype=np.float64))
         dist = np.sqrt(((C - self._prev) ** 2).sum(axis=1))
         self._prev = C
         full = slice(0, self.k)
@@ -89,6 +90,13 @@ class KMeansView(PumpedView):
         m = snap.metrics
         self.status.value = (f"step {snap.step} · {snap.state} · score "
                              f"{m.get('train_score', float('nan')):.5g}")
+
+    def _in_data_coordinates(self, C: np.ndarray) -> np.ndarray:
+        """The centres as the data has them: a model trained on rows far from the origin
+        measures its centres from its ``origin`` (:mod:`bidlab.models.kmeans.shift`)."""
+        origin = getattr(self.learner.model, "origin", None)
+        C = np.asarray(C, dtype=np.float64)
+        return C if origin is None else C + np.asarray(origin, dtype=np.float64)
 
     def _close_widgets(self) -> None:
         self._closed = True

@@ -31,7 +31,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from bidlab import backend
-from bidlab.learn import BlockSource, Learner, MemorySource, Option
+from bidlab.learn import BlockSource, MemorySource, Option
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator
 from bidlab.models.kmeans import distances
@@ -42,7 +42,7 @@ from bidlab.models.kmeans.lloyd import LloydKMeansModel
 from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
 from bidlab.models.kmeans.model import KMeansModel
 from bidlab.models.kmeans.seeding import init_seeding
-from bidlab.models.kmeans.shift import data_shift, moved, unshift
+from bidlab.models.kmeans.shift import data_centres, data_shift, moved, unshift
 from bidlab.models.sk_params import COMMON
 from bidlab.models.validation import RANDOM_STATE
 
@@ -74,7 +74,10 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         ``"k-means++"`` (default: greedy k-means++, 2 + int(2 ln k) candidates a step; on
         dense CPU rows its assignment of the rows starts the first Lloyd pass),
         ``"k-means||"`` (5 oversampling rounds, then k-means++ on the weighted
-        candidates), ``"random"`` (n_clusters distinct rows) or k x d centres (dense or sparse).
+        candidates), ``"random"`` (n_clusters distinct rows), k x d centres (dense or
+        sparse), or a callable ``init(X, n_clusters, random_state)`` returning them
+        (scikit-learn's; called with the checked data in its own coordinates and a
+        ``numpy.random.RandomState``, once per run of ``n_init``).
     n_init
         runs from different seeds; the lowest inertia wins.
     max_iter
@@ -122,7 +125,8 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
     -----
 
     Learned: ``cluster_centers_`` (n_clusters x d), ``labels_``, ``inertia_`` (weighted sum of
-    squared distances to the nearest centre), ``n_iter_`` (Lloyd iterations, or passes
+    squared distances to the nearest centre), ``n_iter_`` (Lloyd iterations run, as
+    scikit-learn counts them: the last one may find no label changed; or passes
     over the data begun by minibatch steps), ``n_steps_`` (minibatches),
     ``n_features_in_`` (and ``feature_names_in_`` for DataFrames), ``model_`` (the engine: a
     :class:`~bidlab.models.kmeans.lloyd.LloydKMeansModel` or
@@ -151,8 +155,8 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
     PARAMS = (
         Option("n_clusters", int, 8, "number of clusters", low=1),
         Option("init", str, "k-means++", "initial centres", test=valid_init,
-               text="one of 'k-means++', 'k-means||', 'random' or an n_clusters x d array "
-               "of centres"),
+               text="one of 'k-means++', 'k-means||', 'random', an n_clusters x d array "
+               "of centres or a callable(X, n_clusters, random_state) returning one"),
         Option("n_init", int, 1, "runs from different seeds (the best is kept)", low=1),
         Option("max_iter", int, 100, "most Lloyd iterations, or minibatch passes", low=1),
         _engine_param("tol"),
@@ -208,8 +212,9 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
 
     @property
     def cluster_centers_(self) -> np.ndarray:
-        """The k x d centres (read-only; a live view of the model on the CPU)."""
-        C = self.model_.modelmats[0].data
+        """The k x d centres (read-only; a live view of the model on the CPU, or its centres
+        plus its ``origin`` when it trains on rows moved near the origin)."""
+        C = data_centres(self.model_)
         if not isinstance(C, np.ndarray):
             return np.asarray(backend.to_host(C))
         view = C.view()
@@ -312,13 +317,15 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         X = self._data(X, reset=not warm)
         n, d = X.shape
         w = self._weights(sample_weight, n)
-        self._check_k(n, d)
+        self._check_k(n, d, X.dtype)
         rng = self._rng()
         shift = data_shift(X)  # rows far from the origin: train on them less their mean
         Xf = X if shift is None else X - shift.astype(X.dtype)
-        init = moved(start if warm else self.init, shift)
+        runs = self.n_init if not warm and (isinstance(self.init, str) or callable(
+            self.init)) else 1
         best: tuple | None = None
-        for _ in range(1 if warm or not isinstance(self.init, str) else self.n_init):
+        for _ in range(runs):
+            init = moved(start if warm else self._start(X, rng), shift)
             model = self._model(Xf, w, rng, self.algorithm, init)
             src = self._source(Xf, w, self.algorithm, None, model.random_state)
             lrn = self._build_learner(model, src, n_passes=self.max_iter, val_every=0)
@@ -339,74 +346,9 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         self.distance_evaluations_ = int(model.distance_evaluations)
         return self
 
-    def partial_fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> KMeans:
-        """One pass of minibatch steps (``batch_size`` rows each) over ``X``.
-
-        The first call starts the centres from ``init`` on ``X``; later calls continue the
-        per-centre weights (after ``fit`` too), as scikit-learn's
-        ``MiniBatchKMeans.partial_fit`` does. ``labels_`` and ``inertia_`` describe ``X``.
-        """
-        with self._threads():
-            return self._partial_fit(X, sample_weight)
-
-    def _partial_fit(self, X: Any, sample_weight: Any) -> KMeans:
-        self._validate_params()
-        first = getattr(self, "model_", None) is None
-        if not first:
-            self._check_fitted_k("partial_fit", "a new estimator (sklearn.base.clone)")
-        X = self._data(X, reset=first)
-        n, d = X.shape
-        w = self._weights(sample_weight, n)
-        if first:
-            self._check_k(n, d)
-            self.model_ = self._model(X, w, self._rng(), "minibatch")
-            self.n_steps_ = 0
-        src = self._source(X, w, "minibatch", None, int(self._rng().integers(2**31 - 1)))
-        model = self.model_
-        if not isinstance(model, MinibatchKMeansModel):  # after a Lloyd fit: go on from it
-            model = MinibatchKMeansModel.following(
-                model, src.info, max_no_improvement=self.max_no_improvement)
-            self.model_ = model
-        elif model.initialised:
-            model.rebind(src.info)
-        model.stop_early = False
-        lrn = self._build_learner(model, src, n_passes=1, val_every=0)
-        lrn.fit(progress=self._progress())
-        model.forget_rows()
-        labels, inertia = model.labels_of(X, w)
-        self.labels_ = np.asarray(backend.to_host(labels))
-        self.inertia_ = float(inertia)
-        self.n_steps_ = int(getattr(self, "n_steps_", 0)) + lrn.step
-        self.n_iter_ = int(getattr(self, "n_iter_", 0)) + 1
-        self.distance_evaluations_ = int(model.distance_evaluations)
-        return self
-
-    def learner(self, X: Any, y: Any = None, **options: Any) -> Learner:
-        """A live :class:`bidlab.learn.Learner` clustering ``X`` with this estimator's
-        settings; its model becomes this estimator's model (``predict``, ``transform``
-        and ``cluster_centers_`` follow the training live).
-
-        ``y`` is ignored (unsupervised). ``options``: learner options (``n_passes``,
-        default ``max_iter``; ``batch_size``; ``checkpoint``; ``lrate`` to damp minibatch
-        steps; ...) and ``sample_weight``. Lloyd needs every row in every pass (a full-batch
-        model), so its ``val_every`` stays 0.
-        """
-        self._validate_params()
-        X = self._data(X, reset=True)
-        n, d = X.shape
-        w = self._weights(options.pop("sample_weight", None), n)
-        self._check_k(n, d)
-        algorithm = self.algorithm
-        model = self._model(X, w, self._rng(), algorithm)
-        src = self._source(X, w, algorithm, options.pop("batch_size", None),
-                           model.random_state)
-        options.setdefault("n_passes", self.max_iter)
-        options.setdefault("val_every", 0)
-        upd = model.default_updater(lrate=options.pop("lrate", 1.0))
-        lrn = self._build_learner(model, src, upd, live=True, **options)
-        self._forget_results()
-        self.model_ = model
-        return lrn
+    # the estimator's guard wraps the methods a class defines: these are KMeansFitLearner's
+    partial_fit = KMeansFitLearner.partial_fit
+    learner = KMeansFitLearner.learner
 
     # -- using the model --------------------------------------------------------------------
     def predict(self, X: Any, sample_weight: Any = None) -> np.ndarray:
@@ -415,7 +357,7 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         X = self._data(X, reset=False)
         self._weights(sample_weight, X.shape[0])
         with self._threads():
-            labels, _ = labels_inertia(X, self.model_.modelmats[0].data)
+            labels, _ = labels_inertia(X, data_centres(self.model_))
         return np.asarray(backend.to_host(labels))
 
     def fit_predict(self, X: Any, y: Any = None, sample_weight: Any = None) -> np.ndarray:
@@ -429,7 +371,7 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         check_is_fitted(self)
         X = self._data(X, reset=False)
         with self._threads():
-            D = sq_distances(X, self.model_.modelmats[0].data)
+            D = sq_distances(X, data_centres(self.model_))
         backend.namespace(D).sqrt(D, out=D)
         return np.asarray(backend.to_host(D))
 
@@ -440,7 +382,7 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         X = self._data(X, reset=False)
         w = self._weights(sample_weight, X.shape[0])
         with self._threads():
-            _, inertia = labels_inertia(X, self.model_.modelmats[0].data, w)
+            _, inertia = labels_inertia(X, data_centres(self.model_), w)
         return -inertia
 
 

@@ -68,7 +68,10 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     Attributes
     ----------
     n_updates
-        centre updates that moved a centre (scikit-learn's ``n_iter_``).
+        centre updates that moved a centre.
+    n_iter
+        Lloyd iterations run (scikit-learn's ``n_iter_``): the centre updates, and the
+        last pass when it found no label changed (it ran, and moved no centre).
 
     Notes
     -----
@@ -107,10 +110,12 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     _drift: Mat | None = None
     _seeded: Seeding | None = None
     n_updates = 0
+    n_iter = 0
 
     def __init__(self, centers: Any, *, random_state: int = 0, **options: Any) -> None:
         super().__init__(centers, random_state=random_state, **options)
         self.n_updates = 0
+        self.n_iter = 0
         self._generation = 0
 
     def _clear_scratch(self) -> None:
@@ -317,6 +322,7 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
             # nothing moved: the centres are those of the pass's start, its labels final
             S[...] = prev
             self.converged = True
+            self.n_iter += 1
             rows.labels_pass = pass_ + 1
             rows.bounds_pass = None
             rows.current = True
@@ -325,6 +331,7 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         drift = centre_means(S, N, prev)
         shift = float((drift * drift).sum())
         self.n_updates += 1
+        self.n_iter += 1
         tol_abs = self._tol_abs
         if tol_abs is not None and shift <= tol_abs:
             self.converged = True

@@ -90,6 +90,7 @@ class MinibatchKMeansModel(KMeansModel):
         """Minibatch steps that continue ``model`` (trained by either algorithm) on the data
         ``info`` describes: its centres, its cluster weights as the counts."""
         new = cls(model.modelmats[0].numpy(), random_state=model.random_state, **options)
+        new.origin = model.origin  # the same frame as the centres copied
         new.init_from(info)
         for dst, src in zip(new.modelmats, model.modelmats, strict=True):
             dst.data[...] = dst.xp.asarray(src.data)

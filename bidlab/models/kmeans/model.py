@@ -37,6 +37,7 @@ from bidlab.learn.persistable import UPGRADES
 from bidlab.learn.staging import Minibatch
 from bidlab.mat import Mat
 from bidlab.models.kmeans.distances import cross, labels_inertia, nearest, raw
+from bidlab.models.kmeans.shift import data_centres
 
 __all__ = ["KMeansModel", "subclass_for"]
 
@@ -53,6 +54,12 @@ class KMeansModel(Model):
     distance_evaluations
         row-centre distances computed by GEMM so far (Lloyd's bounds
         skip some).
+    origin
+        None, or the point (float64 host array, (d,)) the centres are measured from: the
+        model then trains on rows less ``origin``, and its centres in the data's
+        coordinates are ``centers + origin``
+        (:func:`~bidlab.models.kmeans.shift.data_centres`; dense rows far from the
+        origin, :mod:`bidlab.models.kmeans.shift`).
 
     Examples
     --------
@@ -73,6 +80,7 @@ class KMeansModel(Model):
     #: each engine by its ``algorithm`` name, filled as the subclasses are defined
     ENGINES: dict[str, type[KMeansModel]] = {}
     _SCRATCH: tuple[str, ...] = ("_buf", "_work")  # rebuilt on demand, never pickled
+    origin: Any = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -173,8 +181,8 @@ class KMeansModel(Model):
         return X, w
 
     def _score(self, dist: Any, w: Any) -> float:
-        if w is None:
-            return -float(dist.mean())
+        if w is None:  # float64 sums: float32 distances near their limit add up past it
+            return -float(dist.mean(dtype=np.float64))
         tot = float(w.sum())
         return -float((w * dist).sum()) / tot if tot > 0 else math.nan
     def _buffers(self, m: int) -> dict[str, Any]:
@@ -248,11 +256,12 @@ class KMeansModel(Model):
     # -- after training -------------------------------------------------------------------
     def labels_of(self, X: Any, w: Any = None) -> tuple[Any, float]:
         """Labels of every row of ``X`` (n x d, the training data as the estimator checked
-        it) by the current centres, and the (``w``-weighted) inertia: every distance
+        it, in the data's coordinates: not less ``origin``) by the current centres, and
+        the (``w``-weighted) inertia: every distance
         computed by :func:`~bidlab.models.kmeans.distances.labels_inertia`, the computation
         ``predict`` makes, so ``fit``'s labels are those ``predict`` gives on the same rows
         (bounds or a fused kernel's other GEMM blocking would round near-ties apart)."""
-        C = self.modelmats[0].data
+        C = data_centres(self)
         self.distance_evaluations += X.shape[0] * C.shape[0]
         if self.xp is not np:
             return labels_inertia(X, C, w)

@@ -8,6 +8,11 @@ lie farther from the origin than they spread (:func:`data_shift`, a copy of ``X`
 ``predict`` / ``score`` / ``transform`` move each block of rows and the centres by the
 centres' mean when the centres lie farther from the origin than they spread
 (:func:`centre_shift`). CSR rows are taken as they are (a shift would fill them).
+
+A live learner (``KMeans.learner``, ``fit_learner``) and ``partial_fit`` train on the rows
+less the same shift, kept as the model's ``origin``: its centres are measured from that
+point while it trains (:func:`set_origin`), and :func:`data_centres` gives them in the
+data's coordinates (``cluster_centers_``, ``predict``, ``transform``, ``score``).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import numpy as np
 from bidlab import backend
 from bidlab.kern.kmeans import row_norms_sq
 
-__all__ = ["data_shift", "centre_shift"]
+__all__ = ["data_shift", "centre_shift", "moved", "unshift", "data_centres", "set_origin"]
 
 
 def _mean_if_far(A: Any, sq_norms: Any) -> Any:
@@ -97,3 +102,32 @@ def unshift(model: Any, shift: Any) -> None:
     C += backend.namespace(C).asarray(shift).astype(C.dtype)
     S = model.start_centers
     S += np.asarray(backend.to_host(shift)).astype(S.dtype)
+
+
+def data_centres(model: Any) -> Any:
+    """``model``'s centres in the data's coordinates, on its device and in its dtype: the
+    live centres themselves when it has no ``origin``, else the centres plus ``origin``
+    (a new k x d array)."""
+    C = model.modelmats[0].data
+    origin = getattr(model, "origin", None)
+    if origin is None:
+        return C
+    xp = backend.namespace(C)
+    return (C.astype(np.float64) + xp.asarray(origin)).astype(C.dtype)
+
+
+def set_origin(model: Any, origin: Any) -> None:
+    """Measure ``model``'s centres (and start centres) from ``origin`` (a float64 host
+    array (d,), or None for the data's own origin) from now on: what they are in the data's
+    coordinates does not change. Rows given to it must then be less ``origin``."""
+    old = getattr(model, "origin", None)
+    d = model.start_centers.shape[1]
+    step = (np.zeros(d) if old is None else np.asarray(old, np.float64)) - (
+        np.zeros(d) if origin is None else np.asarray(origin, np.float64))
+    if model.modelmats:
+        C = model.modelmats[0].data
+        xp = backend.namespace(C)
+        C[...] = (C.astype(np.float64) + xp.asarray(step)).astype(C.dtype)
+    S = model.start_centers
+    S[...] = (S.astype(np.float64) + step).astype(S.dtype)
+    model.origin = None if origin is None else np.array(origin, np.float64)
