@@ -21,13 +21,15 @@ every ``--checkpoint_every`` seconds and when the run ends; an existing one is r
 (options on the command line override the saved ones; ``--restart`` ignores it).
 ``--save PATH`` writes the fitted estimator at the end (``est.save``; read it back with
 ``bidlab.models.load``), with the data's vocabulary when it has one, so a loaded topic
-model's ``top_words()`` shows words. An estimator trains on all but ``--holdout`` of the
+model's ``top_words()`` shows words, and an edge list's vertex ids (PageRank's ``ids_``:
+``scores_[i]`` is vertex ``ids_[i]``'s). An estimator trains on all but ``--holdout`` of the
 rows (10%, at most 10,000, chosen with a fixed seed) and is scored on those at the end
 (one with ``fit_learner``, GLM and KMeans, trains and ends as its ``fit`` does: scaled
 features, final labels);
 a topic model's score line adds its document-completion perplexity (``LDA.perplexity``
 says how it compares with scikit-learn's and gensim's), and its topics follow, one line
-each. ``--seed`` is a deprecated spelling of ``--random_state``, ``--passes`` of
+each; PageRank's convergence and top 10 vertices (by their ids in the file) follow likewise.
+``--seed`` is a deprecated spelling of ``--random_state``, ``--passes`` of
 ``--n_passes``. Both paths are checked before the data is read: each must be a new
 path or a regular file in a folder where a file can be created, and not the other's file,
 else the command exits 2 with one line naming the path and the reason.
@@ -49,6 +51,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from bidlab.cli import train_report as report
 from bidlab.cli.train_coherence import train_pass_by_pass
 from bidlab.cli.train_data import (
     check_inputs,
@@ -74,7 +77,6 @@ from bidlab.cli.train_options import (
     add_arguments,
     help_text,
 )
-from bidlab.cli.train_report import result_line, score_note, topics_text
 
 __all__ = ["ACCEPTS_EXTRA", "add_arguments", "run"]
 
@@ -253,7 +255,7 @@ class _Job:
         return 0
 
     def result(self, learner: Any, extra: str = "") -> str:
-        return result_line(learner, self.args.checkpoint, extra)
+        return report.result_line(learner, self.args.checkpoint, extra)
 
 
 class _ModelJob(_Job):
@@ -410,6 +412,8 @@ class _EstimatorJob(_Job):
             lopts["mask"] = sp.csr_matrix((np.ones(X.nnz, bool), X.indices, X.indptr),
                                           shape=X.shape)
         lopts = self.learner_options(est, lopts)
+        if getattr(lopts.get("comm"), "size", 1) > 1:  # none held out on ranks, asked or not
+            no_score = f"no held-out score (none is held out on {lopts['comm'].size} ranks)"
         finish = None
         if callable(getattr(est, "fit_learner", None)):  # trains as fit does (GLM: scaled)
             learner, finish = est.fit_learner(X, y, **lopts)
@@ -423,10 +427,8 @@ class _EstimatorJob(_Job):
             return code
         if finish is not None:
             finish()
-        vocab = getattr(data, "vocab", None)
-        if vocab is not None and callable(getattr(est, "top_words", None)):
-            est.vocab_ = list(vocab)  # kept in the saved model: top_words() shows words
-        notes = [score_note(est, X_out, y_out if supervised else None, no_score)]
+        report.name_features(est, data)  # words, vertex ids: kept in the saved model
+        notes = [report.score_note(est, X_out, y_out if supervised else None, no_score)]
         if self.args.save:
             try:
                 notes.append(f"saved {est.save(self.args.save)}")
@@ -435,7 +437,7 @@ class _EstimatorJob(_Job):
                       f"{type(exc).__name__}: {exc}", file=sys.stderr)
                 return 1
         print(self.result(learner, "; ".join(n for n in notes if n)))
-        print(topics_text(est), end="")
+        print(report.topics_text(est) + report.ranking_text(est), end="")
         return 0
 
     def train_with_coherence(self, learner: Any, measure: str) -> int:

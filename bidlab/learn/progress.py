@@ -53,8 +53,11 @@ def format_scores(train: Any, val: Any, digits: int = 5) -> str:
 
 
 def format_summary(s: dict[str, Any]) -> str:
-    """One BIDMach-style line from a pass summary dict, with only the measured figures."""
-    parts = [f"pass {s['pass'] + 1:>3}/{s['n_passes']}", f"{100 * s['progress']:5.1f}%"]
+    """One BIDMach-style line from a pass summary dict, with only the measured figures;
+    it starts with the pass and the share done, or with the summary's ``label`` when the
+    model gives one (``pass_label()``: PageRank's iterations, which stop when converged)."""
+    parts = ([s["label"]] if s.get("label") else
+             [f"pass {s['pass'] + 1:>3}/{s['n_passes']}", f"{100 * s['progress']:5.1f}%"])
     scores = format_scores(s.get("train_score"), s.get("val_score"), digits=6)
     if scores:
         parts.append(scores.replace(" val", "  val"))

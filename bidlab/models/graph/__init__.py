@@ -2,7 +2,8 @@
 Gauss-Seidel sweeps on small graphs).
 
 Modules: ``estimator`` (the scikit-learn face), ``model`` (the engine on the Learner),
-``transition`` (input checks, the transition matrix and the vertex weight vectors).
+``transition`` (input checks, the transition matrix and the vertex weight vectors),
+``stopping`` (how a run stands, in words).
 """
 
 from bidlab.models.graph.estimator import PageRank

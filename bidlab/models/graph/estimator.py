@@ -23,7 +23,7 @@ bound, in fewer iterations.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -124,7 +124,10 @@ class PageRank(FittedByModel, BidlabEstimator):
     Learned: ``scores_`` (n,) summing to 1, ``n_iter_`` (iterations run),
     ``residuals_`` (the L1 change of each iteration), ``converged_`` (whether the
     tolerance was reached), ``model_`` (the
-    :class:`~bidlab.models.graph.model.PageRankModel`).
+    :class:`~bidlab.models.graph.model.PageRankModel`), ``ids_`` (the original id of each
+    vertex, ``scores_[i]`` being vertex ``ids_[i]``'s score, when the graph was an
+    :class:`~bidlab.datasets.graphs.EdgeList` or ``bidlab train`` read it from an edge
+    list; else None). They are saved with the estimator; ``top()`` names vertices by them.
 
     Examples
     --------
@@ -156,7 +159,11 @@ class PageRank(FittedByModel, BidlabEstimator):
         N_JOBS,
     )
 
+    #: a loaded estimator's shapes (bidlab.learn.persist_check): one id per vertex
+    STATE_SHAPES: ClassVar[dict[str, tuple[str, ...]]] = {"ids_": ("n_features_in_",)}
+
     method = "auto"  # (what an estimator saved before the parameter reads)
+    ids_: np.ndarray | None = None  # (fitted: see the class doc)
     verbose = 0
     n_jobs = None
 
@@ -202,8 +209,11 @@ class PageRank(FittedByModel, BidlabEstimator):
 
     def top(self, n: int = 10, labels: Any = None) -> list[tuple[Any, float]]:
         """The ``n`` highest-ranked vertices, best first, as ``(vertex, score)`` pairs;
-        ``labels[i]`` names vertex ``i`` (e.g. ``EdgeList.ids``), else its index."""
+        ``labels[i]`` names vertex ``i`` (e.g. ``EdgeList.ids``); None: ``ids_`` when the
+        graph came with ids (an ``EdgeList``), else each vertex's index."""
         s = self.scores_
+        if labels is None:
+            labels = self.ids_
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
             raise ValueError(f"top(n): n must be an int >= 0; got {n!r}")
         if labels is not None and len(labels) != s.shape[0]:
@@ -258,6 +268,8 @@ class PageRank(FittedByModel, BidlabEstimator):
         lrn = self._build_learner(model, src, live=live, **options)
         self.model_ = model
         self.n_features_in_ = n
+        ids = getattr(G, "ids", None)  # an EdgeList's original vertex ids
+        self.ids_ = None if ids is None or len(ids) != n else np.asarray(ids)
         return lrn
 
     def fit(self, G: Any, y: Any = None) -> PageRank:
@@ -267,10 +279,8 @@ class PageRank(FittedByModel, BidlabEstimator):
         with self._threads():
             lrn.fit(progress=self._progress())
         if not self.model_.reached_tol:
-            warnings.warn(f"PageRank did not converge in max_iter={self.max_iter} iterations "
-                          f"(last L1 change {self.model_.residuals[-1]:.3g} > tol x n = "
-                          f"{self.tol * self.model_.n:.3g}): raise max_iter or tol",
-                          ConvergenceWarning, stacklevel=2)
+            warnings.warn(f"PageRank {self.model_.stop_text()}", ConvergenceWarning,
+                          stacklevel=2)
         return self
 
     def learner(self, G: Any, y: Any = None, *, first_row: int | None = None,
