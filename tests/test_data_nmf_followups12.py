@@ -3,12 +3,10 @@ score on rows with nothing observed."""
 
 from __future__ import annotations
 
-import io
-import tarfile
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from test_datasets import _tarball
 
 from bidlab.datasets import load_text_folder, read_text_documents
 from bidlab.datasets.sniff import DataFormatError, load, sniff
@@ -80,14 +78,7 @@ def _folder(tmp_path):
 
 
 def _archive(tmp_path):
-    path = tmp_path / "docs.tar.gz"
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in TEXTS.items():
-            raw = text.encode("utf-8")
-            info = tarfile.TarInfo(name)
-            info.size = len(raw)
-            tar.addfile(info, io.BytesIO(raw))
-    return path
+    return _tarball(tmp_path, TEXTS, encoding="utf-8")
 
 
 @pytest.mark.parametrize("make", [_folder, _archive], ids=["folder", "archive"])

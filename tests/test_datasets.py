@@ -155,11 +155,11 @@ DOCS = {
 TEXT_OPTS = dict(min_df=1, max_df=1.0, stop_words=None)
 
 
-def _tarball(tmp_path: Path, docs: dict[str, str]) -> Path:
+def _tarball(tmp_path: Path, docs: dict[str, str], encoding: str = "latin-1") -> Path:
     path = tmp_path / "docs.tar.gz"
     with tarfile.open(path, "w:gz") as tar:
         for name, text in docs.items():
-            data = text.encode("latin-1")
+            data = text.encode(encoding)
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
