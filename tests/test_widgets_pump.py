@@ -80,21 +80,29 @@ def test_late_ticks_keep_the_average_rate(running):
     ticks after it close the gap, at least half an interval apart, so the rate a page sees
     stays 10 a second instead of dropping with every late tick."""
     stamps: list[float] = []
+    ends: list[float] = []
 
     def render(snap):
         stamps.append(time.monotonic())
         if len(stamps) % 4 == 1:
             time.sleep(0.18)  # every fourth tick ends 80 ms after the next one was due
+        ends.append(time.monotonic())
 
     pump = pump_for(running)
     pump.attach(View("slow", render))
     time.sleep(3.0)
     pump.detach("slow")
+    # a cycle is a slow tick and the three after it: 0.40 s when the grid is kept (10 a
+    # second), 0.48 s when each late tick re-grids (~8.3 a second). A render the machine
+    # stretched past one interval late (0.2 s) rightly moves the grid on: those cycles
+    # are left out (a loaded 2-core machine stretched some to 0.21 s)
+    cycles = [stamps[i + 4] - stamps[i] for i in range(0, len(ends) - 4, 4)
+              if ends[i] - stamps[i] <= 0.19]
+    if len(cycles) < 3:
+        pytest.skip(f"the machine stretched the 0.18 s renders past 0.19 s: {np.diff(stamps)}")
+    assert float(np.median(cycles)) <= 0.44, (cycles, np.diff(stamps))
     rate = (len(stamps) - 1) / (stamps[-1] - stamps[0])
-    # skipping ahead after each late tick (re-gridding on every late tick) gives ~8.3 a second;
-    # keeping the grid gives 10, less only where the machine stretches the 0.18 s renders
-    # (9.26 seen on a loaded 2-core machine, with renders of 0.23-0.25 s)
-    assert 9.0 <= rate <= MAX_RATE * 1.02, (rate, np.diff(stamps))
+    assert rate <= MAX_RATE * 1.02, (rate, np.diff(stamps))
     assert min(np.diff(stamps)) > 0.045
 
 
