@@ -203,12 +203,12 @@ class _Job:
         # the learner's own options as this command made them (n_passes from --max_iter,
         # ...) win over the saved run's; the run that wrote it may have been cut short
         opts = learner.opts
-        mine = {k: v for k, v in opts.as_dict().items()
+        built = opts.as_dict()  # a model option: what this command made of it (a seed)
+        mine = {k: v for k, v in built.items()
                 if opts.specs[k].owner == "Learner" and opts.specs[k].type != "path"}
         made = ([tuple(m.shape) for m in learner.model.modelmats]
                 if getattr(learner.model, "initialised", False) else None)
-        again_hint = ("Resume with the options it was made with, or add --restart to train "
-                      "anew")
+        again_hint = "Resume with the options it was made with, or add --restart to train anew"
         try:
             learner.load(ck)
         except CheckpointError as exc:  # a saved model there: never offer to replace it
@@ -227,7 +227,8 @@ class _Job:
 
         again = {**mine, "max_steps": None, **again}
         try:
-            learner.set(**{k: v for k, v in again.items() if k in learner.opts.specs})
+            learner.set(**{k: v if opts.specs[k].owner == "Learner" else built.get(k, v)
+                           for k, v in again.items() if k in opts.specs})
         except OptionError as exc:
             raise _BadInput(f"cannot resume {ck} with these options: {exc}. Resume with the "
                             "checkpoint's value, or add --restart to train anew") from None

@@ -165,10 +165,13 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     # -- checkpoints ----------------------------------------------------------------------
     def counters(self) -> dict[str, int]:
         flags = self._rows.flags() if self._rows is not None else {}
-        return {"generation": int(self._generation), **flags}
+        return {"generation": int(self._generation), "n_iter": int(self.n_iter),
+                "n_updates": int(self.n_updates), **flags}
 
     def set_counters(self, values: dict[str, int]) -> None:
         self._generation = int(values.get("generation", self._generation))
+        self.n_iter = max(0, int(values.get("n_iter", self.n_iter)))
+        self.n_updates = max(0, int(values.get("n_updates", self.n_updates)))
         if self._rows is not None:
             self._rows.set_flags(values)
 

@@ -131,6 +131,26 @@ class KMeansModel(Model):
         """Drop the per-row state and scratch buffers (memory)."""
         self._clear_scratch()
 
+    @classmethod
+    def check_loaded(cls, state: dict[str, Any]) -> None:
+        """A loaded model's ``origin`` (:mod:`bidlab.learn.persist_check`): None, or a
+        finite float array with one value per feature of its centres; anything else would
+        move every centre (NaN: every prediction cluster 0)."""
+        origin = state.get("origin")
+        if origin is None:
+            return
+        d = _features(state)
+        if (not isinstance(origin, np.ndarray) or origin.dtype.kind != "f"
+                or origin.ndim != 1 or (d is not None and origin.shape[0] != d)):
+            what = (f"a {type(origin).__name__}" if not isinstance(origin, np.ndarray) else
+                    f"an array of dtype {origin.dtype} and shape {origin.shape}")
+            raise _field_error(f"{what}, where a k-means model's origin is None or a float "
+                               f"array of its {d if d is not None else 'd'} features; the "
+                               "file is corrupt: save the model again")
+        if not np.isfinite(origin).all():
+            raise _field_error("holds NaN or infinity, where a k-means model's origin is a "
+                               "finite point; the file is corrupt: save the model again")
+
     # -- Model interface ------------------------------------------------------------------
     def init(self, info: DataInfo) -> None:
         k, d = self.start_centers.shape
@@ -267,6 +287,22 @@ class KMeansModel(Model):
             return labels_inertia(X, C, w)
         with one_blas_thread():  # BLAS threads left spinning slow the next fit's kernels
             return labels_inertia(X, C, w)
+
+
+def _features(state: dict[str, Any]) -> int | None:
+    """The number of features a loaded model's centres have (None: no centres held)."""
+    for value in (*(state.get("modelmats") or [])[:1], state.get("start_centers")):
+        shape = getattr(value, "shape", None)
+        if shape is not None and len(shape) == 2:
+            return int(shape[1])
+    return None
+
+
+def _field_error(text: str) -> ValueError:
+    """A ValueError about the model's ``origin`` (its ``field``, named by the check)."""
+    exc = ValueError(text)
+    exc.field = "origin"  # type: ignore[attr-defined]
+    return exc
 
 
 def subclass_for(cls: type, state: Any) -> type | None:
