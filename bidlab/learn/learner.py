@@ -49,7 +49,7 @@ from bidlab.learn.mixins import Mixin
 from bidlab.learn.model import Model, hold_out_none
 from bidlab.learn.observers import ObserverHub, Subscription, close_hub
 from bidlab.learn.options import Configurable, Option, Options
-from bidlab.learn.progress import PassLines, format_summary, make_progress
+from bidlab.learn.progress import PassLines, ended_early, format_summary, make_progress
 from bidlab.learn.record import PassStats, RunRecord
 from bidlab.learn.updaters.base import Updater
 from bidlab.learn.updaters.per_matrix import as_updater
@@ -280,16 +280,16 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
             background: bool = False) -> Learner:
         """Train until ``n_passes`` (or ``max_steps``) are done, showing progress; blocks.
 
-        The loop runs in the calling thread (what the estimators' ``fit`` does), so no
-        thread is involved and the learner can be stopped from another thread or by
-        Ctrl-C; ``background=True`` runs it in the training thread and waits, as
-        ``start()`` + ``join()`` would. ``progress``: ``"auto"`` (tqdm.auto, else a text
-        line), ``"text"``, ``"tqdm"``, ``"tqdm_postfix"`` (the pass summaries in the bar's
-        postfix), ``"lines"`` (a summary line per pass, no bar) or None; ``file``: the
-        stream for all of it (default ``sys.stderr``; a stream that is not a terminal gets
-        lines, no bar). Interrupting (Ctrl-C / kernel interrupt) stops the learner cleanly
-        (state ``stopped``, model consistent) and re-raises. A training failure is
-        re-raised here.
+        The loop runs in the calling thread (what the estimators' ``fit`` does): it can be
+        stopped from another thread or by Ctrl-C; ``background=True`` runs it in the
+        training thread and waits, as ``start()`` + ``join()`` would. ``progress``:
+        ``"auto"`` (tqdm.auto, else a text line), ``"text"``, ``"tqdm"``, ``"tqdm_postfix"``
+        (the pass summaries in the bar's postfix), ``"lines"`` (a summary line per pass, no
+        bar) or None; ``file``: the stream for all of it (default ``sys.stderr``; a stream
+        that is not a terminal gets lines, no bar); a run whose model converges before
+        ``n_passes`` ends its bar full, saying so. Interrupting (Ctrl-C / kernel interrupt)
+        stops the learner cleanly (state ``stopped``, model consistent) and re-raises. A
+        training failure is re-raised here.
         """
         disp = make_progress(progress, self.name, file)
         lines = PassLines(every=0.0 if progress == "lines" else None)
@@ -301,8 +301,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
             disp.update(self.progress, self._postfix())
 
         def show_last() -> None:
-            last = lines.finish()
-            if last is not None:
+            if (last := lines.finish()) is not None:
                 disp.write(format_summary(last))
 
         try:
@@ -329,6 +328,7 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
                 if isinstance(self._error, KeyboardInterrupt):
                     raise self._error
             tick(final=True)
+            disp.complete(ended_early(self))  # None (nothing to do): not an early end
         finally:
             show_last()  # when training failed or was interrupted
             disp.close()

@@ -12,6 +12,11 @@ Summary lines come at a readable rate (:class:`PassLines`: the first pass, then 
 every :data:`PASS_LINE_EVERY_S` seconds, and always the last), and show only what was
 measured: no validation score without validation, no GFLOP/s for a model that counts none.
 
+A run that ends before its ``n_passes`` because the model converged (its ``converged``: a
+tolerance reached, a held-out stopping rule) or its data source ran out ends its bar
+complete, saying why (:func:`ended_early`); a run stopped or failed leaves its bar where
+it was.
+
 Everything here runs in the thread that called ``fit()``, never in the training thread.
 """
 
@@ -24,7 +29,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 __all__ = ["make_progress", "TextProgress", "LineProgress", "PassLines", "format_summary",
-           "format_scores", "human", "is_terminal", "PASS_LINE_EVERY_S"]
+           "format_scores", "human", "is_terminal", "ended_early", "PASS_LINE_EVERY_S"]
 
 #: The least time between two pass summary lines (the last pass always gets one).
 PASS_LINE_EVERY_S = 5.0
@@ -112,8 +117,10 @@ class TextProgress:
         self.min_interval = min_interval
         self._last = 0.0
         self._width = 0
+        self._postfix = ""
 
     def update(self, fraction: float, postfix: str = "") -> None:
+        self._postfix = postfix
         now = time.monotonic()
         if now - self._last < self.min_interval and fraction < 1.0:
             return
@@ -135,6 +142,14 @@ class TextProgress:
         self._last = 0.0
         self.file.flush()
 
+    def complete(self, note: str | None) -> None:
+        """Draw the bar full, ``note`` (why the run ended early) before the postfix; None:
+        nothing to do (the run did not end early)."""
+        if note is None:
+            return
+        self._last = -math.inf
+        self.update(1.0, "; ".join(x for x in (note, self._postfix) if x))
+
     def close(self) -> None:
         if self._width:
             self.file.write("\n")
@@ -154,6 +169,9 @@ class LineProgress:
     def write(self, line: str) -> None:
         self.file.write(f"{self.desc}: {line}\n")
         self.file.flush()
+
+    def complete(self, note: str | None) -> None:
+        pass  # no bar: the last pass line says where the run ended
 
     def close(self) -> None:
         pass
@@ -190,6 +208,17 @@ class _TqdmProgress:
             return
         self.bar.write(line, file=self.file)  # tqdm.write's default stream is sys.stdout
 
+    def complete(self, note: str | None) -> None:
+        """Fill the bar (a notebook's widget then ends green, not red as an unfinished
+        bar does), ``note`` (why the run ended early) before the postfix; None: nothing
+        to do (the run did not end early)."""
+        if note is None:
+            return
+        bar = self.bar
+        if bar.n < bar.total:
+            bar.update(bar.total - bar.n)
+        bar.set_postfix_str("; ".join(x for x in (note, bar.postfix or "") if x), refresh=True)
+
     def close(self) -> None:
         self.bar.close()
 
@@ -198,11 +227,32 @@ class _Silent:
     def update(self, fraction: float, postfix: str = "") -> None:
         pass
 
+    def complete(self, note: str | None) -> None:
+        pass
+
     def write(self, line: str) -> None:
         pass
 
     def close(self) -> None:
         pass
+
+
+def ended_early(learner: Any) -> str | None:
+    """Why ``learner``'s run, ``done`` before its ``n_passes``, ended there, in words: its
+    model converged (on this rank or, with ``comm``, another) or its data source ran out of
+    passes. None when the run did all its passes (or its ``max_steps``), was stopped or
+    failed: only a run that finished early gets its bar filled."""
+    if learner.state != "done" or not getattr(learner, "_finished", False):
+        return None
+    if learner.progress >= 1.0:
+        return None
+    src, model = learner.source, learner.model
+    src_passes = getattr(src, "n_passes", None)
+    if model.converged or src_passes is None or src.position[0] < src_passes:
+        # a model's own words where it has them (PageRank: converged, or max_iter run)
+        label = model.pass_label() if hasattr(model, "pass_label") else None
+        return label or "converged"
+    return f"data source ended (its n_passes={src_passes})"
 
 
 def is_terminal(file: Any) -> bool:

@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
-from sklearn.utils.validation import check_is_fitted
 
 from bidlab import backend
 from bidlab.kern import als
@@ -262,6 +261,7 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
         return list(self.model_.rmse)
 
     def _facts(self) -> list[tuple[str, Any]]:
+        self._follow_model()
         return [("users x items", f"{self.n_users_} x {self.n_items_}"),
                 ("sweeps", self.model_.n_passes_done),
                 ("training RMSE", f"{self.model_.rmse[-1]:.4f}" if self.model_.rmse
@@ -270,7 +270,7 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
     def score(self, X: Any, y: Any = None) -> float:
         """Minus the RMSE of the predictions at ``X``'s stored entries (users x items of
         the fitted shape): higher is better."""
-        check_is_fitted(self)
+        self._follow_model()
         S = ratings_csr(type(self).__name__, X, self.model_.dtype, n_items=self.n_items_,
                         allow_empty_rows=True)
         if S.shape[0] > self.n_users_:

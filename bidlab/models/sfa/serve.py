@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -30,6 +31,33 @@ class ServeMixin:
     n_items_: int
 
     # -- fitted arrays ------------------------------------------------------------------------
+    def _follow_model(self) -> None:
+        """Fitted, with ``train_``, ``n_users_`` and ``n_items_`` those of the model as it is
+        now. A checkpoint taken before ``partial_fit_users`` / ``partial_fit_items``, loaded
+        into the learner made before them (``learner.load``; refused unless the file was
+        made with other fixed options, e.g. another seed, which rebuilds the model from the
+        learner's data), leaves the model without the folded-in rows: the estimator then
+        drops them too (they were appended last, so the rest is the learner's data), with
+        a warning, rather than answer for ids the model no longer has."""
+        check_is_fitted(self)
+        W = getattr(self.model_, "W", None)
+        if W is None:
+            return
+        users, items = int(W.n_rows), int(self.model_.modelmats[0].shape[0])
+        had = (self.n_users_, self.n_items_)
+        if (users, items) == had or users > had[0] or items > had[1]:
+            return
+        self.train_ = self.train_[:users, :items].tocsr()
+        self.n_users_, self.n_items_ = users, items
+        gone = [f"{what} {n}..{was - 1}" for what, n, was in
+                (("users", users, had[0]), ("items", items, had[1])) if n < was]
+        warnings.warn(f"{type(self).__name__}: the model has {users} users x {items} items "
+                      f"(a checkpoint loaded into its learner), fewer than the {had[0]} x "
+                      f"{had[1]} folded in since: {' and '.join(gone)} are gone with it, and "
+                      "the estimator (train_, n_users_, n_items_) follows the model; fold "
+                      "them in again (partial_fit_users / partial_fit_items) to use them",
+                      UserWarning, stacklevel=3)
+
     @property
     def _k(self) -> int:
         return int(self.model_.opts.k)
@@ -79,7 +107,7 @@ class ServeMixin:
         >>> sfa.predict([0, 1], [5, 5])  # doctest: +SKIP
         array([3.9, 3.1])
         """
-        check_is_fitted(self)
+        self._follow_model()
         name = type(self).__name__
         u = check_ids(name, "user", users, self.n_users_)
         i = check_ids(name, "item", items, self.n_items_)
@@ -128,7 +156,7 @@ class ServeMixin:
         --------
         >>> items, scores = sfa.recommend(0, n=10)  # doctest: +SKIP
         """
-        check_is_fitted(self)
+        self._follow_model()
         u = self._one_id("user", user, "recommend")
         scores = self._scores(u)
         if filter_seen:
@@ -155,8 +183,9 @@ class ServeMixin:
         --------
         >>> items, cosines = sfa.similar_items(0, n=5)  # doctest: +SKIP
         """
-        check_is_fitted(self)
+        self._follow_model()
         i = self._one_id("item", item, "similar_items")
+        min_ratings = _min_ratings(type(self).__name__, min_ratings)
         # the item factors in float64, read in place (a float64 model) or converted once
         V = np.asarray(backend.to_host(self._live()[1][:, : self._k]), np.float64)
         norms = np.sqrt(np.einsum("ij,ij->i", V, V))  # no items x k temporary
@@ -176,7 +205,7 @@ class ServeMixin:
             cos[few] = -np.inf
             available = int(np.isfinite(cos).sum())
             few[i] = False
-            if few.any() and int(n) > available:
+            if few.any() and isinstance(n, numbers.Real) and n > available:  # (_top checks n)
                 most = int(np.delete(counts, i).max())
                 if available == 0:
                     why = (f"no item other than item {i} has min_ratings={min_ratings} or "
@@ -243,7 +272,7 @@ class ServeMixin:
         --------
         >>> new_ids = sfa.partial_fit_users(new_rows)  # doctest: +SKIP
         """
-        check_is_fitted(self)
+        self._follow_model()
         with self._folding("partial_fit_users"):
             return self._fold_users(X)
 
@@ -272,7 +301,7 @@ class ServeMixin:
         --------
         >>> new_ids = sfa.partial_fit_items(new_columns)  # doctest: +SKIP
         """
-        check_is_fitted(self)
+        self._follow_model()
         with self._folding("partial_fit_items"):
             return self._fold_items(X)
 
@@ -301,6 +330,17 @@ class ServeMixin:
         self.train_ = sp.hstack([self.train_, Xc], format="csr")
         self.n_items_ = int(self.train_.shape[1])
         return np.arange(d, self.n_items_)
+
+
+def _min_ratings(name: str, value: Any) -> int:
+    """``similar_items``' ``min_ratings`` as an int >= 0 (an integral float such as ``2.0``
+    is taken as the integer); anything else is refused, naming what was given."""
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+            or not np.isfinite(value) or not float(value).is_integer() or value < 0):
+        raise ValueError(f"{name}: similar_items takes min_ratings, the least number of "
+                         f"training ratings an item needs to be compared, as an integer >= 0 "
+                         f"(0 keeps every item); got {value!r}")
+    return int(value)
 
 
 def _host_copy(x: Any) -> np.ndarray:
