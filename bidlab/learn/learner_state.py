@@ -137,13 +137,15 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
     except ValueError as exc:
         raise CheckpointError(f"checkpoint {path} holds an invalid option: {exc}") from None
     rebuild = model.initialised and any(opts.get(k) != v for k, v in before.items())
+    kept = _kept(model, updater) if rebuild else None
     try:
         ensure_initialised(rebuild=rebuild)
         extra, extra_saved, upd_saved, fresh = _checked_state(path, ck, model, updater, rows)
-    except BaseException:  # the file does not fit: the learner keeps its own options
+    except BaseException:  # the file does not fit: the learner keeps its options and model
         opts.restore(previous)
-        if rebuild:
+        if kept is not None:
             ensure_initialised(rebuild=True)
+            _put_back(kept)
         raise
     # every check passed: now write
     for m, a in zip(model.modelmats, mats, strict=True):
@@ -160,6 +162,26 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
         model.rows_reset()
     model.restored({k: a for k, a in extra_saved.items() if k not in extra})
     return progress
+
+
+def _kept(model: Any, updater: Any) -> tuple[list[tuple[Any, dict[str, Any]]],
+                                           list[tuple[Any, Any]]]:
+    """What a rebuild for a checkpoint replaces, to put back if the file is refused: the
+    model's and the updater's attributes, and a copy of every array the model holds (a
+    rebuild may write into them). Taken only on that path: a load that needs no rebuild
+    checks the file before it writes anything."""
+    arrays = [(m, m.data.copy()) for m in (*model.modelmats, *model.extra_state().values())]
+    return [(part, dict(vars(part))) for part in (model, updater)], arrays
+
+
+def _put_back(kept: tuple[list[tuple[Any, dict[str, Any]]], list[tuple[Any, Any]]]) -> None:
+    """Undo a rebuild (:func:`_kept`): the trained model and updater state as they were."""
+    attrs, arrays = kept
+    for part, values in attrs:
+        vars(part).clear()
+        vars(part).update(values)
+    for m, a in arrays:
+        m.data[...] = a
 
 
 def _checked_state(path: str, ck: Any, model: Any, updater: Any, rows: bool
