@@ -47,6 +47,7 @@ import scipy.sparse as sp
 
 from bidlab import backend
 from bidlab.kern.cooccur import document_cooccurrence
+from bidlab.models.lda.common import holds_text
 from bidlab.models.validation import whole_at_least_one
 
 __all__ = ["coherence", "cooccurrence", "top_words", "topic_diversity", "exclusivity",
@@ -178,6 +179,11 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
     >>> round(coherence(np.array([[0.5, 0.4, 0.1]]), X, "u_mass", top_n=2), 6)
     0.0
     """
+    if holds_text(X):
+        raise TypeError("coherence: X holds text, not documents x vocabulary counts: count "
+                        "the words over the model's vocabulary first (e.g. scikit-learn's "
+                        "CountVectorizer(vocabulary=vocab).transform(texts)) or pass the "
+                        "training Corpus")
     if isinstance(X, (list, tuple)):  # rows of counts given as nested lists
         X = np.asarray(X, dtype=np.float64)
     X = _reference_counts(X)

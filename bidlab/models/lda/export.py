@@ -232,7 +232,8 @@ def relevance(topics: Any, term_share: np.ndarray, lam: float) -> np.ndarray:
     """pyLDAvis's relevance, k x vocabulary: ``lam log p(w|t) + (1 - lam) log lift``."""
     P = _rows(topics)
     logp = np.log(np.maximum(P, 1e-300))
-    lift = logp - np.log(np.maximum(term_share, 1e-300))[None, :]
+    share = np.asarray(term_share, np.float64)  # (a float32 floor of 1e-300 is 0)
+    lift = logp - np.log(np.maximum(share, 1e-300))[None, :]
     return lam * logp + (1.0 - lam) * lift
 
 
@@ -253,7 +254,8 @@ def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None =
     """pyLDAvis's prepared data for the topics (k x vocabulary), the documents' topic
     proportions ``theta`` (documents x k) and their counts ``X``; JSON-ready. The default
     term list (no topic selected) holds the ``R`` most salient words (:func:`saliency`),
-    as pyLDAvis's does.
+    as pyLDAvis's does. Only the words X holds are listed (a word without tokens in X has
+    no bar to draw), so ``R`` is at most their number.
 
     Examples
     --------
@@ -279,8 +281,16 @@ def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None =
     if len(vocab) != V or Xh.shape[1] != V or theta.shape != (Xh.shape[0], k):
         raise ValueError(f"prepared_data: shapes disagree: topics {P.shape}, theta "
                          f"{theta.shape}, X {Xh.shape}, vocab {len(vocab)}")
+    Xh = Xh.astype(np.float64)  # float32 sums would floor 1e-300 to 0 (log: -inf)
     lengths = np.asarray(Xh.sum(axis=1)).ravel()
     term_freq = np.asarray(Xh.sum(axis=0)).ravel()
+    # only the words X holds are listed: a word without tokens in X has no bar to draw and
+    # would top every relevance list (its lift divides by its share, 0)
+    held = np.flatnonzero(term_freq > 0)
+    if held.size == 0:
+        raise ValueError(f"prepared_data: the documents X hold no word ({Xh.shape[0]} "
+                         "documents, 0 tokens): pass the documents to visualise, e.g. the "
+                         "training corpus")
     topic_freq = (theta * lengths[:, None]).sum(axis=0)
     order = np.argsort(-topic_freq, kind="stable")  # pyLDAvis lists topics by size
     P, topic_freq = P[order], topic_freq[order]
@@ -290,8 +300,8 @@ def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None =
     term_topic *= scale[None, :]
     share = term_freq / max(float(term_freq.sum()), 1e-300)
     m = intertopic_map(P, topic_freq)
-    R = min(whole_at_least_one("prepared_data", "R (terms listed per topic)", R), V)
-    default = np.argsort(-saliency(P, topic_freq, share), kind="stable")[:R]
+    R = min(whole_at_least_one("prepared_data", "R (terms listed per topic)", R), held.size)
+    default = held[np.argsort(-saliency(P, topic_freq, share)[held], kind="stable")[:R]]
     cols: dict[str, list[Any]] = {"Term": [], "Freq": [], "Total": [], "Category": [],
                                   "logprob": [], "loglift": []}
     for rank, j in enumerate(default):
@@ -306,8 +316,8 @@ def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None =
     for t in range(k):
         words: list[int] = []
         for lam in lams:
-            rel = lam * logp[t] + (1.0 - lam) * lift[t]
-            words.extend(int(j) for j in np.argsort(-rel, kind="stable")[:R])
+            rel = lam * logp[t, held] + (1.0 - lam) * lift[t, held]
+            words.extend(int(held[j]) for j in np.argsort(-rel, kind="stable")[:R])
         for j in dict.fromkeys(words):
             kept.add(j)
             for name, v in (("Term", vocab[j]), ("Freq", float(term_topic[t, j])),
@@ -417,9 +427,19 @@ def topic_diff(topics: Any, other: Any, distance: str = "jensen_shannon") -> np.
         raise ValueError(f"the topics have {P.shape[1]} and {Q.shape[1]} words: compare "
                          "models over one vocabulary")
     if distance == "hellinger":
-        return np.sqrt(np.maximum(0.0, 1.0 - np.sqrt(P) @ np.sqrt(Q).T))
+        rp, rq = np.sqrt(P), np.sqrt(Q)
+        out = np.sqrt(np.maximum(0.0, 1.0 - rp @ rq.T))
+        # 1 - sum sqrt(p q) cancels for near-equal rows (identical ones would give ~1e-8):
+        # redo those as gensim does, sqrt(sum (sqrt p - sqrt q)^2 / 2)
+        for i, j in np.argwhere(out < _REFINE ** 0.5):
+            out[i, j] = np.sqrt(0.5 * np.sum((rp[i] - rq[j]) ** 2))
+        return out
     if distance == "kullback_leibler":
         logp = np.log(np.maximum(P, 1e-300))
-        return (P * logp).sum(axis=1)[:, None] - P @ np.log(np.maximum(Q, 1e-300)).T
+        logq = np.log(np.maximum(Q, 1e-300))
+        out = (P * logp).sum(axis=1)[:, None] - P @ logq.T
+        for i, j in np.argwhere(out < _REFINE):  # cancels likewise: sum p log(p / q) here
+            out[i, j] = np.sum(P[i] * (logp[i] - logq[j]))
+        return np.maximum(out, 0.0)
     raise ValueError(f"topic_diff: unknown distance {distance!r}; choose 'jensen_shannon', "
                      "'hellinger' or 'kullback_leibler'")

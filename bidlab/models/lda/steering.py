@@ -21,6 +21,7 @@ from bidlab.models.lda import coherence as _coherence
 from bidlab.models.lda import common
 from bidlab.models.lda import export as _export
 from bidlab.models.lda.edits import EditTicket
+from bidlab.models.lda.fit_guard import check_corpus_vocab
 
 __all__ = ["TopicSteering", "resolve_words"]
 
@@ -47,6 +48,25 @@ def resolve_words(words: Any, vocab: Sequence[str] | None, what: str) -> list[in
         else:
             out.append(w)
     return out
+
+
+def _topics_of(other: Any) -> Any:
+    """The k x vocabulary topic weights of ``other``: a bidlab topic model, a model with
+    ``get_topics()`` (gensim) or ``components_`` (scikit-learn), or a matrix."""
+    if isinstance(other, TopicSteering):
+        return other._topics()
+    if callable(getattr(other, "get_topics", None)):
+        return other.get_topics()
+    if hasattr(other, "components_"):
+        return other.components_
+    if backend.is_cupy_array(other) or backend.is_sparse(other):
+        return backend.to_host(other.toarray() if backend.is_sparse(other) else other)
+    theirs = np.asarray(other)
+    if theirs.dtype.kind not in "biuf":
+        raise TypeError(f"topic_diff: other is a {type(other).__name__}, not topics: pass a "
+                        "fitted topic model (bidlab, scikit-learn or gensim) or a k x "
+                        "vocabulary matrix of topic-word weights")
+    return theirs
 
 
 class TopicSteering:
@@ -83,6 +103,14 @@ class TopicSteering:
         """The training documents, when the face keeps them (else None)."""
         return None
 
+    def _reference(self, X: Any, owner: str) -> Any:
+        """``X`` (default: the training documents, or None); a Corpus counted over another
+        vocabulary than the model's is refused, not read column by column."""
+        X = X if X is not None else self._steer_docs()
+        if X is not None:
+            check_corpus_vocab(owner, self._steer_vocab(), X)
+        return X
+
     # -- edits ----------------------------------------------------------------------------
     def merge_topics(self, topics: Sequence[int]) -> EditTicket:
         """Merge two or more topics into one (at the lowest id): at the next minibatch of a
@@ -94,8 +122,7 @@ class TopicSteering:
         document co-occurrence in ``X``: documents x vocabulary counts or a Corpus;
         default the training documents of a live learner -- a fitted estimator keeps
         none, so pass ``X`` there)."""
-        return self._steer_model().split_topic(topic, X=X if X is not None
-                                               else self._steer_docs())
+        return self._steer_model().split_topic(topic, X=self._reference(X, "split_topic"))
 
     def delete_topic(self, topic: int) -> EditTicket:
         """Delete a topic (its documents' weight goes to the others)."""
@@ -136,7 +163,7 @@ class TopicSteering:
                   per_topic: bool = False) -> Any:
         """Topic coherence on the reference documents ``X`` (default: the training
         documents); see :func:`bidlab.models.lda.coherence.coherence`."""
-        X = X if X is not None else self._steer_docs()
+        X = self._reference(X, "coherence")
         if X is None:
             raise ValueError("coherence needs reference documents: pass X=...")
         return _coherence.coherence(self._topics(), X, measure=measure, top_n=top_n,
@@ -151,7 +178,7 @@ class TopicSteering:
     def intertopic_map(self, X: Any = None) -> dict[str, np.ndarray]:
         """The topics placed in 2-D by Jensen-Shannon distance and classical MDS; see
         :func:`bidlab.models.lda.export.intertopic_map`."""
-        X = X if X is not None else self._steer_docs()
+        X = self._reference(X, "intertopic_map")
         with self._unedited():
             weight = None if X is None else self._topic_weights(X)
             topics = self._topics()
@@ -161,7 +188,7 @@ class TopicSteering:
                     lambda_step: float = 0.01, R: int = 30) -> dict[str, Any]:
         """pyLDAvis's prepared data (a JSON-ready dict); see
         :func:`bidlab.models.lda.export.prepared_data`."""
-        X = X if X is not None else self._steer_docs()
+        X = self._reference(X, "to_pyldavis")
         if X is None:
             raise ValueError("to_pyldavis needs the documents: pass X=...")
         with self._unedited():
@@ -181,12 +208,20 @@ class TopicSteering:
         if vocab is None:
             raise ValueError("transform_texts needs the model's vocabulary: fit it on a Corpus "
                              "(bidlab.datasets.load_text_folder) or on a DataFrame")
-        if isinstance(texts, str):
+        if isinstance(texts, str | bytes):
             raise TypeError("transform_texts takes a list of documents, not one string: "
                             "wrap it in a list")
-        counts = CountVectorizer(vocabulary=list(vocab), lowercase=lowercase,
-                                 token_pattern=token_pattern).transform(list(texts))
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str | bytes):
+                raise TypeError(f"transform_texts: document {i} is a "
+                                f"{type(text).__name__} ({text!r:.40}), not a string: pass "
+                                "each document's raw text (str), e.g. '' for an empty one")
         model = self._steer_model()
+        if not texts:  # no documents: no rows (CountVectorizer would give a 0-row matrix)
+            return np.empty((0, int(model.opts.n_components)), np.float64)
+        counts = CountVectorizer(vocabulary=list(vocab), lowercase=lowercase,
+                                 token_pattern=token_pattern).transform(texts)
         C = common.as_counts(counts, owner="transform_texts", dtype=model.dtype)
         if model.xp is not np:
             C = backend.to_device(C)
@@ -194,11 +229,11 @@ class TopicSteering:
 
     def topic_diff(self, other: Any, distance: str = "jensen_shannon") -> np.ndarray:
         """k x k' differences between this model's topics and ``other``'s (an estimator, a
-        learner or a k' x vocabulary matrix), as gensim's ``LdaModel.diff`` with
-        ``normed=False``: ``"jensen_shannon"`` gives the divergence, not its square root;
-        see :func:`bidlab.models.lda.export.topic_diff`."""
-        theirs = other._topics() if isinstance(other, TopicSteering) else np.asarray(other)
-        return _export.topic_diff(self._topics(), theirs, distance)
+        learner, a model with scikit-learn's ``components_`` or gensim's ``get_topics()``,
+        or a k' x vocabulary matrix), as gensim's ``LdaModel.diff`` with ``normed=False``:
+        ``"jensen_shannon"`` gives the divergence, not its square root; see
+        :func:`bidlab.models.lda.export.topic_diff`."""
+        return _export.topic_diff(self._topics(), _topics_of(other), distance)
 
     def _theta(self, X: Any, owner: str = "to_pyldavis") -> np.ndarray:
         model = self._steer_model()
