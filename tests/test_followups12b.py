@@ -8,6 +8,7 @@ import io
 import os
 import threading
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -140,15 +141,23 @@ def _checkpoint_of_another_seed(tmp_path, R: sp.csr_matrix) -> str:
     return other.save(os.path.join(tmp_path, "before.npz"))
 
 
-def test_loading_a_checkpoint_from_before_partial_fit_items(tmp_path):
+def _folded_in_then_loaded(tmp_path, fold: str, new: sp.csr_matrix) -> tuple[SFA, Any]:
+    """An SFA trained on ``_ratings()``, ``new`` folded in by ``fold``, then a checkpoint
+    of another seed from before the fold-in loaded into its learner: (estimator, ids)."""
     R = _ratings()
     ck = _checkpoint_of_another_seed(tmp_path, R)
     sfa = SFA(4, max_iter=2, random_state=0)
     lrn = sfa.learner(R)
     lrn.fit(progress=None)
-    ids = sfa.partial_fit_items(_ratings(60, 5, seed=1))
-    assert list(ids) == [40, 41, 42, 43, 44]
+    ids = getattr(sfa, fold)(new)
     lrn.load(ck)
+    return sfa, ids
+
+
+def test_loading_a_checkpoint_from_before_partial_fit_items(tmp_path):
+    R = _ratings()
+    sfa, ids = _folded_in_then_loaded(tmp_path, "partial_fit_items", _ratings(60, 5, seed=1))
+    assert list(ids) == [40, 41, 42, 43, 44]
     with pytest.warns(UserWarning, match=r"items 40\.\.44 are gone"):
         assert sfa.predict([0], [39]).shape == (1,)
     assert (sfa.n_users_, sfa.n_items_) == (60, 40)
@@ -166,13 +175,8 @@ def test_loading_a_checkpoint_from_before_partial_fit_items(tmp_path):
 
 def test_loading_a_checkpoint_from_before_partial_fit_users(tmp_path):
     R = _ratings()
-    ck = _checkpoint_of_another_seed(tmp_path, R)
-    sfa = SFA(4, max_iter=2, random_state=0)
-    lrn = sfa.learner(R)
-    lrn.fit(progress=None)
-    ids = sfa.partial_fit_users(_ratings(5, 40, seed=1))
+    sfa, ids = _folded_in_then_loaded(tmp_path, "partial_fit_users", _ratings(5, 40, seed=1))
     assert list(ids) == [60, 61, 62, 63, 64]
-    lrn.load(ck)
     with pytest.warns(UserWarning, match=r"users 60\.\.64 are gone"):
         with pytest.raises(ValueError, match="user id 60 is out of range"):
             sfa.recommend(60, n=3)

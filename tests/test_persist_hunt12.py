@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,6 +21,18 @@ from bidlab.models import KMeans, PageRank, load
 def _bidlab(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bidlab.cli", "train", *args],
                           capture_output=True, text=True, timeout=timeout)
+
+
+def _whole_and_resumed(tmp_path, common: list[str]) -> tuple[Any, Any, str]:
+    """``bidlab train *common`` saved whole, and saved after a run of 3 passes resumed
+    from its checkpoint in a new process: (whole, resumed, the checkpoint's path)."""
+    full, part, ck = (str(tmp_path / n) for n in ("full.bidlab", "part.bidlab", "ck.npz"))
+    _ok(_bidlab(*common, "--save", full))
+    _ok(_bidlab(*common, "--checkpoint", ck, "--n_passes", "3"))
+    run = _bidlab(*common, "--checkpoint", ck, "--save", part)
+    _ok(run)
+    assert "resuming from" in run.stderr
+    return load(full), load(part), ck
 
 
 def _ok(run: subprocess.CompletedProcess) -> str:
@@ -44,13 +57,7 @@ def test_lloyd_run_resumed_in_a_new_process_counts_every_iteration(tmp_path):
     data, X = _far_blobs(tmp_path)
     common = ["kmeans", "--data", data, "--n_clusters", "8", "--tol", "0", "--holdout",
               "0", "--progress", "none", "--random_state", "0", "--algorithm", "lloyd"]
-    full, part, ck = (str(tmp_path / n) for n in ("full.bidlab", "part.bidlab", "ck.npz"))
-    _ok(_bidlab(*common, "--save", full))
-    _ok(_bidlab(*common, "--checkpoint", ck, "--n_passes", "3"))
-    run = _bidlab(*common, "--checkpoint", ck, "--save", part)
-    assert "resuming from" in run.stderr
-    _ok(run)
-    a, b = load(full), load(part)
+    a, b, _ = _whole_and_resumed(tmp_path, common)
     assert a.model_.origin is not None and b.model_.origin is not None  # trained shifted
     assert a.n_iter_ > 3
     assert b.n_iter_ == a.n_iter_
@@ -82,13 +89,7 @@ def test_resume_with_random_state_given_again(tmp_path, model):
         history = "rmse"
     common = [model, "--data", str(data), "--n_components", "5", "--random_state", "0",
               "--progress", "none", "--max_iter", "8"]
-    full, part, ck = (str(tmp_path / n) for n in ("full.bidlab", "part.bidlab", "ck.npz"))
-    _ok(_bidlab(*common, "--save", full))
-    _ok(_bidlab(*common, "--checkpoint", ck, "--n_passes", "3"))
-    run = _bidlab(*common, "--checkpoint", ck, "--save", part)
-    _ok(run)
-    assert "resuming from" in run.stderr
-    a, b = load(full), load(part)
+    a, b, ck = _whole_and_resumed(tmp_path, common)
     assert len(getattr(a.model_, history)) == 8
     assert getattr(b.model_, history) == getattr(a.model_, history)
     other = _bidlab(*common, "--random_state", "1", "--checkpoint", ck)
@@ -175,13 +176,7 @@ def test_pagerank_resumed_in_a_new_process_keeps_ids(tmp_path):
     f = tmp_path / "edges.txt"
     f.write_text("".join(f"{ids[i]}\t{ids[j]}\n" for i, j in zip(A.row, A.col, strict=True)))
     common = ["pagerank", "--data", str(f), "--progress", "none", "--method", "power"]
-    full, part, ck = (str(tmp_path / n) for n in ("full.bidlab", "part.bidlab", "ck.npz"))
-    _ok(_bidlab(*common, "--save", full))
-    _ok(_bidlab(*common, "--checkpoint", ck, "--n_passes", "3"))
-    run = _bidlab(*common, "--checkpoint", ck, "--save", part)
-    _ok(run)
-    assert "resuming from" in run.stderr
-    a, b = load(full), load(part)
+    a, b, ck = _whole_and_resumed(tmp_path, common)
     assert isinstance(b, PageRank)
     np.testing.assert_array_equal(b.ids_, a.ids_)
     assert set(b.ids_.tolist()) <= set(ids.tolist())
