@@ -94,7 +94,7 @@ class KMeansView(PumpedView):
     def _in_data_coordinates(self, C: np.ndarray) -> np.ndarray:
         """The centres as the data has them: a model trained on rows far from the origin
         measures its centres from its ``origin`` (:mod:`bidlab.models.kmeans.shift`)."""
-        origin = getattr(self.learner.model, "origin", None)
+        origin = self.learner.model.origin
         C = np.asarray(C, dtype=np.float64)
         return C if origin is None else C + np.asarray(origin, dtype=np.float64)
 

@@ -81,7 +81,7 @@ class LearnerMetrics:
             "cache_bytes": int(cache_stats()["bytes_held"] or 0),
             "gpu_free": self._gpu_free(),
             "score_name": self.model.score_name,
-            "label": self.model.pass_label() if hasattr(self.model, "pass_label") else None,
+            "label": self.model.pass_label(),
         }
         self.summaries.append(summary)
         self._lines.append(summary)  # formatted when shown: most passes' lines never are

@@ -194,6 +194,12 @@ class Model(Component):
         """Integer counters to checkpoint beside the matrices (name -> int)."""
         return {}
 
+    def pass_label(self) -> str | None:
+        """The head of the learner's progress line at a pass end, in the model's own words
+        (PageRank: the iterations run, or how the run ended); None: the pass and the share
+        done, as for every model."""
+        return None
+
     def made_with(self) -> dict[str, Any]:
         """What the model was built with that no option records (name -> JSON-able value,
         e.g. a GLM's links): a checkpoint keeps it, and one whose values differ is refused

@@ -250,8 +250,7 @@ def ended_early(learner: Any) -> str | None:
     src_passes = getattr(src, "n_passes", None)
     if model.converged or src_passes is None or src.position[0] < src_passes:
         # a model's own words where it has them (PageRank: converged, or max_iter run)
-        label = model.pass_label() if hasattr(model, "pass_label") else None
-        return label or "converged"
+        return model.pass_label() or "converged"
     return f"data source ended (its n_passes={src_passes})"
 
 

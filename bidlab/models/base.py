@@ -57,8 +57,10 @@ __all__ = ["BidlabEstimator", "FittedByModel", "load", "param_row"]
 
 #: the most minibatches a run's record keeps by default (one record per minibatch)
 RECORDS = 100_000
-#: the methods that train the estimator's model, run one at a time (see FitGuard)
-GUARDED = ("fit", "partial_fit", "fit_passes", "learner")
+#: the methods that train or reshape the estimator's model, run one at a time (see
+#: FitGuard): a fold-in of new rows is refused while a learner of the model runs
+GUARDED = ("fit", "partial_fit", "fit_passes", "learner", "partial_fit_users",
+           "partial_fit_items")
 _PARAM_NAMES: dict[type, tuple[str, ...]] = {}  # scikit-learn's parameter names, per class
 
 

@@ -42,7 +42,7 @@ from bidlab.models.kmeans.lloyd import LloydKMeansModel
 from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
 from bidlab.models.kmeans.model import KMeansModel
 from bidlab.models.kmeans.seeding import init_seeding
-from bidlab.models.kmeans.shift import data_centres, data_shift, moved, unshift
+from bidlab.models.kmeans.shift import data_centres, data_shift, moved, rows_less, unshift
 from bidlab.models.sk_params import COMMON
 from bidlab.models.validation import RANDOM_STATE
 
@@ -320,7 +320,7 @@ class KMeans(KMeansInputs, KMeansFitLearner, ClassNamePrefixFeaturesOutMixin, Tr
         self._check_k(n, d, X.dtype)
         rng = self._rng()
         shift = data_shift(X)  # rows far from the origin: train on them less their mean
-        Xf = X if shift is None else X - shift.astype(X.dtype)
+        Xf = rows_less(X, shift)
         runs = self.n_init if not warm and (isinstance(self.init, str) or callable(
             self.init)) else 1
         best: tuple | None = None

@@ -23,16 +23,17 @@ from bidlab import backend
 from bidlab.learn import Learner
 from bidlab.models.kmeans.lloyd import LloydKMeansModel
 from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
-from bidlab.models.kmeans.shift import centre_shift, data_centres, data_shift, moved, set_origin
+from bidlab.models.kmeans.shift import (
+    centre_shift,
+    data_centres,
+    data_shift,
+    host_origin,
+    moved,
+    rows_less,
+    set_origin,
+)
 
 __all__ = ["KMeansFitLearner", "final_labels"]
-
-
-def _rows_less(X: Any, origin: Any) -> Any:
-    """``X``'s rows less ``origin`` (a copy), or ``X`` itself when ``origin`` is None."""
-    if origin is None:
-        return X
-    return X - backend.namespace(X).asarray(origin).astype(X.dtype)
 
 
 class KMeansFitLearner:
@@ -59,10 +60,10 @@ class KMeansFitLearner:
         rng = self._rng()
         alone = getattr(options.get("comm"), "size", 1) <= 1
         shift = data_shift(X) if alone else None
-        Xf = _rows_less(X, shift)
+        Xf = rows_less(X, shift)
         init = moved(self._start(X, rng), shift)
         model = self._model(Xf, w, rng, algorithm, init)
-        model.origin = shift
+        model.origin = host_origin(shift)
         src = self._source(Xf, w, algorithm, options.pop("batch_size", None),
                            model.random_state)
         options.setdefault("n_passes", self.max_iter)
@@ -133,8 +134,8 @@ class KMeansFitLearner:
             rng = self._rng()
             shift = data_shift(X)
             init = moved(self._start(X, rng), shift)
-            self.model_ = self._model(_rows_less(X, shift), w, rng, "minibatch", init)
-            self.model_.origin = shift
+            self.model_ = self._model(rows_less(X, shift), w, rng, "minibatch", init)
+            self.model_.origin = host_origin(shift)
             self.n_steps_ = 0
         elif backend.is_sparse(X):  # CSR rows are taken as given (a shift would fill them)
             if self.model_.origin is not None:
@@ -145,7 +146,7 @@ class KMeansFitLearner:
             if shift is not None:
                 set_origin(self.model_, np.asarray(backend.to_host(shift), np.float64))
         model = self.model_
-        Xf = _rows_less(X, model.origin)
+        Xf = rows_less(X, model.origin)
         src = self._source(Xf, w, "minibatch", None, int(self._rng().integers(2**31 - 1)))
         if not isinstance(model, MinibatchKMeansModel):  # after a Lloyd fit: go on from it
             model = MinibatchKMeansModel.following(

@@ -24,7 +24,8 @@ import numpy as np
 from bidlab import backend
 from bidlab.kern.kmeans import row_norms_sq
 
-__all__ = ["data_shift", "centre_shift", "moved", "unshift", "data_centres", "set_origin"]
+__all__ = ["data_shift", "centre_shift", "moved", "unshift", "host_origin", "rows_less",
+           "data_centres", "set_origin"]
 
 
 def _mean_if_far(A: Any, sq_norms: Any) -> Any:
@@ -97,11 +98,22 @@ def moved(init: Any, shift: Any) -> Any:
 
 def unshift(model: Any, shift: Any) -> None:
     """Move a k-means model trained on rows less ``shift`` back to the rows as given: its
-    centres and start centres plus ``shift``."""
-    C = model.modelmats[0].data
-    C += backend.namespace(C).asarray(shift).astype(C.dtype)
-    S = model.start_centers
-    S += np.asarray(backend.to_host(shift)).astype(S.dtype)
+    centres and start centres plus ``shift`` (:func:`set_origin` from ``shift`` to none)."""
+    model.origin = host_origin(shift)
+    set_origin(model, None)
+
+
+def host_origin(shift: Any) -> Any:
+    """``shift`` (on any device) as a model's ``origin``: a float64 host array, or None."""
+    return None if shift is None else np.asarray(backend.to_host(shift), np.float64)
+
+
+def rows_less(X: Any, shift: Any) -> Any:
+    """Dense ``X``'s rows less ``shift`` (a copy, on ``X``'s device and in its dtype), or
+    ``X`` itself when ``shift`` is None."""
+    if shift is None:
+        return X
+    return X - backend.namespace(X).asarray(shift).astype(X.dtype)
 
 
 def data_centres(model: Any) -> Any:
@@ -109,7 +121,7 @@ def data_centres(model: Any) -> Any:
     live centres themselves when it has no ``origin``, else the centres plus ``origin``
     (a new k x d array)."""
     C = model.modelmats[0].data
-    origin = getattr(model, "origin", None)
+    origin = model.origin
     if origin is None:
         return C
     xp = backend.namespace(C)
@@ -120,7 +132,7 @@ def set_origin(model: Any, origin: Any) -> None:
     """Measure ``model``'s centres (and start centres) from ``origin`` (a float64 host
     array (d,), or None for the data's own origin) from now on: what they are in the data's
     coordinates does not change. Rows given to it must then be less ``origin``."""
-    old = getattr(model, "origin", None)
+    old = model.origin
     d = model.start_centers.shape[1]
     step = (np.zeros(d) if old is None else np.asarray(old, np.float64)) - (
         np.zeros(d) if origin is None else np.asarray(origin, np.float64))

@@ -201,6 +201,10 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
                         init_scale=float(self.init_scale),
                         random_state=drawn_seed(self.random_state))
 
+    # the estimator's guard wraps the methods a class defines: these are ServeMixin's
+    partial_fit_users = ServeMixin.partial_fit_users
+    partial_fit_items = ServeMixin.partial_fit_items
+
     def _default_batch(self, S: Any) -> int:
         """Users per minibatch when ``batch_size`` is None: all of ``S``'s (a sweep is
         one minibatch), which ranks ask for too (:mod:`bidlab.distributed.sharding`)."""

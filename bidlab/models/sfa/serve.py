@@ -3,10 +3,8 @@ similar items, and the fold-in of new users or items with the other side fixed."
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 import warnings
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -231,19 +229,6 @@ class ServeMixin:
         return kept[1]
 
     # -- fold-in ------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def _folding(self, method: str) -> Iterator[None]:
-        """Hold the estimator's training guard while a fold-in changes the model's shape:
-        refused while a learner of this estimator runs (or is paused) on the model. A
-        learner made before a fold-in refuses to train on afterwards (its data lacks the
-        folded-in rows: :meth:`~bidlab.models.sfa.model.SFAModel.check_data`)."""
-        guard = self._training_guard()
-        guard.enter(f"{type(self).__name__}.{method}")
-        try:
-            yield
-        finally:
-            guard.exit()
-
     def _fold(self, S: Any, other: np.ndarray) -> np.ndarray:
         """Solve the rows of ``S`` with the ``other`` side fixed, to convergence."""
         m = self.model_
@@ -273,10 +258,6 @@ class ServeMixin:
         >>> new_ids = sfa.partial_fit_users(new_rows)  # doctest: +SKIP
         """
         self._follow_model()
-        with self._folding("partial_fit_users"):
-            return self._fold_users(X)
-
-    def _fold_users(self, X: Any) -> np.ndarray:
         S = ratings_csr(type(self).__name__, X, self.model_.dtype, n_items=self.n_items_)
         m = self.model_
         check_counts(type(self).__name__, S, m.opts.feedback)
@@ -302,10 +283,6 @@ class ServeMixin:
         >>> new_ids = sfa.partial_fit_items(new_columns)  # doctest: +SKIP
         """
         self._follow_model()
-        with self._folding("partial_fit_items"):
-            return self._fold_items(X)
-
-    def _fold_items(self, X: Any) -> np.ndarray:
         name = type(self).__name__
         Xc = ratings_csr(name, X, self.model_.dtype, allow_empty_rows=True)
         check_counts(name, Xc, self.model_.opts.feedback)
