@@ -24,13 +24,24 @@ class LearnerMetrics:
 
     @property
     def progress(self) -> float:
-        """Fraction done (0..1) by passes, or by ``max_steps`` when that comes first."""
+        """Fraction done (0..1) by passes, or by ``max_steps`` when that comes first: where
+        the training is, also for a run that ended early (the ``progress`` of
+        :attr:`metrics`, what observers and dashboards show, reads 1 there)."""
         p, i = self._pos
         bpp = self.source.batches_per_pass
         frac = (p + (i / bpp if bpp else 0.0)) / self.opts.n_passes
         if self.opts.max_steps:
             frac = max(frac, self.step / self.opts.max_steps)
         return float(min(1.0, frac))
+
+    def _shown_progress(self, state: str) -> float:
+        """The ``progress`` that :attr:`metrics` (observers, dashboards, the learners panel)
+        report in ``state``: 1 once a run has finished before its ``n_passes`` (its model
+        converged, its data source ran out), as ``fit()``'s bar then ends full; a run
+        stopped or failed reads where it ended (:attr:`progress`)."""
+        if state == "done" and getattr(self, "_finished", False):
+            return 1.0
+        return self.progress
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -116,7 +127,7 @@ class LearnerMetrics:
             "pass": pass_,
             "index": index,
             "n_passes": self.opts.n_passes,
-            "progress": self.progress,
+            "progress": self._shown_progress(state or self._state),
             "samples": self.samples,
             "train_score": self._last_train,
             "val_score": self._last_val,

@@ -51,11 +51,53 @@ from bidlab.models.lda.common import holds_text
 from bidlab.models.validation import whole_at_least_one
 
 __all__ = ["coherence", "cooccurrence", "top_words", "topic_diversity", "exclusivity",
-           "MEASURES", "CONVENTIONS"]
+           "MEASURES", "CONVENTIONS", "MEMORY_BUDGET"]
 
 MEASURES = ("u_mass", "c_uci", "c_npmi", "c_v")
 CONVENTIONS = ("gensim", "tomotopy")
 EPS = 1e-12
+#: Bytes of working arrays one :func:`coherence` call may build (its pairs of top words grow
+#: as k x top_n x top_n, and as the square of all topics' distinct top words); a call that
+#: would need more is refused before it allocates. Raise it to score more top words.
+MEMORY_BUDGET = 2 * 2**30
+
+
+def _working_bytes(k: int, n: int, U: int, measure: str, convention: str) -> int:
+    """Bytes of the float64 working arrays of a coherence call: k topics, ``n`` top words
+    each, ``U`` distinct among them (the co-occurrence counts are U x U; gensim's measures
+    hold about six k x n x n arrays at once, tomotopy's about six U x U and, for ``c_v``,
+    three k x n x U)."""
+    if convention == "tomotopy":
+        cells = 6 * U * U + (3 * k * n * U if measure == "c_v" else 2 * k * n * n)
+    else:
+        cells = U * U + 6 * k * n * n
+    return 8 * cells
+
+
+def _check_budget(top_n: int, k: int, n: int, U: int, V: int, measure: str,
+                  convention: str) -> None:
+    """ValueError when the working arrays for ``n`` top words (``top_n`` capped at the
+    vocabulary of ``V`` words) exceed :data:`MEMORY_BUDGET`, naming the size and the largest
+    ``top_n`` that fits."""
+    need = _working_bytes(k, n, U, measure, convention)
+    if need <= MEMORY_BUDGET:
+        return
+    lo, hi = 1, n  # the largest top_n whose arrays fit, at most k * top_n distinct words
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        fits = _working_bytes(k, mid, min(k * mid, V), measure, convention) <= MEMORY_BUDGET
+        lo, hi = (mid, hi) if fits else (lo, mid - 1)
+    fix = (f"pass a smaller top_n (top_n={lo} fits), or raise" if lo >= 2 else
+           f"no top_n fits for {k} topics: raise")
+    raise ValueError(f"coherence: top_n={top_n} ({n} top words in each of {k} topics, {U} "
+                     f"distinct) needs about {_size(need)} of working arrays, more than "
+                     f"MEMORY_BUDGET ({_size(MEMORY_BUDGET)}): {fix} "
+                     "bidlab.models.lda.coherence.MEMORY_BUDGET")
+
+
+def _size(nbytes: float) -> str:
+    """``nbytes`` in GiB, or MiB below one GiB."""
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.2g} MiB"
 
 
 def top_words(topics: np.ndarray, top_n: int) -> np.ndarray:
@@ -167,7 +209,9 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
     X: documents x vocabulary counts (scipy / CuPy sparse, numpy, or a Corpus).
     measure: ``"u_mass"``, ``"c_uci"``, ``"c_npmi"`` or ``"c_v"`` (module doc).
     top_n: top words per topic, 2 or more (every measure compares pairs of them; a
-        vocabulary smaller than ``top_n`` gives all of it).
+        vocabulary smaller than ``top_n`` gives all of it). The working arrays grow as its
+        square: a call that would need more than :data:`MEMORY_BUDGET` bytes is refused
+        (ValueError naming the ``top_n`` that fits).
     per_topic: return the k values instead of their mean.
     convention: ``"gensim"`` (its ``CoherenceModel``) or ``"tomotopy"`` (its
         ``Coherence``; module doc).
@@ -188,9 +232,10 @@ def coherence(topics: Any, X: Any, measure: str = "c_npmi", top_n: int = 10,
         X = np.asarray(X, dtype=np.float64)
     X = _reference_counts(X)
     T = _check(topics, X, measure, convention, top_n)
-    top = top_words(T, top_n)
+    top = top_words(T, top_n)  # (top_n capped at the vocabulary)
     union, local = np.unique(top, return_inverse=True)
     local = local.reshape(top.shape)
+    _check_budget(int(top_n), *top.shape, union.size, T.shape[1], measure, convention)
     co, D = cooccurrence(X, union)
     if convention == "tomotopy":
         per = _tomotopy(measure, co, D - _empty_documents(X), local)

@@ -255,7 +255,9 @@ def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None =
     proportions ``theta`` (documents x k) and their counts ``X``; JSON-ready. The default
     term list (no topic selected) holds the ``R`` most salient words (:func:`saliency`),
     as pyLDAvis's does. Only the words X holds are listed (a word without tokens in X has
-    no bar to draw), so ``R`` is at most their number.
+    no bar to draw), so ``R`` is at most their number. Each topic lists the top ``R`` words
+    by relevance (:func:`relevance`) at every lambda of ``0, lambda_step, 2 lambda_step,
+    ...`` and at 1 (a step that does not divide 1 still reaches it).
 
     Examples
     --------
@@ -311,7 +313,8 @@ def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None =
             cols[name].append(v)
     logp = np.log(np.maximum(P, 1e-300))
     lift = logp - np.log(np.maximum(share, 1e-300))[None, :]
-    lams = np.arange(0.0, 1.0 + 1e-9, lambda_step)
+    lams = np.arange(0.0, 1.0, float(lambda_step))  # then exactly 1, whatever the step
+    lams = np.append(lams[lams < 1.0 - 1e-9], 1.0)
     kept: set[int] = set(int(j) for j in default)
     for t in range(k):
         words: list[int] = []
