@@ -190,6 +190,12 @@ class KMeansInputs:
         except (TypeError, ValueError) as err:
             raise TypeError(f"{what} is not an array of starting centres ({err}): give "
                             f"an n_clusters x n_features array") from err
+        if C.ndim != 2 and (isinstance(init, (str, bytes)) or C.dtype.kind not in "biuf"):
+            shown = repr(init)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise TypeError(f"{what} a {type(init).__name__} ({shown}), not starting "
+                            f"centres: give an n_clusters x n_features array of numbers, "
+                            f"shape ({k}, {d})")
         if C.shape != (k, d):
             raise ValueError(f"{what} has shape {C.shape} but n_clusters={k} "
                              f"centres of {d} features need shape ({k}, {d})")

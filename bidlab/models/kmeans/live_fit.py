@@ -8,7 +8,8 @@ Dense rows far from the origin are trained on less the shift ``fit`` takes
 (:mod:`bidlab.models.kmeans.shift`: one copy of ``X``, made before training, never per
 minibatch); the model keeps it as its ``origin``, and the estimator reports its centres,
 labels and distances in the data's coordinates. Ranks of a distributed learner (a
-communicator of several) train on their rows as given: each rank's rows have their own mean.
+communicator of several) agree on one origin before their first minibatch, the mean of all
+their rows (:mod:`bidlab.models.kmeans.shared_origin`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from bidlab import backend
 from bidlab.learn import Learner
 from bidlab.models.kmeans.lloyd import LloydKMeansModel
 from bidlab.models.kmeans.minibatch import MinibatchKMeansModel
+from bidlab.models.kmeans.shared_origin import OriginVote, row_sums
 from bidlab.models.kmeans.shift import (
     centre_shift,
     data_centres,
     data_shift,
+    far_point,
     host_origin,
     moved,
     rows_less,
@@ -58,12 +61,20 @@ class KMeansFitLearner:
         self._check_k(n, d, X.dtype)
         algorithm = self.algorithm
         rng = self._rng()
-        alone = getattr(options.get("comm"), "size", 1) <= 1
-        shift = data_shift(X) if alone else None
+        comm = options.get("comm")
+        alone = getattr(comm, "size", 1) <= 1
+        sums = row_sums(X)
+        shift = None if sums is None else far_point(sums[0], n, sums[1], X.dtype)
         Xf = rows_less(X, shift)
         init = moved(self._start(X, rng), shift)
         model = self._model(Xf, w, rng, algorithm, init)
         model.origin = host_origin(shift)
+        if not alone:  # the ranks agree on one origin before the first minibatch
+            if isinstance(model, LloydKMeansModel):
+                model.start_from(None)  # its seeding's bounds: this rank's centres only
+            set_origin(model, None)  # start centres as rank 0 broadcasts them
+            model._vote = OriginVote(comm, n, sums, shift, None if shift is None else Xf,
+                                     d, X.dtype)
         src = self._source(Xf, w, algorithm, options.pop("batch_size", None),
                            model.random_state)
         options.setdefault("n_passes", self.max_iter)
@@ -116,7 +127,10 @@ class KMeansFitLearner:
         per-centre weights (after ``fit`` too), as scikit-learn's
         ``MiniBatchKMeans.partial_fit`` does. ``labels_`` and ``inertia_`` describe ``X``.
         Dense rows far from the origin are trained on less the first call's shift (a copy
-        of each ``X``; the model's ``origin``), as ``fit`` trains on them.
+        of each ``X``; the model's ``origin``), as ``fit`` trains on them. CSR rows are
+        taken as given; they are refused (ValueError) when the centres lie so far from the
+        origin, for their spread, that their distances in the model's dtype would be lost
+        to rounding.
         """
         with self._threads():
             return self._partial_fit(X, sample_weight)
@@ -138,6 +152,7 @@ class KMeansFitLearner:
             self.model_.origin = host_origin(shift)
             self.n_steps_ = 0
         elif backend.is_sparse(X):  # CSR rows are taken as given (a shift would fill them)
+            _check_sparse_frame(data_centres(self.model_))
             if self.model_.origin is not None:
                 set_origin(self.model_, None)
         elif self.model_.origin is None:  # fitted centres far from the origin: measured
@@ -165,6 +180,26 @@ class KMeansFitLearner:
         self.n_iter_ = int(getattr(self, "n_iter_", 0)) + 1
         self.distance_evaluations_ = int(model.distance_evaluations)
         return self
+
+
+def _check_sparse_frame(C: Any) -> None:
+    """Refuse CSR rows for centres ``C`` (k x d, in the data's coordinates) that lie so far
+    from the origin, for how far apart they are, that GEMM distances in ``C``'s dtype are
+    off by more than 1/1024 of the centres' spread: sparse rows are trained on as given
+    (a shift would fill them), and their labels would be noise."""
+    A = np.asarray(backend.to_host(C), np.float64)
+    mean = A.mean(axis=0)
+    mm = float(mean @ mean)
+    spread = float(((A - mean) ** 2).sum(axis=1).mean())
+    if spread > 0 and np.finfo(C.dtype).eps * mm > spread / 1024:
+        wider = ", train in float64 (dtype='float64')" if C.dtype.itemsize < 8 else ""
+        raise ValueError(
+            f"partial_fit got CSR rows, but the centres lie {math.sqrt(mm):.4g} from the "
+            f"origin and {math.sqrt(spread):.3g} apart: sparse rows are taken as given (a "
+            f"shift would fill them), and their {C.dtype} distances to these centres "
+            "would lose the centres' differences to rounding. Give these rows dense "
+            f"(X.toarray(), a batch at a time when large){wider}, or cluster the data "
+            "less its mean")
 
 
 def final_labels(model: Any, lrn: Learner, X: Any, w: Any) -> tuple[Any, float, int]:

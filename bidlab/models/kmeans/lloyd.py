@@ -101,8 +101,8 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     )
     full_batch = True  # its pass sums are its own, handed over at the last block
     algorithm = "lloyd"
-    _SCRATCH = ("_buf", "_work", "_rows", "_res", "_pending", "_pass_state", "_drift",
-                "_seeded", "_centre_lb")
+    _SCRATCH = ("_buf", "_work", "_origin_mat", "_vote", "_rows", "_res", "_pending",
+                "_pass_state", "_drift", "_seeded", "_centre_lb")
     _generation = 0  # centre updates so far; tags a pass's checkpointed sums
     _pass_bounds: dict[str, Any] | None = None
     _centre_lb: Any = None
@@ -139,11 +139,12 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
                 and seeded.labels.shape[0] == info.n_samples and info.xp is np):
             self._take_seeding(seeded)
 
-    def start_from(self, seeding: Seeding) -> None:
+    def start_from(self, seeding: Seeding | None) -> None:
         """Start the first pass from the rows' assignment to the initial centres that the
         seeding measured (its labels, exact distances and second-nearest lower bounds, as
         Hamerly's bounds), so the first pass computes only the distances they leave open.
-        Used by the next :meth:`init` on data of as many rows."""
+        Used by the next :meth:`init` on data of as many rows; None: no seeding's
+        assignment (the first pass measures every row)."""
         self._seeded = seeding
 
     def _take_seeding(self, seeded: Seeding) -> None:
@@ -186,7 +187,8 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         bounds are moved by) and the per-row labels and bounds."""
         if not self.modelmats:
             return {}
-        state = {"pass_sums": self._pass_sums_state(), "drift": self._drift_state()}
+        state = super().extra_state() | {"pass_sums": self._pass_sums_state(),
+                                         "drift": self._drift_state()}
         if self._rows is not None:
             state |= self._rows.state()
         return state
@@ -205,6 +207,7 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         """The per-row labels and bounds came back with their flags (none from a checkpoint
         of an earlier version): Hamerly's per-pass quantities are rebuilt from the saved
         drift."""
+        super().restored(earlier)  # measured from this model's origin first
         self._pass_state = None
         rows = self._rows
         if rows is None:
@@ -232,10 +235,22 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
 
     # -- the Learner's hooks --------------------------------------------------------------
     def start_pass(self, pass_: int) -> None:
+        if self._vote is not None:
+            self._agree_origin()
         self._prepare_pass(pass_, at_start=True)
 
     def update(self, batch: Minibatch) -> float:
+        if self._vote is not None:  # a run resumed mid-pass starts here
+            self._agree_origin()
         return self._lloyd_step(batch)
+
+    def frame_moved(self, step: Any) -> None:
+        """A checkpoint's pass sums so far move with the centres (by their weights)."""
+        P = self._pending
+        if P is not None and P.shape == self._pending_shape():
+            k, d = self.modelmats[0].shape
+            A = P.data
+            A[:k, :d] += A[:k, d:d + 1] * self.xp.asarray(step)
 
     def end_pass(self, pass_: int) -> None:
         self._lloyd_end(pass_)

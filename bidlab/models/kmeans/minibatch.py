@@ -76,7 +76,7 @@ class MinibatchKMeansModel(KMeansModel):
     )
 
     algorithm = "minibatch"
-    _SCRATCH = ("_buf", "_work", "_steps_state")
+    _SCRATCH = ("_buf", "_work", "_origin_mat", "_vote", "_steps_state")
     _steps_state: dict[str, Mat] | None = None  # the checkpoint's copy of the step state
 
     def __init__(self, centers: Any, *, random_state: int = 0, **options: Any) -> None:
@@ -122,9 +122,10 @@ class MinibatchKMeansModel(KMeansModel):
         if state.get("bit_generator") == "PCG64":
             words = [w for v in state["state"].values() for w in divmod(v, 1 << 64)]
             st["rng"].data[0] = [*words, state["has_uint32"], state["uinteger"]]
-        return dict(st)
+        return super().extra_state() | st
 
     def restored(self, earlier: dict[str, Any]) -> None:
+        super().restored(earlier)  # measured from this model's origin
         st = self._steps_state
         if st is None:
             return
@@ -146,6 +147,8 @@ class MinibatchKMeansModel(KMeansModel):
         self._es: dict[str, Any] = {"step": 0, "ewa": None, "low": None, "since": 0}
 
     def update(self, batch: Minibatch) -> float:
+        if self._vote is not None:
+            self._agree_origin()
         X, w = self._batch_data(batch)
         m = batch.n
         buf = self._buffers(m)

@@ -37,7 +37,7 @@ from bidlab.learn.persistable import UPGRADES
 from bidlab.learn.staging import Minibatch
 from bidlab.mat import Mat
 from bidlab.models.kmeans.distances import cross, labels_inertia, nearest, raw
-from bidlab.models.kmeans.shift import data_centres
+from bidlab.models.kmeans.shift import data_centres, set_origin
 
 __all__ = ["KMeansModel", "subclass_for"]
 
@@ -79,8 +79,11 @@ class KMeansModel(Model):
     algorithm = ""
     #: each engine by its ``algorithm`` name, filled as the subclasses are defined
     ENGINES: dict[str, type[KMeansModel]] = {}
-    _SCRATCH: tuple[str, ...] = ("_buf", "_work")  # rebuilt on demand, never pickled
+    # rebuilt on demand, never pickled
+    _SCRATCH: tuple[str, ...] = ("_buf", "_work", "_origin_mat", "_vote")
     origin: Any = None
+    _origin_mat: Mat | None = None  # the checkpoint's copy of ``origin``
+    _vote: Any = None  # the ranks' agreement on an origin, until made (shared_origin)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -150,6 +153,51 @@ class KMeansModel(Model):
         if not np.isfinite(origin).all():
             raise _field_error("holds NaN or infinity, where a k-means model's origin is a "
                                "finite point; the file is corrupt: save the model again")
+
+    # -- checkpoints: the origin the centres are measured from ----------------------------
+    def extra_state(self) -> dict[str, Mat]:
+        """``origin`` as a 1 x d float64 matrix (zeros: none; a shift is never all zeros),
+        so a checkpoint's centres are read in the frame they were written in."""
+        if not self.modelmats:
+            return {}
+        d = self.modelmats[0].shape[1]
+        M = self._origin_mat
+        if M is None or M.shape != (1, d):
+            M = self._origin_mat = Mat(np.zeros((1, d)))
+        M.data[0] = 0.0 if self.origin is None else self.origin
+        return {"origin": M}
+
+    def restored(self, earlier: dict[str, Any]) -> None:
+        """The loaded centres (and pass sums) were measured from the file's ``origin``:
+        measure them from this model's, the one its rows are less, as they are in the
+        data's coordinates (a file without one, of an earlier version, was written in this
+        model's frame: the same data)."""
+        M = self._origin_mat
+        if M is None:
+            return
+        saved = np.array(M.data[0], np.float64)
+        if not np.isfinite(saved).all():
+            raise ValueError("the checkpoint's k-means origin holds NaN or infinity: the "
+                             "file is corrupt; start again without it")
+        saved_origin = saved if saved.any() else None
+        now = self.origin
+        if (saved_origin is None) == (now is None) and (
+                now is None or np.array_equal(saved, now)):
+            return
+        self.origin = saved_origin
+        set_origin(self, now, start=False)  # the start centres are this model's own
+
+    def frame_moved(self, step: Any) -> None:
+        """Called when the centres moved by ``step`` (float64 (d,)) to another origin
+        (:func:`~bidlab.models.kmeans.shift.set_origin`): move whatever else is measured
+        from the origin. Nothing here."""
+
+    def _agree_origin(self) -> None:
+        """On a learner of several ranks, before its first minibatch: every rank takes the
+        origin the ranks agree on (:mod:`bidlab.models.kmeans.shared_origin`; a collective,
+        made once)."""
+        vote, self._vote = self._vote, None
+        set_origin(self, vote.agree(self.xp))
 
     # -- Model interface ------------------------------------------------------------------
     def init(self, info: DataInfo) -> None:

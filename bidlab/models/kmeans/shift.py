@@ -12,7 +12,10 @@ centres' mean when the centres lie farther from the origin than they spread
 A live learner (``KMeans.learner``, ``fit_learner``) and ``partial_fit`` train on the rows
 less the same shift, kept as the model's ``origin``: its centres are measured from that
 point while it trains (:func:`set_origin`), and :func:`data_centres` gives them in the
-data's coordinates (``cluster_centers_``, ``predict``, ``transform``, ``score``).
+data's coordinates (``cluster_centers_``, ``predict``, ``transform``, ``score``). A
+learner's checkpoint keeps the ``origin`` beside the centres, and a learner that loads one
+measures them from its own (the same centres in the data's coordinates); the ranks of a
+distributed learner agree on one (:mod:`bidlab.models.kmeans.shared_origin`).
 """
 
 from __future__ import annotations
@@ -24,26 +27,36 @@ import numpy as np
 from bidlab import backend
 from bidlab.kern.kmeans import row_norms_sq
 
-__all__ = ["data_shift", "centre_shift", "moved", "unshift", "host_origin", "rows_less",
-           "data_centres", "set_origin"]
+__all__ = ["data_shift", "centre_shift", "far_point", "moved", "unshift", "host_origin",
+           "rows_less", "data_centres", "set_origin"]
 
 
 def _mean_if_far(A: Any, sq_norms: Any) -> Any:
     """The column mean of dense ``A`` (float64, on its device; each entry rounded to half
     ``A``'s mantissa bits) when its squared norm exceeds the rows' total variance
     (``sq_norms``: the rows' squared norms); else None."""
-    xp = backend.namespace(A)
     n = A.shape[0]
     if n == 0:
         return None
-    mean = A.mean(axis=0, dtype=np.float64)
+    total = A.sum(axis=0, dtype=np.float64)
+    return far_point(total, n, float(sq_norms.sum(dtype=np.float64)), A.dtype)
+
+
+def far_point(total: Any, n: float, sq_total: float, dtype: Any) -> Any:
+    """The mean ``total / n`` of ``n`` rows (float64, on ``total``'s device; each entry
+    rounded to half ``dtype``'s mantissa bits) when its squared norm exceeds the rows'
+    total variance (``sq_total``: the sum of their squared norms); else None."""
+    if n <= 0:
+        return None
+    xp = backend.namespace(total)
+    mean = total / n
     mm = float((mean * mean).sum())
-    spread = float(sq_norms.sum(dtype=np.float64)) / n - mm
+    spread = sq_total / n - mm
     if not mm > max(spread, 0.0):
         return None
     # half the mantissa's bits kept: rows near the shift move exactly (a cluster of equal
     # rows comes back as that row to the bit), and 2 ** -half of the offset is left
-    half = np.finfo(A.dtype).nmant // 2
+    half = np.finfo(dtype).nmant // 2
     mean = np.asarray(backend.to_host(mean))
     _, e = np.frexp(mean)
     q = np.ldexp(1.0, e - half)
@@ -128,10 +141,12 @@ def data_centres(model: Any) -> Any:
     return (C.astype(np.float64) + xp.asarray(origin)).astype(C.dtype)
 
 
-def set_origin(model: Any, origin: Any) -> None:
-    """Measure ``model``'s centres (and start centres) from ``origin`` (a float64 host
-    array (d,), or None for the data's own origin) from now on: what they are in the data's
-    coordinates does not change. Rows given to it must then be less ``origin``."""
+def set_origin(model: Any, origin: Any, start: bool = True) -> None:
+    """Measure ``model``'s centres (and, with ``start``, its start centres) from ``origin``
+    (a float64 host array (d,), or None for the data's own origin) from now on: what they
+    are in the data's coordinates does not change. Rows given to it must then be less
+    ``origin``. The model's other state measured from its origin (a Lloyd pass's sums so
+    far) moves with them (``model.frame_moved``)."""
     old = model.origin
     d = model.start_centers.shape[1]
     step = (np.zeros(d) if old is None else np.asarray(old, np.float64)) - (
@@ -140,6 +155,8 @@ def set_origin(model: Any, origin: Any) -> None:
         C = model.modelmats[0].data
         xp = backend.namespace(C)
         C[...] = (C.astype(np.float64) + xp.asarray(step)).astype(C.dtype)
-    S = model.start_centers
-    S[...] = (S.astype(np.float64) + step).astype(S.dtype)
+        model.frame_moved(step)
+    if start:
+        S = model.start_centers
+        S[...] = (S.astype(np.float64) + step).astype(S.dtype)
     model.origin = None if origin is None else np.array(origin, np.float64)
