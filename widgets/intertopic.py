@@ -2,18 +2,20 @@
 topic edits a click away.
 
 The topics are placed by Jensen-Shannon distance and classical MDS
-(:func:`bidlab.models.lda.export.intertopic_map`) when k changes, and otherwise moved from
-their previous places by a few stress-majorisation steps towards the new distances
-(``LAYOUT_STEPS``), so the map moves continuously rather than jumping; at most once a
+(:func:`bidlab.models.lda.export.intertopic_map`) on the first frame, and otherwise moved
+from their previous places by a few stress-majorisation steps towards the new distances
+(``LAYOUT_STEPS``), so the map moves continuously rather than jumping; when an edit
+changes k, each topic starts from the place of the previous topic nearest it (its own,
+for the topics the edit renumbered but left alone). Placements run at most once a
 second (``LAYOUT_EVERY``; less often when a placement takes over 0.1 s: it then costs at
 most a tenth of the pump thread's time). A circle's area is its topic's share of the
 counts and its colour the topic's NPMI coherence on the learner's documents (recomputed
-every ``coherence_every`` seconds). Selecting a topic lists its most relevant words for
-the λ of the slider (pyLDAvis's relevance). Box-select (or shift-click) two or more topics
-and press *merge*, or select one and press *split* or *delete*: the edit goes to the
-learner, which applies it at its next minibatch (at once when it is not training; the
-status line says which), and the map shows the new set of topics from the next snapshot
-on.
+every ``coherence_every`` seconds; grey when it cannot be computed). Selecting a topic
+lists its most relevant words for the λ of the slider (pyLDAvis's relevance). Box-select
+(or shift-click) two or more topics and press *merge*, or select one and press *split* or
+*delete*: the edit goes to the learner, which applies it at its next minibatch (at once
+when it is not training; the status line says which), and the map shows the new set of
+topics from the next snapshot on.
 
 The page is sent only what it shows differently, as ``patch``-es of the columns that
 changed (a whole new data source only when k changes):
@@ -62,6 +64,8 @@ LAYOUT_EVERY = 1.0
 LAYOUT_STEPS = 10
 #: a placement that moves no centre by this many pixels or more is not sent
 MOVE_PX = 1.0
+#: the colour of a topic without a coherence (none could be computed: NaN)
+NO_COHERENCE = "#bdbdbd"
 #: seconds between rewrites of the selected topic's word list while only the topics
 #: change (a new selection or λ rewrites it at once)
 WORDS_EVERY = 1.0
@@ -113,6 +117,7 @@ class IntertopicMap(PumpedView):
         self._topics: np.ndarray | None = None
         self._coherence: np.ndarray | None = None
         self._coherence_time = -np.inf
+        self.coherence_error: str | None = None  # why the coherence is NaN (None: it is not)
         self._layout_time = -np.inf
         self._layout_s = 0.0  # what the last placement took
         self._words_time = -np.inf  # when the word list was last computed
@@ -227,11 +232,15 @@ class IntertopicMap(PumpedView):
         weight = P.sum(axis=1)
         P += 1e-12
         P /= P.sum(axis=1, keepdims=True)
-        prev = self._coords if self._coords is not None and len(self._coords) == k else None
+        fresh = self._coords is None or len(self._coords) != k
+        prev = self._matched_start(P) if fresh else self._coords
         now = time.monotonic()
-        if prev is None or now - self._layout_time >= max(LAYOUT_EVERY, 10 * self._layout_s):
+        if fresh or now - self._layout_time >= max(LAYOUT_EVERY, 10 * self._layout_s):
             m = export.intertopic_map(P, weight, previous=prev, steps=LAYOUT_STEPS)
-            self._coords = np.stack([m["x"], m["y"]], axis=1)
+            xy = np.stack([m["x"], m["y"]], axis=1)
+            if prev is not None:  # the steps centre the placement on 0: keep it in place
+                xy += prev.mean(axis=0) - xy.mean(axis=0)
+            self._coords = xy
             self._layout_time = now
             self._layout_s = time.monotonic() - now  # a placement's share stays <= 10 %
         self._topics = P
@@ -245,6 +254,17 @@ class IntertopicMap(PumpedView):
         if self.selected and max(self.selected) >= k:
             self.selected = [t for t in self.selected if t < k]
         self._show_words()
+
+    def _matched_start(self, P: np.ndarray) -> np.ndarray | None:
+        """Where the topics ``P`` start when k changed (an edit renumbered them): each at
+        the place of the previous topic nearest it (Jensen-Shannon), so the topics an edit
+        left alone stay put and a split's halves start at their topic's place; None (a
+        fresh placement) without previous places or when they would all coincide."""
+        old, coords = self._topics, self._coords
+        if old is None or coords is None or old.shape != (len(coords), P.shape[1]):
+            return None
+        start = coords[np.argmin(export.js_distances(P, old), axis=1)]
+        return start if len(np.unique(start, axis=0)) > 1 else None
 
     def _draw(self, share: np.ndarray, recolour: bool) -> None:
         """Send the page what changed: everything when k changed (or the viewport moved),
@@ -292,18 +312,32 @@ class IntertopicMap(PumpedView):
             self.source.patch(patch)
 
     def _colours(self) -> list[str]:
-        """Each topic's colour: its coherence on Viridis, from the lowest to the highest."""
+        """Each topic's colour: its coherence on Viridis, from the lowest to the highest;
+        :data:`NO_COHERENCE` for a topic without one (NaN)."""
         c = np.asarray(self._coherence, np.float64)
-        lo, hi = float(np.nanmin(c)), float(np.nanmax(c))
+        ok = np.isfinite(c)
+        if not ok.any():
+            return [NO_COHERENCE] * len(c)
+        lo, hi = float(c[ok].min()), float(c[ok].max())
         idx = np.clip(np.nan_to_num((c - lo) / max(hi - lo, 1e-12) * 255), 0, 255).astype(int)
-        return [Viridis256[i] for i in idx]
+        return [Viridis256[i] if f else NO_COHERENCE for i, f in zip(idx, ok, strict=True)]
 
     def _topic_coherence(self, P: np.ndarray) -> np.ndarray:
+        """The topics' NPMI on the first 5,000 training documents; NaN for every topic
+        when there is none to compute (those documents hold no word, or the vocabulary
+        has fewer than two words): the map is drawn all the same, in :data:`NO_COHERENCE`,
+        and the reason is kept in ``coherence_error``."""
         docs = self.learner._steer_docs() if hasattr(self.learner, "_steer_docs") else None
         if docs is None:
             return np.zeros(P.shape[0])
         docs = docs[: min(int(docs.shape[0]), 5000)]
-        return np.asarray(coh.coherence(P, docs, "c_npmi", top_n=10, per_topic=True))
+        try:
+            c = np.asarray(coh.coherence(P, docs, "c_npmi", top_n=10, per_topic=True))
+        except ValueError as exc:
+            self.coherence_error = str(exc)
+            return np.full(P.shape[0], np.nan)
+        self.coherence_error = None
+        return c
 
     def _show_words(self, force: bool = False) -> None:
         """List the selected topic's most relevant words: at once when ``force`` (a new

@@ -6,11 +6,21 @@ topics' mean coherence under ``kpi_coherence_<measure>``. It is recomputed from 
 topics at most every ``every`` seconds, on at most ``max_docs`` reference documents (the
 learner's training documents unless ``X`` is given), so its cost stays a small share of
 training; between recomputations the last value is reported.
+
+Settings that could never give a score are refused when the KPI is made (a ``top_n`` whose
+working arrays exceed :data:`bidlab.models.lda.coherence.MEMORY_BUDGET` even for one topic)
+and when it is attached to the model (reference documents over another vocabulary, fewer
+than two words, a ``top_n`` too large for the model's k topics): the learner reports a
+failing KPI as NaN, so a refusal at every score would only show as a NaN. A score that fails
+all the same (e.g. reference documents without a word) keeps its message in ``error`` and
+is warned about (once while it keeps failing).
 """
 
 from __future__ import annotations
 
+import math
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -35,7 +45,7 @@ class CoherenceKPI(Mixin):
     top_n
         top words per topic (2 or more).
     every
-        seconds between recomputations.
+        seconds between recomputations (0 or more).
     max_docs
         reference documents used (the first ones; 1 or more).
 
@@ -44,6 +54,9 @@ class CoherenceKPI(Mixin):
     >>> lr = LDAGibbs(20).learner(X, mixins=[CoherenceKPI("c_npmi")])  # doctest: +SKIP
     >>> lr.start(); ...; lr.metrics["kpi_coherence_c_npmi"]              # doctest: +SKIP
     """
+
+    #: why the last score failed (None: it did not; a class default for saved learners)
+    error: str | None = None
 
     def __init__(self, measure: str = "c_npmi", X: Any = None, top_n: int = 10,
                  every: float = 5.0, max_docs: int = 5000) -> None:
@@ -60,12 +73,45 @@ class CoherenceKPI(Mixin):
             if isinstance(X, (list, tuple)):
                 X = np.asarray(X, dtype=np.float64)
             X = coh._reference_counts(X)  # a Corpus's counts too, as host CSR
+        if isinstance(every, (bool, np.bool_)) or not isinstance(
+                every, (int, float, np.integer, np.floating)) or not every >= 0:
+            raise ValueError(f"CoherenceKPI: every must be a number of seconds >= 0 between "
+                             f"recomputations; got {every!r}: pass e.g. every=5.0")
         self.measure, self.X, self.top_n = measure, X, int(top_n)
+        # one topic at least: a top_n too large for any model is refused now
+        self._check_budget(1, self.top_n if X is None else int(X.shape[1]))
         self.every = float(every)
         self.max_docs = whole_at_least_one("CoherenceKPI", "max_docs", max_docs)
         self.kpi = f"coherence_{measure}"
         self._value = float("nan")
         self._when = -float("inf")
+        self.error = None
+
+    def init(self, model: Any) -> None:
+        """Attach to the model; ValueError for settings no score could be computed with
+        (see the module doc)."""
+        super().init(model)
+        k, V = (int(n) for n in model.modelmats[0].shape)
+        if V < 2:
+            raise ValueError(f"CoherenceKPI: the model has {V} word(s); coherence compares "
+                             "pairs of words, so it needs a vocabulary of two or more: "
+                             "leave the KPI out")
+        if self.X is not None and int(self.X.shape[1]) != V:
+            raise ValueError(f"CoherenceKPI: the reference documents X have "
+                             f"{int(self.X.shape[1])} words (columns) but the model has {V}: "
+                             "pass documents counted over the model's vocabulary")
+        self._check_budget(k, V)
+
+    def _check_budget(self, k: int, V: int) -> None:
+        """ValueError when ``top_n`` top words of ``k`` topics over ``V`` words (all of
+        their top words distinct, the most there can be) would exceed the coherence's
+        memory budget."""
+        n = min(self.top_n, V)
+        try:
+            coh._check_budget(self.top_n, k, n, min(k * n, V), V, self.measure, "gensim")
+        except ValueError as exc:
+            raise ValueError("CoherenceKPI: " + str(exc).removeprefix("coherence: ")
+                             ) from None
 
     def gradient(self) -> None:
         """No loss term: the coherence is only reported."""
@@ -87,6 +133,14 @@ class CoherenceKPI(Mixin):
         if docs is None or not self.model.initialised:
             return self._value
         docs = docs[: min(int(docs.shape[0]), self.max_docs)]
-        self._value = float(coh.coherence(self.model.components(), docs, self.measure,
-                                          top_n=self.top_n))
+        try:
+            self._value = float(coh.coherence(self.model.components(), docs, self.measure,
+                                              top_n=self.top_n))
+        except ValueError as exc:  # reported as NaN; said once, kept in ``error``
+            if self.error is None:
+                warnings.warn(f"CoherenceKPI: the {self.kpi} KPI is NaN: {exc}",
+                              RuntimeWarning, stacklevel=2)
+            self.error, self._value = str(exc), math.nan
+            return self._value
+        self.error = None
         return self._value

@@ -31,7 +31,7 @@ from scipy.special import rel_entr, xlogy
 from bidlab import backend
 from bidlab.models.validation import whole_at_least_one
 
-__all__ = ["js_distances", "js_divergences", "intertopic_map", "stress_steps",
+__all__ = ["js_distances", "js_divergences", "intertopic_map", "stress_steps", "MIN_LAMBDA_STEP",
            "prepared_data", "map_html", "topic_diff", "relevance", "saliency"]
 
 
@@ -45,6 +45,8 @@ def _rows(topics: Any) -> np.ndarray:
     return P / s
 
 
+#: the finest lambda_step of :func:`prepared_data`: it sorts each topic's words 1 / step times
+MIN_LAMBDA_STEP = 1e-3
 _BLOCK = 1 << 17  # topic x word entries per buffer of the pairwise sums (1 MiB)
 _COLUMNS = 1 << 14  # words per slice of those sums, so that the buffers stay in cache
 _REFINE = 1e-4  # divergences below this are recomputed term by term (no cancellation)
@@ -257,7 +259,7 @@ def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None =
     as pyLDAvis's does. Only the words X holds are listed (a word without tokens in X has
     no bar to draw), so ``R`` is at most their number. Each topic lists the top ``R`` words
     by relevance (:func:`relevance`) at every lambda of ``0, lambda_step, 2 lambda_step,
-    ...`` and at 1 (a step that does not divide 1 still reaches it).
+    ...`` and at 1 (a step, at least :data:`MIN_LAMBDA_STEP`, need not divide 1).
 
     Examples
     --------
@@ -268,10 +270,10 @@ def prepared_data(topics: Any, theta: Any, X: Any, vocab: Sequence[str] | None =
     >>> sorted(d)
     ['R', 'lambda.step', 'mdsDat', 'plot.opts', 'tinfo', 'token.table', 'topic.order']
     """
-    if not 0.0 < float(lambda_step) <= 1.0:  # (NaN too)
-        raise ValueError(f"prepared_data: lambda_step must be in (0, 1], the spacing of "
-                         f"the relevance weights lambda from 0 to 1; got {lambda_step}: "
-                         "pass e.g. lambda_step=0.01")
+    if not MIN_LAMBDA_STEP <= float(lambda_step) <= 1.0:  # (NaN too)
+        raise ValueError(f"prepared_data: lambda_step must be in (0, 1] and at least "
+                         f"MIN_LAMBDA_STEP = {MIN_LAMBDA_STEP:g} (the spacing of the relevance "
+                         f"weights lambda from 0 to 1); got {lambda_step}: pass e.g. 0.01")
     P = _rows(topics)
     k, V = P.shape
     theta = np.asarray(backend.to_host(theta), np.float64)
