@@ -31,8 +31,8 @@ says how it compares with scikit-learn's and gensim's), and its topics follow, o
 each; PageRank's convergence and top 10 vertices (by their ids in the file) follow likewise.
 ``--seed`` is a deprecated spelling of ``--random_state``, ``--passes`` of
 ``--n_passes``. Both paths are checked before the data is read: each must be a new
-path or a regular file in a folder where a file can be created, and not the other's file,
-else the command exits 2 with one line naming the path and the reason.
+path or a regular file in a folder where a file can be created, not the other's file nor
+one it reads (--data, --network), else the command exits 2 with one line saying why.
 
 This module runs the command (build the learner, train, report);
 :mod:`bidlab.cli.train_options` declares its arguments, reads the options and writes
@@ -77,6 +77,8 @@ from bidlab.cli.train_options import (
     add_arguments,
     help_text,
 )
+from bidlab.cli.train_outputs import SaveTargetError, check_train_outputs
+from bidlab.cli.train_resume import reshaped_text, resumed_text
 
 __all__ = ["ACCEPTS_EXTRA", "add_arguments", "run"]
 
@@ -163,13 +165,12 @@ class _Job:
     def run(self) -> int:
         raise NotImplementedError
 
-    def check_outputs(self) -> None:
-        """Refuse ``--checkpoint`` / ``--save`` paths that cannot be written, or that name
-        one file, before any data is read or training starts (one line, exit status 2)."""
-        from bidlab.learn.save_target import SaveTargetError, check_outputs
-
+    def check_outputs(self, inputs: dict[str, Any] | None = None) -> None:
+        """Refuse ``--checkpoint`` / ``--save`` paths that cannot be written, that name one
+        file, or a file read (``--data``, ``inputs``), before any data is read or training
+        starts (one line, exit status 2): :mod:`bidlab.cli.train_outputs`."""
         try:
-            check_outputs({f"--{f}": getattr(self.args, f, None) for f in ("checkpoint", "save")})
+            check_train_outputs(self.args, inputs)
         except SaveTargetError as exc:
             raise _BadInput(str(exc)) from None
 
@@ -220,9 +221,7 @@ class _Job:
                             f"{again_hint}") from None
         loaded = [tuple(m.shape) for m in learner.model.modelmats]
         if params and made is not None and loaded != made:
-            flags = " ".join(f"--{k} {v}" for k, v in params.items())
-            raise _BadInput(f"cannot resume: checkpoint {ck} has model matrices of shapes "
-                            f"{loaded}, but these options ({flags}) make {made}. "
+            raise _BadInput(f"{reshaped_text(ck, opts, built, params, loaded, made)} "
                             f"{again_hint}")
 
         again = {**mine, "max_steps": None, **again}
@@ -232,8 +231,7 @@ class _Job:
         except OptionError as exc:
             raise _BadInput(f"cannot resume {ck} with these options: {exc}. Resume with the "
                             "checkpoint's value, or add --restart to train anew") from None
-        print(f"resuming from {ck} at pass {learner.metrics['pass'] + 1}, step "
-              f"{learner.step}", file=sys.stderr)
+        print(resumed_text(learner, ck), file=sys.stderr)
         return True
 
     def train(self, learner: Any, source_close: Any = None) -> int:
@@ -353,7 +351,7 @@ class _EstimatorJob(_Job):
         if self.args.save and not callable(getattr(cls, "save", None)):
             raise _BadInput(f"--save: {cls.__name__} has no save(path) method, so it cannot "
                             "be saved; keep its state with --checkpoint PATH")
-        self.check_outputs()
+        self.check_outputs({"--network": params.get("network")})
         return params, lopts
 
     def preflight(self) -> None:

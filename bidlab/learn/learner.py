@@ -43,6 +43,7 @@ from bidlab.learn.comm import Communicator, SingleProcess
 from bidlab.learn.datasource import DataSource, as_source
 from bidlab.learn.divergence import DivergedError, DivergenceWatch
 from bidlab.learn.hyper import n_groups
+from bidlab.learn.learner_interrupt import stop_on_interrupt
 from bidlab.learn.learner_loop import TrainingLoop
 from bidlab.learn.learner_metrics import LearnerMetrics
 from bidlab.learn.mixins import Mixin
@@ -245,11 +246,9 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
             self._cond.notify_all()
 
     def stop(self, wait: bool = True, timeout: float | None = None) -> str:
-        """Finish the current minibatch, then end the loop (model stays consistent).
-
-        Returns the state; with ``wait`` (default) after the thread has ended. Does not
-        raise a training failure: :meth:`join` does.
-        """
+        """Finish the current minibatch, then end the loop (model stays consistent). Returns
+        the state; with ``wait`` (default) after the thread has ended. Does not raise a
+        training failure: :meth:`join` does."""
         with self._cond:
             self._stop_req = True
             self._cond.notify_all()
@@ -287,10 +286,10 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         (the pass summaries in the bar's postfix), ``"lines"`` (a summary line per pass, no
         bar) or None; ``file``: the stream for all of it (default ``sys.stderr``; a stream
         that is not a terminal gets lines, no bar); a run whose model converges before
-        ``n_passes`` ends its bar full, saying so. Interrupting (Ctrl-C / kernel interrupt)
-        stops the learner cleanly (state ``stopped``, model consistent) and re-raises. A
-        training failure is re-raised here.
-        """
+        ``n_passes`` ends its bar full, saying so. Ctrl-C (a kernel interrupt) stops it at
+        the next minibatch boundary, cleanly (state ``stopped``, its checkpoint written),
+        then raises KeyboardInterrupt; a second one interrupts at once
+        (:mod:`bidlab.learn.learner_interrupt`). A training failure is re-raised here."""
         disp = make_progress(progress, self.name, file)
         lines = PassLines(every=0.0 if progress == "lines" else None)
 
@@ -319,14 +318,15 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
                     self._thread = threading.current_thread()
                 self._tick = tick
                 try:
-                    self._run()
+                    with stop_on_interrupt(self) as interrupted:  # Ctrl-C: a clean stop
+                        self._run()
                 finally:
                     self._tick = None
                     with self._cond:  # a start() since has a thread of its own
                         if self._thread is threading.current_thread():
                             self._thread = None
-                if isinstance(self._error, KeyboardInterrupt):
-                    raise self._error
+                if isinstance(self._error, KeyboardInterrupt) or interrupted():
+                    raise self._error or KeyboardInterrupt()
             tick(final=True)
             disp.complete(ended_early(self))  # None (nothing to do): not an early end
         finally:

@@ -22,6 +22,7 @@ table of the network as a 1 x P vector (:meth:`Network.flat_tables`).
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import replace
 from typing import Any
 
@@ -124,7 +125,9 @@ class BayesNetModel(TableTemperatures, Model):
     def bind(self, learner: Any) -> None:
         self.n_passes_planned = int(getattr(learner.opts, "n_passes", 1) or 1)
         self.bind_temperatures(learner)
-        if not self.learn:  # inference: the learning options change nothing, so refuse them
+        if self.learn:  # the chains hold the replicas made at init: never sweep more
+            learner.opts.add_validator(_replicas_fit(weakref.ref(self)))
+        else:  # inference: the learning options change nothing, so refuse them
             opts = learner.opts
             kept = {k: opts.get(k) for k in LEARNING_ONLY if k in opts.specs}
 
@@ -255,6 +258,30 @@ class BayesNetModel(TableTemperatures, Model):
         m = self.chains.marginals()
         so = self.chains.t.state_off
         return [m[so[v]:so[v + 1]].copy() for v in range(self.network.n_vars)]
+
+
+def _replicas_fit(ref: Any) -> Any:
+    """A check of new ``nsamps`` / ``nsamps0`` values (a learner's option validator): a
+    ValueError when they ask for more replicas of each row than the model's chains, made
+    with the values at init, hold (their sweeps would write past the chains' rows)."""
+
+    def check(values: dict[str, Any]) -> None:
+        model = ref()
+        ch = None if model is None else model.chains
+        if ch is None:  # not built yet: init makes room for the values then
+            return
+        m0, m1 = values.get("nsamps0", model.opts.nsamps0), values.get("nsamps",
+                                                                        model.opts.nsamps)
+        need = max(1, math.ceil(max(m0, m1)))
+        if need > ch.m_max:
+            raise ValueError(
+                f"nsamps={m1:g}, nsamps0={m0:g} need {need} replicas of each row, and this "
+                f"learner's chains hold {ch.m_max} (made from nsamps and nsamps0 when the "
+                f"model was built): keep both at most {ch.m_max}, or learn with a new learner "
+                f"made with the larger value (BayesNet({'nsamps0' if m0 > m1 else 'nsamps'}="
+                f"{max(m0, m1):g}).learner(X))")
+
+    return check
 
 
 def _clamps(block: Any, net: Network) -> np.ndarray:
