@@ -308,7 +308,11 @@ class BayesNet(BidlabEstimator):
 
     @property
     def temperature_log_(self) -> list[dict[str, Any]]:
-        """The temperature changes with the pass and minibatch each took effect at."""
+        """The temperature changes with the pass and minibatch each took effect at
+        (AttributeError before a learning run, as for every fitted attribute)."""
+        if self.__dict__.get("model_") is None:
+            raise AttributeError("BayesNet has no temperature_log_ before a learning run: "
+                                 "call fit(X) or learner(X) first")
         return self._temp_model().temperature_log
 
     def reset_temperature(self) -> None:
