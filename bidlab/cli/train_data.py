@@ -46,6 +46,13 @@ def sniff_data(path: str, model: str | None = None, min_df: int | float | None =
     if pick in s.also:
         s = replace(s, format=pick, detail="", also=(s.format, *(k for k in s.also
                                                                  if k != pick)))
+    if model == "pagerank" and s.format == "ratings":  # two id sets, not one graph's
+        raise ValueError(
+            f"{path} reads as ratings (user, item, rating lines): its rows and columns would "
+            "be two sets of ids, users and items, not one graph's vertices, so PageRank does "
+            "not rank it. For a graph, write its edges as a SNAP edge list, 'source target "
+            "[weight]' per line separated by tabs or spaces (e.g. tr ',' '\\t' < edges.csv > "
+            "edges.txt)")
     if bounds and s.format not in ("text-folder", "text-archive"):
         flags = " ".join(f"--{k} {v}" for k, v in bounds.items())
         raise ValueError(f"--min_df and --max_df bound the words kept from text folders and "

@@ -23,7 +23,7 @@ from bidlab._bounded_io import (
 
 __all__ = ["FORMATS", "DataFormatError", "Sniffed", "sniff_file", "read_head", "looks_binary",
            "looks_table", "appearance", "tried", "CSV_HINT", "DOCWORD_NAME",
-           "ratings_separator", "ratings_header_order"]
+           "ratings_separator", "ratings_header_order", "ratings_header_refusal"]
 
 
 #: format name -> what it is, in words (the order in which :func:`sniff` tries them).
@@ -36,10 +36,10 @@ FORMATS: dict[str, str] = {
     "text-folder": "folder of text files, one document per file (label = sub-folder)",
     "text-archive": "tar archive of text files, one document per file",
     "edge-list": "SNAP edge list ('# ...' comments, then 'source target [weight]' per line)",
-    "ratings": "ratings CSV ('user,item,rating[,time]' per line, or tab- or '::'-separated "
-               "as MovieLens 1M / 10M's ratings.dat; a header line, if any, names a user or "
-               "a rating column, or starts with a user and an item column such as u,i,r or "
-               "uid,iid,score, in either order)",
+    "ratings": "ratings CSV ('user,item,rating[,time]' per line, or tab-, space- or "
+               "'::'-separated as MovieLens 1M / 10M's ratings.dat; a header line, if any, "
+               "starts with a user and an item column such as u,i,r, userId,movieId,rating "
+               "or uid,iid,score, in either order)",
 }
 
 _HEAD_BYTES = 1 << 16
@@ -55,6 +55,9 @@ _INT_LINE = re.compile(rb"^\s*\d+\s*$")
 _TRIPLE_LINE = re.compile(rb"^\s*\d+\s+\d+\s+\d+\s*$")
 _EDGE_LINE = re.compile(rb"^\s*\d+[ \t]+\d+(?:[ \t]+" + _NUMBER.encode() + rb")?\s*(?:#.*)?$")
 _NUMBER_TEXT = re.compile(_NUMBER)
+#: a rating or time as the ratings reader parses it: a number, or NaN / infinity (which the
+#: reader refuses naming the line)
+_VALUE_TEXT = re.compile(_NUMBER + r"|[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
 DOCWORD_NAME = re.compile(r"^docword\.(?P<name>.+)\.txt(\.gz)?$")
 
 
@@ -135,35 +138,53 @@ def _looks_edge_list(lines: list[bytes]) -> str | None:
 def ratings_separator(line: str) -> str:
     """The field separator of a ratings file, told from its first line: a tab, ``::``
     (MovieLens 1M / 10M's ``ratings.dat``, ``user::item::rating::time``) when the line
-    holds more of them than commas, else a comma."""
+    holds more of them than commas, a comma when it holds one, else runs of spaces
+    (``1 1 2.0``, as FilmTrust's ``ratings.txt``), returned as ``" "``."""
     if "\t" in line:
         return "\t"
     if "::" in line and line.count("::") > line.count(","):
         return "::"
+    if "," not in line and " " in line.strip():
+        return " "
     return ","
 
 
-def _looks_ratings(lines: list[bytes]) -> str | None:
-    """Lines of 'user,item,rating[,time]' (or tab- or '::'-separated, fields maybe quoted,
-    as :func:`~bidlab.datasets.movielens.read_ratings_csv` reads them). A header line must
-    name a user or a rating, or start with a user and an item column (``u,i,r``, or
-    ``i,u,r``: see :func:`ratings_header_order`); only after one may the ids be text rather
-    than numbers."""
+def _ratings_rows(lines: list[bytes]) -> tuple[str, list[list[str]]] | None:
+    """The separator and the fields of ``lines`` as a ratings file's (a byte-order mark
+    dropped, bare CRs, old Mac line ends, splitting lines as the reader does), or None
+    when they are not CSV."""
     if not lines:
         return None
-    first = lines[0].removeprefix(codecs.BOM_UTF8)
-    sep = ratings_separator(first.decode("latin-1"))
-    texts = [ln.decode("latin-1") for ln in [first, *lines[1:]]]
-    try:
-        rows = ([ln.split(sep) for ln in texts] if sep == "::"  # no quoting in ratings.dat
-                else [next(csv.reader([ln], delimiter=sep), []) for ln in texts])
-    except csv.Error:  # e.g. a bare CR (old Mac line ends) inside a line
+    texts = [p for ln in [lines[0].removeprefix(codecs.BOM_UTF8), *lines[1:]]
+             for p in ln.decode("latin-1").split("\r") if p.strip()]
+    if not texts:
         return None
+    sep = ratings_separator(texts[0])
+    if sep == "\t":  # a trailing tab ends a line (as the reader reads it)
+        texts = [ln.rstrip() for ln in texts]
+    if sep in ("::", " "):  # no quoting in ratings.dat or space-separated files
+        return sep, [ln.split(sep) if sep == "::" else ln.split() for ln in texts]
+    try:
+        return sep, [next(csv.reader([ln], delimiter=sep), []) for ln in texts]
+    except csv.Error:
+        return None
+
+
+def _looks_ratings(lines: list[bytes]) -> str | None:
+    """Lines of 'user,item,rating[,time]' (or tab-, '::'- or space-separated, fields maybe
+    quoted, as :func:`~bidlab.datasets.movielens.read_ratings_csv` reads them). A header
+    line must start with a user and an item column (``u,i,r``, or ``i,u,r``: see
+    :func:`ratings_header_order`): a rating column alone does not make a table ratings
+    (``x1,x2,rating`` may as well be features and a target); only after such a header may
+    the ids be text rather than numbers."""
+    found = _ratings_rows(lines)
+    if found is None:
+        return None
+    sep, rows = found
     header = not _rating_row(rows[0], text_ids=False)
     width = len(rows[0])
     if header:
-        if (b"user" not in first.lower() and b"rating" not in first.lower()
-                and ratings_header_order(rows[0]) is None):
+        if ratings_header_order(rows[0]) is None:
             return None
         if len(rows) == 1 and len(rows[0]) in (3, 4):  # the reader says there are none
             return f"header {sep.join(rows[0])[:40]!r} and no ratings"
@@ -186,23 +207,71 @@ def _looks_ratings(lines: list[bytes]) -> str | None:
 _ID_END = r"(?:id|ids|no|num|number|idx|index|key|code)?"
 _USER_NAME = re.compile(r"(?:u|user|users|customer|cust|client|reviewer|rater|member|viewer"
                         r"|listener|reader|player|buyer|visitor|person|account)" + _ID_END)
-_ITEM_NAME = re.compile(r"(?:i|item|items|movie|film|product|prod|book|isbn|asin|song|track"
-                        r"|artist|album|business|game|anime|recipe|article|video|app|course"
-                        r"|restaurant|hotel|beer|joke|page|doc|document|m|p)" + _ID_END)
+_ITEM_NAME = re.compile(r"(?:i|item|items|movie|film|product|prod|book|isbn|(?:parent)?asin"
+                        r"|song|track|artist|album|business|game|anime|recipe|article|video"
+                        r"|app|course|restaurant|hotel|beer|wine|joke|page|doc|document|venue"
+                        r"|poi|place|show|series|episode|podcast|post|paper|event|m|p)"
+                        + _ID_END)
+#: any other id column, as written: ``venue_id``, ``venueId``, ``AppID`` (not ``paid``)
+_ID_COLUMN = re.compile(r"[A-Za-z][A-Za-z0-9]*(?:[_\-. ](?:id|ID|Id)|[a-z0-9](?:Id|ID))s?")
 
 
 def ratings_header_order(fields: list[str]) -> str | None:
     """How a ratings header line's ``fields`` (3 or 4 of them) name its first two columns:
-    ``"user-item"`` (``u,i,r``, ``uid,iid,score``, ``customer_id,product_id,stars``),
-    ``"item-user"`` (``movieId,userId,rating``), else None."""
+    ``"user-item"`` (``u,i,r``, ``uid,iid,score``, ``customer_id,product_id,stars``, a
+    user and any id column such as ``user_id,venue_id,rating``), ``"item-user"``
+    (``movieId,userId,rating``, ``venue_id,user_id,rating``), else None: a header that
+    does not start with a user and an item column (``x1,x2,rating``, or two ids of which
+    neither is a user's, as MovieLens' ``movieId,imdbId,tmdbId``) is not a ratings header.
+
+    Examples
+    --------
+    >>> ratings_header_order(["userId", "movieId", "rating", "timestamp"])
+    'user-item'
+    >>> ratings_header_order(["i", "u", "r"])
+    'item-user'
+    >>> ratings_header_order(["x1", "x2", "rating"]) is None
+    True
+    """
     if len(fields) not in (3, 4):
         return None
-    a, b = (re.sub(r"[\s_.\-]+", "", f.strip().strip('"').lower()) for f in fields[:2])
-    if _USER_NAME.fullmatch(a) and _ITEM_NAME.fullmatch(b):
+    named = [f.strip().strip('"').strip() for f in fields[:2]]
+    a, b = (re.sub(r"[\s_.\-]+", "", f.lower()) for f in named)
+    ida, idb = (_ID_COLUMN.fullmatch(f) is not None for f in named)
+    user_a, user_b = _USER_NAME.fullmatch(a), _USER_NAME.fullmatch(b)
+    if user_a and (_ITEM_NAME.fullmatch(b) or idb) and not user_b:
         return "user-item"
-    if _ITEM_NAME.fullmatch(a) and _USER_NAME.fullmatch(b):
+    if user_b and (_ITEM_NAME.fullmatch(a) or ida) and not user_a:
         return "item-user"
     return None
+
+
+def ratings_header_refusal(lines: list[bytes]) -> str | None:
+    """Why lines that would be ratings but for their header line are not read as ratings
+    (a sentence naming the header and how to have the file read as ratings), or None when
+    they are not such lines: a header of 3 or 4 names that :func:`ratings_header_order`
+    does not take (``x1,x2,rating``), then rows of user, item, rating[, time]."""
+    if len(lines) < 2:
+        return None
+    found = _ratings_rows(lines)
+    if found is None:
+        return None
+    sep, rows = found
+    head = rows[0]
+    if (len(rows) < 2 or len(head) not in (3, 4) or _rating_row(head, text_ids=False)
+            or ratings_header_order(head) is not None
+            or not all(len(r) == len(head) and _rating_row(r, text_ids=True)
+                       for r in rows[1:])):
+        return None
+    names = sep.join(h.strip() for h in head)
+    named = sep.join(("user", "item", "rating", "time")[:len(head)])
+    return (f"its rows could be ratings, but its header {names!r} does not start with a "
+            f"user and an item column, so it is not read as ratings (a rating column alone "
+            f"does not say the rows are ratings: they may be features and a target). If the "
+            f"rows are user, item, rating{', time' if len(head) == 4 else ''}, name the "
+            f"columns so (e.g. {named!r}, or "
+            f"userId{sep}movieId{sep}rating) or drop the header line; in Python, "
+            "bidlab.datasets.read_ratings_csv(path) reads it as ratings whatever its header")
 
 
 def _rating_row(fields: list[str], text_ids: bool) -> bool:
@@ -211,7 +280,7 @@ def _rating_row(fields: list[str], text_ids: bool) -> bool:
     if len(fields) not in (3, 4):
         return False
     ids, values = fields[:2], fields[2:]
-    return (all(_NUMBER_TEXT.fullmatch(v.strip()) for v in values)
+    return (all(_VALUE_TEXT.fullmatch(v.strip()) for v in values)
             and all(v.strip() if text_ids else _NUMBER_TEXT.fullmatch(v.strip())
                     for v in ids))
 
@@ -262,8 +331,8 @@ def looks_table(head: bytes, complete: bool | None = None) -> bool:
 
 
 CSV_HINT = ("bidlab reads a CSV / TSV table only as ratings (user, item, rating and optionally "
-            "time per line, numbers or ids; a header line, if any, naming a user or a rating "
-            "column, or starting with a user and an item column such as u,i,r); for any "
+            "time per line, numbers or ids; a header line, if any, starting with a user and "
+            "an item column such as u,i,r or userId,movieId,rating); for any "
             "other table, load it (e.g. with pandas) and save the matrix with "
             "numpy.savez(path, X=X, y=y) or sklearn.datasets.dump_svmlight_file")
 
@@ -298,6 +367,9 @@ def _sniff_utf16(path: Path, head: bytes, was_gzip: bool, complete: bool) -> Sni
     detail = _looks_ratings(lines)
     if detail is not None:
         return Sniffed("ratings", path, was_gzip, f"{detail}, UTF-16")
+    why = ratings_header_refusal(lines)
+    if why is not None:
+        raise DataFormatError(f"{path} (UTF-16): {why}. {CSV_HINT}")
     first = lines[0][:60].decode("utf-8") if lines else ""
     raise DataFormatError(
         f"{path} is UTF-16 text (byte-order mark {head[:2].hex(' ')}) whose first line is "
@@ -342,10 +414,12 @@ def sniff_file(path: Path) -> Sniffed:
             if detail is not None:
                 also = tuple(k for k, fits in _TEXT_RULES[n + 1:] if fits(lines) is not None)
                 return Sniffed(kind, path, was_gzip, detail, also)
+    header = None if looks_binary(head) else ratings_header_refusal(_lines(head, complete))
     raise DataFormatError(
-        f"cannot tell the format of {path}: it is {appearance(head, was_gzip)}. Tried: "
-        f"{tried(tuple(k for k in FORMATS if k != 'text-folder'))} (the text formats and "
-        "tar archives plain or gzip). Convert the data to one of these, e.g. with "
-        "sklearn.datasets.dump_svmlight_file or numpy.savez(path, X=X, y=y)"
+        f"cannot tell the format of {path}: it is {appearance(head, was_gzip)}. "
+        + (f"{header[0].upper()}{header[1:]}. " if header else "")
+        + f"Tried: {tried(tuple(k for k in FORMATS if k != 'text-folder'))} (the text "
+        "formats and tar archives plain or gzip). Convert the data to one of these, e.g. "
+        "with sklearn.datasets.dump_svmlight_file or numpy.savez(path, X=X, y=y)"
         + (f". It looks like a CSV / TSV table: {CSV_HINT}" if looks_table(head, complete)
            else ""))

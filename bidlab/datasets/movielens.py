@@ -1,7 +1,7 @@
 """Ratings: MovieLens and any ratings CSV (user, item, rating[, time]) as a users x items CSR.
 
-:func:`read_ratings_csv` reads a ratings file (comma-, tab- or ``::``-separated as
-MovieLens 1M / 10M's ``ratings.dat``, with or without a header line) through
+:func:`read_ratings_csv` reads a ratings file (comma-, tab-, space- or ``::``-separated,
+the last as MovieLens 1M / 10M's ``ratings.dat``, with or without a header line) through
 :mod:`bidlab._bounded_io`; :func:`load_movielens` reads a MovieLens folder (the shared
 ``movielens-latest-small``, or ``ml-1m`` / ``ml-10M100K`` with their ``.dat`` files) with
 its movie titles. Users and items are numbered in
@@ -150,12 +150,15 @@ def _table(text: str, path: Path
     line_no = np.flatnonzero(filled) + 1  # the file line of each non-blank line
     body = list(compress(lines, filled))
     sep = ratings_separator(body[0]) if body else ","
-    quoted = '"' in text and sep != "::"  # MovieLens' '::' files quote nothing
+    if sep == "\t":  # a spreadsheet's trailing tab ends a line, not an empty field
+        body = [ln.rstrip() for ln in body]
+    quoted = '"' in text and sep not in ("::", " ")  # '::' and space files quote nothing
     start = 0  # 1 when the first non-blank line is a header
     header: list[str] = []
     if body:
         no, first = int(line_no[0]), body[0]
-        fields = next(csv.reader([first], delimiter=sep)) if quoted else first.split(sep)
+        fields = (next(csv.reader([first], delimiter=sep)) if quoted
+                  else first.split() if sep == " " else first.split(sep))
         try:
             float(fields[2] if len(fields) > 2 else "")
         except ValueError:
@@ -175,11 +178,12 @@ def _table(text: str, path: Path
             cells = np.array(rows, dtype=str).reshape(len(rows), len(rows[0]))
         else:
             joined, delim = _one_char_fields("\n".join(body), sep)
-            try:
-                cells = np.loadtxt(io.StringIO(joined), delimiter=delim, dtype=str,
-                                   ndmin=2, comments=None)
+            try:  # runs of spaces (delimiter None) for a space-separated file
+                cells = np.loadtxt(io.StringIO(joined), delimiter=None if sep == " " else delim,
+                                   dtype=str, ndmin=2, comments=None)
             except ValueError:  # say which line of the file, rather than numpy's row
-                _same_width([ln.count(sep) + 1 for ln in body], body, line_no)
+                _same_width([len(ln.split()) if sep == " " else ln.count(sep) + 1
+                             for ln in body], body, line_no)
                 raise
     except (ValueError, csv.Error) as exc:
         raise ValueError(f"{path}: not a ratings file user{sep}item{sep}rating[{sep}time] "

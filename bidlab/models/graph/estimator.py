@@ -180,6 +180,23 @@ class PageRank(FittedByModel, BidlabEstimator):
     verbose = 0
     n_jobs = None
 
+    @classmethod
+    def check_loaded(cls, state: dict[str, Any]) -> None:
+        """A loaded estimator's ``ids_`` (:mod:`bidlab.learn.persist_check`): None, or an
+        array of vertex ids as :meth:`fit` keeps them (integers, finite floats or text);
+        a crafted or corrupt file could hold NaN, booleans, a list of anything or objects,
+        which ``top()`` would hand out as vertex names."""
+        ids = state.get("ids_")
+        if ids is None:
+            return
+        why = _ids_problem(ids)
+        if why is not None:
+            exc = ValueError(f"{why}, where a fitted PageRank's ids_ is None or an array of "
+                             "the vertices' ids (integers, finite numbers or strings); the "
+                             "file is corrupt: fit the graph and save the model again")
+            exc.field = "ids_"  # type: ignore[attr-defined]
+            raise exc
+
     def __init__(self, damping: float = 0.85, tol: float = 1e-8, max_iter: int = 100,
                  personalization: Any = None, dangling: Any = None, *,
                  method: str = "auto", directed: bool = True, dtype: Any = None,
@@ -309,6 +326,22 @@ class PageRank(FittedByModel, BidlabEstimator):
         last change; ``batch_size``, default all rows; ``comm``; ``checkpoint``; ...).
         """
         return self._learner(G, first_row, dict(options), live=True)
+
+
+def _ids_problem(ids: Any) -> str | None:
+    """What is wrong with ``ids`` as a loaded ``ids_`` (see ``PageRank.check_loaded``), or
+    None when it is an array of integers, finite floats or strings."""
+    if not isinstance(ids, np.ndarray):
+        return f"a {type(ids).__name__}"
+    kind = ids.dtype.kind
+    if kind in "iuU":
+        return None
+    if kind == "f":
+        return None if np.isfinite(ids).all() else "an array holding NaN or infinity"
+    if kind == "O":
+        odd = next((v for v in ids.reshape(-1) if not isinstance(v, str)), None)
+        return None if odd is None else f"an object array holding a {type(odd).__name__}"
+    return f"an array of dtype {ids.dtype}"
 
 
 def _rank_first_row(m: int, n: int, comm: Any) -> int:
