@@ -15,6 +15,11 @@ held over the limit, the least recently used entries are evicted (never the one 
 inserted) until the total fits again. Evicted containers stay valid for whoever still
 holds them; the cache just forgets them. Entries keyed on a matrix that has been garbage
 collected can never be hit again and are dropped automatically.
+
+A derived sparse result holds its pattern root (the operand it was computed from), so the
+store keeps only a weak reference to it; the strong one lives on that root (its
+``_pinned`` dict). A minibatch SMat the caller drops is then collected together with the
+results derived from it, and its entries go, instead of the store keeping it alive.
 """
 
 from __future__ import annotations
@@ -76,6 +81,11 @@ def _nbytes(container: Any) -> int:
     return int(getattr(container, "nbytes", 0))
 
 
+def _owner(container: Any) -> Any:
+    """The pattern root a derived sparse result holds (None for anything else)."""
+    return getattr(container, "_root", None)
+
+
 class ResultCache:
     """Process-wide store of result containers keyed by (op, operand GUIDs, args)."""
 
@@ -85,6 +95,7 @@ class ResultCache:
         self._keys_by_guid: dict[int, set[Hashable]] = {}
         self._guids_by_key: dict[Hashable, tuple[int, ...]] = {}
         self._held: dict[int, Hashable] = {}  # id(container) -> its key, while cached
+        self._sizes: dict[Hashable, tuple[int, int]] = {}  # key -> (id, bytes counted)
         self._watched: set[int] = set()
         self.limit_bytes: int | None = None
         self.hits = 0
@@ -97,6 +108,8 @@ class ResultCache:
         """The container cached under ``key`` if ``fits(container)``; counts a hit."""
         with self._lock:
             found = self._store.get(key)
+            if type(found) is weakref.ref:  # a derived sparse result, pinned on its root
+                found = found()
             if found is None or not fits(found):
                 return None
             self._store.move_to_end(key)
@@ -108,9 +121,17 @@ class ResultCache:
         with self._lock:
             if key in self._store:
                 self._drop(key)
-            self._store[key] = container
+            owner = _owner(container)
+            if owner is None:
+                self._store[key] = container
+            else:  # held by its root, so the store does not keep the root alive
+                self._store[key] = weakref.ref(container)
+                if owner._pinned is None:
+                    owner._pinned = {}
+                owner._pinned[key] = container
             self._held[id(container)] = key
-            self.bytes_held += _nbytes(container)
+            self._sizes[key] = (id(container), _nbytes(container))
+            self.bytes_held += self._sizes[key][1]
             self.misses += 1
             guids = []
             for op in operands:
@@ -125,9 +146,13 @@ class ResultCache:
         cached), then hold the byte limit again."""
         with self._lock:
             key = self._held.get(id(container))
-            if key is None or self._store.get(key) is not container:
+            found = self._store.get(key) if key is not None else None
+            if type(found) is weakref.ref:
+                found = found()
+            if found is not container:
                 return
             self.bytes_held += new_nbytes - old_nbytes
+            self._sizes[key] = (id(container), self._sizes[key][1] + new_nbytes - old_nbytes)
             self._enforce_limit(keep=key)
 
     # -- bookkeeping ----------------------------------------------------------------------
@@ -144,9 +169,14 @@ class ResultCache:
     def _drop(self, key: Hashable) -> None:
         """Remove one entry and every index that names it."""
         old = self._store.pop(key, None)
-        if old is not None:
-            self.bytes_held -= _nbytes(old)
-            self._held.pop(id(old), None)
+        if type(old) is weakref.ref:
+            old = old()  # None once collected together with its root
+            if old is not None and old._root._pinned is not None:
+                old._root._pinned.pop(key, None)
+        ident, nbytes = self._sizes.pop(key, (None, 0))
+        self.bytes_held -= nbytes
+        if ident is not None and self._held.get(ident) == key:
+            del self._held[ident]
         for guid in self._guids_by_key.pop(key, ()):
             keys = self._keys_by_guid.get(guid)
             if keys is not None:
@@ -177,11 +207,16 @@ class ResultCache:
     def clear(self) -> None:
         """Forget every cached container (they stay valid for whoever still holds them)."""
         with self._lock:
+            pinned = [ref() for ref in self._store.values() if type(ref) is weakref.ref]
             self._store.clear()
+            self._sizes.clear()
             self._keys_by_guid.clear()
             self._guids_by_key.clear()
             self._held.clear()
             self.bytes_held = 0
+            for found in pinned:  # unpinned last: a root freed now finds nothing to drop
+                if found is not None:
+                    found._root._pinned = None
 
     def stats(self) -> dict[str, int | None]:
         """Hits, misses, entries, bytes held, evictions, limit and the core's allocations."""

@@ -38,8 +38,14 @@ def matmul(a: Any, b: Any, out: Mat | None = None) -> Mat:
         return dense_sparse(a, b, out)
     if isinstance(a, Mat) and isinstance(b, SparseTranspose):
         return dense_sparse_t(a, b.parent, out)
-    if isinstance(a, (SMat, SparseTranspose)) or isinstance(b, (SMat, SparseTranspose)):
+    sparse_a = isinstance(a, (SMat, SparseTranspose))
+    sparse_b = isinstance(b, (SMat, SparseTranspose))
+    if sparse_a and sparse_b:
         raise TypeError("sparse x sparse products are not supported; densify one operand")
+    if sparse_a or sparse_b:
+        other = type(b if sparse_a else a).__name__
+        raise TypeError(f"a sparse product takes a bidlab.Mat as its dense operand; got "
+                        f"{other}: wrap it, bidlab.Mat(x), once outside the loop")
     aa, ka = _unwrap(a)
     bb, kb = _unwrap(b)
     if not hasattr(aa, "shape") or not hasattr(bb, "shape"):

@@ -108,6 +108,7 @@ def csr_view(data: Any, indices: Any, indptr: Any, shape: tuple[int, int]) -> An
 class SMat:
     """A CSR sparse matrix with a GUID, growable buffers and an optional shared pattern."""
 
+    __array_priority__ = 1000  # numpy arrays and scalars defer to the reflected operators
     __slots__ = (
         "guid",
         "growth",
@@ -124,6 +125,7 @@ class SMat:
         "_rows",
         "_rows_version",
         "_t",
+        "_pinned",
         "__weakref__",
     )
 
@@ -161,6 +163,7 @@ class SMat:
         self._rows = None
         self._rows_version = -1
         self._t: SparseTranspose | None = None
+        self._pinned: dict | None = None  # cached results derived from this root (cache.py)
 
     @classmethod
     def with_pattern_of(cls, source: SMat, dtype: Any) -> SMat:
@@ -372,6 +375,7 @@ class SMat:
 class SparseTranspose:
     """``S.T`` for an SMat: a marker the products use to pick the transposed kernel."""
 
+    __array_priority__ = 1000  # ``ndarray @ S.T`` goes to the reflected product
     __slots__ = ("parent", "guid")
 
     def __init__(self, parent: SMat) -> None:
