@@ -141,6 +141,10 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
     try:
         ensure_initialised(rebuild=rebuild)
         extra, extra_saved, upd_saved, fresh = _checked_state(path, ck, model, updater, rows)
+        try:
+            model.check_extra_state(extra_saved)
+        except ValueError as exc:
+            raise CheckpointError(f"checkpoint {path}: {exc}") from None
     except BaseException:  # the file does not fit: the learner keeps its options and model
         opts.restore(previous)
         if kept is not None:

@@ -221,6 +221,13 @@ class Model(Component):
         checkpoint and once after the final state is set: a model that queues changes for
         its next minibatch applies or refuses them here, so none waits for a later run."""
 
+    def check_extra_state(self, saved: dict[str, np.ndarray]) -> None:
+        """Check a checkpoint's :meth:`extra_state` matrices (name -> numpy array; their
+        shapes already match this model's) before anything of the file is written: raise
+        ValueError naming what is wrong, and the learner refuses the file with the model
+        as it was (what :meth:`restored` would find wrong there is too late: the model
+        matrices are written by then). Nothing by default."""
+
     def restored(self, earlier: dict[str, Any]) -> None:
         """Called after a checkpoint was written into ``modelmats``, :meth:`extra_state` and
         the counters: rebuild what derives from them and forget per-run scratch (row

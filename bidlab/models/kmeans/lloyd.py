@@ -102,13 +102,15 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     full_batch = True  # its pass sums are its own, handed over at the last block
     algorithm = "lloyd"
     _SCRATCH = ("_buf", "_work", "_origin_mat", "_vote", "_rows", "_res", "_pending",
-                "_pass_state", "_drift", "_seeded", "_centre_lb")
+                "_pass_state", "_drift", "_seeded", "_centre_lb", "_comm", "_agreed")
     _generation = 0  # centre updates so far; tags a pass's checkpointed sums
     _pass_bounds: dict[str, Any] | None = None
     _centre_lb: Any = None
     _tol_abs: float | None = None
     _drift: Mat | None = None
     _seeded: Seeding | None = None
+    _comm: Any = None  # the learner's communicator on several ranks (bind)
+    _agreed: np.ndarray | None = None  # the pass end's numbers, summed over the ranks
     n_updates = 0
     n_iter = 0
 
@@ -158,10 +160,17 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         self._set_pass_bounds(C, np.zeros(C.shape[0], C.dtype),
                               work=float(seeded.labels.shape[0]) * C.size)
 
+    def bind(self, learner: Any) -> None:
+        """On several ranks the pass end's convergence test (the labels that changed) and
+        whether the pass's sums are whole are summed over the ranks (:meth:`_agree_pass`),
+        so the ranks stop when one process on all their rows would."""
+        self._comm = learner.comm if learner.comm.size > 1 else None
+
     def rebind(self, info: DataInfo) -> None:
         super().rebind(info)
         self._rows = None
         self._pass_state = None
+        self._sums_loaded = False
 
     # -- checkpoints ----------------------------------------------------------------------
     def counters(self) -> dict[str, int]:
@@ -206,9 +215,14 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     def restored(self, earlier: dict[str, Any]) -> None:
         """The per-row labels and bounds came back with their flags (none from a checkpoint
         of an earlier version): Hamerly's per-pass quantities are rebuilt from the saved
-        drift."""
+        drift. Ranks that share one file (MPI) find there rank 0's sums of the pass so
+        far, not their own: they drop them, and redo that pass together."""
         super().restored(earlier)  # measured from this model's origin first
         self._pass_state = None
+        self._sums_loaded = True  # a save before the next block keeps the file's sums
+        P, comm = self._pending, self._comm
+        if P is not None and comm is not None and not comm.file_keeps_rows:
+            P.data.fill(0)  # no rank's sums: each pass end sees sums missing (_agree_pass)
         rows = self._rows
         if rows is None:
             return
@@ -255,6 +269,28 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     def end_pass(self, pass_: int) -> None:
         self._lloyd_end(pass_)
 
+    def _agree_pass(self, ps: dict[str, Any] | None, sums_ok: bool) -> tuple[float, bool,
+                                                                          float]:
+        """What the pass end decides by, over every rank (one allreduce of 3 numbers, on
+        every rank at every pass end, whatever its own pass did): the labels not known to
+        be settled (those that changed, and 1 for a rank whose pass could not tell: it did
+        not start at the first block, or held no earlier labels; 0 for all: converged, as
+        one process on all the rows), whether every rank's sums hold the whole pass, and
+        the rows' weighted squared norms (the data's variance, for ``tol``)."""
+        vec = self._agreed
+        if vec is None:
+            vec = self._agreed = np.zeros(3)
+        if ps is None:
+            vec[:] = (1.0, 1.0, 0.0)
+        else:
+            settled = ps["complete"] and ps["labels_ok"]
+            vec[:] = (ps["changed"] + (0 if settled else 1), float(not sums_ok), ps["sxx"])
+        if self._comm is not None:
+            buf = self.xp.asarray(vec)
+            self._comm.allreduce([buf], "sum")
+            vec[:] = backend.to_host(buf)
+        return float(vec[0]), vec[1] == 0, float(vec[2])
+
     def _prepare_pass(self, pass_: int, at_start: bool) -> dict[str, Any]:
         """Per-pass state: centres for the GEMM, whether the bounds hold, counters."""
         ps = self._pass_state
@@ -267,6 +303,7 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         C = self.modelmats[0].data
         pruned = bool(self.opts.bounds and at_start and rows.bounds_pass == pass_
                       and self._pass_bounds is not None)
+        self._sums_loaded = False  # the pass's sums are made (or resumed) from now on
         ps = self._pass_state = {
             "pass": pass_,
             "complete": at_start,  # started at its first minibatch
@@ -316,12 +353,16 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     def _lloyd_end(self, pass_: int) -> None:
         ps = self._pass_state
         if ps is None or ps["pass"] != pass_:
+            self._agree_pass(None, False)  # the other ranks' pass end meets this one's
             return
         S, Nm = self.modelmats[0].data, self.modelmats[1].data  # the pass's totals
         N = Nm[:, 0]
         prev = ps["prev"]
         rows = self._rows
-        if not ps["sums_ok"]:  # they miss blocks: keep the centres, the next pass redoes it
+        if ps["sums_ok"]:
+            ps["changed"] += reseed_empty(self._res, S, N, rows)
+        unsettled, sums_ok, sxx = self._agree_pass(ps, ps["sums_ok"])
+        if not sums_ok:  # they miss blocks: keep the centres, the next pass redoes it
             S[...] = prev
             Nm[...] = ps["prev_n"]
             rows.labels_pass = rows.bounds_pass = None
@@ -333,10 +374,9 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
             if self._tol_abs is None:
                 W = float(N.sum(dtype=np.float64))
                 mean = S.sum(axis=0, dtype=np.float64) / max(W, 1e-300)
-                var = (ps["sxx"] / max(W, 1e-300) - float((mean * mean).sum())) / S.shape[1]
+                var = (sxx / max(W, 1e-300) - float((mean * mean).sum())) / S.shape[1]
                 self._tol_abs = max(var, 0.0) * self.opts.tol
-        ps["changed"] += reseed_empty(self._res, S, N, rows)
-        if ps["complete"] and ps["labels_ok"] and ps["changed"] == 0:
+        if unsettled == 0:
             # nothing moved: the centres are those of the pass's start, its labels final
             S[...] = prev
             self.converged = True

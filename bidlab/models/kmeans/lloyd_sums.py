@@ -26,7 +26,10 @@ __all__ = ["LloydPassSums"]
 class LloydPassSums:
     """The pass's cluster sums of a Lloyd model (see the module doc); it reads the model's
     ``modelmats``, ``updatemats``, ``xp``, ``_work``, ``_buf``, ``_pass_state`` and
-    ``_generation`` and keeps the checkpointed copy in ``_pending``."""
+    ``_generation`` and keeps the checkpointed copy in ``_pending`` (``_sums_loaded``: it
+    holds a loaded checkpoint's sums, which a save before the next block writes again)."""
+
+    _sums_loaded = False
 
     def _begin_sums(self, ps: dict[str, Any], batch: Minibatch) -> None:
         """Get the pass's cluster sums (per-thread partials, reduced once) ready for the
@@ -59,9 +62,11 @@ class LloydPassSums:
         P = self._pending
         if P is None or P.shape != shape:
             P = self._pending = Mat(backend.zeros(shape, np.float64, xp))
+        ps, buf = self._pass_state, self._buf
+        if ps is None and self._sums_loaded:  # loaded, and no block run since: kept as read
+            return P
         A = P.data
         A.fill(0)
-        ps, buf = self._pass_state, self._buf
         if (ps is not None and ps["sums_ok"] and ps["sums_next"] is not None
                 and self._work is not None and buf is not None):
             S, N = buf["S"], buf["N"]

@@ -167,6 +167,15 @@ class KMeansModel(Model):
         M.data[0] = 0.0 if self.origin is None else self.origin
         return {"origin": M}
 
+    def check_extra_state(self, saved: dict[str, np.ndarray]) -> None:
+        """Refuse a checkpoint whose ``origin`` holds NaN or infinity (before it is loaded:
+        the centres measured from it would be lost)."""
+        origin = saved.get("origin")
+        if origin is not None and not np.isfinite(origin).all():
+            raise ValueError("its k-means origin holds NaN or infinity, where it is a finite "
+                             "point (zeros: none): the file is corrupt; load another "
+                             "checkpoint, or train without one")
+
     def restored(self, earlier: dict[str, Any]) -> None:
         """The loaded centres (and pass sums) were measured from the file's ``origin``:
         measure them from this model's, the one its rows are less, as they are in the
@@ -175,10 +184,7 @@ class KMeansModel(Model):
         M = self._origin_mat
         if M is None:
             return
-        saved = np.array(M.data[0], np.float64)
-        if not np.isfinite(saved).all():
-            raise ValueError("the checkpoint's k-means origin holds NaN or infinity: the "
-                             "file is corrupt; start again without it")
+        saved = np.array(M.data[0], np.float64)  # finite: check_extra_state
         saved_origin = saved if saved.any() else None
         now = self.origin
         if (saved_origin is None) == (now is None) and (
