@@ -39,7 +39,7 @@ class TrainingLoop:
         if self.record.capacity != self.opts.record_size:  # set since the record was made
             self.record.resize(self.opts.record_size)
         try:
-            with caching():
+            with caching(scope=("learner", id(self))):  # every run's containers
                 self._ensure_initialised()
                 self._apply_changes()  # values set while it was not running
                 self._seek_source()

@@ -41,14 +41,36 @@ def caching_enabled() -> bool:
     return getattr(_state, "enabled", False)
 
 
+def caching_scope() -> Hashable:
+    """The scope the calling thread's cached results are kept under (see :func:`caching`)."""
+    scope = getattr(_state, "scope", None)
+    return threading.get_ident() if scope is None else scope
+
+
+def active_scope() -> Hashable | None:
+    """The calling thread's cache scope while caching is on, else None (what each
+    operation reads: one lookup)."""
+    return getattr(_state, "active", None)
+
+
+def _switch(enabled: bool) -> None:
+    _state.enabled = enabled
+    _state.active = caching_scope() if enabled else None
+
+
 @contextmanager
-def caching(enabled: bool = True) -> Iterator[None]:
+def caching(enabled: bool = True, scope: Hashable | None = None) -> Iterator[None]:
     """Switch result caching on (or off) for the calling thread inside a ``with`` block.
 
     A result is cached under its operands' GUIDs, so a loop allocates only on its first
     step when each step refills the same matrices (``copy_from``, ``<<=``; a
     :class:`bidlab.learn.MemorySource` refills one minibatch matrix); a new matrix each
     step is a new key, and a new result.
+
+    Results are kept per ``scope``: by default the calling thread, so two threads that
+    compute the same operation on the same matrices at once (a notebook reading a model
+    while its learner trains it) never write into one container. A learner passes a scope
+    of its own, so its runs, each in a thread of its own, share their containers.
 
     Examples
     --------
@@ -64,17 +86,20 @@ def caching(enabled: bool = True) -> Iterator[None]:
     >>> results[0] is results[1] is results[2]
     True
     """
-    previous = caching_enabled()
-    _state.enabled = enabled
+    previous, previous_scope = caching_enabled(), getattr(_state, "scope", None)
+    if scope is not None:
+        _state.scope = scope
+    _switch(enabled)
     try:
         yield
     finally:
-        _state.enabled = previous
+        _state.scope = previous_scope
+        _switch(previous)
 
 
 def set_caching(enabled: bool) -> None:
     """Switch caching on or off for the calling thread (the non-``with`` form)."""
-    _state.enabled = bool(enabled)
+    _switch(bool(enabled))
 
 
 def _nbytes(container: Any) -> int:

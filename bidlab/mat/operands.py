@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from bidlab import backend
-from bidlab.mat.cache import CACHE, caching_enabled
+from bidlab.mat.cache import CACHE
+from bidlab.mat.cache import _state as _cache_state
 from bidlab.mat.dense import Mat
 from bidlab.mat.sparse import SMat, SparseTranspose
 
@@ -47,7 +48,9 @@ def result(
             where = backend.backend_name(out.data)
             raise TypeError(f"out= lives on {where} but the operands do not: use one backend")
         return out
-    if key is not None and caching_enabled():
+    scope = getattr(_cache_state, "active", None)  # cache.active_scope(): None when off
+    if key is not None and scope is not None:
+        key = (scope, key)  # one thread's (or learner's) containers
         found = CACHE.get(key, lambda m: m.shape == shape and m.dtype == dtype)
         if found is not None:
             return found
@@ -74,7 +77,9 @@ def sparse_result(
             )
         out.ensure_capacity()
         return out
-    if key is not None and caching_enabled():
+    scope = getattr(_cache_state, "active", None)
+    if key is not None and scope is not None:
+        key = (scope, key)
         found = CACHE.get(key, lambda m: m.root is pattern.root and m.dtype == dtype)
         if found is not None:
             found.ensure_capacity()
