@@ -89,33 +89,97 @@ def _dense(x: Any, d: int, xp: Any) -> Any:
     return out
 
 
-def reseed_empty(res: dict[str, Any] | None, S: Any, N: Any, rows: RowBounds) -> int:
+def reseed_empty(res: dict[str, Any] | None, S: Any, N: Any, rows: RowBounds,
+                 comm: Any = None) -> int:
     """An empty cluster (``N`` <= 0) takes the farthest kept row whose own cluster can
     spare it: the pass's sums ``S`` and weights ``N`` and the row's label and bounds in
-    ``rows`` are moved with it. Returns how many clusters were re-seeded."""
+    ``rows`` are moved with it. Returns how many clusters were re-seeded.
+
+    On several ranks (``comm``; ``S`` and ``N`` the totals over all of them, the same on
+    every rank) the candidates are every rank's kept rows, ranked together, so every rank
+    makes the same choices, as one process on all the rows would; a rank moves the labels
+    of the rows it holds only, and the rows taken reach the others by one allreduce."""
     xp = backend.namespace(N)
-    empty = xp.flatnonzero(N <= 0)
-    if int(empty.shape[0]) == 0 or res is None:
+    empty = backend.to_host(xp.flatnonzero(N <= 0)).tolist()
+    if not empty:
+        return 0
+    if comm is not None:
+        return _reseed_ranks(res, S, N, rows, comm, empty, xp)
+    if res is None:
         return 0
     order = np.argsort(-np.asarray(backend.to_host(res["d"])), kind="stable").tolist()
-    taken = moved = 0
-    for j in backend.to_host(empty).tolist():
+    picks = _picks(order, empty, backend.to_host(res["lab"]), backend.to_host(res["w"]),
+                   backend.to_host(N).astype(np.float64))
+    for j, q, old, wq in picks:
+        _move(S, N, _dense(res["x"][q], S.shape[1], xp), j, old, wq)
+        _relabel(rows, int(res["row"][q]), j)
+    return len(picks)
+
+
+def _picks(order: list[int], empty: list[int], lab: Any, w: Any,
+           N: np.ndarray) -> list[tuple[int, int, int, float]]:
+    """(cluster, candidate, its old cluster, its weight) for each empty cluster, taking the
+    candidates in ``order`` (farthest first) whose cluster can spare them (``N``, host
+    float64, is updated as they move)."""
+    out, taken = [], 0
+    for j in empty:
         while taken < len(order):
             q = order[taken]
             taken += 1
-            old, wq = int(res["lab"][q]), float(res["w"][q])
-            if float(N[old]) > wq:
+            old, wq = int(lab[q]), float(w[q])
+            if N[old] > wq:
                 break
         else:
             break
-        x = _dense(res["x"][q], S.shape[1], xp)
-        S[old] -= (wq * x).astype(S.dtype)
         N[old] -= wq
-        S[j] = (wq * x).astype(S.dtype)
         N[j] = wq
-        r = int(res["row"][q])
-        rows.column("labels")[r] = j
-        rows.column("u")[r] = 0  # it is its centre now
-        rows.column("lo")[r] = 0  # and its old centre may be the nearest other
-        moved += 1
-    return moved
+        out.append((j, q, old, wq))
+    return out
+
+
+def _move(S: Any, N: Any, x: Any, j: int, old: int, wq: float) -> None:
+    S[old] -= (wq * x).astype(S.dtype)
+    N[old] -= wq
+    S[j] = (wq * x).astype(S.dtype)
+    N[j] = wq
+
+
+def _relabel(rows: RowBounds, r: int, j: int) -> None:
+    rows.column("labels")[r] = j
+    rows.column("u")[r] = 0  # it is its centre now
+    rows.column("lo")[r] = 0  # and its old centre may be the nearest other
+
+
+def _reseed_ranks(res: dict[str, Any] | None, S: Any, N: Any, rows: RowBounds, comm: Any,
+                  empty: list[int], xp: Any) -> int:
+    """:func:`reseed_empty` over ranks: every rank's kept rows' (distance, label, weight)
+    gathered by one allreduce (each rank fills its own slots), the same picks made on
+    every rank (farthest first; ties by rank, then slot), then the picked rows' data by a
+    second allreduce (their ranks fill them in)."""
+    R = max(1, len(empty))  # at most one row a cluster: each rank offers its R farthest
+    meta = np.zeros((comm.size, R, 4))  # (kept, distance, label, weight)
+    if res is not None:
+        d = np.asarray(backend.to_host(res["d"]), np.float64)
+        mine = np.argsort(-d, kind="stable")[:R]
+        meta[comm.rank, : mine.size] = np.stack(
+            [np.ones(mine.size), d[mine], np.asarray(backend.to_host(res["lab"]))[mine],
+             np.asarray(backend.to_host(res["w"]), np.float64)[mine]], axis=1)
+    buf = xp.asarray(meta)
+    comm.allreduce([buf], "sum")
+    meta = np.asarray(backend.to_host(buf))
+    flat = meta.reshape(-1, 4)
+    kept = np.flatnonzero(flat[:, 0] > 0)
+    order = kept[np.argsort(-flat[kept, 1], kind="stable")].tolist()
+    picks = _picks(order, empty, flat[:, 2], flat[:, 3], backend.to_host(N).astype(np.float64))
+    if not picks:
+        return 0
+    data = xp.zeros((len(picks), S.shape[1]), np.float64)
+    for i, (_, q, _, _) in enumerate(picks):
+        if q // R == comm.rank:
+            data[i] = _dense(res["x"][int(mine[q % R])], S.shape[1], xp)
+    comm.allreduce([data], "sum")
+    for i, (j, q, old, wq) in enumerate(picks):
+        _move(S, N, data[i], j, old, wq)
+        if q // R == comm.rank:
+            _relabel(rows, int(res["row"][int(mine[q % R])]), j)
+    return len(picks)

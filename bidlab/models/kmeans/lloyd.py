@@ -359,9 +359,9 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         N = Nm[:, 0]
         prev = ps["prev"]
         rows = self._rows
-        if ps["sums_ok"]:
-            ps["changed"] += reseed_empty(self._res, S, N, rows)
         unsettled, sums_ok, sxx = self._agree_pass(ps, ps["sums_ok"])
+        if sums_ok:  # an empty cluster takes a far row (the same choice on every rank)
+            unsettled += reseed_empty(self._res, S, N, rows, self._comm)
         if not sums_ok:  # they miss blocks: keep the centres, the next pass redoes it
             S[...] = prev
             Nm[...] = ps["prev_n"]
