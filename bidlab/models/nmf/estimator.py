@@ -378,12 +378,16 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
             self._reconstruction_err = (model.n_passes_done, self._error(data, Wf))
         return Wf
 
-    def partial_fit(self, X: Any, y: Any = None, mask: Any = None) -> NMF:
+    def partial_fit(self, X: Any, y: Any = None, mask: Any = None, *, W: Any = None,
+                    H: Any = None) -> NMF:
         """One pass over ``X``'s rows, continuing the components and the running
         statistics of earlier calls. A first call (no ``fit`` before) starts them from
         ``init`` on ``X`` and takes online steps (a step of ``components_`` per
         minibatch); after ``fit``, each call takes the fitted method's steps (with
-        ``method="batch"``, one step of ``components_`` from the call's rows)."""
+        ``method="batch"``, one step of ``components_`` from the call's rows). ``W`` and
+        ``H``: the start of ``init="custom"``, read by the first call only (as
+        scikit-learn's ``MiniBatchNMF.partial_fit``: ``H`` starts the components, ``W``,
+        checked, is not kept: the rows' factors start from the constant start)."""
         self._validate_params()
         first = getattr(self, "model_", None) is None
         data = self._data(X, mask, reset=first)
@@ -395,7 +399,7 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
                                  "components) is sqrt(mean / k) of these entries, so it "
                                  "would be 0, which multiplicative updates never leave; "
                                  "pass rows with a nonzero entry to the first partial_fit")
-            self.model_ = self._model(data, k, None, None, "online")
+            self.model_ = self._model(data, k, W, H, "online")
             self.model_.W0 = None  # the rows' factors start from w_start, not random
             self.updater_ = self.model_.default_updater()
         model = self.model_

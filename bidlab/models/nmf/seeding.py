@@ -60,6 +60,7 @@ def start(init: Any, data: Any, k: int, W: Any, H: Any,
     if isinstance(init, str) and init == "custom":
         if W is None or H is None:
             raise ValueError("NMF: init='custom' needs the initial factors: fit(X, W=..., "
+                             "H=...) or, for a first partial_fit, partial_fit(X, W=..., "
                              "H=...)")
         W, H = np.asarray(W, dtype), np.asarray(H, dtype)
         for what, a, shape in (("W", W, (n, k)), ("H", H, (k, d))):

@@ -65,7 +65,8 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
         ``"explicit"`` (squared loss on the observed ratings, with a global
         mean, user and item biases and L2) or ``"implicit"`` (Hu-Koren-Volinsky: every
         user-item pair counts, with preference 1 and confidence ``1 + alpha r`` where
-        stored, preference 0 and confidence 1 elsewhere).
+        the count ``r`` is stored and nonzero, preference 0 and confidence 1 elsewhere: a
+        zero count, stored or in a dense ``X``, is no interaction).
     l2
         L2 penalty weight of the factors (and biases), or ``"auto"`` (the default):
         :data:`AUTO_L2` of the feedback, 10 for explicit ratings (each bias and
@@ -183,7 +184,7 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
 
     def _ratings(self, X: Any) -> sp.csr_matrix:
         name = type(self).__name__
-        S = ratings_csr(name, X, self._dtype(X))
+        S = ratings_csr(name, X, self._dtype(X), implicit=self.feedback == "implicit")
         k = int(self.n_components)
         if k > min(S.shape):
             raise ValueError(f"{name}: n_components={k} is larger than X allows "
@@ -276,7 +277,7 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
         the fitted shape): higher is better."""
         self._follow_model()
         S = ratings_csr(type(self).__name__, X, self.model_.dtype, n_items=self.n_items_,
-                        allow_empty_rows=True)
+                        allow_empty_rows=True, implicit=not self.model_.bias)
         if S.shape[0] > self.n_users_:
             check_ids(type(self).__name__, "user", [S.shape[0] - 1], self.n_users_)
         users = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))

@@ -1,10 +1,11 @@
 """SFA's input checks: ratings as a users x items CSR of the observed entries.
 
 A sparse input's stored entries are the observed ones (an explicit zero rating is a stored
-zero); a dense input marks missing entries with NaN. Duplicate stored (user, item) pairs
-are refused, in a COO matrix as in a CSR one (a loader decides which rating counts, e.g.
-the latest, :func:`bidlab.datasets.load_movielens`). Build the matrix from the triples as
-a COO, ``sp.coo_matrix((ratings, (users, items)))``, not as
+zero); a dense input marks missing entries with NaN. For implicit feedback a zero count is
+no interaction, stored or not (a dense count matrix's zeros included). Duplicate stored
+(user, item) pairs are refused, in a COO matrix as in a CSR one (a loader decides which
+rating counts, e.g. the latest, :func:`bidlab.datasets.load_movielens`). Build the matrix
+from the triples as a COO, ``sp.coo_matrix((ratings, (users, items)))``, not as
 ``sp.csr_matrix((ratings, (users, items)))``: scipy sums a CSR's duplicate triples while
 building it, before any check can see them (a 4 and a 5 become a 9). Users (rows) with
 no observed entry are refused: nothing can be learned about them; items (columns) with
@@ -27,7 +28,7 @@ __all__ = ["ratings_csr", "check_ids", "check_counts"]
 
 
 def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
-                allow_empty_rows: bool = False) -> sp.csr_matrix:
+                allow_empty_rows: bool = False, implicit: bool = False) -> sp.csr_matrix:
     """``X`` as a canonical CSR of ``dtype``; errors name the problem and the fix.
 
     Parameters
@@ -48,6 +49,9 @@ def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
         The number of items (columns) ``X`` must have.
     allow_empty_rows : bool
         Accept users (rows) with no observed entry.
+    implicit : bool
+        Implicit feedback: a zero count is no interaction (preference 0, confidence 1,
+        as an entry not stored), so stored zeros (and a dense input's zeros) are dropped.
 
     Returns
     -------
@@ -94,11 +98,15 @@ def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
         raise ValueError(f"{name}: X holds {int(bad.sum())} NaN or infinite observed "
                          f"entries (the first at user {int(rows[p])}, item "
                          f"{int(S.indices[p])}): drop them from the sparse matrix")
+    if implicit and S.nnz and not S.data.all():  # a zero count: no interaction
+        S = S.copy()
+        S.eliminate_zeros()
     if not allow_empty_rows:
         empty = np.flatnonzero(np.diff(S.indptr) == 0)
         if empty.size:
-            raise ValueError(f"{name}: {empty.size} users (rows) of X have no observed "
-                             f"entry (the first is row {int(empty[0])}): nothing can be "
+            what = "nonzero count" if implicit else "observed entry"
+            raise ValueError(f"{name}: {empty.size} users (rows) of X have no {what} "
+                             f"(the first is row {int(empty[0])}): nothing can be "
                              "learned about them; drop those rows")
     return S
 

@@ -258,8 +258,9 @@ class ServeMixin:
         >>> new_ids = sfa.partial_fit_users(new_rows)  # doctest: +SKIP
         """
         self._follow_model()
-        S = ratings_csr(type(self).__name__, X, self.model_.dtype, n_items=self.n_items_)
         m = self.model_
+        S = ratings_csr(type(self).__name__, X, m.dtype, n_items=self.n_items_,
+                        implicit=not m.bias)
         check_counts(type(self).__name__, S, m.opts.feedback)
         X_new = self._fold(S, m.modelmats[0].data)
         old = m.W
@@ -284,7 +285,8 @@ class ServeMixin:
         """
         self._follow_model()
         name = type(self).__name__
-        Xc = ratings_csr(name, X, self.model_.dtype, allow_empty_rows=True)
+        Xc = ratings_csr(name, X, self.model_.dtype, allow_empty_rows=True,
+                         implicit=not self.model_.bias)
         check_counts(name, Xc, self.model_.opts.feedback)
         if Xc.shape[0] != self.n_users_:
             raise ValueError(f"{name}: partial_fit_items needs one row per fitted user "
