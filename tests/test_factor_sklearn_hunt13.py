@@ -68,3 +68,16 @@ def test_nmf_partial_fit_takes_a_custom_start_as_minibatchnmf():
         NMF(2, init="custom").partial_fit(X)
     with pytest.raises(ValueError, match=r"initial H has shape \(2, 5\)"):
         NMF(2, init="custom").partial_fit(X, W=W0, H=H0[:, :5])
+
+
+def test_implicit_score_compares_with_the_preference_not_the_count():
+    # A count's size is its confidence; the model predicts the preference (1 where a count
+    # is above 0), as rmse_ measures it: scaling the held-out counts must not change the
+    # score, and the score is minus the RMSE against 1.
+    C = sp.random(40, 25, density=0.25, format="csr", random_state=5, dtype=np.float64)
+    C.data = np.ceil(C.data * 5)
+    m = SFA(4, feedback="implicit", max_iter=5, random_state=0).fit(C)
+    users = np.repeat(np.arange(40), np.diff(C.indptr))
+    want = -np.sqrt(np.mean((m.predict(users, C.indices) - 1.0) ** 2))
+    assert m.score(C) == pytest.approx(want, rel=1e-12)
+    assert m.score(C * 7.0) == pytest.approx(m.score(C), rel=1e-12)

@@ -274,7 +274,9 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
 
     def score(self, X: Any, y: Any = None) -> float:
         """Minus the RMSE of the predictions at ``X``'s stored entries (users x items of
-        the fitted shape): higher is better."""
+        the fitted shape): higher is better. Explicit ratings are compared with the
+        ratings; implicit feedback with the preference, 1 at every nonzero count (what
+        ``rmse_`` reports: a count's size is its confidence, not its target)."""
         self._follow_model()
         S = ratings_csr(type(self).__name__, X, self.model_.dtype, n_items=self.n_items_,
                         allow_empty_rows=True, implicit=not self.model_.bias)
@@ -282,7 +284,8 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
             check_ids(type(self).__name__, "user", [S.shape[0] - 1], self.n_users_)
         users = np.repeat(np.arange(S.shape[0]), np.diff(S.indptr))
         pred = self.predict(users, S.indices)
-        return -float(np.sqrt(np.mean((pred - S.data) ** 2))) if S.nnz else 0.0
+        target = S.data if self.model_.bias else 1.0
+        return -float(np.sqrt(np.mean((pred - target) ** 2))) if S.nnz else 0.0
 
 
 register_model("sfa", SFA)
