@@ -103,8 +103,9 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
         ``transform``.
     tol
         stop when the error fell by less than ``tol`` times the first error over the
-        last 10 passes (checked every 10, as scikit-learn does; the first error is
-        the first pass's, not the initial one's); 0: run ``max_iter`` passes.
+        last 10 passes (checked every 10, as scikit-learn's ``mu`` solver does; the first
+        error is the first pass's, not the initial one's; scikit-learn's ``cd`` stops by
+        its own rule, so ``n_iter_`` can differ there); 0: run ``max_iter`` passes.
     alpha_W, alpha_H, l1_ratio
         scikit-learn's penalties: ``n_features * alpha_W``
         times ``l1_ratio |W| + (1 - l1_ratio) ||W||^2 / 2``, and ``n_samples * alpha_H``
