@@ -197,3 +197,16 @@ def test_a_trailing_tab_ends_a_ratings_line(tmp_path, capsys):
                  "--progress", "none"]) == 0
     said = capsys.readouterr()
     assert "ratings, 3 x 2 (sparse, 3 nonzeros)" in said.out + said.err, said
+
+
+@pytest.mark.parametrize("ids", [np.array([1.0, np.nan, 3.0]), np.array([True, False, True]),
+                                 np.array([[1, 2], [3, 4], [5, 6]])])
+def test_a_fit_on_ids_a_saved_model_cannot_hold_drops_them_with_a_warning(tmp_path, ids):
+    # Such ids were kept and saved, and the file was then refused on load: the fit's work
+    # lost. They are only labels: the fit warns, ranks by vertex index, and saves loadably.
+    A = sp.csr_matrix(([1.0, 1.0, 1.0, 1.0], ([0, 1, 2, 2], [1, 2, 0, 1])), shape=(3, 3))
+    with pytest.warns(UserWarning, match="ids_ is None"):
+        pr = PageRank().fit(EdgeList(A, ids))
+    assert pr.ids_ is None
+    pr.save(tmp_path / "pr.bidlab")
+    np.testing.assert_array_equal(load_model(tmp_path / "pr.bidlab").scores_, pr.scores_)

@@ -300,7 +300,7 @@ class PageRank(FittedByModel, BidlabEstimator):
         self.model_ = model
         self.n_features_in_ = n
         ids = getattr(G, "ids", None)  # an EdgeList's original vertex ids
-        self.ids_ = None if ids is None or len(ids) != n else np.asarray(ids)
+        self.ids_ = None if ids is None or len(ids) != n else _kept_ids(np.asarray(ids))
         return lrn
 
     def fit(self, G: Any, y: Any = None) -> PageRank:
@@ -326,6 +326,18 @@ class PageRank(FittedByModel, BidlabEstimator):
         last change; ``batch_size``, default all rows; ``comm``; ``checkpoint``; ...).
         """
         return self._learner(G, first_row, dict(options), live=True)
+
+
+def _kept_ids(ids: np.ndarray) -> np.ndarray | None:
+    """A graph's vertex ids as ``ids_``, or None with a warning when they are not what a
+    saved model can hold (:func:`_ids_problem`): a model saved with them would not load."""
+    why = "a 2-D array" if ids.ndim != 1 else _ids_problem(ids)
+    if why is None:
+        return ids
+    warnings.warn(f"PageRank: the graph's ids are {why}; ids_ is None (scores_ and top() "
+                  "go by vertex index): give ids as integers, finite numbers or strings",
+                  stacklevel=4)
+    return None
 
 
 def _ids_problem(ids: Any) -> str | None:
