@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -116,8 +117,9 @@ class LearnerMetrics:
                 if mx.model is not None:
                     try:
                         kpis[mx.kpi] = mx.score()
-                    except Exception:  # a KPI must never break training
+                    except Exception as exc:  # a KPI must never break training
                         kpis[mx.kpi] = math.nan
+                        self._kpi_failed(mx.kpi, exc)
         pass_, index = self._pos
         m = {
             "name": self.name,
@@ -145,6 +147,16 @@ class LearnerMetrics:
         }
         with self._metrics_lock:
             self._metrics = m
+
+    def _kpi_failed(self, name: str, exc: Exception) -> None:
+        """A KPI that raised reads NaN; say why once per KPI and reason (a RuntimeWarning,
+        and ``kpi_errors[name]``), so a NaN curve does not go unexplained."""
+        why = f"{type(exc).__name__}: {exc}"
+        errors = self.__dict__.setdefault("kpi_errors", {})
+        if errors.get(name) != why:
+            errors[name] = why
+            warnings.warn(f"learner {self.name!r}: KPI {name!r} could not be computed and "
+                          f"reads NaN: {why}", RuntimeWarning, stacklevel=2)
 
     def _postfix(self) -> str:
         m = self.metrics
