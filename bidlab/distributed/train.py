@@ -153,6 +153,8 @@ def _run(cli: Any, args: argparse.Namespace, comm: Any) -> int:
     class RankJob(cli._EstimatorJob):
         """``bidlab train``'s job on this rank's rows, with the communicator."""
 
+        est: Any = None  # the estimator trained (learner_options)
+
         def need_data(self) -> Any:
             from bidlab.distributed.sharding import read_rank_data
 
@@ -183,6 +185,7 @@ def _run(cli: Any, args: argparse.Namespace, comm: Any) -> int:
                 rank_batch_size,
             )
 
+            self.est = est  # its users are gathered from every rank after training
             bs = chosen_batch_size(est, lopts.get("batch_size"), self.n_total, comm.size,
                                    rows=getattr(self, "rank_rows", None), comm=comm)
             named = {t[2:].partition("=")[0].replace("-", "_") for t in self.extra
@@ -200,6 +203,8 @@ def _run(cli: Any, args: argparse.Namespace, comm: Any) -> int:
 
         def train(self, learner: Any, source_close: Any = None) -> int:
             code = super().train(learner, source_close)
+            if code == 0 and self.est is not None:  # e.g. every rank's users for rank 0
+                self.est.gather_ranks(comm)  # to save (a recommender answers for them all)
             if code == 1:  # its error and traceback are printed: end every rank now
                 print(f"rank {comm.rank} of {comm.size} failed (above)", file=sys.stderr,
                       flush=True)

@@ -138,6 +138,11 @@ class BidlabEstimator(BaseEstimator):
         """Check every constructor parameter against ``PARAMS`` (one message shape)."""
         validate_params(type(self).__name__, self.PARAMS, self.get_params(deep=False))
 
+    def gather_ranks(self, comm: Any) -> None:
+        """After a run on the ranks of ``comm`` (every rank calls it): put together what
+        each rank holds of its own rows, where a model saved by one rank needs them all
+        (SFA's users). Nothing by default."""
+
     def _build_learner(self, model: Any, data: Any, updater: Any = None,
                        mixins: Sequence[Any] = (), *, learner_class: type = Learner,
                        batch_size: int | None = None, live: bool = False,

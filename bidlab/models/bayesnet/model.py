@@ -100,6 +100,12 @@ class BayesNetModel(TableTemperatures, Model):
     score_name = "log p(x)/row"
     mat_names = ("tables",)
     full_batch = True
+    #: on several ranks (each holding some rows) the M-step sums the replicas' counts over
+    #: the ranks before it normalises them (:meth:`_m_step`), and inference hands back the
+    #: tables unchanged: every rank ends the pass with the same tables, which the updater
+    #: must not sum again
+    totals_reduced = True
+    _comm: Any = None  # (what a model saved without it reads)
 
     def __init__(self, network: Network, *, learn: bool = False,
                  evidence: dict[str, Any] | None = None, seed: int = 0, device: str = "cpu",
@@ -117,6 +123,7 @@ class BayesNetModel(TableTemperatures, Model):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["chains"] = None  # the sampler's state is scratch: a restart draws it again
+        state.pop("_comm", None)  # the learner's, bound again by the next learner
         return self._temperature_state(state)
 
     def default_updater(self, **options: Any) -> Updater:
@@ -124,6 +131,7 @@ class BayesNetModel(TableTemperatures, Model):
 
     def bind(self, learner: Any) -> None:
         self.n_passes_planned = int(getattr(learner.opts, "n_passes", 1) or 1)
+        self._comm = learner.comm if learner.comm.size > 1 else None
         self.bind_temperatures(learner)
         if self.learn:  # the chains hold the replicas made at init: never sweep more
             learner.opts.add_validator(_replicas_fit(weakref.ref(self)))
@@ -218,6 +226,8 @@ class BayesNetModel(TableTemperatures, Model):
             bn_gibbs.counts(ch.X.size, ch.X, ch.n_obs, w, c.size, t.off, t.card, *t.parents,
                             c)
             c /= w.sum()
+        if self._comm is not None:  # every rank's rows: the tables of one process
+            self._comm.allreduce([c], "sum")
         c += self.opts.alpha
         for v in range(self.network.n_vars):
             tab = c[self._off[v]:self._off[v + 1]].reshape(-1, int(t.card[v]))

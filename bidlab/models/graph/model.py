@@ -62,6 +62,7 @@ from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import Batch, Updater
 from bidlab.mat import Mat, dense_sparse
+from bidlab.models.graph.shared_resume import SharedFileResume
 from bidlab.models.graph.stopping import stop_text
 
 __all__ = ["SWEEP_FLOOR", "PageRankModel"]
@@ -74,10 +75,10 @@ __all__ = ["SWEEP_FLOOR", "PageRankModel"]
 #: divides by ``d``) or float32 scores on a small graph, and was never met
 SWEEP_FLOOR = 4.0
 
-_SCRATCH = ("_views", "_in", "_own")
+_SCRATCH = ("_views", "_in", "_own", "_comm")
 
 
-class PageRankModel(Model):
+class PageRankModel(SharedFileResume, Model):
     """PageRank by power iteration or Gauss-Seidel sweeps on the Learner (the module doc).
 
     Besides ``modelmats`` (the 1 x n scores), it has the attributes below.
@@ -213,6 +214,7 @@ class PageRankModel(Model):
         self.sweeping = False
         self._extra = 0  # iterations run within passes beyond each pass's first
         self._pass_iters = 1
+        self._held, self._skipped, self._redo, self._void = info.n_samples, 0, False, False
         if self.pull and (xp is not np or self.first_row != 0 or info.n_samples != n):
             raise ValueError("PageRank: the in-edge engine (pull=True) ranks the whole graph "
                              "in one block on the CPU; give it all rows of a host graph, or "
@@ -229,18 +231,22 @@ class PageRankModel(Model):
         return []
 
     def extra_state(self) -> dict[str, Mat]:
-        """The previous iteration's scores and the changes measured so far (a resumed run
-        goes on counting iterations where the checkpoint left off)."""
+        """The previous iteration's scores, the changes measured so far (a resumed run
+        goes on counting iterations where the checkpoint left off) and the pass's totals
+        so far (a run resumed within a pass of several blocks goes on adding to them)."""
         if not self.modelmats:
             return {}
-        return {"previous": self._prev, "residuals": Mat(self.residuals.reshape(1, -1))}
+        return {"previous": self._prev, "residuals": Mat(self.residuals.reshape(1, -1)),
+                "totals": self.updatemats[0]}
 
     def counters(self) -> dict[str, int]:
-        return {"n_iter": int(self.n_iter), "reached_tol": int(self.reached_tol)}
+        return {"n_iter": int(self.n_iter), "reached_tol": int(self.reached_tol),
+                "skipped": int(self._skipped)}
 
     def set_counters(self, values: dict[str, int]) -> None:
         self.n_iter = int(values.get("n_iter", self.n_iter))
         self.reached_tol = bool(values.get("reached_tol", self.reached_tol))
+        self._skipped = int(values.get("skipped", 0))
 
     def pass_label(self) -> str:
         """The head of the learner's progress line at a pass end: the iterations run so
@@ -279,7 +285,11 @@ class PageRankModel(Model):
         xp = self.xp
         x, prev, tmp = self.modelmats[0].data, self._prev.data, self._tmp.data
         r = None
-        if pass_ > 0:
+        pass_ -= self._skipped
+        if self._void:  # the last pass was void: its iteration, measured already, runs again
+            self._void = False
+            self._skipped += 1
+        elif pass_ > 0:
             if change is None:
                 xp.subtract(x, prev, out=tmp)
                 xp.abs(tmp, out=tmp)
@@ -303,6 +313,8 @@ class PageRankModel(Model):
             return self._pull_update(batch)
         xp = self.xp
         r = self._start_iteration(batch.pass_) if batch.index == 0 else None
+        if self._void or (self._redo and self._void_pass(batch)):
+            return r
         xb, tb, xraw = self._view(batch)
         T = self.updatemats[0]
         if self._final:  # converged: this block hands its own scores back unchanged
@@ -397,7 +409,12 @@ class PageRankModel(Model):
         One iteration a pass, unless ``pass_seconds`` > 0: then further iterations follow
         within the pass (alternating between the totals and a scratch vector; the model
         matrix is left to the updater) until it has run that long or converged, so a
-        small graph's iterations do not each pay for a learner step."""
+        small graph's iterations do not each pay for a learner step. The rest of a pass
+        resumed within (a checkpoint written by a run in blocks) is void, as on ranks."""
+        if batch.n != self.n:  # not the whole graph: the scores handed back unchanged
+            self._void = True
+            np.copyto(self.updatemats[0].data, self.modelmats[0].data)
+            return None
         indptr, indices, w, inv, y, u, p, nnz = self._in_edges(batch.mats[0])
         if self.sweeping:
             return self._sweep_update(batch)

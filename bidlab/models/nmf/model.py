@@ -118,7 +118,9 @@ class NMFModel(RowStatePickling, Model):
     )
     score_name = "-loss/entry"
     mat_names = ("H",)
-    SCRATCH = {"_buf": dict, "_sums": lambda: None}  # rebuilt after unpickling
+    SCRATCH = {"_buf": dict, "_sums": lambda: None,  # rebuilt after unpickling
+               "_comm": lambda: None}
+    _comm: Any = None  # (what a model saved without it reads)
 
     def __init__(self, H0: Any = None, *, W0: Any = None, w_start: float | None = None,
                  dtype: Any = None, **options: Any) -> None:
@@ -134,6 +136,13 @@ class NMFModel(RowStatePickling, Model):
         self._buf: dict[Any, Any] = {}
         self._sums: PassSums | None = None
         self._pass = [0.0, 0.0]
+        self._comm: Any = None
+
+    def bind(self, learner: Any) -> None:
+        """On several ranks (each holding some rows) a pass's loss is summed over the
+        ranks at its end: the errors and the stopping rule are those of one process
+        holding every row."""
+        self._comm = learner.comm if learner.comm.size > 1 else None
 
     @property
     def full_batch(self) -> bool:  # type: ignore[override]
@@ -373,6 +382,10 @@ class NMFModel(RowStatePickling, Model):
         if self.opts.loss == "kl":  # scikit-learn's guard against denormal components
             H[H < np.finfo(np.float64).eps] = 0.0
         self.n_passes_done += 1
+        if self._comm is not None:  # one allreduce of 2 numbers a pass, on every rank
+            both = np.array(self._pass, dtype=np.float64)
+            self._comm.allreduce([both], "sum")
+            self._pass = [float(both[0]), float(both[1])]
         self.errors.append(math.sqrt(2.0 * max(self._pass[0], 0.0)))
         tol, errs = self.opts.tol, self.errors
         p = len(errs)

@@ -272,6 +272,13 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
                 ("training RMSE", f"{self.model_.rmse[-1]:.4f}" if self.model_.rmse
                  else "-")]
 
+    def gather_ranks(self, comm: Any) -> None:
+        """After a run on ranks: every rank's users (factors, ratings) on every rank, so a
+        recommender saved by one answers for them all (:mod:`bidlab.models.sfa.ranks`)."""
+        from bidlab.models.sfa.ranks import gather_users
+
+        gather_users(comm, self)
+
     def score(self, X: Any, y: Any = None) -> float:
         """Minus the RMSE of the predictions at ``X``'s stored entries (users x items of
         the fitted shape): higher is better. Explicit ratings are compared with the

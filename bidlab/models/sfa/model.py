@@ -149,9 +149,9 @@ class SFAModel(RowStatePickling, Model):
         self._pass = [0.0, 0.0]
 
     def bind(self, learner: Any) -> None:
-        """On several ranks (each holding some users) the item step and the first
-        minibatch's mean are summed over the ranks: the items are those of one process
-        holding every user."""
+        """On several ranks (each holding some users) the item step, the first
+        minibatch's mean and each sweep's training RMSE are summed over the ranks: the
+        items (and ``rmse``) are those of one process holding every user."""
         self._comm = learner.comm if learner.comm.size > 1 else None
         self._mu_summed = False
 
@@ -419,6 +419,10 @@ class SFAModel(RowStatePickling, Model):
 
     def end_pass(self, pass_: int) -> None:
         self.n_passes_done += 1
+        if self._comm is not None:  # every rank's ratings: one process's training RMSE
+            both = np.array(self._pass, dtype=np.float64)
+            self._comm.allreduce([both], "sum")
+            self._pass = [float(both[0]), float(both[1])]
         self.rmse.append(float(np.sqrt(self._pass[0] / max(self._pass[1], 1.0))))
 
     def flops(self, batch: Minibatch) -> float:
