@@ -43,7 +43,7 @@ from bidlab.models.base import BidlabEstimator, param_row
 from bidlab.models.glm.engine import UPDATER_CHOICES, GLMEngine
 from bidlab.models.glm.inputs import GLMInputs
 from bidlab.models.glm.links import CLASSIFIER_LINKS, LINKS
-from bidlab.models.glm.live_fit import fit_learner
+from bidlab.models.glm.live_fit import fit_learner, through_fit_maps
 from bidlab.models.glm.params import (
     batch_ok,
     class_weight_ok,
@@ -118,8 +118,8 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         (:mod:`~bidlab.models.glm.standardize`). ``l1`` / ``l2`` then apply to the
         standardised features' weights. Unless False, a linear target of large spread trains
         on its values over their deviation (:mod:`~bidlab.models.glm.target_scale`; an L2
-        fit's solution is unchanged). ``partial_fit`` and ``learner()`` do not scale;
-        ``fit_learner()`` scales the features.
+        fit's solution is unchanged). ``learner()`` and a first ``partial_fit`` do not
+        scale (a later one continues through ``fit``'s map); ``fit_learner()`` does.
     average
         the last fraction of ``fit``'s updates whose iterates are averaged into
         the final model (Polyak-Ruppert averaging; 0: keep the last iterate). One
@@ -326,7 +326,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         first = not hasattr(self, "model_")
         if first:
             self._validate_params()
-        X = self._features(X, reset=first)
+        X = self._host_features(X, reset=first)
         Y2, y_1d = self._targets_2d(y, X.shape[0])
         w = self._weights(sample_weight, X)
         if first:
@@ -340,9 +340,10 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
             self._check_target_columns(Y2)
             self._check_same_classes(classes)
         w = self._class_weighted(w, Y2, partial=True)
-        if first:
-            self._choose_rates(X, Y2, w)
-        self._run(X, Y2, w, shuffle=False, n_passes=1, average=False)
+        with through_fit_maps(self, X, Y2) as (X, Y2):  # fit's scaling, if any
+            if first:
+                self._choose_rates(X, Y2, w)
+            self._run(X, Y2, w, shuffle=False, n_passes=1, average=False)
         return self
 
     # -- live training --------------------------------------------------------------------

@@ -161,7 +161,10 @@ class GLMPredictions:
             if lk == "linear":
                 out.append(r2_score(col.astype(np.float64), pred, sample_weight=sample_weight))
             else:  # an object column (of a mixed DataFrame) as its labels' own type
-                out.append(accuracy_score(own_labels(col), pred, sample_weight=sample_weight))
+                col = own_labels(col)
+                what = f"Y column {t.data_col[k]}" if t.q > 1 else "y"
+                class_index(col, t.classes[t.data_col[k]], what)  # unseen labels raise
+                out.append(accuracy_score(col, pred, sample_weight=sample_weight))
         return float(np.mean(out))
 
     def loss_targets(self, X: Any, y: Any, sample_weight: Any = None) -> np.ndarray:

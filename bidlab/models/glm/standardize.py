@@ -23,8 +23,9 @@ model of the raw features, and ``warm_start`` turns it back to continue.
 * ``False``: the features as given.
 
 A constant feature keeps scale 1. The penalties (``l1``, ``l2``) apply to the weights of
-the standardised features, as in a ``StandardScaler`` pipeline. ``partial_fit`` and
-``learner()`` train on the features as given: their model is live between calls.
+the standardised features, as in a ``StandardScaler`` pipeline. ``learner()`` and a
+``partial_fit`` that starts a model train on the features as given (their model is live
+between calls); a ``partial_fit`` that continues a fitted model trains through its map.
 ``GLM.fit_learner`` (:mod:`~bidlab.models.glm.live_fit`) is the live learner on the
 features ``fit`` trains on, with the step that folds the map at the end.
 """

@@ -21,7 +21,8 @@ ADAGrad's steps and the averaging of its iterates handle (the same fit with ``y 
 0.99). The scales are kept as ``target_scale_`` (one per data column, 1 for the
 columns not scaled; None: none scaled), so a warm-started ``fit`` continues on the same
 scale. The held-out loss that ``tol`` checks and ``loss_curve_`` are measured on the
-scaled values. ``partial_fit`` and ``learner()`` train on the values as given.
+scaled values. ``learner()`` and a ``partial_fit`` that starts a model train on the
+values as given; one that continues a fitted model trains on its scale.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils.multiclass import check_classification_targets
 
 from bidlab import backend
@@ -53,7 +54,10 @@ def as_targets_2d(Y: Any, n_rows: int, owner: str) -> tuple[np.ndarray, bool]:
     """Y as a host n x q array (and whether it was 1-D); checks the row count."""
     if hasattr(Y, "guid") and hasattr(Y, "numpy"):  # a bidlab Mat
         Y = Y.numpy()
-    Y = np.asarray(backend.to_host(Y))
+    Y = backend.to_host(Y)
+    if sp.issparse(Y):  # a sparse label indicator matrix (MultiLabelBinarizer's sparse_output)
+        Y = Y.toarray()
+    Y = np.asarray(Y)
     if Y.ndim == 0 or Y.ndim > 2:
         raise ValueError(f"{owner}: Y must be 1-D (n,) or 2-D (n, targets); got shape {Y.shape}")
     y_1d = Y.ndim == 1
@@ -63,6 +67,9 @@ def as_targets_2d(Y: Any, n_rows: int, owner: str) -> tuple[np.ndarray, bool]:
             f"Y has {Y2.shape[0]} rows but X has {n_rows} samples: give one row of targets "
             "per sample"
         )
+    if Y2.dtype.kind == "c":
+        raise ValueError(f"{owner}: Y holds complex numbers, which no link takes (the "
+                         "imaginary part would be dropped): give real values or labels")
     if Y2.dtype.kind == "f" and not np.isfinite(Y2).all():
         r, c = (int(v) for v in np.argwhere(~np.isfinite(Y2))[0])
         raise ValueError(f"{owner}: Y contains NaN or infinity (first at row {r}, column {c})")
@@ -182,11 +189,11 @@ def _numbers(col: np.ndarray) -> bool:
 
 def _per_column(classes: Any, q: int) -> bool:
     """Whether ``classes`` holds one entry per data column: an array of labels, or None
-    for a column no classifier target learns (a linear one)."""
-    if isinstance(classes, np.ndarray):
-        return classes.dtype == object and len(classes) == q
+    for a column no classifier target learns (a linear one). An object array of plain
+    labels (``np.unique`` of string labels) is one set of labels for every column."""
     return (
-        isinstance(classes, (list, tuple))
+        isinstance(classes, (list, tuple, np.ndarray))
+        and (not isinstance(classes, np.ndarray) or classes.dtype == object)
         and len(classes) == q
         and all(c is None or isinstance(c, (list, tuple, np.ndarray)) for c in classes)
         and any(c is not None for c in classes)
