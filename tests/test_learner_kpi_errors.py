@@ -45,3 +45,24 @@ def test_a_learner_whose_kpis_work_has_no_errors():
     assert getattr(lrn, "kpi_errors", {}) == {}
 
 
+
+
+def test_a_glm_learner_takes_mixins_after_its_own_l1_l2():
+    # GLM.learner(X, y, mixins=[...]) raised "got multiple values for argument 'mixins'".
+    from bidlab.models import GLM
+
+    class _Count(Mixin):
+        kpi = "count"
+
+        def gradient(self) -> None:
+            pass
+
+        def score(self) -> float:
+            return 3.0
+
+    rng = np.random.default_rng(2)
+    X, y = rng.random((200, 4)), (rng.random(200) > 0.5).astype(float)
+    lrn = GLM(n_passes=2, batch_size=50, tol=None).learner(X, y, mixins=[_Count()])
+    lrn.fit(progress=None)
+    assert lrn.metrics["kpi_count"] == 3.0
+    assert {"l1", "l2"} <= {k[4:] for k in lrn.metrics if k.startswith("kpi_")}

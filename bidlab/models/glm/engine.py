@@ -232,7 +232,12 @@ class GLMEngine:
         if w is not None:
             mats.append(xp.asarray(np.asarray(w, dtype=self.dtype_).reshape(-1, 1)))
         source = MemorySource(*mats, batch_size=min(int(batch_size), X.shape[0]))
-        return self._build_learner(self.model_, source, self.updater_, self.mixins_, **options)
+        if "updater" in options:
+            raise ValueError(f"{type(self).__name__}.learner: the updater is the estimator's "
+                             "own; choose it with GLM(updater='adagrad' or 'grad', lrate=...)")
+        extra = list(options.pop("mixins", None) or ())  # the user's KPIs and terms, after
+        return self._build_learner(self.model_, source, self.updater_,  # its L1 and L2
+                                   [*self.mixins_, *extra], **options)
 
     def _batch_rows(self, n: int, batch_size: int | str | None = None,
                     steps: int = AUTO_STEPS) -> int:
