@@ -197,7 +197,10 @@ def test_scikit_learn_parameter_names(cls):
     ("LDA", "max_iter", "n_passes"), ("LDAGibbs", "num_topics", "n_components"),
     ("KMeans", "n_components", "n_clusters"), ("GLM", "learning_rate", "lrate"),
     ("NMF", "n_passes", "max_iter"), ("SFA", "factors", "n_components"),
-    ("SFA", "iterations", "max_iter"), ("BayesNet", "max_iter", "n_passes")])
+    ("SFA", "iterations", "max_iter"), ("BayesNet", "max_iter", "n_passes"),
+    ("LDA", "learning_method", "method"), ("LDA", "learning_decay", "kappa"),
+    ("LDA", "learning_offset", "tau0"), ("LDAGibbs", "total_samples", "total_docs"),
+    ("GLM", "alpha", "l2"), ("GLM", "loss", "link")])
 def test_another_librarys_parameter_name_is_answered_with_ours(cls, given, ours):
     import bidlab.models
 

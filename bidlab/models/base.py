@@ -364,7 +364,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "seed": ("random_state",), "learning_rate": ("lrate",), "eta0": ("lrate",),
     "regularization": ("l2",), "n_threads": ("n_jobs",), "num_threads": ("n_jobs",),
     "workers": ("n_jobs",), "eta": ("beta",), "doc_topic_prior": ("alpha",),
-    "topic_word_prior": ("beta",),
+    "topic_word_prior": ("beta",), "learning_method": ("method",), "learning_decay": (
+        "kappa",), "learning_offset": ("tau0",), "total_samples": ("total_docs",),
+    "alpha": ("l2",), "loss": ("link",), "penalty": ("l1", "l2"),
 }
 
 
