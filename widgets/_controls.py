@@ -23,7 +23,7 @@ import numpy as np
 
 from bidlab.learn import Option
 
-__all__ = ["OptionControls", "Applied", "make_control", "refusal"]
+__all__ = ["OptionControls", "Applied", "ignored", "make_control", "refusal"]
 
 #: Options shown by default only when asked for (file paths, record sizes, limits).
 HIDDEN = frozenset({"checkpoint", "checkpoint_every", "record_size", "max_steps"})
@@ -83,6 +83,28 @@ def refusal(learner: Any, name: str) -> str | None:
     return reason
 
 
+def ignored(learner: Any, name: str) -> str | None:
+    """Why ``learner`` ignores option ``name`` as it is set up (the ``lrate`` of an updater
+    that replaces the model by each pass's result), or None when the option acts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from bidlab.models import KMeans
+    >>> X = np.random.default_rng(0).random((20, 2))
+    >>> print(ignored(KMeans(n_clusters=2).learner(X), "lrate"))  # doctest: +ELLIPSIS
+    the pass's result replaces the model (batch_mode='replace'); lrate is the step of ...
+    >>> ignored(KMeans(n_clusters=2, algorithm="minibatch").learner(X), "lrate") is None
+    True
+    """
+    parts = getattr(learner, "_components", None)  # the ranks' proxy: offer the control
+    for part in parts() if parts is not None else ():
+        why = part.inert_options().get(name)
+        if why is not None:
+            return why
+    return None
+
+
 def make_control(spec: Option, value: Any) -> W.ValueWidget | None:
     """The widget for one option (None when it has no sensible widget, e.g. a vector)."""
     desc = spec.name
@@ -110,8 +132,10 @@ def make_control(spec: Option, value: Any) -> W.ValueWidget | None:
         hi = int(spec.high) if spec.high is not None else None
         if lo is not None and hi is not None and hi - lo <= 1000:
             return slider(W.IntSlider, value=int(value), min=lo, max=hi)
+        # a box takes any value typed into it: the bounds are the option's own, else the
+        # widest a box holds (a bounded box clamps what is typed, silently)
         lo = lo if lo is not None else -(2**31)
-        hi = hi if hi is not None else max(4 * int(value), lo + 100)
+        hi = hi if hi is not None else 2**31 - 1
         return W.BoundedIntText(value=int(value), min=lo, max=hi, description=desc,
                                 style=style, layout=W.Layout(width="220px"))
     value = float(value)
@@ -161,7 +185,8 @@ class OptionControls:
         specs = learner.opts.specs
         if names is None:
             names = [n for n, s in specs.items()
-                     if s.live and n not in HIDDEN and refusal(learner, n) is None]
+                     if s.live and n not in HIDDEN and ignored(learner, n) is None
+                     and refusal(learner, n) is None]
         else:
             names = list(names)
             unknown = [n for n in names if n not in specs]
@@ -173,6 +198,10 @@ class OptionControls:
                 if reason is not None:
                     raise ValueError(f"no control for {name!r}: the learner refuses to "
                                      f"change it ({reason})")
+                reason = ignored(learner, name)
+                if reason is not None:
+                    raise ValueError(f"no control for {name!r}: the learner ignores it "
+                                     f"({reason})")
         self.widgets: dict[str, W.ValueWidget] = {}
         for name in names:
             w = make_control(specs[name], learner.opts.get(name))

@@ -22,6 +22,7 @@ bokeh documents are not thread-safe). So:
 
 from __future__ import annotations
 
+import html
 import threading
 import time
 import weakref
@@ -38,7 +39,7 @@ from bidlab.learn.observers import _resolve_view, call_keeping_errors
 from ._bokeh import DOC_LOCK
 from ._iopub import batched_iopub
 
-__all__ = ["MAX_RATE", "Pump", "PumpedView", "View", "close_widgets", "pump_for"]
+__all__ = ["MAX_RATE", "Pump", "PumpedView", "View", "close_widgets", "pump_for", "state_text"]
 
 MAX_RATE = 10.0  # updates per second: what a browser page renders without falling behind
 
@@ -91,6 +92,22 @@ def _edit_stamp(model: Any) -> Any:
     idle model edited in place is drawn again; None for a model without edits."""
     log = getattr(model, "topic_edit_log", None)
     return (len(log), id(log[-1])) if log else None
+
+
+def state_text(snap: Snapshot) -> str:
+    """A snapshot's state for a view's status line (HTML): a failed run's state is followed
+    by the last line of its error (``FloatingPointError: ...``), escaped.
+
+    Examples
+    --------
+    >>> state_text(Snapshot({}, {}, "failed", 3, "Traceback (...)\\nValueError: x < 0"))
+    "failed: <span style='color:#b00'>ValueError: x &lt; 0</span>"
+    """
+    text = html.escape(str(snap.state))
+    lines = (snap.error or "").strip().splitlines()
+    if snap.state == "failed" and lines:
+        text += f": <span style='color:#b00'>{html.escape(lines[-1])}</span>"
+    return text
 
 
 def _closed_render(snap: Snapshot | None) -> None:

@@ -24,7 +24,7 @@ from bidlab.learn import Snapshot
 from bidlab.models.bayesnet.network import BayesNetError
 
 from ._bokeh import LiveBokeh
-from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for
+from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for, state_text
 
 __all__ = ["BayesNetView"]
 
@@ -93,6 +93,7 @@ class BayesNetView(PumpedView):
         self.status = W.HTML(value="")
         self.widget = W.VBox([self.chart, self.status])
         self.clicks = 0
+        self._status_clicks = 0  # clicks the status line has shown
         self.refused = ""  # why the last click's evidence was refused (shown in the status)
         self._page_click: tuple[str, int, float] | None = None
         self._closed = False
@@ -146,6 +147,10 @@ class BayesNetView(PumpedView):
     # -- pump thread ----------------------------------------------------------------------
     def render(self, snap: Snapshot | None) -> None:
         if snap is None or "marginals" not in snap.views:
+            if self._status_clicks != self.clicks:  # a click while no sweep runs: say it
+                self._status_clicks = self.clicks
+                lr = self.learner
+                self._status(int(lr.step), html.escape(str(lr.state)))
             return
         m = np.asarray(snap.views["marginals"], dtype=np.float64)
         full = slice(0, self.row_var.shape[0])
@@ -156,13 +161,24 @@ class BayesNetView(PumpedView):
             colors = [CLAMPED if ev[v] >= 0 else FREE for v in self.row_var]
             patch["color"] = [(full, colors)]
         self.source.patch(patch)
-        model = self.learner.model
-        given = html.escape(", ".join(f"{k} = {v}" for k, v in model.chains.evidence.items())
+        self._status_clicks = self.clicks
+        self._status(int(snap.step), state_text(snap))
+
+    def _status(self, step: int, state: str) -> None:
+        """The status line: the sweep, the run's state (HTML), the chains' state and the
+        evidence asked for (a click's evidence is listed at once; its bars turn red once a
+        sweep clamps it)."""
+        chains = self.learner.model.chains
+        given = html.escape(", ".join(f"{k} = {v}" for k, v in chains.evidence.items())
                             or "none")
-        rhat = model.chains.rhat()
-        self.status.value = (f"sweep {snap.step} · {snap.state} · kept "
-                             f"{model.chains.kept} · max R-hat {rhat:.3f} · evidence: "
-                             f"{given}"
+        pending = ""
+        if self._shown_ev is not None:
+            asked = {self.net.index(k) for k in chains.evidence}
+            clamped = {int(v) for v in np.flatnonzero(self._shown_ev >= 0)}
+            if asked != clamped:
+                pending = " (from the next sweep)"
+        self.status.value = (f"sweep {step} · {state} · kept {chains.kept} · "
+                             f"max R-hat {chains.rhat():.3f} · evidence: {given}{pending}"
                              + (f" · {html.escape(self.refused)}" if self.refused else ""))
 
     def _close_widgets(self) -> None:

@@ -23,7 +23,7 @@ from bidlab.models.kmeans.model import KMeansModel
 
 from ._bokeh import LiveBokeh
 from ._charts import legend_html, palette, score_figure, stream_row
-from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for
+from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for, state_text
 
 __all__ = ["KMeansView"]
 
@@ -72,8 +72,15 @@ class KMeansView(PumpedView):
                                           close=self._close_widgets))
 
     def render(self, snap: Snapshot | None) -> None:
-        if snap is None or "centers" not in snap.views or snap.step == self._last_step:
+        if snap is None or "centers" not in snap.views:
             return
+        if snap.step != self._last_step:  # a run's last snapshot may repeat the step
+            self._render_step(snap)
+        m = snap.metrics
+        self.status.value = (f"step {snap.step} · {state_text(snap)} · score "
+                             f"{m.get('train_score', float('nan')):.5g}")
+
+    def _render_step(self, snap: Snapshot) -> None:
         self._last_step = int(snap.step)
         C = self._in_data_coordinates(np.asarray(snap.views["centers"], dtype=np.float64))
         dist = np.sqrt(((C - self._prev) ** 2).sum(axis=1))
@@ -87,9 +94,6 @@ class KMeansView(PumpedView):
         stream_row(self.movement, {"step": snap.step, "mean": float(dist.mean()),
                                    "max": float(dist.max())})
         self.points += 1
-        m = snap.metrics
-        self.status.value = (f"step {snap.step} · {snap.state} · score "
-                             f"{m.get('train_score', float('nan')):.5g}")
 
     def _in_data_coordinates(self, C: np.ndarray) -> np.ndarray:
         """The centres as the data has them: a model trained on rows far from the origin

@@ -25,7 +25,7 @@ from bidlab.models.sfa.metrics import precision_at_k, top_k
 
 from ._bokeh import LiveBokeh
 from ._charts import legend_html, score_figure, stream_row
-from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for
+from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for, state_text
 
 __all__ = ["SimilarItemsView", "similar_titles"]
 
@@ -198,8 +198,13 @@ class SimilarItemsView(PumpedView):
         return precision_at_k(list(recs), rels, 10)
 
     def render(self, snap: Snapshot | None) -> None:
-        if snap is None or "items" not in snap.views or snap.step == self._last_step:
+        if snap is None or "items" not in snap.views:
             return
+        if snap.step != self._last_step:  # a run's last snapshot may repeat the step
+            self._render_step(snap)
+        self.status.value = f"step {snap.step} · {state_text(snap)}"
+
+    def _render_step(self, snap: Snapshot) -> None:
         self._last_step = int(snap.step)
         V = snap.views["items"]
         lists = similar_titles(V, self.items, self.titles, self.n, self.k, self.keep)
@@ -222,7 +227,6 @@ class SimilarItemsView(PumpedView):
             point["p@10"] = self.p_at_10(snap.views["users"], V)
         if any(np.isfinite(v) for k, v in point.items() if k != "step"):
             stream_row(self.curves, point)
-        self.status.value = f"step {snap.step} · {snap.state}"
 
     def _close_widgets(self) -> None:
         self._closed = True

@@ -129,6 +129,11 @@ class Component(Configurable):
         self._hypers[name] = h
         return h
 
+    def inert_options(self) -> dict[str, str]:
+        """Options this part takes but, as it is set up, ignores: name -> why (a control
+        for one would confirm changes that change nothing). None by default."""
+        return {}
+
     def apply_changes(self, changes: dict[str, Any]) -> None:
         """Refill hyperparameter columns whose options changed (training thread)."""
         for name, value in changes.items():

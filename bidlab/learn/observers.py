@@ -218,7 +218,9 @@ def _check_view(name: str, spec: Any) -> None:
 def _resolve_view(spec: Any, model: Any) -> Any:
     if callable(spec):
         out = spec(model)
-        return getattr(out, "data", out) if out is not None else None
+        if out is None or isinstance(out, np.ndarray) or backend.is_cupy_array(out):
+            return out  # an array's own ``.data`` is its buffer, not a Mat's array
+        return getattr(out, "data", out)
     if not model.modelmats:
         return None
     if isinstance(spec, int):

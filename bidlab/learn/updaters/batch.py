@@ -58,6 +58,12 @@ class Batch(Updater):
         self.count += 1
         self.t += 1
 
+    def inert_options(self) -> dict[str, str]:
+        if self.opts.batch_mode != "replace":
+            return {}
+        return {"lrate": "the pass's result replaces the model (batch_mode='replace'); "
+                         "lrate is the step of batch_mode='step'"}
+
     def pass_statistics(self) -> list[Any]:
         self._count[0] = self.count
         um, full = self.model.updatemats, self.model.full_batch

@@ -148,6 +148,12 @@ class SFAModel(RowStatePickling, Model):
         self._mu_summed = False
         self._pass = [0.0, 0.0]
 
+    def inert_options(self) -> dict[str, str]:
+        if not self.bias:
+            return {}
+        return {"alpha": "alpha is the confidence slope of implicit feedback; these are "
+                         "explicit ratings"}
+
     def bind(self, learner: Any) -> None:
         """On several ranks (each holding some users) the item step, the first
         minibatch's mean and each sweep's training RMSE are summed over the ranks: the
