@@ -159,7 +159,10 @@ class ThreadGroup:
 
     ``comm(rank)`` is the communicator of the learner of rank ``rank``. Each collective
     waits (with ``timeout`` seconds at most) until every rank has arrived, so the learners
-    must run concurrently, one thread each.
+    must run concurrently, one thread each. Every rank must be at the same collective (the
+    same kind and shapes; at a minibatch boundary's meeting, the same step): ranks out of
+    step, such as learners given different numbers of minibatches a pass, raise a
+    RuntimeError that says so on every rank.
     """
 
     def __init__(self, size: int, timeout: float = 120.0) -> None:
@@ -204,18 +207,34 @@ class _ThreadComm(Communicator):
             self.group.failure = (self.rank, error)
         self.group.abort()
 
-    def _exchange(self, value: Any) -> list[Any]:
+    def _exchange(self, value: Any, call: tuple[Any, ...]) -> list[Any]:
         """Post ``value``; return every rank's, once all have posted (valid until the
-        caller's next barrier)."""
+        caller's next barrier). ``call`` says which collective this is (its kind and
+        shapes): RuntimeError on every rank when the ranks are at different ones."""
         g = self.group
-        g._posted[self.rank] = value
+        g._posted[self.rank] = (call, value)
         g._wait()
-        return list(g._posted)
+        posted = list(g._posted)
+        calls = [c for c, _ in posted]
+        if any(c != call for c in calls):
+            raise RuntimeError(_out_of_step(calls))
+        return [v for _, v in posted]
+
+    def meet(self, learner: Any, stop: bool) -> tuple[bool, bool]:
+        """:meth:`Communicator.meet` in one exchange, which also compares the ranks' steps
+        (RuntimeError unless equal)."""
+        self.steer(learner)
+        everyone = self._exchange((bool(stop), bool(learner.model.converged)),
+                                  ("meet", int(learner.step)))
+        self.group._wait()
+        if any(s for s, _ in everyone):
+            return True, False
+        return False, any(c for _, c in everyone)
 
     def allreduce(self, arrays: Sequence[Any], op: str = "sum") -> None:
         _check_op(op)
         arrays = list(arrays)
-        everyone = self._exchange(arrays)
+        everyone = self._exchange(arrays, ("allreduce", op, _shapes(arrays)))
         key = tuple((a.shape, a.dtype.str, backend.backend_name(a)) for a in arrays)
         out = self._scratch.get(key)
         if out is None:
@@ -233,16 +252,45 @@ class _ThreadComm(Communicator):
 
     def broadcast(self, arrays: Sequence[Any], root: int = 0) -> None:
         arrays = list(arrays)
-        everyone = self._exchange(arrays)
+        everyone = self._exchange(arrays, ("broadcast", root, _shapes(arrays)))
         if self.rank != root:
             for a, src in zip(arrays, everyone[root], strict=True):
                 backend.namespace(a).copyto(a, src)
         self.group._wait()
 
     def any_of(self, flag: bool) -> bool:
-        everyone = self._exchange(bool(flag))
+        everyone = self._exchange(bool(flag), ("any_of",))
         self.group._wait()
         return any(everyone)
+
+
+def _shapes(arrays: Sequence[Any]) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(a.shape) for a in arrays)
+
+
+def _out_of_step(calls: Sequence[tuple[Any, ...]]) -> str:
+    """What to say when the ranks of a group are at different collectives (``calls``, by
+    rank: what :meth:`_ThreadComm._exchange` posts)."""
+    fix = ("each rank must make as many minibatches a pass as the others: give each rank's "
+           "learner the batch size bidlab.distributed.rank_batch_size(n, rank, size, "
+           "batch_size) gives it for the n rows of all the ranks (bidlab train --ranks "
+           "does)")
+    if all(c[0] == "meet" for c in calls):
+        steps = [c[1] for c in calls]
+        return (f"the ranks met at different minibatches (steps {min(steps)} to "
+                f"{max(steps)}): {fix}")
+
+    def said(call: tuple[Any, ...]) -> str:
+        kind = call[0]
+        if kind == "meet":
+            return f"the minibatch boundary of step {call[1]}"
+        if kind == "any_of":
+            return "any_of"
+        shapes = ", ".join(str(s) for s in call[2])
+        return f"{kind} of arrays shaped {shapes}"
+
+    where = "; ".join(f"rank {r}: {said(c)}" for r, c in enumerate(calls))
+    return f"the ranks are out of step, at different collectives ({where}): {fix}"
 
 
 def _check_op(op: str) -> None:

@@ -278,17 +278,25 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
                           reset=reset)
         return prepare(type(self).__name__, X, mask, X.dtype, columns, need_rows)
 
-    def _k(self, shape: tuple[int, int], streaming: bool = False) -> int:
+    def _k(self, shape: tuple[int, int], streaming: bool = False, ranks: int = 1) -> int:
         """k for data of ``shape``; ``streaming`` (``partial_fit``'s first minibatch): the
-        components are bounded by the features only, as later minibatches add rows."""
+        components are bounded by the features only, as later minibatches add rows;
+        ``ranks`` > 1 (a learner of one of several ranks, each holding a share of the
+        rows): likewise, as the other ranks hold the rest of the rows."""
         n, d = shape
         k = d if self.n_components is None else int(self.n_components)
-        if streaming and k > n and isinstance(self.init, str) and self.init == "nndsvda":
+        nndsvda = isinstance(self.init, str) and self.init == "nndsvda"
+        if streaming and k > n and nndsvda:
             raise ValueError(f"NMF: init='nndsvda' takes the SVD of the first minibatch, "
                              f"whose {n} rows give fewer than n_components={k} components: "
                              f"pass at least {k} rows to the first partial_fit, or use "
                              "init='random'")
-        if streaming:
+        if ranks > 1 and k > n and nndsvda:
+            raise ValueError(f"NMF: init='nndsvda' on {ranks} ranks takes the SVD of each "
+                             f"rank's rows, and this rank's {n} rows give fewer than "
+                             f"n_components={k} components: use init='random', fewer ranks "
+                             f"or n_components <= {n}")
+        if streaming or ranks > 1:
             if k > d:
                 raise ValueError(f"NMF: n_components={k} is larger than the {d} features of "
                                  f"X: use n_components <= {d}")
@@ -421,7 +429,7 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
         ``max_iter``; ``batch_size``; ``comm``; ``checkpoint``; ...)."""
         self._validate_params()
         data = self._data(X, mask, reset=True)
-        k = self._k(data.shape)
+        k = self._k(data.shape, ranks=getattr(options.get("comm"), "size", 1))
         model = self._model(data, k, options.pop("W", None), options.pop("H", None),
                             self.method)
         src = self._source(data, options.pop("batch_size", None),

@@ -48,6 +48,7 @@ from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import BatchCD, BatchMult, Updater
 from bidlab.learn.updaters.multiplicative import OnlineMult
 from bidlab.mat import Mat
+from bidlab.models.nmf.pass_redo import PassRedo
 from bidlab.models.nmf.pass_sums import PassSums
 from bidlab.models.nmf.steps import Block, h_stats, objective, penalised, w_cd_step, w_step
 from bidlab.models.pass_history import history_counters, history_from_counters
@@ -70,7 +71,7 @@ def data_kind(info: DataInfo) -> str:
     return "stored" if sparse else "masked"
 
 
-class NMFModel(RowStatePickling, Model):
+class NMFModel(PassRedo, RowStatePickling, Model):
     """NMF by multiplicative updates on the Learner (see the module doc).
 
     Parameters
@@ -219,6 +220,7 @@ class NMFModel(RowStatePickling, Model):
             self.W0 = None
         self._buf = {}
         self._sums = None
+        self._redo = self._void = False
         self.converged = False
         self.errors = []
 
@@ -231,12 +233,13 @@ class NMFModel(RowStatePickling, Model):
     def counters(self) -> dict[str, int]:
         """The passes done and the errors of this source's passes (the stopping rule's),
         so a resumed run counts and stops as the run it resumes."""
-        return {"n_passes_done": int(self.n_passes_done)} | history_counters("errors",
-                                                                           self.errors)
+        return ({"n_passes_done": int(self.n_passes_done)}
+                | history_counters("errors", self.errors) | self.redo_counters())
 
     def set_counters(self, values: dict[str, int]) -> None:
         self.n_passes_done = int(values.get("n_passes_done", self.n_passes_done))
         self.errors = history_from_counters("errors", values, self.errors)
+        self.set_redo_counters(values)
 
     def refresh(self) -> None:
         self._h_changed()
@@ -333,6 +336,8 @@ class NMFModel(RowStatePickling, Model):
         return XHt
 
     def update(self, batch: Minibatch) -> float:
+        if (self._redo or self._void) and self.void_pass(batch):  # (pass_redo)
+            return self.void_update(batch)
         b = self._block(batch)
         W = self._rows(batch.n, "train")
         seen = self._start_rows(batch, W, b)
@@ -381,11 +386,13 @@ class NMFModel(RowStatePickling, Model):
         H = self.modelmats[0].data
         if self.opts.loss == "kl":  # scikit-learn's guard against denormal components
             H[H < np.finfo(np.float64).eps] = 0.0
-        self.n_passes_done += 1
         if self._comm is not None:  # one allreduce of 2 numbers a pass, on every rank
             both = np.array(self._pass, dtype=np.float64)
             self._comm.allreduce([both], "sum")
             self._pass = [float(both[0]), float(both[1])]
+        if self.end_void():  # the pass is run again (pass_redo): no step, none counted
+            return
+        self.n_passes_done += 1
         self.errors.append(math.sqrt(2.0 * max(self._pass[0], 0.0)))
         tol, errs = self.opts.tol, self.errors
         p = len(errs)

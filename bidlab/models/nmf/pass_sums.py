@@ -105,6 +105,13 @@ class PassSums:
             self.gram.data.fill(0)
         self.misc.data.fill(0)
 
+    def drop(self) -> None:
+        """Forget the sums so far, those a checkpoint wrote into them included (:meth:`zero`
+        alone passes over a pushed total that nothing was pushed into since the last)."""
+        if self.pushed:
+            self.num_t.mark()
+        self.zero()
+
     def add(self, b: Block, W: Mat, H: Mat, Ht: Mat, XHt: Mat | None, HHt: Mat | None,
             Htsum: Mat | None) -> tuple[float, float]:
         """Add a minibatch's statistics at its new row factors ``W``; return its loss and

@@ -182,14 +182,17 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
         dt = frame_dtype(X) if dt is None else dt
         return np.dtype(np.float32) if dt == np.float32 else np.dtype(np.float64)
 
-    def _ratings(self, X: Any) -> sp.csr_matrix:
+    def _ratings(self, X: Any, ranks: int = 1) -> sp.csr_matrix:
+        """``X`` as CSR ratings, checked; ``ranks`` > 1: ``X`` is one rank's share of the
+        users, and the other ranks hold the rest (only the items bound the factors)."""
         name = type(self).__name__
         S = ratings_csr(name, X, self._dtype(X), implicit=self.feedback == "implicit")
         k = int(self.n_components)
-        if k > min(S.shape):
+        most = S.shape[1] if ranks > 1 else min(S.shape)
+        if k > most:
             raise ValueError(f"{name}: n_components={k} is larger than X allows "
                              f"({S.shape[0]} users x {S.shape[1]} items): use n_components "
-                             f"<= {min(S.shape)}")
+                             f"<= {most}")
         check_counts(name, S, self.feedback)
         return S
 
@@ -244,7 +247,7 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
         ``options``: learner options (``n_passes``, default ``max_iter``; ``batch_size``;
         ``checkpoint``; ...)."""
         self._validate_params()
-        S = self._ratings(X)
+        S = self._ratings(X, ranks=getattr(options.get("comm"), "size", 1))
         model = self._model(S)
         src = self._source(S, options.pop("batch_size", None))
         options.setdefault("n_passes", self.max_iter)
