@@ -18,6 +18,10 @@ bokeh documents are not thread-safe). So:
   picture the view last drew, or when an edit was applied to the model since (an LDA
   model's topic edits; a model that never trained is left as the view drew it when it was
   made, until its shapes change or it is edited).
+
+A render that raises does not stop the pump: the error is kept in the view's ``errors``
+and the next frames are drawn; a :class:`PumpedView` shows the latest one (one line, each
+distinct error once) under its widgets, so a view that cannot draw says why.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from bidlab.learn.observers import _resolve_view, call_keeping_errors
 from ._bokeh import DOC_LOCK
 from ._iopub import batched_iopub
 
-__all__ = ["MAX_RATE", "Pump", "PumpedView", "View", "close_widgets", "pump_for", "state_text"]
+__all__ = ["MAX_RATE", "Pump", "PumpedView", "View", "close_widgets", "error_line", "pump_for",
+           "state_text"]
 
 MAX_RATE = 10.0  # updates per second: what a browser page renders without falling behind
 
@@ -110,6 +115,22 @@ def state_text(snap: Snapshot) -> str:
     return text
 
 
+def error_line(exc: BaseException) -> str:
+    """The one line (HTML, escaped) that tells a view's user it could not draw a frame.
+
+    Examples
+    --------
+    >>> error_line(ValueError("x < 0\\nmore"))  # doctest: +ELLIPSIS
+    "<span style='color:#b00'>could not draw a frame: ValueError: x &lt; 0 (...)</span>"
+    """
+    lines = str(exc).strip().splitlines()
+    text = type(exc).__name__ + (f": {lines[0]}" if lines else "")
+    if len(text) > 300:
+        text = text[:299] + "…"
+    return (f"<span style='color:#b00'>could not draw a frame: {html.escape(text)} (the "
+            "next frames are drawn; the errors are kept in .view.errors)</span>")
+
+
 def _closed_render(snap: Snapshot | None) -> None:
     """What a closed view renders: nothing."""
 
@@ -153,13 +174,15 @@ class View:
     ``render(snapshot)`` runs in the pump thread with :data:`DOC_LOCK` held; it is called
     with the newest snapshot since the last tick (or None when no new one came, so views
     that poll the learner, e.g. for option changes, still tick). ``close()`` is called
-    once when the view is detached.
+    once when the view is detached. ``report(line)`` (set by :class:`PumpedView`) shows
+    the latest error of a render as one line of HTML, once per distinct error.
     """
 
     key: str
     render: Callable[[Snapshot | None], Any]
     views: dict[str, Any] = field(default_factory=dict)
     close: Callable[[], Any] | None = None
+    report: Callable[[str], Any] | None = None
     observer_rate: float = 2 * MAX_RATE
     idle: bool = False
     renders: int = 0
@@ -169,6 +192,8 @@ class View:
     _sub: Any = None
     _drawn: Any = None  # (step, view shapes) of the last snapshot rendered
     _idle_sig: Any = None  # (step, model matrix shapes) last looked at while idle
+    _reported: BaseException | None = None  # the last error looked at by _report
+    _shown: Any = None  # (type, message) of the error last reported
 
     def _key(self, snap: Snapshot) -> tuple[Any, ...]:
         return (snap.step, tuple(sorted((k, np.shape(v)) for k, v in snap.views.items())))
@@ -247,6 +272,7 @@ class Pump:
         # callback is view._store) until its next delivery: the view lets go of its owner,
         # so a closed view and its learner can be collected.
         view.render, view.close, view._latest = _closed_render, None, None
+        view.report = view._reported = None
 
     # -- thread ---------------------------------------------------------------------------
     @property
@@ -281,7 +307,25 @@ class Pump:
                     view._drawn = view._key(snap)
                 if call_keeping_errors(view.errors, view.render, snap):
                     view.renders += 1
+                self._report(view)
         self.ticks += 1
+
+    @staticmethod
+    def _report(view: View) -> None:
+        """Show the view's latest error through its ``report`` hook, unless it is the one
+        shown last (a render failing at every tick says it once)."""
+        last = view.errors[-1] if view.errors else None
+        if last is None or last is view._reported or view.report is None:
+            return
+        view._reported = last
+        sig = (type(last), str(last))
+        if sig == view._shown:
+            return
+        try:
+            view.report(error_line(last))
+        except Exception:  # noqa: BLE001 - the error stays in view.errors
+            return
+        view._shown = sig
 
     def _idle_snapshot(self, view: View) -> Snapshot | None:
         """The model as it is now, for a view whose picture is not of it, while the learner
@@ -361,8 +405,34 @@ class PumpedView:
 
     widget: Any
     pump: Pump
-    view: View
     _closed: bool
+    _view: View
+
+    @property
+    def view(self) -> View:
+        """The :class:`View` attached to the pump; setting it hooks its ``report`` to
+        :meth:`show_error`."""
+        return self._view
+
+    @view.setter
+    def view(self, view: View) -> None:
+        if view.report is None:
+            view.report = self.show_error
+        self._view = view
+
+    def show_error(self, line: str) -> None:
+        """Show ``line`` (HTML: a render's error) under the view's widgets, in place of the
+        one shown before (pump thread, with :data:`DOC_LOCK` held)."""
+        import ipywidgets as W
+
+        shown = getattr(self, "error_line", None)
+        if shown is None:
+            shown = self.error_line = W.HTML()
+            box = self.widget  # a row of columns: the line goes under its last column
+            if not isinstance(box, W.VBox):
+                box = next((c for c in reversed(box.children) if isinstance(c, W.VBox)), box)
+            box.children = (*box.children, shown)
+        shown.value = line
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)

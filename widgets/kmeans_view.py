@@ -10,6 +10,7 @@ place; the movement curve is ``stream``-ed.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import ipywidgets as W
@@ -26,6 +27,20 @@ from ._charts import legend_html, palette, score_figure, stream_row
 from ._pump import MAX_RATE, PumpedView, View, close_widgets, pump_for, state_text
 
 __all__ = ["KMeansView"]
+
+
+def _score_text(score: Any) -> str:
+    """A score for the status line: ``"n/a"`` when there is none yet (None, NaN, or not a
+    number: a distributed learner's metrics may hold None).
+
+    Examples
+    --------
+    >>> _score_text(-1.234567), _score_text(None), _score_text(float("nan"))
+    ('-1.2346', 'n/a', 'n/a')
+    """
+    if isinstance(score, (bool, np.bool_)) or not isinstance(score, numbers.Real):
+        return "n/a"
+    return f"{float(score):.5g}" if np.isfinite(score) else "n/a"
 
 
 class KMeansView(PumpedView):
@@ -76,9 +91,8 @@ class KMeansView(PumpedView):
             return
         if snap.step != self._last_step:  # a run's last snapshot may repeat the step
             self._render_step(snap)
-        m = snap.metrics
         self.status.value = (f"step {snap.step} · {state_text(snap)} · score "
-                             f"{m.get('train_score', float('nan')):.5g}")
+                             f"{_score_text(snap.metrics.get('train_score'))}")
 
     def _render_step(self, snap: Snapshot) -> None:
         self._last_step = int(snap.step)

@@ -96,6 +96,13 @@ class SimilarItemsView(PumpedView):
         :meth:`bidlab.models.SFA.similar_items`: the default 1 leaves out items never
         rated, 0 keeps every item).
 
+    Notes
+    -----
+    The view follows the model's items: items folded in while it is shown
+    (``SFA.partial_fit_items``) are listed from the next frame, titled ``"item 123"``
+    until :meth:`set_titles` names them; ``train`` does not hold their ratings, so the
+    ``min_ratings`` filter lists them all (each was folded in with one rating at least).
+
     Examples
     --------
     >>> learner = SFA(32).learner(parts.train)                            # doctest: +SKIP
@@ -114,6 +121,7 @@ class SimilarItemsView(PumpedView):
             learner.init()
         self.learner = learner
         self.titles = list(titles)
+        self._titles_version = 0
         n_items = int(model.modelmats[0].shape[0])
         if len(self.titles) != n_items:
             raise ValueError(f"SimilarItemsView: {len(self.titles)} titles for {n_items} "
@@ -166,7 +174,11 @@ class SimilarItemsView(PumpedView):
                              "items matrix of the learner's users")
         self.users = (None if self.test is None
                       else np.flatnonzero(np.diff(self.test.indptr)))
+        self.n_items = n_items  # the items the view was made with: the columns of X
         self._last_step, self._last_eval = -1, 0.0
+        self._table_key: Any = None  # (step, items, titles version) of the table drawn
+        self._V: np.ndarray | None = None  # the item factors the table was drawn from
+        self._sized: dict[str, tuple[int, Any]] = {}  # per item count: titles, keep, train
         self._closed = False
         self.lists: list[list[str]] = []
         series = ["train RMSE"] + (["p@10"] if self.test is not None else [])
@@ -184,6 +196,46 @@ class SimilarItemsView(PumpedView):
         self.view = self.pump.attach(View(key, self.render, views=views, idle=True,
                                           close=self._close_widgets))
 
+    def set_titles(self, titles: Sequence[str]) -> None:
+        """Name the items anew: one title per item, from item 0, e.g. the old titles
+        followed by those of items folded in with ``SFA.partial_fit_items`` (a longer
+        list names items still to be folded in). The table shows them at the next frame.
+
+        Raises
+        ------
+        ValueError
+            When ``titles`` has fewer titles than the items the view was made with.
+        """
+        titles = list(titles)
+        if len(titles) < self.n_items:
+            raise ValueError(f"SimilarItemsView.set_titles: {len(titles)} titles for "
+                             f"{self.n_items} items or more; give one title per item, "
+                             "from item 0 (the old titles, then the new items')")
+        self.titles = titles  # the pump reads the version before the titles
+        self._titles_version += 1
+
+    def _sized_for(self, what: str, n: int) -> Any:
+        """``what`` ("titles", "keep" or "train") for a model of ``n`` items, kept until
+        the item count changes: items past the view's are titled ``"item j"``, listed
+        and unrated in ``train``; a model of fewer items (a checkpoint loaded) is cut."""
+        version = self._titles_version if what == "titles" else 0
+        kept = self._sized.get(what)
+        if kept is not None and kept[0] == (n, version):
+            return kept[1]
+        if what == "titles":
+            given = self.titles
+            out: Any = [*given[:n], *(f"item {j}" for j in range(len(given), n))]
+        elif what == "keep":
+            keep = self.keep
+            out = (None if keep is None else keep[:n] if keep.size >= n
+                   else np.concatenate([keep, np.ones(n - keep.size, bool)]))
+        else:
+            T = self.train
+            out = (None if T is None else T[:, :n].tocsr() if T.shape[1] >= n
+                   else sp.csr_matrix((T.data, T.indices, T.indptr), (T.shape[0], n)))
+        self._sized[what] = ((n, version), out)
+        return out
+
     def p_at_10(self, U: np.ndarray, V: np.ndarray) -> float:
         """p@10 of the held-out items with these factors (training items left out; with
         fewer than 10 items, the missing places of each list count as misses)."""
@@ -191,7 +243,8 @@ class SimilarItemsView(PumpedView):
         scores = np.asarray(U, np.float64)[self.users, :k] @ np.asarray(V, np.float64)[:, :k].T
         if V.shape[1] > k:  # explicit: the item bias ranks too
             scores += np.asarray(V, np.float64)[:, -1]
-        seen = self.train[self.users] if self.train is not None else None
+        train = self._sized_for("train", V.shape[0])
+        seen = train[self.users] if train is not None else None
         recs = top_k(scores, min(10, scores.shape[1]), seen)
         rels = [self.test.indices[self.test.indptr[u]: self.test.indptr[u + 1]]
                 for u in self.users]
@@ -199,23 +252,37 @@ class SimilarItemsView(PumpedView):
 
     def render(self, snap: Snapshot | None) -> None:
         if snap is None or "items" not in snap.views:
+            if self._V is not None:  # new titles show without waiting for a new step
+                self._draw_table(self._V, self._table_key[0])
             return
+        V = snap.views["items"]
+        self._draw_table(V, int(snap.step))  # a fold-in changes the items, not the step
         if snap.step != self._last_step:  # a run's last snapshot may repeat the step
-            self._render_step(snap)
+            self._last_step = int(snap.step)
+            self._add_point(snap, V)
         self.status.value = f"step {snap.step} · {state_text(snap)}"
 
-    def _render_step(self, snap: Snapshot) -> None:
-        self._last_step = int(snap.step)
-        V = snap.views["items"]
-        lists = similar_titles(V, self.items, self.titles, self.n, self.k, self.keep)
-        if lists != self.lists:
+    def _draw_table(self, V: np.ndarray, step: int) -> None:
+        """The similar items of each watched one, when the step, the model's item count
+        or the titles moved since the table was drawn."""
+        n = int(V.shape[0])
+        key = (step, n, self._titles_version)
+        if key == self._table_key:
+            return
+        self._table_key, self._V = key, V
+        titles = self._sized_for("titles", n)
+        items = [i for i in self.items if i < n]  # all, unless a checkpoint cut the model
+        lists = similar_titles(V, items, titles, self.n, self.k, self._sized_for("keep", n))
+        if lists != self.lists or items != self.items:
             self.lists = lists
             rows = "".join(
-                f"<tr><td><b>{html.escape(str(self.titles[i]))}</b></td><td>"
+                f"<tr><td><b>{html.escape(str(titles[i]))}</b></td><td>"
                 f"{html.escape(' · '.join(sim))}</td></tr>" for i, sim in zip(
-                    self.items, lists, strict=True))
+                    items, lists, strict=True))
             self.table.value = (f"<table><tr><th>similar items to ...</th><th>{self.n} "
                                 f"closest by factors</th></tr>{rows}</table>")
+
+    def _add_point(self, snap: Snapshot, V: np.ndarray) -> None:
         point = {name: float("nan") for name in self.curves.data}
         point["step"] = float(snap.step)
         score = snap.metrics.get("train_score")
