@@ -159,6 +159,13 @@ class BayesNetModel(TableTemperatures, Model):
         if info.n_features != net.n_vars:
             raise ValueError(f"BayesNet: the data have {info.n_features} columns but the "
                              f"network has {net.n_vars} variables: one column per variable")
+        if not self.learn and info.n_samples and info.batch_size < info.n_samples:
+            raise ValueError(f"BayesNet: inference sweeps all {info.n_samples} chains at "
+                             f"every pass and keeps their marginals together; "
+                             f"batch_size={info.batch_size} would split them (burn_in and "
+                             "the kept sweeps would count minibatches, and the marginals "
+                             "would miss chains): leave batch_size out of an inference "
+                             "learner")
         flat, self._off = net.flat_tables()
         self.modelmats = [Mat(flat.reshape(1, -1).copy())]
         self.updatemats = [Mat(np.zeros((1, flat.size)))]

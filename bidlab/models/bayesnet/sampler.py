@@ -24,6 +24,7 @@ import numpy as np
 
 from bidlab.kern import bn_gibbs
 from bidlab.kern.random import stream_key
+from bidlab.models.bayesnet.anneal_start import anneal_rows
 from bidlab.models.bayesnet.network import BayesNetError, Network, evidence_vector
 from bidlab.models.bayesnet.tables import Tables
 
@@ -193,9 +194,11 @@ class GibbsChains:
     def _repair(self, rows: np.ndarray) -> None:
         """Draw ``rows`` afresh until each has a positive probability under the tables,
         the evidence and the observations (live rows first get the clamped values: a row
-        that then has probability zero is drawn afresh). A row of observations with
-        nothing free (learning from a complete row) is its clamped values whatever the
-        tables give them: no draw could change it, and the M-step counts it as it is."""
+        that then has probability zero is drawn afresh; observations that no draw
+        completes are placed by :func:`~bidlab.models.bayesnet.anneal_start.anneal_rows`).
+        A row of observations with nothing free (learning from a complete row) is its
+        clamped values whatever the tables give them: no draw could change it, and the
+        M-step counts it as it is."""
         t = self.t
         if not self.chains_only:
             self._clamp(rows)
@@ -214,6 +217,8 @@ class GibbsChains:
             bn_gibbs.forward_fill(todo.size * t.card.size, self.X, todo, self.obs, self.ev,
                                   self.n_obs, t.order, t.cpt, t.off, t.card, *t.parents, key)
             todo = todo[np.isneginf(self._log_joint(todo))]
+        if todo.size and not self.chains_only:  # observations: annealed sweeps find them
+            todo = anneal_rows(self, todo)
         if todo.size:
             self._zero_probability(int(todo[0] % self.n_obs), draws=self.init_tries)
 
