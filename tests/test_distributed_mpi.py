@@ -281,8 +281,8 @@ def test_a_rank_failing_without_a_job_abort_releases_the_others_at_once(tmp_path
     assert done.returncode == 0, done.stderr[-3000:]
     ends = [Path(f"{out}.rank{r}.txt").read_text().split("\n", 1) for r in range(2)]
     assert "rank 1 failed on purpose" in ends[1][1]
-    assert ends[0][1].startswith("RuntimeError: rank 1 of 2 failed (RuntimeError: rank 1 "
-                                 "failed on purpose"), ends[0][1]
+    assert ends[0][1].startswith("OtherRankFailed: rank 1 of 2 failed (RuntimeError: rank "
+                                 "1 failed on purpose"), ends[0][1]  # a RuntimeError
     assert float(ends[0][0]) < FAULT_TIMEOUT
 
 

@@ -35,8 +35,12 @@ import numpy as np
 from bidlab.distributed.combine import dense_allreduce_bytes
 from bidlab.learn.comm import Communicator
 
-__all__ = ["MPIComm", "dense_allreduce_bytes", "world"]
+__all__ = ["MPIComm", "OtherRankFailed", "dense_allreduce_bytes", "world"]
 FAILED_TAG = 911  #: the tag of a failing rank's message (:meth:`MPIComm.rank_failed`)
+
+
+class OtherRankFailed(RuntimeError):
+    """Raised on a rank whose wait ended because another rank said it failed."""
 
 
 def world() -> Any:
@@ -296,8 +300,8 @@ class MPIComm(Communicator):
         if self.mpi.Iprobe(source=MPI.ANY_SOURCE, tag=FAILED_TAG, status=status):
             source = status.Get_source()
             text = self.mpi.recv(source=source, tag=FAILED_TAG)
-            raise RuntimeError(f"rank {source} of {self.size} failed ({text}); rank "
-                               f"{self.rank} stops too, in {what}")
+            raise OtherRankFailed(f"rank {source} of {self.size} failed ({text}); rank "
+                                  f"{self.rank} stops too, in {what}")
 
     # ------------------------------------------------------------------ sync points
     def combine(self, modelmats: Sequence[Any], how: Sequence[str]) -> None:

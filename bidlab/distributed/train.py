@@ -40,6 +40,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +52,10 @@ from bidlab.distributed.rank_options import (
 )
 
 __all__ = ["main", "guarded"]
+
+#: seconds a rank that learned of another's failure waits before it ends the job itself,
+#: so the failing rank's own error and traceback are printed first (it ends the job too)
+OTHER_RANK_GRACE = 2.0
 
 
 def guarded(comm: Any, fn: Callable[[], Any]) -> Any:
@@ -68,6 +73,10 @@ def guarded(comm: Any, fn: Callable[[], Any]) -> Any:
         print(f"rank {comm.rank} of {comm.size} failed: {type(exc).__name__}: {exc}\n{tb}",
               file=sys.stderr, flush=True)
         if comm.size > 1:
+            from bidlab.distributed.mpi_comm import OtherRankFailed
+
+            if isinstance(exc, OtherRankFailed):  # the failing rank prints its own
+                time.sleep(OTHER_RANK_GRACE)  # error and ends the job: give it the time
             comm.abort(1)
         raise
 
