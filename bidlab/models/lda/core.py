@@ -218,6 +218,9 @@ class LDACore(Model):
             seedT = rng.gamma(100.0, 0.01, size=(V, k))
             seedT /= seedT.sum(axis=0, keepdims=True)
         self._head = None
+        # built again (a checkpoint of another k): the scratch and the documents' kept
+        # topic weights are made anew for this k when first used
+        self._scratch = self._store = None
         self.alpha_m = bl.scalar(o.alpha, self.dtype, self.device)
         self.beta_m = bl.scalar(o.beta, self.dtype, self.device)
         self.allocate(seedT)

@@ -14,7 +14,9 @@ saved files carry.
 
 Numbering after an edit: a merge keeps the merged topic at the lowest of its ids and the
 later topics move down; a deletion moves the later topics down; a split keeps the first
-half at the topic's id and appends the second as topic k; an added topic is topic k.
+half at the topic's id and appends the second as topic k; an added topic is topic k. An
+edit queued behind others names topics as they leave them; when one of those fails, the
+later edits that name topics fail too.
 
 Word priors and constraints act on the topic-word counts at every training minibatch:
 a prior of ``weight`` pseudo-counts for (word, topic) is added to the counts when set and
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 
 import bidlab as bl
-from bidlab.models.lda import common, reshape
+from bidlab.models.lda import edit_requests, reshape
 from bidlab.models.lda.edit_plans import topic_plan
 from bidlab.models.lda.edit_requests import EditTicket, topic_id, word_id
 from bidlab.models.lda.reshape import TopicPlan, topic_counts
@@ -154,6 +156,7 @@ class TopicEdits(WordConstraints):
         if not self.initialised:
             raise RuntimeError(f"{what}: the model has not trained yet: call fit(X) or "
                                "partial_fit(X) first (or init() its learner)")
+        edit_requests.check_ranks_idle(self._learner(), what)
 
     def merge_topics(self, topics: Any) -> EditTicket:
         """Merge ``topics`` (two or more different ids) into one, at the lowest id."""
@@ -189,7 +192,8 @@ class TopicEdits(WordConstraints):
         """
         self._ready("split_topic")
         t = topic_id(topic, self._k_planned(), "split_topic")
-        X = self._documents() if X is None else self._split_documents(X)
+        X = (self._documents() if X is None
+             else edit_requests.split_documents(X, int(self.vocab_size)))
         with self._edit_lock:  # no edit lands between the check and the counts' read
             t = topic_id(topic, self._k_planned(), "split_topic")
             n = 2 if self._edit_queue else topic_words(topic_counts(self)[:, t]).size
@@ -284,9 +288,11 @@ class TopicEdits(WordConstraints):
         return ticket
 
     def _submit(self, ticket: EditTicket) -> EditTicket:
-        """Apply the queued edits at once when no learner trains the model; called with the
-        edit lock let go (a learner ending its run takes it while holding its own)."""
+        """Apply the queued edits at once when no learner trains the model (one that fails
+        raises here); called with the edit lock let go (a learner ending takes it)."""
         self._apply_if_idle()
+        if ticket.error is not None:
+            raise ticket.error
         return ticket
 
     def _learner(self) -> Any:
@@ -342,8 +348,15 @@ class TopicEdits(WordConstraints):
         if self._edit_queue:
             with self._edit_lock:
                 self._before_edits()
+                failed = None  # a reshape that failed: the later edits' topic ids are off
                 while self._edit_queue:
-                    self._apply_one(self._edit_queue.popleft())
+                    ticket = self._edit_queue.popleft()
+                    if failed is not None and edit_requests.refused_after(ticket, failed):
+                        continue
+                    self._apply_one(ticket)
+                    if ticket.error is not None and ticket.kind in ("split", "merge",
+                                                                    "delete", "add"):
+                        failed = ticket
         if not training:
             return
         if self.word_priors:
@@ -421,6 +434,7 @@ class TopicEdits(WordConstraints):
         """The training documents of the learner training this model; else ValueError
         asking for them (the model itself keeps only its last minibatch, too few)."""
         lr = self._learner()
+        edit_requests.check_split_rows(lr)
         mats = getattr(getattr(lr, "source", None), "_mats", None) if lr is not None else None
         if mats:
             return mats[0]
@@ -428,17 +442,6 @@ class TopicEdits(WordConstraints):
                          "this model keeps none once its learner is gone (a fitted "
                          "estimator's): pass X=... (the training documents, or others over "
                          "the model's vocabulary)")
-
-    def _split_documents(self, X: Any) -> Any:
-        """``X`` as canonical CSR counts (what fit accepts: sparse, numpy, a Corpus) over
-        this model's vocabulary; else ValueError / TypeError naming the problem."""
-        C = common.as_counts(X, owner="split_topic", dtype=np.float64)
-        V = int(self.vocab_size)
-        if C.shape[1] != V:
-            raise ValueError(f"split_topic: X has {C.shape[1]} words (columns) but the model's "
-                             f"vocabulary has {V}: pass documents counted over the vocabulary "
-                             "the model was trained with")
-        return C
 
     def topic_edit_counts(self) -> np.ndarray:
         """The topic-word counts the edits act on, k x vocabulary host float64."""

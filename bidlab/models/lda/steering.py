@@ -20,6 +20,7 @@ from bidlab import backend
 from bidlab.models.lda import coherence as _coherence
 from bidlab.models.lda import common
 from bidlab.models.lda import export as _export
+from bidlab.models.lda.edit_requests import check_split_rows
 from bidlab.models.lda.edits import EditTicket
 from bidlab.models.lda.fit_guard import check_corpus_vocab
 
@@ -121,8 +122,11 @@ class TopicSteering:
         """Split a topic in two, seeded by its two most distinct word groups (their
         document co-occurrence in ``X``: documents x vocabulary counts or a Corpus;
         default the training documents of a live learner -- a fitted estimator keeps
-        none, so pass ``X`` there)."""
-        return self._steer_model().split_topic(topic, X=self._reference(X, "split_topic"))
+        none, so pass ``X`` there; so does a rank of several, the same on every rank)."""
+        model = self._steer_model()
+        if X is None:  # a rank's own rows would split the topic otherwise than the others'
+            check_split_rows(model._learner())
+        return model.split_topic(topic, X=self._reference(X, "split_topic"))
 
     def delete_topic(self, topic: int) -> EditTicket:
         """Delete a topic (its documents' weight goes to the others)."""
