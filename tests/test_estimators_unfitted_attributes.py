@@ -33,4 +33,4 @@ def test_an_unfitted_bayesnet_has_no_temperature_log_yet():
     bn = models.BayesNet()
     assert not hasattr(bn, "temperature_log_")
     with pytest.raises(AttributeError, match="call fit.X. or learner.X. first"):
-        bn.temperature_log_
+        _ = bn.temperature_log_
