@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import needs_mpi
+from test_ranks_families_hunt13 import low_rank_ratings, sfa_on_ranks
 
 from bidlab.distributed.sharding import shard
 from bidlab.learn.comm import ThreadGroup
@@ -86,18 +87,10 @@ def test_nmf_on_ranks_still_bounds_the_components_by_the_features_and_nndsvda():
 def test_sfa_on_ranks_takes_as_many_factors_as_every_user_allows(train_together):
     """SFA(n_components=5) on 12 users over 3 ranks: 'larger than X allows (4 users x 15
     items)'."""
-    rng = np.random.default_rng(2)
-    full = rng.standard_normal((12, 5)) @ rng.standard_normal((5, 15)) + 3
-    mask = rng.random(full.shape) < 0.6
-    mask[:, 0] = True
-    r, c = np.nonzero(mask)
-    R = sp.csr_matrix((full[r, c], (r, c)), shape=full.shape)
+    R = low_rank_ratings(2, 12, 5, 15, 0.6)
     kw = {"n_components": 5, "max_iter": 3, "random_state": 0}
     one = SFA(**kw).fit(R)
-    group = ThreadGroup(3, timeout=60)
-    made = [(est := SFA(**kw), est.learner(shard(group.comm(k), R)[0], comm=group.comm(k),
-                                           batch_size=2)) for k in range(3)]
-    train_together([lrn for _, lrn in made])
+    _, made = sfa_on_ranks(R, kw, 3, 2, train_together)
     for est, _ in made:
         np.testing.assert_allclose(est.item_factors_, one.item_factors_, rtol=1e-9,
                                    atol=1e-12)

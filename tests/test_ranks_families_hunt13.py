@@ -36,6 +36,29 @@ probability ( Dyspnoea | Cancer ) { (True) 0.65, 0.35; (False) 0.3, 0.7; }
 """
 
 
+
+def low_rank_ratings(seed: int, users: int, rank: int, items: int,
+                     density: float) -> sp.csr_matrix:
+    """Ratings of ``users`` x ``items`` from a rank-``rank`` matrix, about ``density`` of
+    them stored, every user's first item among them."""
+    rng = np.random.default_rng(seed)
+    full = rng.standard_normal((users, rank)) @ rng.standard_normal((rank, items)) + 3
+    mask = rng.random(full.shape) < density
+    mask[:, 0] = True
+    r, c = np.nonzero(mask)
+    return sp.csr_matrix((full[r, c], (r, c)), shape=full.shape)
+
+
+def sfa_on_ranks(R: sp.csr_matrix, kw: dict, ranks: int, batch_size: int,
+                 train_together) -> tuple:
+    """The in-process rank group and the (estimator, learner) of SFA(**kw) on each of its
+    ``ranks``, each on its shard of R, trained together."""
+    group = ThreadGroup(ranks, timeout=60)
+    made = [(est := SFA(**kw), est.learner(shard(group.comm(k), R)[0], comm=group.comm(k),
+                                           batch_size=batch_size)) for k in range(ranks)]
+    train_together([lrn for _, lrn in made])
+    return group, made
+
 def _on_ranks(size, make, train_together):
     """``make(comm)`` -> (estimator, learner) on each of ``size`` in-process ranks, trained
     together; the estimators by rank."""
@@ -289,18 +312,10 @@ def test_sfa_ranks_gather_their_users_for_a_saved_recommender(tmp_path, train_to
 
     from bidlab.models import load
 
-    rng = np.random.default_rng(1)
-    full = rng.standard_normal((61, 3)) @ rng.standard_normal((3, 15)) + 3
-    mask = rng.random(full.shape) < 0.4
-    mask[:, 0] = True
-    r, c = np.nonzero(mask)
-    R = sp.csr_matrix((full[r, c], (r, c)), shape=full.shape)
+    R = low_rank_ratings(1, 61, 3, 15, 0.4)
     kw = {"n_components": 3, "max_iter": 4, "random_state": 0}
     one = SFA(**kw).fit(R)
-    group = ThreadGroup(3, timeout=60)
-    made = [(est := SFA(**kw), est.learner(shard(group.comm(k), R)[0], comm=group.comm(k),
-                                           batch_size=7)) for k in range(3)]
-    train_together([lrn for _, lrn in made])
+    group, made = sfa_on_ranks(R, kw, 3, 7, train_together)
     threads = [threading.Thread(target=made[k][0].gather_ranks, args=(group.comm(k),))
                for k in range(3)]
     for t in threads:
