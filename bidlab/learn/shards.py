@@ -69,8 +69,11 @@ class ShardError(OSError):
 
 
 def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
-    """The parsed, checked manifest of a shard folder (every shard file must exist)."""
-    folder = Path(folder)
+    """The parsed, checked manifest of a shard folder (every shard file must exist).
+
+    Its ``"_folder"`` is absolute: a source made from a relative path still reads its
+    shards after the working directory changes (a paused learner resumed elsewhere)."""
+    folder = Path(folder).absolute()
     path = folder / MANIFEST if folder.is_dir() else folder
     folder = path.parent
     try:
