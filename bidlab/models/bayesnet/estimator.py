@@ -17,10 +17,12 @@ BayesNetModel`, trained by the :class:`bidlab.learn.Learner`::
 from __future__ import annotations
 
 import os
+import weakref
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
@@ -37,7 +39,11 @@ from bidlab.models.bayesnet.model import (
 )
 from bidlab.models.bayesnet.network import Network
 from bidlab.models.bayesnet.sampler import GibbsChains
-from bidlab.models.bayesnet.support import check_evidence_support
+from bidlab.models.bayesnet.support import (
+    NEARLY_IMPOSSIBLE,
+    check_evidence_support,
+    evidence_support,
+)
 from bidlab.models.lda.gibbs_params import ANNEAL_SCHEDULES
 from bidlab.models.sk_params import N_JOBS, VERBOSE
 from bidlab.models.validation import SEED_TEXT, device_row, seed_from, seed_ok
@@ -92,11 +98,14 @@ class BayesNet(BidlabEstimator):
     Notes
     -----
     Per-parameter temperatures (learning, as in ``LDAGibbs``): :meth:`set_temperature`,
-    :meth:`temperature`, ``temperature_log_``, :meth:`reset_temperature`; they carry over
+    :meth:`temperature`, ``temperature_log_``, :meth:`reset_temperature`; they are set on
+    a learning run (during or after it; after ``infer`` they are refused) and carry over
     to the next ``fit`` or ``learner(X)``.
 
     Learned: ``network_`` (the network, with learned tables after ``fit``),
-    ``marginals_`` (after ``infer``: one array per variable), ``rhat_`` (the largest
+    ``marginals_`` (after ``infer``, or at the end of an inference learner's run: one
+    array per variable; every new run, ``fit`` included, clears the results of the one
+    before until its own end), ``rhat_`` (the largest
     R-hat over all states), ``mcse_`` (the largest Monte-Carlo standard error of a
     marginal, from the spread of the chains' means: the marginals are within about 2
     ``mcse_`` of the exact ones; raise ``n_chains`` or ``n_samples`` to shrink it),
@@ -225,11 +234,12 @@ class BayesNet(BidlabEstimator):
                 **options: Any) -> Learner:
         """A live learner: inference over ``n_chains`` chains when ``X`` is None (set
         evidence while it runs with ``learner.model.set_evidence``), else Gibbs-EM
-        learning from ``X``. ``options``: learner options (``n_passes``, ...)."""
+        learning from ``X``. ``options``: learner options (``n_passes``, ...). An
+        inference run's end sets ``marginals_``, ``rhat_`` and ``mcse_``, as ``infer`` does."""
         return self._learner(X, evidence, dict(options))
 
     def _learner(self, X: Any, evidence: dict[str, Any] | None,
-                 options: dict[str, Any]) -> Learner:
+                 options: dict[str, Any], warn_at_end: bool = True) -> Learner:
         net = self._net()
         self._network = net  # a learning run's tables stay the network after a new run
         learn = X is not None
@@ -260,37 +270,61 @@ class BayesNet(BidlabEstimator):
         lrn.init()
         if not learn:
             model.chains.activate(1)  # impossible evidence fails now, not in the thread
+        for name in ("marginals_", "rhat_", "mcse_", "evidence_support_"):
+            self.__dict__.pop(name, None)  # the last run's: this run's come at its end
         self.model_ = model
+        ref = weakref.ref(self)
+
+        def ended(m: BayesNetModel, state: str, error: BaseException | None) -> None:
+            est = ref()
+            if est is not None:
+                est._run_ended(m, state, warn_at_end)
+
+        model.end_hook = ended
         return lrn
+
+    def _run_ended(self, model: BayesNetModel, state: str, warn: bool) -> None:
+        """The end of a run on ``model``: an inference run that did not fail gives the
+        estimator its results (``marginals_``, ``rhat_``, ``mcse_``,
+        ``evidence_support_``), as ``infer`` does; ``warn``: warn here about nearly
+        impossible evidence (``infer`` warns itself, where it was called)."""
+        if self.__dict__.get("model_") is not model or model.learn or state == "failed":
+            return
+        ch = model.chains
+        X, ev = ch.X[: ch.n_obs], ch.ev
+        support = (check_evidence_support(ch.net, X, ev, stacklevel=4) if warn
+                   else evidence_support(ch.net, X, ev)[0])
+        self.marginals_, self.rhat_, self.mcse_ = model.marginals(), ch.rhat(), ch.mcse()
+        self.evidence_support_ = support
 
     def infer(self, evidence: dict[str, Any] | None = None) -> dict[str, dict[str, float]]:
         """Posterior marginals of every variable given ``evidence`` ({variable: state},
         names or indices), as ``{variable: {state: p}}``; also sets ``marginals_`` and
         ``rhat_``."""
-        lrn = self._learner(None, evidence, {})
+        lrn = self._learner(None, evidence, {}, warn_at_end=False)
         with self._threads():
             lrn.fit(progress=self._progress())
-        self._keep_results()
+        if self.evidence_support_ <= NEARLY_IMPOSSIBLE:  # the warning, with its details
+            ch = lrn.model.chains
+            check_evidence_support(ch.net, ch.X[: ch.n_obs], ch.ev, stacklevel=3)
         net = self.network_
         return {net.names[v]: dict(zip(net.states[v], map(float, m), strict=True))
                 for v, m in enumerate(self.marginals_)}
 
-    def _keep_results(self) -> None:
-        model = self.model_
-        ch = model.chains
-        self.marginals_ = model.marginals()
-        self.rhat_ = ch.rhat()
-        self.mcse_ = ch.mcse()
-        self.evidence_support_ = check_evidence_support(ch.net, ch.X[: ch.n_obs], ch.ev,
-                                                        stacklevel=4)
-
     # -- per-parameter temperatures -------------------------------------------------------
-    def _temp_model(self) -> BayesNetModel:
+    def _temp_model(self, to_set: bool = False) -> BayesNetModel:
         model = self.__dict__.get("model_")
         if model is None:
             raise RuntimeError("BayesNet has no learning run to set temperatures on: call "
                                "fit(X) or learner(X) first (temperatures carry over to the "
                                "next fit)")
+        if to_set and not model.learn:
+            raise RuntimeError(
+                "BayesNet has no learning run to set temperatures on: its last run inferred "
+                "marginals (infer, or learner() without X), and temperatures act on learning "
+                "only. Make the learning learner first and set them on it: lrn = "
+                "bn.learner(X); bn.set_temperature(...); lrn.fit() (temperatures set on a "
+                "learning run carry over to the next fit)")
         return model
 
     def set_temperature(self, value: float, variable: Any = None, row: int | None = None,
@@ -299,8 +333,9 @@ class BayesNet(BidlabEstimator):
         configuration ``row``, one ``state`` column, or one entry): see
         :meth:`TableTemperatures.set_temperature
         <bidlab.models.bayesnet.temperature.TableTemperatures.set_temperature>`. Safe while
-        a learner trains (takes effect at the next sweep)."""
-        self._temp_model().set_temperature(value, variable, row, state)
+        a learner trains (takes effect at the next sweep). Refused after an inference run
+        (``infer``): temperatures act on learning runs."""
+        self._temp_model(to_set=True).set_temperature(value, variable, row, state)
 
     def temperature(self) -> list[np.ndarray]:
         """Each variable's temperatures, shaped like its table."""
@@ -322,8 +357,9 @@ class BayesNet(BidlabEstimator):
     # -- learning -------------------------------------------------------------------------
     def fit(self, X: Any, y: Any = None) -> BayesNet:
         """Learn the tables from ``X`` (rows = observations, one column per variable of
-        ``network``: state indices, -1 or NaN where missing), starting from the network's
-        tables; ``y`` is ignored."""
+        ``network``: state indices, -1 or NaN where missing; a scipy sparse matrix is read
+        densely, its unstored entries state 0), starting from the network's tables; ``y`` is
+        ignored."""
         self.__dict__.pop("_network", None)
         lrn = self._learner(X, None, {})
         with self._threads():
@@ -373,7 +409,11 @@ class BayesNet(BidlabEstimator):
 def _rows(X: Any, net: Network) -> np.ndarray:
     """Data rows as a float64 (n, n_vars) array, one column per variable in the network's
     order: a DataFrame whose columns are named by strings has them matched to the
-    variables by name (in any order); other input is read column by column."""
+    variables by name (in any order); other input is read column by column. A scipy sparse
+    matrix (or array) is read as the dense table it stands for: an entry it does not store
+    is state 0, not a missing one (store -1 or NaN there)."""
+    if sp.issparse(X):  # a state-index table: np.asarray would wrap it in a 0-d object
+        X = X.toarray()
     cols = getattr(X, "columns", None)
     if cols is not None and len(cols) and all(isinstance(c, str) for c in cols):
         names = [str(c) for c in cols]

@@ -106,6 +106,10 @@ class BayesNetModel(TableTemperatures, Model):
     #: must not sum again
     totals_reduced = True
     _comm: Any = None  # (what a model saved without it reads)
+    #: called as ``end_hook(model, state, error)`` once when a run ends (how the
+    #: estimator takes an inference run's marginals); not saved with the model
+    end_hook: Any = None
+    _ended_at: int | None = None  # the chains' sweeps when end_hook was last called
 
     def __init__(self, network: Network, *, learn: bool = False,
                  evidence: dict[str, Any] | None = None, seed: int = 0, device: str = "cpu",
@@ -124,6 +128,7 @@ class BayesNetModel(TableTemperatures, Model):
         state = dict(self.__dict__)
         state["chains"] = None  # the sampler's state is scratch: a restart draws it again
         state.pop("_comm", None)  # the learner's, bound again by the next learner
+        state.pop("end_hook", None)  # the owner's, bound again by its next run
         return self._temperature_state(state)
 
     def default_updater(self, **options: Any) -> Updater:
@@ -245,6 +250,15 @@ class BayesNetModel(TableTemperatures, Model):
             tab /= s
         return c.reshape(1, -1)
 
+    def run_ended(self, state: str, error: BaseException | None) -> None:
+        """Calls ``end_hook`` once per run end (the learner tells the model twice)."""
+        super().run_ended(state, error)
+        ch = self.chains
+        if self.end_hook is None or ch is None or self._ended_at == ch.sweeps:
+            return
+        self._ended_at = ch.sweeps
+        self.end_hook(self, state, error)
+
     def end_pass(self, pass_: int) -> None:
         if self.learn and self.modelmats:
             self._tables_to_network()
@@ -311,13 +325,13 @@ def _clamps(block: Any, net: Network) -> np.ndarray:
         r, v = map(int, np.argwhere(bad)[0])
         raise ValueError(f"BayesNet: row {r} gives {net.names[v]!r} the value {a[r, v]}: "
                          "entries are state indices (0, 1, ...), with -1 or NaN where missing")
-    out = np.where(missing, -1, a).astype(np.int64)
-    if np.any((out != a) & ~missing):
+    if np.any((np.floor(a) != a) & ~missing):
         raise ValueError("BayesNet: data entries must be state indices (integers), -1 or "
                          "NaN for missing")
-    over = out >= net.cards[None, :]
+    over = a >= net.cards[None, :]  # before the cast: no value beyond the states reaches it
     if over.any():
         r, v = map(int, np.argwhere(over)[0])
         raise ValueError(f"BayesNet: row {r} gives {net.names[v]!r} the state index "
-                         f"{out[r, v]}, but it has {net.cards[v]} states (0..{net.cards[v] - 1})")
-    return out.astype(np.int32)
+                         f"{int(a[r, v])}, but it has {net.cards[v]} states "
+                         f"(0..{net.cards[v] - 1})")
+    return np.where(missing, -1, a).astype(np.int32)
