@@ -30,7 +30,11 @@ def write_shards(folder: str | os.PathLike, *mats: Any, rows_per_shard: int = 10
     Parameters
     ----------
     folder
-        created if needed; existing shards of an earlier write are replaced.
+        created if needed; the shards of an earlier write are replaced: the new ones are
+        written beside them (``shard-00000.npz``, ... or, where the folder's manifest lists
+        those, ``shard-b00000.npz``, ...), then the manifest, then the old shards are
+        removed, so a write that fails (an error, a full disk, an interrupt) leaves the
+        earlier data set readable and removes what it wrote.
     *mats
         features first, then targets, weights, ... (numpy arrays, 1-D becomes one
         column; scipy sparse matrices, stored as CSR). All must have the same rows.
@@ -63,8 +67,42 @@ def write_shards(folder: str | os.PathLike, *mats: Any, rows_per_shard: int = 10
         raise ValueError("the data set is empty (0 samples): nothing to write")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    # the new shards go beside the old ones under names the current manifest does not
+    # list and the manifest is replaced last: a write that fails leaves the old set as it
+    # was (and removes what it wrote); the old shards go once the new manifest is in place
+    listed = _listed(folder)
+    n_shards = -(-n // rows_per_shard)
+    tag = next(t for t in ("", *"bcdefghijklmnopqrstuvwxyz", None) if t is None or not any(
+        (folder / f"shard-{t}{k:05d}.npz").resolve() in listed for k in range(n_shards)))
+    written: set[Path] = set()
+    try:
+        path = _write(folder, names, raws, specs, n, rows_per_shard, compress,
+                      tag if tag is not None else f"{os.getpid()}-", written)
+    except BaseException:
+        if not {f.resolve() for f in written} & _listed(folder):  # (else the new manifest
+            for f in written:                                      # is in place after all)
+                f.unlink(missing_ok=True)
+        raise
     for old in folder.glob("shard-*.npz"):
-        old.unlink()
+        if old not in written:
+            old.unlink(missing_ok=True)
+    return path
+
+
+def _listed(folder: Path) -> set[Path]:
+    """The files the folder's current manifest lists (resolved); none when it has none or
+    it cannot be read."""
+    try:
+        shards = json.loads((folder / MANIFEST).read_text())["shards"]
+        return {(folder / str(s["file"])).resolve() for s in shards}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
+def _write(folder: Path, names: tuple[str, ...], raws: list[Any], specs: list[Any], n: int,
+           rows_per_shard: int, compress: bool, tag: str, written: set[Path]) -> Path:
+    """Write the shards ``shard-{tag}00000.npz``, ... (each added to ``written`` once it is
+    written), then the manifest; return its path."""
     save = np.savez_compressed if compress else np.savez
     shards = []
     hists: dict[str, dict[int, int]] = {nm: {} for nm, s in zip(names, specs, strict=True)
@@ -85,8 +123,9 @@ def write_shards(folder: str | os.PathLike, *mats: Any, rows_per_shard: int = 10
                     h[ln] = h.get(ln, 0) + c
             else:
                 arrays[name] = np.ascontiguousarray(part)
-        fname = f"shard-{k:05d}.npz"
+        fname = f"shard-{tag}{k:05d}.npz"
         atomic_write_bytes(folder / fname, lambda f, arrays=arrays: save(f, **arrays))
+        written.add(folder / fname)
         shards.append({"file": fname, "rows": b - a, "bytes": (folder / fname).stat().st_size})
     manifest = {
         "format": FORMAT,

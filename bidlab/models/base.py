@@ -51,6 +51,7 @@ from bidlab.learn.options import Configurable, Option, validate_params
 from bidlab.learn.persist import load_object, persistable, save_object
 from bidlab.learn.persistable import UPGRADES
 from bidlab.mat import validate_csr
+from bidlab.models.in_memory import refusing_sources
 from bidlab.models.sk_params import progress_mode, thread_limit
 
 __all__ = ["BidlabEstimator", "FittedByModel", "load", "param_row"]
@@ -122,7 +123,7 @@ class BidlabEstimator(BaseEstimator):
         for name in GUARDED:
             fn = cls.__dict__.get(name)
             if callable(fn) and not getattr(fn, "_fit_guarded", False):
-                setattr(cls, name, _guarded(fn, name))
+                setattr(cls, name, _guarded(refusing_sources(fn, name), name))
 
     def _training_guard(self) -> FitGuard:
         """This estimator's guard (made on first use; never pickled, never cloned)."""

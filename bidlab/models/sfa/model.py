@@ -216,12 +216,16 @@ class SFAModel(RowStatePickling, Model):
         return self.W.state("W") if self.W is not None else {}
 
     def counters(self) -> dict[str, int]:
-        """The sweeps done and their training RMSEs, so a resumed run goes on counting."""
-        return {"n_passes_done": int(self.n_passes_done)} | history_counters("rmse", self.rmse)
+        """The sweeps done, their RMSEs and ``mu`` (a resumed run keeps the first pass's)."""
+        mu = {} if self.mu is None else {"mu_count": int(self.mu_count or 0)}
+        return {"n_passes_done": int(self.n_passes_done), **mu} | history_counters(
+            "rmse", self.rmse) | history_counters("mu", [self.mu] if mu else [])
 
     def set_counters(self, values: dict[str, int]) -> None:
         self.n_passes_done = int(values.get("n_passes_done", self.n_passes_done))
         self.rmse = history_from_counters("rmse", values, self.rmse)
+        for mu in history_from_counters("mu", values, []):  # (none: mu was not yet known)
+            self.mu, self.mu_count = mu, int(values.get("mu_count", 0))
 
     def restored(self, earlier: dict[str, Any]) -> None:
         """New item factors were written: their Gram matrix (and its rotation) are formed
