@@ -63,16 +63,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def default_corpus() -> tuple[Any, str]:
     """(corpus, why it was chosen): UCI KOS when the shared data holds it, else the
     standard library's docstrings."""
+    import os
+
     from bidlab.datasets.docstrings import load_stdlib_docstrings
-    from bidlab.datasets.paths import find_shared_data_dir
+    from bidlab.datasets.paths import ENV_VAR, find_shared_data_dir
     from bidlab.datasets.uci import load_kos
 
     shared = find_shared_data_dir()
     if shared is not None and (shared / "uci-kos").is_dir():
         return load_kos(shared), f"UCI KOS blog posts, from {shared / 'uci-kos'}"
+    if shared is not None:
+        missing = f"{shared} has no uci-kos folder"
+    elif os.environ.get(ENV_VAR):
+        missing = (f"${ENV_VAR} is set to {os.environ[ENV_VAR]!r}, which is not a folder: "
+                   "point it at the folder that holds uci-kos/, or unset it")
+    else:
+        missing = f"the shared data folder with UCI KOS was not found (${ENV_VAR} names it)"
     return load_stdlib_docstrings(), (
-        "the docstrings of this Python's standard library (the shared data folder with UCI "
-        "KOS was not found; --data PATH takes your own documents)")
+        f"the docstrings of this Python's standard library ({missing}; --data PATH takes "
+        "your own documents)")
 
 
 def load_data(path: str | None, min_df: int | float | None = None,
@@ -121,6 +130,29 @@ def split(X: Any, seed: int, frac: float = 0.1) -> tuple[Any, Any]:
     n_test = max(1, int(round(frac * keep.shape[0])))
     test = np.sort(rng.choice(keep, size=n_test, replace=False))
     return X[np.setdiff1d(np.arange(X.shape[0]), test)], X[test]
+
+
+def check_top(top: int, k: int, n_words: int) -> None:
+    """ValueError naming a smaller ``--top`` when scoring the coherence of ``top`` words in
+    each of ``k`` topics over ``n_words`` would exceed the coherence's memory budget
+    (:data:`bidlab.models.lda.coherence.MEMORY_BUDGET`, with every top word distinct: the
+    most it can need): checked before training, not after."""
+    from bidlab.models.lda import coherence as coh
+
+    def fits(t: int) -> bool:
+        n = min(max(2, t), n_words)
+        return coh._working_bytes(k, n, min(k * n, n_words), "u_mass",
+                                  "gensim") <= coh.MEMORY_BUDGET
+
+    if fits(top):
+        return
+    lo, hi = 1, top
+    while lo < hi:  # the largest --top that fits
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    raise ValueError(f"--top {top}: scoring the coherence of {top} words in each of {k} topics "
+                     f"would need more than {coh.MEMORY_BUDGET / 2**30:.1f} GiB of memory; "
+                     f"give --top {lo} or fewer (a few tens is plenty to read a topic)")
 
 
 def bubble_chart_html(components: np.ndarray, vocab: list[str], top: int, title: str) -> str:
@@ -198,6 +230,11 @@ def run(args: argparse.Namespace) -> int:
     seed = args.random_state
     small = corpus.X.shape[0] < 2000
     k = args.n_components if args.n_components is not None else (12 if small else 20)
+    try:
+        check_top(args.top, k, corpus.X.shape[1])
+    except ValueError as exc:
+        print(f"bidlab demo: {exc}", file=sys.stderr)
+        return 2
     Xtr, Xte = split(corpus.X, seed)
     name = corpus.name or "corpus"
     print(f"{name}: {Xtr.shape[0]} training + {Xte.shape[0]} held-out documents, "

@@ -13,7 +13,8 @@ and may set ``ACCEPTS_EXTRA = True`` to receive unparsed ``--name value`` pairs 
 ``args.extra`` (``bidlab train`` does: they are learner options). Modules are imported
 only when their subcommand runs, so ``bidlab --help`` stays fast. A warning raised
 while a command runs is printed as one line, ``warning: MESSAGE``. When the reader of
-stdout goes away (``bidlab demo | head``), the command ends quietly, as a Unix tool does.
+stdout goes away (``bidlab demo | head``), the command ends quietly, as a Unix tool does;
+Ctrl-C ends it with one line, ``bidlab COMMAND: interrupted``, and status 130.
 """
 
 from __future__ import annotations
@@ -77,15 +78,24 @@ def _accepts_extra(name: str) -> bool:
 #: a tool the closed pipe ended
 CLOSED_STDOUT_STATUS = 141
 
+#: the exit status after Ctrl-C: 128 + SIGINT, what a shell reports for an interrupted tool
+INTERRUPTED_STATUS = 130
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``bidlab COMMAND ...``; return the exit code (:data:`CLOSED_STDOUT_STATUS`,
-    with no traceback, when stdout's reader went away)."""
+    with no traceback, when stdout's reader went away; :data:`INTERRUPTED_STATUS`, with
+    one line on stderr, after Ctrl-C)."""
     try:
         return _main(argv)
     except BrokenPipeError:
         _drop_stdout()
         return CLOSED_STDOUT_STATUS
+    except KeyboardInterrupt:
+        args = sys.argv[1:] if argv is None else argv
+        command = next((a for a in args if not a.startswith("-")), "")
+        print(f"\nbidlab {command}: interrupted".rstrip(), file=sys.stderr)
+        return INTERRUPTED_STATUS
 
 
 def _drop_stdout() -> None:

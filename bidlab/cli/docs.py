@@ -30,8 +30,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"bidlab docs: {exc.name} is not installed: pip install 'bidlab[docs]'",
               file=sys.stderr)
         return 2
+    out = Path(args.out).expanduser()
+    try:  # before the sources are written: a file or a folder that cannot be made there
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        why = "it is not a folder" if out.exists() else (exc.strerror or str(exc))
+        print(f"bidlab docs: cannot write the site into --out {out}: {why}; choose a folder "
+              "(made when missing; files already there are kept, those of the site "
+              "replaced)", file=sys.stderr)
+        return 2
     try:
-        result = build(args.out)
+        result = build(out)
     except FileNotFoundError as exc:
         print(f"bidlab docs: {exc}", file=sys.stderr)
         return 2

@@ -366,9 +366,13 @@ def _warmup(models: tuple[str, ...], dtypes: tuple[str, ...] | None,
 
         ctx = multiprocessing.get_context("spawn")  # no forked numba / OpenMP state
         with ProcessPoolExecutor(min(processes, len(todo)), mp_context=ctx) as pool:
-            for fut in as_completed([pool.submit(_run_job, m, dt, everything)
-                                      for m, dt in todo]):
-                done(fut.result())
+            futures = [pool.submit(_run_job, m, dt, everything) for m, dt in todo]
+            try:
+                for fut in as_completed(futures):
+                    done(fut.result())
+            except BaseException:  # Ctrl-C or a failed job: start none of those waiting
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
     report.seconds = time.perf_counter() - t_all
     import bidlab.models  # noqa: F401  (every kernel module, to name the cache folders)
 
@@ -405,17 +409,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compile, print per job what was compiled and how long it took; 0 on success."""
+    processes = args.processes if args.processes is not None else default_processes()
+    if processes < 1:
+        print(f"bidlab warmup: --processes must be >= 1; got {processes}", file=sys.stderr)
+        return 2
     dtypes = ", ".join(args.dtypes) if args.dtypes else "their default dtypes"
     which = ("every CPU kernel" if args.everything else
              "the CPU kernels without a numpy stand-in (--all: every one)")
     print(f"bidlab warmup: compiling {which} for {', '.join(args.models)} in {dtypes}",
           flush=True)
-    processes = args.processes if args.processes is not None else default_processes()
-    if processes < 1:
-        print(f"bidlab warmup: --processes must be >= 1; got {processes}", file=sys.stderr)
-        return 2
-    report = warmup(args.models, args.dtypes, echo=lambda line: print(line, flush=True),
-                    processes=processes, everything=args.everything)
+    try:
+        report = warmup(args.models, args.dtypes, echo=lambda line: print(line, flush=True),
+                        processes=processes, everything=args.everything)
+    except KeyboardInterrupt:
+        print("\nbidlab warmup: interrupted; the kernels compiled so far stay in numba's "
+              "cache: run bidlab warmup again to compile the rest", file=sys.stderr)
+        return 130
     print(f"done in {report.seconds:.1f} s: {report.compiled} kernel specializations "
           f"compiled, {report.loaded} already cached")
     for folder in report.cache_dirs:

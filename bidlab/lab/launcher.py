@@ -38,7 +38,8 @@ from bidlab.lab.access import (
     token_file,
 )
 
-__all__ = ["DEFAULT_NOTEBOOK", "DEMOS_ENV", "check_port", "launch", "lab_command",
+__all__ = ["DEFAULT_NOTEBOOK", "DEMOS_ENV", "check_jupyterlab", "check_port",
+           "check_port_free", "launch", "lab_command",
            "lab_environment", "resolve_notebook", "demos_dir", "install_demos", "add_arguments",
            "run"]
 
@@ -94,7 +95,8 @@ def install_demos(dest: Path | None = None) -> tuple[Path, list[str]] | None:
 def resolve_notebook(notebook: str | os.PathLike | None) -> Path | None:
     """The notebook to open as an absolute path, or None to open JupyterLab without one.
 
-    A named notebook must exist (FileNotFoundError otherwise). The default,
+    A named notebook must exist (FileNotFoundError otherwise; IsADirectoryError for a
+    folder). The default,
     ``notebooks/02_lda_live.ipynb``, is looked up in the working directory and then in
     the bidlab source checkout; when neither has it (an installed wheel), the demos
     shipped in the package are copied to :func:`demos_dir` (see :func:`install_demos`)
@@ -103,6 +105,10 @@ def resolve_notebook(notebook: str | os.PathLike | None) -> Path | None:
     """
     if notebook is not None:
         path = Path(notebook).expanduser()
+        if path.is_dir():
+            raise IsADirectoryError(
+                f"{str(notebook)!r} is a folder, not a notebook: pass the path of a .ipynb "
+                "file in it")
         if not path.is_file():
             raise FileNotFoundError(
                 f"notebook {str(notebook)!r} not found (looked in {Path.cwd()}): pass the path "
@@ -138,6 +144,38 @@ def free_port(start: int = 8888, tries: int = 50) -> int:
                 continue
             return s.getsockname()[1]
     raise OSError(f"no free TCP port on {HOST}")  # pragma: no cover - port 0 always binds
+
+
+def check_port_free(port: int) -> int:
+    """``port`` when 127.0.0.1 can listen on it now, else OSError naming the port and what to
+    do: the server is started with no fallback port (it would print a URL that serves
+    nothing), so a port in use is refused before anything starts."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        if os.name == "posix":  # as the server binds: a port in TIME_WAIT is free
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError as exc:
+            raise OSError(f"port {port} on {HOST} is not available ({exc.strerror or exc}): "
+                          "another server uses it; choose another --port, or leave --port "
+                          "out for the first free one from 8888") from None
+    return port
+
+
+def check_jupyterlab() -> None:
+    """ImportError saying how to install JupyterLab when ``python -m jupyterlab`` cannot
+    run in this environment (the package, or its ``__main__`` module, is missing); the
+    check imports nothing."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("jupyterlab")
+    except (ImportError, ValueError):
+        spec = None
+    folders = (spec.submodule_search_locations or []) if spec is not None else []
+    if not any((Path(f) / "__main__.py").is_file() for f in folders):
+        raise ImportError(f"JupyterLab is not installed for {sys.executable}: pip install "
+                          "'bidlab[viz]' (or jupyterlab)")
 
 
 def lab_command(notebook: Path | None, port: int, token: str, open_browser: bool,
@@ -210,15 +248,20 @@ def launch(notebook: str | None = None, port: int | None = None, token: str | No
         :func:`bidlab.lab.access.private_runtime_dir`).
     ValueError
         ``port`` is not a TCP port number (1 to 65535).
+    ImportError
+        JupyterLab is not installed (:func:`check_jupyterlab`).
+    OSError
+        ``port`` is in use (:func:`check_port_free`).
     """
     if port is not None:
         check_port(port)
+    check_jupyterlab()
     runtime = private_runtime_dir(runtime_dir())
     path = resolve_notebook(notebook)
     if path is None:
         print(f"bidlab lab: no demo notebook to open; opening JupyterLab in {Path.cwd()}",
               file=sys.stderr)
-    port = free_port() if port is None else check_port(port)
+    port = free_port() if port is None else check_port_free(check_port(port))
     token = token or os.environ.get("JUPYTER_TOKEN") or secrets.token_hex(24)
     cmd, url = lab_command(path, port, token, open_browser)
     proc = start_server(cmd, lab_environment(token, runtime=runtime))
@@ -288,7 +331,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         return launch(args.notebook, port=args.port, token=args.token,
                       open_browser=not args.no_browser)
-    except (FileNotFoundError, NotADirectoryError, PermissionError, ImportError,
-            ValueError) as exc:
+    except (OSError, ImportError, ValueError) as exc:
         print(f"bidlab lab: {exc}", file=sys.stderr)
         return 2
