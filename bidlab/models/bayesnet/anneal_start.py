@@ -12,12 +12,9 @@ positive probability. What it cannot place is left for the caller to report.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from bidlab.models.bayesnet.sampler import GibbsChains
 
 __all__ = ["anneal_rows", "SMOOTHING", "SWEEPS_PER_LEVEL", "ROUNDS"]
 
@@ -29,7 +26,7 @@ SWEEPS_PER_LEVEL = 20
 ROUNDS = 4
 
 
-def anneal_rows(ch: GibbsChains, rows: np.ndarray) -> np.ndarray:
+def anneal_rows(ch: Any, rows: np.ndarray) -> np.ndarray:
     """Move the state rows ``rows`` of ``ch`` (with their observations and evidence
     clamped) by annealed Gibbs sweeps towards states of positive probability under
     ``ch``'s tables; returns the rows still of probability zero.
@@ -49,20 +46,19 @@ def anneal_rows(ch: GibbsChains, rows: np.ndarray) -> np.ndarray:
     return rows
 
 
-def _annealed(ch: GibbsChains, rows: np.ndarray, attempt: int) -> np.ndarray:
-    """The states of ``rows`` after one annealing schedule from where they are."""
-    from bidlab.models.bayesnet.sampler import GibbsChains
-
+def _annealed(ch: Any, rows: np.ndarray, attempt: int) -> np.ndarray:
+    """The states of ``rows`` after one annealing schedule from where they are (on chains
+    of ``ch``'s own class, so this module needs no import of the sampler's)."""
     net = ch.net
     obs = ch.obs[rows % ch.n_obs]
     seed = int(np.random.SeedSequence([ch.seed, ch.sweeps, attempt]).generate_state(1)[0]
                >> 1)
-    sub: GibbsChains | None = None
+    sub: Any = None
     for eps in SMOOTHING:
         smooth = net.with_tables(np.concatenate(
             [((1.0 - eps) * t + eps / t.shape[1]).ravel() for t in net.cpts]))
         if sub is None:
-            sub = GibbsChains(smooth, obs, seed=seed, init_tries=1)
+            sub = type(ch)(smooth, obs, seed=seed, init_tries=1)
             sub.ev[...] = ch.ev
             sub.X[...] = ch.X[rows]
             sub.m_init = 1
