@@ -193,12 +193,16 @@ print("checkpoint", os.path.exists(ck) and load_checkpoint(ck).meta["progress"][
 
 
 def test_ctrl_c_in_fit_stops_at_a_boundary_and_writes_the_checkpoint(tmp_path) -> None:
+    import signal
     import subprocess
     import sys
 
     ck = tmp_path / "km.ck"
+    # SIGINT as an interactive Python has it: a parent that ignores it (a pytest-xdist
+    # worker) passes the ignoring on, and Ctrl-C then never reaches the child
     run = subprocess.run([sys.executable, "-c", _INTERRUPTED_FIT, str(ck)], text=True,
-                         capture_output=True, timeout=240)
+                         capture_output=True, timeout=240,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert run.returncode == 0, run.stderr[-3000:]
     words = dict(line.split(" ", 1) for line in run.stdout.splitlines())
     state, step, per_pass = words["interrupted"].split()
