@@ -127,6 +127,18 @@ def _train_together(learners, timeout: float = 300) -> None:
 
 
 @pytest.fixture
+def fresh_cache():
+    """The process's result cache, emptied and unlimited before and after the test."""
+    import bidlab as bl
+    from bidlab.mat.cache import CACHE
+
+    bl.clear_cache()
+    yield CACHE
+    bl.cache_limit(None)
+    bl.clear_cache()
+
+
+@pytest.fixture
 def train_together():
     """``train_together(learners)``: the learners of one communicator group, trained at
     once, one thread each."""

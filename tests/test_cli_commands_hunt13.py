@@ -89,24 +89,34 @@ def test_warmup_refuses_bad_processes_before_announcing_work(capsys) -> None:
     assert out == "" and "--processes must be >= 1" in err
 
 
-def test_ctrl_c_in_warmup_ends_with_one_line_and_status_130(tmp_path) -> None:
-    # a cold cache of its own: compiling takes long enough to be interrupted midway
-    env = dict(_ENV, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bidlab.cli", "warmup", "--all", "--models", "kmeans",
-         "--processes", "1"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+def _interrupted(args, cwd, env, started):
+    """``bidlab ARGS`` sent Ctrl-C once ``started(proc)`` has read that it is under way
+    (SIGINT as an interactive shell leaves it, whatever this worker does with it): its
+    exit status and stderr."""
+    proc = subprocess.Popen([sys.executable, "-m", "bidlab.cli", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        first = proc.stdout.readline()
-        assert first.startswith("bidlab warmup: compiling"), first
+        started(proc)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 130, err
+    return proc.returncode, err
+
+
+def test_ctrl_c_in_warmup_ends_with_one_line_and_status_130(tmp_path) -> None:
+    # a cold cache of its own: compiling takes long enough to be interrupted midway
+    env = dict(_ENV, NUMBA_CACHE_DIR=str(tmp_path / "cache"), PYTHONUNBUFFERED="1")
+    def started(proc):
+        first = proc.stdout.readline()
+        assert first.startswith("bidlab warmup: compiling"), first
+
+    code, err = _interrupted(["warmup", "--all", "--models", "kmeans", "--processes", "1"],
+                             tmp_path, env, started)
+    assert code == 130, err
     assert "Traceback" not in err, err
     assert err.strip().splitlines() == [
         "bidlab warmup: interrupted; the kernels compiled so far stay in numba's cache: run "
@@ -115,21 +125,13 @@ def test_ctrl_c_in_warmup_ends_with_one_line_and_status_130(tmp_path) -> None:
 
 def test_ctrl_c_in_demo_training_ends_with_one_line_and_status_130(tmp_path) -> None:
     env = dict(_ENV, BIDLAB_SHARED_DATA=str(tmp_path / "none"), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bidlab.cli", "demo", "--n_passes", "100000", "--progress",
-         "none", "--out", str(tmp_path / "chart.html")], cwd=tmp_path, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
+    def started(proc):
         assert proc.stdout.readline().startswith("corpus: ")
         assert "training + " in proc.stdout.readline()  # printed as the training starts
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, err
+
+    code, err = _interrupted(["demo", "--n_passes", "100000", "--progress", "none", "--out",
+                              str(tmp_path / "chart.html")], tmp_path, env, started)
+    assert code == 130, err
     assert err.strip().splitlines() == ["bidlab demo: interrupted"], err
     assert not (tmp_path / "chart.html").exists()
 

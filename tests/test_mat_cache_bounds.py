@@ -4,19 +4,9 @@ in place count against the byte limit, and containers outside the cache are not 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import scipy.sparse as sp
 
 import bidlab as bl
-from bidlab.mat.cache import CACHE
-
-
-@pytest.fixture()
-def fresh_cache():
-    bl.clear_cache()
-    yield CACHE
-    bl.cache_limit(None)
-    bl.clear_cache()
 
 
 def _held(cache) -> int:

@@ -14,14 +14,6 @@ import bidlab as bl
 from bidlab.mat.cache import CACHE
 
 
-@pytest.fixture()
-def fresh_cache():
-    bl.clear_cache()
-    yield CACHE
-    bl.cache_limit(None)
-    bl.clear_cache()
-
-
 def _csr(m, n, seed, density=0.4):
     return sp.random(m, n, density=density, format="csr", random_state=seed, dtype=np.float32)
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import needs_mpi
-from test_ranks_families_hunt13 import low_rank_ratings, sfa_on_ranks
+from test_ranks_families_hunt13 import _sharing_one_file, low_rank_ratings, sfa_on_ranks
 
 from bidlab.distributed.sharding import shard
 from bidlab.learn.comm import ThreadGroup
@@ -38,18 +38,6 @@ def _run_ranks(learners, timeout: float = 120) -> list[BaseException | None]:
         t.join(timeout)
     assert not any(t.is_alive() for t in threads), "a learner of the group hung"
     return errors
-
-
-def _sharing_one_file(size: int) -> ThreadGroup:
-    """An in-process group whose ranks share one checkpoint file as MPI ranks do (rank 0
-    writes it, every rank reads it; so no rank's row factors are in it)."""
-    group = ThreadGroup(size, timeout=60)
-    for r in range(size):
-        comm = group.comm(r)
-        comm.shared_checkpoint = True
-        comm.checkpoint_file = (lambda path, write, rank=r: path if not write or rank == 0
-                                else None)
-    return group
 
 
 # -- the components a rank's share of the rows allows -----------------------------------------
