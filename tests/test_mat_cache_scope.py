@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 
 import bidlab as bl
 from bidlab.mat.cache import CACHE, caching_scope
@@ -81,3 +82,10 @@ def test_a_learners_second_run_reuses_its_first_runs_containers():
     assert bl.cache_stats()["allocations"] == before
     assert len(CACHE) == entries
 
+
+
+def test_a_scope_that_cannot_key_results_is_refused_at_once():
+    with pytest.raises(TypeError, match=r"scope=.* must be hashable; got a list"):
+        with bl.caching(scope=[1]):
+            pass
+    assert caching_scope() == threading.get_ident()  # nothing left switched

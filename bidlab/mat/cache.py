@@ -88,6 +88,12 @@ def caching(enabled: bool = True, scope: Hashable | None = None) -> Iterator[Non
     """
     previous, previous_scope = caching_enabled(), getattr(_state, "scope", None)
     if scope is not None:
+        try:
+            hash(scope)
+        except TypeError:
+            raise TypeError(f"caching(scope=...) keys the cached results, so it must be "
+                            f"hashable; got a {type(scope).__name__}: pass e.g. a tuple or "
+                            "a string") from None
         _state.scope = scope
     _switch(enabled)
     try:
