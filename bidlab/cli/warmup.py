@@ -416,9 +416,9 @@ def run(args: argparse.Namespace) -> int:
     dtypes = ", ".join(args.dtypes) if args.dtypes else "their default dtypes"
     which = ("every CPU kernel" if args.everything else
              "the CPU kernels without a numpy stand-in (--all: every one)")
-    print(f"bidlab warmup: compiling {which} for {', '.join(args.models)} in {dtypes}",
-          flush=True)
-    try:
+    try:  # from the first line on: a Ctrl-C as soon as it is read lands here too
+        print(f"bidlab warmup: compiling {which} for {', '.join(args.models)} in {dtypes}",
+              flush=True)
         report = warmup(args.models, args.dtypes, echo=lambda line: print(line, flush=True),
                         processes=processes, everything=args.everything)
     except KeyboardInterrupt:
