@@ -127,6 +127,9 @@ class Model(Component):
     totals_reduced: bool = False
     sparse_updates: dict[int, SparseUpdate] | None = None
     step_weight: float = 1.0
+    #: the learner's communicator while several ranks train this model, else None
+    #: (:meth:`bind`); never saved: the next learner binds its own
+    _comm: Any = None
     #: matrices a loaded model must hold as float32 or float64 (bidlab.learn.persist_check)
     FLOAT_STATE: tuple[str, ...] = ("modelmats", "updatemats")
     #: ... held in lists, present in every saved model (empty before it is built)
@@ -188,7 +191,22 @@ class Model(Component):
 
     def bind(self, learner: Any) -> None:
         """Called when a learner takes this model (a model that acts differently while it
-        is trained, e.g. queues changes for the next minibatch, keeps a weak reference)."""
+        is trained, e.g. queues changes for the next minibatch, keeps a weak reference).
+        The base keeps the learner's communicator while several ranks train (``_comm``,
+        else None); an override calls it."""
+        self._comm = learner.comm if learner.comm.size > 1 else None
+
+    def shares_checkpoint(self) -> bool:
+        """Whether this model trains on ranks that share one checkpoint file (one rank
+        writes it, every rank reads it): a file loaded then holds that rank's sums of a
+        pass so far, not this rank's, and no rank's per-row state
+        (:attr:`~bidlab.learn.comm.Communicator.shared_checkpoint`)."""
+        return self._comm is not None and not self._comm.file_keeps_rows
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(super().__getstate__())
+        state.pop("_comm", None)  # the learner's, bound again by the next learner
+        return state
 
     def counters(self) -> dict[str, int]:
         """Integer counters to checkpoint beside the matrices (name -> int)."""

@@ -105,7 +105,6 @@ class BayesNetModel(TableTemperatures, Model):
     #: tables unchanged: every rank ends the pass with the same tables, which the updater
     #: must not sum again
     totals_reduced = True
-    _comm: Any = None  # (what a model saved without it reads)
     #: called as ``end_hook(model, state, error)`` once when a run ends (how the
     #: estimator takes an inference run's marginals); not saved with the model
     end_hook: Any = None
@@ -136,7 +135,7 @@ class BayesNetModel(TableTemperatures, Model):
 
     def bind(self, learner: Any) -> None:
         self.n_passes_planned = int(getattr(learner.opts, "n_passes", 1) or 1)
-        self._comm = learner.comm if learner.comm.size > 1 else None
+        super().bind(learner)
         self.bind_temperatures(learner)
         if self.learn:  # the chains hold the replicas made at init: never sweep more
             learner.opts.add_validator(_replicas_fit(weakref.ref(self)))

@@ -85,6 +85,7 @@ class GLMModel(Model):
     bias_start: np.ndarray | None = None
 
     def bind(self, learner: Any) -> None:
+        super().bind(learner)
         self.lazy_rows = bool(learner.comm.changed_rows_only)
         self._trainer = weakref.ref(learner)
 

@@ -34,15 +34,11 @@ class SharedFileResume:
     """What :class:`~bidlab.models.graph.model.PageRankModel` does about a pass in progress
     in a checkpoint shared by ranks (the module doc)."""
 
-    _comm: Any = None
     _redo = False  # restored from a file shared by ranks: a pass in progress is redone
     _void = False  # this pass hands the scores back unchanged (it is run again next)
     _skipped = 0  # void passes so far, not counted as iterations
     _held = 0  # the rows this learner's data holds
     _totals_saved = True  # the loaded file kept the pass's totals (earlier versions' did not)
-
-    def bind(self, learner: Any) -> None:
-        self._comm = learner.comm if learner.comm.size > 1 else None
 
     def check_extra_state(self, saved: dict[str, Any]) -> None:
         """Note whether the file holds the pass's totals so far (before it is loaded)."""
@@ -56,8 +52,7 @@ class SharedFileResume:
         super().restored(earlier)  # type: ignore[misc]
         if not self.pull:  # type: ignore[attr-defined]  (sweeps measure from the file's)
             self._scale_loaded()
-        comm = self._comm
-        self._redo = (comm is not None and not comm.file_keeps_rows) or not self._totals_saved
+        self._redo = self.shares_checkpoint() or not self._totals_saved  # type: ignore[attr-defined]
 
     def _scale_loaded(self) -> None:
         """Scale the loaded scores, and the previous ones with them, to sum 1: a file

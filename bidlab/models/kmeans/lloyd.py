@@ -109,7 +109,6 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
     _tol_abs: float | None = None
     _drift: Mat | None = None
     _seeded: Seeding | None = None
-    _comm: Any = None  # the learner's communicator on several ranks (bind)
     _agreed: np.ndarray | None = None  # the pass end's numbers, summed over the ranks
     n_updates = 0
     n_iter = 0
@@ -159,12 +158,6 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         # a pass over its dense rows costs n k d: the centres' bounds are kept if dear
         self._set_pass_bounds(C, np.zeros(C.shape[0], C.dtype),
                               work=float(seeded.labels.shape[0]) * C.size)
-
-    def bind(self, learner: Any) -> None:
-        """On several ranks the pass end's convergence test (the labels that changed) and
-        whether the pass's sums are whole are summed over the ranks (:meth:`_agree_pass`),
-        so the ranks stop when one process on all their rows would."""
-        self._comm = learner.comm if learner.comm.size > 1 else None
 
     def rebind(self, info: DataInfo) -> None:
         super().rebind(info)
@@ -220,8 +213,8 @@ class LloydKMeansModel(LloydAssignment, LloydPassSums, KMeansModel):
         super().restored(earlier)  # measured from this model's origin first
         self._pass_state = None
         self._sums_loaded = True  # a save before the next block keeps the file's sums
-        P, comm = self._pending, self._comm
-        if P is not None and comm is not None and not comm.file_keeps_rows:
+        P = self._pending
+        if P is not None and self.shares_checkpoint():
             P.data.fill(0)  # no rank's sums: each pass end sees sums missing (_agree_pass)
         rows = self._rows
         if rows is None:

@@ -69,6 +69,7 @@ class Temperatures(QueuedWhileTraining):
         """The learner training this model: while it runs, temperature changes wait for
         the next minibatch."""
         self._learner_ref = weakref.ref(learner)
+        super().bind(learner)  # type: ignore[misc]
 
     def temperature(self) -> np.ndarray:
         """The k x vocabulary temperature matrix (a host copy)."""

@@ -121,7 +121,6 @@ class NMFModel(PassRedo, RowStatePickling, Model):
     mat_names = ("H",)
     SCRATCH = {"_buf": dict, "_sums": lambda: None,  # rebuilt after unpickling
                "_comm": lambda: None}
-    _comm: Any = None  # (what a model saved without it reads)
 
     def __init__(self, H0: Any = None, *, W0: Any = None, w_start: float | None = None,
                  dtype: Any = None, **options: Any) -> None:
@@ -143,7 +142,7 @@ class NMFModel(PassRedo, RowStatePickling, Model):
         """On several ranks (each holding some rows) a pass's loss is summed over the
         ranks at its end: the errors and the stopping rule are those of one process
         holding every row."""
-        self._comm = learner.comm if learner.comm.size > 1 else None
+        super().bind(learner)
 
     @property
     def full_batch(self) -> bool:  # type: ignore[override]

@@ -144,7 +144,6 @@ class SFAModel(RowStatePickling, Model):
         self._gram_key: Any = None
         self._rot: Any = None
         self._rot_key: Any = None
-        self._comm: Any = None
         self._mu_summed = False
         self._pass = [0.0, 0.0]
 
@@ -158,7 +157,7 @@ class SFAModel(RowStatePickling, Model):
         """On several ranks (each holding some users) the item step, the first
         minibatch's mean and each sweep's training RMSE are summed over the ranks: the
         items (and ``rmse``) are those of one process holding every user."""
-        self._comm = learner.comm if learner.comm.size > 1 else None
+        super().bind(learner)
         self._mu_summed = False
 
     # -- shape ------------------------------------------------------------------------------
