@@ -23,6 +23,9 @@ is its own:
   must equal it; any other name (a path that is missing or holds no whole number) must
   take the same size in every matrix that names it; a value of the wrong kind on the way
   (a number where ``model_`` holds an object, an array where a list goes) is refused;
+* ``FINITE_STATE`` / ``NONNEGATIVE_STATE`` -- paths (as in ``STATE_SHAPES``) of matrices,
+  arrays or lists of them whose numbers must be finite (a model's weights: NaN would load
+  and predict nonsense), or finite and >= 0 (NMF's components, PageRank's scores);
 * ``STATE_KINDS`` -- ``{name: class}``: the attribute, when present and not None, is an
   instance of that class (an estimator's fitted ``model_`` is a bidlab ``Model``, not a
   number or a list a crafted file put there);
@@ -89,6 +92,7 @@ def check_state(cls: type, state: Any, where: str) -> None:
     for name in _declared(cls, "FLOAT_STATE"):
         _check_floats(state.get(name), f"{at}{name}")
     _check_shapes(cls, state, at)
+    _check_values(cls, state, at)
     if any(isinstance(vars(k).get("check_loaded"), classmethod) for k in cls.__mro__):
         try:
             cls.check_loaded(state)
@@ -243,3 +247,39 @@ def _check_shapes(cls: type, state: dict[str, Any], at: str) -> None:
                                  f"{dim} = {bound[dim][0]}; the file contradicts itself")
             else:
                 bound.setdefault(dim, (size, field))
+
+
+def _numbers(value: Any, field: str) -> np.ndarray:
+    """The numbers a matrix or array holds (a sparse matrix's stored entries)."""
+    if isinstance(value, (Mat, SMat)):
+        value = value.numpy()
+    if hasattr(value, "tocsr") and hasattr(value, "data"):
+        value = value.data
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = np.asarray(value, dtype=np.float64)
+    if not isinstance(value, np.ndarray) or value.dtype.kind not in "biuf":
+        raise StateError(f"{field}: a {type(value).__name__}"
+                         f"{' of dtype ' + str(value.dtype) if hasattr(value, 'dtype') else ''}"
+                         ", where a matrix of numbers belongs")
+    return value
+
+
+def _check_values(cls: type, state: dict[str, Any], at: str) -> None:
+    for decl, nonneg in (("FINITE_STATE", False), ("NONNEGATIVE_STATE", True)):
+        for path in _declared(cls, decl):
+            value = _resolve(state, path, at)
+            if value is _MISSING or value is None:
+                continue  # not fitted yet
+            items = (list(enumerate(value)) if isinstance(value, (list, tuple))
+                     else [(None, value)])
+            for i, m in items:
+                field = f"{at}{path}" if i is None else f"{at}{path}[{i}]"
+                a = _numbers(m, field)
+                if a.dtype.kind == "f" and not np.isfinite(a).all():
+                    raise StateError(f"{field}: holds NaN or infinity, which a fitted "
+                                     f"{cls.__name__} never holds; the file is corrupt (or "
+                                     "was saved from a diverged model): fit it again")
+                if nonneg and a.size and a.min() < 0:
+                    raise StateError(f"{field}: holds negative values (the least is "
+                                     f"{a.min():.4g}), where a fitted {cls.__name__}'s are "
+                                     ">= 0; the file is corrupt: fit it again")

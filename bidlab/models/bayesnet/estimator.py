@@ -126,6 +126,7 @@ class BayesNet(BidlabEstimator):
     0.7
     """
 
+    NONNEGATIVE_STATE = ("marginals_",)  # (what a file holds: bidlab.learn.persist_check)
     PARAMS = (
         Option("network", str, None, "the network", test=_network_ok, none_ok=True,
                text="a Network or the path of a BIF file"),

@@ -172,8 +172,12 @@ class PageRank(FittedByModel, BidlabEstimator):
         N_JOBS,
     )
 
-    #: a loaded estimator's shapes (bidlab.learn.persist_check): one id per vertex
-    STATE_SHAPES: ClassVar[dict[str, tuple[str, ...]]] = {"ids_": ("n_features_in_",)}
+    #: a loaded estimator's shapes and values (bidlab.learn.persist_check): one id and one
+    #: score (>= 0) per vertex
+    STATE_SHAPES: ClassVar[dict[str, tuple[str | int, ...]]] = {
+        "ids_": ("n_features_in_",), "model_.modelmats.0": (1, "n_features_in_"),
+        "model_.updatemats.0": (1, "model_.n")}
+    NONNEGATIVE_STATE: ClassVar[tuple[str, ...]] = ("model_.modelmats",)
 
     method = "auto"  # (what an estimator saved before the parameter reads)
     ids_: np.ndarray | None = None  # (fitted: see the class doc)

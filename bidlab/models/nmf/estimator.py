@@ -154,6 +154,10 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
     True
     """
 
+    #: a loaded estimator's shapes and values (bidlab.learn.persist_check): k x d components
+    STATE_SHAPES = {"model_.modelmats.0": ("model_.opts.k", "n_features_in_"),
+                    "model_._Ht": ("n_features_in_", "model_.opts.k")}
+    NONNEGATIVE_STATE = ("model_.modelmats",)
     PARAMS = (
         Option("n_components", int, None, "number of components k", low=1, none_ok=True),
         Option("init", str, "random", "initial factors", test=_valid_init,

@@ -125,6 +125,11 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
 
     ROWS_ARE_SAMPLES = False  # rows are users
     TRANSIENT = (*BidlabEstimator.TRANSIENT, "_counts_of")  # (a cache of train_'s counts)
+    #: a loaded estimator's shapes and values (bidlab.learn.persist_check): f numbers (the
+    #: factors, and the bias for explicit ratings) per item and per user, all finite
+    STATE_SHAPES = {"model_.modelmats.0": ("items", "f"), "model_.updatemats.0": ("items", "f"),
+                    "model_.W.values": ("users", "f")}
+    FINITE_STATE = ("model_.modelmats", "model_.W.values", "model_.mu")
     PARAMS = (
         Option("n_components", int, 10, "number of factors k", low=1),
         Option("feedback", str, "explicit", "explicit ratings or implicit feedback",
