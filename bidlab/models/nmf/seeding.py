@@ -51,6 +51,15 @@ def nndsvda(X: Any, k: int, mean: float, random_state: Any) -> tuple[np.ndarray,
     return W, H
 
 
+def _refuse_zeros(what: str, a: np.ndarray) -> None:
+    """Refuse an all-zero start (as scikit-learn does): multiplicative updates never move
+    a zero, so the factors would stay 0 (coordinate descent starts degenerate)."""
+    if a.size and not a.any():
+        raise ValueError(f"NMF: {what} is all zeros, which the updates never leave (the "
+                         "factors would stay 0): give one with positive entries, or use "
+                         "init='random' or 'nndsvda'")
+
+
 def start(init: Any, data: Any, k: int, W: Any, H: Any,
           random_state: Any) -> tuple[Any, Any]:
     """The initial (W, H): scikit-learn's random draws or NNDSVDa start, the given
@@ -69,6 +78,7 @@ def start(init: Any, data: Any, k: int, W: Any, H: Any,
                                  f"{shape}")
             if not np.isfinite(a).all() or (a < 0).any():
                 raise ValueError(f"NMF: the initial {what} must be finite and >= 0")
+            _refuse_zeros(f"the initial {what}", a)
         return W, H
     if not isinstance(init, str):
         H = np.asarray(init, dtype)
@@ -77,6 +87,7 @@ def start(init: Any, data: Any, k: int, W: Any, H: Any,
                              f"features need shape ({k}, {d})")
         if not np.isfinite(H).all() or (H < 0).any():
             raise ValueError("NMF: the initial components must be finite and >= 0")
+        _refuse_zeros("init, the initial components,", H)
         return None, H
     if init == "nndsvda":
         X = data.mats[0]

@@ -65,6 +65,10 @@ def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
         X = X.sparse.to_coo()
     if backend.is_cupy_array(getattr(X, "data", X)):
         X = backend.to_host(X)
+    if getattr(getattr(X, "dtype", None), "kind", None) == "c" or (
+            isinstance(X, (list, tuple)) and np.iscomplexobj(X)):
+        raise ValueError(f"{name}: X holds complex values; ratings are real numbers: pass "
+                         "the real part (X.real) or the magnitude (abs(X))")
     if sp.issparse(X):
         if X.format == "coo":  # converting to CSR would sum the duplicates
             copy = X.copy()
@@ -80,7 +84,10 @@ def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
             S = copy
         S = S.astype(dtype)
     else:
-        A = np.asarray(X, dtype=dtype)
+        if hasattr(X, "dtypes") and hasattr(X, "to_numpy"):  # a pandas frame: pd.NA too
+            A = X.to_numpy(dtype=dtype, na_value=np.nan)
+        else:
+            A = np.asarray(X, dtype=dtype)
         if A.ndim != 2:
             raise ValueError(f"{name}: X must be 2-D (users x items); got shape {A.shape}")
         observed = ~np.isnan(A)
