@@ -130,3 +130,17 @@ def test_views_refuse_a_corpus_over_another_vocabulary(corpus, fitted):
             call()
     assert fitted.n_components == 4
     assert np.isfinite(fitted.coherence(corpus))  # the training vocabulary is accepted
+
+
+def test_to_pyldavis_checks_lambda_step_before_measuring_the_documents(corpus, fitted,
+                                                                       monkeypatch):
+    """A bad ``lambda_step`` is refused at once, naming the call, before the documents'
+    topic shares are computed (a large corpus took that time for nothing)."""
+    calls = []
+    real = type(fitted)._theta
+    monkeypatch.setattr(type(fitted), "_theta", lambda self, X: calls.append(1) or real(self, X))
+    with pytest.raises(ValueError, match=r"to_pyldavis: lambda_step must be in"):
+        fitted.to_pyldavis(corpus, lambda_step=0.0)
+    assert calls == []
+    assert fitted.to_pyldavis(corpus, lambda_step=0.5)["lambda.step"] == 0.5
+    assert calls == [1]

@@ -192,6 +192,7 @@ class TopicSteering:
                     lambda_step: float = 0.01, R: int = 30) -> dict[str, Any]:
         """pyLDAvis's prepared data (a JSON-ready dict); see
         :func:`bidlab.models.lda.export.prepared_data`."""
+        _export.check_lambda_step(lambda_step, "to_pyldavis")  # before the documents' theta
         X = self._reference(X, "to_pyldavis")
         if X is None:
             raise ValueError("to_pyldavis needs the documents: pass X=...")
