@@ -37,6 +37,8 @@ __all__ = ["read_bif", "parse_bif", "write_bif", "format_bif"]
 _TOKEN = re.compile(r'"[^"]*"|//[^\n]*|/\*.*?\*/|[{}()\[\];,|]|(?:[^\s{}()\[\];,|"/]|/(?![/*]))+',
                     re.S)
 _WORD = re.compile(r'(?:[^\s{}()\[\];,|"/]|/(?![/*]))+')
+#: BIF text (a variable block and a probability block), told from a path
+_TEXT = (re.compile(r"\bvariable\s+[^{}]*\{"), re.compile(r"\bprobability\s*\("))
 
 
 def _unquote(tok: str) -> str:
@@ -280,6 +282,11 @@ def read_bif(path: str | os.PathLike, max_decompressed: int | None = None) -> Ne
     ...     net = read_bif(folder / "bnlearn" / "asia.bif.gz")
     ...     assert net.n_vars == 8
     """
+    if isinstance(path, str) and all(r.search(path) for r in _TEXT) and \
+            not os.path.exists(path):
+        raise BayesNetError("read_bif takes the path of a BIF file, and this is BIF text: "
+                            "read the text with bidlab.models.bayesnet.bif.parse_bif(text) "
+                            "and give the Network it returns (BayesNet(network=net))")
     raw = read_data(path, max_decompressed, what="BIF file")
     try:
         text = raw.decode("utf-8")

@@ -43,11 +43,17 @@ def as_adjacency(G: Any, dtype: Any, *, square: bool = True, directed: bool = Tr
         raise ValueError(f"PageRank: the graph is empty (shape {m} x {n}): give a graph with "
                          "at least one vertex")
     if square and m != n:
+        edges = (" (an edge list, one row per edge? build the adjacency from it: "
+                 "scipy.sparse.csr_matrix((weights, (sources, targets)), shape=(n, n)), or "
+                 "read the file with bidlab.datasets.graphs.load_snap_edges)"
+                 if n in (2, 3) and m > n else "")
         raise ValueError(f"PageRank: the adjacency matrix must be square (n x n, rows = "
-                         f"source vertices, columns = targets); got {m} x {n}")
+                         f"source vertices, columns = targets); got {m} x {n}{edges}")
     if not square and m > n:
         raise ValueError(f"PageRank: a block of rows of an n x n graph has at most n rows; "
                          f"got {m} x {n}")
+    if backend.is_sparse(G) and not hasattr(G, "data"):  # a DOK matrix has no data array
+        G = G.tocsr()
     data = G.data if backend.is_sparse(G) else G
     on_gpu = backend.is_cupy_array(data)
     if backend.is_sparse(G):
