@@ -14,7 +14,7 @@ from typing import Any
 from bidlab.learn.datasource import DataSource
 from bidlab.learn.model import Model
 
-__all__ = ["family_models", "refusing_sources"]
+__all__ = ["family_models", "refuse_source_input", "refusing_sources"]
 
 
 def family_models(cls: type) -> list[str]:
@@ -66,3 +66,14 @@ def refusing_sources(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
         _refuse(self, name, args, kwargs)
         return fn(self, *args, **kwargs)
     return call
+
+
+def refuse_source_input(est: Any, X: Any) -> None:
+    """Refuse a DataSource ``X`` where ``est`` reads its data in memory (``predict``,
+    ``transform``, ``score``, ...), with a message naming what to pass, instead of a
+    conversion error deep inside the input checks."""
+    if isinstance(X, DataSource):
+        raise TypeError(
+            f"{type(est).__name__} reads X in memory (a numpy array, a scipy sparse matrix "
+            f"or a pandas DataFrame), not a {type(X).__name__}: read the source's rows into "
+            "memory and pass those (chunk by chunk for a large source)")

@@ -17,6 +17,7 @@ from bidlab import backend
 from bidlab.models.glm.links import CLASSIFIER_LINKS
 from bidlab.models.glm.params import class_weights, first_bad, unwrap
 from bidlab.models.glm.targets import as_targets_2d, same_classes
+from bidlab.models.in_memory import refuse_source_input
 from bidlab.models.validation import dense_to_csr
 
 __all__ = ["GLMInputs"]
@@ -55,6 +56,7 @@ class GLMInputs:
 
     def _host_features(self, X: Any, reset: bool) -> sp.csr_matrix:
         """:meth:`_features` before the move to the model's device: a host CSR."""
+        refuse_source_input(self, X)
         X = unwrap(X)
         self._check_structure(X)
         X = validate_data(self, X, accept_sparse="csr", dtype="numeric",
@@ -62,6 +64,7 @@ class GLMInputs:
         dtype = self._model_dtype(X) if reset else self.dtype_
         if reset:
             self.dtype_ = dtype
+        given = X
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=dtype)
             if not X.has_canonical_format:
@@ -72,6 +75,12 @@ class GLMInputs:
         bad = ~np.isfinite(X.data)
         if bad.any():
             r, c = first_bad(X, bad)
+            value = given[r, c]
+            if np.isfinite(value):  # finite as given: past the model dtype's range
+                raise ValueError(
+                    f"GLM: X holds {value:g} (row {r}, column {c}), beyond the range of the "
+                    f"model's {dtype} (largest {np.finfo(dtype).max:g}): scale the "
+                    "features down, or train with dtype='float64'")
             raise ValueError(f"GLM: X contains NaN or infinity (first at row {r}, column "
                              f"{c}): remove or impute those values first")
         return X

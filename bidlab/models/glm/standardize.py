@@ -192,15 +192,28 @@ def _scale(X: sp.csr_matrix, m1: np.ndarray, mean: Any) -> np.ndarray:
     weighted column means); 1 where a feature is constant. The variance is the mean
     squared deviation from ``m1`` (not ``E[x^2] - m1^2``, whose rounding leaves a constant
     feature of many rows a deviation of 1e-7 of its value, and a scale near 1e7)."""
-    if stores_every_entry(X):  # dense input: its values are the matrix
-        sd = np.sqrt(mean(np.square(X.data.reshape(X.shape) - m1, dtype=np.float64)))
-    else:
-        dev = sp.csr_matrix((np.square(X.data - m1[X.indices], dtype=np.float64),
-                             X.indices, X.indptr), shape=X.shape)
-        # the rows a feature has no entry in are 0, m1 from its mean
-        stored = sp.csr_matrix((np.ones(X.nnz), X.indices, X.indptr), shape=X.shape)
-        full = np.bincount(X.indices, minlength=X.shape[1]) == X.shape[0]
-        zeros = np.where(full, 0.0, np.maximum(1.0 - mean(stored), 0.0))
-        sd = np.sqrt(mean(dev) + m1 * m1 * zeros)
+    with np.errstate(over="ignore"):
+        sd = _deviation(X, m1, mean)
+    if not np.isfinite(sd).all():  # squares past float64's range (values above ~1e154)
+        peak = np.abs(X).max(axis=0).toarray().ravel()
+        unit = np.where(peak > 0, peak, 1.0)
+        sd = _deviation(X, m1, mean, unit) * unit
     tiny = sd <= 1e-7 * np.maximum(np.abs(m1), 1e-30)
     return np.where(tiny, 1.0, 1.0 / np.where(tiny, 1.0, sd))
+
+
+def _deviation(X: sp.csr_matrix, m1: np.ndarray, mean: Any,
+               unit: np.ndarray | None = None) -> np.ndarray:
+    """Each feature's standard deviation (see :func:`_scale`), of its values divided by
+    ``unit`` when given (one per feature)."""
+    data = X.data if unit is None else X.data / unit[X.indices]
+    m1 = m1 if unit is None else m1 / unit
+    if stores_every_entry(X):  # dense input: its values are the matrix
+        return np.sqrt(mean(np.square(data.reshape(X.shape) - m1, dtype=np.float64)))
+    dev = sp.csr_matrix((np.square(data - m1[X.indices], dtype=np.float64),
+                         X.indices, X.indptr), shape=X.shape)
+    # the rows a feature has no entry in are 0, m1 from its mean
+    stored = sp.csr_matrix((np.ones(X.nnz), X.indices, X.indptr), shape=X.shape)
+    full = np.bincount(X.indices, minlength=X.shape[1]) == X.shape[0]
+    zeros = np.where(full, 0.0, np.maximum(1.0 - mean(stored), 0.0))
+    return np.sqrt(mean(dev) + m1 * m1 * zeros)

@@ -105,7 +105,12 @@ def target_scale(est: Any, Y2: np.ndarray, w: np.ndarray | None,
             continue
         col = np.asarray(Y2[:, c], np.float64)
         mean = np.average(col, weights=weights)
-        sd = float(np.sqrt(np.average(np.square(col - mean), weights=weights)))
+        with np.errstate(over="ignore"):
+            sd = float(np.sqrt(np.average(np.square(col - mean), weights=weights)))
+        if not np.isfinite(sd):  # squares past float64's range (values above ~1e154)
+            u = float(np.abs(col).max())
+            sd = u * float(np.sqrt(np.average(np.square(col / u - mean / u),
+                                              weights=weights)))
         if sd > LARGE_SPREAD:
             scale[c] = sd
     if (scale == 1.0).all():

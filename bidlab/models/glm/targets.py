@@ -72,8 +72,23 @@ def as_targets_2d(Y: Any, n_rows: int, owner: str) -> tuple[np.ndarray, bool]:
                          "imaginary part would be dropped): give real values or labels")
     if Y2.dtype.kind == "f" and not np.isfinite(Y2).all():
         r, c = (int(v) for v in np.argwhere(~np.isfinite(Y2))[0])
-        raise ValueError(f"{owner}: Y contains NaN or infinity (first at row {r}, column {c})")
+        raise ValueError(f"{owner}: Y contains NaN or infinity (first at row {r}, column {c}): "
+                         "drop those rows or impute the targets first")
+    if Y2.dtype.kind == "O" and Y2.size:  # labels read from pandas: NaN, None, pd.NA
+        missing = np.frompyfunc(_is_missing, 1, 1)(Y2).astype(bool)
+        if missing.any():
+            r, c = (int(v) for v in np.argwhere(missing)[0])
+            raise ValueError(f"{owner}: Y has a missing label ({Y2[r, c]!r}, first at row {r}, "
+                             f"column {c}): drop those rows or fill the labels in first")
     return Y2, y_1d
+
+
+def _is_missing(v: Any) -> bool:
+    """Whether the label ``v`` is a missing value (None, NaN, pandas' NA or NaT)."""
+    if isinstance(v, str):
+        return False
+    return v is None or (isinstance(v, float) and v != v) or \
+        type(v).__name__ in ("NAType", "NaTType")
 
 
 def _zero_one_classes(col: np.ndarray) -> np.ndarray | None:

@@ -225,13 +225,18 @@ def split_halves(X: Any, seed: int = 0) -> tuple[Any, Any]:
     """Split each document's tokens at random into an observed and a held-out half.
 
     Each count c goes Binomial(c, 1/2) to the observed half (fractional parts go to one
-    half or the other with probability 1/2). Deterministic for a seed; host scipy CSRs.
+    half or the other with probability 1/2; a count above 2**62, floor(c / 2)).
+    Deterministic for a seed; host scipy CSRs.
     """
     Xh = sp.csr_matrix(backend.to_host(X))
     rng = np.random.default_rng(seed)
     whole = np.floor(Xh.data)
     frac = Xh.data - whole
-    obs = rng.binomial(whole.astype(np.int64), 0.5).astype(Xh.dtype)
+    # a count past 2**62 (no int64 for the sampler; its draw would be c/2 to 1e-9) halves
+    big = whole > 2.0**62
+    obs = rng.binomial(np.where(big, 0.0, whole).astype(np.int64), 0.5).astype(Xh.dtype)
+    if big.any():
+        obs[big] = np.floor(whole[big] / 2)
     obs += frac * (rng.random(frac.shape[0]) < 0.5)
     held = Xh.data - obs
     A = sp.csr_matrix((obs, Xh.indices, Xh.indptr), shape=Xh.shape)
@@ -317,5 +322,7 @@ def holds_text(X: Any) -> bool:
         return True
     if isinstance(X, list | tuple):
         return bool(X) and isinstance(X[0], str | bytes)
+    if hasattr(X, "iloc") and getattr(X, "ndim", 0) == 1:  # a pandas Series: df["text"]
+        return len(X) > 0 and isinstance(X.iloc[0], str | bytes)
     return isinstance(X, np.ndarray) and X.dtype.kind in "USO" and X.size > 0 and \
         isinstance(X.flat[0], str | bytes)

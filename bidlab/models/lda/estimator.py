@@ -30,6 +30,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from bidlab import backend
 from bidlab.learn import Option
 from bidlab.models.base import BidlabEstimator
+from bidlab.models.in_memory import refuse_source_input
 from bidlab.models.lda import common
 from bidlab.models.lda.continuation import continued_options, online_updater, trained_params
 from bidlab.models.lda.core import LDACore
@@ -131,6 +132,7 @@ class LDAEstimator(TopicSteering, ClassNamePrefixFeaturesOutMixin, TransformerMi
     def _validated(self, X: Any, reset: bool) -> tuple[Any, np.dtype, bool]:
         """(X checked by validate_data, the float dtype outputs take, X is on the GPU)."""
         name = type(self).__name__
+        refuse_source_input(self, X)
         X = corpus_counts(self, X, reset)  # a Corpus: its counts (and its vocabulary)
         X = getattr(X, "csr", None) if hasattr(X, "csr") and hasattr(X, "nnz") else X
         if hasattr(X, "guid") and hasattr(X, "data") and not hasattr(X, "indptr"):
