@@ -179,7 +179,12 @@ class TrainingLoop:
         """The start sync point: every rank takes rank 0's model (a fresh run only)."""
         if self.comm.size == 1:
             return
-        self._combine = check_combine(self.model.combine, len(self.model.modelmats),
+        how = self.model.combine
+        if how is None and self.model.full_batch:
+            # its matrices change only at pass ends, from totals summed over the ranks (the
+            # same on every rank): a step sync point exchanges none, the ranks still meet
+            how = "local"
+        self._combine = check_combine(how, len(self.model.modelmats),
                                       type(self.model).__name__)
         if self.step == 0:
             self.comm.broadcast([m.data for m in self.model.modelmats])

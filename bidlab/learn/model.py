@@ -86,7 +86,8 @@ class Model(Component):
     combine
         how learners that share the rows (a communicator of several ranks)
         combine each model matrix at their step sync point: ``"mean"``, ``"sum"`` or
-        ``"local"`` (kept per rank); one word for all or one per matrix; None: mean.
+        ``"local"`` (kept per rank); one word for all or one per matrix; None: mean
+        (``"local"`` for a ``full_batch`` model, whose matrices the ranks already share).
 
     Notes
     -----
