@@ -38,7 +38,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from bidlab.learn import learner_state, registry, save_target
+from bidlab.learn import learner_exit, learner_state, registry, save_target
 from bidlab.learn.comm import Communicator, SingleProcess
 from bidlab.learn.datasource import DataSource, as_source
 from bidlab.learn.divergence import DivergedError, DivergenceWatch
@@ -198,13 +198,12 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
 
         Continues from where the last run (or a loaded checkpoint) stopped. Refused while
         the learner is running or paused; with its ``n_passes`` (or ``max_steps``) reached
-        it ends at once, warning which option to raise (``learner.set(n_passes=...)``).
-        """
+        it ends at once, warning which option to raise (``learner.set(n_passes=...)``). At
+        interpreter exit a run still going stops cleanly (:mod:`bidlab.learn.learner_exit`)."""
         self._warn_nothing_left()
         with self._cond:
             self._begin()
-            self._thread = threading.Thread(target=self._run, name=f"{_OWN}{self.name}",
-                                            daemon=True)
+            self._thread = learner_exit.training_thread(self._run, f"{_OWN}{self.name}")
             self._thread.start()
         return self
 
@@ -230,13 +229,14 @@ class Learner(TrainingLoop, LearnerMetrics, Configurable):
         self.opts.set_running(True)
 
     def pause(self, wait: bool = False, timeout: float | None = 10.0) -> None:
-        """Ask the loop to pause at the next minibatch boundary (``wait``: until it has)."""
+        """Ask the loop to pause at the next minibatch boundary (``wait``: until it has;
+        not in the loop's own thread, e.g. a view, which pauses at that boundary)."""
         with self._cond:
             if self._state not in _ACTIVE:
                 return
             self._pause_req = True
             self._cond.notify_all()
-            if wait:
+            if wait and self._thread is not threading.current_thread():
                 self._cond.wait_for(lambda: self._state != "running", timeout)
 
     def resume(self) -> None:

@@ -30,6 +30,7 @@ import numbers
 import threading
 import time
 import traceback
+import warnings
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,7 +98,8 @@ class Subscription:
     delivered
         snapshots handed to the callback so far.
     errors
-        exceptions the callback raised (the last 10); it stays subscribed.
+        exceptions the callback raised (the last 10); it stays subscribed. The first one
+        is also shown as a RuntimeWarning.
     """
 
     def __init__(self, hub: ObserverHub, callback: Callable[[Snapshot], Any], rate: float,
@@ -118,6 +120,7 @@ class Subscription:
         self.sent_state = ""  # the state of the last snapshot captured for it
         self.delivered = 0
         self.errors: list[BaseException] = []
+        self._warned = False  # its first exception was shown (a RuntimeWarning)
         self.active = True
         self._front = _Buffer()
         self._back = _Buffer()
@@ -200,9 +203,29 @@ class Subscription:
         try:
             self.callback(snap)
         except BaseException as exc:  # noqa: BLE001 - even SystemExit: the others go on
+            if not self.errors and not self._warned:
+                self._warned = True
+                _warn_failed(self, exc)
             self.errors.append(exc)
             del self.errors[:-10]
         self.delivered += 1
+
+
+def _warn_failed(sub: Subscription, exc: BaseException) -> None:
+    """Say once per subscription that its callback raised (a RuntimeWarning naming where):
+    else a broken observer failed unseen, in the publisher thread."""
+    try:
+        name = getattr(sub.callback, "__qualname__", None) or repr(sub.callback)
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        warnings.warn(
+            f"observer {name} of learner {sub.hub.name!r} raised {what}{where}. Training "
+            "goes on and the observer stays subscribed; its exceptions are kept in "
+            "subscription.errors (the last 10). This is said once per observer.",
+            RuntimeWarning, stacklevel=1)
+    except Exception:  # noqa: BLE001 - warnings made errors, a str() that raises
+        pass
 
 
 def _check_view(name: str, spec: Any) -> None:
