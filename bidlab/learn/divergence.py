@@ -79,7 +79,7 @@ class DivergenceWatch:
                     f"{type(learner.model).__name__}.modelmats grew from "
                     f"{self.reference:.3g} after {self.ref_step} training steps to {mag:.3g} "
                     f"at step {learner.step} ({when}), more than {GROWTH:g} times, with "
-                    f"{options_in_force(learner)}. {AFTER}")
+                    f"{options_in_force(learner)}. {after(learner)}")
         t1 = time.perf_counter()
         if self._t_last is not None and self.trained > self._n_last:
             per_step = (t0 - self._t_last) / (self.trained - self._n_last)
@@ -90,8 +90,16 @@ class DivergenceWatch:
         self.next_check = self.trained + min(MAX_EVERY, max(MIN_EVERY, every))
 
 
-AFTER = ("The learner stopped (state 'failed'); the last checkpoint written stays as it was. "
-         "Lower the learning rate (or raise the regularisation) and train again.")
+AFTER = "The learner stopped (state 'failed'); the last checkpoint written stays as it was."
+
+
+def after(learner: Any) -> str:
+    """What happened and what to try: a lower learning rate where the learner trains with
+    one, else the data's scale and the regularisation (SFA, NMF, k-means have no rate)."""
+    if "lrate" in _in_force(learner):
+        return f"{AFTER} Lower the learning rate (or raise the regularisation) and train again."
+    return (f"{AFTER} This model takes no learning rate: check the data's scale (rescale "
+            "values far from 1) and the options named above, then train again.")
 
 
 def magnitude(model: Any) -> float | None:
@@ -117,10 +125,19 @@ def magnitude(model: Any) -> float | None:
     return math.sqrt(total / n) if n else None
 
 
+def _in_force(learner: Any) -> set[str]:
+    """The learner's numeric options that change its training (not those its parts take
+    but, as set up, ignore: :meth:`~bidlab.learn.hyper.Component.inert_options`)."""
+    comps = learner._components()
+    inert = {name for comp in comps for name in comp.inert_options()}
+    return {spec.name for comp in comps for spec in type(comp).option_table()
+            if spec.type in (float, int) and spec.name not in inert}
+
+
 def options_in_force(learner: Any) -> str:
-    """``name=value`` for the learner's numeric options (what a divergence message names)."""
-    names = {spec.name for comp in learner._components()
-             for spec in type(comp).option_table() if spec.type in (float, int)}
+    """``name=value`` for the learner's numeric options in force (what a divergence
+    message names)."""
+    names = _in_force(learner)
     return ", ".join(f"{k}={_short(v)}" for k, v in learner.opts.as_dict().items()
                      if k in names)
 

@@ -19,7 +19,7 @@ from bidlab import backend
 from bidlab.learn import learner_state, resume_position
 from bidlab.learn.comm import check_combine, combine_models
 from bidlab.learn.datasource import BlendedSource
-from bidlab.learn.divergence import AFTER, DivergedError, options_in_force
+from bidlab.learn.divergence import DivergedError, after, options_in_force
 from bidlab.learn.observers import format_error
 from bidlab.learn.record import ScoreSink
 from bidlab.mat import caching
@@ -376,6 +376,6 @@ class TrainingLoop:
 
     def _diverged_text(self, i: int, when: str) -> str:
         return (f"the model diverged: {type(self.model).__name__}.modelmats[{i}] holds NaN or "
-                f"inf at step {self.step} ({when}), with {options_in_force(self)}. {AFTER} "
+                f"inf at step {self.step} ({when}), with {options_in_force(self)}. {after(self)} "
                 "NaN or inf in the data does this at any rate: check it with numpy.isfinite.")
 
