@@ -329,7 +329,7 @@ def chunk_rows(k: int, d: int, itemsize: int) -> int:
     return int(min(1024, max(32, _CHUNK_BYTES // ((k + d) * itemsize))))
 
 
-@numba.njit(parallel=True, fastmath={"reassoc", "contract"}, cache=True, nogil=True)
+@adaptive_kernel(fastmath={"reassoc", "contract"}, cache=True, nogil=True)
 def _dist_dense_cpu(X, labels, C, out):  # pragma: no cover - compiled
     n, d = X.shape
     for i in numba.prange(n):
@@ -342,7 +342,7 @@ def _dist_dense_cpu(X, labels, C, out):  # pragma: no cover - compiled
         out[i] = acc
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@adaptive_kernel(cache=True, nogil=True)
 def _dist_csr_cpu(indptr, indices, data, labels, C, cc, out):  # pragma: no cover - compiled
     n = indptr.shape[0] - 1
     for i in numba.prange(n):
@@ -363,9 +363,10 @@ def assigned_sq_dist(X: Any, labels: Any, C: Any, out: Any, cc: Any = None) -> N
         if backend.is_sparse(X):
             if cc is None:
                 cc = np.einsum("ij,ij->i", C, C, dtype=np.float64)
-            _dist_csr_cpu(X.indptr, X.indices, X.data, labels, C, cc, out)
+            _dist_csr_cpu(float(X.nnz + X.shape[0]), X.indptr, X.indices, X.data, labels, C,
+                          cc, out)
         else:
-            _dist_dense_cpu(np.ascontiguousarray(X), labels, C, out)
+            _dist_dense_cpu(float(X.size), np.ascontiguousarray(X), labels, C, out)
         return
     xp = backend.namespace(C)
     Cl = C[labels]

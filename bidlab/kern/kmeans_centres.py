@@ -17,12 +17,13 @@ import numpy as np
 
 from bidlab import backend
 from bidlab.kern import arrays
+from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.standin import stand_in
 
 __all__ = ["centre_drift", "centre_means"]
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@adaptive_kernel(cache=True, nogil=True)
 def _drift_cpu(S, prev, out):  # pragma: no cover - compiled
     k, d = S.shape
     for j in numba.prange(k):
@@ -33,7 +34,7 @@ def _drift_cpu(S, prev, out):  # pragma: no cover - compiled
         out[j] = np.sqrt(acc)
 
 
-@numba.njit(parallel=True, cache=True, nogil=True)
+@adaptive_kernel(cache=True, nogil=True)
 def _means_cpu(S, N, prev, out):  # pragma: no cover - compiled
     k, d = S.shape
     for j in numba.prange(k):
@@ -52,7 +53,7 @@ def centre_means(S: Any, N: Any, prev: Any) -> Any:
     and how far each centre moved from ``prev``, in one pass (k,) float64."""
     if isinstance(S, np.ndarray) and S.flags.c_contiguous and isinstance(prev, np.ndarray):
         out = np.empty(S.shape[0], np.float64)
-        _means_cpu(S, np.ascontiguousarray(N), np.ascontiguousarray(prev), out)
+        _means_cpu(float(S.size), S, np.ascontiguousarray(N), np.ascontiguousarray(prev), out)
         return out
     xp = backend.namespace(S)
     empty = N <= 0
@@ -66,7 +67,7 @@ def centre_drift(S: Any, prev: Any) -> Any:
     """How far each centre moved: ``||S[j] - prev[j]||`` (k,), in float64, in one pass."""
     if isinstance(S, np.ndarray) and isinstance(prev, np.ndarray):
         out = np.empty(S.shape[0], np.float64)
-        _drift_cpu(np.ascontiguousarray(S), np.ascontiguousarray(prev), out)
+        _drift_cpu(float(S.size), np.ascontiguousarray(S), np.ascontiguousarray(prev), out)
         return out
     xp = backend.namespace(S)
     diff = S.astype(np.float64) - prev

@@ -241,7 +241,7 @@ def lloyd_block(X: np.ndarray, C: np.ndarray, cc: np.ndarray, xx: np.ndarray,
             labels, u, lo, ww, work.part, work.pc, work.nparts, D, E, G, idx, B1, B2, J1,
             pruned, b["drift"], b["s"], int(b["top"]), float(b["m1"]), float(b["m2"]),
             bool(sums), bool(root), rows_first(k, d), stats)
-    with one_blas_thread():
+    with one_blas_thread(float(min(X.shape[0], G.shape[1])) * k * d):  # a chunk's product
         _lloyd_cpu(X.shape[0] * C.shape[0] * C.shape[1], *args)
     if sums:
         work.written()

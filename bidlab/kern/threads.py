@@ -26,6 +26,7 @@ a ``prange`` one (the SAME Gibbs sampler's E-step, :mod:`bidlab.kern.lda_sampler
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
@@ -150,11 +151,30 @@ def _blas() -> Any:
     return ThreadpoolController().select(user_api="blas")
 
 
-def one_blas_thread() -> Any:
+#: OpenBLAS runs a product of at most this many multiply-adds (m n k) on one thread
+#: whatever its thread setting (its GEMM threads above 65,536 x GEMM_MULTITHREAD_THRESHOLD,
+#: 4 by default): :func:`one_blas_thread` has nothing to limit below it
+BLAS_ONE_THREAD_UP_TO = 262_144
+
+
+def one_blas_thread(work: float | None = None) -> Any:
     """Context manager: BLAS (NumPy's and SciPy's) on the calling thread only.
 
     For small products between bidlab's own kernels (k-means' between Lloyd blocks, NMF's
     k x k Gram matrices): a multi-threaded BLAS call leaves its worker threads spinning
-    for a while, and they take the cores from the next kernel's threads.
+    for a while, and they take the cores from the next kernel's threads. ``work``: the
+    largest product's multiply-adds inside the block, when known; at most
+    :data:`BLAS_ONE_THREAD_UP_TO` BLAS runs on one thread anyway, and the limit (about
+    30 us to set and restore) is skipped.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> with one_blas_thread(4 * 4 * 4):   # a small product: nothing to limit
+    ...     p = np.ones((4, 4)) @ np.ones((4, 4))
+    >>> float(p[0, 0])
+    4.0
     """
+    if work is not None and work <= BLAS_ONE_THREAD_UP_TO:
+        return contextlib.nullcontext()
     return _blas().limit(limits=1)

@@ -146,7 +146,7 @@ def pass_bounds(C: Any, drift: Any, xp: Any, last: dict[str, Any] | None = None,
             lb = last["lb"] - dd[:, None] - dd[None, :]
         else:
             if xp is np:
-                with one_blas_thread():  # no BLAS threads left spinning for the next pass
+                with one_blas_thread(float(k) * k * C.shape[1]):  # none left spinning
                     cd = sq_distances(C, C)
             else:
                 cd = sq_distances(C, C)
