@@ -77,10 +77,8 @@ def test_very_unlikely_evidence_is_not_called_impossible_and_init_tries_reaches_
     advice to raise init_tries, which BayesNet did not take (and the number of draws
     tried, 1000, was not what had been drawn)."""
     bn = BayesNet(_rare_cause(), n_chains=100, n_samples=20, burn_in=2, random_state=0)
-    with pytest.raises(BayesNetError, match=r"has probability zero under the network, or "
-                       r"too small for sampling to start from: none of 101,600 ancestral "
-                       r"draws .*BayesNet\(init_tries=\.\.\.\)"):
-        bn.infer({"c": "yes"})
+    # (possible but rare evidence starts from a smoothed proposal: bayesnet.rare_start)
+    assert bn.infer({"c": "yes"})["r"] == {"no": 0.0, "yes": 1.0}
     bn.set_params(init_tries=100_000)
     m = bn.infer({"c": "yes"})
     assert m["r"] == {"no": 0.0, "yes": 1.0}

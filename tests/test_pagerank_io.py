@@ -51,7 +51,7 @@ def test_snap_edge_list_comments_separators_remap_and_gzip(tmp_path):
     z.write_bytes(gzip.compress(text.encode()))
     assert (load_snap_edges(z).A != g.A).nnz == 0
     u = load_snap_edges(f, directed=False)
-    assert u.A[1, 0] == 2 and u.A[0, 1] == 2 and u.A[3, 3] == 1
+    assert u.A[1, 0] == 1 and u.A[0, 1] == 1 and u.A[3, 3] == 1  # one edge per pair
     w = tmp_path / "w.txt"
     w.write_text("1 2 0.5\n2 1 1.5\n")
     assert load_snap_edges(w).A[0, 1] == 0.5

@@ -35,7 +35,9 @@ class EdgeList:
     ----------
     A
         the n x n adjacency matrix (``scipy.sparse.csr_matrix``, rows = source vertices);
-        an edge listed twice has weight 2 (duplicates are summed), a self-loop is kept.
+        a self-loop is kept. Directed, an edge listed twice has weight 2 (duplicates are
+        summed); undirected, each pair of vertices is one edge however often and
+        whichever way it is listed (:func:`load_snap_edges`).
     ids
         the original id of each of the n vertices (``ids[i]`` is vertex ``i``'s id in
         the file), sorted.
@@ -50,7 +52,8 @@ class EdgeList:
 
     @property
     def n_edges(self) -> int:
-        """Stored edges (after summing duplicates)."""
+        """Stored entries of ``A`` (after merging duplicates; undirected: each edge
+        twice, a self-loop once)."""
         return int(self.A.nnz)
 
     def index_of(self) -> dict[int, int]:
@@ -73,8 +76,13 @@ def load_snap_edges(path: str | os.PathLike, *, directed: bool = True,
     path
         the file (plain or gzip).
     directed
-        False reads each line as an undirected edge: both directions are stored
-        (a self-loop once).
+        False reads each line as an undirected edge, as networkx's ``Graph`` (and
+        igraph's undirected graph, simplified) reads an edge list: each pair of
+        vertices is one edge, whichever way and however often it is listed (a file
+        that lists both directions, or a reciprocal pair), of weight 1, or the weight
+        of its last line; both directions are stored (a self-loop once). True: each
+        line is an edge ``source -> target``, and an edge listed more than once has the
+        sum of its weights.
     dtype
         float type of the weights.
     cap
@@ -127,12 +135,26 @@ def load_snap_edges(path: str | os.PathLike, *, directed: bool = True,
     n = int(ids.shape[0])
     i, j = inv[: len(rows)], inv[len(rows):]
     if not directed:
-        loop = i == j
-        i, j, w = (np.concatenate([i, j[~loop]]), np.concatenate([j, i[~loop]]),
-                   np.concatenate([w, w[~loop]]))
+        i, j, w = _undirected(i, j, w, n)
     A = sp.csr_matrix((w.astype(dtype), (i, j)), shape=(n, n))
     A.sum_duplicates()
     return EdgeList(A, ids)
+
+
+def _undirected(i: np.ndarray, j: np.ndarray, w: np.ndarray,
+                n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The edges ``i -- j`` as an undirected graph's, networkx's ``Graph`` rule: each
+    unordered pair (a self-loop included) is one edge, whichever way and however often it
+    is listed, of the weight its last line gives (1 without weights); stored both ways,
+    a self-loop once."""
+    lo, hi = np.minimum(i, j), np.maximum(i, j)
+    key = lo.astype(np.int64) * n + hi
+    _, first = np.unique(key[::-1], return_index=True)  # each pair's last line
+    keep = np.sort(key.shape[0] - 1 - first)
+    lo, hi, w = lo[keep], hi[keep], w[keep]
+    two = lo != hi
+    return (np.concatenate([lo, hi[two]]), np.concatenate([hi, lo[two]]),
+            np.concatenate([w, w[two]]))
 
 
 def _file_line(raw: bytes, edge: int) -> int:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from bidlab.learn.checkpoint_values import check_values
 from bidlab.learn.model import Model
 from bidlab.learn.rowstate import row_state_keys
 
@@ -141,6 +142,7 @@ def restore(path: str, opts: Any, model: Any, updater: Any, batches_per_pass: in
     try:
         ensure_initialised(rebuild=rebuild)
         extra, extra_saved, upd_saved, fresh = _checked_state(path, ck, model, updater, rows)
+        check_values(path, model, mats, extra_saved, upd_saved, model_counters)
         try:
             model.check_extra_state(extra_saved)
         except ValueError as exc:
@@ -197,7 +199,9 @@ def _checked_state(path: str, ck: Any, model: Any, updater: Any, rows: bool
     if got != shapes:
         raise CheckpointError(f"checkpoint {path} has model matrices of shapes {got}, but "
                               f"this model has {shapes} (different data or options?)")
-    extra, extra_saved = model.extra_state(), ck.group("model_extra")
+    grown = model.grown_state  # lengths vary: handed to model.restored
+    extra = {k: m for k, m in model.extra_state().items() if k not in grown}
+    extra_saved = ck.group("model_extra")
     fresh = row_state_keys(extra) - (set(extra_saved) if rows else set())
     if not rows:  # this rank's own rows: the file holds another rank's, or none
         extra_saved = {k: a for k, a in extra_saved.items() if k not in row_state_keys(

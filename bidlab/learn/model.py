@@ -131,6 +131,16 @@ class Model(Component):
     #: the learner's communicator while several ranks train this model, else None
     #: (:meth:`bind`); never saved: the next learner binds its own
     _comm: Any = None
+    #: what a checkpoint's numbers must be (:mod:`bidlab.learn.checkpoint_values`): keys of
+    #: :meth:`extra_state` or ``"model/i"`` whose numbers are finite, finite and >= 0, and
+    #: counters that are whole numbers >= 0 (at most the length of the key named)
+    CHECKPOINT_FINITE: tuple[str, ...] = ()
+    CHECKPOINT_NONNEGATIVE: tuple[str, ...] = ()
+    CHECKPOINT_COUNTS: dict[str, str | None] = {}
+    #: :meth:`extra_state` keys whose length grows with the run (a record of its passes): a
+    #: checkpoint's arrays for them are handed to :meth:`restored` (``earlier``), not
+    #: checked against the model's own and written in place
+    grown_state: tuple[str, ...] = ()
     #: matrices a loaded model must hold as float32 or float64 (bidlab.learn.persist_check)
     FLOAT_STATE: tuple[str, ...] = ("modelmats", "updatemats")
     #: ... held in lists, present in every saved model (empty before it is built)

@@ -18,7 +18,8 @@ is its own:
 * ``FLOAT_STATE`` -- attributes holding (lists of) bidlab matrices (``Mat`` / ``SMat``) that
   must be float32 or float64 (a model's ``modelmats`` and ``updatemats``);
 * ``STATE_SHAPES`` -- ``{path: dims}``: the matrix (or list) at ``path`` (dotted attribute
-  names and list indices, e.g. ``"model_.modelmats.0"``) has ``len(dims)`` dimensions; a
+  names, list indices and table keys, e.g. ``"model_.modelmats.0"``,
+  ``"model_.updatemats.0.num"``) has ``len(dims)`` dimensions; a
   dim that is a number, or names a path holding a whole number (``"k"``, ``"opts.k"``),
   must equal it; any other name (a path that is missing or holds no whole number) must
   take the same size in every matrix that names it; a value of the wrong kind on the way
@@ -26,6 +27,10 @@ is its own:
 * ``FINITE_STATE`` / ``NONNEGATIVE_STATE`` -- paths (as in ``STATE_SHAPES``) of matrices,
   arrays or lists of them whose numbers must be finite (a model's weights: NaN would load
   and predict nonsense), or finite and >= 0 (NMF's components, PageRank's scores);
+* ``COUNT_STATE`` -- paths of counters (passes, iterations, users): when present, whole
+  numbers from 0 to ``2**53 - 1`` (a count a float still holds exactly);
+* ``FITTED_STATE`` -- paths a fitted estimator holds (present and not None whenever its
+  ``model_`` is): the updater that goes on training, the data it filters by;
 * ``STATE_KINDS`` -- ``{name: class}``: the attribute, when present and not None, is an
   instance of that class (an estimator's fitted ``model_`` is a bidlab ``Model``, not a
   number or a list a crafted file put there);
@@ -91,6 +96,7 @@ def check_state(cls: type, state: Any, where: str) -> None:
                              f"{cls.__name__} holds a {kind.__name__}")
     for name in _declared(cls, "FLOAT_STATE"):
         _check_floats(state.get(name), f"{at}{name}")
+    _check_fitted(cls, state, at)
     _check_shapes(cls, state, at)
     _check_values(cls, state, at)
     if any(isinstance(vars(k).get("check_loaded"), classmethod) for k in cls.__mro__):
@@ -203,6 +209,8 @@ def _resolve(state: dict[str, Any], path: str, at: str | None = None) -> Any:
             found = value[i] if ok and i < len(value) else _MISSING
         elif isinstance(value, Options):
             ok, found = True, vars(value).get("_values", {}).get(part, _MISSING)
+        elif isinstance(value, dict):  # named statistics (an update's "num", "gram")
+            ok, found = True, value.get(part, _MISSING)
         else:
             ok = hasattr(value, "__dict__") and not isinstance(value, (Mat, SMat))
             found = vars(value).get(part, _MISSING) if ok else _MISSING
@@ -262,6 +270,25 @@ def _numbers(value: Any, field: str) -> np.ndarray:
                          f"{' of dtype ' + str(value.dtype) if hasattr(value, 'dtype') else ''}"
                          ", where a matrix of numbers belongs")
     return value
+
+
+def _check_fitted(cls: type, state: dict[str, Any], at: str) -> None:
+    """``FITTED_STATE`` (once fitted) and ``COUNT_STATE``."""
+    if state.get("model_") is not None:
+        for path in _declared(cls, "FITTED_STATE"):
+            value = _resolve(state, path, at)
+            if value is _MISSING or value is None:
+                raise StateError(f"{at}{path}: missing, which every fitted {cls.__name__} "
+                                 "holds; the file is damaged: fit it again")
+    for path in _declared(cls, "COUNT_STATE"):
+        value = _resolve(state, path, at)
+        if value is _MISSING:
+            continue
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) \
+                or not 0 <= value < 2**53:
+            raise StateError(f"{at}{path}: {value!r:.40} where a count (a whole number "
+                             f"from 0 to 2**53 - 1) belongs; the file is corrupt: fit it "
+                             "again")
 
 
 def _check_values(cls: type, state: dict[str, Any], at: str) -> None:

@@ -45,6 +45,7 @@ from bidlab.models.bayesnet.support import (
     evidence_support,
 )
 from bidlab.models.lda.gibbs_params import ANNEAL_SCHEDULES
+from bidlab.models.saved_state import BayesNetSaved
 from bidlab.models.sk_params import N_JOBS, VERBOSE
 from bidlab.models.validation import SEED_TEXT, device_row, seed_from, seed_ok
 
@@ -55,7 +56,7 @@ def _network_ok(x: Any) -> bool:
     return x is None or isinstance(x, (Network, str, os.PathLike))
 
 
-class BayesNet(BidlabEstimator):
+class BayesNet(BayesNetSaved, BidlabEstimator):
     """A discrete Bayesian network: Gibbs marginals with evidence, SAME Gibbs-EM learning.
 
     Parameters
@@ -126,7 +127,6 @@ class BayesNet(BidlabEstimator):
     0.7
     """
 
-    NONNEGATIVE_STATE = ("marginals_",)  # (what a file holds: bidlab.learn.persist_check)
     PARAMS = (
         Option("network", str, None, "the network", test=_network_ok, none_ok=True,
                text="a Network or the path of a BIF file"),

@@ -98,6 +98,7 @@ class BayesNetModel(TableTemperatures, Model):
                "reported as having probability zero", low=1, live=False),
     )
     score_name = "log p(x)/row"
+    CHECKPOINT_NONNEGATIVE = ("model/0",)  # tables (a checkpoint's: checkpoint_values)
     mat_names = ("tables",)
     full_batch = True
     #: on several ranks (each holding some rows) the M-step sums the replicas' counts over

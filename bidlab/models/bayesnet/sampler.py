@@ -26,6 +26,7 @@ from bidlab.kern import bn_gibbs
 from bidlab.kern.random import stream_key
 from bidlab.models.bayesnet.anneal_start import anneal_rows
 from bidlab.models.bayesnet.network import BayesNetError, Network, evidence_vector
+from bidlab.models.bayesnet.rare_start import agreeing_draws
 from bidlab.models.bayesnet.tables import Tables
 
 __all__ = ["GibbsChains"]
@@ -248,10 +249,12 @@ class GibbsChains:
         """Start the chains from the posterior's rough shape: ancestral draws with the
         evidence clamped (``POOL`` per chain), resampled by their likelihood of the
         evidence (systematic resampling). Chains that a near-deterministic table keeps in
-        one mode then hold the modes in about the right proportions. When no draw of the
-        pool agrees with the evidence (a rare cause of a deterministic variable), up to
-        ``init_tries`` more rounds of one draw per chain look for some that do; none at
-        all means the evidence has probability zero."""
+        one mode then hold the modes in about the right proportions. When fewer draws of
+        the pool than chains agree with the evidence (a rare cause of a deterministic
+        variable), up to ``init_tries`` more rounds of one draw per chain look for more,
+        then smoothed tables' draws or annealed sweeps
+        (:mod:`~bidlab.models.bayesnet.rare_start`); none at all means the evidence has
+        probability zero."""
         n = self.n_obs
         P, lw = self._start_pool(self.ev)
         self._pool = None  # used: its memory goes
@@ -270,8 +273,8 @@ class GibbsChains:
             return kept[2], kept[3]
         n = self.n_obs
         P, lw = self._likelihood_draws(_pool_size(n), _INIT_STEP - 1 - self.sweeps, ev)
-        if not np.isfinite(lw.max()):
-            P, lw = self._agreeing_draws(n, ev)
+        if np.count_nonzero(np.isfinite(lw)) < n:  # rare evidence: more draws, or others
+            P, lw = agreeing_draws(self, n, ev, (P, lw), 2 * _INIT_STEP + self.sweeps * 1024)
         self._pool = (ev.copy(), self.sweeps, P, lw)
         return P, lw
 
@@ -293,27 +296,6 @@ class GibbsChains:
                     cfg += P[:, t.par_idx[q]].astype(np.int64) * t.par_stride[q]
                 lw += np.log(t.cpt[t.off[v] + cfg * t.card[v] + ev[v]])
         return P, lw
-
-    def _agreeing_draws(self, n: int, ev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Draws that agree with the evidence (and their log-likelihoods of it) from up to
-        ``init_tries`` rounds of ``n`` likelihood draws: the rounds stop once ``n`` agree;
-        none agreeing raises the evidence's zero-probability error."""
-        keep_P: list[np.ndarray] = []
-        keep_lw: list[np.ndarray] = []
-        found = 0
-        for attempt in range(self.init_tries):
-            P, lw = self._likelihood_draws(n, 2 * _INIT_STEP + self.sweeps * 1024 + attempt,
-                                           ev)
-            ok = np.isfinite(lw)
-            if ok.any():
-                keep_P.append(P[ok])
-                keep_lw.append(lw[ok])
-                found += int(ok.sum())
-                if found >= n:
-                    break
-        if not found:
-            self._zero_probability(0, ev, draws=_pool_size(n) + self.init_tries * n)
-        return np.concatenate(keep_P), np.concatenate(keep_lw)
 
     def activate(self, m: int) -> None:
         """Make replicas ``0..m-1`` live: new ones start as copies of replica 0. The first

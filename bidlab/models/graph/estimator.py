@@ -23,7 +23,7 @@ bound, in fewer iterations.
 from __future__ import annotations
 
 import warnings
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -37,6 +37,7 @@ from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator, FittedByModel
 from bidlab.models.graph.model import PageRankModel
 from bidlab.models.graph.transition import as_adjacency, transition, vertex_weights
+from bidlab.models.saved_state import PageRankSaved
 from bidlab.models.sk_params import N_JOBS, VERBOSE
 from bidlab.models.validation import device_row, dtype_row
 
@@ -82,7 +83,7 @@ def _valid_weights(x: Any) -> bool:
     return isinstance(x, dict) or len(np.shape(x)) == 1
 
 
-class PageRank(FittedByModel, BidlabEstimator):
+class PageRank(PageRankSaved, FittedByModel, BidlabEstimator):
     """PageRank of a graph's vertices: networkx's power iteration, or Gauss-Seidel sweeps.
 
     Parameters
@@ -172,13 +173,6 @@ class PageRank(FittedByModel, BidlabEstimator):
         N_JOBS,
     )
 
-    #: a loaded estimator's shapes and values (bidlab.learn.persist_check): one id and one
-    #: score (>= 0) per vertex
-    STATE_SHAPES: ClassVar[dict[str, tuple[str | int, ...]]] = {
-        "ids_": ("n_features_in_",), "model_.modelmats.0": (1, "n_features_in_"),
-        "model_.updatemats.0": (1, "model_.n")}
-    NONNEGATIVE_STATE: ClassVar[tuple[str, ...]] = ("model_.modelmats",)
-
     method = "auto"  # (what an estimator saved before the parameter reads)
     ids_: np.ndarray | None = None  # (fitted: see the class doc)
     verbose = 0
@@ -189,7 +183,9 @@ class PageRank(FittedByModel, BidlabEstimator):
         """A loaded estimator's ``ids_`` (:mod:`bidlab.learn.persist_check`): None, or an
         array of vertex ids as :meth:`fit` keeps them (integers, finite floats or text);
         a crafted or corrupt file could hold NaN, booleans, a list of anything or objects,
-        which ``top()`` would hand out as vertex names."""
+        which ``top()`` would hand out as vertex names; then the model's rules
+        (:class:`~bidlab.models.saved_state.PageRankSaved`)."""
+        super().check_loaded(state)
         ids = state.get("ids_")
         if ids is None:
             return
@@ -299,7 +295,7 @@ class PageRank(FittedByModel, BidlabEstimator):
         else:
             P, rows = transition(A)
             src = BlockSource(P, rows, batch_size=batch, names=("P", "rows"))
-        options.setdefault("n_passes", self.max_iter + 1)
+        options.setdefault("n_passes", min(int(self.max_iter) + 1, _MOST_PASSES))
         lrn = self._build_learner(model, src, live=live, **options)
         self.model_ = model
         self.n_features_in_ = n
@@ -330,6 +326,10 @@ class PageRank(FittedByModel, BidlabEstimator):
         last change; ``batch_size``, default all rows; ``comm``; ``checkpoint``; ...).
         """
         return self._learner(G, first_row, dict(options), live=True)
+
+
+#: the learner's most passes: a larger max_iter (set high "to be safe") still stops on tol
+_MOST_PASSES = next(o.high for o in Learner.OPTIONS if o.name == "n_passes")
 
 
 def _kept_ids(ids: np.ndarray) -> np.ndarray | None:

@@ -62,6 +62,7 @@ from bidlab.learn.options import Option
 from bidlab.learn.staging import Minibatch
 from bidlab.learn.updaters import Batch, Updater
 from bidlab.mat import Mat, dense_sparse
+from bidlab.models.graph.residual_log import ResidualLog, empty_log
 from bidlab.models.graph.shared_resume import SharedFileResume
 from bidlab.models.graph.stopping import stop_text
 
@@ -78,7 +79,7 @@ SWEEP_FLOOR = 4.0
 _SCRATCH = ("_views", "_in", "_own", "_comm")
 
 
-class PageRankModel(SharedFileResume, Model):
+class PageRankModel(ResidualLog, SharedFileResume, Model):
     """PageRank by power iteration or Gauss-Seidel sweeps on the Learner (the module doc).
 
     Besides ``modelmats`` (the 1 x n scores), it has the attributes below.
@@ -114,7 +115,7 @@ class PageRankModel(SharedFileResume, Model):
     ----------
     residuals
         host float64 array; ``residuals[t - 1]`` is the L1 change of iteration
-        ``t`` (NaN where not yet measured).
+        ``t`` (NaN where not yet measured; grown as iterations run: ``residual_log``).
     n_iter
         iterations whose change was measured.
     reached_tol
@@ -132,6 +133,7 @@ class PageRankModel(SharedFileResume, Model):
         Option("max_iter", int, 100, "most iterations", low=1, live=False),
     )
     score_name = "L1 change"
+    CHECKPOINT_NONNEGATIVE, CHECKPOINT_COUNTS = ("model/0", "previous"), {"n_iter": "residuals"}
     mat_names = ("scores",)
     full_batch = True
 
@@ -154,7 +156,7 @@ class PageRankModel(SharedFileResume, Model):
             personalization, dtype=np.float64)
         self.dangling = self.personalization if dangling is None else np.asarray(
             dangling, dtype=np.float64)
-        self.residuals = np.full(int(self.opts.max_iter), np.nan)
+        self.residuals = empty_log(self.opts.max_iter)
         self.n_iter = 0
         self.reached_tol = False
         self.converged = False
@@ -202,7 +204,7 @@ class PageRankModel(SharedFileResume, Model):
                                          dtype=dtype))
         self._ab = backend.empty((1, 2), dtype, xp)
         self._r = backend.empty((1,), dtype, xp)
-        self.residuals = np.full(int(self.opts.max_iter), np.nan)
+        self.residuals = empty_log(self.opts.max_iter)
         self.n_iter = 0
         self.reached_tol = False
         self.last_bound = math.nan
@@ -297,8 +299,8 @@ class PageRankModel(SharedFileResume, Model):
                 r = float(self._r[0])
             else:
                 r = float(change)
-            t = min(pass_, self.residuals.shape[0])
-            self.residuals[t - 1] = r
+            t = min(pass_, int(self.opts.max_iter))
+            self._log_change(t, r)
             self.n_iter = t
             self.reached_tol = (r if bound is None else bound) < self.opts.tol * self.n
             if self.reached_tol or pass_ >= self.opts.max_iter:

@@ -75,6 +75,9 @@ class KMeansModel(Model):
 
     score_name = "-sq.dist/sample"
     mat_names = ("centers", "counts")
+    #: a checkpoint's numbers (bidlab.learn.checkpoint_values): counts, moves, row bounds
+    CHECKPOINT_NONNEGATIVE = ("model/1", "drift", "rows.u.values", "rows.xx.values")
+    CHECKPOINT_FINITE = ("pass_sums",)
     #: the estimator's ``algorithm`` name of an engine (a subclass)
     algorithm = ""
     #: each engine by its ``algorithm`` name, filled as the subclasses are defined
@@ -169,7 +172,14 @@ class KMeansModel(Model):
 
     def check_extra_state(self, saved: dict[str, np.ndarray]) -> None:
         """Refuse a checkpoint whose ``origin`` holds NaN or infinity (before it is loaded:
-        the centres measured from it would be lost)."""
+        the centres measured from it would be lost), or whose rows' labels name no centre
+        (a kernel would index past the centres)."""
+        labels, k = saved.get("rows.labels.values"), self.modelmats[0].shape[0]
+        if labels is not None and labels.size and not (0 <= labels.min()
+                                                       and labels.max() < k):
+            raise ValueError(f"its rows' labels run from {labels.min()} to {labels.max()}, "
+                             f"where each names one of the {k} centres (0..{k - 1}): the "
+                             "file is corrupt; load another checkpoint")
         origin = saved.get("origin")
         if origin is not None and not np.isfinite(origin).all():
             raise ValueError("its k-means origin holds NaN or infinity, where it is a finite "

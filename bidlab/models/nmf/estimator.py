@@ -41,6 +41,7 @@ from bidlab.models.nmf.inputs import Prepared, prepare, ratings_input, unwrap
 from bidlab.models.nmf.model import LOSSES, NMFModel
 from bidlab.models.nmf.seeding import start
 from bidlab.models.nmf.serve import NMFServe
+from bidlab.models.saved_state import NMFSaved
 from bidlab.models.sk_params import N_JOBS, factor_rows
 from bidlab.models.validation import drawn_seed, frame_dtype
 
@@ -60,7 +61,7 @@ def _valid_alpha_h(x: Any) -> bool:
             and math.isfinite(float(x)) and float(x) >= 0)
 
 
-class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
+class NMF(NMFSaved, NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerMixin,
           BidlabEstimator):
     """Nonnegative matrix factorisation ``X ~ W @ H`` over the observed entries of ``X``.
 
@@ -154,10 +155,6 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
     True
     """
 
-    #: a loaded estimator's shapes and values (bidlab.learn.persist_check): k x d components
-    STATE_SHAPES = {"model_.modelmats.0": ("model_.opts.k", "n_features_in_"),
-                    "model_._Ht": ("n_features_in_", "model_.opts.k")}
-    NONNEGATIVE_STATE = ("model_.modelmats",)
     PARAMS = (
         Option("n_components", int, None, "number of components k", low=1, none_ok=True),
         Option("init", str, "random", "initial factors", test=_valid_init,
@@ -280,7 +277,7 @@ class NMF(NMFServe, FittedByModel, ClassNamePrefixFeaturesOutMixin, TransformerM
             want = [np.float64, np.float32]
         X = validate_data(self, X, accept_sparse="csr", dtype=want, ensure_all_finite=False,
                           reset=reset)
-        return prepare(type(self).__name__, X, mask, X.dtype, columns, need_rows)
+        return prepare(type(self).__name__, X, mask, X.dtype, columns, need_rows, self.loss)
 
     def _k(self, shape: tuple[int, int], streaming: bool = False, ranks: int = 1) -> int:
         """k for data of ``shape``; ``streaming`` (``partial_fit``'s first minibatch): the

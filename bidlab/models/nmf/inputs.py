@@ -2,11 +2,14 @@
 
 A dense ``X`` may hold NaN where an entry is missing (and may also take a boolean ``mask``,
 True = observed); a sparse ``X`` takes a ``mask`` of its shape (dense or sparse, True =
-observed), without which every entry, stored or not, is observed. :func:`prepare` returns
-the aligned matrices of :mod:`bidlab.models.nmf.steps`' kinds: ``(X,)`` when every entry
-counts, ``(X with zeros where missing, 0 / 1 mask)`` for a dense ``X`` with missing entries,
-``(X at the observed entries, ones there)`` (two CSR matrices of one pattern) for a sparse
-``X`` with a mask.
+observed), without which every entry, stored or not, is observed. A mask holds 0 / 1 or
+False / True only, dense or sparse alike (a sparse mask's stored 2 is refused, as a dense
+one's is). With the Frobenius loss, observed values whose norm overflows its arithmetic (beyond
+``sqrt(finfo(dtype).max) / 2``, about 9.2e18 in float32) are refused: rescale them.
+:func:`prepare` returns the aligned matrices of :mod:`bidlab.models.nmf.steps`' kinds:
+``(X,)`` when every entry counts, ``(X with zeros where missing, 0 / 1 mask)`` for a dense
+``X`` with missing entries, ``(X at the observed entries, ones there)`` (two CSR matrices
+of one pattern) for a sparse ``X`` with a mask.
 """
 
 from __future__ import annotations
@@ -97,23 +100,51 @@ def _dense_mask(name: str, mask: Any, shape: tuple[int, int]) -> np.ndarray:
         raise ValueError(f"{name}: mask has shape {m.shape} but X has shape {shape}: give "
                          "one True (observed) / False (missing) per entry of X")
     if m.dtype != bool:
-        if not np.isin(m, (0, 1)).all():
-            raise ValueError(f"{name}: mask must be boolean (True = observed); got values "
-                             "other than 0 and 1")
+        _check_mask_values(name, m)
         m = m.astype(bool)
     return m
 
 
+def _check_mask_values(name: str, values: np.ndarray) -> None:
+    """Refuse a mask's values other than 0 and 1 (False / True), dense or sparse alike."""
+    if not np.isin(values, (0, 1)).all():
+        raise ValueError(f"{name}: mask must be boolean (True = observed); got values "
+                         "other than 0 and 1")
+
+
+def _check_scale(name: str, vals: np.ndarray, dtype: np.dtype) -> None:
+    """Refuse observed values whose Frobenius norm is beyond ``sqrt(finfo(dtype).max) / 2``
+    (about 9.2e18 in float32, 6.7e153 in float64): the reconstruction error (a sum of
+    squares) and the updates' products overflow to inf and NaN."""
+    if not vals.size:
+        return
+    limit = float(np.sqrt(np.finfo(dtype).max)) / 2
+    big = float(np.abs(vals).max())
+    if big == 0.0 or big * np.sqrt(vals.size) <= limit:
+        return
+    norm = big * float(np.sqrt(np.square(vals / big, dtype=np.float64).sum()))
+    if norm > limit:
+        also = " or pass dtype=numpy.float64" if dtype == np.float32 else ""
+        raise ValueError(f"{name}: X's observed values have a norm of {norm:.3g} (the "
+                         f"largest {big:.3g}), beyond the {limit:.3g} that {dtype} "
+                         "arithmetic can factorise (its sums of squares and products would "
+                         "overflow to inf and NaN): rescale X, e.g. X / X.max() (and the "
+                         f"factors back){also}")
+
+
 def prepare(name: str, X: Any, mask: Any, dtype: np.dtype, columns: bool = True,
-            need_rows: bool = True) -> Prepared:
+            need_rows: bool = True, loss: str = "frobenius") -> Prepared:
     """Check ``X`` (n x d, host dense or sparse, converted to ``dtype``) and its ``mask``;
     return what to stream (see the module doc). Errors name the problem and the fix.
     ``columns``: refuse columns with no observed entry (training learns each column's
     components; ``transform`` and ``score`` keep the components and take any column).
     ``need_rows``: refuse rows with no observed entry (``score`` takes them: they add
-    nothing to its loss); an ``X`` with no observed entry at all is always refused."""
+    nothing to its loss); an ``X`` with no observed entry at all is always refused.
+    ``loss``: the Frobenius loss refuses values whose squares overflow (the KL loss's
+    arithmetic stays within the values' scale)."""
     if sp.issparse(X):
-        return _prepare_sparse(name, sp.csr_matrix(X, dtype=dtype), mask, columns, need_rows)
+        return _prepare_sparse(name, sp.csr_matrix(X, dtype=dtype), mask, columns, need_rows,
+                               loss)
     X = np.asarray(X, dtype=dtype)
     if X.ndim != 2 or X.size == 0:
         raise ValueError(f"{name}: X must be a non-empty 2-D array (samples x features); got "
@@ -122,10 +153,13 @@ def prepare(name: str, X: Any, mask: Any, dtype: np.dtype, columns: bool = True,
     if mask is not None:
         observed &= _dense_mask(name, mask, X.shape)
     rows, cols = np.nonzero(observed)
-    _check_values(name, rows, cols, X[rows, cols])
+    vals = X[rows, cols]
+    _check_values(name, rows, cols, vals)
     _check_coverage(name, observed.sum(axis=1), observed.sum(axis=0) if columns else None,
                     need_rows)
-    total = float(X[rows, cols].sum(dtype=np.float64))
+    if loss == "frobenius":
+        _check_scale(name, vals, X.dtype)
+    total = float(vals.sum(dtype=np.float64))
     mean = total / max(rows.size, 1)
     if observed.all():
         return Prepared((np.ascontiguousarray(X),), "dense", mean)
@@ -134,7 +168,7 @@ def prepare(name: str, X: Any, mask: Any, dtype: np.dtype, columns: bool = True,
 
 
 def _prepare_sparse(name: str, X: sp.csr_matrix, mask: Any, columns: bool,
-                    need_rows: bool = True) -> Prepared:
+                    need_rows: bool = True, loss: str = "frobenius") -> Prepared:
     X = X.copy()
     X.sum_duplicates()
     X.sort_indices()
@@ -150,6 +184,8 @@ def _prepare_sparse(name: str, X: sp.csr_matrix, mask: Any, columns: bool,
                           "a sparse X marks missing entries with mask= (True = observed, "
                           "False = missing), not NaN")
         _check_values(name, rows, X.indices, X.data)
+        if loss == "frobenius":
+            _check_scale(name, X.data, X.dtype)
         mean = float(X.data.sum(dtype=np.float64)) / (n * d)
         return Prepared((X,), "sparse", mean)
     if sp.issparse(mask):
@@ -157,6 +193,8 @@ def _prepare_sparse(name: str, X: sp.csr_matrix, mask: Any, columns: bool,
         if M.shape != X.shape:
             raise ValueError(f"{name}: mask has shape {M.shape} but X has shape {X.shape}: "
                              "give one True (observed) / False (missing) per entry of X")
+        if M.dtype != bool:  # as a dense mask: 0 / 1 only (a 2 is not "True")
+            _check_mask_values(name, M.data)
         M = sp.csr_matrix(M, dtype=bool)
     else:
         M = sp.csr_matrix(_dense_mask(name, mask, X.shape))
@@ -172,6 +210,8 @@ def _prepare_sparse(name: str, X: sp.csr_matrix, mask: Any, columns: bool,
     _check_values(name, rows, cols, vals)
     _check_coverage(name, np.diff(M.indptr),
                     np.bincount(cols, minlength=d) if columns else None, need_rows)
+    if loss == "frobenius":
+        _check_scale(name, vals, X.dtype)
     indptr, indices = M.indptr.astype(np.int64), cols.astype(np.int32)
     O = sp.csr_matrix((vals.astype(X.dtype), indices, indptr), shape=X.shape)
     ones = sp.csr_matrix((np.ones(vals.size, X.dtype), indices.copy(), indptr.copy()),

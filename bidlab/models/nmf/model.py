@@ -118,6 +118,10 @@ class NMFModel(PassRedo, RowStatePickling, Model):
                low=0.0, high=1.0),
     )
     score_name = "-loss/entry"
+    #: a checkpoint's numbers (bidlab.learn.checkpoint_values)
+    CHECKPOINT_NONNEGATIVE = ("model/0", "W.values", "pass.num", "pass.den", "pass.gram")
+    CHECKPOINT_FINITE = ("pass.misc",)
+    CHECKPOINT_COUNTS = {"n_passes_done": None, "errors_n": None}
     mat_names = ("H",)
     SCRATCH = {"_buf": dict, "_sums": lambda: None,  # rebuilt after unpickling
                "_comm": lambda: None}

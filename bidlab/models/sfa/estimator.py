@@ -30,6 +30,7 @@ from bidlab.kern import als
 from bidlab.learn import Learner, MemorySource, Option
 from bidlab.learn.model import register_model
 from bidlab.models.base import BidlabEstimator, FittedByModel
+from bidlab.models.saved_state import SFASaved
 from bidlab.models.sfa.inputs import check_counts, check_ids, ratings_csr
 from bidlab.models.sfa.model import FEEDBACK, SFAModel
 from bidlab.models.sfa.serve import ServeMixin
@@ -54,7 +55,7 @@ def _l2_ok(value: Any) -> bool:
             and bool(np.isfinite(value)) and value >= 0)
 
 
-class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
+class SFA(SFASaved, FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
     """Matrix factorisation of ratings or implicit feedback by ALS with conjugate gradient.
 
     Parameters
@@ -125,11 +126,6 @@ class SFA(FittedByModel, ServeMixin, BidlabEstimator, BaseEstimator):
 
     ROWS_ARE_SAMPLES = False  # rows are users
     TRANSIENT = (*BidlabEstimator.TRANSIENT, "_counts_of")  # (a cache of train_'s counts)
-    #: a loaded estimator's shapes and values (bidlab.learn.persist_check): f numbers (the
-    #: factors, and the bias for explicit ratings) per item and per user, all finite
-    STATE_SHAPES = {"model_.modelmats.0": ("items", "f"), "model_.updatemats.0": ("items", "f"),
-                    "model_.W.values": ("users", "f")}
-    FINITE_STATE = ("model_.modelmats", "model_.W.values", "model_.mu")
     PARAMS = (
         Option("n_components", int, 10, "number of factors k", low=1),
         Option("feedback", str, "explicit", "explicit ratings or implicit feedback",

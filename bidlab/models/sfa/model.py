@@ -116,6 +116,7 @@ class SFAModel(RowStatePickling, Model):
                live=False),
     )
     score_name = "-rmse"
+    CHECKPOINT_FINITE, CHECKPOINT_COUNTS = ("W.values",), {"n_passes_done": None}  # (a file's)
     mat_names = ("items",)
     full_batch = True
     #: on several ranks the item step sums its systems' data terms over the ranks within
