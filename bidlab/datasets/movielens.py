@@ -306,8 +306,15 @@ def read_ratings_csv(path: str | os.PathLike, dtype: Any = np.float32) -> Rating
     u, i, r, tm = u[order], i[order], t[order, 0], times[order]
     last = np.ones(len(u), bool)
     last[:-1] = (u[1:] != u[:-1]) | (i[1:] != i[:-1])
-    X = sp.csr_matrix((r[last].astype(dtype), (u[last], i[last])),
-                      shape=(users.size, items.size))
+    with np.errstate(over="ignore"):
+        kept = r[last].astype(dtype)
+    lost = ~np.isfinite(kept)
+    if lost.any():  # finite in the file, beyond what dtype holds
+        row = int(line_no[order[last]][np.flatnonzero(lost)[0]])
+        raise ValueError(f"{path}: the rating on row {row} ({r[last][lost][0]:g}) is beyond "
+                         f"the largest {np.dtype(dtype)} ({np.finfo(dtype).max:g}): pass "
+                         "dtype=numpy.float64, or rescale the ratings")
+    X = sp.csr_matrix((kept, (u[last], i[last])), shape=(users.size, items.size))
     X.sort_indices()
     return Ratings(X, _ids(users), _ids(items), None,
                    tm[last] if timed else None, int((~last).sum()))

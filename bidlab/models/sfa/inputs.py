@@ -10,7 +10,9 @@ from the triples as a COO, ``sp.coo_matrix((ratings, (users, items)))``, not as
 building it, before any check can see them (a 4 and a 5 become a 9). Users (rows) with
 no observed entry are refused: nothing can be learned about them; items (columns) with
 none are allowed and keep zero factors (their predictions are the global mean plus the
-user's bias).
+user's bias). Complex values are refused (an array's or any column's of a DataFrame), and
+so are values beyond ``finfo(dtype).max ** 0.25`` in magnitude (about 4.3e9 in float32,
+1.2e77 in float64), whose sums and products overflow: rescale such ratings.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
         X = X.sparse.to_coo()
     if backend.is_cupy_array(getattr(X, "data", X)):
         X = backend.to_host(X)
-    if getattr(getattr(X, "dtype", None), "kind", None) == "c" or (
+    if getattr(getattr(X, "dtype", None), "kind", None) == "c" or _complex_frame(X) or (
             isinstance(X, (list, tuple)) and np.iscomplexobj(X)):
         raise ValueError(f"{name}: X holds complex values; ratings are real numbers: pass "
                          "the real part (X.real) or the magnitude (abs(X))")
@@ -105,6 +107,7 @@ def ratings_csr(name: str, X: Any, dtype: Any, *, n_items: int | None = None,
         raise ValueError(f"{name}: X holds {int(bad.sum())} NaN or infinite observed "
                          f"entries (the first at user {int(rows[p])}, item "
                          f"{int(S.indices[p])}): drop them from the sparse matrix")
+    _check_scale(name, S)
     if implicit and S.nnz and not S.data.all():  # a zero count: no interaction
         S = S.copy()
         S.eliminate_zeros()
@@ -132,6 +135,31 @@ def _zero_filled_sparse_frame(X: Any) -> bool:
     dtypes = getattr(X, "dtypes", None)
     return (getattr(X, "ndim", 0) == 2 and hasattr(X, "sparse") and dtypes is not None
             and all(getattr(dt, "fill_value", None) == 0 for dt in dtypes))
+
+
+def _complex_frame(X: Any) -> bool:
+    """Whether ``X`` is a pandas DataFrame with a complex column (a frame has no one
+    ``dtype`` to check; a sparse column's values are its ``subtype``)."""
+    dtypes = getattr(X, "dtypes", None)
+    if getattr(X, "ndim", 0) != 2 or dtypes is None or hasattr(X, "dtype"):
+        return False
+    return any(getattr(getattr(d, "subtype", d), "kind", None) == "c" for d in dtypes)
+
+
+def _check_scale(name: str, S: sp.csr_matrix) -> None:
+    """Refuse ratings beyond ``finfo(dtype).max ** 0.25`` in magnitude (about 4.3e9 in
+    float32, 1.2e77 in float64): the conjugate-gradient steps form cubes of the ratings'
+    scale, which overflow to inf and leave NaN factors and predictions."""
+    if not S.nnz:
+        return
+    limit = float(np.finfo(S.dtype).max) ** 0.25
+    big = float(np.abs(S.data).max())
+    if big > limit:
+        also = " or pass dtype=numpy.float64" if S.dtype == np.float32 else ""
+        raise ValueError(f"{name}: X holds values as large as {big:.3g}, beyond the "
+                         f"{limit:.3g} that {S.dtype} arithmetic can factorise (its sums "
+                         "and products would overflow to inf and NaN): rescale X, e.g. "
+                         f"X / abs(X).max() (and the predictions back){also}")
 
 
 def _refuse_duplicates(name: str, n_duplicates: int) -> None:

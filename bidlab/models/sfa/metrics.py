@@ -12,7 +12,9 @@ when ``r_i`` is in ``T``):
 The lists are given per user, in one user order (a list of lists, or of arrays; a held-out
 set may be a Python set, a recommended list may not, having no order; a dict of either is
 refused: pass ``[d[u] for u in users]``). Each ranking metric is the mean over the users
-with at least one held-out item. A recommended list names each item at most once: a list
+with at least one held-out item (users with none are left out, as the ``implicit`` and
+``recommenders`` libraries leave them out), and 0.0 when no user has one (an empty test
+set), as ``recommenders`` gives. A recommended list names each item at most once: a list
 that repeats one is refused (the repeats would count one held-out item as several hits,
 p@k and MAP@k above 1). A list shorter than ``k`` counts its missing places as misses.
 :func:`ranking_metrics` scores a fitted model's top-k lists (training items left out).
