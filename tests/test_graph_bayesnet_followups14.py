@@ -4,13 +4,13 @@ networkx's rule (duplicates collapse to one edge of weight 1)."""
 
 from __future__ import annotations
 
-import itertools
 import sys
 import tracemalloc
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from bayesnet_exact import exact_marginals as _brute
 
 from bidlab.datasets.graphs import load_snap_edges
 from bidlab.learn.checkpoint import load_checkpoint, save_checkpoint
@@ -89,24 +89,6 @@ def test_a_checkpoint_resumes_its_changes_whatever_their_length(tmp_path, old_fi
     assert est.converged_ and est.n_iter_ == whole.n_iter_
     np.testing.assert_allclose(est.residuals_, whole.residuals_, rtol=1e-9)
     np.testing.assert_allclose(est.scores_, whole.scores_, rtol=1e-12)
-
-
-def _brute(net: Network, ev: dict[int, int]) -> list[np.ndarray]:
-    """Exact marginals given ``ev`` (variable -> state) by enumerating every state."""
-    cards = [len(s) for s in net.states]
-    tot = [np.zeros(c) for c in cards]
-    for x in itertools.product(*[range(c) for c in cards]):
-        if any(x[v] != s for v, s in ev.items()):
-            continue
-        p = 1.0
-        for v in range(net.n_vars):
-            r = 0
-            for q in net.parents[v]:
-                r = r * cards[q] + x[q]
-            p *= net.cpts[v][r, x[v]]
-        for v in range(net.n_vars):
-            tot[v][x[v]] += p
-    return [t / tot[0].sum() for t in tot]
 
 
 def _rare_causes(p1: float = 1e-6, p2: float = 3e-6) -> Network:

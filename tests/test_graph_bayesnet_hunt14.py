@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from bayesnet_exact import exact_marginals as _brute
 
 from bidlab.datasets.graphs import load_snap_edges
 from bidlab.models import BayesNet, PageRank
@@ -113,23 +114,6 @@ def test_bif_text_given_for_a_path_says_to_parse_it(tmp_path, shared_data):
     assert read_bif(tmp_path / "tiny.bif").names == ["rain", "wet"]
     with pytest.raises(FileNotFoundError):
         read_bif(str(tmp_path / "none {variable}.bif"))  # a path that looks odd: a path
-
-
-def _brute(net: Network, ev: dict[int, int]) -> list[np.ndarray]:
-    cards = [len(s) for s in net.states]
-    tot = [np.zeros(c) for c in cards]
-    for x in itertools.product(*[range(c) for c in cards]):
-        if any(x[v] != s for v, s in ev.items()):
-            continue
-        p = 1.0
-        for v in range(net.n_vars):
-            r = 0
-            for q in net.parents[v]:
-                r = r * cards[q] + x[q]
-            p *= net.cpts[v][r, x[v]]
-        for v in range(net.n_vars):
-            tot[v][x[v]] += p
-    return [t / tot[0].sum() for t in tot]
 
 
 def _zeros_net() -> Network:

@@ -3,13 +3,12 @@ is a CheckpointError naming the field, none builds an object."""
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from saved_file_edits import crafted as _crafted
 
-from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from bidlab.learn.checkpoint import CheckpointError, save_checkpoint
 from bidlab.learn.persist import load_object
 from bidlab.models import GLM, LDA, KMeans, load
 
@@ -33,15 +32,6 @@ def _state(node, *names):
     for name in names:
         table = table[name]["state"]["$dict"]
     return table
-
-
-def _crafted(saved, tmp_path, name, change):
-    ck = load_checkpoint(saved / name)
-    meta = {k: copy.deepcopy(v) for k, v in ck.meta.items()
-            if k not in ("format", "version", "written")}
-    arrays = dict(ck.arrays)
-    change(meta["root"], arrays)
-    return save_checkpoint(tmp_path / name, arrays, meta)
 
 
 def _set(*names, **values):

@@ -5,13 +5,14 @@ with nonsense or fails later inside a kernel."""
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from saved_file_edits import array as _array
+from saved_file_edits import crafted as _crafted
+from saved_file_edits import set_value as _set
 
-from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from bidlab.learn.checkpoint import CheckpointError
 from bidlab.models import NMF, SFA, BayesNet, PageRank, load
 from bidlab.models.bayesnet import Network
 
@@ -33,41 +34,6 @@ def saved(tmp_path_factory):
     bn.infer({"wet": "yes"})
     bn.save(folder / "bn.npz")
     return folder
-
-
-def _node(root, path):
-    """The JSON node of the attribute at the dotted ``path`` below the saved ``root``."""
-    node = root
-    for part in path.split("."):
-        for tag in ("$obj", "$dict"):
-            if isinstance(node, dict) and tag in node:
-                node = node["state"]["$dict"] if tag == "$obj" else node["$dict"]
-        node = node[int(part)] if isinstance(node, list) else node[part]
-    return node
-
-
-def _array(path, change):
-    def edit(root, arrays):
-        node = _node(root, path)
-        key = (node["$mat"] if "$mat" in node else node)["$array"]
-        arrays[key] = np.ascontiguousarray(change(arrays[key].copy()))
-    return edit
-
-
-def _set(path, value):
-    def edit(root, arrays):
-        head, _, last = path.rpartition(".")
-        _node(root, head)["state"]["$dict"][last] = value
-    return edit
-
-
-def _crafted(saved, tmp_path, name, change):
-    ck = load_checkpoint(saved / name)
-    meta = {k: copy.deepcopy(v) for k, v in ck.meta.items()
-            if k not in ("format", "version", "written")}
-    arrays = dict(ck.arrays)
-    change(meta["root"], arrays)
-    return save_checkpoint(tmp_path / name, arrays, meta)
 
 
 CASES = [

@@ -47,6 +47,16 @@ def _check_dtype(model: Any) -> None:
                 f"{np.dtype(mats[0].dtype).name}")
 
 
+def _factor_model(state: dict[str, Any], history: str) -> Any:
+    """A saved factor model's ``model_`` (None: not fitted), its dtype and its per-pass
+    ``history`` checked (:func:`_check_dtype`, :func:`_check_history`)."""
+    model = state.get("model_")
+    if model is not None:
+        _check_dtype(model)
+        _check_history(model, history)
+    return model
+
+
 def _check_history(model: Any, name: str) -> None:
     """A per-pass history no longer than the passes counted."""
     done, seen = _value(model, "n_passes_done"), _value(model, name)
@@ -71,11 +81,9 @@ class NMFSaved:
 
     @classmethod
     def check_loaded(cls, state: dict[str, Any]) -> None:
-        model = state.get("model_")
+        model = _factor_model(state, "errors")
         if model is None:
             return
-        _check_dtype(model)
-        _check_history(model, "errors")
         opts = model.opts
         if opts.loss != state.get("loss", opts.loss):
             _refuse("model_.opts.loss", f"{opts.loss!r}, but the estimator's loss is "
@@ -117,11 +125,9 @@ class SFASaved:
 
     @classmethod
     def check_loaded(cls, state: dict[str, Any]) -> None:
-        model = state.get("model_")
+        model = _factor_model(state, "rmse")
         if model is None:
             return
-        _check_dtype(model)
-        _check_history(model, "rmse")
         opts, mats = model.opts, model.modelmats
         if mats:
             f = int(mats[0].shape[1])
