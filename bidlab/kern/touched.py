@@ -144,10 +144,12 @@ def _shrunk_small(w, c2, eta_sum, l1, l2, one, zero):  # pragma: no cover - comp
 
 
 @numba.njit(inline="always")
-def _catch_up_row(M, S, i, lr, l1, l2, eps, done, t, rates, base, adagrad,
+def _catch_up_row(M, S, i, lr, l1, l2, eps, done, t, rates, base, end, adagrad,
                   buf, typed, pw):  # pragma: no cover - compiled
     """Row i's deferred terms of steps done .. t-1. ``rates[j - base]`` holds the prefix
-    sums of the decay (column 0) and, for ADAGrad, of decay * sqrt(step + 1) (column 1).
+    sums of the decay (column 0) and, for ADAGrad, of decay * sqrt(step + 1) (column 1);
+    ``end`` is its row for step t, which the calling kernel reads before its loop
+    (:func:`_record_end`).
     Two branch-free loops that vectorise: the step-size sums into ``buf`` (and ADAGrad's
     grown sums of squares), then the shrinking; a row with a nonzero weight whose decay is
     too large for the polynomial takes the power itself (:func:`_decays`, float64). A zero
@@ -159,10 +161,10 @@ def _catch_up_row(M, S, i, lr, l1, l2, eps, done, t, rates, base, adagrad,
     row in the model's dtype), so the per-weight loops run in the model's dtype: a float32
     model's catch-up is float32 arithmetic (8 lanes, a cheap square root and division)."""
     k = t - done
-    a, b = done - base, t - base
+    a = done - base
     typed[0] = 0.5 * (1.0 - 1.0 / k)
     typed[1] = k
-    typed[2] = rates[b, 1] - rates[a, 1] if adagrad else rates[b, 0] - rates[a, 0]
+    typed[2] = end[1] - rates[a, 1] if adagrad else end[0] - rates[a, 0]
     typed[3] = np.sqrt(0.5 * (done + t - 1) + 1.0)
     typed[4] = 0.5
     typed[5] = 1.0
@@ -197,8 +199,19 @@ def _catch_up_row(M, S, i, lr, l1, l2, eps, done, t, rates, base, adagrad,
 
 
 @numba.njit(inline="always")
+def _record_end(rates, t, base, defer):  # pragma: no cover - compiled
+    """The step-size record's row for step t, read before a kernel's ``prange`` loop and
+    only while the terms are deferred: numba's parfor pass hoists a loop-invariant load
+    such as ``rates[t - base]`` out of the loop and out of the branches that guard it, so
+    read inside the loop it ran on every call, and a step that does not defer has no row
+    there (``base`` is the step the record started at, t - base past its end: a read out
+    of bounds, which crashed long runs). Without deferring the row is never used."""
+    return rates[t - base] if defer else rates[0]
+
+
+@numba.njit(inline="always")
 def _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, dense_reg, defer,
-                done, t, rates, base, adagrad, buf, typed, pw):  # pragma: no cover
+                done, t, rates, base, end, adagrad, buf, typed, pw):  # pragma: no cover
     """Put row i's data term in buf after its deferred terms; False: leave the row as it is.
 
     An untouched row is updated (with its regulariser terms alone) only when they are swept
@@ -211,8 +224,8 @@ def _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, de
         return True
     if defer:
         if done[i] < t:
-            _catch_up_row(M, S, i, lr, l1, l2, eps, done[i], t, rates, base, adagrad, buf,
-                          typed, pw)
+            _catch_up_row(M, S, i, lr, l1, l2, eps, done[i], t, rates, base, end, adagrad,
+                          buf, typed, pw)
         done[i] = t + 1
     _data_term(i, pos, colptr, perm, row_of, data, A, buf)
     return True
@@ -225,13 +238,14 @@ def _adagrad_touched(M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, 
     d, T = M.shape  # pragma: no cover - compiled
     nparts = work.shape[0]
     rows = d if dense_reg else nu  # a sweep visits every row, else the touched ones only
+    end = _record_end(rates, t, base, defer)
     for p in prange(nparts):
         lo, hi = _rows_of_part(rows, p, nparts)
         buf = work[p]
         for j in range(lo, hi):
             i = j if dense_reg else touched[j]
             if _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps,
-                           dense_reg, defer, done, t, rates, base, True, buf, scalars[p],
+                           dense_reg, defer, done, t, rates, base, end, True, buf, scalars[p],
                            powers[p]):
                 for c in range(T):
                     w = M[i, c]
@@ -247,13 +261,14 @@ def _grad_touched(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, scale, dens
     d, T = M.shape  # pragma: no cover - compiled
     nparts = work.shape[0]
     rows = d if dense_reg else nu
+    end = _record_end(rates, t, base, defer)
     for p in prange(nparts):
         lo, hi = _rows_of_part(rows, p, nparts)
         buf = work[p]
         for j in range(lo, hi):
             i = j if dense_reg else touched[j]
             if _row_update(i, M, M, pos, colptr, perm, row_of, data, A, lr, l1, l2, lr,
-                           dense_reg, defer, done, t, rates, base, False, buf, scalars[p],
+                           dense_reg, defer, done, t, rates, base, end, False, buf, scalars[p],
                            powers[p]):
                 for c in range(T):
                     w = M[i, c]
@@ -265,6 +280,7 @@ def _catch_up_all(M, S, lr, l1, l2, eps, done, t, rates, base, adagrad, work, sc
                   powers):
     d = M.shape[0]  # pragma: no cover - compiled
     nparts = work.shape[0]
+    end = _record_end(rates, t, base, True)
     for p in prange(nparts):
         lo, hi = _rows_of_part(d, p, nparts)
         buf = work[p]
@@ -272,7 +288,7 @@ def _catch_up_all(M, S, lr, l1, l2, eps, done, t, rates, base, adagrad, work, sc
             if done[i] < t:
                 if _any_weight(M, i):  # an all-zero row stays as it is (its u is 0)
                     _catch_up_row(M, S, i, lr, l1, l2, eps, done[i], t, rates, base,
-                                  adagrad, buf, scalars[p], powers[p])
+                                  end, adagrad, buf, scalars[p], powers[p])
                 done[i] = t
 
 
