@@ -88,8 +88,9 @@ class BayesNet(BayesNetSaved, BidlabEstimator):
         seed (None, an int or a numpy generator).
     init_tries
         rounds of ancestral draws that look for chain starts agreeing with the evidence
-        (or a row's observed values) before it is reported as having probability zero;
-        raise it for evidence that is possible but very unlikely.
+        (or a row's observed values); evidence fewer of them agree with starts from
+        smoothed tables weighted back (:mod:`~bidlab.models.bayesnet.rare_start`), and
+        only evidence none of those reach either is reported as having probability zero.
     n_jobs, verbose
         CPU threads; progress output.
     device

@@ -6,8 +6,9 @@ marginals (each free variable's normalised full conditional, averaged over kept 
 lower variance than counting draws). Evidence may change between any two sweeps: rows
 whose state becomes impossible under the new evidence are drawn afresh from the network
 (ancestral sampling with the evidence clamped, retried), the marginal sums restart and the
-burn-in runs again. Evidence that no ancestral draw agrees with after ``init_tries``
-rounds is reported as having probability zero.
+burn-in runs again. Evidence that few ancestral draws agree with after ``init_tries``
+rounds gets starts from smoothed tables (:mod:`~bidlab.models.bayesnet.rare_start`); only
+evidence none of those reach is reported as having probability zero.
 
 Inference chains start (and, when the evidence changes, start again) from ancestral draws
 resampled by their likelihood of the evidence, so that modes a near-deterministic table
