@@ -21,7 +21,8 @@ __all__ = ["sddmm", "gather", "scatter_copies", "scatter_listed", "scatter_seria
            "push_parts", "fold",
            "csr_row_sums", "csr_col_sums", "expdigamma", "dist_dense", "dist_csr",
            "assign", "lloyd", "adagrad_step", "grad_step", "subtract_scaled",
-           "subtract_scaled_sign"]
+           "subtract_scaled_sign", "sums_dense_parts", "sums_csr_parts", "kl_w_numerator",
+           "kl_h_push", "pull_step"]
 
 _CHUNK = 1 << 16  # nonzeros per SDDMM step: bounds the gathered rows' memory
 
@@ -168,6 +169,81 @@ def sums_csr(indptr: Any, indices: Any, data: Any, labels: Any, w: Any, sums: An
     onehot = sp.csr_matrix((weights, (labels, np.arange(n))), shape=(k, n))
     sums += (onehot @ _csr(indptr, indices, data, sums.shape[1])).toarray()
     counts += np.bincount(labels, weights=weights, minlength=k)
+
+
+def _shares(n: int, nparts: int) -> list[tuple[int, int, int]]:
+    """Part t's rows [lo, hi) when n rows are cut into nparts equal ranges."""
+    step = (n + nparts - 1) // nparts
+    return [(t, t * step, min(n, (t + 1) * step)) for t in range(nparts)]
+
+
+def sums_dense_parts(X: Any, labels: Any, w: Any, part: Any, pc: Any, nparts: int,
+                     zero: bool) -> None:
+    """``_sums_dense_cpu`` (:mod:`bidlab.kern.kmeans`): part t's rows (the t-th of
+    ``nparts`` equal ranges) added to ``part[t]`` and ``pc[t]``, zeroed first if ``zero``."""
+    weighted = w.shape[0] > 0
+    for t, lo, hi in _shares(X.shape[0], nparts):
+        if zero:
+            part[t] = 0
+            pc[t] = 0
+        if lo < hi:
+            _add_sums(part[t], pc[t], X[lo:hi], labels[lo:hi], w[lo:hi] if weighted else None)
+
+
+def sums_csr_parts(indptr: Any, indices: Any, data: Any, labels: Any, w: Any, part: Any,
+                   pc: Any, nparts: int, zero: bool) -> None:
+    """``_sums_csr_cpu`` (:mod:`bidlab.kern.kmeans`): :func:`sums_dense_parts` of CSR rows."""
+    S = _csr(indptr, indices, data, part.shape[2])
+    weighted = w.shape[0] > 0
+    for t, lo, hi in _shares(S.shape[0], nparts):
+        if zero:
+            part[t] = 0
+            pc[t] = 0
+        if lo < hi:
+            sums_csr(S.indptr[lo:hi + 1] - S.indptr[lo], S.indices[S.indptr[lo]:],
+                     S.data[S.indptr[lo]:], labels[lo:hi], w[lo:hi] if weighted else w,
+                     part[t], pc[t])
+
+
+def _kl_ratio(indptr: Any, indices: Any, data: Any, W: Any, Ht: Any, eps: Any) -> Any:
+    """``x / max(W Ht^T, eps)`` at the stored entries, in W's dtype."""
+    nnz = int(indptr[-1])
+    s = np.empty(nnz, W.dtype)
+    sddmm(indptr, indices, W, Ht, s)
+    return data[:nnz] / np.maximum(s, eps)
+
+
+def kl_w_numerator(indptr: Any, indices: Any, data: Any, W: Any, Ht: Any, eps: Any,
+                   out: Any, nparts: int = 0) -> None:
+    """``_w_numerator`` (:mod:`bidlab.kern.nmf_kl`): ``out = Q @ Ht``."""
+    q = _kl_ratio(indptr, indices, data, W, Ht, eps)
+    out[...] = _csr(indptr, indices, q, Ht.shape[0]) @ Ht
+
+
+def kl_h_push(indptr: Any, indices: Any, data: Any, W: Any, Ht: Any, eps: Any, tiny: Any,
+              out: Any, work: Any, parts: Any) -> None:
+    """``_h_push`` (:mod:`bidlab.kern.nmf_kl`): ``out += Q.T @ W`` (all into ``out``, the
+    copies ``work`` as they are); ``parts[0]`` = the block's ``sum x log(q + tiny)`` and
+    ``sum x``, the other parts' rows 0."""
+    q = _kl_ratio(indptr, indices, data, W, Ht, eps)
+    x = data[: q.shape[0]]
+    out += _csr(indptr, indices, q, out.shape[0]).T @ W
+    parts[: work.shape[0] + 1] = 0
+    parts[0, 0] = np.dot(x.astype(np.float64), np.log(q + tiny).astype(np.float64))
+    parts[0, 1] = x.sum(dtype=np.float64)
+
+
+def pull_step(indptr: Any, indices: Any, weights: Any, y: Any, d: float, a: float, b: float,
+              u: Any, p: Any, out: Any) -> Any:
+    """``pull_step`` (:mod:`bidlab.kern.pagerank`): ``out = d W^T y + a u + b p`` over the
+    in-edge lists, summed in float64."""
+    n = out.shape[0]
+    nnz = int(indptr[n])
+    w = weights[:nnz] if weights.shape[0] else np.ones(nnz)
+    A = sp.csr_matrix((np.asarray(w, np.float64), indices[:nnz], indptr[: n + 1]),
+                      shape=(n, y.shape[0]))
+    out[...] = d * (A @ np.asarray(y, np.float64)) + a * u + b * p
+    return out
 
 
 def centre_drift(S: Any, prev: Any, out: Any) -> None:

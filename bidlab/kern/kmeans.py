@@ -434,3 +434,5 @@ def row_norms_sq(X: Any, out: Any = None) -> Any:
 stand_in(_assign_cpu)(arrays.assign)
 stand_in(_dist_dense_cpu)(arrays.dist_dense)
 stand_in(_dist_csr_cpu)(arrays.dist_csr)
+stand_in(_sums_dense_cpu)(arrays.sums_dense_parts)
+stand_in(_sums_csr_cpu)(arrays.sums_csr_parts)

@@ -35,9 +35,11 @@ import numba
 import numpy as np
 from numba import prange
 
+from bidlab.kern import arrays
 from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.cpu import _FM, _nparts, _part
 from bidlab.kern.scatter_sums import ScatterSums
+from bidlab.kern.standin import stand_in
 
 __all__ = ["kl_w_numerator", "kl_h_push"]
 
@@ -92,6 +94,11 @@ def _h_push(indptr, indices, data, W, Ht, eps, tiny, out, work, parts):  # pragm
             a, b = _push_kl(indptr, indices, data, W, Ht, eps, tiny, work[t - 1], lo, hi)
         parts[t, 0] = a
         parts[t, 1] = b
+
+
+# array-level forms, run while the kernels compile in the background (bidlab.kern.standin)
+stand_in(_w_numerator)(arrays.kl_w_numerator)
+stand_in(_h_push)(arrays.kl_h_push)
 
 
 def _check(X: Any, W: Any, Ht: Any) -> None:

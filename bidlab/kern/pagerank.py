@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import prange
 
+from bidlab.kern import arrays
 from bidlab.kern.adaptive import adaptive_kernel
 from bidlab.kern.standin import stand_in
 
@@ -145,3 +146,6 @@ def pull_step(indptr, indices, weights, y, d, a, b, u, p, out):  # pragma: no co
     for j in prange(n):
         out[j] = d * in_sum(indptr, indices, weights, y, j, weighted) + a * u[j] + b * p[j]
     return out
+
+
+stand_in(pull_step)(arrays.pull_step)  # run while it compiles (bidlab.kern.standin)

@@ -33,6 +33,14 @@ On by default. Off: ``BIDLAB_BACKGROUND_COMPILE=0`` in the environment, or
 :func:`set_enabled` (False) / the :func:`enabled` context manager; then every kernel
 compiles in the calling process on first use, as numba does. :func:`status` lists what
 ran as a stand-in and what the worker compiled; :func:`wait` waits for the worker.
+
+Forked children: once numba has started its GNU OpenMP threads, a child made by
+``os.fork()`` (``multiprocessing``'s "fork", Linux's default up to Python 3.13) would be
+ended by SIGTERM at its first parallel kernel (:mod:`bidlab.kern.forked`). Such a child
+runs every ``parallel=True`` kernel's stand-in for good, stand-ins on or off (its serial
+kernels keep their machine code; nothing is compiled or sent to the parent's worker): the
+same results to float tolerance, the parallel kernels at numpy's speed on one core.
+"spawn" and "forkserver" children start their own threads and run the compiled kernels.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from bidlab.kern import forked as _forked_mod
 from bidlab.kern.compile_worker import Worker
 
 try:  # numba's C-level type fingerprint (what its own dispatcher caches typings by)
@@ -69,6 +78,7 @@ _worker_pid = 0  # the process that started _worker (a forked child starts its o
 _jobs: dict[int, tuple[_Hook, tuple[Any, ...]]] = {}
 _hooks: list[_Hook] = []
 _forced = False
+_pinned = False  # a forked child: the parallel kernels run their stand-ins for good
 _runs = 0  # stand-in calls so far (the adaptive timings leave them out)
 _checked = False  # whether a registered kernel was found missing from the disk cache
 _prestarted = 0  # how many jobs there were when prestart() started the worker
@@ -129,6 +139,7 @@ class _Hook:
         self.state: dict[tuple[Any, ...], str] = {}  # "pending", "done", "failed"
         self.seconds: dict[tuple[Any, ...], float] = {}  # the worker's compile times
         self.sigs: dict[tuple[bytes, ...], tuple[Any, ...]] = {}  # fingerprints -> types
+        self.pinned = False  # runs the stand-in for good (a parallel kernel, forked child)
 
     def signature(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
         """The numba types of ``args``, remembered by their fingerprints: typing every
@@ -148,7 +159,7 @@ class _Hook:
         return self.fallback(*args)
 
     def __call__(self, *args: Any, **kws: Any) -> Any:
-        if _forced:
+        if _forced or self.pinned:
             return self._run_fallback
         if kws or not _enabled:
             return self.compile_here(*args, **kws)
@@ -263,6 +274,19 @@ def _after_fork_in_child() -> None:
         _worker = None
     for hook in _hooks:
         hook.state = {sig: s for sig, s in hook.state.items() if s != "pending"}
+    if not _pinned and _forked_mod.unsafe():
+        _pin_parallel()
+
+
+def _pin_parallel() -> None:
+    """Run every parallel kernel's stand-in from now on (a forked child of a process that
+    started GNU OpenMP: module doc); the child has one thread when this runs."""
+    global _pinned
+    _pinned = True
+    for hook in _hooks:
+        if _forked_mod.is_parallel(hook.disp):
+            hook.pinned = True
+            hook.disp._reset_overloads()  # calls reach the hook, which runs the stand-in
 
 
 if hasattr(os, "register_at_fork"):
@@ -318,6 +342,7 @@ def stand_in(kernel: Any, priority: int = 0) -> Callable[[Callable[..., Any]], C
             return fallback  # not disk-cached: nothing a worker could hand over
         global _checked
         hook = _Hook(disp, name, fallback, priority)
+        hook.pinned = _pinned and _forked_mod.is_parallel(disp)
         disp._compile_for_args = hook
         _hooks.append(hook)
         if not _checked and _enabled and _cold(hook):
@@ -348,8 +373,8 @@ def ready(kernel: Any, *args: Any) -> bool:
     disp = getattr(kernel, "parallel", kernel)
     hook = disp.__dict__.get("_compile_for_args")
     if not isinstance(hook, _Hook) or not _enabled or _forced:
-        return True
-    return hook.ready(args)
+        return not (isinstance(hook, _Hook) and hook.pinned)
+    return False if hook.pinned else hook.ready(args)
 
 
 @contextlib.contextmanager
@@ -394,7 +419,7 @@ def status() -> dict[str, Any]:
     with _lock:
         jobs = [{"kernel": f"{h.module}.{h.name}", "state": h.state.get(sig, "pending"),
                  "seconds": h.seconds.get(sig)} for h, sig in _jobs.values()]
-    return {"enabled": _enabled, "runs": _runs, "jobs": jobs,
+    return {"enabled": _enabled, "runs": _runs, "jobs": jobs, "fork_stand_ins": _pinned,
             "worker_pid": _worker.pid if _worker is not None else None}
 
 
