@@ -70,6 +70,15 @@ def _linear_means(t: Any, layout: Layout, Y2: np.ndarray,
     return start if np.any(start != 0.0) else None
 
 
+def _weight_mean(w: Any) -> float | None:
+    """The mean of the row weights ``w`` a run trains on (None: unweighted, or no weight
+    above 0), which scales each weighted minibatch's gradient (``GLMModel.weight_mean``)."""
+    if w is None:
+        return None
+    mean = float(np.asarray(backend.to_host(w), np.float64).mean()) if len(w) else 0.0
+    return mean if mean > 0 else None
+
+
 def _drop_iterates(updater: Any) -> None:
     """Empty ``updater``'s running sum of iterates (kept by a stopped run)."""
     it = getattr(updater, "iterates", None)
@@ -229,6 +238,7 @@ class GLMEngine:
             Ye = Ye[perm]
             w = None if w is None else w[perm]
         mats = [X, xp.asarray(Ye)]
+        self.model_.weight_mean = _weight_mean(w)
         if w is not None:
             mats.append(xp.asarray(np.asarray(w, dtype=self.dtype_).reshape(-1, 1)))
         source = MemorySource(*mats, batch_size=min(int(batch_size), X.shape[0]))

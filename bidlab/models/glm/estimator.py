@@ -273,8 +273,8 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         fitted GLM, from its weights (then every pass trains, on every row).
 
         ``y``: length-n labels / values, or n x q with one column per data target.
-        ``sample_weight``: one weight >= 0 per row; a minibatch's gradient is the weighted
-        mean of its rows' gradients.
+        ``sample_weight``: one weight >= 0 per row; the loss is the weighted mean over
+        all rows (a minibatch's gradient: its rows' weighted sum / (rows x mean weight)).
         """
         self._validate_params()
         rates = self._warm_rates()  # None: start over
