@@ -114,6 +114,20 @@ def mu_floor(dtype: Any) -> float:
     return 1e-30 if np.dtype(dtype) == np.float32 else 1e-200
 
 
+def eb_floor(dtype: Any) -> float:
+    """The least value of exp E[log phi] that the variational E-step reads.
+
+    A word at the prior beta in every topic (absent from the documents so far, or held
+    by deleted topics only) has exp(digamma(beta)) ~ exp(-1 / beta): 0 in float32 at
+    beta = 0.01, in float64 below beta ~ 1e-3. Its predictions then fell under
+    :func:`mu_floor` and it took no statistics ever again, whatever later documents said.
+    At this floor such a word's tokens follow their documents' topics (its predictions
+    stay well above :func:`mu_floor`); a word that some topic holds even a fraction of a
+    token of (exp E[log phi] ~ 1e-10 or more) moves by a relative 1e-10 or less.
+    """
+    return 1e-20 if np.dtype(dtype) == np.float32 else 1e-150
+
+
 def nonempty_rows(X: Any) -> Any:
     """Boolean mask (host numpy) of documents with at least one token."""
     indptr = np.asarray(backend.to_host(X.indptr))

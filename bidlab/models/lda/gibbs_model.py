@@ -62,6 +62,13 @@ from bidlab.models.lda.temperature import Temperatures
 __all__ = ["LDAGibbsModel"]
 
 
+def _fold_limit(dtype: Any) -> float:
+    """Column sums of NT past which the lazy scale a is folded into NT: NT = N / a grows as
+    a decays, and with large counts float32 NT overflowed to inf long before a reached
+    1e-30. The margin covers the growth until the next minibatch's check."""
+    return float(np.finfo(dtype).max) * 1e-8
+
+
 class LDAGibbsModel(TopicEdits, Temperatures, LDACore):
     """SAME Gibbs LDA as a :class:`bidlab.learn.Model` (see the module doc for the math).
 
@@ -280,7 +287,7 @@ class LDAGibbsModel(TopicEdits, Temperatures, LDACore):
             self._a *= 1.0 - rho
             lda_sampler.rows_step(self.NT.data, self._colsum, self.phi_hat.data, rows,
                                   step / self._a)
-            if self._a < 1e-30:
+            if self._a < 1e-30 or float(self._colsum.max()) > _fold_limit(self.dtype):
                 self._fold_scale()
             self._update_params()
         else:

@@ -109,9 +109,11 @@ class LDAModel(TopicEdits, LDACore):
         s["et"] = bl.zeros((B, k), dt, dev)
 
     def sync(self) -> None:
-        """exp E[log phi] after lambda moved."""
+        """exp E[log phi] after lambda moved, floored at :func:`common.eb_floor` (a word
+        at the prior in every topic underflowed to 0 and could never learn again)."""
         if self._stale:
-            self.ebT <<= bl.expdigamma(self.lamT) / bl.expdigamma(self.lamT.sum(axis=0))
+            eb = bl.expdigamma(self.lamT) / bl.expdigamma(self.lamT.sum(axis=0))
+            bl.maximum(eb, common.eb_floor(self.dtype), out=self.ebT)
             self._stale = False
 
     def refresh(self) -> None:
