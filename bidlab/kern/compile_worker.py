@@ -18,12 +18,19 @@ minibatch are all there to choose from; a worker woken from idle by a job waits
 :data:`GATHER_S` for the others sent with it. When the training process ends, the worker's
 input closes; it finishes the jobs it was given (so the next process finds them cached) and
 exits.
+
+Several processes (a parallel search's workers, a script run again while the last run's
+workers still compile) send the same specializations to their own workers: a worker holds
+a lock file per specialization in numba's cache folder while it compiles one, so the others
+compile other jobs meanwhile, and then load that one from the disk cache instead of
+compiling it again (:func:`compile_job`'s ``loaded``).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import importlib
 import json
 import os
@@ -34,6 +41,11 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no lock files, each worker compiles
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["Worker", "compile_job", "main", "BOOT", "GATHER_S"]
 
@@ -47,16 +59,58 @@ def _dispatcher(module: str, name: str) -> Any:
     return getattr(obj, "parallel", obj)
 
 
-def compile_job(job: dict[str, Any]) -> dict[str, Any]:
-    """Compile one job (a line of the protocol, decoded) into numba's disk cache."""
-    t0 = time.perf_counter()
+def _lock_file(disp: Any, job: dict[str, Any]) -> Any:
+    """The open lock file of ``job``'s specialization, in ``disp``'s numba cache folder
+    (None where files cannot be locked: then every worker compiles its own jobs)."""
+    if fcntl is None:
+        return None
+    key = hashlib.sha1(f"{job['module']}.{job['name']}:{job['sig']}".encode()).hexdigest()
+    name = f"{disp.py_func.__name__}-{key[:20]}.compiling"
+    try:
+        return open(os.path.join(disp._cache.cache_path, name), "a")  # noqa: SIM115
+    except (OSError, AttributeError, TypeError):
+        return None
+
+
+def _in_disk_cache(disp: Any, sig: Any) -> bool:
+    """Whether numba's disk cache holds ``disp``'s machine code for ``sig`` already."""
+    try:
+        key = disp._cache._index_key(sig, disp.targetctx.codegen())
+        return key in disp._cache._cache_file._load_index()
+    except Exception:  # numba's internals moved: it compiles or loads as it sees fit
+        return False
+
+
+def compile_job(job: dict[str, Any], wait: bool = True) -> dict[str, Any] | None:
+    """Compile one job (a line of the protocol, decoded) into numba's disk cache.
+
+    The job's lock file is held meanwhile, so no other process's worker compiles the same
+    specialization at the same time: one that comes second waits for the lock (``wait``;
+    otherwise None is returned at once, for the caller to take another job first) and
+    then loads the machine code from the disk cache (``loaded`` True in the result).
+    """
+    lock = None
     try:
         disp = _dispatcher(job["module"], job["name"])
         sig = pickle.loads(base64.b64decode(job["sig"]))
-        disp.compile(sig)
+        lock = _lock_file(disp, job)
+        if lock is not None:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                return None
+            except OSError:  # a file system without locks: compile all the same
+                pass
+        t0 = time.perf_counter()  # the compile's (or load's) time, not the wait's
+        loaded = _in_disk_cache(disp, sig)
+        disp.compile(sig)  # numba loads it from the disk cache when it is there
     except Exception as exc:  # reported to the training process, which compiles itself
         return {"id": job.get("id"), "ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    return {"id": job["id"], "ok": True, "seconds": time.perf_counter() - t0}
+    finally:
+        if lock is not None:
+            lock.close()  # releases the lock
+    return {"id": job["id"], "ok": True, "seconds": time.perf_counter() - t0,
+            "loaded": loaded}
 
 
 def _warm_up() -> None:
@@ -132,9 +186,19 @@ def main() -> int:
                     more.wait(left)
             if not queued:
                 break
-            job = min(queued, key=lambda j: (j.get("priority", 0), j.get("id", 0)))
+            order = sorted(queued, key=lambda j: (j.get("priority", 0), j.get("id", 0)))
+        # the first job no other process's worker is compiling now; when all are, the first
+        # (it is loaded from the disk cache once the other worker has written it)
+        result = None
+        for job in order:
+            result = compile_job(job, wait=False)
+            if result is not None:
+                break
+        if result is None:
+            job = order[0]
+            result = compile_job(job)
+        with more:
             queued.remove(job)
-        result = compile_job(job)
         if reporting:
             try:
                 print(json.dumps(result), flush=True)

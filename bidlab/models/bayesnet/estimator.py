@@ -205,10 +205,10 @@ class BayesNet(BayesNetSaved, BidlabEstimator):
                              "a BIF path, or BayesNet.from_bif(path)")
         if "_path_from_file" in self.__dict__:
             raise ValueError(
-                f"this BayesNet was loaded from a file that names its network by a path "
-                f"({self._path_from_file!r}); bidlab does not open paths read from files: "
-                "give the network yourself, bn.set_params(network=path) or "
-                "BayesNet.from_bif(path)")
+                f"this BayesNet was loaded from a file or unpickled (as joblib does for its "
+                f"worker processes) naming its network by a path ({self._path_from_file!r}); "
+                "bidlab does not open paths read from files: give the network itself "
+                "(BayesNet(read_bif(path)), BayesNet.from_bif(path)) or set_params(network=path)")
         net = self.network if isinstance(self.network, Network) else read_bif(self.network)
         self._network = net
         return net
