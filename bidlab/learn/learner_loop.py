@@ -12,6 +12,7 @@ import math
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ from bidlab.learn.divergence import DivergedError, after, options_in_force
 from bidlab.learn.observers import format_error
 from bidlab.learn.record import ScoreSink
 from bidlab.mat import caching
+from bidlab.mat.cache import CACHE
 
 __all__ = ["TrainingLoop"]
 
@@ -32,6 +34,16 @@ _ACTIVE = ("running", "paused")
 class TrainingLoop:
     """The loop of :class:`~bidlab.learn.learner.Learner` (see the module doc)."""
 
+    def _cache_scope(self) -> tuple[str, int]:
+        """The result-cache scope of this learner's runs; what is cached under it is
+        dropped once the learner is collected (its operands, the model's matrices, may
+        live on in an estimator that makes a new learner for every run)."""
+        scope = ("learner", id(self))
+        held = getattr(self, "_scope_finalizer", None)
+        if held is None or (held.peek() or (None,))[0] is not self:  # none yet, or a copy's
+            self._scope_finalizer = weakref.finalize(self, CACHE.forget_scope, scope)
+        return scope
+
     def _run(self) -> None:
         err: BaseException | None = None
         final = "done"
@@ -39,7 +51,7 @@ class TrainingLoop:
         if self.record.capacity != self.opts.record_size:  # set since the record was made
             self.record.resize(self.opts.record_size)
         try:
-            with caching(scope=("learner", id(self))):  # every run's containers
+            with caching(scope=self._cache_scope()):  # every run's containers
                 self._ensure_initialised()
                 self._apply_changes()  # values set while it was not running
                 self._seek_source()

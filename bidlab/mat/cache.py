@@ -14,7 +14,8 @@ Policy when a byte limit is set (:func:`cache_limit`): after an insertion pushes
 held over the limit, the least recently used entries are evicted (never the one just
 inserted) until the total fits again. Evicted containers stay valid for whoever still
 holds them; the cache just forgets them. Entries keyed on a matrix that has been garbage
-collected can never be hit again and are dropped automatically.
+collected can never be hit again and are dropped automatically; so are a learner's (its
+scope's) once the learner is collected.
 
 A derived sparse result holds its pattern root (the operand it was computed from), so the
 store keeps only a weak reference to it; the strong one lives on that root (its
@@ -221,6 +222,20 @@ class ResultCache:
             for key in list(self._keys_by_guid.get(guid, ())):
                 self._drop(key)
             self._keys_by_guid.pop(guid, None)
+
+    def forget_scope(self, scope: Hashable) -> int:
+        """Drop every entry cached under ``scope`` (see :func:`caching`); return how many.
+
+        A learner's finalizer calls it: its containers are keyed on its own scope, so once
+        it is collected they can never be hit again, yet their operands (the model's
+        matrices, which outlive it) would keep them cached.
+        """
+        with self._lock:
+            gone = [key for key in list(self._store)  # a copy: a finalizer may drop too
+                    if type(key) is tuple and len(key) == 2 and key[0] == scope]
+            for key in gone:
+                self._drop(key)
+            return len(gone)
 
     def _enforce_limit(self, keep: Hashable) -> None:
         if self.limit_bytes is None:
