@@ -45,13 +45,17 @@ def test_columns_list_every_nonzero_by_column_in_row_order():
 
 
 def _oracle(X, A, W, S, lr, l1, l2, eps, inv_t, scale):
-    """ADAGrad's / Grad's step with the L1 and L2 mixins' terms, in float64."""
+    """ADAGrad's / Grad's step with the L2 mixin's term, then L1's proximal step with
+    each weight's step size, in float64."""
     W = W.astype(np.float64)
-    u = X.T.astype(np.float64) @ A.astype(np.float64) - l1 * np.sign(W) - l2 * W
+    u = X.T.astype(np.float64) @ A.astype(np.float64) - l2 * W
     if S is None:
-        return W + u * lr * scale, None
-    S = S.astype(np.float64) + u * u
-    return W + u / (np.sqrt(S * inv_t) + eps) * lr * scale, S
+        W, eta = W + u * lr * scale, lr * scale
+    else:
+        S = S.astype(np.float64) + u * u
+        eta = lr / (np.sqrt(S * inv_t) + eps) * scale
+        W = W + u * eta
+    return np.sign(W) * np.maximum(np.abs(W) - l1 * eta, 0), S
 
 
 def _deferred_oracle(W, S, lr, l1, l2, eps, inv_t, scale):
@@ -60,7 +64,7 @@ def _deferred_oracle(W, S, lr, l1, l2, eps, inv_t, scale):
     W = W.astype(np.float64)
     eta = lr * scale
     if S is not None:
-        u = l2 * W + l1 * np.sign(W)
+        u = l2 * W  # L1 is a proximal step: not in the sums of squares
         eta = eta / (np.sqrt((S.astype(np.float64) + 0.5 * u * u) * inv_t) + eps)
     W = W * np.maximum(1 - l2 * eta, 0)
     return np.sign(W) * np.maximum(np.abs(W) - l1 * eta, 0)

@@ -20,7 +20,8 @@ from scipy import special
 __all__ = ["sddmm", "gather", "scatter_copies", "scatter_listed", "scatter_serial",
            "push_parts", "fold",
            "csr_row_sums", "csr_col_sums", "expdigamma", "dist_dense", "dist_csr",
-           "assign", "lloyd", "adagrad_step", "grad_step", "subtract_scaled",
+           "assign", "lloyd", "adagrad_step", "grad_step", "adagrad_l1_step", "grad_l1_step",
+           "subtract_scaled",
            "subtract_scaled_sign", "sums_dense_parts", "sums_csr_parts", "kl_w_numerator",
            "kl_h_push", "pull_step"]
 
@@ -326,6 +327,31 @@ def adagrad_step(M: Any, U: Any, S: Any, lr: Any, eps: Any, inv_t: Any, scale: A
 def grad_step(M: Any, U: Any, lr: Any, scale: Any, by_inner: bool) -> None:
     """``M += U * lr * scale``."""
     M += U * _per_row(lr, by_inner) * scale
+
+
+def _shrink(M: Any, thr: Any) -> None:
+    """``M <- sign(M) * max(|M| - thr, 0)`` in place (the L1 proximal step)."""
+    w = np.abs(M)
+    w -= thr
+    np.maximum(w, 0, out=w)
+    np.copysign(w, M, out=M)
+
+
+def adagrad_l1_step(M: Any, U: Any, S: Any, lr: Any, eps: Any, l1: Any, inv_t: Any,
+                    scale: Any, by_inner: bool) -> None:
+    """ADAGrad's step, then the L1 proximal step with each weight's step size."""
+    S += U * U
+    den = np.sqrt(S * inv_t) + _per_row(eps, by_inner)
+    a = _per_row(lr, by_inner)
+    M += U / den * a * scale
+    _shrink(M, a / den * scale * _per_row(l1, by_inner))
+
+
+def grad_l1_step(M: Any, U: Any, lr: Any, l1: Any, scale: Any, by_inner: bool) -> None:
+    """``M += U * lr * scale``, then the L1 proximal step with the step size ``lr * scale``."""
+    a = _per_row(lr, by_inner)
+    M += U * a * scale
+    _shrink(M, a * scale * _per_row(l1, by_inner))
 
 
 def subtract_scaled(U: Any, M: Any, c: Any, by_inner: bool) -> None:

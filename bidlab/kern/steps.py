@@ -32,6 +32,12 @@ from bidlab.kern.standin import stand_in
 
 __all__ = ["adagrad", "grad", "subtract_scaled", "subtract_scaled_sign"]
 
+# L1 (``l1`` given to :func:`adagrad` / :func:`grad`) is a proximal step after the data
+# step, with each weight's own step size ``eta``: ``w <- sign(w) * max(|w| - eta * l1, 0)``
+# (soft-thresholding reaches exact zeros where a ``sign(w)`` subgradient oscillates
+# around them). The generic path of :class:`bidlab.learn.updaters.ADAGrad` and ``Grad``
+# computes it in the same operation order.
+
 
 # In each kernel ``by_inner`` says which axis the per-row hyperparameters follow: the
 # outer one (C-ordered matrices) or the inner one (F-ordered matrices passed transposed,
@@ -56,6 +62,35 @@ def _adagrad(M, U, S, lr, eps, inv_t, scale, by_inner):  # pragma: no cover - co
                 s = S[i, j] + u * u
                 S[i, j] = s
                 M[i, j] = M[i, j] + u / (np.sqrt(s * inv_t) + e) * a * scale
+
+
+@adaptive_kernel(cache=True, nogil=True)
+def _adagrad_l1(M, U, S, lr, eps, l1, inv_t, scale, by_inner):  # pragma: no cover - compiled
+    n, k = M.shape
+    zero = M.dtype.type(0)
+    for i in prange(n):
+        for j in range(k):
+            a = lr[j] if by_inner else lr[i]
+            e = eps[j] if by_inner else eps[i]
+            g = l1[j] if by_inner else l1[i]
+            u = U[i, j]
+            s = S[i, j] + u * u
+            S[i, j] = s
+            den = np.sqrt(s * inv_t) + e
+            w = M[i, j] + u / den * a * scale
+            M[i, j] = np.copysign(max(abs(w) - a / den * scale * g, zero), w)
+
+
+@adaptive_kernel(cache=True, nogil=True)
+def _grad_l1(M, U, lr, l1, scale, by_inner):  # pragma: no cover - compiled
+    n, k = M.shape
+    zero = M.dtype.type(0)
+    for i in prange(n):
+        for j in range(k):
+            a = lr[j] if by_inner else lr[i]
+            g = l1[j] if by_inner else l1[i]
+            w = M[i, j] + U[i, j] * a * scale
+            M[i, j] = np.copysign(max(abs(w) - a * scale * g, zero), w)
 
 
 @adaptive_kernel(cache=True, nogil=True)
@@ -105,6 +140,8 @@ def _subtract_scaled_sign(U, M, c, by_inner):  # pragma: no cover - compiled
 # Array-level forms run while a kernel compiles in the background (bidlab.kern.standin).
 stand_in(_adagrad)(arrays.adagrad_step)
 stand_in(_grad)(arrays.grad_step)
+stand_in(_adagrad_l1)(arrays.adagrad_l1_step)
+stand_in(_grad_l1)(arrays.grad_l1_step)
 stand_in(_subtract_scaled)(arrays.subtract_scaled)
 stand_in(_subtract_scaled_sign)(arrays.subtract_scaled_sign)
 
@@ -143,28 +180,38 @@ def _prepared(mats: tuple[Any, ...], *hypers: Any) -> tuple[list[Any], list[Any]
     return got[0], cols, got[1]
 
 
-def adagrad(M: Any, U: Any, S: Any, lrate: Any, eps: Any, inv_t: float, scale: float) -> bool:
+def adagrad(M: Any, U: Any, S: Any, lrate: Any, eps: Any, inv_t: float, scale: float,
+            l1: Any = None) -> bool:
     """ADAGrad with ``vexp = 0.5`` and no momentum, in place; False if not fusable.
 
     ``S += U*U; M += U / (sqrt(S * inv_t) + eps) * lrate * scale`` (``S``: the sums of
-    squares, so ``S * inv_t`` is their mean over the ``1 / inv_t`` updates).
+    squares, so ``S * inv_t`` is their mean over the ``1 / inv_t`` updates); with ``l1``
+    (a rows x 1 column) then the L1 proximal step with the step size
+    ``lrate / (sqrt(S * inv_t) + eps) * scale``.
     """
-    ready = _prepared((M, U, S), lrate, eps)
+    ready = _prepared((M, U, S), lrate, eps, *(() if l1 is None else (l1,)))
     if ready is None:
         return False
-    (m, u, s), (lr, ep), by_inner = ready
+    (m, u, s), cols, by_inner = ready
     t = M.dtype.type
-    _adagrad(M.size, m, u, s, lr, ep, t(inv_t), t(scale), by_inner)
+    if l1 is None:
+        _adagrad(M.size, m, u, s, cols[0], cols[1], t(inv_t), t(scale), by_inner)
+    else:
+        _adagrad_l1(M.size, m, u, s, cols[0], cols[1], cols[2], t(inv_t), t(scale), by_inner)
     return True
 
 
-def grad(M: Any, U: Any, lrate: Any, scale: float) -> bool:
-    """``M += U * lrate * scale`` in place; False if not fusable."""
-    ready = _prepared((M, U), lrate)
+def grad(M: Any, U: Any, lrate: Any, scale: float, l1: Any = None) -> bool:
+    """``M += U * lrate * scale`` in place, then with ``l1`` (a rows x 1 column) the L1
+    proximal step with the step size ``lrate * scale``; False if not fusable."""
+    ready = _prepared((M, U), lrate, *(() if l1 is None else (l1,)))
     if ready is None:
         return False
-    (m, u), (lr,), by_inner = ready
-    _grad(M.size, m, u, lr, M.dtype.type(scale), by_inner)
+    (m, u), cols, by_inner = ready
+    if l1 is None:
+        _grad(M.size, m, u, cols[0], M.dtype.type(scale), by_inner)
+    else:
+        _grad_l1(M.size, m, u, cols[0], cols[1], M.dtype.type(scale), by_inner)
     return True
 
 

@@ -21,10 +21,10 @@ instead
 
 Deferred regularisation. Over the k steps a row skipped, each weight shrinks as the dense
 update would shrink it with no data term: by ``(1 - l2 * eta) ** k`` for L2 and then by
-``k * l1 * eta`` towards zero for L1, clipped at zero (the dense step's ``sign(w)`` instead
-oscillates around zero), where ``k * eta`` is the sum of the k step sizes: exact for Grad
+``k * l1 * eta`` towards zero for L1, clipped at zero (as the steps' L1 proximal step
+clips), where ``k * eta`` is the sum of the k step sizes: exact for Grad
 (prefix sums of the decay schedule); for ADAGrad the sum of squares grows by the k squared
-regulariser updates of the gap's first weight, and the step sizes take it and ``epsilon``
+L2 updates of the gap's first weight, and the step sizes take it and ``epsilon``
 at the gap's middle. The terms land when the row is next touched (before its data term)
 and for every row at :meth:`TouchedStep.catch_up`, which the updater calls at the end of
 each pass, before a checkpoint, when a run ends and before a swept or dense step. They
@@ -37,12 +37,11 @@ otherwise tests/test_glm_touched.py bounds the difference from the dense update 
 the regularisation's own effect; measured 2.8 %).
 
 The formulas are :class:`bidlab.learn.updaters.ADAGrad`'s and ``Grad``'s with the
-L1 / L2 mixins' terms (ascent convention: the model's score is maximised)::
+L1 / L2 mixins' terms (ascent: the score is maximised; L1 a proximal step)::
 
-    u = (X.T @ A)[i, c] - l1[c] * sign(w) - l2[c] * w        # w = M[i, c]
-    S[i, c] += u * u                                          # ADAGrad only
-    M[i, c] += u / (sqrt(S[i, c] * inv_t) + eps[c]) * lr[c] * scale    # ADAGrad
-    M[i, c] += u * lr[c] * scale                              # Grad
+    u = (X.T @ A)[i, c] - l2[c] * w; S[i, c] += u * u     # w = M[i, c]; S: ADAGrad only
+    eta = lr[c] / (sqrt(S[i, c] * inv_t) + eps[c]) * scale    # ADAGrad; Grad: lr[c] * scale
+    M[i, c] += u * eta; M[i, c] = sign(M[i, c]) * max(|M[i, c]| - l1[c] * eta, 0)
 
 ``M`` and ``S`` are C-ordered d x T numpy arrays (a T x d column-major model matrix seen
 transposed); the per-column vectors are 1-D of length T in ``M``'s dtype. Each model row
@@ -83,12 +82,8 @@ def _data_term(i, pos, colptr, perm, row_of, data, A, buf):  # pragma: no cover
 
 
 @numba.njit(inline="always")
-def _regularised(u, w, l1, l2):  # pragma: no cover - compiled
-    if w > 0:
-        u -= l1
-    elif w < 0:
-        u += l1
-    return u - l2 * w
+def _prox(w, thr, zero):  # pragma: no cover - compiled
+    return np.copysign(max(abs(w) - thr, zero), w)  # L1's proximal step
 
 
 #: how the kernels compile: fastmath, and numpy's error model, under which a division is
@@ -96,10 +91,9 @@ def _regularised(u, w, l1, l2):  # pragma: no cover - compiled
 #: kept every loop with a division scalar (BENCHMARKS.md, "design measurements")
 _VECTOR = dict(fastmath=True, error_model="numpy", cache=True, nogil=True)
 
-#: the regulariser terms of untouched rows are deferred when a minibatch touches fewer than
-#: 1 / DEFER_BELOW of the rows, and swept over every row otherwise (cheaper when most rows
-#: are touched anyway: a sweep streams each weight once, a catch-up costs a square root and
-#: a division a weight; the crossover: BENCHMARKS.md, "design measurements")
+#: untouched rows' regulariser terms are deferred when a minibatch touches under 1 /
+#: DEFER_BELOW of the rows, else swept over every row (a sweep streams each weight once, a
+#: catch-up costs a root and a division a weight: BENCHMARKS.md, "design measurements")
 DEFER_BELOW = 5
 _SMALL = 0.05  # below this l2 * eta_sum a polynomial replaces the power (rel. error < 3e-5)
 
@@ -177,8 +171,8 @@ def _catch_up_row(M, S, i, lr, l1, l2, eps, done, t, rates, base, end, adagrad,
     if adagrad:
         for c in range(T):
             w = M[i, c]
-            u = l2[c] * w + np.copysign(l1[c], w) * (w != zero)
-            grow = kf * u * u  # the squares of the k regulariser-only updates
+            u = l2[c] * w
+            grow = kf * u * u  # the squares of the k L2-only updates (L1 is proximal)
             s = S[i, c]
             eta_sum = lr[c] * q / (np.sqrt(s + half * grow) + eps[c] * mid)
             buf[c] = eta_sum
@@ -234,11 +228,12 @@ def _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, de
 @adaptive_kernel(**_VECTOR)
 def _adagrad_touched(M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, inv_t, scale,
                      dense_reg, defer, done, t, rates, base, work, scalars, powers, touched,
-                     nu):
+                     nu, has_l1):
     d, T = M.shape  # pragma: no cover - compiled
     nparts = work.shape[0]
     rows = d if dense_reg else nu  # a sweep visits every row, else the touched ones only
     end = _record_end(rates, t, base, defer)
+    zero = M.dtype.type(0)
     for p in prange(nparts):
         lo, hi = _rows_of_part(rows, p, nparts)
         buf = work[p]
@@ -247,21 +242,32 @@ def _adagrad_touched(M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps, 
             if _row_update(i, M, S, pos, colptr, perm, row_of, data, A, lr, l1, l2, eps,
                            dense_reg, defer, done, t, rates, base, end, True, buf, scalars[p],
                            powers[p]):
-                for c in range(T):
-                    w = M[i, c]
-                    u = _regularised(buf[c], w, l1[c], l2[c])
-                    s = S[i, c] + u * u
-                    S[i, c] = s
-                    M[i, c] = w + u / (np.sqrt(s * inv_t) + eps[c]) * lr[c] * scale
+                if has_l1:
+                    for c in range(T):
+                        w = M[i, c]
+                        u = buf[c] - l2[c] * w
+                        s = S[i, c] + u * u
+                        S[i, c] = s
+                        den = np.sqrt(s * inv_t) + eps[c]
+                        M[i, c] = _prox(w + u / den * lr[c] * scale,
+                                        lr[c] / den * scale * l1[c], zero)
+                else:
+                    for c in range(T):
+                        w = M[i, c]
+                        u = buf[c] - l2[c] * w
+                        s = S[i, c] + u * u
+                        S[i, c] = s
+                        M[i, c] = w + u / (np.sqrt(s * inv_t) + eps[c]) * lr[c] * scale
 
 
 @adaptive_kernel(**_VECTOR)
 def _grad_touched(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, scale, dense_reg, defer,
-                  done, t, rates, base, work, scalars, powers, touched, nu):
+                  done, t, rates, base, work, scalars, powers, touched, nu, has_l1):
     d, T = M.shape  # pragma: no cover - compiled
     nparts = work.shape[0]
     rows = d if dense_reg else nu
     end = _record_end(rates, t, base, defer)
+    zero = M.dtype.type(0)
     for p in prange(nparts):
         lo, hi = _rows_of_part(rows, p, nparts)
         buf = work[p]
@@ -270,9 +276,15 @@ def _grad_touched(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, scale, dens
             if _row_update(i, M, M, pos, colptr, perm, row_of, data, A, lr, l1, l2, lr,
                            dense_reg, defer, done, t, rates, base, end, False, buf, scalars[p],
                            powers[p]):
-                for c in range(T):
-                    w = M[i, c]
-                    M[i, c] = w + _regularised(buf[c], w, l1[c], l2[c]) * lr[c] * scale
+                if has_l1:
+                    for c in range(T):
+                        w = M[i, c]
+                        M[i, c] = _prox(w + (buf[c] - l2[c] * w) * lr[c] * scale,
+                                        lr[c] * scale * l1[c], zero)
+                else:
+                    for c in range(T):
+                        w = M[i, c]
+                        M[i, c] = w + (buf[c] - l2[c] * w) * lr[c] * scale
 
 
 @adaptive_kernel(**_VECTOR)
@@ -401,14 +413,14 @@ class TouchedStep:
                 inv_t: float, scale: float, t: int = 0) -> None:
         """ADAGrad's step on M (and its sums of squares S) from ``X.T @ A``, in place."""
         self._check(X, A, M, S, lr, l1, l2, eps)
-        reg = bool(l1.any() or l2.any())
+        reg, has_l1 = bool(l1.any() or l2.any()), bool(l1.any())
         ty = M.dtype.type
 
         def call(work: float, c: ColumnListing, dense_reg: bool, defer: bool) -> None:
             _adagrad_touched(work, M, S, c.pos, c.colptr, c.perm, c.row_of, X.data, A, lr, l1,
                              l2, eps, ty(inv_t), ty(scale), dense_reg, defer, self.done, t,
                              self.rates, self.base, self.work, self.scalars, self.powers,
-                             c.touched, c.n_touched)
+                             c.touched, c.n_touched, has_l1)
 
         self._run(X, reg, t, scale, (M, S, lr, l1, l2, eps, True), call)
 
@@ -416,13 +428,13 @@ class TouchedStep:
              t: int = 0) -> None:
         """Plain gradient ascent on M from ``X.T @ A``, in place."""
         self._check(X, A, M, M, lr, l1, l2)
-        reg = bool(l1.any() or l2.any())
+        reg, has_l1 = bool(l1.any() or l2.any()), bool(l1.any())
 
         def call(work: float, c: ColumnListing, dense_reg: bool, defer: bool) -> None:
             _grad_touched(work, M, c.pos, c.colptr, c.perm, c.row_of, X.data, A, lr, l1, l2,
                           M.dtype.type(scale), dense_reg, defer, self.done, t, self.rates,
                           self.base, self.work, self.scalars, self.powers, c.touched,
-                          c.n_touched)
+                          c.n_touched, has_l1)
 
         self._run(X, reg, t, scale, (M, M, lr, l1, l2, lr, False), call)
 

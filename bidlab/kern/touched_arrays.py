@@ -66,9 +66,7 @@ def _catch_up_block(W: np.ndarray, S: Any, k64: np.ndarray, q: np.ndarray, mid: 
     k, c2 = k64.astype(dt), (0.5 * (1.0 - 1.0 / k64)).astype(dt)
     with_l1 = bool(np.any(l1))
     if adagrad:
-        grow = np.multiply(W, l2)
-        if with_l1:
-            grow += np.sign(W) * l1
+        grow = np.multiply(W, l2)  # the L2-only updates (L1 is a proximal step)
         np.multiply(grow, grow, out=grow)
         grow *= k
         eta = np.multiply(grow, dt.type(0.5))
@@ -97,6 +95,14 @@ def _catch_up_block(W: np.ndarray, S: Any, k64: np.ndarray, q: np.ndarray, mid: 
         shrunk -= l1 * eta
         np.maximum(shrunk, 0, out=shrunk)
         np.copysign(shrunk, W, out=W)
+
+
+def _prox(W: Any, thr: Any) -> None:
+    """``W <- sign(W) * max(|W| - thr, 0)`` in place (L1's proximal step)."""
+    shrunk = np.abs(W)
+    shrunk -= thr
+    np.maximum(shrunk, 0, out=shrunk)
+    np.copysign(shrunk, W, out=W)
 
 
 def _row_chunks(n: int, T: int) -> range:
@@ -155,13 +161,17 @@ def _step_dense(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any
     full = np.zeros(M.shape, U.dtype)
     full[rows] = U
     u = full
-    u -= l1 * np.sign(M)
     u -= l2 * M
     if adagrad:
         S += u * u
-        M += u / (np.sqrt(S * float(inv_t)) + eps) * lr * float(scale)
+        den = np.sqrt(S * float(inv_t)) + eps
+        M += u / den * lr * float(scale)
+        eta = lr / den * float(scale)
     else:
         M += u * lr * float(scale)
+        eta = lr * float(scale)
+    if np.any(l1):
+        _prox(M, eta * l1)
 
 
 def _step(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any, A: Any,
@@ -192,10 +202,6 @@ def _step(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any, A: A
         s = Sb[a:b] if adagrad else None
         if defer:
             _catch_up_some(w, s, gap[a:b], t, rates, base, lr, l1, l2, eps, adagrad)
-        if with_l1:
-            np.sign(w, out=x)
-            x *= l1
-            u -= x
         if with_l2:
             np.multiply(w, l2, out=x)
             u -= x
@@ -208,6 +214,13 @@ def _step(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any, A: A
             u /= x
         u *= rate
         w += u
+        if with_l1:
+            if adagrad:
+                np.divide(rate, x, out=x)
+            else:
+                x[...] = rate
+            x *= l1
+            _prox(w, x)
     if defer:
         done[rows] = t + 1
     if adagrad:
@@ -219,7 +232,7 @@ def adagrad_touched(M: Any, S: Any, pos: Any, colptr: Any, perm: Any, row_of: An
                     A: Any, lr: Any, l1: Any, l2: Any, eps: Any, inv_t: Any, scale: Any,
                     dense_reg: bool, defer: bool, done: Any, t: int, rates: Any, base: int,
                     work: Any, scalars: Any, powers: Any, touched: Any = None,
-                    nu: int = 0) -> None:
+                    nu: int = 0, has_l1: bool = False) -> None:
     """ADAGrad's step on the rows a minibatch touches (all rows when ``dense_reg``)."""
     _step(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, dense_reg, defer, done, t, rates,
           base, S, eps, inv_t, scale, True)
@@ -228,7 +241,8 @@ def adagrad_touched(M: Any, S: Any, pos: Any, colptr: Any, perm: Any, row_of: An
 def grad_touched(M: Any, pos: Any, colptr: Any, perm: Any, row_of: Any, data: Any, A: Any,
                  lr: Any, l1: Any, l2: Any, scale: Any, dense_reg: bool, defer: bool, done: Any,
                  t: int, rates: Any, base: int, work: Any, scalars: Any,
-                 powers: Any, touched: Any = None, nu: int = 0) -> None:
+                 powers: Any, touched: Any = None, nu: int = 0,
+                 has_l1: bool = False) -> None:
     """Plain gradient ascent on the rows a minibatch touches (all when ``dense_reg``)."""
     _step(M, pos, colptr, perm, row_of, data, A, lr, l1, l2, dense_reg, defer, done, t, rates,
           base, M, lr, 1.0, scale, False)

@@ -186,12 +186,31 @@ class L2Regularizer(_Penalty):
 
 
 class L1Regularizer(_Penalty):
-    """Penalty ``l1 * sum(|w|)``; adds ``-l1 * sign(w)`` to the update."""
+    """Penalty ``l1 * sum(|w|)``. A matrix whose updater takes L1 as a proximal step (Grad,
+    ADAGrad: soft-thresholding by each weight's step size, so weights reach exact zeros)
+    gets the strength handed over (``model.l1_prox``); any other gets ``-l1 * sign(w)``
+    added to its update."""
 
     kpi = "l1"
     term = "l1"
     OPTIONS = (Option("l1", float, 0.0, "L1 penalty strength (per-row/per-model vector ok)",
                       low=0.0, vector=True),)
+
+    def gradient(self) -> None:
+        prox = self.model.l1_prox
+        if not prox or self.strength.is_zero():
+            super().gradient()
+            return
+        rest = [i for i in self.idx if i not in prox]
+        for i in self.idx:
+            if i in prox:
+                prox[i] = self.strength[i]
+        if rest:
+            idx, self.idx = self.idx, rest
+            try:
+                super().gradient()
+            finally:
+                self.idx = idx
 
     def _fused(self, u: Any, w: Any, strength: Any) -> bool:
         return steps.subtract_scaled_sign(u, w, strength)

@@ -131,6 +131,11 @@ class Model(Component):
     #: the learner's communicator while several ranks train this model, else None
     #: (:meth:`bind`); never saved: the next learner binds its own
     _comm: Any = None
+    #: model matrices whose updater takes L1 as a proximal step -> the L1 column of the
+    #: current minibatch (set up by the updater, filled by :class:`~bidlab.learn.
+    #: L1Regularizer`, taken by the updater's step; :func:`~bidlab.learn.updaters.base.
+    #: l1_proximal`); None: no such updater. Never saved
+    l1_prox: dict[int, Any] | None = None
     #: what a checkpoint's numbers must be (:mod:`bidlab.learn.checkpoint_values`): keys of
     #: :meth:`extra_state` or ``"model/i"`` whose numbers are finite, finite and >= 0, and
     #: counters that are whole numbers >= 0 (at most the length of the key named)
@@ -217,6 +222,7 @@ class Model(Component):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(super().__getstate__())
         state.pop("_comm", None)  # the learner's, bound again by the next learner
+        state.pop("l1_prox", None)  # the updater's, set up again by its init
         return state
 
     def counters(self) -> dict[str, int]:

@@ -48,6 +48,8 @@ class Updater(Component):
     """
 
     STATS: tuple[str, ...] = ()
+    #: whether it applies an L1 penalty as a proximal step (:func:`l1_proximal`)
+    PROXIMAL_L1 = False
     _SCRATCH: tuple[str, ...] = ("_tmp",)  # rebuilt on demand, never pickled or saved
 
     def __init__(self, **options: Any) -> None:
@@ -76,7 +78,13 @@ class Updater(Component):
         self.shapes = [m.shape for m in mm]
         for i in self.mats:
             self.check_stats(i)
+        l1_proximal(model, self.mats, self.PROXIMAL_L1)
         self._new_scratch()
+
+    def l1_shrink(self, i: int, W: Any) -> None:
+        """L1's proximal step on ``W`` (an array like model matrix ``i``, e.g. a mean of
+        iterates), for an updater that takes L1 that way (``PROXIMAL_L1``); nothing by
+        default."""
 
     def check_stats(self, i: int) -> None:
         """Raise ValueError unless ``updatemats[i]`` is what :attr:`STATS` declares."""
@@ -183,6 +191,22 @@ class Updater(Component):
 
     def set_counters(self, values: dict[str, int]) -> None:
         self.t = int(values.get("t", 0))
+
+
+def l1_proximal(model: Any, mats: tuple[int, ...], on: bool) -> None:
+    """Say whether the updater of model matrices ``mats`` applies an L1 penalty as a
+    proximal step. The model's ``l1_prox`` maps each such matrix to the L1 column of the
+    current minibatch: :class:`~bidlab.learn.L1Regularizer` puts it there instead of
+    adding ``-l1 * sign(w)`` to the update, and the updater takes it out in its step."""
+    prox = model.l1_prox
+    if on:
+        if prox is None:
+            prox = model.l1_prox = {}
+        for i in mats:
+            prox[i] = None
+    elif prox:
+        for i in mats:
+            prox.pop(i, None)
 
 
 def _decay(t0: float, t: int, texp: float) -> float:

@@ -21,6 +21,15 @@ fused pass (:mod:`bidlab.kern.steps`: the same arithmetic bit for bit, in one pa
 the matrix instead of nine); other cases and other backends take the ufuncs.
 Unformed sparse updates (:mod:`bidlab.learn.updaters.sparse`) are stepped over the rows
 the minibatch touches.
+
+L1 (:class:`~bidlab.learn.L1Regularizer`) is a proximal step after each step, with each
+weight's own step size ``eta`` (Grad: ``lrate * decay``; ADAGrad: that over its
+denominator): ``w <- sign(w) * max(|w| - eta * l1, 0)``, so weights reach exact zeros
+(a ``sign(w)`` subgradient oscillates around them), and ADAGrad's squares hold the data
+and L2 terms only. The mean of averaged iterates is not sparse: when it lands, it takes
+one such proximal step with the last step's sizes (:meth:`_Stepper.l1_shrink`; fit's
+held-out candidates too), which zeroes the weights whose mean is within one step's
+shrinkage of zero.
 """
 
 from __future__ import annotations
@@ -54,7 +63,9 @@ __all__ = ["Grad", "ADAGrad"]
 class _Stepper(Updater):
     """Shared by Grad and ADAGrad: decayed learning rate, optional momentum."""
 
-    _SCRATCH = ("_tmp", "_steps", "_zeros")
+    _SCRATCH = ("_tmp", "_steps", "_zeros", "_l1")
+    PROXIMAL_L1 = True
+    _ADAGRAD = False  # the step leaves each weight's denominator in _tmp2
 
     def init(self, model: Any) -> None:
         super().init(model)
@@ -66,16 +77,32 @@ class _Stepper(Updater):
     def _direction(self, i: int, u: Any, out: Any) -> None:
         raise NotImplementedError
 
-    def _fused(self, i: int, m: Any, u: Any, scale: float) -> bool:
-        """The whole step for matrix ``i`` as one CPU pass (no momentum); False if none."""
+    def _fused(self, i: int, m: Any, u: Any, scale: float, l1: Any) -> bool:
+        """The whole step for matrix ``i`` as one CPU pass (no momentum), with L1's
+        proximal step when ``l1`` (a rows x 1 column) is given; False if none."""
         return False
 
-    def _sparse_step(self, i: int, m: Any, rec: SparseUpdate, scale: float) -> bool:
+    def _sparse_step(self, i: int, m: Any, rec: SparseUpdate, scale: float, l1: Any) -> bool:
         """The whole step from an unformed sparse update, over the touched rows (CPU, no
         momentum); False when it does not apply."""
         return False
 
-    def _sparse_args(self, i: int, m: Any, rec: SparseUpdate) -> tuple[Any, ...] | None:
+    def _eta(self, i: int, scale: float, den: Any) -> Any:
+        """The step sizes of matrix ``i`` at decay ``scale`` (ADAGrad: into ``den``, its
+        denominators)."""
+        raise NotImplementedError
+
+    def l1_shrink(self, i: int, W: Any) -> None:
+        """L1's proximal step on ``W`` (an array like model matrix ``i``, e.g. a mean of
+        iterates) with the last step's sizes and L1 column; nothing without L1."""
+        l1 = self._l1.get(i)
+        if l1 is None or self.t == 0:
+            return
+        thr = self._eta(i, _decay(self.opts.t0, self.t - 1, self.opts.texp), None)
+        _prox(self.xp, W, thr * l1, self._tmp[i])
+
+    def _sparse_args(self, i: int, m: Any, rec: SparseUpdate,
+                     l1col: Any = None) -> tuple[Any, ...] | None:
         """(step, M, X, A, lr, l1, l2) for :mod:`bidlab.kern.touched`, or None."""
         if self.xp is not np or rec.X is None or rec.X.xp is not np:
             return None
@@ -85,7 +112,7 @@ class _Stepper(Updater):
             return None
         if any(t[0] not in ("l1", "l2") for t in rec.terms):
             return None  # a term the kernels do not know: form the update
-        l1, l2 = rec.columns("l1"), rec.columns("l2")
+        l1, l2 = rec.columns("l1") if l1col is None else l1col, rec.columns("l2")
         if l1 is False or l2 is False:
             return None
         zeros = self._zeros.get(i)
@@ -104,6 +131,7 @@ class _Stepper(Updater):
         super()._new_scratch()
         self._steps: dict[int, TouchedStep] = {}
         self._zeros: dict[int, Any] = {}
+        self._l1: dict[int, Any] = {}  # each matrix's L1 column of the last step
 
     def update(self, step: int) -> None:
         xp, mm = self.xp, self.model.modelmats
@@ -113,11 +141,15 @@ class _Stepper(Updater):
             self._velocity = self._per_mat(lambda i: backend.zeros_as(mm[i].data))
         sparse = self.model.sparse_updates
         mm, um = self.model.modelmats, self.model.updatemats
+        prox = self.model.l1_prox or {}
         for i in self.mats:
             m, u = mm[i], um[i]
+            l1 = self._l1[i] = prox.get(i)
+            if l1 is not None:
+                prox[i] = None  # taken: the next minibatch's mixin puts it there again
             rec = sparse.get(i) if sparse else None
             if rec is not None and rec.pending:
-                done = not use_momentum and self._sparse_step(i, m.data, rec, scale)
+                done = not use_momentum and self._sparse_step(i, m.data, rec, scale, l1)
                 if not done:
                     rec.materialize(u)
                 rec.done()
@@ -126,7 +158,7 @@ class _Stepper(Updater):
             touched = self._steps.get(i)
             if touched is not None and touched.deferring:
                 touched.catch_up(self.t)  # a dense step next: the deferred terms first
-            if not use_momentum and self._fused(i, m.data, u.data, scale):
+            if not use_momentum and self._fused(i, m.data, u.data, scale, l1):
                 continue
             tmp = self._tmp[i]
             self._direction(i, u.data, tmp)
@@ -139,6 +171,13 @@ class _Stepper(Updater):
                 xp.add(v, tmp, out=v)
                 tmp = v
             xp.add(m.data, tmp, out=m.data)
+            if l1 is not None:
+                thr = self._eta(i, scale, self._tmp2[i] if self._ADAGRAD else None)
+                if thr.shape == m.shape:
+                    xp.multiply(thr, l1, out=thr)
+                else:
+                    thr = thr * l1
+                _prox(xp, m.data, thr, self._tmp[i])
         self.t += 1
         start = self.opts.average_from
         if start >= 0 and self.t > start and (self.t - start) % self.opts.average_every == 0:
@@ -161,8 +200,10 @@ class _Stepper(Updater):
         A run stopped early keeps its last iterate and the sum, so resuming it (from a
         checkpoint too) continues the average exactly."""
         self.sync()
-        if finished:
+        if finished and self.iterates.n:
             self.iterates.land(self._moved(), self.xp)
+            for i in self.mats:
+                self.l1_shrink(i, self.model.modelmats[i].data)
 
     def state(self) -> dict[str, Mat]:
         out: dict[str, Mat] = {}
@@ -194,11 +235,14 @@ class Grad(_Stepper):
     def _direction(self, i: int, u: Any, out: Any) -> None:
         self.xp.copyto(out, u)
 
-    def _fused(self, i: int, m: Any, u: Any, scale: float) -> bool:
-        return self.xp is np and steps.grad(m, u, self.lrate[i], scale)
+    def _fused(self, i: int, m: Any, u: Any, scale: float, l1: Any) -> bool:
+        return self.xp is np and steps.grad(m, u, self.lrate[i], scale, l1)
 
-    def _sparse_step(self, i: int, m: Any, rec: SparseUpdate, scale: float) -> bool:
-        args = self._sparse_args(i, m, rec)
+    def _eta(self, i: int, scale: float, den: Any) -> Any:
+        return self.lrate[i] * scale
+
+    def _sparse_step(self, i: int, m: Any, rec: SparseUpdate, scale: float, l1: Any) -> bool:
+        args = self._sparse_args(i, m, rec, l1)
         if args is None:
             return False
         step, M, X, A, lr, l1, l2 = args
@@ -223,7 +267,8 @@ class ADAGrad(_Stepper):
         _AVERAGE_EVERY,
     )
 
-    _SCRATCH = ("_tmp", "_tmp2", "_steps", "_zeros")
+    _SCRATCH = ("_tmp", "_tmp2", "_steps", "_zeros", "_l1")
+    _ADAGRAD = True
 
     def init(self, model: Any) -> None:
         super().init(model)
@@ -235,15 +280,15 @@ class ADAGrad(_Stepper):
         super()._new_scratch()
         self._tmp2 = _Scratch(self.model)
 
-    def _fused(self, i: int, m: Any, u: Any, scale: float) -> bool:
+    def _fused(self, i: int, m: Any, u: Any, scale: float, l1: Any) -> bool:
         return (self.xp is np and self.vexp.scalar == 0.5
                 and steps.adagrad(m, u, self.sumsq[i], self.lrate[i], self.epsilon[i],
-                                  1.0 / (self.t + 1), scale))
+                                  1.0 / (self.t + 1), scale, l1))
 
-    def _sparse_step(self, i: int, m: Any, rec: SparseUpdate, scale: float) -> bool:
+    def _sparse_step(self, i: int, m: Any, rec: SparseUpdate, scale: float, l1: Any) -> bool:
         if self.vexp.scalar != 0.5:
             return False
-        args = self._sparse_args(i, m, rec)
+        args = self._sparse_args(i, m, rec, l1)
         if args is None:
             return False
         step, M, X, A, lr, l1, l2 = args
@@ -259,16 +304,40 @@ class ADAGrad(_Stepper):
         # the sum of u**2; its mean over the t + 1 updates is ss / (t + 1)
         xp.multiply(u, u, out=tmp)
         xp.add(ss, tmp, out=ss)
-        xp.multiply(ss, 1.0 / (self.t + 1), out=tmp)
-        if self.vexp.scalar == 0.5:
-            xp.sqrt(tmp, out=tmp)
-        else:
-            xp.power(tmp, self.vexp[i], out=tmp)
-        xp.add(tmp, self.epsilon[i], out=tmp)
+        self._denominator(i, 1.0 / (self.t + 1), tmp)
         xp.divide(u, tmp, out=out)
+
+    def _denominator(self, i: int, inv_t: float, out: Any) -> None:
+        """``out = (sumsq * inv_t) ** vexp + epsilon`` (the step's divisor)."""
+        xp = self.xp
+        xp.multiply(self.sumsq[i], inv_t, out=out)
+        if self.vexp.scalar == 0.5:
+            xp.sqrt(out, out=out)
+        else:
+            xp.power(out, self.vexp[i], out=out)
+        xp.add(out, self.epsilon[i], out=out)
+
+    def _eta(self, i: int, scale: float, den: Any) -> Any:
+        if den is None:  # not just computed by a step: from the sums of squares
+            den = self._tmp2[i]
+            self._denominator(i, 1.0 / self.t, den)
+        xp = self.xp
+        xp.divide(self.lrate[i], den, out=den)
+        if scale != 1.0:
+            xp.multiply(den, scale, out=den)
+        return den
 
     def state(self) -> dict[str, Mat]:
         out = super().state()
         out.update({f"sumsq{i}": Mat(s) for i, s in enumerate(self.sumsq) if s is not None})
         return out
 
+
+
+def _prox(xp: Any, W: Any, thr: Any, tmp: Any) -> None:
+    """``W <- sign(W) * max(|W| - thr, 0)`` in place (L1's proximal step; ``tmp``: a
+    scratch array like ``W``)."""
+    xp.abs(W, out=tmp)
+    xp.subtract(tmp, thr, out=tmp)
+    xp.maximum(tmp, 0, out=tmp)
+    xp.copysign(tmp, W, out=W)

@@ -166,6 +166,7 @@ class HeldOut:
             else:
                 xp.subtract(total, base, out=dst)
                 xp.multiply(dst, 1.0 / n, out=dst)
+        self._mean = True
         return trial
 
     # -- the score -------------------------------------------------------------------------
@@ -192,7 +193,12 @@ class HeldOut:
         puts the best candidate in the model once the learner's own end-of-pass checks,
         divergence among them, have seen the last iterate)."""
         p = self.first + pass_ + 1
-        W, b = self._candidate(model, updater.iterates, p)
+        self._mean = False
+        trial = self._candidate(model, updater.iterates, p)
+        if self._mean:  # a mean of iterates: L1's proximal step, as at the end of fit
+            for i, a in enumerate(trial):
+                updater.l1_shrink(i, a)
+        W, b = trial
         value = self.loss(W, b)
         self.curve.append(value)
         improved = value < self.best - self.tol * self.layout.K if self.curve[:-1] else True
