@@ -307,18 +307,19 @@ def test_serial_and_parallel_versions_give_identical_bits(dtype: type) -> None:
     kernels = ((touched._adagrad_touched, True), (touched._grad_touched, False))
     # the untouched rows' regulariser terms swept, then deferred
     for kernel, sums in kernels:
-        for dense_reg, defer in ((True, False), (False, True)):
+        for dense_reg, defer, has_l1 in ((True, False, False), (False, True, False),
+                                         (True, False, True), (False, True, True)):
             runs = []
             for version in (kernel.serial, kernel.parallel):
                 W, S, done = W0.copy(), S0.copy(), done0.copy()
                 if sums:
                     version(W, S, *state, lr + 1e-8, dtype(0.5), dtype(0.9), dense_reg, defer,
                             done, 5, rates, 0, step.work, step.scalars, step.powers,
-                            cols.touched, cols.n_touched)
+                            cols.touched, cols.n_touched, has_l1)
                 else:
                     version(W, *state, dtype(0.9), dense_reg, defer, done, 5, rates, 0,
                             step.work, step.scalars, step.powers, cols.touched,
-                            cols.n_touched)
+                            cols.n_touched, has_l1)
                 runs.append((W, S, done))
             for a, b in zip(*runs, strict=True):
                 np.testing.assert_array_equal(a, b)

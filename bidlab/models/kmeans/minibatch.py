@@ -76,7 +76,7 @@ class MinibatchKMeansModel(KMeansModel):
     )
 
     algorithm = "minibatch"
-    _SCRATCH = ("_buf", "_work", "_origin_mat", "_vote", "_steps_state")
+    _SCRATCH = ("_buf", "_work", "_origin_mat", "_vote", "_steps_state", "_comm")
     _steps_state: dict[str, Mat] | None = None  # the checkpoint's copy of the step state
 
     def __init__(self, centers: Any, *, random_state: int = 0, **options: Any) -> None:

@@ -83,7 +83,7 @@ class KMeansModel(Model):
     #: each engine by its ``algorithm`` name, filled as the subclasses are defined
     ENGINES: dict[str, type[KMeansModel]] = {}
     # rebuilt on demand, never pickled
-    _SCRATCH: tuple[str, ...] = ("_buf", "_work", "_origin_mat", "_vote")
+    _SCRATCH: tuple[str, ...] = ("_buf", "_work", "_origin_mat", "_vote", "_comm")
     origin: Any = None
     _origin_mat: Mat | None = None  # the checkpoint's copy of ``origin``
     _vote: Any = None  # the ranks' agreement on an origin, until made (shared_origin)

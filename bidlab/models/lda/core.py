@@ -76,7 +76,7 @@ RhoStep = IncNorm
 for _old in ("bidlab.models.lda.core.RhoStep", "bidlab.models._lda_core.RhoStep"):
     alias(_old, IncNorm)
 
-_TRANSIENT = ("_scratch", "_store", "_head", "_learner_ref", "_cur")
+_TRANSIENT = ("_scratch", "_store", "_head", "_learner_ref", "_cur", "_comm", "l1_prox")
 #: option names of files written by earlier versions -> today's names
 OLD_OPTION_NAMES = {"k": "n_components", "warm_start": "warm_docs"}
 
