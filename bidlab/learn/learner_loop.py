@@ -67,10 +67,20 @@ class TrainingLoop:
             self.source.release()
             self._scores_flush()
             if self.model.initialised:  # deferred terms (and averaged iterates) land now
+                prox = self.model.l1_prox
+                if prox and self._finished:  # L1's strength for the landing model's step
+                    for mx in self.mixins:  # (a run resumed with no step left takes none)
+                        mx.hand_over()
                 self.updater.end_run(err is None and self._finished)
                 if err is None and self.comm.size > 1:  # the end sync point: one model
                     combine_models(self.comm, self.model.modelmats, self._combine)
+                    if self._finished and self.model.l1_prox:  # a mean of sparse models is
+                        for i in self.updater.mats:  # not: L1's proximal step, with rank 0's
+                            self.updater.l1_shrink(i, self.model.modelmats[i].data)
+                        self.comm.broadcast([m.data for m in self.model.modelmats])  # sizes
                     self.model.refresh()
+                for i in prox or ():
+                    prox[i] = None  # the next minibatch's mixin hands it over again
             self.model.run_ended(final, err)  # changes queued for a next minibatch
             if err is None and self.opts.checkpoint and self.model.initialised:
                 self._save_now(self.opts.checkpoint)

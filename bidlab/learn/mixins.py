@@ -88,6 +88,12 @@ class Mixin(Component):
         mm = self.model.modelmats
         return self.hyper(name, self.shapes, mm[0].xp, mm[0].dtype, self.model.row_groups)
 
+    def hand_over(self) -> Any:
+        """Called as a finished run's updater lands its model: hand over what the landing
+        step needs from this term (:class:`L1Regularizer`: its strength, for the proximal
+        step of a run resumed with no step left). Nothing by default."""
+        return None
+
     def gradient(self) -> None:
         """Add this term's ascent direction into ``model.updatemats``.
 
@@ -196,15 +202,22 @@ class L1Regularizer(_Penalty):
     OPTIONS = (Option("l1", float, 0.0, "L1 penalty strength (per-row/per-model vector ok)",
                       low=0.0, vector=True),)
 
-    def gradient(self) -> None:
+    def hand_over(self) -> list[int] | None:
+        """Put the L1 column of each matrix whose updater takes L1 as a proximal step in
+        ``model.l1_prox``; returns the other matrices, None when there is no such step."""
         prox = self.model.l1_prox
         if not prox or self.strength.is_zero():
-            super().gradient()
-            return
-        rest = [i for i in self.idx if i not in prox]
+            return None
         for i in self.idx:
             if i in prox:
                 prox[i] = self.strength[i]
+        return [i for i in self.idx if i not in prox]
+
+    def gradient(self) -> None:
+        rest = self.hand_over()
+        if rest is None:
+            super().gradient()
+            return
         if rest:
             idx, self.idx = self.idx, rest
             try:

@@ -96,6 +96,9 @@ class _Stepper(Updater):
         """L1's proximal step on ``W`` (an array like model matrix ``i``, e.g. a mean of
         iterates) with the last step's sizes and L1 column; nothing without L1."""
         l1 = self._l1.get(i)
+        if l1 is None:  # no step this run (one resumed with none left): the one handed over
+            prox = self.model.l1_prox
+            l1 = self._l1[i] = prox.get(i) if prox else None
         if l1 is None or self.t == 0:
             return
         thr = self._eta(i, _decay(self.opts.t0, self.t - 1, self.opts.texp), None)
@@ -202,8 +205,9 @@ class _Stepper(Updater):
         self.sync()
         if finished and self.iterates.n:
             self.iterates.land(self._moved(), self.xp)
-            for i in self.mats:
-                self.l1_shrink(i, self.model.modelmats[i].data)
+            if self.model._comm is None:  # several ranks: once their models are combined
+                for i in self.mats:
+                    self.l1_shrink(i, self.model.modelmats[i].data)
 
     def state(self) -> dict[str, Mat]:
         out: dict[str, Mat] = {}
