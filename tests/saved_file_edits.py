@@ -14,8 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 
-from bidlab.learn.checkpoint import load_checkpoint, save_checkpoint
+from bidlab.learn.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from bidlab.models import load
 
 Edit = Callable[[dict[str, Any], dict[str, np.ndarray]], None]
 
@@ -70,3 +72,12 @@ def crafted(saved: Any, tmp_path: Any, name: str, change: Edit) -> Any:
     arrays = dict(ck.arrays)
     change(meta["root"], arrays)
     return save_checkpoint(tmp_path / name, arrays, meta)
+
+
+def assert_refused(saved: Any, tmp_path: Any, name: str, change: Edit, fragment: str) -> None:
+    """Loading the crafted copy of ``saved / name`` raises a CheckpointError matching
+    ``fragment`` and naming the file."""
+    path = crafted(saved, tmp_path, name, change)
+    with pytest.raises(CheckpointError, match=fragment) as err:
+        load(path)
+    assert str(path) in str(err.value)
