@@ -13,12 +13,13 @@ warm-up.
 from __future__ import annotations
 
 import importlib
-import threading
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+
+from bidlab import _forksafe
 
 GPU_EXTRA_HINT = (
     "CuPy is not available: install the GPU extra with `pip install 'bidlab[gpu]'` "
@@ -28,7 +29,7 @@ GPU_EXTRA_HINT = (
 
 _cupy: ModuleType | None = None
 _cupy_error: str | None = None
-_lock = threading.Lock()
+_lock = _forksafe.lock(__name__, "_lock")
 
 
 def _try_import_cupy() -> ModuleType | None:
@@ -142,7 +143,7 @@ class AllocationCounter:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = _forksafe.lock(self, "_lock")
         self.count = 0
         self.bytes = 0
 

@@ -31,14 +31,13 @@ The element-wise kernel (``expdigamma``) and the CSR sums are in
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numba
 import numpy as np
 from numba import prange
 
-from bidlab import backend
+from bidlab import _forksafe, backend
 
 from . import arrays
 from .adaptive import adaptive_kernel
@@ -279,7 +278,7 @@ class _Pool:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = _forksafe.lock(self, "_lock")
         self._free: dict[Any, list[Any]] = {}
 
     def take(self, key: Any) -> Any | None:

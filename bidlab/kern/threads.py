@@ -29,12 +29,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numba
+
+from bidlab import _forksafe
 
 __all__ = ["register", "NUMBA_USER_API", "max_threads", "run_together", "one_blas_thread"]
 
@@ -94,7 +95,7 @@ def register() -> bool:
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0  # the process that made _pool (a forked child makes its own)
-_pool_lock = threading.Lock()
+_pool_lock = _forksafe.lock(__name__, "_pool_lock")
 
 
 def _executor() -> ThreadPoolExecutor:

@@ -18,6 +18,7 @@ The guard is never pickled or saved (it belongs to the running process, not the 
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 __all__ = ["FitGuard"]
@@ -42,6 +43,9 @@ class FitGuard:
         self._depth = 0
         self._what = ""  # the outermost call, e.g. "GLM.fit"
         self._learner: Any = None  # the learner running on the model
+        self._estimator: weakref.ref[Any] | None = None  # the estimator owning the guard
+        self._made: weakref.WeakSet[Any] = weakref.WeakSet()  # its learners of its model_
+        self._newest: weakref.ref[Any] | None = None  # the learner it made last
 
     def enter(self, what: str, reentrant: bool = True) -> None:
         """Start training call ``what`` (e.g. ``"GLM.fit"``) in this thread, or raise
@@ -82,9 +86,42 @@ class FitGuard:
                 self._thread = None
                 self._what = ""
 
+    def bind(self, learner: Any, estimator: Any) -> None:
+        """``learner``, just returned by ``estimator.learner()``, holds this guard while it
+        runs, and may start only while ``estimator`` still holds its model (``model_``)."""
+        learner.guard = self
+        self._estimator = weakref.ref(estimator)
+        if estimator.__dict__.get("model_") is getattr(learner, "model", None):
+            self._made.add(learner)
+        self._newest = weakref.ref(learner)
+
+    def _stale(self, learner: Any) -> str | None:
+        """Why ``learner`` must not start: its estimator has made a new model since (a
+        newer ``learner()``, a ``fit``), so nothing the estimator shows would see its
+        training; None when it still trains the estimator's model."""
+        est = self._estimator() if self._estimator is not None else None
+        if est is None or learner not in self._made:
+            return None
+        held = est.__dict__.get("model_")
+        if held is None or held is learner.model:
+            return None
+        newer = self._newest() if self._newest is not None else None
+        if newer is not None and newer is not learner and newer.model is held:
+            by, fix = f"learner {newer.name!r}", f"Start {newer.name!r} instead, or call"
+        else:
+            by, fix = f"a later {self.owner}.fit / partial_fit", "Call"
+        return (f"Learner {learner.name!r} cannot start: its {self.owner} has made a new "
+                f"model since ({by}), so this learner would train a model the estimator no "
+                f"longer holds (its predict, score and save would never show it). {fix} "
+                f"{self.owner}.learner(...) again for a learner of the current model.")
+
     def claim(self, learner: Any) -> None:
         """``learner`` starts training (called as it moves to ``running``); raise
-        :class:`RuntimeError` when a training call or another learner holds the guard."""
+        :class:`RuntimeError` when a training call or another learner holds the guard, or
+        when its estimator has made a new model since it made ``learner``."""
+        stale = self._stale(learner)
+        if stale is not None:
+            raise RuntimeError(stale)
         with self._lock:
             other = self._learner
             if other is not None and other is not learner:

@@ -15,14 +15,15 @@ nobody refers to it.
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import Any
+
+from bidlab import _forksafe
 
 __all__ = ["register", "learners", "names", "get", "info", "pause", "resume", "stop",
            "stop_all"]
 
-_lock = threading.Lock()
+_lock = _forksafe.lock(__name__, "_lock")
 _learners: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 
 

@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from bidlab import backend
+from bidlab import _forksafe, backend
 
 _state = threading.local()
 
@@ -122,7 +122,7 @@ class ResultCache:
     """Process-wide store of result containers keyed by (op, operand GUIDs, args)."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        self._lock = _forksafe.lock(self, "_lock", threading.RLock)
         self._store: OrderedDict[Hashable, Any] = OrderedDict()
         self._keys_by_guid: dict[int, set[Hashable]] = {}
         self._guids_by_key: dict[Hashable, tuple[int, ...]] = {}

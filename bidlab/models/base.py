@@ -31,7 +31,6 @@ import dataclasses
 import functools
 import inspect
 import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -41,7 +40,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
-from bidlab import backend
+from bidlab import _forksafe, backend
 from bidlab.learn.checkpoint import CheckpointError
 from bidlab.learn.datasource import as_source
 from bidlab.learn.exclusive import FitGuard
@@ -72,7 +71,7 @@ def _init_parameters(init: Callable[..., Any]) -> tuple[tuple[str, Any], ...]:
     sig = inspect.signature(init)
     return tuple((n, p.default) for n, p in sig.parameters.items()
                  if n != "self" and p.kind is not p.VAR_KEYWORD)
-_GUARD_MADE = threading.Lock()  # makes each estimator's guard exactly once
+_GUARD_MADE = _forksafe.lock(__name__, "_GUARD_MADE")  # makes each estimator's guard exactly once
 
 
 def param_row(component: Any, name: str, **changes: Any) -> Option:
@@ -420,7 +419,7 @@ def _guarded(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
             finally:
                 guard.exit()
             if hasattr(out, "guard") and hasattr(out, "start"):  # a live learner
-                out.guard = guard
+                guard.bind(out, self)
             elif name in ("fit", "partial_fit"):
                 self._detach_run_options()
             return out

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 import weakref
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from bidlab import _forksafe
 from bidlab.models.bayesnet.colouring import colour_blocks_of
 from bidlab.models.bayesnet.network import Network
 
@@ -22,7 +22,7 @@ MAX_JOINT_STATES = 36
 MAX_CONDITIONAL_ENTRIES = 1 << 14
 
 _CACHE: weakref.WeakKeyDictionary[Network, tuple[int, Tables]] = weakref.WeakKeyDictionary()
-_CACHE_LOCK = threading.Lock()
+_CACHE_LOCK = _forksafe.lock(__name__, "_CACHE_LOCK")
 
 
 @dataclass
