@@ -16,11 +16,13 @@ A forked child, whose copies of the training threads are not running, waits for 
 from __future__ import annotations
 
 import atexit
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+from bidlab import _forksafe
 from bidlab.learn import registry
 
 __all__ = ["training_thread", "stop_running", "EXIT_WAIT_S"]
@@ -29,7 +31,7 @@ __all__ = ["training_thread", "stop_running", "EXIT_WAIT_S"]
 EXIT_WAIT_S = 10.0
 
 _installed = False
-_install_lock = threading.Lock()
+_install_lock = _forksafe.lock(__name__, "_install_lock")
 
 
 def training_thread(target: Callable[[], None], name: str) -> threading.Thread:
@@ -65,10 +67,14 @@ def stop_running(timeout: float | None = None) -> list[str]:
             thread = _own_thread(lr)
             if thread is not None and lr.state in ("running", "paused"):
                 lr.stop(wait=False)
-                running.append((lr.name, thread))
+                running.append((lr, thread))
         end = time.monotonic() + limit
-        for _, thread in running:
+        for lr, thread in running:
             thread.join(max(0.0, end - time.monotonic()))
+            if not thread.is_alive() and lr.state == "failed":  # nobody joins it now: say it
+                err = lr.error  # (its checkpoint, when one is set, was not written)
+                sys.stderr.write(f"bidlab: learner {lr.name!r}, stopped at interpreter "
+                                 f"exit, failed: {type(err).__name__}: {err}\n")
     except Exception:  # noqa: BLE001 - exit goes on whatever a learner does
         pass
-    return [name for name, _ in running]
+    return [lr.name for lr, _ in running]

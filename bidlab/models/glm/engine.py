@@ -70,12 +70,22 @@ def _linear_means(t: Any, layout: Layout, Y2: np.ndarray,
     return start if np.any(start != 0.0) else None
 
 
-def _weight_mean(w: Any) -> float | None:
+def _weight_mean(w: Any, comm: Any = None) -> float | None:
     """The mean of the row weights ``w`` a run trains on (None: unweighted, or no weight
-    above 0), which scales each weighted minibatch's gradient (``GLMModel.weight_mean``)."""
+    above 0), which scales each weighted minibatch's gradient (``GLMModel.weight_mean``).
+    On several ranks it is the mean over all the ranks' rows: with each rank's own, the
+    ranks' averaged model settled at the mean of their separately weighted losses, not
+    at the weighted optimum of all the rows (and a rank whose weights are all 0 counted
+    as much as the others)."""
     if w is None:
         return None
-    mean = float(np.asarray(backend.to_host(w), np.float64).mean()) if len(w) else 0.0
+    total = np.array([float(np.asarray(backend.to_host(w), np.float64).sum()), len(w)])
+    if comm is not None and int(getattr(comm, "size", 1)) > 1:
+        comm.allreduce([total], "sum")
+        if total[0] <= 0:
+            raise ValueError(f"sample_weight is 0 on every row of all {comm.size} ranks: "
+                             "give at least one row a weight above 0")
+    mean = total[0] / total[1] if total[1] else 0.0
     return mean if mean > 0 else None
 
 
@@ -198,9 +208,12 @@ class GLMEngine:
         """Set ``lrate_``: with ``lrate="auto"`` from the pilot on (X, Y2, w) (see
         :mod:`bidlab.models.glm.auto_rate`), and the updater to those rates; otherwise
         the given rates. With a communicator of several ranks, every rank takes rank 0's
-        pick (each rank's pilot sees only its own rows)."""
+        pick (each rank's pilot sees only its own rows; unweighted on a rank whose row
+        weights are all 0)."""
         t = self.targets_
         if is_auto(self.lrate):
+            if w is not None and not np.any(w > 0):  # a rank's shard: nothing to weigh
+                w = None
             rates = pick_rates(self, X, Y2, w, t.data_col, t.links, self._seed())
             if comm is not None and int(getattr(comm, "size", 1)) > 1:
                 shared = np.array(np.broadcast_to(np.asarray(rates, np.float64), (t.K,)))
@@ -238,7 +251,7 @@ class GLMEngine:
             Ye = Ye[perm]
             w = None if w is None else w[perm]
         mats = [X, xp.asarray(Ye)]
-        self.model_.weight_mean = _weight_mean(w)
+        self.model_.weight_mean = _weight_mean(w, options.get("comm"))
         if w is not None:
             mats.append(xp.asarray(np.asarray(w, dtype=self.dtype_).reshape(-1, 1)))
         source = MemorySource(*mats, batch_size=min(int(batch_size), X.shape[0]))

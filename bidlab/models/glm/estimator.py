@@ -369,7 +369,7 @@ class GLM(GLMInputs, GLMEngine, GLMPredictions, GLMWeights, BidlabEstimator):
         self._validate_params()
         X = self._features(X, reset=True)
         Y2, y_1d = self._targets_2d(y, X.shape[0])
-        w = self._weights(options.pop("sample_weight", None), X)
+        w = self._weights(options.pop("sample_weight", None), X, options.get("comm"))
         self._init_engine(X, Y2, y_1d)
         w = self._class_weighted(w, Y2)
         self._choose_rates(X, Y2, w, options.get("comm"))

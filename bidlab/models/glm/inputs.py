@@ -91,11 +91,14 @@ class GLMInputs:
                              "one label or value per sample (or one column per target)")
         return as_targets_2d(y, n, "GLM")
 
-    def _weights(self, sample_weight: Any, X: Any) -> np.ndarray | None:
+    def _weights(self, sample_weight: Any, X: Any, comm: Any = None) -> np.ndarray | None:
+        """Validated row weights. With a communicator of several ranks the rows are one
+        rank's, whose weights may all be 0 (the ranks' total is checked as a run starts)."""
         if sample_weight is None:
             return None
+        shard = int(getattr(comm, "size", 1)) > 1
         return _check_sample_weight(sample_weight, X, dtype=self.dtype_,
-                                    ensure_non_negative=True)
+                                    ensure_non_negative=True, allow_all_zero_weights=shard)
 
     def _class_weighted(self, w: np.ndarray | None, Y2: np.ndarray,
                         partial: bool = False) -> np.ndarray | None:
