@@ -37,7 +37,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # bounded, safe reading of data files (standard library and numpy only)
     "io": frozenset({"io"}),
 }
-BASE = {"bidlab.backend", "bidlab._threads", "bidlab._source_checkout"}
+BASE = {"bidlab.backend", "bidlab._threads", "bidlab._source_checkout", "bidlab._forksafe"}
 IO = {"bidlab._bounded_io"}
 #: Everything else (lab, bench, cli, demo, the package root and any new top-level module)
 #: is an application: it may import any bidlab layer, and no layer above may import it.
