@@ -119,9 +119,6 @@ class FitGuard:
         """``learner`` starts training (called as it moves to ``running``); raise
         :class:`RuntimeError` when a training call or another learner holds the guard, or
         when its estimator has made a new model since it made ``learner``."""
-        stale = self._stale(learner)
-        if stale is not None:
-            raise RuntimeError(stale)
         with self._lock:
             other = self._learner
             if other is not None and other is not learner:
@@ -129,11 +126,14 @@ class FitGuard:
                     f"Learner {learner.name!r} cannot start: learner {other.name!r} of the "
                     f"same {self.owner} is {other.state} and trains the same model. Call "
                     f"{other.name!r}.stop() and join() first.")
-            if self._thread is not None:
+            if self._thread is not None:  # (a running fit is the first thing to say)
                 raise RuntimeError(
                     f"Learner {learner.name!r} cannot start: {self._what} is running on its "
                     f"estimator and trains the same model. Wait for it to return, then "
                     "start() the learner (or make a new one with learner()).")
+            stale = self._stale(learner)
+            if stale is not None:
+                raise RuntimeError(stale)
             self._learner = learner
 
     def release(self, learner: Any) -> None:
