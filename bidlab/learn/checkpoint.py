@@ -145,7 +145,14 @@ def atomic_write_bytes(path: str | os.PathLike, write: Any) -> Path:
     """
     path = check_save_target(path)
     for attempt in range(1, WRITE_ATTEMPTS + 1):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError:  # made, then removed before mkdir saw it was a folder
+            if attempt == WRITE_ATTEMPTS or (os.path.lexists(path.parent)
+                                              and not path.parent.is_dir()):
+                raise  # (or a file is there: not a folder to write in)
+            if not path.parent.is_dir():
+                continue
         remove_stale_temps(path)
         tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{time.monotonic_ns()}")
         try:
